@@ -1,0 +1,71 @@
+/* cacheroute rate estimator: per-session request rate, updated per arrival.
+ *
+ * Each owner keeps an exponentially decayed arrival count: constant-size state
+ * (24 bytes plus table slack), no per-arrival history. Two clocks:
+ *
+ *   CR_CLOCK_SECONDS  a real rate in arrivals per second. On an arrival at t:
+ *                     r = r * 2^(-(t - t_last)/H) + ln(2)/H, t_last = t;
+ *                     rate(t) = r * 2^(-(t - t_last)/H). A steady Poisson
+ *                     stream of lambda/s converges to lambda; idle owners decay.
+ *   CR_CLOCK_CALLS    the seed's count: r = r * 0.5^(1/H) + 1 per record(),
+ *                     H counted in the owner's own calls; rate() = r.
+ *
+ * Times are seconds on any monotonic clock the caller chooses (tests inject
+ * one). An arrival stamped earlier than the owner's last one (two threads
+ * racing) counts as simultaneous with it: time never runs backwards.
+ *
+ * Memory is bounded by max_owners: a new owner arriving at a full table
+ * evicts one of the lowest-rate owners, found by sampling (as Redis does).
+ *
+ * Thread safety: every function may be called concurrently on one estimator;
+ * owners are spread over lock-striped partitions, so threads recording
+ * different owners rarely contend.
+ */
+#ifndef CR_ESTIMATOR_H
+#define CR_ESTIMATOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "planner.h"
+
+typedef enum cr_clock { CR_CLOCK_SECONDS = 0, CR_CLOCK_CALLS = 1 } cr_clock;
+
+typedef struct cr_estimator_config {
+    cr_clock clock;      /* default CR_CLOCK_SECONDS */
+    double half_life;    /* H: seconds, or calls in CR_CLOCK_CALLS; finite, > 0; default 20 */
+    uint32_t window;     /* >= 1, default 256; accepted for seed compatibility, unused */
+    uint64_t max_owners; /* >= 1, default 1,000,000 */
+} cr_estimator_config;
+
+typedef struct cr_estimator cr_estimator;
+
+void cr_estimator_config_default(cr_estimator_config *cfg);
+
+/* Checks cfg; on failure fills err naming the field and value. */
+cr_status cr_estimator_config_check(const cr_estimator_config *cfg, cr_error *err);
+
+/* Returns a new estimator, or NULL with err filled (bad config, out of memory). */
+cr_estimator *cr_estimator_new(const cr_estimator_config *cfg, cr_error *err);
+void cr_estimator_free(cr_estimator *e);
+
+/* Records one arrival of owner at time now; returns its rate just after. */
+double cr_estimator_record(cr_estimator *e, int64_t owner, double now);
+
+/* Current rate of owner at now; 0 for an owner not tracked. */
+double cr_estimator_rate(const cr_estimator *e, int64_t owner, double now);
+
+/* Snapshot of every tracked owner's rate at now, sorted by owner id. Returns a
+ * malloc'd array of *n entries (the caller frees it), or NULL on allocation
+ * failure. Partitions are copied one at a time, so arrivals racing with the
+ * snapshot may or may not be in it. */
+cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n);
+
+/* Drops owner; returns 1 if it was tracked, 0 otherwise. */
+int cr_estimator_forget(cr_estimator *e, int64_t owner);
+
+uint64_t cr_estimator_size(const cr_estimator *e);      /* owners tracked now */
+uint64_t cr_estimator_evictions(const cr_estimator *e); /* since creation */
+const cr_estimator_config *cr_estimator_get_config(const cr_estimator *e);
+
+#endif

@@ -1,0 +1,383 @@
+/* The plan: validate, order by rate, admit within the budget, place (LPT).
+ *
+ * Memory and memory traffic are what matter at a million sessions: sessions
+ * are radix-sorted as 16-byte (rate key, owner) pairs, and everything after
+ * the sort walks arrays front to back. The peak stays under 50 bytes per
+ * session (see bench/README.md). */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ENTRIES ((size_t)UINT32_MAX - 1) /* positions are stored as uint32 + 1 */
+
+static void set_error(cr_error *err, const char *fmt_field, const char *what, double v)
+{
+    char num[40];
+    cr_fmt_double(num, sizeof num, v);
+    snprintf(err->msg, sizeof err->msg, "%s %s, got %s", fmt_field, what, num);
+}
+
+cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err)
+{
+    if (cfg->n_shards < 1 || cfg->n_shards > CR_MAX_SHARDS) {
+        snprintf(err->msg, sizeof err->msg, "config.n_shards must be in 1..%u, got %u",
+                 CR_MAX_SHARDS, cfg->n_shards);
+        return CR_EINVAL;
+    }
+    if (!isfinite(cfg->qcap) || cfg->qcap <= 0) {
+        set_error(err, "config.qcap", "must be finite and > 0", cfg->qcap);
+        return CR_EINVAL;
+    }
+    if (!isfinite(cfg->warm_slots_per_shard) || cfg->warm_slots_per_shard <= 0) {
+        set_error(err, "config.warm_slots_per_shard", "must be finite and > 0",
+                  cfg->warm_slots_per_shard);
+        return CR_EINVAL;
+    }
+    return CR_OK;
+}
+
+/* Rule 1: every rate finite and >= 0, no owner twice. Reports the first bad
+ * entry in input order. */
+static cr_status validate_rates(const cr_session_rate *rates, size_t n, cr_error *err)
+{
+    char field[48];
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(rates[i].rate) || rates[i].rate < 0) {
+            snprintf(field, sizeof field, "rates[%zu].rate", i);
+            set_error(err, field, "must be finite and >= 0", rates[i].rate);
+            return CR_EINVAL;
+        }
+    }
+    cr_owner_index ix;
+    if (cr_owner_index_init(&ix, n, rates, sizeof *rates) != CR_OK) {
+        snprintf(err->msg, sizeof err->msg, "out of memory validating %zu rates", n);
+        return CR_ENOMEM;
+    }
+    cr_status st = CR_OK;
+    for (size_t i = 0; i < n && st == CR_OK; i++) {
+        size_t first = cr_owner_index_insert(&ix, i);
+        if (first != i) {
+            snprintf(err->msg, sizeof err->msg, "rates[%zu].owner %lld duplicates rates[%zu].owner",
+                     i, (long long)rates[i].owner, first);
+            st = CR_EINVAL;
+        }
+    }
+    cr_owner_index_free(&ix);
+    return st;
+}
+
+/* A session in rate order. The rate is kept as its sort key (its bit pattern
+ * inverted: positive doubles order like their bits), so the planner walks
+ * the sorted array front to back and never goes back to the input. */
+typedef struct sort_item {
+    uint64_t key;
+    int64_t owner;
+} sort_item;
+
+static double item_rate(const sort_item *it)
+{
+    uint64_t bits = ~it->key;
+    double rate;
+    memcpy(&rate, &bits, sizeof rate);
+    return rate;
+}
+
+#define RADIX_BITS 11
+#define RADIX_PASSES 6 /* 6 * 11 >= 64 */
+#define RADIX_SIZE (1u << RADIX_BITS)
+
+/* Stable LSD radix sort by key (ascending). Passes whose digit is the same for
+ * every item are skipped. Returns the sorted array (a or tmp). */
+static sort_item *radix_sort(sort_item *a, sort_item *tmp, size_t n)
+{
+    static const unsigned shift[RADIX_PASSES] = {0, 11, 22, 33, 44, 55};
+    size_t (*count)[RADIX_SIZE] = calloc(RADIX_PASSES, sizeof *count);
+    if (!count)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        for (int p = 0; p < RADIX_PASSES; p++)
+            count[p][(a[i].key >> shift[p]) & (RADIX_SIZE - 1)]++;
+    for (int p = 0; p < RADIX_PASSES; p++) {
+        size_t *c = count[p];
+        if (c[(a[0].key >> shift[p]) & (RADIX_SIZE - 1)] == n)
+            continue;
+        size_t sum = 0;
+        for (unsigned d = 0; d < RADIX_SIZE; d++) {
+            size_t k = c[d];
+            c[d] = sum;
+            sum += k;
+        }
+        for (size_t i = 0; i < n; i++)
+            tmp[c[(a[i].key >> shift[p]) & (RADIX_SIZE - 1)]++] = a[i];
+        sort_item *swap = a;
+        a = tmp;
+        tmp = swap;
+    }
+    free(count);
+    return a;
+}
+
+/* Rules 2 and 3: the non-zero rates by decreasing rate, ties in input order
+ * (LSD radix sort is stable). Returns a malloc'd array of *m items, or NULL. */
+static sort_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *m)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += rates[i].rate > 0;
+    *m = k;
+    sort_item *a = malloc((k ? k : 1) * sizeof *a);
+    sort_item *tmp = malloc((k ? k : 1) * sizeof *tmp);
+    if (!a || !tmp) {
+        free(a);
+        free(tmp);
+        return NULL;
+    }
+    k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rates[i].rate > 0) {
+            uint64_t bits;
+            memcpy(&bits, &rates[i].rate, sizeof bits);
+            a[k++] = (sort_item){~bits, rates[i].owner};
+        }
+    }
+    sort_item *sorted = k ? radix_sort(a, tmp, k) : a;
+    if (!sorted) {
+        free(a);
+        free(tmp);
+        return NULL;
+    }
+    free(sorted == a ? tmp : a);
+    return sorted;
+}
+
+/* Eq. 1: shards a session of this rate needs, at most R. */
+static uint32_t shards_needed(double rate, double qcap, uint32_t r)
+{
+    double q = ceil(rate / qcap);
+    if (q >= (double)r)
+        return r;
+    return q < 1 ? 1 : (uint32_t)q;
+}
+
+/* Rule 4: fills t->placements (owner, kb) in admission order and keeps the
+ * admitted items at the front of items, in order. Returns the total number
+ * of shard slots they hold. */
+static uint64_t admit(cr_table *t, const cr_planner_config *cfg, sort_item *items, size_t m)
+{
+    double budget = (double)cfg->n_shards * cfg->warm_slots_per_shard;
+    uint64_t used = 0;
+    size_t n_adm = 0;
+    for (size_t i = 0; i < m; i++) {
+        double rate = item_rate(&items[i]);
+        uint32_t kb = shards_needed(rate, cfg->qcap, cfg->n_shards);
+        if ((double)(used + kb) <= budget) {
+            t->placements[n_adm] = (cr_placement){items[i].owner, used, kb, 0};
+            used += kb;
+            t->admitted_rate_total += rate;
+            items[n_adm++] = items[i];
+        } else {
+            t->unadmitted_rate_total += rate;
+        }
+    }
+    t->n_placements = n_adm;
+    return used;
+}
+
+/* Min-heap of shard ids ordered by (load, id). */
+typedef struct shard_heap {
+    uint32_t *id;
+    uint32_t n;
+    const double *load;
+} shard_heap;
+
+static int heap_less(const shard_heap *h, uint32_t a, uint32_t b)
+{
+    return h->load[a] < h->load[b] || (h->load[a] == h->load[b] && a < b);
+}
+
+static void heap_sift_down(shard_heap *h, uint32_t i)
+{
+    uint32_t x = h->id[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && heap_less(h, h->id[c + 1], h->id[c]))
+            c++;
+        if (!heap_less(h, h->id[c], x))
+            break;
+        h->id[i] = h->id[c];
+        i = c;
+    }
+    h->id[i] = x;
+}
+
+static void heap_push(shard_heap *h, uint32_t x)
+{
+    uint32_t i = h->n++;
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!heap_less(h, x, h->id[p]))
+            break;
+        h->id[i] = h->id[p];
+        i = p;
+    }
+    h->id[i] = x;
+}
+
+static uint32_t heap_pop(shard_heap *h)
+{
+    uint32_t top = h->id[0];
+    h->id[0] = h->id[--h->n];
+    if (h->n)
+        heap_sift_down(h, 0);
+    return top;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void sort_shards(uint32_t *s, uint32_t k)
+{
+    if (k > 32) {
+        qsort(s, k, sizeof *s, cmp_u32);
+        return;
+    }
+    for (uint32_t i = 1; i < k; i++) {
+        uint32_t x = s[i], j = i;
+        for (; j > 0 && s[j - 1] > x; j--)
+            s[j] = s[j - 1];
+        s[j] = x;
+    }
+}
+
+/* Rules 5 and 6. */
+static void place(cr_table *t, const sort_item *items, uint32_t *heap_ids)
+{
+    uint32_t r = t->n_shards;
+    double start = t->unadmitted_rate_total > 0 ? t->unadmitted_rate_total / r : 0.0;
+    shard_heap h = {heap_ids, 0, t->load};
+    for (uint32_t s = 0; s < r; s++) {
+        t->load[s] = start;
+        h.id[h.n++] = s; /* equal loads: ascending ids already form a heap */
+    }
+    for (size_t i = 0; i < t->n_placements; i++) {
+        const cr_placement *p = &t->placements[i];
+        uint32_t kb = p->kb, *mine = t->shards + p->first;
+        double share = item_rate(&items[i]) / kb;
+        if (kb == 1) {
+            mine[0] = h.id[0];
+            t->load[mine[0]] += share;
+            heap_sift_down(&h, 0);
+            continue;
+        }
+        for (uint32_t j = 0; j < kb; j++)
+            mine[j] = heap_pop(&h);
+        for (uint32_t j = 0; j < kb; j++) {
+            t->load[mine[j]] += share;
+            heap_push(&h, mine[j]);
+        }
+        sort_shards(mine, kb);
+    }
+}
+
+/* Rule 7, plus each placement's preferred shard and the owner index. */
+static cr_status finish(cr_table *t)
+{
+    double max = 0, sum = 0;
+    for (uint32_t s = 0; s < t->n_shards; s++) {
+        sum += t->load[s];
+        if (t->load[s] > max)
+            max = t->load[s];
+    }
+    double mean = sum / t->n_shards;
+    t->imbalance = mean > 0 ? max / mean : 1.0;
+    for (size_t i = 0; i < t->n_placements; i++) {
+        cr_placement *p = &t->placements[i];
+        const uint32_t *s = t->shards + p->first;
+        uint32_t best = s[0];
+        for (uint32_t j = 1; j < p->kb; j++)
+            if (t->load[s[j]] < t->load[best])
+                best = s[j]; /* ids ascend, so ties keep the smaller id */
+        p->preferred_shard = best;
+    }
+    if (cr_owner_index_init(&t->index, t->n_placements, t->placements, sizeof *t->placements))
+        return CR_ENOMEM;
+    for (size_t i = 0; i < t->n_placements; i++)
+        cr_owner_index_insert(&t->index, i);
+    return CR_OK;
+}
+
+/* The table with room for m placements; shards come after admission. */
+static cr_table *table_alloc(uint32_t r, size_t m)
+{
+    cr_table *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->n_shards = r;
+    t->load = malloc(r * sizeof *t->load);
+    t->placements = malloc((m ? m : 1) * sizeof *t->placements);
+    if (!t->load || !t->placements) {
+        cr_table_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* Rules 4 to 7 over the sorted items; frees nothing it was given. */
+static cr_table *build(const cr_planner_config *cfg, sort_item *items, size_t m)
+{
+    uint32_t *heap_ids = malloc(cfg->n_shards * sizeof *heap_ids);
+    cr_table *t = table_alloc(cfg->n_shards, m);
+    if (!heap_ids || !t)
+        goto fail;
+    uint64_t total_kb = admit(t, cfg, items, m);
+    if (total_kb > SIZE_MAX / sizeof *t->shards)
+        goto fail;
+    t->shards = malloc((total_kb ? total_kb : 1) * sizeof *t->shards);
+    if (!t->shards)
+        goto fail;
+    place(t, items, heap_ids);
+    free(heap_ids);
+    return t;
+fail:
+    free(heap_ids);
+    cr_table_free(t);
+    return NULL;
+}
+
+cr_status cr_planner_plan(const cr_planner_config *cfg, const cr_session_rate *rates, size_t n,
+                          cr_table **out, cr_error *err)
+{
+    *out = NULL;
+    err->msg[0] = '\0';
+    cr_status st = cr_planner_config_check(cfg, err);
+    if (st != CR_OK)
+        return st;
+    if (n > MAX_ENTRIES) {
+        snprintf(err->msg, sizeof err->msg, "rates: %zu entries, at most %zu", n, MAX_ENTRIES);
+        return CR_ENOMEM;
+    }
+    if ((st = validate_rates(rates, n, err)) != CR_OK)
+        return st;
+    size_t m;
+    sort_item *items = order_by_rate(rates, n, &m);
+    cr_table *t = items ? build(cfg, items, m) : NULL;
+    free(items); /* before the owner index: it bounds the peak */
+    if (t && finish(t) != CR_OK) {
+        cr_table_free(t);
+        t = NULL;
+    }
+    if (!t) {
+        snprintf(err->msg, sizeof err->msg, "out of memory planning %zu sessions", n);
+        return CR_ENOMEM;
+    }
+    *out = t;
+    return CR_OK;
+}

@@ -1,0 +1,59 @@
+/* Routing-table accessors and lookups. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void cr_table_free(cr_table *t)
+{
+    if (!t)
+        return;
+    cr_owner_index_free(&t->index);
+    free(t->placements);
+    free(t->shards);
+    free(t->load);
+    free(t);
+}
+
+uint32_t cr_table_n_shards(const cr_table *t) { return t->n_shards; }
+size_t cr_table_n_placements(const cr_table *t) { return t->n_placements; }
+const double *cr_table_expected_load(const cr_table *t) { return t->load; }
+double cr_table_admitted_rate_total(const cr_table *t) { return t->admitted_rate_total; }
+double cr_table_unadmitted_rate_total(const cr_table *t) { return t->unadmitted_rate_total; }
+double cr_table_imbalance(const cr_table *t) { return t->imbalance; }
+
+const cr_placement *cr_table_placement(const cr_table *t, size_t i)
+{
+    return &t->placements[i];
+}
+
+const uint32_t *cr_table_shards(const cr_table *t, const cr_placement *p)
+{
+    return t->shards + p->first;
+}
+
+const cr_placement *cr_table_find(const cr_table *t, int64_t owner)
+{
+    size_t i = cr_owner_index_find(&t->index, owner);
+    return i == SIZE_MAX ? NULL : &t->placements[i];
+}
+
+int cr_table_is_admitted(const cr_table *t, int64_t owner)
+{
+    return cr_table_find(t, owner) != NULL;
+}
+
+uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fallback)
+{
+    const cr_placement *p = cr_table_find(t, owner);
+    return p ? p->preferred_shard : fallback;
+}
+
+void cr_fmt_double(char *buf, size_t len, double v)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (prec == 17 || strtod(buf, NULL) == v || v != v)
+            return;
+    }
+}

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Runs every test the way CI does, on a fresh Debian 12 machine as root:
+# installs the Debian packages, then builds and runs ctest three times:
+#   build-test  gcc, all tests (unit, integration, chart checks)
+#   build-asan  clang, AddressSanitizer + UndefinedBehaviorSanitizer
+#   build-tsan  clang, ThreadSanitizer, the tests labelled "concurrency"
+# Warnings are errors in every build, so gcc and clang both gate.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+"$root/scripts/install-deps.sh"
+jobs=$(nproc)
+
+build() {
+    dir=$1
+    shift
+    cmake -S . -B "$dir" "$@"
+    cmake --build "$dir" -j "$jobs"
+}
+
+build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc
+ctest --test-dir build-test --output-on-failure
+
+build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCR_SANITIZE=address,undefined
+ctest --test-dir build-asan --output-on-failure -LE helm
+
+build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCR_SANITIZE=thread
+ctest --test-dir build-tsan --output-on-failure -L concurrency

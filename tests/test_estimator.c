@@ -1,0 +1,334 @@
+/* Rate estimator: both clocks' math, a Poisson stream, eviction bounds and
+ * a multi-threaded run (built under ThreadSanitizer in CI). */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "cunit_main.h"
+#include "estimator.h"
+
+static cr_estimator *make(cr_clock clock, double half_life, uint64_t max_owners)
+{
+    cr_estimator_config cfg;
+    cr_estimator_config_default(&cfg);
+    cfg.clock = clock;
+    cfg.half_life = half_life;
+    cfg.max_owners = max_owners;
+    cr_error err;
+    cr_estimator *e = cr_estimator_new(&cfg, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    return e;
+}
+
+static void test_defaults_and_config_errors(void)
+{
+    cr_estimator_config cfg;
+    cr_estimator_config_default(&cfg);
+    CU_ASSERT_EQUAL(cfg.clock, CR_CLOCK_SECONDS);
+    CU_ASSERT_EQUAL(cfg.half_life, 20);
+    CU_ASSERT_EQUAL(cfg.window, 256);
+    CU_ASSERT_EQUAL(cfg.max_owners, 1000000);
+    cr_error err;
+    cfg.half_life = 0;
+    CU_ASSERT_PTR_NULL(cr_estimator_new(&cfg, &err));
+    CU_ASSERT_STRING_EQUAL(err.msg, "half_life must be finite and > 0, got 0");
+    cfg.half_life = NAN;
+    CU_ASSERT_PTR_NULL(cr_estimator_new(&cfg, &err));
+    cfg.half_life = 20;
+    cfg.window = 0;
+    CU_ASSERT_PTR_NULL(cr_estimator_new(&cfg, &err));
+    CU_ASSERT_STRING_EQUAL(err.msg, "window must be >= 1, got 0");
+    cfg.window = 1;
+    cfg.max_owners = 0;
+    CU_ASSERT_PTR_NULL(cr_estimator_new(&cfg, &err));
+    cfg.max_owners = 1;
+    cfg.clock = (cr_clock)7;
+    CU_ASSERT_PTR_NULL(cr_estimator_new(&cfg, &err));
+}
+
+static void test_calls_mode_math(void)
+{
+    /* r_n = sum_{k<n} d^k = (1 - d^n) / (1 - d), d = 0.5^(1/H); no time decay. */
+    cr_estimator *e = make(CR_CLOCK_CALLS, 4, 100);
+    double d = pow(0.5, 1.0 / 4);
+    for (int n = 1; n <= 200; n++) {
+        double r = cr_estimator_record(e, 42, 1000.0 * n);
+        CU_ASSERT_DOUBLE_EQUAL(r, (1 - pow(d, n)) / (1 - d), 1e-12);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 42, 1e9), (1 - pow(d, 200)) / (1 - d), 1e-12);
+    /* Converges to 1 / (1 - d). */
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 42, 0), 1 / (1 - d), 1e-9);
+    /* H counted in the owner's own calls: another owner does not decay 42. */
+    double before = cr_estimator_rate(e, 42, 0);
+    for (int i = 0; i < 50; i++)
+        cr_estimator_record(e, 43, 0);
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, 42, 0), before);
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, 44, 0), 0);
+    cr_estimator_free(e);
+}
+
+static void test_seconds_mode_math(void)
+{
+    double H = 10, inc = log(2) / H;
+    cr_estimator *e = make(CR_CLOCK_SECONDS, H, 100);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_record(e, 1, 100), inc, 1e-15);
+    /* One half-life later the count has halved. */
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 110), inc / 2, 1e-15);
+    /* Arrival at 105: r = inc * 2^(-0.5) + inc. */
+    double r = cr_estimator_record(e, 1, 105);
+    CU_ASSERT_DOUBLE_EQUAL(r, inc * pow(2, -0.5) + inc, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 125), r * pow(2, -2.0), 1e-12);
+    /* An arrival stamped in the past counts as now; time never runs back. */
+    double r2 = cr_estimator_record(e, 1, 104);
+    CU_ASSERT_DOUBLE_EQUAL(r2, r + inc, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 103), r2, 1e-12);
+    /* Idle decay: 20 half-lives later the rate is 2^-20 of itself. */
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 105 + 20 * H), r2 * pow(2, -20), 1e-18);
+    cr_estimator_free(e);
+}
+
+static double exp_sample(unsigned *seed, double lambda)
+{
+    double u = (rand_r(seed) + 1.0) / ((double)RAND_MAX + 2.0);
+    return -log(u) / lambda;
+}
+
+static void test_seconds_mode_poisson(void)
+{
+    /* Steady Poisson streams; after ten half-lives of warm-up the estimate at
+     * every 50 s checkpoint is within 10% of the true rate. The relative
+     * noise is about sqrt(ln 2 / (2 H lambda)): 2.6% for the slowest stream
+     * here, so 10% is a wide margin, not a coin toss. */
+    const double lambdas[] = {5, 50, 400}, halves[] = {100, 20, 20};
+    for (int k = 0; k < 3; k++) {
+        cr_estimator *e = make(CR_CLOCK_SECONDS, halves[k], 100);
+        unsigned seed = 99 + k;
+        double t = 0, worst = 0, warm = 10 * halves[k], next_check = warm;
+        int checks = 0;
+        while (t < warm + 2000) {
+            t += exp_sample(&seed, lambdas[k]);
+            cr_estimator_record(e, 5, t);
+            if (t >= next_check) {
+                double err = fabs(cr_estimator_rate(e, 5, t) / lambdas[k] - 1);
+                worst = err > worst ? err : worst;
+                next_check += 50;
+                checks++;
+            }
+        }
+        CU_ASSERT_EQUAL(checks, 41); /* warm, warm + 50, ..., warm + 2000 */
+        CU_ASSERT_TRUE(worst < 0.10);
+        /* After the stream stops, the rate halves every half-life. */
+        CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 5, t + 2 * halves[k]) /
+                                   cr_estimator_rate(e, 5, t), 0.25, 1e-12);
+        cr_estimator_free(e);
+    }
+}
+
+static void test_rates_snapshot_and_forget(void)
+{
+    cr_estimator *e = make(CR_CLOCK_CALLS, 20, 1000);
+    int64_t owners[] = {5, -3, 900, 0, INT64_MIN, INT64_MAX, 17};
+    for (int i = 0; i < 7; i++)
+        for (int k = 0; k <= i; k++)
+            cr_estimator_record(e, owners[i], 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 7);
+    size_t n;
+    cr_session_rate *all = cr_estimator_rates(e, 0, &n);
+    CU_ASSERT_EQUAL_FATAL(n, 7);
+    int64_t want[] = {INT64_MIN, -3, 0, 5, 17, 900, INT64_MAX};
+    for (size_t i = 0; i < n; i++) {
+        CU_ASSERT_EQUAL(all[i].owner, want[i]);
+        CU_ASSERT_EQUAL(all[i].rate, cr_estimator_rate(e, want[i], 0));
+    }
+    free(all);
+    CU_ASSERT_EQUAL(cr_estimator_forget(e, 900), 1);
+    CU_ASSERT_EQUAL(cr_estimator_forget(e, 900), 0);
+    CU_ASSERT_EQUAL(cr_estimator_forget(e, 12345), 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 6);
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, 900, 0), 0);
+    /* A forgotten owner starts from scratch. */
+    CU_ASSERT_EQUAL(cr_estimator_record(e, 900, 0), 1);
+    cr_estimator_free(e);
+}
+
+static void test_table_growth_and_deletes(void)
+{
+    /* Many owners through growth, then delete every other one: the rest are
+     * all still found with their exact counts (backward-shift deletion). */
+    enum { N = 50000 };
+    cr_estimator *e = make(CR_CLOCK_CALLS, 1e9, N);
+    for (int64_t i = 0; i < N; i++)
+        for (int k = 0; k < 1 + (i % 3); k++)
+            cr_estimator_record(e, i * 1000003, 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), N);
+    for (int64_t i = 0; i < N; i += 2)
+        CU_ASSERT_EQUAL(cr_estimator_forget(e, i * 1000003), 1);
+    int bad = 0;
+    for (int64_t i = 0; i < N; i++) {
+        double want = i % 2 ? 1 + (double)(i % 3) : 0;
+        bad += fabs(cr_estimator_rate(e, i * 1000003, 0) - want) > 1e-6;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), N / 2);
+    CU_ASSERT_EQUAL(cr_estimator_evictions(e), 0);
+    cr_estimator_free(e);
+}
+
+static void test_eviction_bounds_table(void)
+{
+    cr_estimator *e = make(CR_CLOCK_SECONDS, 20, 1000);
+    /* Ten hot owners, then a flood of 100,000 one-shot random owners. */
+    for (int k = 0; k < 100; k++)
+        for (int64_t h = 1; h <= 10; h++)
+            cr_estimator_record(e, h, 0);
+    unsigned seed = 1;
+    for (int i = 0; i < 100000; i++) {
+        int64_t owner = ((int64_t)rand_r(&seed) << 31 | rand_r(&seed)) + 1000;
+        CU_ASSERT_TRUE(cr_estimator_record(e, owner, 0) > 0);
+        /* the owner just recorded is never the one evicted */
+        if (i % 997 == 0)
+            CU_ASSERT_TRUE(cr_estimator_rate(e, owner, 0) > 0);
+        CU_ASSERT_TRUE(cr_estimator_size(e) <= 1000);
+    }
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 1000);
+    CU_ASSERT_EQUAL(cr_estimator_evictions(e), 100000 + 10 - 1000);
+    size_t n;
+    free(cr_estimator_rates(e, 0, &n));
+    CU_ASSERT_EQUAL(n, 1000);
+    /* The hot owners survive: eviction takes the lowest sampled rate. */
+    for (int64_t h = 1; h <= 10; h++)
+        CU_ASSERT_TRUE(cr_estimator_rate(e, h, 0) > 50 * log(2) / 20);
+    cr_estimator_free(e);
+
+    /* max_owners = 1: each new owner replaces the previous one. */
+    e = make(CR_CLOCK_CALLS, 20, 1);
+    cr_estimator_record(e, 1, 0);
+    cr_estimator_record(e, 2, 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 1);
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, 1, 0), 0);
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, 2, 0), 1);
+    cr_estimator_free(e);
+}
+
+static void test_eviction_from_other_partition(void)
+{
+    /* White-box: at max_owners 4096 the table has 2 partitions, picked by
+     * the low bit of cr_mix64(owner). Fill it with partition-1 owners only;
+     * a partition-0 newcomer must evict from partition 1. */
+    cr_estimator *e = make(CR_CLOCK_CALLS, 20, 4096);
+    int64_t o = 0;
+    for (uint64_t filled = 0; filled < 4096; o++)
+        if (cr_mix64((uint64_t)o) & 1) {
+            cr_estimator_record(e, o, 0);
+            filled++;
+        }
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 4096);
+    while (cr_mix64((uint64_t)o) & 1)
+        o++;
+    CU_ASSERT_EQUAL(cr_estimator_record(e, o, 0), 1);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 4096);
+    CU_ASSERT_EQUAL(cr_estimator_evictions(e), 1);
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, o, 0), 1);
+    cr_estimator_free(e);
+}
+
+/* ---- concurrency ---- */
+
+enum { THREADS = 4, PER_THREAD = 40000, OWNERS = 997 };
+
+typedef struct worker_arg {
+    cr_estimator *e;
+    int id;
+} worker_arg;
+
+static void *record_worker(void *p)
+{
+    worker_arg *a = p;
+    for (int i = 0; i < PER_THREAD; i++)
+        cr_estimator_record(a->e, (i * 7 + a->id) % OWNERS, i * 1e-3);
+    return NULL;
+}
+
+static void *reader_worker(void *p)
+{
+    worker_arg *a = p;
+    for (int i = 0; i < 200; i++) {
+        size_t n;
+        free(cr_estimator_rates(a->e, 0, &n));
+        cr_estimator_rate(a->e, i % OWNERS, 0);
+        cr_estimator_forget(a->e, OWNERS + i); /* never recorded: no effect */
+    }
+    return NULL;
+}
+
+static void test_concurrent_exact_totals(void)
+{
+    /* In calls mode an owner's rate is a function of its arrival count, so
+     * exact per-owner totals can be checked after a concurrent run. */
+    cr_estimator *e = make(CR_CLOCK_CALLS, 1e12, 100000);
+    pthread_t th[THREADS + 1];
+    worker_arg args[THREADS + 1];
+    for (int t = 0; t <= THREADS; t++) {
+        args[t] = (worker_arg){e, t};
+        pthread_create(&th[t], NULL, t < THREADS ? record_worker : reader_worker, &args[t]);
+    }
+    for (int t = 0; t <= THREADS; t++)
+        pthread_join(th[t], NULL);
+    long want[OWNERS] = {0};
+    for (int t = 0; t < THREADS; t++)
+        for (int i = 0; i < PER_THREAD; i++)
+            want[(i * 7 + t) % OWNERS]++;
+    double d = pow(0.5, 1.0 / 1e12);
+    int bad = 0;
+    for (int o = 0; o < OWNERS; o++) {
+        double expect = (1 - pow(d, want[o])) / (1 - d);
+        bad += fabs(cr_estimator_rate(e, o, 0) - expect) > 1e-6 * expect;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), OWNERS);
+    cr_estimator_free(e);
+}
+
+static void *flood_worker(void *p)
+{
+    worker_arg *a = p;
+    for (int64_t i = 0; i < 30000; i++)
+        cr_estimator_record(a->e, (int64_t)a->id << 40 | i, (double)i);
+    return NULL;
+}
+
+static void test_concurrent_eviction_bound(void)
+{
+    cr_estimator *e = make(CR_CLOCK_SECONDS, 20, 5000);
+    pthread_t th[THREADS];
+    worker_arg args[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        args[t] = (worker_arg){e, t};
+        pthread_create(&th[t], NULL, flood_worker, &args[t]);
+    }
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 5000);
+    CU_ASSERT_EQUAL(cr_estimator_evictions(e), THREADS * 30000 - 5000);
+    size_t n;
+    free(cr_estimator_rates(e, 30000, &n));
+    CU_ASSERT_EQUAL(n, 5000);
+    cr_estimator_free(e);
+}
+
+static const cr_test_case estimator_tests[] = {
+    {"defaults and config errors", test_defaults_and_config_errors},
+    {"calls mode math", test_calls_mode_math},
+    {"seconds mode math", test_seconds_mode_math},
+    {"seconds mode Poisson within 10%", test_seconds_mode_poisson},
+    {"rates snapshot and forget", test_rates_snapshot_and_forget},
+    {"growth and deletes", test_table_growth_and_deletes},
+    {"eviction bounds the table", test_eviction_bounds_table},
+    {"eviction from another partition", test_eviction_from_other_partition},
+    {"concurrent exact totals", test_concurrent_exact_totals},
+    {"concurrent eviction bound", test_concurrent_eviction_bound},
+    {NULL, NULL},
+};
+
+static const cr_test_suite suites[] = {{"estimator", estimator_tests}};
+CR_TEST_MAIN(suites)
