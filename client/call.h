@@ -1,0 +1,28 @@
+/* Unary gRPC calls over the C core with protobuf-c messages. */
+#ifndef CR_CLIENT_CALL_H
+#define CR_CLIENT_CALL_H
+
+#include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
+
+typedef struct cr_client {
+    grpc_channel *channel;
+    grpc_completion_queue *cq;
+    double timeout; /* seconds per call */
+} cr_client;
+
+/* Opens an insecure channel to target (host:port); grpc_init first. */
+void cr_client_open(cr_client *c, const char *target, double timeout);
+void cr_client_close(cr_client *c);
+
+/* Calls method ("/pkg.Service/Method") with req and unpacks the answer as
+ * resp_type into *resp (free with protobuf_c_message_free_unpacked). Returns
+ * the gRPC status; on anything but OK, err holds the server's message. */
+grpc_status_code cr_client_call(cr_client *c, const char *method, const ProtobufCMessage *req,
+                                const ProtobufCMessageDescriptor *resp_type,
+                                ProtobufCMessage **resp, char *err, size_t errlen);
+
+/* "INVALID_ARGUMENT" for GRPC_STATUS_INVALID_ARGUMENT, and so on. */
+const char *cr_status_name(grpc_status_code code);
+
+#endif

@@ -1,0 +1,324 @@
+/* cacheroute: command-line client for the cacheroute sidecar. Prints each
+ * answer as JSON on stdout; a gRPC error goes to stderr with exit code 1,
+ * a usage error exits 2. */
+#include <errno.h>
+#include <getopt.h>
+#include <grpc/grpc.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cacheroute/v1/cacheroute.pb-c.h"
+#include "call.h"
+#include "grpc/health/v1/health.pb-c.h"
+#include "json.h"
+
+#define SERVICE "/cacheroute.v1.CacheRoute/"
+#define EXIT_RPC 1
+#define EXIT_USAGE 2
+
+static const char usage[] =
+    "usage: cacheroute [--target HOST:PORT] [--timeout SECONDS] COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  plan [--file F] [--from-estimator] [--install]\n"
+    "       [--n-shards R --qcap Q --warm-slots-per-shard W]\n"
+    "                        plan 'owner,rate' lines from F (default: stdin), or the\n"
+    "                        sidecar's estimator; config flags not given take 8, 50, 200,\n"
+    "                        and with none given the sidecar's own config is used\n"
+    "  record [--omit-routes] OWNER...   record one arrival per OWNER\n"
+    "  rates [OWNER...]      estimated rates (all tracked owners when none given)\n"
+    "  forget OWNER...       drop owners from the estimator\n"
+    "  health [--service S]  grpc.health.v1 Check (exit 1 unless SERVING)\n"
+    "\n"
+    "--target defaults to $CACHEROUTE_TARGET, else 127.0.0.1:50051; --timeout to 10 s.\n"
+    "Answers are JSON on stdout (64-bit integers as strings); errors go to stderr.\n"
+    "Put -- before negative owner ids: cacheroute record -- -5 7\n";
+
+typedef struct options {
+    const char *target;
+    double timeout;
+    const char *file;
+    int from_estimator, install, omit_routes, have_config;
+    Cacheroute__V1__PlannerConfig config;
+    const char *service;
+} options;
+
+static int fail_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "cacheroute: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see --help)\n");
+    return EXIT_USAGE;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return *s && *end == '\0' && errno == 0 ? 0 : -1;
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    *out = v;
+    return *s && *end == '\0' && errno == 0 ? 0 : -1;
+}
+
+/* Calls method and prints the answer; returns the exit code. */
+static int call_and_print(cr_client *c, const char *method, const ProtobufCMessage *req,
+                          const ProtobufCMessageDescriptor *resp_type)
+{
+    ProtobufCMessage *resp;
+    char err[1024];
+    grpc_status_code st = cr_client_call(c, method, req, resp_type, &resp, err, sizeof err);
+    if (st != GRPC_STATUS_OK) {
+        fprintf(stderr, "cacheroute: %s: %s\n", cr_status_name(st), err);
+        return EXIT_RPC;
+    }
+    json_t *j = cr_message_to_json(resp);
+    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (text)
+        printf("%s\n", text);
+    free(text);
+    json_decref(j);
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return text ? 0 : EXIT_RPC;
+}
+
+/* Reads "owner,rate" lines ('#' comments and blank lines skipped). */
+static int read_rates(FILE *in, Cacheroute__V1__SessionRate **items, size_t *n)
+{
+    char line[256];
+    size_t cap = 0, lineno = 0;
+    *items = NULL;
+    *n = 0;
+    while (fgets(line, sizeof line, in)) {
+        lineno++;
+        char *p = line + strspn(line, " \t");
+        p[strcspn(p, "\r\n")] = '\0';
+        if (!*p || *p == '#')
+            continue;
+        char *comma = strchr(p, ',');
+        int64_t owner;
+        double rate;
+        if (comma)
+            *comma = '\0';
+        if (!comma || parse_i64(p, &owner) || parse_double(comma + 1, &rate)) {
+            fprintf(stderr, "cacheroute: line %zu: expected 'owner,rate', got '%s'\n", lineno, p);
+            return -1;
+        }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            Cacheroute__V1__SessionRate *grown = realloc(*items, cap * sizeof *grown);
+            if (!grown)
+                return -1;
+            *items = grown;
+        }
+        cacheroute__v1__session_rate__init(&(*items)[*n]);
+        (*items)[*n].owner = owner;
+        (*items)[(*n)++].rate = rate;
+    }
+    return 0;
+}
+
+static int cmd_plan(cr_client *c, const options *o)
+{
+    Cacheroute__V1__PlanRequest req = CACHEROUTE__V1__PLAN_REQUEST__INIT;
+    Cacheroute__V1__SessionRate *items = NULL;
+    Cacheroute__V1__SessionRate **ptrs = NULL;
+    size_t n = 0;
+    req.from_estimator = o->from_estimator;
+    req.install = o->install;
+    if (o->have_config)
+        req.config = (Cacheroute__V1__PlannerConfig *)&o->config;
+    if (!o->from_estimator) {
+        FILE *in = o->file && strcmp(o->file, "-") ? fopen(o->file, "r") : stdin;
+        if (!in) {
+            fprintf(stderr, "cacheroute: cannot open %s: %s\n", o->file, strerror(errno));
+            return EXIT_USAGE;
+        }
+        int bad = read_rates(in, &items, &n);
+        if (in != stdin)
+            fclose(in);
+        if (bad) {
+            free(items);
+            return EXIT_USAGE;
+        }
+        ptrs = malloc((n ? n : 1) * sizeof *ptrs);
+        for (size_t i = 0; ptrs && i < n; i++)
+            ptrs[i] = &items[i];
+        req.n_rates = n;
+        req.rates = ptrs;
+    }
+    int rc = call_and_print(c, SERVICE "Plan", &req.base, &cacheroute__v1__plan_response__descriptor);
+    free(items);
+    free(ptrs);
+    return rc;
+}
+
+/* Parses every positional argument as an owner id. */
+static int parse_owners(char **args, int n, int64_t **owners)
+{
+    *owners = malloc((size_t)(n ? n : 1) * sizeof **owners);
+    for (int i = 0; *owners && i < n; i++)
+        if (parse_i64(args[i], &(*owners)[i]) != 0) {
+            free(*owners);
+            return fail_usage("owner must be a 64-bit integer, got '%s'", args[i]);
+        }
+    return *owners ? 0 : EXIT_RPC;
+}
+
+static int cmd_owners(cr_client *c, const char *cmd, char **args, int n, const options *o)
+{
+    int64_t *owners;
+    int rc = parse_owners(args, n, &owners);
+    if (rc)
+        return rc;
+    if (!strcmp(cmd, "record")) {
+        Cacheroute__V1__RecordArrivalRequest req = CACHEROUTE__V1__RECORD_ARRIVAL_REQUEST__INIT;
+        req.n_owners = (size_t)n;
+        req.owners = owners;
+        req.omit_routes = o->omit_routes;
+        rc = call_and_print(c, SERVICE "RecordArrival", &req.base,
+                            &cacheroute__v1__record_arrival_response__descriptor);
+    } else if (!strcmp(cmd, "rates")) {
+        Cacheroute__V1__GetRatesRequest req = CACHEROUTE__V1__GET_RATES_REQUEST__INIT;
+        req.n_owners = (size_t)n;
+        req.owners = owners;
+        rc = call_and_print(c, SERVICE "GetRates", &req.base,
+                            &cacheroute__v1__get_rates_response__descriptor);
+    } else {
+        Cacheroute__V1__ForgetRequest req = CACHEROUTE__V1__FORGET_REQUEST__INIT;
+        req.n_owners = (size_t)n;
+        req.owners = owners;
+        rc = call_and_print(c, SERVICE "Forget", &req.base,
+                            &cacheroute__v1__forget_response__descriptor);
+    }
+    free(owners);
+    return rc;
+}
+
+static int cmd_health(cr_client *c, const options *o)
+{
+    Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+    req.service = (char *)(o->service ? o->service : "");
+    ProtobufCMessage *resp;
+    char err[1024];
+    grpc_status_code st = cr_client_call(c, "/grpc.health.v1.Health/Check", &req.base,
+                                         &grpc__health__v1__health_check_response__descriptor,
+                                         &resp, err, sizeof err);
+    if (st != GRPC_STATUS_OK) {
+        fprintf(stderr, "cacheroute: %s: %s\n", cr_status_name(st), err);
+        return EXIT_RPC;
+    }
+    json_t *j = cr_message_to_json(resp);
+    char *text = json_dumps(j, JSON_INDENT(2));
+    printf("%s\n", text ? text : "{}");
+    free(text);
+    json_decref(j);
+    int serving = ((Grpc__Health__V1__HealthCheckResponse *)resp)->status ==
+                  GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    protobuf_c_message_free_unpacked(resp, NULL);
+    return serving ? 0 : EXIT_RPC;
+}
+
+enum { O_TARGET = 256, O_TIMEOUT, O_FILE, O_FROM_EST, O_INSTALL, O_SHARDS, O_QCAP, O_WARM,
+       O_OMIT, O_SERVICE };
+
+static const struct option long_opts[] = {
+    {"target", required_argument, NULL, O_TARGET},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"file", required_argument, NULL, O_FILE},
+    {"from-estimator", no_argument, NULL, O_FROM_EST},
+    {"install", no_argument, NULL, O_INSTALL},
+    {"n-shards", required_argument, NULL, O_SHARDS},
+    {"qcap", required_argument, NULL, O_QCAP},
+    {"warm-slots-per-shard", required_argument, NULL, O_WARM},
+    {"omit-routes", no_argument, NULL, O_OMIT},
+    {"service", required_argument, NULL, O_SERVICE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Options go anywhere on the line (getopt permutes); returns 0 or an exit code. */
+static int parse_options(int argc, char **argv, options *o)
+{
+    int opt;
+    double v;
+    while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+        switch (opt) {
+        case O_TARGET: o->target = optarg; break;
+        case O_TIMEOUT:
+            if (parse_double(optarg, &o->timeout) || !(o->timeout > 0) || isinf(o->timeout))
+                return fail_usage("--timeout must be a number of seconds > 0, got '%s'", optarg);
+            break;
+        case O_FILE: o->file = optarg; break;
+        case O_FROM_EST: o->from_estimator = 1; break;
+        case O_INSTALL: o->install = 1; break;
+        case O_OMIT: o->omit_routes = 1; break;
+        case O_SERVICE: o->service = optarg; break;
+        case O_SHARDS:
+        case O_QCAP:
+        case O_WARM:
+            /* Range checks are the sidecar's: it names the field and value. */
+            if (parse_double(optarg, &v))
+                return fail_usage("config flags take numbers, got '%s'", optarg);
+            o->have_config = 1;
+            if (opt == O_SHARDS)
+                o->config.n_shards = v >= 0 && v <= 4294967295.0 ? (uint32_t)v : 0;
+            else if (opt == O_QCAP)
+                o->config.qcap = v;
+            else
+                o->config.warm_slots_per_shard = v;
+            break;
+        case 'h': fputs(usage, stdout); return -1;
+        default: return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o = {.timeout = 10};
+    cacheroute__v1__planner_config__init(&o.config);
+    o.config.n_shards = 8;
+    o.config.qcap = 50;
+    o.config.warm_slots_per_shard = 200;
+    o.target = getenv("CACHEROUTE_TARGET") ? getenv("CACHEROUTE_TARGET") : "127.0.0.1:50051";
+    int rc = parse_options(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (optind >= argc)
+        return fail_usage("%s", "missing command");
+    const char *cmd = argv[optind];
+    char **args = argv + optind + 1;
+    int n = argc - optind - 1;
+    int needs_owners = !strcmp(cmd, "record") || !strcmp(cmd, "forget");
+    if (!strcmp(cmd, "plan") || !strcmp(cmd, "health")) {
+        if (n > 0)
+            return fail_usage("unexpected argument '%s'", args[0]);
+    } else if (needs_owners && n == 0) {
+        return fail_usage("%s needs at least one OWNER", cmd);
+    } else if (!needs_owners && strcmp(cmd, "rates")) {
+        return fail_usage("unknown command '%s'", cmd);
+    }
+    grpc_init();
+    cr_client c;
+    cr_client_open(&c, o.target, o.timeout);
+    if (!strcmp(cmd, "plan"))
+        rc = cmd_plan(&c, &o);
+    else if (!strcmp(cmd, "health"))
+        rc = cmd_health(&c, &o);
+    else
+        rc = cmd_owners(&c, cmd, args, n, &o);
+    cr_client_close(&c);
+    grpc_shutdown();
+    return rc;
+}

@@ -1,0 +1,164 @@
+/* Call kinds built on a handler: unary (one message in, one reply) and
+ * "bidi each" (a stream answered message by message, as reflection is). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "rpc.h"
+
+typedef struct unary_call {
+    cr_call base;
+    cr_tag done;
+    cr_reply reply;
+    grpc_byte_buffer *send;
+    grpc_slice details;
+    int cancelled;
+} unary_call;
+
+/* Runs the method's handler on one message; the reply is OK or an error. */
+static void run_handler(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
+{
+    grpc_slice req;
+    memset(reply, 0, sizeof *reply);
+    if (!message) {
+        cr_reply_error(reply, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
+    } else if (cr_byte_buffer_read(message, &req) != 0) {
+        cr_reply_error(reply, GRPC_STATUS_INTERNAL, "cannot read the request message");
+    } else {
+        c->method->spec.fn(c->method->spec.ctx, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),
+                           reply);
+        grpc_slice_unref(req);
+    }
+}
+
+static void unary_done(cr_tag *tag, int ok)
+{
+    (void)ok;
+    unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
+    cr_call_observe(&u->base, u->reply.status);
+    if (u->send)
+        grpc_byte_buffer_destroy(u->send);
+    grpc_slice_unref(u->details);
+    free(u->reply.body);
+    cr_call_release(&u->base);
+}
+
+static void unary_run(void *arg)
+{
+    unary_call *u = arg;
+    run_handler(&u->base, u->base.payload, &u->reply);
+    grpc_op ops[4];
+    size_t n = 0;
+    memset(ops, 0, sizeof ops);
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    u->send = cr_reply_take_body(&u->reply);
+    if (u->send) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = u->send;
+    }
+    u->details = grpc_slice_from_copied_string(u->reply.status ? u->reply.message : "");
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = u->reply.status;
+    ops[n++].data.send_status_from_server.status_details = &u->details;
+    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[n++].data.recv_close_on_server.cancelled = &u->cancelled;
+    u->done.fn = unary_done;
+    if (grpc_call_start_batch(u->base.call, ops, n, &u->done, NULL) != GRPC_CALL_OK)
+        unary_done(&u->done, 0);
+}
+
+static void unary_arrived(cr_call *c)
+{
+    if (c->method->spec.slow && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
+        return;
+    unary_run(c);
+}
+
+const cr_call_kind cr_unary_kind = {sizeof(unary_call), GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+                                    unary_arrived};
+
+/* ---- bidi each ---- */
+
+typedef struct stream_call {
+    cr_call base;
+    cr_tag step;
+    grpc_byte_buffer *recv, *send;
+    grpc_slice details;
+    grpc_status_code status;
+    int cancelled, finishing;
+} stream_call;
+
+static void stream_release(stream_call *s)
+{
+    cr_call_observe(&s->base, s->status);
+    grpc_slice_unref(s->details);
+    if (s->recv)
+        grpc_byte_buffer_destroy(s->recv);
+    cr_call_release(&s->base);
+}
+
+static void stream_finish(stream_call *s, grpc_status_code status, const char *message)
+{
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    s->finishing = 1;
+    s->status = status;
+    s->details = grpc_slice_from_copied_string(message);
+    ops[0].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[0].data.send_status_from_server.status = status;
+    ops[0].data.send_status_from_server.status_details = &s->details;
+    ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[1].data.recv_close_on_server.cancelled = &s->cancelled;
+    if (grpc_call_start_batch(s->base.call, ops, 2, &s->step, NULL) != GRPC_CALL_OK)
+        stream_release(s);
+}
+
+/* Sends what is in s->send (if anything) and asks for the next message. */
+static void stream_continue(stream_call *s, int first)
+{
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = first ? GRPC_OP_SEND_INITIAL_METADATA : GRPC_OP_SEND_MESSAGE;
+    ops[0].data.send_message.send_message = s->send;
+    ops[1].op = GRPC_OP_RECV_MESSAGE;
+    ops[1].data.recv_message.recv_message = &s->recv;
+    if (grpc_call_start_batch(s->base.call, ops, 2, &s->step, NULL) != GRPC_CALL_OK)
+        stream_finish(s, GRPC_STATUS_INTERNAL, "cannot continue the stream");
+}
+
+static void stream_step(cr_tag *tag, int ok)
+{
+    stream_call *s = CR_CONTAINER_OF(tag, stream_call, step);
+    if (s->send) {
+        grpc_byte_buffer_destroy(s->send);
+        s->send = NULL;
+    }
+    if (s->finishing) {
+        stream_release(s);
+        return;
+    }
+    if (!ok || !s->recv) { /* the client half-closed, or the call broke */
+        stream_finish(s, GRPC_STATUS_OK, "");
+        return;
+    }
+    cr_reply reply;
+    run_handler(&s->base, s->recv, &reply);
+    grpc_byte_buffer_destroy(s->recv);
+    s->recv = NULL;
+    if (reply.status != GRPC_STATUS_OK) {
+        stream_finish(s, reply.status, reply.message);
+        return;
+    }
+    s->send = cr_reply_take_body(&reply);
+    stream_continue(s, 0);
+}
+
+static void stream_arrived(cr_call *c)
+{
+    stream_call *s = (stream_call *)c;
+    s->step.fn = stream_step;
+    s->details = grpc_empty_slice();
+    stream_continue(s, 1);
+}
+
+const cr_call_kind cr_bidi_each_kind = {sizeof(stream_call), GRPC_SRM_PAYLOAD_NONE, stream_arrived};

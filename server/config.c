@@ -1,0 +1,280 @@
+/* Table-driven flags: every flag is one row, so --help, the environment
+ * variable and the validation can never disagree. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef CR_VERSION
+#define CR_VERSION "dev"
+#endif
+
+typedef enum kind { K_STRING, K_INT, K_U32, K_U64, K_DOUBLE, K_CLOCK, K_LEVEL, K_LIST } kind;
+
+typedef struct flag {
+    const char *name;
+    kind kind;
+    size_t offset;
+    double min, max;  /* numeric bounds, inclusive unless min_open */
+    int min_open;
+    const char *def;  /* default, as text (applied before env and argv) */
+    const char *help;
+} flag;
+
+#define AT(field) offsetof(cr_config, field)
+#define BIG 9007199254740992.0 /* 2^53: every integer below is exact */
+
+static const flag flags[] = {
+    {"listen", K_STRING, AT(listen), 0, 0, 0, "0.0.0.0:50051", "gRPC listen address, host:port"},
+    {"threads", K_INT, AT(threads), 0, 1024, 0, "0",
+     "worker threads, each with its own completion queue; 0 = number of cores"},
+    {"n-shards", K_U32, AT(planner.n_shards), 1, 65536, 0, "8", "KV-pool shards R (1..65536)"},
+    {"qcap", K_DOUBLE, AT(planner.qcap), 0, INFINITY, 1, "50",
+     "requests per second one shard serves (> 0)"},
+    {"warm-slots-per-shard", K_DOUBLE, AT(planner.warm_slots_per_shard), 0, INFINITY, 1, "200",
+     "warm slots per shard W; the budget is R * W slots (> 0)"},
+    {"half-life", K_DOUBLE, AT(estimator.half_life), 0, INFINITY, 1, "20",
+     "estimator half-life: seconds, or the owner's own calls with --estimator-clock calls (> 0)"},
+    {"window", K_U32, AT(estimator.window), 1, 4294967295.0, 0, "256",
+     "accepted for seed compatibility; the decayed count keeps no history (>= 1)"},
+    {"estimator-clock", K_CLOCK, AT(estimator.clock), 0, 0, 0, "seconds",
+     "seconds (rates in arrivals per second) or calls (the seed's per-call decay)"},
+    {"max-owners", K_U64, AT(estimator.max_owners), 1, BIG, 0, "1000000",
+     "owners tracked at most; a new owner then evicts a low-rate one"},
+    {"replan-interval", K_DOUBLE, AT(replan_interval), 0, 1e9, 0, "10",
+     "seconds between plans from the estimator, installed as the current table; 0 = off"},
+    {"max-message-bytes", K_INT, AT(max_message_bytes), 1024, 2147483647.0, 0, "67108864",
+     "largest request or response message, bytes"},
+    {"shutdown-grace", K_DOUBLE, AT(shutdown_grace), 0, 3600, 0, "10",
+     "seconds in-flight calls get to finish after SIGTERM/SIGINT"},
+    {"metrics-listen", K_STRING, AT(metrics_listen), 0, 0, 0, "0.0.0.0:9090",
+     "Prometheus /metrics address, host:port; empty = off"},
+    {"log-level", K_LEVEL, AT(log_level), 0, 0, 0, "info", "debug, info, warn or error"},
+};
+#define N_FLAGS (sizeof flags / sizeof flags[0])
+
+static void env_name(const flag *f, char *buf, size_t len)
+{
+    size_t i = (size_t)snprintf(buf, len, "CACHEROUTE_");
+    for (const char *p = f->name; *p && i + 1 < len; p++)
+        buf[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    buf[i] = '\0';
+}
+
+static int parse_number(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return *s && !isspace((unsigned char)*s) && *end == '\0' && errno == 0 && isfinite(*out)
+               ? 0
+               : -1;
+}
+
+static int in_range(const flag *f, double v)
+{
+    return (f->min_open ? v > f->min : v >= f->min) && v <= f->max;
+}
+
+static void range_text(const flag *f, char *buf, size_t len)
+{
+    if (f->kind != K_DOUBLE)
+        snprintf(buf, len, "an integer in %.0f..%.0f", f->min, f->max);
+    else if (isinf(f->max))
+        snprintf(buf, len, "a finite number %s %g", f->min_open ? ">" : ">=", f->min);
+    else
+        snprintf(buf, len, "a number in %g..%g", f->min, f->max);
+}
+
+static int list_add(cr_string_list *l, const char *s, size_t len)
+{
+    if (len == 0)
+        return 0;
+    char **grown = realloc(l->items, (l->n + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    l->items = grown;
+    l->items[l->n++] = strndup(s, len);
+    return 0;
+}
+
+/* A flag adds one item; an environment variable holds items separated by
+ * spaces. */
+static int set_list(cr_string_list *l, const char *value, int from_env)
+{
+    if (!from_env)
+        return list_add(l, value, strlen(value));
+    while (*value) {
+        size_t skip = strspn(value, " \t"), len = strcspn(value + skip, " \t");
+        if (list_add(l, value + skip, len) != 0)
+            return -1;
+        value += skip + len;
+    }
+    return 0;
+}
+
+/* Stores value into cfg for f; on error writes "<origin>: <why>" to err. */
+static int set_flag(cr_config *cfg, const flag *f, const char *origin, const char *value,
+                    int from_env, char *err, size_t errlen)
+{
+    char *field = (char *)cfg + f->offset;
+    double v;
+    char want[96];
+    switch (f->kind) {
+    case K_STRING:
+        free(*(char **)field);
+        *(char **)field = strdup(value);
+        return 0;
+    case K_LIST:
+        return set_list((cr_string_list *)field, value, from_env);
+    case K_CLOCK:
+        if (strcmp(value, "seconds") && strcmp(value, "calls")) {
+            snprintf(err, errlen, "%s: must be seconds or calls, got '%s'", origin, value);
+            return -1;
+        }
+        *(cr_clock *)field = value[0] == 's' ? CR_CLOCK_SECONDS : CR_CLOCK_CALLS;
+        return 0;
+    case K_LEVEL:
+        if (cr_log_parse_level(value, (cr_log_level *)field) != 0) {
+            snprintf(err, errlen, "%s: must be debug, info, warn or error, got '%s'", origin,
+                     value);
+            return -1;
+        }
+        return 0;
+    default:
+        break;
+    }
+    int integral = f->kind != K_DOUBLE;
+    if (parse_number(value, &v) != 0 || !in_range(f, v) || (integral && v != floor(v))) {
+        range_text(f, want, sizeof want);
+        snprintf(err, errlen, "%s: must be %s, got '%s'", origin, want, value);
+        return -1;
+    }
+    if (f->kind == K_INT)
+        *(long *)field = (long)v;
+    else if (f->kind == K_U32)
+        *(uint32_t *)field = (uint32_t)v;
+    else if (f->kind == K_U64)
+        *(uint64_t *)field = (uint64_t)v;
+    else
+        *(double *)field = v;
+    return 0;
+}
+
+static const flag *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_FLAGS; i++)
+        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
+            return &flags[i];
+    return NULL;
+}
+
+static int load_defaults_and_env(cr_config *cfg, char *err, size_t errlen)
+{
+    char env[64];
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        if (set_flag(cfg, &flags[i], flags[i].name, flags[i].def, 0, err, errlen) != 0)
+            return -1;
+        env_name(&flags[i], env, sizeof env);
+        const char *v = getenv(env);
+        if (v && set_flag(cfg, &flags[i], env, v, 1, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Env lists are replaced, not extended, by the first flag occurrence. */
+static void reset_lists_once(cr_config *cfg, const flag *f, unsigned char *seen)
+{
+    size_t i = (size_t)(f - flags);
+    if (f->kind != K_LIST || seen[i])
+        return;
+    seen[i] = 1;
+    cr_string_list *l = (cr_string_list *)((char *)cfg + f->offset);
+    for (size_t k = 0; k < l->n; k++)
+        free(l->items[k]);
+    l->n = 0;
+}
+
+int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cr_estimator_config_default(&cfg->estimator);
+    if (load_defaults_and_env(cfg, err, errlen) != 0)
+        return -1;
+    unsigned char seen[N_FLAGS] = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            cr_config_usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("cacheroute-sidecar %s\n", CR_VERSION);
+            return 1;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
+            return -1;
+        }
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        const flag *f = find_flag(a + 2, len);
+        if (!f) {
+            snprintf(err, errlen, "unknown flag '%.*s' (see --help)", (int)len + 2, a);
+            return -1;
+        }
+        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        char origin[64];
+        snprintf(origin, sizeof origin, "--%s", f->name);
+        if (!value) {
+            snprintf(err, errlen, "%s: missing value", origin);
+            return -1;
+        }
+        reset_lists_once(cfg, f, seen);
+        if (set_flag(cfg, f, origin, value, 0, err, errlen) != 0)
+            return -1;
+    }
+    if (!*cfg->listen) {
+        snprintf(err, errlen, "--listen: must be host:port, got ''");
+        return -1;
+    }
+    if (cfg->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->threads = n > 0 ? n : 1;
+    }
+    return 0;
+}
+
+void cr_config_free(cr_config *cfg)
+{
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        char *field = (char *)cfg + flags[i].offset;
+        if (flags[i].kind == K_STRING) {
+            free(*(char **)field);
+        } else if (flags[i].kind == K_LIST) {
+            cr_string_list *l = (cr_string_list *)field;
+            for (size_t k = 0; k < l->n; k++)
+                free(l->items[k]);
+            free(l->items);
+        }
+    }
+    memset(cfg, 0, sizeof *cfg);
+}
+
+void cr_config_usage(FILE *out)
+{
+    fprintf(out, "usage: cacheroute-sidecar [--flag value | --flag=value]...\n\n"
+                 "Every flag can also be set with its environment variable; a flag wins.\n\n");
+    char env[64];
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        env_name(&flags[i], env, sizeof env);
+        fprintf(out, "  --%-22s %s\n  %-24s env %s, default '%s'\n", flags[i].name, flags[i].help,
+                "", env, flags[i].def);
+    }
+}

@@ -1,0 +1,37 @@
+/* Sidecar configuration: command-line flags, each with a CACHEROUTE_*
+ * environment variable (flags win), validated up front. */
+#ifndef CR_CONFIG_H
+#define CR_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "estimator.h"
+#include "log.h"
+#include "planner.h"
+
+typedef struct cr_string_list {
+    char **items;
+    size_t n;
+} cr_string_list;
+
+typedef struct cr_config {
+    char *listen;         /* host:port */
+    long threads;         /* worker threads; 0 = number of cores */
+    cr_planner_config planner;
+    cr_estimator_config estimator;
+    double replan_interval; /* seconds; 0 = off */
+    long max_message_bytes;
+    double shutdown_grace; /* seconds */
+    char *metrics_listen;  /* host:port, or "" for off */
+    cr_log_level log_level;
+} cr_config;
+
+/* Fills cfg from the environment and argv. Returns 0 to run, 1 when --help or
+ * --version printed what was asked, -1 on a bad flag or value with a one-line
+ * message naming it in err. Strings in cfg are owned by cfg. */
+int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen);
+void cr_config_free(cr_config *cfg);
+void cr_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,242 @@
+/* Health: one lock guards the serving flag and the list of open watches.
+ * A watch has at most one send in flight; a change that lands meanwhile is
+ * sent when that send completes, so watchers always end on the last status. */
+#include "health.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc/health/v1/health.pb-c.h"
+#include "reply.h"
+
+#define SERVING GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+#define NOT_SERVING GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+#define SERVICE_UNKNOWN GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
+
+typedef struct watch_call {
+    cr_call base;
+    cr_tag sent, closed;
+    struct watch_call *prev, *next;
+    cr_health *health;
+    char *service;
+    int last_sent;   /* status last sent; -1 before the first */
+    int sending;     /* a batch is in flight on sent */
+    int is_closed;   /* RECV_CLOSE_ON_SERVER completed */
+    int finishing;   /* the final status went (or is going) out */
+    int cancelled;
+    grpc_byte_buffer *send;
+    grpc_slice details;
+} watch_call;
+
+struct cr_health {
+    pthread_mutex_t lock;
+    int serving;
+    int ending;
+    watch_call *watches;
+};
+
+cr_health *cr_health_new(void)
+{
+    cr_health *h = calloc(1, sizeof *h);
+    if (h)
+        pthread_mutex_init(&h->lock, NULL);
+    return h;
+}
+
+void cr_health_free(cr_health *h)
+{
+    if (!h)
+        return;
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+static int known_service(const char *name)
+{
+    return !strcmp(name, "") || !strcmp(name, "cacheroute.v1.CacheRoute");
+}
+
+static int status_of(const cr_health *h, const char *service)
+{
+    if (!known_service(service))
+        return SERVICE_UNKNOWN;
+    return h->serving ? SERVING : NOT_SERVING;
+}
+
+static int pack_status(int status, uint8_t **body, size_t *len)
+{
+    Grpc__Health__V1__HealthCheckResponse resp = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    resp.status = status;
+    return cr_pack(&resp.base, SIZE_MAX, body, len);
+}
+
+void cr_health_check(void *ctx, const uint8_t *req, size_t len, cr_reply *out)
+{
+    cr_health *h = ctx;
+    Grpc__Health__V1__HealthCheckRequest *r =
+        CR_DECODE(grpc__health__v1__health_check_request, req, len, out);
+    if (!r)
+        return;
+    if (!known_service(r->service)) {
+        cr_reply_error(out, GRPC_STATUS_NOT_FOUND, "unknown service '%s'", r->service);
+    } else {
+        pthread_mutex_lock(&h->lock);
+        int status = status_of(h, r->service);
+        pthread_mutex_unlock(&h->lock);
+        if (pack_status(status, &out->body, &out->len) != 0)
+            cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    }
+    grpc__health__v1__health_check_request__free_unpacked(r, NULL);
+}
+
+/* ---- Watch ---- */
+
+/* Frees w once its last batch completed and the call closed. */
+static void release_watch(watch_call *w)
+{
+    cr_call_observe(&w->base, GRPC_STATUS_OK);
+    free(w->service);
+    grpc_slice_unref(w->details);
+    cr_call_release(&w->base);
+}
+
+/* Starts the batch that ends the call; h->lock held. */
+static void send_final(watch_call *w)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    w->finishing = 1;
+    w->details = grpc_slice_from_static_string("server shutting down");
+    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    op.data.send_status_from_server.status = GRPC_STATUS_UNAVAILABLE;
+    op.data.send_status_from_server.status_details = &w->details;
+    w->sending = grpc_call_start_batch(w->base.call, &op, 1, &w->sent, NULL) == GRPC_CALL_OK;
+}
+
+/* Sends the watcher's current status if it changed, or ends the call when
+ * the health service is ending and the last status is out; h->lock held. */
+static void push(watch_call *w)
+{
+    if (w->sending || w->finishing || w->is_closed)
+        return;
+    int status = status_of(w->health, w->service);
+    if (status == w->last_sent) {
+        if (w->health->ending)
+            send_final(w);
+        return;
+    }
+    grpc_op ops[2];
+    size_t n = 0;
+    uint8_t *body;
+    size_t len;
+    if (pack_status(status, &body, &len) != 0)
+        return;
+    grpc_slice s = grpc_slice_new(body, len, free);
+    w->send = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    memset(ops, 0, sizeof ops);
+    if (w->last_sent < 0)
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = w->send;
+    w->last_sent = status;
+    w->sending = grpc_call_start_batch(w->base.call, ops, n, &w->sent, NULL) == GRPC_CALL_OK;
+}
+
+static void watch_sent(cr_tag *tag, int ok)
+{
+    watch_call *w = CR_CONTAINER_OF(tag, watch_call, sent);
+    cr_health *h = w->health;
+    pthread_mutex_lock(&h->lock);
+    w->sending = 0;
+    if (w->send) {
+        grpc_byte_buffer_destroy(w->send);
+        w->send = NULL;
+    }
+    if (ok)
+        push(w); /* a change that landed while this send was in flight */
+    int done = !w->sending && w->is_closed;
+    pthread_mutex_unlock(&h->lock);
+    if (done)
+        release_watch(w);
+}
+
+static void watch_closed(cr_tag *tag, int ok)
+{
+    (void)ok;
+    watch_call *w = CR_CONTAINER_OF(tag, watch_call, closed);
+    cr_health *h = w->health;
+    pthread_mutex_lock(&h->lock);
+    w->is_closed = 1;
+    if (w->prev)
+        w->prev->next = w->next;
+    else if (h->watches == w)
+        h->watches = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+    int done = !w->sending;
+    pthread_mutex_unlock(&h->lock);
+    if (done)
+        release_watch(w);
+}
+
+static void watch_arrived(cr_call *c)
+{
+    watch_call *w = (watch_call *)c;
+    cr_health *h = c->method->spec.ctx;
+    w->health = h;
+    w->sent.fn = watch_sent;
+    w->closed.fn = watch_closed;
+    w->last_sent = -1;
+    w->details = grpc_empty_slice();
+    Grpc__Health__V1__HealthCheckRequest *r = NULL;
+    grpc_slice req;
+    if (c->payload && cr_byte_buffer_read(c->payload, &req) == 0) {
+        r = grpc__health__v1__health_check_request__unpack(NULL, GRPC_SLICE_LENGTH(req),
+                                                           GRPC_SLICE_START_PTR(req));
+        grpc_slice_unref(req);
+    }
+    w->service = strdup(r ? r->service : "");
+    if (r)
+        grpc__health__v1__health_check_request__free_unpacked(r, NULL);
+
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &w->cancelled;
+    if (grpc_call_start_batch(c->call, &op, 1, &w->closed, NULL) != GRPC_CALL_OK) {
+        release_watch(w);
+        return;
+    }
+    pthread_mutex_lock(&h->lock);
+    w->next = h->watches;
+    if (h->watches)
+        h->watches->prev = w;
+    h->watches = w;
+    push(w);
+    pthread_mutex_unlock(&h->lock);
+}
+
+const cr_call_kind cr_health_watch_kind = {sizeof(watch_call),
+                                           GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+                                           watch_arrived};
+
+void cr_health_set_serving(cr_health *h, int serving)
+{
+    pthread_mutex_lock(&h->lock);
+    h->serving = serving;
+    for (watch_call *w = h->watches; w; w = w->next)
+        push(w);
+    pthread_mutex_unlock(&h->lock);
+}
+
+void cr_health_end_watches(cr_health *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->ending = 1;
+    for (watch_call *w = h->watches; w; w = w->next)
+        push(w);
+    pthread_mutex_unlock(&h->lock);
+}

@@ -1,0 +1,117 @@
+/* cacheroute-sidecar: wires the components to the gRPC server and runs
+ * until SIGTERM or SIGINT. */
+#include <grpc/grpc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "descriptor_set.h"
+#include "handlers.h"
+#include "health.h"
+#include "log.h"
+#include "reflection.h"
+#include "rpc.h"
+#include "sidecar.h"
+
+#define SERVICE "/cacheroute.v1.CacheRoute/"
+
+static void log_config(const cr_config *c, int port)
+{
+    cr_log(CR_LOG_INFO, "serving",
+           json_pack("{s:s,s:i,s:I,s:{s:i,s:f,s:f},s:{s:s,s:f,s:i,s:I},s:f,s:I,s:f,s:s,s:s}",
+                     "listen", c->listen, "port", port, "threads", (json_int_t)c->threads,
+                     "planner", "n_shards", (int)c->planner.n_shards, "qcap", c->planner.qcap,
+                     "warm_slots_per_shard", c->planner.warm_slots_per_shard, "estimator",
+                     "clock", c->estimator.clock == CR_CLOCK_SECONDS ? "seconds" : "calls",
+                     "half_life", c->estimator.half_life, "window", (int)c->estimator.window,
+                     "max_owners", (json_int_t)c->estimator.max_owners, "replan_interval_s",
+                     c->replan_interval, "max_message_bytes", (json_int_t)c->max_message_bytes,
+                     "shutdown_grace_s", c->shutdown_grace, "metrics_listen", c->metrics_listen,
+                     "log_level", cr_log_level_name(c->log_level)));
+}
+
+static int serve(const cr_config *cfg, cr_sidecar *s, cr_health *h, cr_reflection *refl,
+                 const sigset_t *signals)
+{
+    const cr_method_spec methods[] = {
+        {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, s},
+        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, s},
+        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_unimplemented,
+         "SelectInjection"},
+        {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, s},
+        {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, s},
+        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_unimplemented, "GetNodeProfile"},
+        {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, h},
+        {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, h},
+        {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
+         cr_reflection_handle, refl},
+        {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
+         cr_reflection_handle, refl},
+    };
+    char err[512];
+    cr_rpc_options opt = {cfg->listen, (int)cfg->threads, cfg->max_message_bytes, NULL, NULL};
+    cr_rpc *rpc = cr_rpc_start(&opt, methods, sizeof methods / sizeof methods[0], err, sizeof err);
+    if (!rpc) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        return 2;
+    }
+    cr_health_set_serving(h, 1);
+    if (cr_sidecar_start_replanner(s) != 0)
+        cr_log(CR_LOG_ERROR, "cannot start the replanner thread", NULL);
+    log_config(cfg, cr_rpc_port(rpc));
+
+    int sig = 0;
+    sigwait(signals, &sig);
+    cr_log(CR_LOG_INFO, "shutting down",
+           json_pack("{s:s,s:f,s:I}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "grace_s",
+                     cfg->shutdown_grace, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
+    cr_health_set_serving(h, 0);
+    cr_health_end_watches(h);
+    double waited = cr_rpc_shutdown(rpc, cfg->shutdown_grace);
+    cr_rpc_free(rpc);
+    cr_sidecar_stop_replanner(s);
+    cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* Block the shutdown signals in every thread (gRPC's included); the main
+     * thread takes them with sigwait. */
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    cr_config cfg;
+    char err[512];
+    int rc = cr_config_load(&cfg, argc, argv, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0)
+            fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        cr_config_free(&cfg);
+        return rc < 0 ? 2 : 0;
+    }
+    cr_log_set_level(cfg.log_level);
+
+    cr_error e;
+    cr_sidecar *s = cr_sidecar_new(&cfg, &e);
+    cr_health *h = cr_health_new();
+    cr_reflection *refl = cr_reflection_new(cr_descriptor_set, cr_descriptor_set_len);
+    if (!s || !h || !refl) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", s ? "out of memory" : e.msg);
+        rc = 2;
+    } else {
+        grpc_init();
+        rc = serve(&cfg, s, h, refl, &signals);
+        grpc_shutdown();
+    }
+    cr_reflection_free(refl);
+    cr_health_free(h);
+    cr_sidecar_free(s);
+    cr_config_free(&cfg);
+    return rc;
+}

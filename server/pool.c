@@ -1,0 +1,105 @@
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+typedef struct job {
+    void (*fn)(void *);
+    void *arg;
+    struct job *next;
+} job;
+
+struct cr_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    job *head, *tail;
+    int stopping;
+    int n_threads;
+    pthread_t *threads;
+};
+
+static void *pool_main(void *arg)
+{
+    cr_pool *p = arg;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->head && !p->stopping)
+            pthread_cond_wait(&p->wake, &p->lock);
+        job *j = p->head;
+        if (!j)
+            break; /* stopping and nothing left */
+        p->head = j->next;
+        if (!p->head)
+            p->tail = NULL;
+        pthread_mutex_unlock(&p->lock);
+        j->fn(j->arg);
+        free(j);
+        pthread_mutex_lock(&p->lock);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+cr_pool *cr_pool_new(int threads)
+{
+    cr_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->threads = calloc((size_t)threads, sizeof *p->threads);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    for (int i = 0; p->threads && i < threads; i++) {
+        if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0)
+            break;
+        p->n_threads++;
+    }
+    if (p->n_threads != threads) {
+        cr_pool_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int cr_pool_submit(cr_pool *p, void (*fn)(void *), void *arg)
+{
+    job *j = malloc(sizeof *j);
+    if (!j)
+        return -1;
+    *j = (job){fn, arg, NULL};
+    pthread_mutex_lock(&p->lock);
+    if (p->stopping) {
+        pthread_mutex_unlock(&p->lock);
+        free(j);
+        return -1;
+    }
+    if (p->tail)
+        p->tail->next = j;
+    else
+        p->head = j;
+    p->tail = j;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+void cr_pool_drain(cr_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->n_threads; i++)
+        pthread_join(p->threads[i], NULL);
+    p->n_threads = 0;
+}
+
+void cr_pool_free(cr_pool *p)
+{
+    if (!p)
+        return;
+    cr_pool_drain(p);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->wake);
+    free(p->threads);
+    free(p);
+}

@@ -1,0 +1,111 @@
+/* The gRPC core server: one completion queue and thread per worker, several
+ * requested calls outstanding per method on each, and a pool for slow
+ * handlers so that one slow call never holds up a worker.
+ *
+ * Every completion-queue tag is a cr_tag whose fn runs on the worker that
+ * dequeues it; call kinds (unary, bidi streams, health watches) are small
+ * state machines built from tags. */
+#ifndef CR_RPC_H
+#define CR_RPC_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/grpc.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cr_tag {
+    void (*fn)(struct cr_tag *tag, int ok);
+} cr_tag;
+
+#define CR_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+/* One reply: a status, a message for errors, and for OK a serialized body. */
+typedef struct cr_reply {
+    grpc_status_code status;
+    char message[512];
+    uint8_t *body; /* malloc'd; ownership passes to the rpc layer */
+    size_t len;
+} cr_reply;
+
+/* Turns one request message into one reply. ctx is the method's. Called on a
+ * worker thread, or a pool thread for slow methods; must be thread-safe. */
+typedef void (*cr_handler_fn)(void *ctx, const uint8_t *req, size_t len, cr_reply *out);
+
+typedef struct cr_rpc cr_rpc;
+typedef struct cr_call_kind cr_call_kind;
+
+typedef struct cr_method_spec {
+    const char *path; /* "/package.Service/Method" */
+    const cr_call_kind *kind;
+    int slow; /* unary only: run on the pool */
+    cr_handler_fn fn;
+    void *ctx;
+} cr_method_spec;
+
+typedef struct cr_method {
+    cr_method_spec spec;
+    void *handle; /* from grpc_server_register_method */
+} cr_method;
+
+/* The part every call shares; kinds embed it first. */
+typedef struct cr_call {
+    cr_tag arrived;
+    cr_rpc *rpc;
+    const cr_method *method;
+    grpc_completion_queue *cq;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array metadata;
+    grpc_byte_buffer *payload; /* first message, for kinds that read it up front */
+    double started;            /* monotonic seconds */
+} cr_call;
+
+struct cr_call_kind {
+    size_t size; /* of the kind's call struct, which starts with cr_call */
+    grpc_server_register_method_payload_handling payload;
+    void (*arrived)(cr_call *c); /* a client call arrived for this method */
+};
+
+extern const cr_call_kind cr_unary_kind;     /* one message in, one out */
+extern const cr_call_kind cr_bidi_each_kind; /* a stream: one reply per message */
+
+/* Called once per finished call with its method path, status and latency in
+ * seconds; from any thread. */
+typedef void (*cr_rpc_observer)(void *ctx, const char *path, grpc_status_code status,
+                                double seconds);
+
+typedef struct cr_rpc_options {
+    const char *listen;
+    int threads;
+    long max_message_bytes;
+    cr_rpc_observer observe; /* optional */
+    void *observe_ctx;
+} cr_rpc_options;
+
+/* Binds, registers the methods (specs must outlive the server) and starts
+ * serving. grpc_init must have been called. Returns NULL with err filled when
+ * the address cannot be bound or threads cannot start. */
+cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, size_t n,
+                     char *err, size_t errlen);
+
+/* Stops accepting calls, lets in-flight calls finish for up to grace seconds,
+ * then cancels the rest; joins every thread. Returns the number of seconds it
+ * waited. cr_rpc_free afterwards. */
+double cr_rpc_shutdown(cr_rpc *rpc, double grace);
+/* The bound TCP port (useful with --listen host:0). */
+int cr_rpc_port(const cr_rpc *rpc);
+/* Calls that arrived and have not finished (health watches included). */
+long cr_rpc_in_flight(cr_rpc *rpc);
+void cr_rpc_free(cr_rpc *rpc);
+
+/* Helpers for call kinds. */
+struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
+double cr_rpc_clock(void);
+void cr_call_release(cr_call *c);                 /* unref the call and free c */
+void cr_call_observe(cr_call *c, grpc_status_code status);
+int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out); /* 0 on success */
+grpc_byte_buffer *cr_reply_take_body(cr_reply *r);            /* NULL unless OK */
+void cr_reply_error(cr_reply *r, grpc_status_code status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

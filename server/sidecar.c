@@ -1,0 +1,178 @@
+#include "sidecar.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "log.h"
+
+static double monotonic(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+cr_sidecar *cr_sidecar_new(const cr_config *cfg, cr_error *err)
+{
+    cr_sidecar *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+        return NULL;
+    }
+    s->cfg = cfg;
+    s->epoch = monotonic();
+    s->estimator = cr_estimator_new(&cfg->estimator, err);
+    if (!s->estimator) {
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_init(&s->table_lock, NULL);
+    pthread_mutex_init(&s->replan_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->replan_wake, &ca);
+    pthread_condattr_destroy(&ca);
+    return s;
+}
+
+void cr_sidecar_free(cr_sidecar *s)
+{
+    if (!s)
+        return;
+    cr_sidecar_stop_replanner(s);
+    if (s->current)
+        cr_installed_release(s->current);
+    cr_estimator_free(s->estimator);
+    pthread_mutex_destroy(&s->table_lock);
+    pthread_mutex_destroy(&s->replan_lock);
+    pthread_cond_destroy(&s->replan_wake);
+    free(s);
+}
+
+double cr_sidecar_now(const cr_sidecar *s) { return monotonic() - s->epoch; }
+
+cr_installed *cr_sidecar_acquire(cr_sidecar *s)
+{
+    pthread_mutex_lock(&s->table_lock);
+    cr_installed *t = s->current;
+    if (t)
+        atomic_fetch_add(&t->refs, 1);
+    pthread_mutex_unlock(&s->table_lock);
+    return t;
+}
+
+void cr_installed_release(cr_installed *t)
+{
+    if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+        cr_table_free(t->table);
+        free(t);
+    }
+}
+
+cr_installed *cr_sidecar_install(cr_sidecar *s, cr_table *table)
+{
+    cr_installed *t = malloc(sizeof *t);
+    if (!t) {
+        cr_table_free(table);
+        return NULL;
+    }
+    t->table = table;
+    atomic_init(&t->refs, 2); /* the sidecar's and the caller's */
+    pthread_mutex_lock(&s->table_lock);
+    t->generation = ++s->generation;
+    cr_installed *old = s->current;
+    s->current = t;
+    pthread_mutex_unlock(&s->table_lock);
+    cr_installed_release(old);
+    return t;
+}
+
+cr_status cr_sidecar_plan_estimator(cr_sidecar *s, const cr_planner_config *cfg, cr_table **out,
+                                    cr_error *err)
+{
+    size_t n;
+    cr_session_rate *rates = cr_estimator_rates(s->estimator, cr_sidecar_now(s), &n);
+    if (!rates) {
+        *out = NULL;
+        snprintf(err->msg, sizeof err->msg, "out of memory taking the estimator snapshot");
+        return CR_ENOMEM;
+    }
+    cr_status st = cr_planner_plan(cfg, rates, n, out, err);
+    free(rates);
+    return st;
+}
+
+static void replan_once(cr_sidecar *s)
+{
+    double t0 = cr_sidecar_now(s);
+    cr_table *table;
+    cr_error err;
+    if (cr_sidecar_plan_estimator(s, &s->cfg->planner, &table, &err) != CR_OK) {
+        cr_log(CR_LOG_ERROR, "replan failed", json_pack("{s:s}", "error", err.msg));
+        return;
+    }
+    cr_installed *t = cr_sidecar_install(s, table);
+    if (!t) {
+        cr_log(CR_LOG_ERROR, "replan failed", json_pack("{s:s}", "error", "out of memory"));
+        return;
+    }
+    cr_log(CR_LOG_INFO, "plan installed",
+           json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", "replanner", "generation",
+                     (json_int_t)t->generation, "admitted",
+                     (json_int_t)cr_table_n_placements(t->table), "imbalance",
+                     cr_table_imbalance(t->table), "duration_ms",
+                     (cr_sidecar_now(s) - t0) * 1e3));
+    cr_installed_release(t);
+}
+
+static void *replan_main(void *arg)
+{
+    cr_sidecar *s = arg;
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&s->replan_lock);
+    while (!s->stopping) {
+        double at = next.tv_sec + next.tv_nsec * 1e-9 + s->cfg->replan_interval;
+        next.tv_sec = (time_t)at;
+        next.tv_nsec = (long)((at - (double)next.tv_sec) * 1e9);
+        int rc = 0;
+        while (!s->stopping && rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&s->replan_wake, &s->replan_lock, &next);
+        if (s->stopping)
+            break;
+        pthread_mutex_unlock(&s->replan_lock);
+        replan_once(s);
+        pthread_mutex_lock(&s->replan_lock);
+    }
+    pthread_mutex_unlock(&s->replan_lock);
+    return NULL;
+}
+
+int cr_sidecar_start_replanner(cr_sidecar *s)
+{
+    if (s->cfg->replan_interval <= 0)
+        return 0;
+    if (pthread_create(&s->replan_thread, NULL, replan_main, s) != 0)
+        return -1;
+    s->replan_started = 1;
+    return 0;
+}
+
+void cr_sidecar_stop_replanner(cr_sidecar *s)
+{
+    if (!s->replan_started)
+        return;
+    pthread_mutex_lock(&s->replan_lock);
+    s->stopping = 1;
+    pthread_cond_signal(&s->replan_wake);
+    pthread_mutex_unlock(&s->replan_lock);
+    pthread_join(s->replan_thread, NULL);
+    s->replan_started = 0;
+}
+
+uint32_t cr_fallback_shard(int64_t owner, uint32_t n_shards)
+{
+    return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
+}
