@@ -83,9 +83,12 @@ static cr_status plan_rates(const cr_planner_config *cfg, const PlanRequest *req
     return st;
 }
 
-/* Answers with t, installing it first when asked; takes ownership of t. */
+/* Answers with t, installing it first when asked; takes ownership of t.
+ * t0: when planning started, for the plan-duration metric and log. */
 static void answer_plan(cr_sidecar *s, cr_table *t, int install, double t0, cr_reply *out)
 {
+    double planned = cr_sidecar_now(s) - t0;
+    int installed = 0;
     table_msg m;
     Cacheroute__V1__PlanResponse resp = CACHEROUTE__V1__PLAN_RESPONSE__INIT;
     resp.table = &m.rt;
@@ -111,6 +114,7 @@ static void answer_plan(cr_sidecar *s, cr_table *t, int install, double t0, cr_r
     cr_reply_message(out, &resp.base, max_message(s), NULL);
     if (inst) {
         t = NULL; /* the sidecar owns it now */
+        installed = 1;
         cr_log(CR_LOG_INFO, "plan installed",
                json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", "rpc", "generation",
                          (json_int_t)inst->generation, "admitted",
@@ -120,6 +124,7 @@ static void answer_plan(cr_sidecar *s, cr_table *t, int install, double t0, cr_r
         cr_installed_release(inst);
     }
 done:
+    cr_metrics_plan(s->metrics, planned, installed);
     table_msg_free(&m);
     cr_table_free(t);
 }
@@ -207,6 +212,7 @@ static void record_arrival(cr_sidecar *s, const RecordArrivalRequest *req, cr_re
         routes[i].preferred_shard = p ? p->preferred_shard : cr_fallback_shard(owner, shards);
         ptrs[i] = &routes[i];
     }
+    cr_metrics_arrivals(s->metrics, n);
     resp.n_routes = routes ? n : 0;
     resp.routes = ptrs;
     resp.recorded = (uint32_t)n;

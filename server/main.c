@@ -10,17 +10,18 @@
 #include "handlers.h"
 #include "health.h"
 #include "log.h"
+#include "metrics.h"
 #include "reflection.h"
 #include "rpc.h"
 #include "sidecar.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
 
-static void log_config(const cr_config *c, int port)
+static void log_config(const cr_config *c, int port, int metrics_port)
 {
     cr_log(CR_LOG_INFO, "serving",
-           json_pack("{s:s,s:i,s:I,s:{s:i,s:f,s:f},s:{s:s,s:f,s:i,s:I},s:f,s:I,s:f,s:s,s:s}",
-                     "listen", c->listen, "port", port, "threads", (json_int_t)c->threads,
+           json_pack("{s:s,s:i,s:i,s:I,s:{s:i,s:f,s:f},s:{s:s,s:f,s:i,s:I},s:f,s:I,s:f,s:s,s:s}",
+                     "listen", c->listen, "port", port, "metrics_port", metrics_port, "threads", (json_int_t)c->threads,
                      "planner", "n_shards", (int)c->planner.n_shards, "qcap", c->planner.qcap,
                      "warm_slots_per_shard", c->planner.warm_slots_per_shard, "estimator",
                      "clock", c->estimator.clock == CR_CLOCK_SECONDS ? "seconds" : "calls",
@@ -29,6 +30,11 @@ static void log_config(const cr_config *c, int port)
                      c->replan_interval, "max_message_bytes", (json_int_t)c->max_message_bytes,
                      "shutdown_grace_s", c->shutdown_grace, "metrics_listen", c->metrics_listen,
                      "log_level", cr_log_level_name(c->log_level)));
+}
+
+static void observe_rpc(void *ctx, size_t method, grpc_status_code status, double seconds)
+{
+    cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
 static int serve(const cr_config *cfg, cr_sidecar *s, cr_health *h, cr_reflection *refl,
@@ -49,17 +55,35 @@ static int serve(const cr_config *cfg, cr_sidecar *s, cr_health *h, cr_reflectio
         {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
          cr_reflection_handle, refl},
     };
+    enum { N_METHODS = sizeof methods / sizeof methods[0] };
+    const char *paths[N_METHODS];
+    for (size_t i = 0; i < N_METHODS; i++)
+        paths[i] = methods[i].path;
     char err[512];
-    cr_rpc_options opt = {cfg->listen, (int)cfg->threads, cfg->max_message_bytes, NULL, NULL};
-    cr_rpc *rpc = cr_rpc_start(&opt, methods, sizeof methods / sizeof methods[0], err, sizeof err);
+    cr_metrics *metrics = cr_metrics_new(paths, N_METHODS);
+    if (!metrics) {
+        fprintf(stderr, "cacheroute-sidecar: out of memory\n");
+        return 2;
+    }
+    s->metrics = metrics;
+    if (*cfg->metrics_listen &&
+        cr_metrics_serve(metrics, cfg->metrics_listen, cr_sidecar_gauges, s, err, sizeof err)) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        cr_metrics_free(metrics);
+        return 2;
+    }
+    cr_rpc_options opt = {cfg->listen, (int)cfg->threads, cfg->max_message_bytes, observe_rpc,
+                          metrics};
+    cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
     if (!rpc) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        cr_metrics_free(metrics);
         return 2;
     }
     cr_health_set_serving(h, 1);
     if (cr_sidecar_start_replanner(s) != 0)
         cr_log(CR_LOG_ERROR, "cannot start the replanner thread", NULL);
-    log_config(cfg, cr_rpc_port(rpc));
+    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(metrics));
 
     int sig = 0;
     sigwait(signals, &sig);
@@ -71,6 +95,7 @@ static int serve(const cr_config *cfg, cr_sidecar *s, cr_health *h, cr_reflectio
     double waited = cr_rpc_shutdown(rpc, cfg->shutdown_grace);
     cr_rpc_free(rpc);
     cr_sidecar_stop_replanner(s);
+    cr_metrics_free(metrics);
     cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
     return 0;
 }

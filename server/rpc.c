@@ -112,7 +112,8 @@ void cr_call_observe(cr_call *c, grpc_status_code status)
 {
     double seconds = cr_rpc_clock() - c->started;
     if (c->rpc->opt.observe)
-        c->rpc->opt.observe(c->rpc->opt.observe_ctx, c->method->spec.path, status, seconds);
+        c->rpc->opt.observe(c->rpc->opt.observe_ctx, (size_t)(c->method - c->rpc->methods), status,
+                            seconds);
     if (cr_log_enabled(CR_LOG_DEBUG))
         cr_log(CR_LOG_DEBUG, "call finished",
                json_pack("{s:s,s:i,s:f}", "method", c->method->spec.path, "status", (int)status,

@@ -69,9 +69,9 @@ struct cr_call_kind {
 extern const cr_call_kind cr_unary_kind;     /* one message in, one out */
 extern const cr_call_kind cr_bidi_each_kind; /* a stream: one reply per message */
 
-/* Called once per finished call with its method path, status and latency in
- * seconds; from any thread. */
-typedef void (*cr_rpc_observer)(void *ctx, const char *path, grpc_status_code status,
+/* Called once per finished call with the method's index in the specs given
+ * to cr_rpc_start, its status and its latency in seconds; from any thread. */
+typedef void (*cr_rpc_observer)(void *ctx, size_t method, grpc_status_code status,
                                 double seconds);
 
 typedef struct cr_rpc_options {

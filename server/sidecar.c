@@ -114,6 +114,7 @@ static void replan_once(cr_sidecar *s)
         return;
     }
     cr_installed *t = cr_sidecar_install(s, table);
+    cr_metrics_plan(s->metrics, cr_sidecar_now(s) - t0, t != NULL);
     if (!t) {
         cr_log(CR_LOG_ERROR, "replan failed", json_pack("{s:s}", "error", "out of memory"));
         return;
@@ -175,4 +176,36 @@ void cr_sidecar_stop_replanner(cr_sidecar *s)
 uint32_t cr_fallback_shard(int64_t owner, uint32_t n_shards)
 {
     return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
+}
+
+void cr_sidecar_gauges(void *ctx, cr_page *p)
+{
+    cr_sidecar *s = ctx;
+    cr_page_family(p, "cacheroute_tracked_owners", "gauge", "Owners the rate estimator tracks.");
+    cr_page_sample(p, "cacheroute_tracked_owners", NULL, (double)cr_estimator_size(s->estimator));
+    cr_page_family(p, "cacheroute_estimator_evictions_total", "counter",
+                   "Owners evicted to keep the estimator within --max-owners.");
+    cr_page_sample(p, "cacheroute_estimator_evictions_total", NULL,
+                   (double)cr_estimator_evictions(s->estimator));
+    cr_installed *t = cr_sidecar_acquire(s);
+    cr_page_family(p, "cacheroute_table_generation", "gauge",
+                   "Generation of the installed routing table; 0 before the first.");
+    cr_page_sample(p, "cacheroute_table_generation", NULL, t ? (double)t->generation : 0);
+    cr_page_family(p, "cacheroute_table_admitted_sessions", "gauge",
+                   "Sessions holding warm slots in the installed table.");
+    cr_page_sample(p, "cacheroute_table_admitted_sessions", NULL,
+                   t ? (double)cr_table_n_placements(t->table) : 0);
+    cr_page_family(p, "cacheroute_table_admitted_requests_per_second", "gauge",
+                   "Sum of the admitted sessions' rates in the installed table.");
+    cr_page_sample(p, "cacheroute_table_admitted_requests_per_second", NULL,
+                   t ? cr_table_admitted_rate_total(t->table) : 0);
+    cr_page_family(p, "cacheroute_table_unadmitted_requests_per_second", "gauge",
+                   "Sum of the rates that did not fit the warm-slot budget.");
+    cr_page_sample(p, "cacheroute_table_unadmitted_requests_per_second", NULL,
+                   t ? cr_table_unadmitted_rate_total(t->table) : 0);
+    cr_page_family(p, "cacheroute_table_imbalance_ratio", "gauge",
+                   "Max over mean expected shard load in the installed table.");
+    cr_page_sample(p, "cacheroute_table_imbalance_ratio", NULL,
+                   t ? cr_table_imbalance(t->table) : 1.0);
+    cr_installed_release(t);
 }

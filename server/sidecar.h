@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "estimator.h"
+#include "metrics.h"
 #include "planner.h"
 
 /* An installed table. Readers hold a reference while they use it, so a swap
@@ -21,7 +22,8 @@ typedef struct cr_installed {
 typedef struct cr_sidecar {
     const cr_config *cfg;
     cr_estimator *estimator;
-    double epoch; /* CLOCK_MONOTONIC at start, seconds */
+    cr_metrics *metrics; /* set by the caller before serving; not owned */
+    double epoch;        /* CLOCK_MONOTONIC at start, seconds */
 
     pthread_mutex_t table_lock; /* guards current and generation */
     cr_installed *current;
@@ -59,6 +61,10 @@ cr_status cr_sidecar_plan_estimator(cr_sidecar *s, const cr_planner_config *cfg,
  * success. Stop joins it promptly. */
 int cr_sidecar_start_replanner(cr_sidecar *s);
 void cr_sidecar_stop_replanner(cr_sidecar *s);
+
+/* Writes the scrape-time gauges (estimator, installed table) onto a metrics
+ * page; a cr_metrics_sample_fn with ctx = the sidecar. */
+void cr_sidecar_gauges(void *ctx, cr_page *page);
 
 /* Where an owner without warm slots goes: splitmix64(owner) mod n_shards. */
 uint32_t cr_fallback_shard(int64_t owner, uint32_t n_shards);

@@ -1,0 +1,337 @@
+/* Counters and histograms, and the exposition-format renderer. */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics_internal.h"
+
+#define N_CODES 17 /* gRPC status codes 0..16 */
+static const char *const code_names[N_CODES] = {
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+
+#define N_REASONS 6
+static const char *const reasons[N_REASONS] = {"no_knowledge", "no_kv_available", "kv_faster",
+                                               "kv_hidden_by_queue", "text_faster",
+                                               "link_congested"};
+/* The mode each reason goes with (1 text, 2 KV cache): only those series exist. */
+static const int reason_mode[N_REASONS] = {1, 1, 2, 2, 1, 1};
+
+/* Latency buckets from 50 µs (a RecordArrival) to 10 s (a large Plan). */
+static const double rpc_bounds[] = {5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+                                    2.5e-2, 5e-2, 0.1,   0.25,   0.5,  1,    2.5,    5, 10};
+/* Predicted injection latencies: 1 ms to 60 s. */
+static const double inject_bounds[] = {1e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
+                                       0.5,  1,    2.5,  5,      10,   30,  60};
+
+typedef struct histogram {
+    const double *bounds;
+    size_t n;
+    _Atomic uint64_t *buckets; /* n + 1, not cumulative; the last is +Inf */
+    _Atomic uint64_t count;
+    _Atomic uint64_t sum_bits; /* a double, updated by compare-and-swap */
+} histogram;
+
+struct cr_metrics {
+    const char *const *paths;
+    size_t n_methods;
+    _Atomic uint64_t *rpc_calls; /* [method][code] */
+    histogram *rpc_seconds;      /* [method] */
+    _Atomic uint64_t arrivals;
+    _Atomic uint64_t plans, plans_installed;
+    histogram plan_seconds;
+    _Atomic uint64_t decisions[3][N_REASONS]; /* [mode][reason] */
+    histogram predicted[2];                   /* text, kv */
+    cr_metrics_http *http;
+};
+
+static int histogram_init(histogram *h, const double *bounds, size_t n)
+{
+    h->bounds = bounds;
+    h->n = n;
+    h->buckets = calloc(n + 1, sizeof *h->buckets);
+    return h->buckets ? 0 : -1;
+}
+
+static void histogram_observe(histogram *h, double v)
+{
+    size_t i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    uint64_t old = atomic_load_explicit(&h->sum_bits, memory_order_relaxed), next;
+    do {
+        double sum;
+        memcpy(&sum, &old, sizeof sum);
+        sum += v;
+        memcpy(&next, &sum, sizeof next);
+    } while (!atomic_compare_exchange_weak(&h->sum_bits, &old, next));
+}
+
+cr_metrics *cr_metrics_new(const char *const *paths, size_t n_methods)
+{
+    cr_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->paths = paths;
+    m->n_methods = n_methods;
+    m->rpc_calls = calloc(n_methods * N_CODES + 1, sizeof *m->rpc_calls);
+    m->rpc_seconds = calloc(n_methods + 1, sizeof *m->rpc_seconds);
+    int bad = !m->rpc_calls || !m->rpc_seconds;
+    for (size_t i = 0; !bad && i < n_methods; i++)
+        bad = histogram_init(&m->rpc_seconds[i], rpc_bounds, sizeof rpc_bounds / sizeof *rpc_bounds);
+    bad = bad || histogram_init(&m->plan_seconds, rpc_bounds, sizeof rpc_bounds / sizeof *rpc_bounds);
+    for (int k = 0; !bad && k < 2; k++)
+        bad = histogram_init(&m->predicted[k], inject_bounds,
+                             sizeof inject_bounds / sizeof *inject_bounds);
+    if (bad) {
+        cr_metrics_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void cr_metrics_free(cr_metrics *m)
+{
+    if (!m)
+        return;
+    cr_metrics_stop(m);
+    for (size_t i = 0; m->rpc_seconds && i < m->n_methods; i++)
+        free(m->rpc_seconds[i].buckets);
+    free(m->rpc_seconds);
+    free(m->rpc_calls);
+    free(m->plan_seconds.buckets);
+    free(m->predicted[0].buckets);
+    free(m->predicted[1].buckets);
+    free(m);
+}
+
+void cr_metrics_rpc(cr_metrics *m, size_t method, int code, double seconds)
+{
+    if (method >= m->n_methods)
+        return;
+    if (code < 0 || code >= N_CODES)
+        code = 2; /* UNKNOWN */
+    atomic_fetch_add_explicit(&m->rpc_calls[method * N_CODES + (size_t)code], 1,
+                              memory_order_relaxed);
+    histogram_observe(&m->rpc_seconds[method], seconds);
+}
+
+void cr_metrics_arrivals(cr_metrics *m, uint64_t n)
+{
+    atomic_fetch_add_explicit(&m->arrivals, n, memory_order_relaxed);
+}
+
+void cr_metrics_plan(cr_metrics *m, double seconds, int installed)
+{
+    atomic_fetch_add(&m->plans, 1);
+    if (installed)
+        atomic_fetch_add(&m->plans_installed, 1);
+    histogram_observe(&m->plan_seconds, seconds);
+}
+
+void cr_metrics_injection(cr_metrics *m, int mode, const char *reason, double text_s, double kv_s)
+{
+    for (int r = 0; r < N_REASONS; r++)
+        if (!strcmp(reason, reasons[r]) && mode >= 0 && mode < 3)
+            atomic_fetch_add_explicit(&m->decisions[mode][r], 1, memory_order_relaxed);
+    histogram_observe(&m->predicted[0], text_s);
+    if (kv_s >= 0)
+        histogram_observe(&m->predicted[1], kv_s);
+}
+
+/* ---- rendering ---- */
+
+struct cr_page {
+    char *buf;
+    size_t len, cap;
+    int failed;
+};
+
+static void page_printf(cr_page *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void page_printf(cr_page *p, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !p->failed; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(p->buf + p->len, p->cap - p->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            p->failed = 1;
+        } else if ((size_t)n < p->cap - p->len) {
+            p->len += (size_t)n;
+            return;
+        } else {
+            size_t cap = 2 * p->cap + (size_t)n;
+            char *grown = realloc(p->buf, cap);
+            if (!grown)
+                p->failed = 1;
+            else {
+                p->buf = grown;
+                p->cap = cap;
+            }
+        }
+    }
+}
+
+void cr_page_family(cr_page *p, const char *name, const char *type, const char *help)
+{
+    page_printf(p, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void format_value(char *buf, size_t len, double v)
+{
+    if (isnan(v))
+        snprintf(buf, len, "NaN");
+    else if (isinf(v))
+        snprintf(buf, len, v > 0 ? "+Inf" : "-Inf");
+    else
+        snprintf(buf, len, "%.17g", v);
+}
+
+void cr_page_sample(cr_page *p, const char *name, const char *labels, double value)
+{
+    char v[40];
+    format_value(v, sizeof v, value);
+    if (labels && *labels)
+        page_printf(p, "%s{%s} %s\n", name, labels, v);
+    else
+        page_printf(p, "%s %s\n", name, v);
+}
+
+void cr_page_label(char *buf, size_t len, const char *key, const char *value)
+{
+    size_t i = (size_t)snprintf(buf, len, "%s=\"", key);
+    for (const char *c = value; *c && i + 3 < len; c++) {
+        if (*c == '\\' || *c == '"' || *c == '\n') {
+            buf[i++] = '\\';
+            buf[i++] = *c == '\n' ? 'n' : *c;
+        } else {
+            buf[i++] = *c;
+        }
+    }
+    if (i + 1 < len)
+        buf[i++] = '"';
+    buf[i < len ? i : len - 1] = '\0';
+}
+
+static void render_histogram(cr_page *p, const char *name, const char *labels, const histogram *h)
+{
+    char lb[256], with_le[320];
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i <= h->n; i++) {
+        cumulative += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
+        if (i < h->n)
+            snprintf(lb, sizeof lb, "%.6g", h->bounds[i]);
+        else
+            snprintf(lb, sizeof lb, "+Inf");
+        snprintf(with_le, sizeof with_le, "%s%sle=\"%s\"", labels ? labels : "",
+                 labels && *labels ? "," : "", lb);
+        page_printf(p, "%s_bucket{%s} %llu\n", name, with_le, (unsigned long long)cumulative);
+    }
+    double sum;
+    uint64_t bits = atomic_load(&h->sum_bits);
+    memcpy(&sum, &bits, sizeof sum);
+    snprintf(lb, sizeof lb, "%s_sum", name);
+    cr_page_sample(p, lb, labels, sum);
+    snprintf(lb, sizeof lb, "%s_count", name);
+    cr_page_sample(p, lb, labels, (double)atomic_load(&h->count));
+}
+
+/* "/cacheroute.v1.CacheRoute/Plan" -> service="cacheroute.v1.CacheRoute",method="Plan" */
+static void method_labels(char *buf, size_t len, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char service[160], a[200], b[120];
+    snprintf(service, sizeof service, "%.*s", slash ? (int)(slash - path - 1) : 0, path + 1);
+    cr_page_label(a, sizeof a, "service", service);
+    cr_page_label(b, sizeof b, "method", slash ? slash + 1 : path);
+    snprintf(buf, len, "%s,%s", a, b);
+}
+
+static void render_rpcs(cr_metrics *m, cr_page *p)
+{
+    char labels[400], full[480];
+    cr_page_family(p, "cacheroute_rpc_requests_total", "counter",
+                   "gRPC calls finished, by service, method and status code.");
+    for (size_t i = 0; i < m->n_methods; i++) {
+        method_labels(labels, sizeof labels, m->paths[i]);
+        for (int c = 0; c < N_CODES; c++) {
+            uint64_t v = atomic_load(&m->rpc_calls[i * N_CODES + (size_t)c]);
+            if (v == 0 && c != 0)
+                continue; /* every method shows OK; other codes once seen */
+            snprintf(full, sizeof full, "%s,code=\"%s\"", labels, code_names[c]);
+            cr_page_sample(p, "cacheroute_rpc_requests_total", full, (double)v);
+        }
+    }
+    cr_page_family(p, "cacheroute_rpc_duration_seconds", "histogram",
+                   "gRPC call latency in the sidecar, from arrival to the last byte sent.");
+    for (size_t i = 0; i < m->n_methods; i++) {
+        method_labels(labels, sizeof labels, m->paths[i]);
+        render_histogram(p, "cacheroute_rpc_duration_seconds", labels, &m->rpc_seconds[i]);
+    }
+}
+
+static void render_planner(cr_metrics *m, cr_page *p)
+{
+    cr_page_family(p, "cacheroute_arrivals_recorded_total", "counter",
+                   "Arrivals recorded by RecordArrival.");
+    cr_page_sample(p, "cacheroute_arrivals_recorded_total", NULL, (double)atomic_load(&m->arrivals));
+    cr_page_family(p, "cacheroute_plans_total", "counter", "Plans made (by RPC or the replanner).");
+    cr_page_sample(p, "cacheroute_plans_total", NULL, (double)atomic_load(&m->plans));
+    cr_page_family(p, "cacheroute_plans_installed_total", "counter",
+                   "Plans installed as the current routing table.");
+    cr_page_sample(p, "cacheroute_plans_installed_total", NULL,
+                   (double)atomic_load(&m->plans_installed));
+    cr_page_family(p, "cacheroute_plan_duration_seconds", "histogram",
+                   "Time to plan, from the estimator snapshot or request to the table.");
+    render_histogram(p, "cacheroute_plan_duration_seconds", NULL, &m->plan_seconds);
+}
+
+static void render_injection(cr_metrics *m, cr_page *p)
+{
+    static const char *const modes[3] = {"unspecified", "text", "kv_cache"};
+    char labels[128];
+    cr_page_family(p, "cacheroute_injection_decisions_total", "counter",
+                   "SelectInjection decisions (dry runs included), by mode and reason.");
+    for (int r = 0; r < N_REASONS; r++) {
+        int mode = reason_mode[r];
+        snprintf(labels, sizeof labels, "mode=\"%s\",reason=\"%s\"", modes[mode], reasons[r]);
+        cr_page_sample(p, "cacheroute_injection_decisions_total", labels,
+                       (double)atomic_load(&m->decisions[mode][r]));
+    }
+    cr_page_family(p, "cacheroute_injection_predicted_seconds", "histogram",
+                   "Predicted total latency of each injection path per decision.");
+    render_histogram(p, "cacheroute_injection_predicted_seconds", "path=\"text\"",
+                     &m->predicted[0]);
+    render_histogram(p, "cacheroute_injection_predicted_seconds", "path=\"kv_cache\"",
+                     &m->predicted[1]);
+}
+
+char *cr_metrics_render(cr_metrics *m, cr_metrics_sample_fn sample, void *ctx, size_t *len)
+{
+    cr_page p = {malloc(16384), 0, 16384, 0};
+    if (!p.buf)
+        return NULL;
+    render_rpcs(m, &p);
+    render_planner(m, &p);
+    render_injection(m, &p);
+    if (sample)
+        sample(ctx, &p);
+    if (p.failed) {
+        free(p.buf);
+        return NULL;
+    }
+    *len = p.len;
+    return p.buf;
+}
+
+cr_metrics_http **cr_metrics_http_slot(cr_metrics *m) { return &m->http; }

@@ -1,0 +1,50 @@
+/* Prometheus metrics: lock-free counters and histograms updated on the hot
+ * path, rendered in the text exposition format (0.0.4) on scrape, and served
+ * at /metrics by libmicrohttpd. Names follow Prometheus conventions: base
+ * units (seconds, bytes, bits), counters end in _total. */
+#ifndef CR_METRICS_H
+#define CR_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cr_metrics cr_metrics;
+typedef struct cr_page cr_page;
+
+/* method_paths[i] names the method the rpc layer reports as index i
+ * ("/cacheroute.v1.CacheRoute/Plan"); the array must outlive m. */
+cr_metrics *cr_metrics_new(const char *const *method_paths, size_t n_methods);
+void cr_metrics_free(cr_metrics *m);
+
+/* Thread-safe, wait-free updates. */
+void cr_metrics_rpc(cr_metrics *m, size_t method, int grpc_code, double seconds);
+void cr_metrics_arrivals(cr_metrics *m, uint64_t n);
+void cr_metrics_plan(cr_metrics *m, double seconds, int installed);
+/* mode: 1 text, 2 KV cache (the InjectionMode numbers); reason: one of the
+ * stable reason strings; predicted totals in seconds, kv_s < 0 when there was
+ * no KV option. */
+void cr_metrics_injection(cr_metrics *m, int mode, const char *reason, double text_s,
+                          double kv_s);
+
+/* Scrape-time values (estimator size, the installed table, probes) come from
+ * a callback that writes families onto the page being rendered. */
+typedef void (*cr_metrics_sample_fn)(void *ctx, cr_page *page);
+void cr_page_family(cr_page *p, const char *name, const char *type, const char *help);
+/* One sample; labels is the text inside the braces (escaped by the caller's
+ * choice of values: use cr_page_label for arbitrary text) or NULL. */
+void cr_page_sample(cr_page *p, const char *name, const char *labels, double value);
+/* Writes key="value" with the value escaped per the exposition format. */
+void cr_page_label(char *buf, size_t len, const char *key, const char *value);
+
+/* The whole page (malloc'd, *len bytes, NUL-terminated), or NULL. */
+char *cr_metrics_render(cr_metrics *m, cr_metrics_sample_fn sample, void *ctx, size_t *len);
+
+/* Serves GET /metrics on listen ("host:port", "[v6]:port"). Returns 0, or -1
+ * with err naming --metrics-listen. */
+int cr_metrics_serve(cr_metrics *m, const char *listen, cr_metrics_sample_fn sample, void *ctx,
+                     char *err, size_t errlen);
+void cr_metrics_stop(cr_metrics *m);
+/* The bound port while serving (useful with port 0), else 0. */
+int cr_metrics_port(const cr_metrics *m);
+
+#endif
