@@ -1,0 +1,143 @@
+/* The injector: a checked copy of the config and the reservation timelines
+ * behind cr_inject_select. Validation, model resolution and per-source link
+ * lookup happen before the lock; under it only the timeline reads, the
+ * decision arithmetic and the reservation, so that concurrent callers see
+ * each other's reservations in some serial order. */
+#include "internal.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cr_injector {
+    cr_inject_config cfg; /* kv_sources: our own copy, sorted by name */
+    pthread_mutex_t lock; /* guards the timelines below */
+    double gpu_busy_until_ms[CR_PROBE_MAX_GPUS];
+    cr_link_table links;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const cr_kv_source_spec *)a)->name, ((const cr_kv_source_spec *)b)->name);
+}
+
+static int copy_sources(cr_injector *inj, const cr_inject_config *cfg)
+{
+    inj->cfg.kv_sources = NULL;
+    if (!cfg->n_kv_sources)
+        return 0;
+    size_t bytes = cfg->n_kv_sources * sizeof *cfg->kv_sources;
+    if (!(inj->cfg.kv_sources = malloc(bytes)))
+        return -1;
+    memcpy(inj->cfg.kv_sources, cfg->kv_sources, bytes);
+    qsort(inj->cfg.kv_sources, cfg->n_kv_sources, sizeof *cfg->kv_sources, by_name);
+    return 0;
+}
+
+/* NULL when out of memory (or out of mutexes). */
+static cr_injector *alloc_injector(const cr_inject_config *cfg)
+{
+    cr_injector *inj = calloc(1, sizeof *inj);
+    if (!inj || pthread_mutex_init(&inj->lock, NULL) != 0) {
+        free(inj);
+        return NULL;
+    }
+    inj->cfg = *cfg;
+    for (size_t g = 0; g < CR_PROBE_MAX_GPUS; g++)
+        inj->gpu_busy_until_ms[g] = -INFINITY;
+    if (copy_sources(inj, cfg) == 0 &&
+        cr_link_table_init(&inj->links, CR_INJECT_MAX_LINKS) == CR_OK)
+        return inj;
+    cr_injector_free(inj);
+    return NULL;
+}
+
+cr_injector *cr_injector_new(const cr_inject_config *cfg, cr_error *err)
+{
+    if (cr_inject_config_check(cfg, err) != CR_OK)
+        return NULL;
+    cr_injector *inj = alloc_injector(cfg);
+    if (!inj)
+        snprintf(err->msg, sizeof err->msg, "out of memory creating the injector");
+    return inj;
+}
+
+void cr_injector_free(cr_injector *inj)
+{
+    if (!inj)
+        return;
+    pthread_mutex_destroy(&inj->lock);
+    cr_link_table_free(&inj->links);
+    free(inj->cfg.kv_sources);
+    free(inj);
+}
+
+cr_status cr_injector_model(const cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
+                            cr_inject_model *out, cr_error *err)
+{
+    return cr_inject_model_resolve(&inj->cfg, snap, gpu, out, err);
+}
+
+static cr_inject_link link_for(const cr_injector *inj, const cr_inject_model *m, const char *name)
+{
+    cr_kv_source_spec key;
+    const cr_kv_source_spec *s = NULL;
+    cr_inject_link link = {m->link_gbps, m->link_rtt_ms, 0};
+    strcpy(key.name, name);    /* validated: <= CR_INJECT_NAME_MAX bytes */
+    if (inj->cfg.n_kv_sources) /* bsearch's base must not be NULL */
+        s = bsearch(&key, inj->cfg.kv_sources, inj->cfg.n_kv_sources, sizeof key, by_name);
+    if (s) {
+        link.gbps = s->gbps;
+        link.rtt_ms = s->rtt_ms;
+    }
+    return link;
+}
+
+/* The link carries the bytes for transfer - rtt; the rtt is latency that
+ * overlaps the next transfer. */
+static void reserve(cr_injector *inj, const cr_inject_request *req, const cr_inject_link *links,
+                    const cr_inject_response *out, double now_ms)
+{
+    int kv = out->mode == CR_INJECT_KV_CACHE;
+    double *gpu = &inj->gpu_busy_until_ms[req->gpu];
+    *gpu = fmax(*gpu, now_ms) + (kv ? out->kv.prefill_ms : out->text.prefill_ms);
+    if (kv)
+        cr_link_table_reserve(&inj->links, out->source, now_ms,
+                              out->kv.transfer_ms - links[out->source_index].rtt_ms);
+}
+
+cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
+                           const cr_inject_request *req, double now_ms, cr_inject_response *out,
+                           cr_error *err)
+{
+    cr_inject_model m;
+    cr_inject_link links[CR_INJECT_MAX_SOURCES];
+    if (cr_inject_request_check(req, snap, now_ms, err) != CR_OK ||
+        cr_inject_model_resolve(&inj->cfg, snap, req->gpu, &m, err) != CR_OK)
+        return CR_EINVAL;
+    for (size_t i = 0; i < req->n_sources; i++)
+        links[i] = link_for(inj, &m, req->sources[i].name);
+
+    pthread_mutex_lock(&inj->lock);
+    double w = req->has_queue_wait ? req->queue_wait_ms
+                                   : fmax(0, inj->gpu_busy_until_ms[req->gpu] - now_ms);
+    for (size_t i = 0; i < req->n_sources; i++) {
+        if (req->sources[i].cached_tokens > 0)
+            links[i].wait_ms = cr_link_table_wait(&inj->links, req->sources[i].name, now_ms);
+    }
+    cr_inject_decide(&m, req, w, links, out);
+    if (!req->dry_run)
+        reserve(inj, req, links, out, now_ms);
+    pthread_mutex_unlock(&inj->lock);
+    return CR_OK;
+}
+
+size_t cr_injector_tracked_links(cr_injector *inj)
+{
+    pthread_mutex_lock(&inj->lock);
+    size_t n = inj->links.used;
+    pthread_mutex_unlock(&inj->lock);
+    return n;
+}

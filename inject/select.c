@@ -1,0 +1,100 @@
+/* The decision: text versus the best KV source, with every wait given. Pure
+ * arithmetic on validated input; the formulas are in inject.h. */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static double prefill_ms(const cr_inject_model *m, double s, double l)
+{
+    return m->prefill_fixed_ms + m->prefill_ms_per_token * (l - s) +
+           m->prefill_ms_per_token2 * (l * l - s * s);
+}
+
+/* Gb/s carry bits: 8 per byte; 10^9 b/s is 10^6 b/ms. */
+static double transfer_ms(const cr_inject_model *m, const cr_inject_link *link, double c)
+{
+    return link->rtt_ms + c * m->kv_bytes_per_token * 8 / (link->gbps * m->link_efficiency * 1e6);
+}
+
+static double load_ms(const cr_inject_model *m, double c)
+{
+    return m->load_fixed_ms + c * m->kv_bytes_per_token / (m->h2d_gbps * 1e6);
+}
+
+static cr_cost_breakdown kv_cost(const cr_inject_model *m, double l, double c, double w,
+                                 const cr_inject_link *link)
+{
+    cr_cost_breakdown kv = {.queue_wait_ms = w, .link_wait_ms = link->wait_ms};
+    kv.transfer_ms = transfer_ms(m, link, c);
+    kv.load_ms = load_ms(m, c);
+    kv.prefill_ms = prefill_ms(m, c, l);
+    kv.total_ms = fmax(w, link->wait_ms + kv.transfer_ms) + kv.load_ms + kv.prefill_ms;
+    return kv;
+}
+
+static void finish(cr_inject_response *out, cr_inject_mode mode, const char *reason)
+{
+    out->mode = mode;
+    out->reason = reason;
+    if (!out->has_kv)
+        out->saving_ms = 0;
+    else if (mode == CR_INJECT_KV_CACHE)
+        out->saving_ms = out->text.total_ms - out->kv.total_ms;
+    else
+        out->saving_ms = out->kv.total_ms - out->text.total_ms;
+}
+
+/* Fills out->kv and the source fields with the lowest-scoring source (ties
+ * by name); returns its score, and in *idle_best the lowest kv_total any
+ * source would have with its link idle. */
+static double pick_best(const cr_inject_model *m, const cr_inject_request *req, double l, double w,
+                        const cr_inject_link *links, cr_inject_response *out, double *idle_best)
+{
+    double best_score = INFINITY;
+    *idle_best = INFINITY;
+    for (size_t i = 0; i < req->n_sources; i++) {
+        double c = req->sources[i].cached_tokens;
+        if (c == 0)
+            continue;
+        cr_inject_link idle = links[i];
+        idle.wait_ms = 0;
+        *idle_best = fmin(*idle_best, kv_cost(m, l, c, w, &idle).total_ms);
+        cr_cost_breakdown kv = kv_cost(m, l, c, w, &links[i]);
+        double score = kv.total_ms + m->link_queue_penalty * links[i].wait_ms;
+        if (score < best_score ||
+            (score == best_score && strcmp(req->sources[i].name, out->source) < 0)) {
+            best_score = score;
+            out->kv = kv;
+            out->source_index = (int)i;
+            strcpy(out->source, req->sources[i].name); /* validated: <= 128 bytes */
+        }
+    }
+    out->has_kv = out->source_index >= 0;
+    return best_score;
+}
+
+void cr_inject_decide(const cr_inject_model *m, const cr_inject_request *req, double queue_wait_ms,
+                      const cr_inject_link *links, cr_inject_response *out)
+{
+    double w = queue_wait_ms, l = (double)req->prompt_tokens + req->knowledge_tokens;
+    memset(out, 0, sizeof *out);
+    out->source_index = -1;
+    out->text.queue_wait_ms = w;
+    out->text.prefill_ms = prefill_ms(m, 0, l);
+    out->text.total_ms = w + out->text.prefill_ms;
+    if (req->knowledge_tokens == 0) {
+        finish(out, CR_INJECT_TEXT, "no_knowledge");
+        return;
+    }
+    double idle_best, best_score = pick_best(m, req, l, w, links, out, &idle_best);
+    double text = out->text.total_ms, margin = m->decision_margin_ms;
+    if (!out->has_kv)
+        finish(out, CR_INJECT_TEXT, "no_kv_available");
+    else if (best_score + margin < text)
+        finish(out, CR_INJECT_KV_CACHE,
+               out->kv.link_wait_ms + out->kv.transfer_ms <= w ? "kv_hidden_by_queue"
+                                                               : "kv_faster");
+    else
+        finish(out, CR_INJECT_TEXT, idle_best + margin < text ? "link_congested" : "text_faster");
+}
