@@ -31,6 +31,10 @@ static const char usage[] =
     "  rates [OWNER...]      estimated rates (all tracked owners when none given)\n"
     "  forget OWNER...       drop owners from the estimator\n"
     "  health [--service S]  grpc.health.v1 Check (exit 1 unless SERVING)\n"
+    "  select PROMPT_TOKENS KNOWLEDGE_TOKENS [--source NAME=CACHED_TOKENS]...\n"
+    "         [--queue-wait-ms MS] [--gpu N] [--dry-run] [--request-id ID]\n"
+    "                        text or KV-cache injection, with the predicted costs\n"
+    "  profile               the node's GPUs, NICs and injection cost model\n"
     "\n"
     "--target defaults to $CACHEROUTE_TARGET, else 127.0.0.1:50051; --timeout to 10 s.\n"
     "Answers are JSON on stdout (64-bit integers as strings); errors go to stderr.\n"
@@ -43,6 +47,9 @@ typedef struct options {
     int from_estimator, install, omit_routes, have_config;
     Cacheroute__V1__PlannerConfig config;
     const char *service;
+    Cacheroute__V1__SelectInjectionRequest select;
+    Cacheroute__V1__KvSource *sources;
+    size_t n_sources;
 } options;
 
 static int fail_usage(const char *fmt, const char *arg)
@@ -229,7 +236,7 @@ static int cmd_health(cr_client *c, const options *o)
 }
 
 enum { O_TARGET = 256, O_TIMEOUT, O_FILE, O_FROM_EST, O_INSTALL, O_SHARDS, O_QCAP, O_WARM,
-       O_OMIT, O_SERVICE };
+       O_OMIT, O_SERVICE, O_SOURCE, O_QUEUE, O_GPU, O_DRY, O_REQUEST_ID };
 
 static const struct option long_opts[] = {
     {"target", required_argument, NULL, O_TARGET},
@@ -242,9 +249,95 @@ static const struct option long_opts[] = {
     {"warm-slots-per-shard", required_argument, NULL, O_WARM},
     {"omit-routes", no_argument, NULL, O_OMIT},
     {"service", required_argument, NULL, O_SERVICE},
+    {"source", required_argument, NULL, O_SOURCE},
+    {"queue-wait-ms", required_argument, NULL, O_QUEUE},
+    {"gpu", required_argument, NULL, O_GPU},
+    {"dry-run", no_argument, NULL, O_DRY},
+    {"request-id", required_argument, NULL, O_REQUEST_ID},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* --source NAME=CACHED_TOKENS: the sidecar checks names and counts; here
+ * only the shape. */
+static int add_source(options *o, const char *arg)
+{
+    const char *eq = strrchr(arg, '=');
+    int64_t cached;
+    if (!eq || parse_i64(eq + 1, &cached) || cached < 0 || cached > UINT32_MAX)
+        return fail_usage("--source expects NAME=CACHED_TOKENS, got '%s'", arg);
+    Cacheroute__V1__KvSource *grown = realloc(o->sources, (o->n_sources + 1) * sizeof *grown);
+    if (!grown)
+        return EXIT_RPC;
+    o->sources = grown;
+    cacheroute__v1__kv_source__init(&grown[o->n_sources]);
+    grown[o->n_sources].name = strndup(arg, (size_t)(eq - arg));
+    grown[o->n_sources++].cached_tokens = (uint32_t)cached;
+    return 0;
+}
+
+static int parse_select_option(options *o, int opt, const char *arg)
+{
+    double v;
+    int64_t gpu;
+    switch (opt) {
+    case O_SOURCE:
+        return add_source(o, arg);
+    case O_QUEUE:
+        if (parse_double(arg, &v))
+            return fail_usage("--queue-wait-ms takes a number, got '%s'", arg);
+        o->select.queue_case = CACHEROUTE__V1__SELECT_INJECTION_REQUEST__QUEUE_QUEUE_WAIT_MS;
+        o->select.queue_wait_ms = v; /* the sidecar rejects negative or NaN, naming it */
+        return 0;
+    case O_GPU:
+        if (parse_i64(arg, &gpu) || gpu < 0 || gpu > UINT32_MAX)
+            return fail_usage("--gpu takes a GPU index, got '%s'", arg);
+        o->select.gpu = (uint32_t)gpu;
+        return 0;
+    case O_DRY:
+        o->select.dry_run = 1;
+        return 0;
+    default:
+        o->select.request_id = (char *)arg;
+        return 0;
+    }
+}
+
+static int parse_tokens(const char *arg, uint32_t *out)
+{
+    int64_t v;
+    if (parse_i64(arg, &v) || v < 0 || v > UINT32_MAX)
+        return fail_usage("token counts are integers in 0..4294967295, got '%s'", arg);
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int cmd_select(cr_client *c, options *o, char **args)
+{
+    Cacheroute__V1__SelectInjectionRequest *req = &o->select;
+    Cacheroute__V1__KvSource **ptrs = calloc(o->n_sources + 1, sizeof *ptrs);
+    int rc = ptrs ? 0 : EXIT_RPC;
+    if (!rc)
+        rc = parse_tokens(args[0], &req->prompt_tokens);
+    if (!rc)
+        rc = parse_tokens(args[1], &req->knowledge_tokens);
+    for (size_t i = 0; !rc && i < o->n_sources; i++)
+        ptrs[i] = &o->sources[i];
+    req->n_sources = o->n_sources;
+    req->sources = ptrs;
+    if (!rc)
+        rc = call_and_print(c, SERVICE "SelectInjection", &req->base,
+                            &cacheroute__v1__select_injection_response__descriptor);
+    free(ptrs);
+    return rc;
+}
+
+static int cmd_profile(cr_client *c)
+{
+    Cacheroute__V1__GetNodeProfileRequest req = CACHEROUTE__V1__GET_NODE_PROFILE_REQUEST__INIT;
+    return call_and_print(c, SERVICE "GetNodeProfile", &req.base,
+                          &cacheroute__v1__node_profile__descriptor);
+}
 
 /* Options go anywhere on the line (getopt permutes); returns 0 or an exit code. */
 static int parse_options(int argc, char **argv, options *o)
@@ -277,6 +370,14 @@ static int parse_options(int argc, char **argv, options *o)
             else
                 o->config.warm_slots_per_shard = v;
             break;
+        case O_SOURCE:
+        case O_QUEUE:
+        case O_GPU:
+        case O_DRY:
+        case O_REQUEST_ID:
+            if (parse_select_option(o, opt, optarg) != 0)
+                return EXIT_USAGE;
+            break;
         case 'h': fputs(usage, stdout); return -1;
         default: return EXIT_USAGE;
         }
@@ -291,6 +392,7 @@ int main(int argc, char **argv)
     o.config.n_shards = 8;
     o.config.qcap = 50;
     o.config.warm_slots_per_shard = 200;
+    cacheroute__v1__select_injection_request__init(&o.select);
     o.target = getenv("CACHEROUTE_TARGET") ? getenv("CACHEROUTE_TARGET") : "127.0.0.1:50051";
     int rc = parse_options(argc, argv, &o);
     if (rc)
@@ -301,7 +403,10 @@ int main(int argc, char **argv)
     char **args = argv + optind + 1;
     int n = argc - optind - 1;
     int needs_owners = !strcmp(cmd, "record") || !strcmp(cmd, "forget");
-    if (!strcmp(cmd, "plan") || !strcmp(cmd, "health")) {
+    if (!strcmp(cmd, "select")) {
+        if (n != 2)
+            return fail_usage("%s needs PROMPT_TOKENS and KNOWLEDGE_TOKENS", cmd);
+    } else if (!strcmp(cmd, "plan") || !strcmp(cmd, "health") || !strcmp(cmd, "profile")) {
         if (n > 0)
             return fail_usage("unexpected argument '%s'", args[0]);
     } else if (needs_owners && n == 0) {
@@ -316,9 +421,16 @@ int main(int argc, char **argv)
         rc = cmd_plan(&c, &o);
     else if (!strcmp(cmd, "health"))
         rc = cmd_health(&c, &o);
+    else if (!strcmp(cmd, "select"))
+        rc = cmd_select(&c, &o, args);
+    else if (!strcmp(cmd, "profile"))
+        rc = cmd_profile(&c);
     else
         rc = cmd_owners(&c, cmd, args, n, &o);
     cr_client_close(&c);
     grpc_shutdown();
+    for (size_t i = 0; i < o.n_sources; i++)
+        free(o.sources[i].name);
+    free(o.sources);
     return rc;
 }

@@ -14,7 +14,9 @@
 #define CR_VERSION "dev"
 #endif
 
-typedef enum kind { K_STRING, K_INT, K_U32, K_U64, K_DOUBLE, K_CLOCK, K_LEVEL, K_LIST } kind;
+/* K_INJECT values go to the inject component's own parser (it knows their
+ * ranges and which were set); their defaults live there too. */
+typedef enum kind { K_STRING, K_INT, K_U32, K_U64, K_DOUBLE, K_CLOCK, K_LEVEL, K_LIST, K_INJECT } kind;
 
 typedef struct flag {
     const char *name;
@@ -22,39 +24,72 @@ typedef struct flag {
     size_t offset;
     double min, max;  /* numeric bounds, inclusive unless min_open */
     int min_open;
-    const char *def;  /* default, as text (applied before env and argv) */
+    const char *def;  /* default, as text (applied before env and argv, but
+                       * for K_INJECT, where it is only shown) */
     const char *help;
+    int repeatable;   /* given many times; its variable holds a list */
 } flag;
 
 #define AT(field) offsetof(cr_config, field)
 #define BIG 9007199254740992.0 /* 2^53: every integer below is exact */
 
 static const flag flags[] = {
-    {"listen", K_STRING, AT(listen), 0, 0, 0, "0.0.0.0:50051", "gRPC listen address, host:port"},
+    {"listen", K_STRING, AT(listen), 0, 0, 0, "0.0.0.0:50051", "gRPC listen address, host:port", 0},
     {"threads", K_INT, AT(threads), 0, 1024, 0, "0",
-     "worker threads, each with its own completion queue; 0 = number of cores"},
-    {"n-shards", K_U32, AT(planner.n_shards), 1, 65536, 0, "8", "KV-pool shards R (1..65536)"},
+     "worker threads, each with its own completion queue; 0 = number of cores", 0},
+    {"n-shards", K_U32, AT(planner.n_shards), 1, 65536, 0, "8", "KV-pool shards R (1..65536)", 0},
     {"qcap", K_DOUBLE, AT(planner.qcap), 0, INFINITY, 1, "50",
-     "requests per second one shard serves (> 0)"},
+     "requests per second one shard serves (> 0)", 0},
     {"warm-slots-per-shard", K_DOUBLE, AT(planner.warm_slots_per_shard), 0, INFINITY, 1, "200",
-     "warm slots per shard W; the budget is R * W slots (> 0)"},
+     "warm slots per shard W; the budget is R * W slots (> 0)", 0},
     {"half-life", K_DOUBLE, AT(estimator.half_life), 0, INFINITY, 1, "20",
-     "estimator half-life: seconds, or the owner's own calls with --estimator-clock calls (> 0)"},
+     "estimator half-life: seconds, or the owner's own calls with --estimator-clock calls (> 0)", 0},
     {"window", K_U32, AT(estimator.window), 1, 4294967295.0, 0, "256",
-     "accepted for seed compatibility; the decayed count keeps no history (>= 1)"},
+     "accepted for seed compatibility; the decayed count keeps no history (>= 1)", 0},
     {"estimator-clock", K_CLOCK, AT(estimator.clock), 0, 0, 0, "seconds",
-     "seconds (rates in arrivals per second) or calls (the seed's per-call decay)"},
+     "seconds (rates in arrivals per second) or calls (the seed's per-call decay)", 0},
     {"max-owners", K_U64, AT(estimator.max_owners), 1, BIG, 0, "1000000",
-     "owners tracked at most; a new owner then evicts a low-rate one"},
+     "owners tracked at most; a new owner then evicts a low-rate one", 0},
     {"replan-interval", K_DOUBLE, AT(replan_interval), 0, 1e9, 0, "10",
-     "seconds between plans from the estimator, installed as the current table; 0 = off"},
+     "seconds between plans from the estimator, installed as the current table; 0 = off", 0},
     {"max-message-bytes", K_INT, AT(max_message_bytes), 1024, 2147483647.0, 0, "67108864",
-     "largest request or response message, bytes"},
+     "largest request or response message, bytes", 0},
     {"shutdown-grace", K_DOUBLE, AT(shutdown_grace), 0, 3600, 0, "10",
-     "seconds in-flight calls get to finish after SIGTERM/SIGINT"},
+     "seconds in-flight calls get to finish after SIGTERM/SIGINT", 0},
     {"metrics-listen", K_STRING, AT(metrics_listen), 0, 0, 0, "0.0.0.0:9090",
-     "Prometheus /metrics address, host:port; empty = off"},
-    {"log-level", K_LEVEL, AT(log_level), 0, 0, 0, "info", "debug, info, warn or error"},
+     "Prometheus /metrics address, host:port; empty = off", 0},
+    {"log-level", K_LEVEL, AT(log_level), 0, 0, 0, "info", "debug, info, warn or error", 0},
+    {"model-layers", K_INJECT, 0, 0, 0, 0, "32", "transformer layers (KV size, prefill c)", 0},
+    {"model-kv-heads", K_INJECT, 0, 0, 0, 0, "8", "KV heads (KV size)", 0},
+    {"model-head-dim", K_INJECT, 0, 0, 0, 0, "128", "head dimension (KV size)", 0},
+    {"kv-dtype-bytes", K_INJECT, 0, 0, 0, 0, "2", "bytes per KV element", 0},
+    {"tensor-parallel", K_INJECT, 0, 0, 0, 0, "1", "tensor-parallel ways; divides the KV size", 0},
+    {"kv-bytes-per-token", K_INJECT, 0, 0, 0, 0, "from the model shape",
+     "KV cache bytes per token; overrides the shape", 0},
+    {"model-params-b", K_INJECT, 0, 0, 0, 0, "8.03", "model parameters in 10^9 (prefill b)", 0},
+    {"model-d-model", K_INJECT, 0, 0, 0, 0, "4096", "hidden size (prefill c)", 0},
+    {"mfu", K_INJECT, 0, 0, 0, 0, "0.5", "model FLOPs utilization during prefill, (0, 1]", 0},
+    {"peak-tflops", K_INJECT, 0, 0, 0, 0, "312",
+     "dense BF16 teraFLOP/s when no GPU is probed or its architecture is unknown", 0},
+    {"prefill-fixed-ms", K_INJECT, 0, 0, 0, 0, "10", "prefill a: fixed ms per request", 0},
+    {"prefill-coeffs", K_INJECT, 0, 0, 0, 0, "from the probe",
+     "a,b,c fitted prefill coefficients (ms, ms/token, ms/token^2); override a, b and c", 0},
+    {"kv-source", K_INJECT, 0, 0, 0, 0, "none",
+     "NAME=GBPS[,RTT_MS]: a KV source's link in gigabits/s (10^9) and rtt in ms; repeatable "
+     "(the variable takes a space-separated list)", 1},
+    {"link-gbps", K_INJECT, 0, 0, 0, 0, "10",
+     "link to KV sources in gigabits/s (10^9) when no NIC speed is probed", 0},
+    {"link-efficiency", K_INJECT, 0, 0, 0, 0, "0.825", "usable fraction of link bandwidth", 0},
+    {"h2d-gbps", K_INJECT, 0, 0, 0, 0, "25",
+     "host-to-GPU gigabytes/s (10^9) when not measured", 0},
+    {"load-fixed-ms", K_INJECT, 0, 0, 0, 0, "2", "fixed ms per KV load into the GPU", 0},
+    {"link-queue-penalty", K_INJECT, 0, 0, 0, 0, "0.5", "weight of link wait in the KV score", 0},
+    {"decision-margin-ms", K_INJECT, 0, 0, 0, 0, "100", "KV must beat text by this many ms", 0},
+    {"probe-interval", K_DOUBLE, AT(probe_interval), 0, 1e9, 0, "300",
+     "seconds between GPU/NIC probes; 0 = start-up only", 0},
+    {"nic", K_LIST, AT(nics), 0, 0, 0, "",
+     "probe exactly this interface; repeatable (the variable takes a space-separated list)", 1},
+    {"sysfs-root", K_STRING, AT(sysfs_root), 0, 0, 0, "/sys", "where sysfs is mounted", 0},
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -118,6 +153,27 @@ static int set_list(cr_string_list *l, const char *value, int from_env)
     return 0;
 }
 
+/* The inject component parses its own flags; from the environment, a
+ * repeatable one (--kv-source) takes a space-separated list. */
+static int set_inject(cr_config *cfg, const flag *f, const char *origin, const char *value,
+                      int from_env, char *err, size_t errlen)
+{
+    char name[64], *copy = strdup(value), *save = NULL;
+    cr_error e;
+    int rc = copy ? 0 : -1;
+    snprintf(name, sizeof name, "--%s", f->name);
+    int split = from_env && f->repeatable;
+    for (char *item = split ? strtok_r(copy, " \t", &save) : copy; item && rc == 0;
+         item = split ? strtok_r(NULL, " \t", &save) : NULL) {
+        if (cr_inject_config_set(&cfg->inject, name, item, &e) != CR_OK) {
+            snprintf(err, errlen, "%s%s%s", from_env ? origin : "", from_env ? ": " : "", e.msg);
+            rc = -1;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
 /* Stores value into cfg for f; on error writes "<origin>: <why>" to err. */
 static int set_flag(cr_config *cfg, const flag *f, const char *origin, const char *value,
                     int from_env, char *err, size_t errlen)
@@ -126,6 +182,8 @@ static int set_flag(cr_config *cfg, const flag *f, const char *origin, const cha
     double v;
     char want[96];
     switch (f->kind) {
+    case K_INJECT:
+        return set_inject(cfg, f, origin, value, from_env, err, errlen);
     case K_STRING:
         free(*(char **)field);
         *(char **)field = strdup(value);
@@ -178,7 +236,8 @@ static int load_defaults_and_env(cr_config *cfg, char *err, size_t errlen)
 {
     char env[64];
     for (size_t i = 0; i < N_FLAGS; i++) {
-        if (set_flag(cfg, &flags[i], flags[i].name, flags[i].def, 0, err, errlen) != 0)
+        if (flags[i].kind != K_INJECT &&
+            set_flag(cfg, &flags[i], flags[i].name, flags[i].def, 0, err, errlen) != 0)
             return -1;
         env_name(&flags[i], env, sizeof env);
         const char *v = getenv(env);
@@ -188,13 +247,20 @@ static int load_defaults_and_env(cr_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-/* Env lists are replaced, not extended, by the first flag occurrence. */
+/* A list from the environment is replaced, not extended, by the first flag
+ * occurrence. */
 static void reset_lists_once(cr_config *cfg, const flag *f, unsigned char *seen)
 {
     size_t i = (size_t)(f - flags);
-    if (f->kind != K_LIST || seen[i])
+    if (!f->repeatable || seen[i])
         return;
     seen[i] = 1;
+    if (f->kind == K_INJECT) {
+        free(cfg->inject.kv_sources);
+        cfg->inject.kv_sources = NULL;
+        cfg->inject.n_kv_sources = 0;
+        return;
+    }
     cr_string_list *l = (cr_string_list *)((char *)cfg + f->offset);
     for (size_t k = 0; k < l->n; k++)
         free(l->items[k]);
@@ -205,6 +271,7 @@ int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errl
 {
     memset(cfg, 0, sizeof *cfg);
     cr_estimator_config_default(&cfg->estimator);
+    cr_inject_config_default(&cfg->inject);
     if (load_defaults_and_env(cfg, err, errlen) != 0)
         return -1;
     unsigned char seen[N_FLAGS] = {0};
@@ -264,6 +331,7 @@ void cr_config_free(cr_config *cfg)
             free(l->items);
         }
     }
+    cr_inject_config_clear(&cfg->inject);
     memset(cfg, 0, sizeof *cfg);
 }
 

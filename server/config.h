@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "estimator.h"
+#include "inject.h"
 #include "log.h"
 #include "planner.h"
 
@@ -25,6 +26,10 @@ typedef struct cr_config {
     double shutdown_grace; /* seconds */
     char *metrics_listen;  /* host:port, or "" for off */
     cr_log_level log_level;
+    cr_inject_config inject; /* cost-model flags, parsed by the inject component */
+    double probe_interval;   /* seconds between GPU/NIC probes; 0 = start-up only */
+    cr_string_list nics;     /* --nic: probe exactly these interfaces */
+    char *sysfs_root;
 } cr_config;
 
 /* Fills cfg from the environment and argv. Returns 0 to run, 1 when --help or

@@ -16,6 +16,9 @@
 #include "sidecar.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
+/* NIC utilization is sampled over this window at every probe; short, since
+ * the first probe delays readiness by it. */
+#define PROBE_NIC_SAMPLE_S 0.25
 
 static void log_config(const cr_config *c, int port, int metrics_port)
 {
@@ -32,6 +35,27 @@ static void log_config(const cr_config *c, int port, int metrics_port)
                      "log_level", cr_log_level_name(c->log_level)));
 }
 
+/* The injection cost model and the node prober; the first probe runs here,
+ * before the sidecar reports SERVING. */
+static int start_probes(const cr_config *cfg, cr_sidecar *s)
+{
+    cr_error e;
+    cr_probe_config pc;
+    cr_probe_config_default(&pc);
+    pc.sysfs_root = cfg->sysfs_root;
+    pc.nic_names = (const char *const *)cfg->nics.items;
+    pc.n_nic_names = cfg->nics.n;
+    pc.interval_s = cfg->probe_interval;
+    pc.nic_sample_s = PROBE_NIC_SAMPLE_S;
+    pc.on_snapshot = cr_sidecar_log_probe;
+    if (!(s->injector = cr_injector_new(&cfg->inject, &e)) ||
+        !(s->prober = cr_prober_start(&pc, &e))) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
 static void observe_rpc(void *ctx, size_t method, grpc_status_code status, double seconds)
 {
     cr_metrics_rpc(ctx, method, (int)status, seconds);
@@ -43,11 +67,10 @@ static int serve(const cr_config *cfg, cr_sidecar *s, cr_health *h, cr_reflectio
     const cr_method_spec methods[] = {
         {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, s},
         {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, s},
-        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_unimplemented,
-         "SelectInjection"},
+        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_select_injection, s},
         {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, s},
         {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, s},
-        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_unimplemented, "GetNodeProfile"},
+        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, s},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, h},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, h},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
@@ -129,11 +152,15 @@ int main(int argc, char **argv)
     if (!s || !h || !refl) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", s ? "out of memory" : e.msg);
         rc = 2;
+    } else if (start_probes(&cfg, s) != 0) {
+        rc = 2;
     } else {
         grpc_init();
         rc = serve(&cfg, s, h, refl, &signals);
         grpc_shutdown();
     }
+    cr_prober_stop(s ? s->prober : NULL);
+    cr_injector_free(s ? s->injector : NULL);
     cr_reflection_free(refl);
     cr_health_free(h);
     cr_sidecar_free(s);

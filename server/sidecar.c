@@ -178,6 +178,82 @@ uint32_t cr_fallback_shard(int64_t owner, uint32_t n_shards)
     return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
 }
 
+static void gpu_gauges(const cr_node_snapshot *snap, cr_page *p)
+{
+    char label[160], index[16];
+    cr_page_family(p, "cacheroute_cuda_available", "gauge",
+                   "1 when the CUDA driver loaded and initialised at the last probe.");
+    cr_page_sample(p, "cacheroute_cuda_available", NULL, snap->cuda_available);
+    cr_page_family(p, "cacheroute_gpu_h2d_bytes_per_second", "gauge",
+                   "Measured host-to-GPU copy bandwidth (pinned memory), per GPU.");
+    for (size_t i = 0; i < snap->n_gpus; i++) {
+        snprintf(index, sizeof index, "%u", snap->gpus[i].index);
+        cr_page_label(label, sizeof label, "gpu", index);
+        cr_page_sample(p, "cacheroute_gpu_h2d_bytes_per_second", label,
+                       snap->gpus[i].h2d_gbps * 1e9);
+    }
+}
+
+static void nic_gauges(const cr_node_snapshot *snap, cr_page *p)
+{
+    char label[160];
+    cr_page_family(p, "cacheroute_nic_speed_bits_per_second", "gauge",
+                   "Probed link speed per interface (RDMA ports as rdma:<dev>/<port>); 0 unknown.");
+    for (size_t i = 0; i < snap->n_nics; i++) {
+        cr_page_label(label, sizeof label, "nic", snap->nics[i].name);
+        cr_page_sample(p, "cacheroute_nic_speed_bits_per_second", label,
+                       snap->nics[i].speed_gbps * 1e9);
+    }
+    cr_page_family(p, "cacheroute_nic_utilization_ratio", "gauge",
+                   "Fraction of link speed in use (max of rx, tx) over the last probe sample.");
+    for (size_t i = 0; i < snap->n_nics; i++) {
+        cr_page_label(label, sizeof label, "nic", snap->nics[i].name);
+        cr_page_sample(p, "cacheroute_nic_utilization_ratio", label, snap->nics[i].utilization);
+    }
+}
+
+/* The probed node and the bandwidths the cost model uses for GPU 0. */
+static void probe_gauges(cr_sidecar *s, cr_page *p)
+{
+    const cr_node_snapshot *snap = cr_prober_acquire(s->prober);
+    gpu_gauges(snap, p);
+    nic_gauges(snap, p);
+    cr_inject_model m;
+    cr_error err;
+    if (cr_injector_model(s->injector, snap, 0, &m, &err) == CR_OK) {
+        cr_page_family(p, "cacheroute_cost_model_link_bits_per_second", "gauge",
+                       "Link bandwidth the injection cost model uses for unlisted KV sources.");
+        cr_page_sample(p, "cacheroute_cost_model_link_bits_per_second", NULL, m.link_gbps * 1e9);
+        cr_page_family(p, "cacheroute_cost_model_h2d_bytes_per_second", "gauge",
+                       "Host-to-GPU bandwidth the injection cost model uses for GPU 0.");
+        cr_page_sample(p, "cacheroute_cost_model_h2d_bytes_per_second", NULL, m.h2d_gbps * 1e9);
+    }
+    cr_node_snapshot_release(snap);
+}
+
+void cr_sidecar_log_probe(void *ctx, const cr_node_snapshot *snap)
+{
+    (void)ctx;
+    json_t *gpus = json_array(), *nics = json_array();
+    for (size_t i = 0; i < snap->n_gpus; i++) {
+        const cr_gpu_info *g = &snap->gpus[i];
+        json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:i,s:f,s:f}", "index", (int)g->index,
+                                              "name", g->name, "uuid", g->uuid, "sm_count",
+                                              (int)g->sm_count, "h2d_gbps", g->h2d_gbps,
+                                              "peak_tflops", g->peak_tflops));
+    }
+    for (size_t i = 0; i < snap->n_nics; i++) {
+        const cr_nic_info *n = &snap->nics[i];
+        json_array_append_new(nics, json_pack("{s:s,s:f,s:b,s:f}", "name", n->name, "speed_gbps",
+                                              n->speed_gbps, "up", n->up, "utilization",
+                                              n->utilization));
+    }
+    cr_log(CR_LOG_INFO, "probe",
+           json_pack("{s:I,s:b,s:s,s:o,s:o}", "generation", (json_int_t)snap->generation,
+                     "cuda_available", snap->cuda_available, "cuda_reason", snap->reason, "gpus",
+                     gpus, "nics", nics));
+}
+
 void cr_sidecar_gauges(void *ctx, cr_page *p)
 {
     cr_sidecar *s = ctx;
@@ -208,4 +284,6 @@ void cr_sidecar_gauges(void *ctx, cr_page *p)
     cr_page_sample(p, "cacheroute_table_imbalance_ratio", NULL,
                    t ? cr_table_imbalance(t->table) : 1.0);
     cr_installed_release(t);
+    if (s->prober)
+        probe_gauges(s, p);
 }

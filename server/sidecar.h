@@ -8,8 +8,10 @@
 
 #include "config.h"
 #include "estimator.h"
+#include "inject.h"
 #include "metrics.h"
 #include "planner.h"
+#include "probe.h"
 
 /* An installed table. Readers hold a reference while they use it, so a swap
  * never frees a table under a reader and no reader sees half a table. */
@@ -22,7 +24,9 @@ typedef struct cr_installed {
 typedef struct cr_sidecar {
     const cr_config *cfg;
     cr_estimator *estimator;
-    cr_metrics *metrics; /* set by the caller before serving; not owned */
+    cr_metrics *metrics;   /* set by the caller before serving; not owned */
+    cr_prober *prober;     /* likewise */
+    cr_injector *injector; /* likewise */
     double epoch;        /* CLOCK_MONOTONIC at start, seconds */
 
     pthread_mutex_t table_lock; /* guards current and generation */
@@ -65,6 +69,9 @@ void cr_sidecar_stop_replanner(cr_sidecar *s);
 /* Writes the scrape-time gauges (estimator, installed table) onto a metrics
  * page; a cr_metrics_sample_fn with ctx = the sidecar. */
 void cr_sidecar_gauges(void *ctx, cr_page *page);
+
+/* Logs a probe snapshot (a cr_probe_config.on_snapshot). */
+void cr_sidecar_log_probe(void *ctx, const cr_node_snapshot *snap);
 
 /* Where an owner without warm slots goes: splitmix64(owner) mod n_shards. */
 uint32_t cr_fallback_shard(int64_t owner, uint32_t n_shards);

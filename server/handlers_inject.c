@@ -1,0 +1,172 @@
+/* SelectInjection and GetNodeProfile: the injection decision and the node
+ * profile behind it, from the prober's latest snapshot. */
+#include <stdlib.h>
+
+#include "cacheroute/v1/cacheroute.pb-c.h"
+#include "handlers.h"
+#include "reply.h"
+
+typedef Cacheroute__V1__SelectInjectionRequest SelectRequest;
+typedef Cacheroute__V1__CostBreakdown CostBreakdown;
+
+static void breakdown_msg(CostBreakdown *m, const cr_cost_breakdown *c)
+{
+    cacheroute__v1__cost_breakdown__init(m);
+    m->queue_wait_ms = c->queue_wait_ms;
+    m->prefill_ms = c->prefill_ms;
+    m->link_wait_ms = c->link_wait_ms;
+    m->transfer_ms = c->transfer_ms;
+    m->load_ms = c->load_ms;
+    m->total_ms = c->total_ms;
+}
+
+static void answer_select(cr_sidecar *s, const SelectRequest *req, const cr_inject_response *r,
+                          cr_reply *out)
+{
+    Cacheroute__V1__SelectInjectionResponse resp = CACHEROUTE__V1__SELECT_INJECTION_RESPONSE__INIT;
+    CostBreakdown text, kv;
+    breakdown_msg(&text, &r->text);
+    breakdown_msg(&kv, &r->kv);
+    resp.mode = (Cacheroute__V1__InjectionMode)r->mode;
+    resp.source = (char *)r->source;
+    resp.text = &text;
+    resp.kv = r->has_kv ? &kv : NULL;
+    resp.saving_ms = r->saving_ms;
+    resp.reason = (char *)r->reason;
+    resp.request_id = req->request_id;
+    cr_metrics_injection(s->metrics, (int)r->mode, r->reason, r->text.total_ms / 1e3,
+                         r->has_kv ? r->kv.total_ms / 1e3 : -1);
+    cr_reply_message(out, &resp.base, (size_t)s->cfg->max_message_bytes, NULL);
+}
+
+static void select_injection(cr_sidecar *s, const SelectRequest *req, cr_reply *out)
+{
+    cr_kv_source *sources = malloc((req->n_sources ? req->n_sources : 1) * sizeof *sources);
+    if (!sources) {
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < req->n_sources; i++)
+        sources[i] = (cr_kv_source){req->sources[i]->name, req->sources[i]->cached_tokens};
+    cr_inject_request ir = {
+        .prompt_tokens = req->prompt_tokens,
+        .knowledge_tokens = req->knowledge_tokens,
+        .sources = sources,
+        .n_sources = req->n_sources,
+        .has_queue_wait = req->queue_case == CACHEROUTE__V1__SELECT_INJECTION_REQUEST__QUEUE_QUEUE_WAIT_MS,
+        .queue_wait_ms = req->queue_wait_ms,
+        .gpu = req->gpu,
+        .dry_run = req->dry_run,
+    };
+    const cr_node_snapshot *snap = cr_prober_acquire(s->prober);
+    cr_inject_response r;
+    cr_error err;
+    if (cr_inject_select(s->injector, snap, &ir, cr_sidecar_now(s) * 1e3, &r, &err) != CR_OK)
+        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.msg);
+    else
+        answer_select(s, req, &r, out);
+    cr_node_snapshot_release(snap);
+    free(sources);
+}
+
+void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    SelectRequest *req = CR_DECODE(cacheroute__v1__select_injection_request, data, len, out);
+    if (req) {
+        select_injection(ctx, req, out);
+        protobuf_c_message_free_unpacked(&req->base, NULL);
+    }
+}
+
+/* ---- GetNodeProfile ---- */
+
+typedef struct profile_msg {
+    Cacheroute__V1__NodeProfile node;
+    Cacheroute__V1__GpuInfo *gpus, **gpu_ptrs;
+    Cacheroute__V1__NicInfo *nics, **nic_ptrs;
+    Cacheroute__V1__CostModel cost;
+} profile_msg;
+
+static int profile_devices(profile_msg *m, const cr_node_snapshot *snap)
+{
+    m->gpus = calloc(snap->n_gpus + 1, sizeof *m->gpus);
+    m->gpu_ptrs = calloc(snap->n_gpus + 1, sizeof *m->gpu_ptrs);
+    m->nics = calloc(snap->n_nics + 1, sizeof *m->nics);
+    m->nic_ptrs = calloc(snap->n_nics + 1, sizeof *m->nic_ptrs);
+    if (!m->gpus || !m->gpu_ptrs || !m->nics || !m->nic_ptrs)
+        return -1;
+    for (size_t i = 0; i < snap->n_gpus; i++) {
+        const cr_gpu_info *g = &snap->gpus[i];
+        Cacheroute__V1__GpuInfo *gm = &m->gpus[i];
+        cacheroute__v1__gpu_info__init(gm);
+        gm->index = g->index;
+        gm->name = (char *)g->name;
+        gm->uuid = (char *)g->uuid;
+        gm->sm_count = g->sm_count;
+        gm->cc_major = g->cc_major;
+        gm->cc_minor = g->cc_minor;
+        gm->memory_total_bytes = g->memory_total_bytes;
+        gm->h2d_gbps = g->h2d_gbps;
+        gm->peak_tflops = g->peak_tflops;
+        m->gpu_ptrs[i] = gm;
+    }
+    for (size_t i = 0; i < snap->n_nics; i++) {
+        const cr_nic_info *n = &snap->nics[i];
+        Cacheroute__V1__NicInfo *nm = &m->nics[i];
+        cacheroute__v1__nic_info__init(nm);
+        nm->name = (char *)n->name;
+        nm->speed_gbps = n->speed_gbps;
+        nm->up = n->up;
+        nm->utilization = n->utilization;
+        m->nic_ptrs[i] = nm;
+    }
+    m->node.cuda_available = snap->cuda_available;
+    m->node.n_gpus = snap->n_gpus;
+    m->node.gpus = m->gpu_ptrs;
+    m->node.n_nics = snap->n_nics;
+    m->node.nics = m->nic_ptrs;
+    return 0;
+}
+
+static void profile_cost(profile_msg *m, const cr_inject_model *model)
+{
+    cacheroute__v1__cost_model__init(&m->cost);
+    m->cost.prefill_fixed_ms = model->prefill_fixed_ms;
+    m->cost.prefill_ms_per_token = model->prefill_ms_per_token;
+    m->cost.prefill_ms_per_token2 = model->prefill_ms_per_token2;
+    m->cost.kv_bytes_per_token = model->kv_bytes_per_token;
+    m->cost.link_gbps = model->link_gbps;
+    m->cost.h2d_gbps = model->h2d_gbps;
+    m->cost.decision_margin_ms = model->decision_margin_ms;
+    m->cost.link_queue_penalty = model->link_queue_penalty;
+    m->cost.source = (char *)model->source;
+    m->node.cost_model = &m->cost;
+}
+
+void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    cr_sidecar *s = ctx;
+    Cacheroute__V1__GetNodeProfileRequest *req =
+        CR_DECODE(cacheroute__v1__get_node_profile_request, data, len, out);
+    if (!req)
+        return;
+    protobuf_c_message_free_unpacked(&req->base, NULL);
+    const cr_node_snapshot *snap = cr_prober_acquire(s->prober);
+    profile_msg m = {0};
+    cr_inject_model model;
+    cr_error err;
+    cacheroute__v1__node_profile__init(&m.node);
+    if (profile_devices(&m, snap) != 0)
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    else if (cr_injector_model(s->injector, snap, 0, &model, &err) != CR_OK)
+        cr_reply_error(out, GRPC_STATUS_INTERNAL, "%s", err.msg);
+    else {
+        profile_cost(&m, &model);
+        cr_reply_message(out, &m.node.base, (size_t)s->cfg->max_message_bytes, NULL);
+    }
+    free(m.gpus);
+    free(m.gpu_ptrs);
+    free(m.nics);
+    free(m.nic_ptrs);
+    cr_node_snapshot_release(snap);
+}
