@@ -115,12 +115,7 @@ static void answer_plan(cr_sidecar *s, cr_table *t, int install, double t0, cr_r
     if (inst) {
         t = NULL; /* the sidecar owns it now */
         installed = 1;
-        cr_log(CR_LOG_INFO, "plan installed",
-               json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", "rpc", "generation",
-                         (json_int_t)inst->generation, "admitted",
-                         (json_int_t)cr_table_n_placements(inst->table), "imbalance",
-                         cr_table_imbalance(inst->table), "duration_ms",
-                         (cr_sidecar_now(s) - t0) * 1e3));
+        cr_sidecar_log_install(inst, "rpc", planned);
         cr_installed_release(inst);
     }
 done:
@@ -129,8 +124,10 @@ done:
     cr_table_free(t);
 }
 
-static void plan(cr_sidecar *s, const PlanRequest *req, cr_reply *out)
+static void plan(void *ctx, const void *message, cr_reply *out)
 {
+    cr_sidecar *s = ctx;
+    const PlanRequest *req = message;
     cr_planner_config cfg = s->cfg->planner;
     if (req->config)
         cfg = (cr_planner_config){req->config->n_shards, req->config->qcap,
@@ -164,17 +161,15 @@ static void plan(cr_sidecar *s, const PlanRequest *req, cr_reply *out)
 
 void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    PlanRequest *req = CR_DECODE(cacheroute__v1__plan_request, data, len, out);
-    if (req) {
-        plan(ctx, req, out);
-        protobuf_c_message_free_unpacked(&req->base, NULL);
-    }
+    cr_run_decoded(ctx, &cacheroute__v1__plan_request__descriptor, data, len, out, plan);
 }
 
 /* ---- RecordArrival ---- */
 
-static void record_arrival(cr_sidecar *s, const RecordArrivalRequest *req, cr_reply *out)
+static void record_arrival(void *ctx, const void *message, cr_reply *out)
 {
+    cr_sidecar *s = ctx;
+    const RecordArrivalRequest *req = message;
     size_t n = req->n_owners, max = max_message(s);
     if (n == 0) {
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "owners must not be empty");
@@ -225,17 +220,16 @@ static void record_arrival(cr_sidecar *s, const RecordArrivalRequest *req, cr_re
 
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    RecordArrivalRequest *req = CR_DECODE(cacheroute__v1__record_arrival_request, data, len, out);
-    if (req) {
-        record_arrival(ctx, req, out);
-        protobuf_c_message_free_unpacked(&req->base, NULL);
-    }
+    cr_run_decoded(ctx, &cacheroute__v1__record_arrival_request__descriptor, data, len, out,
+                   record_arrival);
 }
 
 /* ---- GetRates ---- */
 
-static void get_rates(cr_sidecar *s, const GetRatesRequest *req, cr_reply *out)
+static void get_rates(void *ctx, const void *message, cr_reply *out)
 {
+    cr_sidecar *s = ctx;
+    const GetRatesRequest *req = message;
     double now = cr_sidecar_now(s);
     size_t n = req->n_owners;
     cr_session_rate *all = NULL;
@@ -269,26 +263,24 @@ done:
 
 void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    GetRatesRequest *req = CR_DECODE(cacheroute__v1__get_rates_request, data, len, out);
-    if (req) {
-        get_rates(ctx, req, out);
-        protobuf_c_message_free_unpacked(&req->base, NULL);
-    }
+    cr_run_decoded(ctx, &cacheroute__v1__get_rates_request__descriptor, data, len, out, get_rates);
 }
 
 /* ---- Forget ---- */
 
-void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+static void forget(void *ctx, const void *message, cr_reply *out)
 {
     cr_sidecar *s = ctx;
-    ForgetRequest *req = CR_DECODE(cacheroute__v1__forget_request, data, len, out);
-    if (!req)
-        return;
+    const ForgetRequest *req = message;
     Cacheroute__V1__ForgetResponse resp = CACHEROUTE__V1__FORGET_RESPONSE__INIT;
     for (size_t i = 0; i < req->n_owners; i++)
         resp.forgotten += (uint32_t)cr_estimator_forget(s->estimator, req->owners[i]);
-    protobuf_c_message_free_unpacked(&req->base, NULL);
     cr_reply_message(out, &resp.base, max_message(s), NULL);
+}
+
+void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    cr_run_decoded(ctx, &cacheroute__v1__forget_request__descriptor, data, len, out, forget);
 }
 
 void cr_handle_unimplemented(void *ctx, const uint8_t *data, size_t len, cr_reply *out)

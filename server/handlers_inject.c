@@ -39,8 +39,10 @@ static void answer_select(cr_sidecar *s, const SelectRequest *req, const cr_inje
     cr_reply_message(out, &resp.base, (size_t)s->cfg->max_message_bytes, NULL);
 }
 
-static void select_injection(cr_sidecar *s, const SelectRequest *req, cr_reply *out)
+static void select_injection(void *ctx, const void *message, cr_reply *out)
 {
+    cr_sidecar *s = ctx;
+    const SelectRequest *req = message;
     cr_kv_source *sources = malloc((req->n_sources ? req->n_sources : 1) * sizeof *sources);
     if (!sources) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
@@ -71,11 +73,8 @@ static void select_injection(cr_sidecar *s, const SelectRequest *req, cr_reply *
 
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    SelectRequest *req = CR_DECODE(cacheroute__v1__select_injection_request, data, len, out);
-    if (req) {
-        select_injection(ctx, req, out);
-        protobuf_c_message_free_unpacked(&req->base, NULL);
-    }
+    cr_run_decoded(ctx, &cacheroute__v1__select_injection_request__descriptor, data, len, out,
+                   select_injection);
 }
 
 /* ---- GetNodeProfile ---- */
@@ -143,14 +142,10 @@ static void profile_cost(profile_msg *m, const cr_inject_model *model)
     m->node.cost_model = &m->cost;
 }
 
-void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+static void get_node_profile(void *ctx, const void *message, cr_reply *out)
 {
+    (void)message; /* GetNodeProfileRequest has no fields */
     cr_sidecar *s = ctx;
-    Cacheroute__V1__GetNodeProfileRequest *req =
-        CR_DECODE(cacheroute__v1__get_node_profile_request, data, len, out);
-    if (!req)
-        return;
-    protobuf_c_message_free_unpacked(&req->base, NULL);
     const cr_node_snapshot *snap = cr_prober_acquire(s->prober);
     profile_msg m = {0};
     cr_inject_model model;
@@ -169,4 +164,10 @@ void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_r
     free(m.nics);
     free(m.nic_ptrs);
     cr_node_snapshot_release(snap);
+}
+
+void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    cr_run_decoded(ctx, &cacheroute__v1__get_node_profile_request__descriptor, data, len, out,
+                   get_node_profile);
 }

@@ -71,13 +71,10 @@ static int pack_status(int status, uint8_t **body, size_t *len)
     return cr_pack(&resp.base, SIZE_MAX, body, len);
 }
 
-void cr_health_check(void *ctx, const uint8_t *req, size_t len, cr_reply *out)
+static void check(void *ctx, const void *message, cr_reply *out)
 {
     cr_health *h = ctx;
-    Grpc__Health__V1__HealthCheckRequest *r =
-        CR_DECODE(grpc__health__v1__health_check_request, req, len, out);
-    if (!r)
-        return;
+    const Grpc__Health__V1__HealthCheckRequest *r = message;
     if (!known_service(r->service)) {
         cr_reply_error(out, GRPC_STATUS_NOT_FOUND, "unknown service '%s'", r->service);
     } else {
@@ -87,7 +84,11 @@ void cr_health_check(void *ctx, const uint8_t *req, size_t len, cr_reply *out)
         if (pack_status(status, &out->body, &out->len) != 0)
             cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     }
-    grpc__health__v1__health_check_request__free_unpacked(r, NULL);
+}
+
+void cr_health_check(void *ctx, const uint8_t *req, size_t len, cr_reply *out)
+{
+    cr_run_decoded(ctx, &grpc__health__v1__health_check_request__descriptor, req, len, out, check);
 }
 
 /* ---- Watch ---- */

@@ -311,21 +311,24 @@ static void answer_request(const cr_reflection *r, const Request *req, answer *a
     }
 }
 
-void cr_reflection_handle(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+static void reflect(void *ctx, const void *message, cr_reply *out)
 {
-    Request *req = CR_DECODE(grpc__reflection__v1__server_reflection_request, data, len, out);
-    if (!req)
-        return;
+    const Request *req = message;
     answer a;
     memset(&a, 0, sizeof a);
     grpc__reflection__v1__server_reflection_response__init(&a.resp);
     a.resp.valid_host = req->host;
-    a.resp.original_request = req;
+    a.resp.original_request = (Request *)req;
     answer_request(ctx, req, &a);
     cr_reply_message(out, &a.resp.base, SIZE_MAX, NULL);
     free(a.blobs);
     free(a.seen);
     free(a.svc);
     free(a.svc_ptrs);
-    protobuf_c_message_free_unpacked(&req->base, NULL);
+}
+
+void cr_reflection_handle(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    cr_run_decoded(ctx, &grpc__reflection__v1__server_reflection_request__descriptor, data, len,
+                   out, reflect);
 }

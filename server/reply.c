@@ -2,14 +2,17 @@
 
 #include <stdlib.h>
 
-void *cr_decode(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
-                cr_reply *out)
+void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                    size_t len, cr_reply *out, cr_decoded_fn fn)
 {
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, data);
-    if (!m)
+    if (!m) {
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s message (%zu bytes)",
                        d->name, len);
-    return m;
+        return;
+    }
+    fn(ctx, m, out);
+    protobuf_c_message_free_unpacked(m, NULL);
 }
 
 int cr_pack(const ProtobufCMessage *msg, size_t max, uint8_t **body, size_t *len)

@@ -6,11 +6,12 @@
 
 #include "rpc.h"
 
-/* Unpacks a message; on malformed bytes sets INVALID_ARGUMENT naming the
- * message type and returns NULL. Free with protobuf_c_message_free_unpacked. */
-void *cr_decode(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
-                cr_reply *out);
-#define CR_DECODE(prefix, data, len, out) cr_decode(&prefix##__descriptor, data, len, out)
+/* Decodes data as type d and runs fn(ctx, message, out) on it, then frees
+ * the message; malformed bytes get INVALID_ARGUMENT naming the message type,
+ * and no call. */
+typedef void (*cr_decoded_fn)(void *ctx, const void *message, cr_reply *out);
+void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                    size_t len, cr_reply *out, cr_decoded_fn fn);
 
 /* Packs msg into a malloc'd buffer. Returns 0, or -1 when it would be larger
  * than max bytes (*len then holds the size) or memory runs out. */

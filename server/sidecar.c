@@ -104,6 +104,14 @@ cr_status cr_sidecar_plan_estimator(cr_sidecar *s, const cr_planner_config *cfg,
     return st;
 }
 
+void cr_sidecar_log_install(const cr_installed *t, const char *by, double seconds)
+{
+    cr_log(CR_LOG_INFO, "plan installed",
+           json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", by, "generation", (json_int_t)t->generation,
+                     "admitted", (json_int_t)cr_table_n_placements(t->table), "imbalance",
+                     cr_table_imbalance(t->table), "duration_ms", seconds * 1e3));
+}
+
 static void replan_once(cr_sidecar *s)
 {
     double t0 = cr_sidecar_now(s);
@@ -119,12 +127,7 @@ static void replan_once(cr_sidecar *s)
         cr_log(CR_LOG_ERROR, "replan failed", json_pack("{s:s}", "error", "out of memory"));
         return;
     }
-    cr_log(CR_LOG_INFO, "plan installed",
-           json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", "replanner", "generation",
-                     (json_int_t)t->generation, "admitted",
-                     (json_int_t)cr_table_n_placements(t->table), "imbalance",
-                     cr_table_imbalance(t->table), "duration_ms",
-                     (cr_sidecar_now(s) - t0) * 1e3));
+    cr_sidecar_log_install(t, "replanner", cr_sidecar_now(s) - t0);
     cr_installed_release(t);
 }
 

@@ -56,6 +56,10 @@ void cr_installed_release(cr_installed *t);
  * taken for the caller, or NULL (t freed) when out of memory. */
 cr_installed *cr_sidecar_install(cr_sidecar *s, cr_table *t);
 
+/* Logs an installed table: generation, admitted sessions, imbalance, and
+ * the planning time (seconds); by says who installed it. */
+void cr_sidecar_log_install(const cr_installed *t, const char *by, double seconds);
+
 /* Plans from a snapshot of the estimator taken now. */
 cr_status cr_sidecar_plan_estimator(cr_sidecar *s, const cr_planner_config *cfg, cr_table **out,
                                     cr_error *err);
