@@ -61,8 +61,13 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
                                 const ProtobufCMessageDescriptor *resp_type,
                                 ProtobufCMessage **resp, char *err, size_t errlen)
 {
-    gpr_timespec deadline = gpr_time_add(
-        gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis((int64_t)(c->timeout * 1e3), GPR_TIMESPAN));
+    /* Beyond about 30 years a timeout means "no deadline" (and would
+     * overflow the millisecond count). */
+    gpr_timespec deadline =
+        c->timeout > 1e9 ? gpr_inf_future(GPR_CLOCK_REALTIME)
+                         : gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                        gpr_time_from_millis((int64_t)(c->timeout * 1e3),
+                                                             GPR_TIMESPAN));
     grpc_slice path = grpc_slice_from_static_string(method);
     grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
                                                path, NULL, deadline, NULL);

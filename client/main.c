@@ -98,39 +98,58 @@ static int call_and_print(cr_client *c, const char *method, const ProtobufCMessa
     return text ? 0 : EXIT_RPC;
 }
 
-/* Reads "owner,rate" lines ('#' comments and blank lines skipped). */
+/* Parses "owner,rate" (spaces around either allowed); 0 on success. */
+static int parse_rate_line(char *p, int64_t *owner, double *rate)
+{
+    char *comma = strchr(p, ',');
+    if (!comma)
+        return -1;
+    *comma = '\0';
+    char *first = p + strlen(p), *second = comma + 1 + strspn(comma + 1, " \t");
+    while (first > p && (first[-1] == ' ' || first[-1] == '\t'))
+        *--first = '\0';
+    int bad = parse_i64(p, owner) || parse_double(second, rate);
+    *comma = ',';
+    return bad ? -1 : 0;
+}
+
+/* Reads "owner,rate" lines ('#' comments and blank lines skipped), of any
+ * length. */
 static int read_rates(FILE *in, Cacheroute__V1__SessionRate **items, size_t *n)
 {
-    char line[256];
-    size_t cap = 0, lineno = 0;
+    char *line = NULL;
+    size_t len = 0, cap = 0, lineno = 0;
     *items = NULL;
     *n = 0;
-    while (fgets(line, sizeof line, in)) {
+    while (getline(&line, &len, in) >= 0) {
         lineno++;
-        char *p = line + strspn(line, " \t");
-        p[strcspn(p, "\r\n")] = '\0';
+        char *p = line + strspn(line, " \t"), *end = p + strcspn(p, "\r\n");
+        while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        *end = '\0';
         if (!*p || *p == '#')
             continue;
-        char *comma = strchr(p, ',');
         int64_t owner;
         double rate;
-        if (comma)
-            *comma = '\0';
-        if (!comma || parse_i64(p, &owner) || parse_double(comma + 1, &rate)) {
+        if (parse_rate_line(p, &owner, &rate) != 0) {
             fprintf(stderr, "cacheroute: line %zu: expected 'owner,rate', got '%s'\n", lineno, p);
+            free(line);
             return -1;
         }
         if (*n == cap) {
             cap = cap ? 2 * cap : 1024;
             Cacheroute__V1__SessionRate *grown = realloc(*items, cap * sizeof *grown);
-            if (!grown)
+            if (!grown) {
+                free(line);
                 return -1;
+            }
             *items = grown;
         }
         cacheroute__v1__session_rate__init(&(*items)[*n]);
         (*items)[*n].owner = owner;
         (*items)[(*n)++].rate = rate;
     }
+    free(line);
     return 0;
 }
 
@@ -362,9 +381,11 @@ static int parse_options(int argc, char **argv, options *o)
             /* Range checks are the sidecar's: it names the field and value. */
             if (parse_double(optarg, &v))
                 return fail_usage("config flags take numbers, got '%s'", optarg);
+            if (opt == O_SHARDS && !(v >= 0 && v <= 4294967295.0 && v == (uint32_t)v))
+                return fail_usage("--n-shards takes a whole number, got '%s'", optarg);
             o->have_config = 1;
             if (opt == O_SHARDS)
-                o->config.n_shards = v >= 0 && v <= 4294967295.0 ? (uint32_t)v : 0;
+                o->config.n_shards = (uint32_t)v;
             else if (opt == O_QCAP)
                 o->config.qcap = v;
             else

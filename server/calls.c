@@ -31,11 +31,17 @@ static void run_handler(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
     }
 }
 
+/* What the client saw: the reply's status, unless the call was cancelled
+ * (by the client, its deadline, or shutdown) before the status went out. */
+static grpc_status_code final_status(int ok, int cancelled, grpc_status_code sent)
+{
+    return ok && !cancelled ? sent : GRPC_STATUS_CANCELLED;
+}
+
 static void unary_done(cr_tag *tag, int ok)
 {
-    (void)ok;
     unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
-    cr_call_observe(&u->base, u->reply.status);
+    cr_call_observe(&u->base, final_status(ok, u->cancelled, u->reply.status));
     if (u->send)
         grpc_byte_buffer_destroy(u->send);
     grpc_slice_unref(u->details);
@@ -88,9 +94,9 @@ typedef struct stream_call {
     int cancelled, finishing;
 } stream_call;
 
-static void stream_release(stream_call *s)
+static void stream_release(stream_call *s, int ok)
 {
-    cr_call_observe(&s->base, s->status);
+    cr_call_observe(&s->base, final_status(ok, s->cancelled, s->status));
     grpc_slice_unref(s->details);
     if (s->recv)
         grpc_byte_buffer_destroy(s->recv);
@@ -110,7 +116,7 @@ static void stream_finish(stream_call *s, grpc_status_code status, const char *m
     ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[1].data.recv_close_on_server.cancelled = &s->cancelled;
     if (grpc_call_start_batch(s->base.call, ops, 2, &s->step, NULL) != GRPC_CALL_OK)
-        stream_release(s);
+        stream_release(s, 0);
 }
 
 /* Sends what is in s->send (if anything) and asks for the next message. */
@@ -134,7 +140,7 @@ static void stream_step(cr_tag *tag, int ok)
         s->send = NULL;
     }
     if (s->finishing) {
-        stream_release(s);
+        stream_release(s, ok);
         return;
     }
     if (!ok || !s->recv) { /* the client half-closed, or the call broke */

@@ -16,7 +16,18 @@
 
 /* K_INJECT values go to the inject component's own parser (it knows their
  * ranges and which were set); their defaults live there too. */
-typedef enum kind { K_STRING, K_INT, K_U32, K_U64, K_DOUBLE, K_CLOCK, K_LEVEL, K_LIST, K_INJECT } kind;
+typedef enum kind {
+    K_STRING,
+    K_ADDR, /* host:port (port 0..65535), [v6]:port, or unix:PATH; empty only if min == 0 */
+    K_INT,
+    K_U32,
+    K_U64,
+    K_DOUBLE,
+    K_CLOCK,
+    K_LEVEL,
+    K_LIST,
+    K_INJECT
+} kind;
 
 typedef struct flag {
     const char *name;
@@ -34,7 +45,8 @@ typedef struct flag {
 #define BIG 9007199254740992.0 /* 2^53: every integer below is exact */
 
 static const flag flags[] = {
-    {"listen", K_STRING, AT(listen), 0, 0, 0, "0.0.0.0:50051", "gRPC listen address, host:port", 0},
+    {"listen", K_ADDR, AT(listen), 1, 0, 0, "0.0.0.0:50051",
+     "gRPC listen address: host:port, [ipv6]:port or unix:PATH", 0},
     {"threads", K_INT, AT(threads), 0, 1024, 0, "0",
      "worker threads, each with its own completion queue; 0 = number of cores", 0},
     {"n-shards", K_U32, AT(planner.n_shards), 1, 65536, 0, "8", "KV-pool shards R (1..65536)", 0},
@@ -52,11 +64,11 @@ static const flag flags[] = {
      "owners tracked at most; a new owner then evicts a low-rate one", 0},
     {"replan-interval", K_DOUBLE, AT(replan_interval), 0, 1e9, 0, "10",
      "seconds between plans from the estimator, installed as the current table; 0 = off", 0},
-    {"max-message-bytes", K_INT, AT(max_message_bytes), 1024, 2147483647.0, 0, "67108864",
-     "largest request or response message, bytes", 0},
+    {"max-message-bytes", K_INT, AT(max_message_bytes), 65536, 2147483647.0, 0, "67108864",
+     "largest request or response message, bytes (at least 64 KiB, so reflection answers fit)", 0},
     {"shutdown-grace", K_DOUBLE, AT(shutdown_grace), 0, 3600, 0, "10",
      "seconds in-flight calls get to finish after SIGTERM/SIGINT", 0},
-    {"metrics-listen", K_STRING, AT(metrics_listen), 0, 0, 0, "0.0.0.0:9090",
+    {"metrics-listen", K_ADDR, AT(metrics_listen), 0, 0, 0, "0.0.0.0:9090",
      "Prometheus /metrics address, host:port; empty = off", 0},
     {"log-level", K_LEVEL, AT(log_level), 0, 0, 0, "info", "debug, info, warn or error", 0},
     {"model-layers", K_INJECT, 0, 0, 0, 0, "32", "transformer layers (KV size, prefill c)", 0},
@@ -153,6 +165,31 @@ static int set_list(cr_string_list *l, const char *value, int from_env)
     return 0;
 }
 
+static int set_string(char **field, const char *value)
+{
+    char *copy = strdup(value);
+    if (!copy)
+        return -1;
+    free(*field);
+    *field = copy;
+    return 0;
+}
+
+/* host:port with a non-empty host and a decimal port in 0..65535, or
+ * "[v6]:port"; unix:PATH when unix_ok (gRPC serves Unix sockets). */
+static int valid_address(const char *a, int unix_ok)
+{
+    if (unix_ok && !strncmp(a, "unix:", 5) && a[5])
+        return 1;
+    const char *colon = strrchr(a, ':');
+    if (!colon || colon == a || !colon[1] || strlen(colon + 1) > 5 ||
+        strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return 0;
+    if (a[0] == '[' && colon[-1] != ']')
+        return 0;
+    return atoi(colon + 1) <= 65535;
+}
+
 /* The inject component parses its own flags; from the environment, a
  * repeatable one (--kv-source) takes a space-separated list. */
 static int set_inject(cr_config *cfg, const flag *f, const char *origin, const char *value,
@@ -184,10 +221,15 @@ static int set_flag(cr_config *cfg, const flag *f, const char *origin, const cha
     switch (f->kind) {
     case K_INJECT:
         return set_inject(cfg, f, origin, value, from_env, err, errlen);
+    case K_ADDR:
+        if (!(f->min == 0 && !*value) && !valid_address(value, f->min > 0)) {
+            snprintf(err, errlen, "%s: must be host:port with a port in 0..65535%s, got '%s'",
+                     origin, f->min > 0 ? " (or unix:PATH)" : "", value);
+            return -1;
+        }
+        return set_string((char **)field, value);
     case K_STRING:
-        free(*(char **)field);
-        *(char **)field = strdup(value);
-        return 0;
+        return set_string((char **)field, value);
     case K_LIST:
         return set_list((cr_string_list *)field, value, from_env);
     case K_CLOCK:
@@ -232,51 +274,24 @@ static const flag *find_flag(const char *name, size_t len)
     return NULL;
 }
 
-static int load_defaults_and_env(cr_config *cfg, char *err, size_t errlen)
-{
-    char env[64];
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        if (flags[i].kind != K_INJECT &&
-            set_flag(cfg, &flags[i], flags[i].name, flags[i].def, 0, err, errlen) != 0)
-            return -1;
-        env_name(&flags[i], env, sizeof env);
-        const char *v = getenv(env);
-        if (v && set_flag(cfg, &flags[i], env, v, 1, err, errlen) != 0)
-            return -1;
-    }
-    return 0;
-}
+/* One flag given on the command line. */
+typedef struct given {
+    const flag *f;
+    const char *value;
+} given;
 
-/* A list from the environment is replaced, not extended, by the first flag
- * occurrence. */
-static void reset_lists_once(cr_config *cfg, const flag *f, unsigned char *seen)
+/* Splits argv into flags and values without applying any. Returns 0, 1 for
+ * --help/--version (printed), 2 for --check-config, or -1 with err set. */
+static int scan_args(int argc, char **argv, given *out, size_t *n, char *err, size_t errlen)
 {
-    size_t i = (size_t)(f - flags);
-    if (!f->repeatable || seen[i])
-        return;
-    seen[i] = 1;
-    if (f->kind == K_INJECT) {
-        free(cfg->inject.kv_sources);
-        cfg->inject.kv_sources = NULL;
-        cfg->inject.n_kv_sources = 0;
-        return;
-    }
-    cr_string_list *l = (cr_string_list *)((char *)cfg + f->offset);
-    for (size_t k = 0; k < l->n; k++)
-        free(l->items[k]);
-    l->n = 0;
-}
-
-int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cr_estimator_config_default(&cfg->estimator);
-    cr_inject_config_default(&cfg->inject);
-    if (load_defaults_and_env(cfg, err, errlen) != 0)
-        return -1;
-    unsigned char seen[N_FLAGS] = {0};
+    int check = 0;
+    *n = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--check-config")) {
+            check = 1;
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             cr_config_usage(stdout);
             return 1;
@@ -297,25 +312,64 @@ int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errl
             return -1;
         }
         const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        char origin[64];
-        snprintf(origin, sizeof origin, "--%s", f->name);
         if (!value) {
-            snprintf(err, errlen, "%s: missing value", origin);
+            snprintf(err, errlen, "--%s: missing value", f->name);
             return -1;
         }
-        reset_lists_once(cfg, f, seen);
-        if (set_flag(cfg, f, origin, value, 0, err, errlen) != 0)
+        out[(*n)++] = (given){f, value};
+    }
+    return check ? 2 : 0;
+}
+
+static int on_command_line(const flag *f, const given *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g[i].f == f)
+            return 1;
+    return 0;
+}
+
+/* Defaults, then the environment for every flag the command line does not
+ * set (so a flag overrides even a bad variable, and a repeatable flag
+ * replaces its variable's list), then the command line in order. */
+static int apply(cr_config *cfg, const given *g, size_t n, char *err, size_t errlen)
+{
+    char name[64];
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag *f = &flags[i];
+        if (f->kind != K_INJECT && set_flag(cfg, f, f->name, f->def, 0, err, errlen) != 0)
+            return -1;
+        env_name(f, name, sizeof name);
+        const char *v = getenv(name);
+        if (v && !on_command_line(f, g, n) && set_flag(cfg, f, name, v, 1, err, errlen) != 0)
             return -1;
     }
-    if (!*cfg->listen) {
-        snprintf(err, errlen, "--listen: must be host:port, got ''");
-        return -1;
-    }
-    if (cfg->threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        cfg->threads = n > 0 ? n : 1;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "--%s", g[i].f->name);
+        if (set_flag(cfg, g[i].f, name, g[i].value, 0, err, errlen) != 0)
+            return -1;
     }
     return 0;
+}
+
+int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cr_estimator_config_default(&cfg->estimator);
+    cr_inject_config_default(&cfg->inject);
+    given *g = calloc((size_t)argc + 1, sizeof *g);
+    size_t n;
+    int rc = g ? scan_args(argc, argv, g, &n, err, errlen) : -1;
+    if (!g)
+        snprintf(err, errlen, "out of memory");
+    if ((rc == 0 || rc == 2) && apply(cfg, g, n, err, errlen) != 0)
+        rc = -1;
+    free(g);
+    if ((rc == 0 || rc == 2) && cfg->threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->threads = cores > 0 ? cores : 1;
+    }
+    return rc;
 }
 
 void cr_config_free(cr_config *cfg)
@@ -335,9 +389,30 @@ void cr_config_free(cr_config *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
+json_t *cr_config_json(const cr_config *c)
+{
+    json_t *nics = json_array();
+    for (size_t i = 0; i < c->nics.n; i++)
+        json_array_append_new(nics, json_string(c->nics.items[i]));
+    return json_pack(
+        "{s:s,s:I,s:{s:i,s:f,s:f},s:{s:s,s:f,s:i,s:I},s:f,s:I,s:f,s:s,s:s,s:f,s:o,s:s,s:i}",
+        "listen", c->listen, "threads", (json_int_t)c->threads, "planner", "n_shards",
+        (int)c->planner.n_shards, "qcap", c->planner.qcap, "warm_slots_per_shard",
+        c->planner.warm_slots_per_shard, "estimator", "clock",
+        c->estimator.clock == CR_CLOCK_SECONDS ? "seconds" : "calls", "half_life",
+        c->estimator.half_life, "window", (int)c->estimator.window, "max_owners",
+        (json_int_t)c->estimator.max_owners, "replan_interval_s", c->replan_interval,
+        "max_message_bytes", (json_int_t)c->max_message_bytes, "shutdown_grace_s",
+        c->shutdown_grace, "metrics_listen", c->metrics_listen, "log_level",
+        cr_log_level_name(c->log_level), "probe_interval_s", c->probe_interval, "nics", nics,
+        "sysfs_root", c->sysfs_root, "kv_sources", (int)c->inject.n_kv_sources);
+}
+
 void cr_config_usage(FILE *out)
 {
-    fprintf(out, "usage: cacheroute-sidecar [--flag value | --flag=value]...\n\n"
+    fprintf(out, "usage: cacheroute-sidecar [--flag value | --flag=value]...\n"
+                 "       cacheroute-sidecar --check-config [flags]   validate flags and\n"
+                 "           environment, print the effective configuration as JSON, exit\n\n"
                  "Every flag can also be set with its environment variable; a flag wins.\n\n");
     char env[64];
     for (size_t i = 0; i < N_FLAGS; i++) {

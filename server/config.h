@@ -33,9 +33,14 @@ typedef struct cr_config {
 } cr_config;
 
 /* Fills cfg from the environment and argv. Returns 0 to run, 1 when --help or
- * --version printed what was asked, -1 on a bad flag or value with a one-line
- * message naming it in err. Strings in cfg are owned by cfg. */
+ * --version printed what was asked, 2 for --check-config (cfg is loaded and
+ * valid; the caller prints it and exits), -1 on a bad flag or value with a
+ * one-line message naming it in err. Strings in cfg are owned by cfg. */
 int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* The effective configuration as a JSON object (for the start-up log and
+ * --check-config). */
+json_t *cr_config_json(const cr_config *cfg);
 void cr_config_free(cr_config *cfg);
 void cr_config_usage(FILE *out);
 

@@ -96,7 +96,8 @@ void cr_health_check(void *ctx, const uint8_t *req, size_t len, cr_reply *out)
 /* Frees w once its last batch completed and the call closed. */
 static void release_watch(watch_call *w)
 {
-    cr_call_observe(&w->base, GRPC_STATUS_OK);
+    /* A watch ends when the client cancels it, or with our UNAVAILABLE. */
+    cr_call_observe(&w->base, w->finishing ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_CANCELLED);
     free(w->service);
     grpc_slice_unref(w->details);
     cr_call_release(&w->base);

@@ -1,5 +1,7 @@
 #include "log.h"
 
+#include <grpc/support/log.h>
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,17 @@ int cr_log_parse_level(const char *s, cr_log_level *out)
 const char *cr_log_level_name(cr_log_level level) { return names[level]; }
 void cr_log_set_level(cr_log_level level) { atomic_store(&min_level, (int)level); }
 int cr_log_enabled(cr_log_level level) { return (int)level >= atomic_load(&min_level); }
+
+static void grpc_line(gpr_log_func_args *a)
+{
+    cr_log_level level = a->severity == GPR_LOG_SEVERITY_ERROR  ? CR_LOG_ERROR
+                         : a->severity == GPR_LOG_SEVERITY_INFO ? CR_LOG_INFO
+                                                                : CR_LOG_DEBUG;
+    cr_log(level, a->message,
+           json_pack("{s:s,s:s,s:i}", "component", "grpc", "file", a->file, "line", a->line));
+}
+
+void cr_log_capture_grpc(void) { gpr_set_log_function(grpc_line); }
 
 void cr_log(cr_log_level level, const char *msg, json_t *fields)
 {

@@ -14,6 +14,11 @@ const char *cr_log_level_name(cr_log_level level);
 void cr_log_set_level(cr_log_level level);
 int cr_log_enabled(cr_log_level level);
 
+/* Sends gRPC core's own log lines through cr_log (as "grpc" lines with
+ * their source file and line), so stderr stays one JSON object per line.
+ * Call before grpc_init. */
+void cr_log_capture_grpc(void);
+
 /* Logs msg with fields (a JSON object or NULL; the reference is stolen, as
  * json_pack's result usually is: cr_log(CR_LOG_INFO, "x", json_pack(...))).
  * Thread-safe. */

@@ -22,17 +22,10 @@
 
 static void log_config(const cr_config *c, int port, int metrics_port)
 {
-    cr_log(CR_LOG_INFO, "serving",
-           json_pack("{s:s,s:i,s:i,s:I,s:{s:i,s:f,s:f},s:{s:s,s:f,s:i,s:I},s:f,s:I,s:f,s:s,s:s}",
-                     "listen", c->listen, "port", port, "metrics_port", metrics_port, "threads", (json_int_t)c->threads,
-                     "planner", "n_shards", (int)c->planner.n_shards, "qcap", c->planner.qcap,
-                     "warm_slots_per_shard", c->planner.warm_slots_per_shard, "estimator",
-                     "clock", c->estimator.clock == CR_CLOCK_SECONDS ? "seconds" : "calls",
-                     "half_life", c->estimator.half_life, "window", (int)c->estimator.window,
-                     "max_owners", (json_int_t)c->estimator.max_owners, "replan_interval_s",
-                     c->replan_interval, "max_message_bytes", (json_int_t)c->max_message_bytes,
-                     "shutdown_grace_s", c->shutdown_grace, "metrics_listen", c->metrics_listen,
-                     "log_level", cr_log_level_name(c->log_level)));
+    json_t *fields = cr_config_json(c);
+    json_object_set_new(fields, "port", json_integer(port));
+    json_object_set_new(fields, "metrics_port", json_integer(metrics_port));
+    cr_log(CR_LOG_INFO, "serving", fields);
 }
 
 /* The injection cost model and the node prober; the first probe runs here,
@@ -137,13 +130,20 @@ int main(int argc, char **argv)
     cr_config cfg;
     char err[512];
     int rc = cr_config_load(&cfg, argc, argv, err, sizeof err);
+    if (rc == 2) { /* --check-config */
+        json_t *j = cr_config_json(&cfg);
+        json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(j);
+    } else if (rc < 0) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+    }
     if (rc != 0) {
-        if (rc < 0)
-            fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         cr_config_free(&cfg);
         return rc < 0 ? 2 : 0;
     }
     cr_log_set_level(cfg.log_level);
+    cr_log_capture_grpc();
 
     cr_error e;
     cr_sidecar *s = cr_sidecar_new(&cfg, &e);
