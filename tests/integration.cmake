@@ -1,0 +1,16 @@
+# Integration suites: the real cacheroute-sidecar and cacheroute binaries on
+# 127.0.0.1, driven by Debian's python3-grpcio (/usr/bin/python3, not a pyenv
+# one). Stubs are generated at run time from proto/ and /usr/share/grpc-proto.
+# One ctest per file so they run in parallel (ctest -j); each file starts its
+# own sidecars on port 0 and kills them when done.
+if(TARGET cacheroute-sidecar AND TARGET cacheroute)
+  foreach(suite rpc errors health_reflection config lifecycle cli)
+    add_test(NAME integration_${suite}
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
+                     --sidecar $<TARGET_FILE:cacheroute-sidecar>
+                     --cli $<TARGET_FILE:cacheroute>
+                     --plan-dump $<TARGET_FILE:plan_dump>
+                     --proto-dir ${CMAKE_SOURCE_DIR}/proto)
+    set_tests_properties(integration_${suite} PROPERTIES LABELS "integration" TIMEOUT 300)
+  endforeach()
+endif()

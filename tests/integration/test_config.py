@@ -1,0 +1,223 @@
+"""Sidecar configuration: flags, CACHEROUTE_* variables, --help, bind errors."""
+import concurrent.futures
+import os
+import re
+import socket
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as h  # noqa: E402
+from harness import P  # noqa: E402
+
+# Every flag the server issue defines (others may add more).
+FLAGS = ["listen", "threads", "n-shards", "qcap", "warm-slots-per-shard", "half-life", "window",
+         "estimator-clock", "max-owners", "replan-interval", "max-message-bytes",
+         "shutdown-grace", "metrics-listen", "log-level"]
+
+# (flag, bad value) pairs; each must exit 2 with one line naming the flag.
+BAD = [
+    ("n-shards", "0"), ("n-shards", "65537"), ("n-shards", "-1"), ("n-shards", "1.5"),
+    ("n-shards", "abc"), ("n-shards", ""), ("n-shards", "8 "), ("n-shards", " 8"),
+    ("qcap", "-1"), ("qcap", "0"), ("qcap", "nan"), ("qcap", "inf"), ("qcap", "1e999"),
+    ("qcap", "x5"),
+    ("warm-slots-per-shard", "0"), ("warm-slots-per-shard", "-5"),
+    ("warm-slots-per-shard", "inf"),
+    ("half-life", "0"), ("half-life", "-1"), ("half-life", "NaN"),
+    ("window", "0"), ("window", "4294967296"),
+    ("estimator-clock", "hours"), ("estimator-clock", "Seconds"), ("estimator-clock", ""),
+    ("threads", "abc"), ("threads", "-1"), ("threads", "1025"), ("threads", "2.5"),
+    ("max-owners", "0"), ("max-owners", "1e300"),
+    ("replan-interval", "-1"), ("replan-interval", "1e10"), ("replan-interval", "inf"),
+    ("max-message-bytes", "100"), ("max-message-bytes", "65535"),
+    ("max-message-bytes", "2147483648"),
+    ("shutdown-grace", "-1"), ("shutdown-grace", "3601"),
+    ("log-level", "loud"), ("log-level", "INFO"),
+    ("listen", ""),
+]
+
+
+def env_name(flag):
+    return "CACHEROUTE_" + flag.upper().replace("-", "_")
+
+
+class ConfigTest(h.SidecarTestCase):
+    SHARED = False
+
+    def assertOneLineError(self, p, *names):
+        self.assertEqual(p.returncode, 2, "exit code; stderr: %r" % p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertTrue(p.stderr.endswith("\n"), repr(p.stderr))
+        self.assertEqual(p.stderr.count("\n"), 1, "want one line, got %r" % p.stderr)
+        self.assertTrue(p.stderr.startswith("cacheroute-sidecar: "), repr(p.stderr))
+        for n in names:
+            self.assertIn(n, p.stderr)
+
+    def assertBindError(self, p, *names):
+        """Exit 2 and a last line naming --listen. Before it come the
+        sidecar's JSON log lines (the start-up probe) and gRPC core's own
+        reason (an 'E<date> ... chttp2_server.cc' line, not JSON) --
+        tolerated here, reported to the lead."""
+        self.assertEqual(p.returncode, 2, "exit code; stderr: %r" % p.stderr)
+        lines = p.stderr.rstrip("\n").split("\n")
+        self.assertTrue(lines[-1].startswith("cacheroute-sidecar: --listen"), repr(p.stderr))
+        for n in names:
+            self.assertIn(n, lines[-1])
+        for extra in lines[:-1]:
+            self.assertRegex(extra, r"^([EWI]\d{4} |\{\"ts\":)", "unexpected stderr line")
+
+    def test_bad_flags(self):
+        base = ["--listen", "127.0.0.1:0", "--metrics-listen", ""]
+        for flag, value in BAD:
+            with self.subTest(flag=flag, value=value):
+                p = h.run_sidecar(*base, "--" + flag, value)
+                self.assertOneLineError(p, "--" + flag)
+                if value.strip():
+                    self.assertIn(value.strip(), p.stderr)
+                # --flag=value is the same flag.
+                p = h.run_sidecar(*base, "--%s=%s" % (flag, value))
+                self.assertOneLineError(p, "--" + flag)
+
+    def test_bad_env(self):
+        for flag, value in BAD:
+            with self.subTest(env=env_name(flag), value=value):
+                argv = [] if flag == "listen" else ["--listen", "127.0.0.1:0"]
+                p = h.run_sidecar(*argv, "--metrics-listen", "",
+                                  env={env_name(flag): value})
+                self.assertOneLineError(p, env_name(flag))
+
+    def test_usage_errors(self):
+        base = ["--listen", "127.0.0.1:0", "--metrics-listen", ""]
+        p = h.run_sidecar(*base, "--bogus", "1")
+        self.assertOneLineError(p, "--bogus")
+        p = h.run_sidecar(*base, "--n-shard", "8")
+        self.assertOneLineError(p, "--n-shard")
+        p = h.run_sidecar(*base, "--qcap")
+        self.assertOneLineError(p, "--qcap")
+        p = h.run_sidecar(*base, "serve")
+        self.assertOneLineError(p, "serve")
+        p = h.run_sidecar(*base, "-x")
+        self.assertOneLineError(p, "-x")
+
+    def test_help_lists_every_flag_with_its_variable(self):
+        for arg in ("--help", "-h"):
+            p = h.run_sidecar(arg)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            text = p.stdout
+            listed = re.findall(r"^\s+--([a-z0-9-]+)\s", text, re.M)
+            self.assertEqual(len(listed), len(set(listed)), listed)
+            for flag in FLAGS:
+                self.assertIn(flag, listed)
+            # Each flag's block names its variable, derived from its name.
+            blocks = re.split(r"^\s+--(?=[a-z0-9-]+\s)", text, flags=re.M)[1:]
+            self.assertEqual(len(blocks), len(listed))
+            for flag, block in zip(listed, blocks):
+                self.assertIn(env_name(flag), block, "--%s: %r" % (flag, block))
+        p = h.run_sidecar("--version")
+        self.assertEqual(p.returncode, 0)
+        self.assertTrue(p.stdout.startswith("cacheroute-sidecar "), p.stdout)
+
+    def test_env_and_flag_precedence(self):
+        env = {
+            "CACHEROUTE_LISTEN": "127.0.0.1:0", "CACHEROUTE_THREADS": "3",
+            "CACHEROUTE_N_SHARDS": "3", "CACHEROUTE_QCAP": "7.5",
+            "CACHEROUTE_WARM_SLOTS_PER_SHARD": "2", "CACHEROUTE_HALF_LIFE": "6",
+            "CACHEROUTE_WINDOW": "9", "CACHEROUTE_ESTIMATOR_CLOCK": "calls",
+            "CACHEROUTE_MAX_OWNERS": "1000", "CACHEROUTE_REPLAN_INTERVAL": "0",
+            "CACHEROUTE_MAX_MESSAGE_BYTES": "70000", "CACHEROUTE_SHUTDOWN_GRACE": "4",
+            "CACHEROUTE_METRICS_LISTEN": "", "CACHEROUTE_LOG_LEVEL": "debug",
+        }
+        sc = self.start_sidecar(env=env, listen=None, metrics=False)
+        c = sc.config
+        self.assertEqual((c["threads"], c["planner"], c["estimator"]),
+                         (3, {"n_shards": 3, "qcap": 7.5, "warm_slots_per_shard": 2.0},
+                          {"clock": "calls", "half_life": 6.0, "window": 9, "max_owners": 1000}))
+        self.assertEqual((c["replan_interval_s"], c["max_message_bytes"], c["shutdown_grace_s"],
+                          c["metrics_listen"], c["log_level"]), (0.0, 70000, 4.0, "", "debug"))
+        # The environment's planner is the one an absent config uses.
+        t = sc.stub().Plan(h.plan_request(rates=[(1, 20.0), (2, 5.0)]), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(h.bits(h.table_dict(t.table)),
+                         h.bits(h.plan_dump(3, 7.5, 2, [(1, 20.0), (2, 5.0)])))
+        r = sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[4, 4]),
+                                    timeout=h.RPC_TIMEOUT)
+        self.assertEqual([x.rate for x in r.routes], [1.0, h.calls_rate_exact(2, 6.0)])
+        sc.assert_clean_exit(self)
+
+        # Every flag wins over its variable.
+        sc = self.start_sidecar("--threads", "2", "--n-shards", "5", "--qcap", "9",
+                                "--warm-slots-per-shard", "4", "--half-life", "3",
+                                "--window", "11", "--estimator-clock", "seconds",
+                                "--max-owners", "77", "--replan-interval", "0.5",
+                                "--max-message-bytes", "70000", "--shutdown-grace", "5",
+                                "--log-level", "info", env=env)
+        c = sc.config
+        self.assertEqual((c["threads"], c["planner"], c["estimator"]),
+                         (2, {"n_shards": 5, "qcap": 9.0, "warm_slots_per_shard": 4.0},
+                          {"clock": "seconds", "half_life": 3.0, "window": 11,
+                           "max_owners": 77}))
+        self.assertEqual((c["replan_interval_s"], c["max_message_bytes"], c["shutdown_grace_s"],
+                          c["metrics_listen"], c["log_level"]), (0.5, 70000, 5.0, "", "info"))
+        r = sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[4]), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(r.routes[0].preferred_shard, h.fallback_shard(4, 5))
+        sc.assert_clean_exit(self)
+
+    def test_flag_overrides_a_bad_variable(self):
+        # BUG (reported, arguable): the variables are validated before the
+        # flags are read, so a flag cannot override a bad variable:
+        # CACHEROUTE_QCAP=-1 cacheroute-sidecar --qcap 5 exits 2 with
+        # "CACHEROUTE_QCAP: must be a finite number > 0, got '-1'". "A flag
+        # overrides the env var" should mean the variable's value no longer
+        # matters.
+        sc = self.start_sidecar("--qcap", "5", "--replan-interval", "0",
+                                env={"CACHEROUTE_QCAP": "-1"})
+        self.assertEqual(sc.config["planner"]["qcap"], 5.0)
+        sc.assert_clean_exit(self)
+
+    def test_port_in_use(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        try:
+            p = h.run_sidecar("--listen", "127.0.0.1:%d" % port, "--metrics-listen", "")
+            self.assertBindError(p, "--listen", str(port))
+        finally:
+            s.close()
+        # A second sidecar on a running sidecar's port fails too.
+        sc = self.start_sidecar("--replan-interval", "0")
+        p = h.run_sidecar("--listen", sc.target, "--metrics-listen", "")
+        self.assertBindError(p, "--listen", sc.target)
+        # Same when the address comes from the environment.
+        p = h.run_sidecar("--metrics-listen", "", env={"CACHEROUTE_LISTEN": sc.target})
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(sc.target, p.stderr)
+        # The first one was not disturbed.
+        r = sc.health_stub().Check(P.health.HealthCheckRequest(), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(r.status, P.health.HealthCheckResponse.SERVING)
+        sc.assert_clean_exit(self)
+
+    def test_bad_listen_address(self):
+        for addr in ("999.1.1.1:80", "nonsense-host-!:1", "127.0.0.1:-1"):
+            with self.subTest(addr=addr):
+                p = h.run_sidecar("--listen", addr, "--metrics-listen", "", timeout=10)
+                self.assertBindError(p, "--listen", addr)
+
+    def test_listen_must_be_host_and_port(self):
+        # BUG (reported): --listen is not checked as host:port with a port in
+        # 0..65535. gRPC takes 99999 modulo 65536 and serves on 34463, 65536
+        # becomes 0 (any port), and with no port it serves on 443. Each must
+        # exit 2 naming --listen. (Run side by side: a wrongly accepted one
+        # costs the 5 s timeout.)
+        addrs = ("127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1")
+        with concurrent.futures.ThreadPoolExecutor(len(addrs)) as pool:
+            runs = {a: pool.submit(h.run_sidecar, "--listen", a, "--metrics-listen", "",
+                                   "--replan-interval", "0", timeout=5) for a in addrs}
+        for addr, fut in runs.items():
+            with self.subTest(addr=addr):
+                p = fut.result()
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("--listen", p.stderr.rstrip("\n").split("\n")[-1])
+
+if __name__ == "__main__":
+    h.main()
