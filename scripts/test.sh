@@ -8,7 +8,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-"$root/scripts/install-deps.sh"
+"$root/scripts/install-deps.sh" "$root/scripts/deps.txt" "$root/scripts/deps-test.txt"
 jobs=$(nproc)
 
 build() {

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""The chart's CACHEROUTE_* variables against the real cacheroute-sidecar.
+
+    /usr/bin/python3 helm/tests/check_env_against_binary.py BINARY
+
+1. The variables the binary reads (its --help lists "env CACHEROUTE_...")
+   are exactly those the chart can render: no flag without a value, no value
+   the binary would ignore.
+2. For the default values and every ci/*.yaml values file, the binary accepts
+   the rendered environment: `env -i <vars> BINARY --check-config` loads and
+   checks every variable and prints the effective configuration without
+   serving, so exit 0 means each value parsed and was in range. A deliberately bad value must make it fail (the
+   check is not vacuous).
+3. The schema is no looser than the binary: every numeric config value at
+   the lowest and at the highest value values.schema.json allows is
+   accepted by the binary.
+Needs helm (scripts/helm-tools.sh) and PyYAML (python3-yaml).
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_chart import CHART, CI, CONFIG_FLAGS, HOST_KEYS, env_name, render, pod_spec  # noqa: E402
+
+passed = failed = 0
+
+
+def report(ok, what, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("PASS", what)
+    else:
+        failed += 1
+        print("FAIL", what)
+        if detail:
+            print("    " + detail.replace("\n", "\n    "))
+
+
+def run_binary(binary, env, flag):
+    base = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+    base.update(env)
+    return subprocess.run([binary, flag], env=base, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+
+
+def run_help(binary, env):
+    return run_binary(binary, env, "--help")
+
+
+def run_check(binary, env):
+    return run_binary(binary, env, "--check-config")
+
+
+def cacheroute_env(by_kind):
+    spec = pod_spec(by_kind)
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        if c["name"] == "cacheroute":
+            return {e["name"]: e["value"] for e in c.get("env", [])
+                    if e["name"].startswith("CACHEROUTE_") and "value" in e}
+    raise AssertionError("no cacheroute container")
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    binary = sys.argv[1]
+
+    p = run_help(binary, {})
+    report(p.returncode == 0, "%s --help exits 0" % os.path.basename(binary), p.stderr)
+    binary_vars = set(re.findall(r"\benv (CACHEROUTE_[A-Z0-9_]+)", p.stdout))
+    chart_vars = {env_name(f) for f in list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values())}
+    report(binary_vars - chart_vars == set(),
+           "every variable the binary reads has a chart value",
+           "no chart value for: %s" % " ".join(sorted(binary_vars - chart_vars)))
+    report(chart_vars - binary_vars == set(),
+           "every variable the chart renders is read by the binary",
+           "the binary does not read: %s" % " ".join(sorted(chart_vars - binary_vars)))
+
+    cases = [("default", [])]
+    for f in sorted(glob.glob(os.path.join(CI, "*.yaml"))):
+        cases.append((os.path.basename(f)[:-5], ["-f", f]))
+    cases.append(("all-options-standalone", ["-f", os.path.join(CI, "all-options-values.yaml"),
+                                             "--set", "mode=standalone"]))
+    for name, args in cases:
+        env = cacheroute_env(render(*args)[1])
+        p = run_check(binary, env)
+        report(p.returncode == 0, "binary accepts the %s environment (%d variables)" % (name, len(env)),
+               p.stderr.strip())
+
+    env = cacheroute_env(render("-f", os.path.join(CI, "all-options-values.yaml"))[1])
+    for var, bad in (("CACHEROUTE_N_SHARDS", "0"), ("CACHEROUTE_ESTIMATOR_CLOCK", "minutes"),
+                     ("CACHEROUTE_MFU", "1.5")):
+        if var not in binary_vars:
+            continue
+        p = run_check(binary, dict(env, **{var: bad}))
+        report(p.returncode != 0 and var in p.stderr,
+               "binary rejects %s=%s" % (var, bad), "exit %d: %s" % (p.returncode, p.stderr.strip()))
+
+    with open(os.path.join(CHART, "values.schema.json")) as f:
+        schema = json.load(f)
+    props = schema["properties"]["cacheroute"]["properties"]["config"]["properties"]
+    lows, highs = {}, {}
+    for key, prop in props.items():
+        types = prop.get("type", [])
+        types = [types] if isinstance(types, str) else types
+        numeric = "integer" if "integer" in types else "number" if "number" in types else None
+        if not numeric:
+            continue
+        if "minimum" in prop:
+            lows[key] = prop["minimum"]
+        elif "exclusiveMinimum" in prop:
+            lows[key] = prop["exclusiveMinimum"] + (1 if numeric == "integer" else 0.001)
+        if "maximum" in prop:
+            highs[key] = int(prop["maximum"]) if numeric == "integer" else prop["maximum"]
+    for name, values in (("lowest", lows), ("highest", highs)):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            yaml.safe_dump({"cacheroute": {"config": values}}, f)
+            f.flush()
+            env = cacheroute_env(render("-f", f.name)[1])
+        p = run_check(binary, env)
+        report(p.returncode == 0, "binary accepts the %s values the schema allows (%d values)"
+               % (name, len(values)), p.stderr.strip())
+
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

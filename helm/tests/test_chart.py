@@ -1,0 +1,549 @@
+#!/usr/bin/python3
+"""Assertions on the rendered cacheroute chart (helm template output).
+
+Runs on Debian's python3 with PyYAML (python3-yaml) and the helm binary that
+scripts/helm-tools.sh installs ($CR_HELM, else $CR_TOOLS_DIR/bin/helm, else
+<repo>/.tools/bin/helm).
+
+    /usr/bin/python3 helm/tests/test_chart.py [-v]
+"""
+import decimal
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHART = os.path.join(REPO, "helm", "cacheroute")
+CI = os.path.join(CHART, "ci")
+TOOLS = os.environ.get("CR_TOOLS_DIR") or os.path.join(REPO, ".tools")
+HELM = os.environ.get("CR_HELM") or os.path.join(TOOLS, "bin", "helm")
+
+# Every flag of cacheroute-sidecar (name -> default), from its --help.
+SIDECAR_FLAGS = [
+    "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval",
+    "metrics-listen", "log-level",
+    "n-shards", "qcap", "warm-slots-per-shard",
+    "half-life", "window", "estimator-clock", "max-owners",
+    "model-layers", "model-kv-heads", "model-head-dim", "kv-dtype-bytes",
+    "tensor-parallel", "kv-bytes-per-token", "model-params-b", "model-d-model",
+    "mfu", "peak-tflops", "prefill-fixed-ms", "prefill-coeffs", "kv-source",
+    "link-gbps", "link-efficiency", "h2d-gbps", "load-fixed-ms",
+    "link-queue-penalty", "decision-margin-ms",
+    "probe-interval", "nic", "sysfs-root",
+]
+
+# cacheroute.config key -> flag, kept apart from the chart's own table on
+# purpose: the test checks the chart against this list.
+CONFIG_FLAGS = {
+    "threads": "threads",
+    "maxMessageBytes": "max-message-bytes",
+    "shutdownGrace": "shutdown-grace",
+    "replanInterval": "replan-interval",
+    "logLevel": "log-level",
+    "nShards": "n-shards",
+    "qcap": "qcap",
+    "warmSlotsPerShard": "warm-slots-per-shard",
+    "halfLife": "half-life",
+    "window": "window",
+    "estimatorClock": "estimator-clock",
+    "maxOwners": "max-owners",
+    "modelLayers": "model-layers",
+    "modelKvHeads": "model-kv-heads",
+    "modelHeadDim": "model-head-dim",
+    "kvDtypeBytes": "kv-dtype-bytes",
+    "tensorParallel": "tensor-parallel",
+    "kvBytesPerToken": "kv-bytes-per-token",
+    "modelParamsB": "model-params-b",
+    "modelDModel": "model-d-model",
+    "mfu": "mfu",
+    "peakTflops": "peak-tflops",
+    "prefillFixedMs": "prefill-fixed-ms",
+    "prefillCoeffs": "prefill-coeffs",
+    "kvSources": "kv-source",
+    "linkGbps": "link-gbps",
+    "linkEfficiency": "link-efficiency",
+    "h2dGbps": "h2d-gbps",
+    "loadFixedMs": "load-fixed-ms",
+    "linkQueuePenalty": "link-queue-penalty",
+    "decisionMarginMs": "decision-margin-ms",
+    "probeInterval": "probe-interval",
+    "nics": "nic",
+    "sysfsRoot": "sysfs-root",
+}
+# Keys that compose a flag with a port.
+HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen"}
+
+
+def env_name(flag):
+    return "CACHEROUTE_" + flag.upper().replace("-", "_")
+
+
+def fmt_scalar(v):
+    """A value as the chart must render it (Go JSON number formatting)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 1e21:
+            return str(int(v))
+        r = repr(v)
+        if "e" in r and 1e-6 <= abs(v) < 1e21:
+            return format(decimal.Decimal(r), "f")
+        return r
+    return str(v)
+
+
+def expected_flag_value(key, v):
+    if key == "kvSources":
+        items = []
+        for s in v:
+            if isinstance(s, dict):
+                item = "%s=%s" % (s["name"], fmt_scalar(s["gbps"]))
+                if s.get("rttMs") is not None:
+                    item += "," + fmt_scalar(s["rttMs"])
+                items.append(item)
+            else:
+                items.append(s)
+        return " ".join(items)
+    if key == "prefillCoeffs" and isinstance(v, list):
+        return ",".join(fmt_scalar(x) for x in v)
+    if isinstance(v, list):
+        return " ".join(fmt_scalar(x) for x in v)
+    return fmt_scalar(v)
+
+
+def load_yaml(path):
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def helm(*args, check=True):
+    p = subprocess.run([HELM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True)
+    if check and p.returncode != 0:
+        raise AssertionError("helm %s failed (%d):\n%s" % (" ".join(args), p.returncode, p.stderr))
+    return p
+
+
+def render(*args, chart=CHART):
+    out = helm("template", "cr", chart, "--namespace", "serving", *args).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    return docs, by_kind
+
+
+def one(by_kind, kind):
+    objs = by_kind.get(kind, [])
+    if len(objs) != 1:
+        raise AssertionError("expected one %s, got %d" % (kind, len(objs)))
+    return objs[0]
+
+
+def pod_spec(by_kind):
+    return one(by_kind, "Deployment")["spec"]["template"]["spec"]
+
+
+def containers(spec):
+    return {c["name"]: c for c in spec.get("containers", [])}
+
+
+def env_of(container):
+    names = [e["name"] for e in container.get("env", [])]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise AssertionError("duplicate env vars: %s" % sorted(dupes))
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def leaf_paths(d, prefix=()):
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            yield from leaf_paths(v, prefix + (k,))
+        else:
+            yield prefix + (k,)
+
+
+class ChartTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.access(HELM, os.X_OK):
+            raise unittest.SkipTest("no helm at %s: run scripts/helm-tools.sh" % HELM)
+        cls.defaults = load_yaml(os.path.join(CHART, "values.yaml"))
+        cls.all_values = load_yaml(os.path.join(CI, "all-options-values.yaml"))
+        cls.chart_meta = load_yaml(os.path.join(CHART, "Chart.yaml"))
+        cls.all_docs, cls.all = render("-f", os.path.join(CI, "all-options-values.yaml"))
+        cls.def_docs, cls.default = render()
+
+    # --- the values files -------------------------------------------------
+    def test_flags_table_covers_every_sidecar_flag(self):
+        flags = set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values())
+        self.assertEqual(flags, set(SIDECAR_FLAGS))
+        self.assertEqual(set(self.defaults["cacheroute"]["config"]),
+                         set(CONFIG_FLAGS) | set(HOST_KEYS))
+
+    def test_all_options_file_sets_every_value(self):
+        missing = []
+        for path in leaf_paths(self.defaults):
+            node = self.all_values
+            for k in path:
+                if not isinstance(node, dict) or k not in node:
+                    missing.append(".".join(path))
+                    break
+                node = node[k]
+        self.assertEqual(missing, [], "values missing from ci/all-options-values.yaml")
+        cfg = self.all_values["cacheroute"]["config"]
+        unset = [k for k, v in cfg.items() if v in (None, "", [])]
+        self.assertEqual(unset, [], "config values left unset in the all-options file")
+
+    def test_chart_metadata(self):
+        self.assertEqual(self.chart_meta["apiVersion"], "v2")
+        self.assertEqual(self.chart_meta["version"], "0.1.0")
+        self.assertEqual(self.chart_meta["appVersion"], "0.1.0")
+
+    # --- sidecar mode, all options ----------------------------------------
+    def test_sidecar_pod_has_both_containers(self):
+        spec = pod_spec(self.all)
+        self.assertEqual([c["name"] for c in spec["containers"]], ["vllm", "cacheroute"])
+        self.assertNotIn("initContainers", spec)
+        vllm = containers(spec)["vllm"]
+        inf = self.all_values["inference"]
+        self.assertEqual(vllm["image"], "vllm/vllm-openai:v0.6.3")
+        for field in ("command", "args", "env", "envFrom", "ports", "resources", "volumeMounts",
+                      "livenessProbe", "readinessProbe", "startupProbe", "securityContext",
+                      "workingDir"):
+            self.assertEqual(vllm[field], inf[field], field)
+
+    def test_cacheroute_image_and_ports(self):
+        c = containers(pod_spec(self.all))["cacheroute"]
+        img = self.all_values["image"]
+        self.assertEqual(c["image"], "%s:%s" % (img["repository"], img["tag"]))
+        self.assertEqual(c["imagePullPolicy"], img["pullPolicy"])
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        self.assertEqual(ports, self.all_values["cacheroute"]["ports"])
+
+    def test_grpc_probes(self):
+        c = containers(pod_spec(self.all))["cacheroute"]
+        cr = self.all_values["cacheroute"]
+        port = cr["ports"]["grpc"]
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            want = cr[probe]
+            got = c[probe]
+            self.assertEqual(got["grpc"], {"port": port, "service": want["service"]}, probe)
+            for k in ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"):
+                self.assertEqual(got[k], want[k], "%s.%s" % (probe, k))
+            self.assertNotIn("httpGet", got)
+        self.assertEqual(c["livenessProbe"]["grpc"]["service"], "")
+        self.assertEqual(c["readinessProbe"]["grpc"]["service"], "cacheroute.v1.CacheRoute")
+
+    def test_env_for_every_config_value(self):
+        c = containers(pod_spec(self.all))["cacheroute"]
+        env = env_of(c)
+        cr = self.all_values["cacheroute"]
+        cfg = cr["config"]
+        expected = {
+            "CACHEROUTE_LISTEN": "%s:%d" % (cfg["listenHost"], cr["ports"]["grpc"]),
+            "CACHEROUTE_METRICS_LISTEN": "%s:%d" % (cfg["metricsListenHost"], cr["ports"]["metrics"]),
+        }
+        for key, flag in CONFIG_FLAGS.items():
+            expected[env_name(flag)] = expected_flag_value(key, cfg[key])
+        for name, value in sorted(expected.items()):
+            self.assertIn(name, env, name)
+            self.assertEqual(env[name], value, name)
+        rendered = {n for n in env if n.startswith("CACHEROUTE_")}
+        self.assertEqual(rendered, set(expected), "unexpected CACHEROUTE_* variables")
+        # Every value is a string (Kubernetes rejects numbers in env values).
+        for e in c["env"]:
+            if "value" in e:
+                self.assertIsInstance(e["value"], str, e["name"])
+        # Spot checks of the formatting rules.
+        self.assertEqual(env["CACHEROUTE_MAX_MESSAGE_BYTES"], "134217728")
+        self.assertEqual(env["CACHEROUTE_MAX_OWNERS"], "2000000")
+        self.assertEqual(env["CACHEROUTE_QCAP"], "40.5")
+        self.assertEqual(env["CACHEROUTE_KV_SOURCE"], "s3=25,2 local-nvme=50 peer=100,0.5")
+        self.assertEqual(env["CACHEROUTE_NIC"], "eth0 ib0")
+        self.assertEqual(env["TZ"], "UTC")
+
+    def test_nvidia_env_without_gpu_request(self):
+        spec = pod_spec(self.all)
+        c = containers(spec)["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], "0,1,2,3")
+        self.assertEqual(env["NVIDIA_DRIVER_CAPABILITIES"], "compute,utility")
+        for section in ("requests", "limits"):
+            self.assertNotIn("nvidia.com/gpu", c.get("resources", {}).get(section, {}))
+        # The GPUs belong to the inference container.
+        self.assertEqual(containers(spec)["vllm"]["resources"]["limits"]["nvidia.com/gpu"], 4)
+        # Default values: NVIDIA_VISIBLE_DEVICES=all, no GPU resource either.
+        c = containers(pod_spec(self.default))["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], "all")
+        self.assertEqual(env["NVIDIA_DRIVER_CAPABILITIES"], "compute,utility")
+        self.assertNotIn("nvidia.com/gpu", json.dumps(c.get("resources", {})))
+
+    def test_security_context(self):
+        for by_kind in (self.all, self.default):
+            sc = containers(pod_spec(by_kind))["cacheroute"]["securityContext"]
+            self.assertIs(sc["runAsNonRoot"], True)
+            self.assertIsInstance(sc["runAsUser"], int)
+            self.assertNotEqual(sc["runAsUser"], 0)
+            self.assertEqual(sc["runAsUser"], 65532)
+            self.assertIs(sc["readOnlyRootFilesystem"], True)
+            self.assertIs(sc["allowPrivilegeEscalation"], False)
+            self.assertIn("ALL", sc["capabilities"]["drop"])
+            self.assertEqual(sc["seccompProfile"]["type"], "RuntimeDefault")
+        # A writable /tmp, since the root filesystem is read-only.
+        c = containers(pod_spec(self.default))["cacheroute"]
+        self.assertIn("/tmp", [m["mountPath"] for m in c["volumeMounts"]])
+
+    def test_termination_grace_exceeds_shutdown_grace(self):
+        spec = pod_spec(self.all)
+        grace = self.all_values["cacheroute"]["config"]["shutdownGrace"]
+        self.assertEqual(spec["terminationGracePeriodSeconds"], 120)
+        self.assertGreater(spec["terminationGracePeriodSeconds"], grace)
+        env = env_of(containers(spec)["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_SHUTDOWN_GRACE"], "30")
+        # Computed: shutdownGrace + 5.
+        spec = pod_spec(self.default)
+        self.assertEqual(spec["terminationGracePeriodSeconds"], 15)
+        _, by_kind = render("--set", "cacheroute.config.shutdownGrace=42")
+        self.assertEqual(pod_spec(by_kind)["terminationGracePeriodSeconds"], 47)
+        _, by_kind = render("--set-json", "cacheroute.config.shutdownGrace=7.5")
+        self.assertEqual(pod_spec(by_kind)["terminationGracePeriodSeconds"], 13)
+        # A user value not above the grace fails rendering, with a message.
+        p = helm("template", "cr", CHART, "--set", "terminationGracePeriodSeconds=10", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("must be greater than cacheroute.config.shutdownGrace", p.stderr)
+
+    def test_scheduling_and_pod_settings(self):
+        spec = pod_spec(self.all)
+        v = self.all_values
+        self.assertEqual(spec["nodeSelector"], {"nvidia.com/gpu.present": "true"})
+        self.assertEqual(spec["tolerations"], v["tolerations"])
+        self.assertEqual(spec["affinity"], v["affinity"])
+        self.assertEqual(spec["topologySpreadConstraints"], v["topologySpreadConstraints"])
+        self.assertEqual(spec["runtimeClassName"], "nvidia")
+        self.assertEqual(spec["priorityClassName"], "gpu-serving")
+        self.assertEqual(spec["serviceAccountName"], "cacheroute-sa")
+        self.assertEqual(spec["imagePullSecrets"], [{"name": "regcred"}, {"name": "regcred-2"}])
+        self.assertEqual(spec["securityContext"], {"fsGroup": 1000})
+        vols = {vol["name"]: vol for vol in spec["volumes"]}
+        self.assertEqual(vols["host-sys"]["hostPath"]["path"], "/sys")
+        self.assertEqual(vols["cacheroute-tmp"]["emptyDir"]["sizeLimit"], "128Mi")
+        self.assertIn("dshm", vols)
+        dep = one(self.all, "Deployment")
+        self.assertEqual(dep["spec"]["replicas"], 2)
+        self.assertEqual(dep["spec"]["strategy"], v["strategy"])
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        self.assertEqual(labels["app.kubernetes.io/name"], "cr")
+        self.assertEqual(labels["app.kubernetes.io/instance"], "cr")
+        self.assertEqual(labels["app.kubernetes.io/managed-by"], "Helm")
+        self.assertEqual(labels["tier"], "serving")
+        self.assertEqual(labels["team"], "inference")
+        for k, val in dep["spec"]["selector"]["matchLabels"].items():
+            self.assertEqual(labels[k], val)
+
+    def test_service_servicemonitor_pdb(self):
+        svc = one(self.all, "Service")
+        ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        self.assertEqual(ports["grpc"]["port"], 50051)
+        self.assertEqual(ports["grpc"]["targetPort"], "grpc")
+        self.assertEqual(ports["metrics"]["targetPort"], "metrics")
+        self.assertEqual(ports["http"]["port"], 8000)
+        sm = one(self.all, "ServiceMonitor")
+        self.assertEqual(sm["apiVersion"], "monitoring.coreos.com/v1")
+        self.assertEqual(sm["metadata"]["namespace"], "monitoring")
+        self.assertEqual(sm["metadata"]["labels"]["release"], "prometheus")
+        self.assertEqual(sm["spec"]["namespaceSelector"], {"matchNames": ["serving"]})
+        ep = sm["spec"]["endpoints"][0]
+        self.assertEqual((ep["port"], ep["interval"], ep["scrapeTimeout"]), ("metrics", "15s", "5s"))
+        self.assertEqual(sm["spec"]["selector"]["matchLabels"],
+                         {k: svc["metadata"]["labels"][k] for k in sm["spec"]["selector"]["matchLabels"]})
+        pdb = one(self.all, "PodDisruptionBudget")
+        self.assertEqual(pdb["spec"]["minAvailable"], 1)
+        self.assertNotIn("maxUnavailable", pdb["spec"])
+        self.assertEqual(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow")
+        # Off by default.
+        self.assertNotIn("ServiceMonitor", self.default)
+        self.assertEqual(one(self.default, "PodDisruptionBudget")["spec"], {
+            "maxUnavailable": 1,
+            "selector": one(self.default, "Deployment")["spec"]["selector"]})
+
+    # --- defaults -----------------------------------------------------------
+    def test_defaults_render_only_required_env(self):
+        c = containers(pod_spec(self.default))["cacheroute"]
+        env = env_of(c)
+        self.assertEqual({n: v for n, v in env.items() if n.startswith("CACHEROUTE_")}, {
+            "CACHEROUTE_LISTEN": "0.0.0.0:50051",
+            "CACHEROUTE_METRICS_LISTEN": "0.0.0.0:9090",
+            "CACHEROUTE_SHUTDOWN_GRACE": "10",
+        })
+        self.assertEqual(c["image"], "cacheroute/cacheroute-sidecar:%s" % self.chart_meta["appVersion"])
+        self.assertEqual({p["name"]: p["containerPort"] for p in c["ports"]},
+                         {"grpc": 50051, "metrics": 9090})
+        self.assertEqual(c["livenessProbe"]["grpc"], {"port": 50051, "service": ""})
+        self.assertEqual(c["readinessProbe"]["grpc"], {"port": 50051, "service": "cacheroute.v1.CacheRoute"})
+        self.assertEqual([x["name"] for x in pod_spec(self.default)["containers"]],
+                         ["inference", "cacheroute"])
+
+    def test_number_formatting(self):
+        # helm --set keeps floats as strings (the schema rejects them):
+        # fractional values go through --set-json.
+        _, by_kind = render("--set", "cacheroute.config.maxMessageBytes=67108864",
+                            "--set-json", "cacheroute.config.mfu=0.5",
+                            "--set-json", "cacheroute.config.prefillCoeffs=[10,0.05,0.000002]",
+                            "--set-json", 'cacheroute.config.kvSources=[{"name":"s3","gbps":12.5}]')
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_MAX_MESSAGE_BYTES"], "67108864")
+        self.assertEqual(env["CACHEROUTE_MFU"], "0.5")
+        self.assertEqual(env["CACHEROUTE_PREFILL_COEFFS"], "10,0.05,0.000002")
+        self.assertEqual(env["CACHEROUTE_KV_SOURCE"], "s3=12.5")
+        # From a values file, where YAML integers arrive as float64.
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("cacheroute:\n  config:\n    maxMessageBytes: 67108864\n"
+                    "    maxOwners: 1000000\n    linkEfficiency: 0.825\n")
+            f.flush()
+            _, by_kind = render("-f", f.name)
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_MAX_MESSAGE_BYTES"], "67108864")
+        self.assertEqual(env["CACHEROUTE_MAX_OWNERS"], "1000000")
+        self.assertEqual(env["CACHEROUTE_LINK_EFFICIENCY"], "0.825")
+
+    def test_metrics_disabled(self):
+        _, by_kind = render("--set", "metrics.enabled=false")
+        c = containers(pod_spec(by_kind))["cacheroute"]
+        self.assertEqual(env_of(c)["CACHEROUTE_METRICS_LISTEN"], "")
+        self.assertEqual([p["name"] for p in c["ports"]], ["grpc"])
+        self.assertNotIn("metrics", [p["name"] for p in one(by_kind, "Service")["spec"]["ports"]])
+
+    def test_ipv6_listen(self):
+        _, by_kind = render("--set", "cacheroute.config.listenHost=::")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_LISTEN"], "[::]:50051")
+
+    # --- other modes --------------------------------------------------------
+    def test_standalone_mode(self):
+        _, by_kind = render("-f", os.path.join(CI, "standalone-values.yaml"))
+        self.assertEqual(set(by_kind), {"Deployment", "Service", "ServiceAccount",
+                                        "PodDisruptionBudget", "ServiceMonitor"})
+        spec = pod_spec(by_kind)
+        self.assertEqual([c["name"] for c in spec["containers"]], ["cacheroute"])
+        self.assertNotIn("initContainers", spec)
+        env = env_of(spec["containers"][0])
+        self.assertEqual(env["CACHEROUTE_QCAP"], "40")
+        self.assertEqual(env["CACHEROUTE_KV_SOURCE"], "s3=25,2")
+        svc = one(by_kind, "Service")
+        self.assertEqual(sorted(p["name"] for p in svc["spec"]["ports"]), ["grpc", "metrics"])
+        self.assertEqual(one(by_kind, "Deployment")["spec"]["replicas"], 2)
+        self.assertEqual(spec["nodeSelector"], {"nvidia.com/gpu.present": "true"})
+
+    def test_all_options_in_standalone_mode(self):
+        _, by_kind = render("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=standalone")
+        spec = pod_spec(by_kind)
+        self.assertEqual([c["name"] for c in spec["containers"]], ["cacheroute"])
+        self.assertEqual(sorted(p["name"] for p in one(by_kind, "Service")["spec"]["ports"]),
+                         ["grpc", "metrics"])
+        self.assertEqual(env_of(spec["containers"][0])["CACHEROUTE_N_SHARDS"], "16")
+
+    def test_native_sidecar(self):
+        _, by_kind = render("-f", os.path.join(CI, "native-sidecar-values.yaml"))
+        spec = pod_spec(by_kind)
+        self.assertEqual([c["name"] for c in spec["containers"]], ["inference"])
+        self.assertEqual([c["name"] for c in spec["initContainers"]], ["cacheroute"])
+        cr = spec["initContainers"][0]
+        self.assertEqual(cr["restartPolicy"], "Always")
+        self.assertIn("readinessProbe", cr)
+        env = env_of(cr)
+        self.assertEqual(env["CACHEROUTE_SYSFS_ROOT"], "/host/sys")
+        mounts = {m["name"]: m for m in cr["volumeMounts"]}
+        self.assertEqual(mounts["host-sys"], {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True})
+        self.assertEqual(one(by_kind, "Service")["spec"]["clusterIP"], "None")
+        self.assertEqual(one(by_kind, "PodDisruptionBudget")["spec"]["minAvailable"], "50%")
+
+    def test_render_failures(self):
+        cases = [
+            (["--set", "mode=daemonset"], "mode"),
+            (["--set", "inference.name=cacheroute"], "inference.name must not be \"cacheroute\""),
+            (["--set", "cacheroute.extraEnv[0].name=NVIDIA_VISIBLE_DEVICES",
+              "--set-string", "cacheroute.extraEnv[0].value=0"], "cacheroute.extraEnv sets NVIDIA_VISIBLE_DEVICES"),
+            (["--set", "podDisruptionBudget.maxUnavailable=null"], "podDisruptionBudget: set one of"),
+            (["--set", "inference.ports[0].name=grpc", "--set", "inference.ports[0].containerPort=8000"],
+             "clashes with a cacheroute port"),
+        ]
+        for args, message in cases:
+            p = helm("template", "cr", CHART, *args, check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(message, p.stderr, args)
+
+    # --- NOTES.txt ----------------------------------------------------------
+    def render_notes(self, *args):
+        """helm template does not render NOTES.txt: render it through tpl
+        from a ConfigMap in a scratch copy of the chart."""
+        tmp = tempfile.mkdtemp()
+        try:
+            chart = os.path.join(tmp, "cacheroute")
+            shutil.copytree(CHART, chart)
+            shutil.copy(os.path.join(chart, "templates", "NOTES.txt"), os.path.join(chart, "notes-source.txt"))
+            with open(os.path.join(chart, "templates", "zz-notes-test.yaml"), "w") as f:
+                f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n"
+                        "  notes: {{ tpl (.Files.Get \"notes-source.txt\") . | toJson }}\n")
+            _, by_kind = render(*args, chart=chart)
+            return one(by_kind, "ConfigMap")["data"]["notes"]
+        finally:
+            shutil.rmtree(tmp)
+
+    def check_plan_request_json(self, text):
+        """The Plan body in NOTES parses as a cacheroute.v1.PlanRequest (when
+        protoc and python3-protobuf are installed)."""
+        protoc = shutil.which("protoc")
+        try:
+            from google.protobuf import json_format
+        except ImportError:
+            json_format = None
+        if not protoc or json_format is None:
+            return
+        tmp = tempfile.mkdtemp()
+        try:
+            subprocess.run([protoc, "-I", os.path.join(REPO, "proto"), "--python_out", tmp,
+                            "cacheroute/v1/cacheroute.proto"], check=True)
+            sys.path.insert(0, tmp)
+            try:
+                from cacheroute.v1 import cacheroute_pb2
+                req = json_format.Parse(text, cacheroute_pb2.PlanRequest())
+            finally:
+                sys.path.remove(tmp)
+            self.assertEqual(len(req.rates), 2)
+            self.assertEqual(req.rates[0].owner, 1)
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_notes(self):
+        notes = self.render_notes()
+        self.assertIn("kubectl -n serving port-forward svc/cr-cacheroute 50051:50051", notes)
+        self.assertIn("grpcurl -plaintext 127.0.0.1:50051 list", notes)
+        self.assertIn("grpc.health.v1.Health/Check", notes)
+        m = re.search(r"grpcurl -plaintext -d '([^']*)' \\\n\s*127\.0\.0\.1:50051 cacheroute\.v1\.CacheRoute/Plan",
+                      notes)
+        self.assertIsNotNone(m, notes)
+        body = json.loads(m.group(1))
+        self.assertTrue(body["rates"])
+        self.check_plan_request_json(m.group(1))
+        self.assertIn("curl -s http://127.0.0.1:9090/metrics", notes)
+        notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"),
+                                  "--set", "service.enabled=false",
+                                  "--set", "metrics.serviceMonitor.enabled=false")
+        self.assertIn("port-forward deployment/cr-cacheroute 50051:50051", notes)
+        self.assertIn("standalone", notes)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
