@@ -376,7 +376,7 @@ void cr_config_free(cr_config *cfg)
 {
     for (size_t i = 0; i < N_FLAGS; i++) {
         char *field = (char *)cfg + flags[i].offset;
-        if (flags[i].kind == K_STRING) {
+        if (flags[i].kind == K_STRING || flags[i].kind == K_ADDR) {
             free(*(char **)field);
         } else if (flags[i].kind == K_LIST) {
             cr_string_list *l = (cr_string_list *)field;
