@@ -18,3 +18,25 @@ finish() {
   printf '%d passed, %d failed\n' "$passed" "$failed"
   [ "$failed" -eq 0 ]
 }
+
+# The text after "# expect: " in a bad-input file.
+expected_message() { sed -n 's/^# expect: //p' "$1" | head -n1; }
+
+# reject LABEL EXPECT CMD...: CMD must exit 1 (a refusal, not a crash) and
+# print EXPECT.
+reject() {
+  label=$1
+  expect=$2
+  shift 2
+  out=$(mktemp)
+  "$@" >"$out" 2>&1
+  rc=$?
+  if [ "$rc" -ne 1 ]; then
+    fail "$label: exited $rc, expected 1"; cat "$out"
+  elif grep -qF -- "$expect" "$out"; then
+    pass "$label: rejected ($expect)"
+  else
+    fail "$label: rejected without '$expect':"; cat "$out"
+  fi
+  rm -f "$out"
+}
