@@ -19,10 +19,10 @@ build() {
 }
 
 build build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc
-ctest --test-dir build-test --output-on-failure
+ctest --test-dir build-test --output-on-failure -j "$jobs"
 
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCR_SANITIZE=address,undefined
-ctest --test-dir build-asan --output-on-failure -LE helm
+ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE helm
 
 build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCR_SANITIZE=thread
-ctest --test-dir build-tsan --output-on-failure -L concurrency
+ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L concurrency
