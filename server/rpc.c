@@ -290,20 +290,44 @@ cr_pool *cr_rpc_pool(cr_rpc *rpc) { return rpc->pool; }
 int cr_rpc_port(const cr_rpc *rpc) { return rpc->port; }
 long cr_rpc_in_flight(cr_rpc *rpc) { return atomic_load(&rpc->in_flight); }
 
+/* Waits for the server's shutdown to complete, for at most grace seconds,
+ * then cancels what is left. A call that raced the signal can sit in gRPC
+ * core unmatched (no handler ever sees it) and would hold shutdown for the
+ * whole grace: once none of our own calls is left, twice 50 ms apart,
+ * whatever remains is such a call and is cancelled at once. */
+static void wait_for_drain(cr_rpc *rpc, double grace)
+{
+    double deadline = cr_rpc_clock() + grace;
+    int idle_polls = 0;
+    for (;;) {
+        double left = deadline - cr_rpc_clock();
+        gpr_timespec slice = gpr_time_add(
+            gpr_now(GPR_CLOCK_MONOTONIC),
+            gpr_time_from_millis(left < 0.05 ? (int64_t)(left > 0 ? left * 1e3 : 0) : 50,
+                                 GPR_TIMESPAN));
+        if (grpc_completion_queue_next(rpc->shutdown_cq, slice, NULL).type == GRPC_OP_COMPLETE)
+            return;
+        idle_polls = atomic_load(&rpc->in_flight) == 0 ? idle_polls + 1 : 0;
+        if (idle_polls >= 2 || cr_rpc_clock() >= deadline)
+            break;
+    }
+    grpc_server_cancel_all_calls(rpc->server);
+    grpc_completion_queue_next(rpc->shutdown_cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+}
+
 double cr_rpc_shutdown(cr_rpc *rpc, double grace)
 {
     double t0 = cr_rpc_clock();
     static cr_tag shutdown_tag; /* only compared, never run */
     grpc_server_shutdown_and_notify(rpc->server, rpc->shutdown_cq, &shutdown_tag);
-    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                         gpr_time_from_millis((int64_t)(grace * 1e3), GPR_TIMESPAN));
-    grpc_event ev = grpc_completion_queue_next(rpc->shutdown_cq, deadline, NULL);
-    if (ev.type != GRPC_OP_COMPLETE) {
-        grpc_server_cancel_all_calls(rpc->server);
-        grpc_completion_queue_next(rpc->shutdown_cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
-    }
-    /* Every call is done; slow handlers still running have nothing to send. */
+    wait_for_drain(rpc, grace);
+    /* gRPC is done with every call, but a handler may still be running (on
+     * the pool, or inline on a worker when the pool was already draining) and
+     * will start its last batch on its worker's queue: the queues may only
+     * shut down once every call we accepted has been released. */
     cr_pool_drain(rpc->pool);
+    while (atomic_load(&rpc->in_flight) > 0)
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
     for (int i = 0; i < rpc->n_workers; i++)
         grpc_completion_queue_shutdown(rpc->workers[i].cq);
     for (int i = 0; i < rpc->n_workers; i++)
