@@ -282,11 +282,3 @@ void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
     cr_run_decoded(ctx, &cacheroute__v1__forget_request__descriptor, data, len, out, forget);
 }
-
-void cr_handle_unimplemented(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
-{
-    (void)data;
-    (void)len;
-    cr_reply_error(out, GRPC_STATUS_UNIMPLEMENTED, "%s is not implemented yet",
-                   (const char *)ctx);
-}

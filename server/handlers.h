@@ -11,7 +11,5 @@ void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *o
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
-/* Answers UNIMPLEMENTED; ctx is the method's name. */
-void cr_handle_unimplemented(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 
 #endif
