@@ -69,7 +69,7 @@ static void unary_run(void *arg)
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &u->cancelled;
     u->done.fn = unary_done;
-    if (grpc_call_start_batch(u->base.call, ops, n, &u->done, NULL) != GRPC_CALL_OK)
+    if (cr_start_batch(u->base.call, ops, n, &u->done) != GRPC_CALL_OK)
         unary_done(&u->done, 0);
 }
 
@@ -115,7 +115,7 @@ static void stream_finish(stream_call *s, grpc_status_code status, const char *m
     ops[0].data.send_status_from_server.status_details = &s->details;
     ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[1].data.recv_close_on_server.cancelled = &s->cancelled;
-    if (grpc_call_start_batch(s->base.call, ops, 2, &s->step, NULL) != GRPC_CALL_OK)
+    if (cr_start_batch(s->base.call, ops, 2, &s->step) != GRPC_CALL_OK)
         stream_release(s, 0);
 }
 
@@ -128,7 +128,7 @@ static void stream_continue(stream_call *s, int first)
     ops[0].data.send_message.send_message = s->send;
     ops[1].op = GRPC_OP_RECV_MESSAGE;
     ops[1].data.recv_message.recv_message = &s->recv;
-    if (grpc_call_start_batch(s->base.call, ops, 2, &s->step, NULL) != GRPC_CALL_OK)
+    if (cr_start_batch(s->base.call, ops, 2, &s->step) != GRPC_CALL_OK)
         stream_finish(s, GRPC_STATUS_INTERNAL, "cannot continue the stream");
 }
 

@@ -113,7 +113,7 @@ static void send_final(watch_call *w)
     op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     op.data.send_status_from_server.status = GRPC_STATUS_UNAVAILABLE;
     op.data.send_status_from_server.status_details = &w->details;
-    w->sending = grpc_call_start_batch(w->base.call, &op, 1, &w->sent, NULL) == GRPC_CALL_OK;
+    w->sending = cr_start_batch(w->base.call, &op, 1, &w->sent) == GRPC_CALL_OK;
 }
 
 /* Sends the watcher's current status if it changed, or ends the call when
@@ -143,7 +143,7 @@ static void push(watch_call *w)
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n++].data.send_message.send_message = w->send;
     w->last_sent = status;
-    w->sending = grpc_call_start_batch(w->base.call, ops, n, &w->sent, NULL) == GRPC_CALL_OK;
+    w->sending = cr_start_batch(w->base.call, ops, n, &w->sent) == GRPC_CALL_OK;
 }
 
 static void watch_sent(cr_tag *tag, int ok)
@@ -208,7 +208,7 @@ static void watch_arrived(cr_call *c)
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     op.data.recv_close_on_server.cancelled = &w->cancelled;
-    if (grpc_call_start_batch(c->call, &op, 1, &w->closed, NULL) != GRPC_CALL_OK) {
+    if (cr_start_batch(c->call, &op, 1, &w->closed) != GRPC_CALL_OK) {
         release_watch(w);
         return;
     }

@@ -98,6 +98,12 @@ int cr_rpc_port(const cr_rpc *rpc);
 long cr_rpc_in_flight(cr_rpc *rpc);
 void cr_rpc_free(cr_rpc *rpc);
 
+/* Starts a batch whose completion runs tag->fn on a worker. Every batch goes
+ * through here: under ThreadSanitizer it also records that what the caller
+ * did before happens before the completion (gRPC's own synchronization is
+ * invisible to TSan in Debian's uninstrumented build). */
+grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr_tag *tag);
+
 /* Helpers for call kinds. */
 struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
 double cr_rpc_clock(void);

@@ -13,4 +13,14 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
                      --proto-dir ${CMAKE_SOURCE_DIR}/proto)
     set_tests_properties(integration_${suite} PROPERTIES LABELS "integration" TIMEOUT 300)
   endforeach()
+  # Under ThreadSanitizer the suites that load the sidecar from many threads
+  # also run in the "concurrency" pass. Races reported inside Debian's
+  # uninstrumented gRPC are suppressed (tsan.supp); races in our code are not.
+  if(CR_SANITIZE STREQUAL "thread")
+    foreach(suite rpc lifecycle health_reflection observability)
+      set_tests_properties(integration_${suite} PROPERTIES
+        LABELS "integration;concurrency"
+        ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
+    endforeach()
+  endif()
 endif()
