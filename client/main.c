@@ -77,9 +77,11 @@ static int parse_i64(const char *s, int64_t *out)
     return *s && *end == '\0' && errno == 0 ? 0 : -1;
 }
 
-/* Calls method and prints the answer; returns the exit code. */
+/* Calls method and prints the answer as JSON; returns the exit code. On
+ * success with keep given, the answer is left in *keep for the caller (who
+ * frees it with protobuf_c_message_free_unpacked). */
 static int call_and_print(cr_client *c, const char *method, const ProtobufCMessage *req,
-                          const ProtobufCMessageDescriptor *resp_type)
+                          const ProtobufCMessageDescriptor *resp_type, ProtobufCMessage **keep)
 {
     ProtobufCMessage *resp;
     char err[1024];
@@ -94,7 +96,10 @@ static int call_and_print(cr_client *c, const char *method, const ProtobufCMessa
         printf("%s\n", text);
     free(text);
     json_decref(j);
-    protobuf_c_message_free_unpacked(resp, NULL);
+    if (text && keep)
+        *keep = resp;
+    else
+        protobuf_c_message_free_unpacked(resp, NULL);
     return text ? 0 : EXIT_RPC;
 }
 
@@ -182,7 +187,8 @@ static int cmd_plan(cr_client *c, const options *o)
         req.n_rates = n;
         req.rates = ptrs;
     }
-    int rc = call_and_print(c, SERVICE "Plan", &req.base, &cacheroute__v1__plan_response__descriptor);
+    int rc = call_and_print(c, SERVICE "Plan", &req.base,
+                            &cacheroute__v1__plan_response__descriptor, NULL);
     free(items);
     free(ptrs);
     return rc;
@@ -212,19 +218,19 @@ static int cmd_owners(cr_client *c, const char *cmd, char **args, int n, const o
         req.owners = owners;
         req.omit_routes = o->omit_routes;
         rc = call_and_print(c, SERVICE "RecordArrival", &req.base,
-                            &cacheroute__v1__record_arrival_response__descriptor);
+                            &cacheroute__v1__record_arrival_response__descriptor, NULL);
     } else if (!strcmp(cmd, "rates")) {
         Cacheroute__V1__GetRatesRequest req = CACHEROUTE__V1__GET_RATES_REQUEST__INIT;
         req.n_owners = (size_t)n;
         req.owners = owners;
         rc = call_and_print(c, SERVICE "GetRates", &req.base,
-                            &cacheroute__v1__get_rates_response__descriptor);
+                            &cacheroute__v1__get_rates_response__descriptor, NULL);
     } else {
         Cacheroute__V1__ForgetRequest req = CACHEROUTE__V1__FORGET_REQUEST__INIT;
         req.n_owners = (size_t)n;
         req.owners = owners;
         rc = call_and_print(c, SERVICE "Forget", &req.base,
-                            &cacheroute__v1__forget_response__descriptor);
+                            &cacheroute__v1__forget_response__descriptor, NULL);
     }
     free(owners);
     return rc;
@@ -235,19 +241,10 @@ static int cmd_health(cr_client *c, const options *o)
     Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     req.service = (char *)(o->service ? o->service : "");
     ProtobufCMessage *resp;
-    char err[1024];
-    grpc_status_code st = cr_client_call(c, "/grpc.health.v1.Health/Check", &req.base,
-                                         &grpc__health__v1__health_check_response__descriptor,
-                                         &resp, err, sizeof err);
-    if (st != GRPC_STATUS_OK) {
-        fprintf(stderr, "cacheroute: %s: %s\n", cr_status_name(st), err);
-        return EXIT_RPC;
-    }
-    json_t *j = cr_message_to_json(resp);
-    char *text = json_dumps(j, JSON_INDENT(2));
-    printf("%s\n", text ? text : "{}");
-    free(text);
-    json_decref(j);
+    int rc = call_and_print(c, "/grpc.health.v1.Health/Check", &req.base,
+                            &grpc__health__v1__health_check_response__descriptor, &resp);
+    if (rc)
+        return rc;
     int serving = ((Grpc__Health__V1__HealthCheckResponse *)resp)->status ==
                   GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
     protobuf_c_message_free_unpacked(resp, NULL);
@@ -346,7 +343,7 @@ static int cmd_select(cr_client *c, options *o, char **args)
     req->sources = ptrs;
     if (!rc)
         rc = call_and_print(c, SERVICE "SelectInjection", &req->base,
-                            &cacheroute__v1__select_injection_response__descriptor);
+                            &cacheroute__v1__select_injection_response__descriptor, NULL);
     free(ptrs);
     return rc;
 }
@@ -355,7 +352,7 @@ static int cmd_profile(cr_client *c)
 {
     Cacheroute__V1__GetNodeProfileRequest req = CACHEROUTE__V1__GET_NODE_PROFILE_REQUEST__INIT;
     return call_and_print(c, SERVICE "GetNodeProfile", &req.base,
-                          &cacheroute__v1__node_profile__descriptor);
+                          &cacheroute__v1__node_profile__descriptor, NULL);
 }
 
 /* Options go anywhere on the line (getopt permutes); returns 0 or an exit code. */

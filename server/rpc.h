@@ -106,7 +106,7 @@ grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr
 
 /* Helpers for call kinds. */
 struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
-double cr_rpc_clock(void);
+double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
 int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out); /* 0 on success */

@@ -5,13 +5,7 @@
 #include <time.h>
 
 #include "log.h"
-
-static double monotonic(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "rpc.h"
 
 cr_sidecar *cr_sidecar_new(const cr_config *cfg, cr_error *err)
 {
@@ -21,7 +15,7 @@ cr_sidecar *cr_sidecar_new(const cr_config *cfg, cr_error *err)
         return NULL;
     }
     s->cfg = cfg;
-    s->epoch = monotonic();
+    s->epoch = cr_rpc_clock();
     s->estimator = cr_estimator_new(&cfg->estimator, err);
     if (!s->estimator) {
         free(s);
@@ -51,7 +45,7 @@ void cr_sidecar_free(cr_sidecar *s)
     free(s);
 }
 
-double cr_sidecar_now(const cr_sidecar *s) { return monotonic() - s->epoch; }
+double cr_sidecar_now(const cr_sidecar *s) { return cr_rpc_clock() - s->epoch; }
 
 cr_installed *cr_sidecar_acquire(cr_sidecar *s)
 {
