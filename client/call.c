@@ -1,12 +1,13 @@
 #include "call.h"
 
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "wire.h"
 
 void cr_client_open(cr_client *c, const char *target, double timeout)
 {
@@ -31,32 +32,6 @@ void cr_client_close(cr_client *c)
     grpc_completion_queue_destroy(c->cq);
 }
 
-static grpc_byte_buffer *pack(const ProtobufCMessage *m)
-{
-    size_t len = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf)
-        return NULL;
-    protobuf_c_message_pack(m, buf);
-    grpc_slice s = grpc_slice_new(buf, len, free);
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
-    return bb;
-}
-
-static ProtobufCMessage *unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *type)
-{
-    grpc_byte_buffer_reader reader;
-    if (!bb || !grpc_byte_buffer_reader_init(&reader, bb))
-        return NULL;
-    grpc_slice s = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
-    ProtobufCMessage *m =
-        protobuf_c_message_unpack(type, NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
-    grpc_slice_unref(s);
-    return m;
-}
-
 grpc_status_code cr_client_call(cr_client *c, const char *method, const ProtobufCMessage *req,
                                 const ProtobufCMessageDescriptor *resp_type,
                                 ProtobufCMessage **resp, char *err, size_t errlen)
@@ -71,7 +46,9 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     grpc_slice path = grpc_slice_from_static_string(method);
     grpc_call *call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
                                                path, NULL, deadline, NULL);
-    grpc_byte_buffer *send = pack(req), *recv = NULL;
+    grpc_byte_buffer *send, *recv = NULL;
+    size_t send_len;
+    int packed = cr_wire_pack(req, SIZE_MAX, &send, &send_len);
     grpc_metadata_array initial, trailing;
     grpc_metadata_array_init(&initial);
     grpc_metadata_array_init(&trailing);
@@ -92,7 +69,11 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     ops[5].data.recv_status_on_client.status = &status;
     ops[5].data.recv_status_on_client.status_details = &details;
     *resp = NULL;
-    if (!send || grpc_call_start_batch(call, ops, 6, call, NULL) != GRPC_CALL_OK) {
+    if (packed != 0) {
+        snprintf(err, errlen, "out of memory packing %s (%zu bytes)", req->descriptor->name,
+                 send_len);
+        status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+    } else if (grpc_call_start_batch(call, ops, 6, call, NULL) != GRPC_CALL_OK) {
         snprintf(err, errlen, "cannot start the call");
         status = GRPC_STATUS_INTERNAL;
     } else {
@@ -100,7 +81,7 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
         char *text = grpc_slice_to_c_string(details);
         snprintf(err, errlen, "%s", text);
         gpr_free(text);
-        if (status == GRPC_STATUS_OK && !(*resp = unpack(recv, resp_type))) {
+        if (status == GRPC_STATUS_OK && !(*resp = cr_wire_unpack(recv, resp_type))) {
             snprintf(err, errlen, "malformed %s answer", resp_type->name);
             status = GRPC_STATUS_INTERNAL;
         }
@@ -114,14 +95,4 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     grpc_metadata_array_destroy(&trailing);
     grpc_call_unref(call);
     return status;
-}
-
-const char *cr_status_name(grpc_status_code code)
-{
-    static const char *const names[] = {
-        "OK",      "CANCELLED",         "UNKNOWN",        "INVALID_ARGUMENT",  "DEADLINE_EXCEEDED",
-        "NOT_FOUND", "ALREADY_EXISTS",  "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-        "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
-        "UNAVAILABLE", "DATA_LOSS",     "UNAUTHENTICATED"};
-    return (unsigned)code < sizeof names / sizeof names[0] ? names[code] : "UNKNOWN";
 }

@@ -1,4 +1,5 @@
-/* Unary gRPC calls over the C core with protobuf-c messages. */
+/* Unary gRPC calls over the C core with protobuf-c messages (packed and
+ * unpacked by proto/wire.h, which also names the status codes). */
 #ifndef CR_CLIENT_CALL_H
 #define CR_CLIENT_CALL_H
 
@@ -21,8 +22,5 @@ void cr_client_close(cr_client *c);
 grpc_status_code cr_client_call(cr_client *c, const char *method, const ProtobufCMessage *req,
                                 const ProtobufCMessageDescriptor *resp_type,
                                 ProtobufCMessage **resp, char *err, size_t errlen);
-
-/* "INVALID_ARGUMENT" for GRPC_STATUS_INVALID_ARGUMENT, and so on. */
-const char *cr_status_name(grpc_status_code code);
 
 #endif

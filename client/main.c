@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "call.h"
+#include "common.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "json.h"
+#include "wire.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
 #define EXIT_RPC 1
@@ -23,10 +26,11 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  plan [--file F] [--from-estimator] [--install]\n"
-    "       [--n-shards R --qcap Q --warm-slots-per-shard W]\n"
+    "       [--n-shards R] [--qcap Q] [--warm-slots-per-shard W]\n"
     "                        plan 'owner,rate' lines from F (default: stdin), or the\n"
-    "                        sidecar's estimator; config flags not given take 8, 50, 200,\n"
-    "                        and with none given the sidecar's own config is used\n"
+    "                        sidecar's estimator; each config flag given replaces the\n"
+    "                        sidecar's value for this plan, the others keep the\n"
+    "                        sidecar's own (its --n-shards, --qcap, ...)\n"
     "  record [--omit-routes] OWNER...   record one arrival per OWNER\n"
     "  rates [OWNER...]      estimated rates (all tracked owners when none given)\n"
     "  forget OWNER...       drop owners from the estimator\n"
@@ -60,21 +64,22 @@ static int fail_usage(const char *fmt, const char *arg)
     return EXIT_USAGE;
 }
 
-static int parse_double(const char *s, double *out)
+/* A number the sidecar checks: what cr_parse_double takes, or nan, inf or
+ * infinity (any case, optional sign), which are passed on as they are so that
+ * the sidecar's INVALID_ARGUMENT names the field and the value. */
+static int parse_number(const char *s, double *out)
 {
-    char *end;
-    errno = 0;
-    *out = strtod(s, &end);
-    return *s && *end == '\0' && errno == 0 ? 0 : -1;
-}
-
-static int parse_i64(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    *out = v;
-    return *s && *end == '\0' && errno == 0 ? 0 : -1;
+    if (cr_parse_double(s, out) == 0)
+        return 0;
+    int neg = *s == '-';
+    const char *w = s + (*s == '-' || *s == '+');
+    if (!strcasecmp(w, "nan"))
+        *out = neg ? -NAN : NAN;
+    else if (!strcasecmp(w, "inf") || !strcasecmp(w, "infinity"))
+        *out = neg ? -INFINITY : INFINITY;
+    else
+        return -1;
+    return 0;
 }
 
 /* Calls method and prints the answer as JSON; returns the exit code. On
@@ -87,7 +92,7 @@ static int call_and_print(cr_client *c, const char *method, const ProtobufCMessa
     char err[1024];
     grpc_status_code st = cr_client_call(c, method, req, resp_type, &resp, err, sizeof err);
     if (st != GRPC_STATUS_OK) {
-        fprintf(stderr, "cacheroute: %s: %s\n", cr_status_name(st), err);
+        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err);
         return EXIT_RPC;
     }
     json_t *j = cr_message_to_json(resp);
@@ -113,7 +118,7 @@ static int parse_rate_line(char *p, int64_t *owner, double *rate)
     char *first = p + strlen(p), *second = comma + 1 + strspn(comma + 1, " \t");
     while (first > p && (first[-1] == ' ' || first[-1] == '\t'))
         *--first = '\0';
-    int bad = parse_i64(p, owner) || parse_double(second, rate);
+    int bad = cr_parse_i64(p, owner) || parse_number(second, rate);
     *comma = ',';
     return bad ? -1 : 0;
 }
@@ -199,7 +204,7 @@ static int parse_owners(char **args, int n, int64_t **owners)
 {
     *owners = malloc((size_t)(n ? n : 1) * sizeof **owners);
     for (int i = 0; *owners && i < n; i++)
-        if (parse_i64(args[i], &(*owners)[i]) != 0) {
+        if (cr_parse_i64(args[i], &(*owners)[i]) != 0) {
             free(*owners);
             return fail_usage("owner must be a 64-bit integer, got '%s'", args[i]);
         }
@@ -280,7 +285,7 @@ static int add_source(options *o, const char *arg)
 {
     const char *eq = strrchr(arg, '=');
     int64_t cached;
-    if (!eq || parse_i64(eq + 1, &cached) || cached < 0 || cached > UINT32_MAX)
+    if (!eq || cr_parse_i64(eq + 1, &cached) || cached < 0 || cached > UINT32_MAX)
         return fail_usage("--source expects NAME=CACHED_TOKENS, got '%s'", arg);
     Cacheroute__V1__KvSource *grown = realloc(o->sources, (o->n_sources + 1) * sizeof *grown);
     if (!grown)
@@ -300,13 +305,13 @@ static int parse_select_option(options *o, int opt, const char *arg)
     case O_SOURCE:
         return add_source(o, arg);
     case O_QUEUE:
-        if (parse_double(arg, &v))
+        if (parse_number(arg, &v))
             return fail_usage("--queue-wait-ms takes a number, got '%s'", arg);
         o->select.queue_case = CACHEROUTE__V1__SELECT_INJECTION_REQUEST__QUEUE_QUEUE_WAIT_MS;
         o->select.queue_wait_ms = v; /* the sidecar rejects negative or NaN, naming it */
         return 0;
     case O_GPU:
-        if (parse_i64(arg, &gpu) || gpu < 0 || gpu > UINT32_MAX)
+        if (cr_parse_i64(arg, &gpu) || gpu < 0 || gpu > UINT32_MAX)
             return fail_usage("--gpu takes a GPU index, got '%s'", arg);
         o->select.gpu = (uint32_t)gpu;
         return 0;
@@ -322,7 +327,7 @@ static int parse_select_option(options *o, int opt, const char *arg)
 static int parse_tokens(const char *arg, uint32_t *out)
 {
     int64_t v;
-    if (parse_i64(arg, &v) || v < 0 || v > UINT32_MAX)
+    if (cr_parse_i64(arg, &v) || v < 0 || v > UINT32_MAX)
         return fail_usage("token counts are integers in 0..4294967295, got '%s'", arg);
     *out = (uint32_t)v;
     return 0;
@@ -364,7 +369,7 @@ static int parse_options(int argc, char **argv, options *o)
         switch (opt) {
         case O_TARGET: o->target = optarg; break;
         case O_TIMEOUT:
-            if (parse_double(optarg, &o->timeout) || !(o->timeout > 0) || isinf(o->timeout))
+            if (cr_parse_double(optarg, &o->timeout) || !(o->timeout > 0))
                 return fail_usage("--timeout must be a number of seconds > 0, got '%s'", optarg);
             break;
         case O_FILE: o->file = optarg; break;
@@ -375,18 +380,24 @@ static int parse_options(int argc, char **argv, options *o)
         case O_SHARDS:
         case O_QCAP:
         case O_WARM:
-            /* Range checks are the sidecar's: it names the field and value. */
-            if (parse_double(optarg, &v))
+            /* Range checks are the sidecar's: it names the field and value.
+             * Only the flags given are sent (has_*); the sidecar fills in the
+             * others from its own config. */
+            if (parse_number(optarg, &v))
                 return fail_usage("config flags take numbers, got '%s'", optarg);
             if (opt == O_SHARDS && !(v >= 0 && v <= 4294967295.0 && v == (uint32_t)v))
                 return fail_usage("--n-shards takes a whole number, got '%s'", optarg);
             o->have_config = 1;
-            if (opt == O_SHARDS)
+            if (opt == O_SHARDS) {
+                o->config.has_n_shards = 1;
                 o->config.n_shards = (uint32_t)v;
-            else if (opt == O_QCAP)
+            } else if (opt == O_QCAP) {
+                o->config.has_qcap = 1;
                 o->config.qcap = v;
-            else
+            } else {
+                o->config.has_warm_slots_per_shard = 1;
                 o->config.warm_slots_per_shard = v;
+            }
             break;
         case O_SOURCE:
         case O_QUEUE:
@@ -406,10 +417,7 @@ static int parse_options(int argc, char **argv, options *o)
 int main(int argc, char **argv)
 {
     options o = {.timeout = 10};
-    cacheroute__v1__planner_config__init(&o.config);
-    o.config.n_shards = 8;
-    o.config.qcap = 50;
-    o.config.warm_slots_per_shard = 200;
+    cacheroute__v1__planner_config__init(&o.config); /* no field set */
     cacheroute__v1__select_injection_request__init(&o.select);
     o.target = getenv("CACHEROUTE_TARGET") ? getenv("CACHEROUTE_TARGET") : "127.0.0.1:50051";
     int rc = parse_options(argc, argv, &o);

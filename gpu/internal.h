@@ -1,11 +1,15 @@
-/* Internal to the gpu library: the CUDA probe, snapshot assembly and the
- * clock and wait hooks that let the prober interrupt a probe's sleep. */
+/* Internal to the gpu library: the CUDA probe, snapshot assembly, the probe
+ * with an injectable wait (which lets the prober's ticker interrupt a probe's
+ * sleep), and the sysfs and NIC counter helpers. The pure parts shared with
+ * tests are in probe_test.h. */
 #ifndef CR_GPU_INTERNAL_H
 #define CR_GPU_INTERNAL_H
 
-#include <time.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "probe.h"
+#include "probe_test.h"
 
 /* Loads library (dlopen) and probes every device into gpus (room for
  * CR_PROBE_MAX_GPUS), timing host-to-device copies when measure_h2d.
@@ -14,15 +18,9 @@
 int cr_cuda_probe(const char *library, int measure_h2d, cr_gpu_info *gpus, size_t *n, char *reason,
                   size_t reason_len);
 
-/* Seconds on CLOCK_MONOTONIC, and back to a timespec for absolute waits. */
-double cr_mono_s(void);
-struct timespec cr_timespec_of(double s);
-
-/* Sleeps until deadline_s (cr_mono_s time); returns nonzero when told to
- * stop early. */
-typedef int (*cr_wait_fn)(void *ctx, double deadline_s);
-
-/* One probe with an injectable wait; the snapshot holds one reference. */
+/* One probe with an injectable wait (cr_ticker_wait with a ticker or NULL;
+ * nonzero from it abandons the NIC sample); the snapshot holds one reference
+ * and carries generation. */
 const cr_node_snapshot *cr_probe_node(const cr_probe_config *cfg, cr_wait_fn wait, void *ctx,
                                       uint64_t generation, cr_error *err);
 
@@ -30,8 +28,11 @@ const cr_node_snapshot *cr_probe_node(const cr_probe_config *cfg, cr_wait_fn wai
  * of memory. */
 cr_node_snapshot *cr_snapshot_new(const cr_gpu_info *gpus, size_t n_gpus, const cr_nic_info *nics,
                                   size_t n_nics);
-/* Adds a reference to a snapshot the caller can already reach safely. */
-void cr_snapshot_retain(const cr_node_snapshot *snap);
+/* A snapshot's embedded reference count (what cr_published holds), and the
+ * snapshot a reference belongs to; NULL gives NULL both ways. Only for
+ * snapshots from cr_snapshot_new. */
+cr_ref *cr_snapshot_ref(const cr_node_snapshot *snap);
+const cr_node_snapshot *cr_snapshot_of_ref(cr_ref *ref);
 
 /* ---- sysfs text files (sysfs.c) ---- */
 

@@ -1,13 +1,12 @@
-/* The prober: re-probes on its own thread and publishes snapshots.
+/* The prober: re-probes on a cr_ticker and publishes snapshots.
  *
- * The mutex guards the current pointer and the stop flag only, never a
- * probe, so cr_prober_acquire waits at most for a pointer swap. The same
- * mutex backs the condvar the thread sleeps on, which is what lets
- * cr_prober_stop cut a long interval short. */
+ * The current snapshot is a cr_published (its mutex guards the pointer swap
+ * only, never a probe), so cr_prober_acquire waits at most for a swap. The
+ * ticker's thread runs the re-probes, and its wait, handed to the probe,
+ * is what lets cr_prober_stop cut a NIC sampling window short as well as an
+ * interval. */
 #include "internal.h"
 
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,13 +14,11 @@ struct cr_prober {
     cr_probe_config cfg; /* its strings point at the copies below */
     char *sysfs_root, *cuda_library;
     char **nic_names;
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* on CLOCK_MONOTONIC: wall-clock jumps don't matter */
-    int sync_ready;
-    int stopping;
-    const cr_node_snapshot *current;
-    pthread_t thread;
-    int has_thread;
+    cr_published current; /* of cr_snapshot_ref(snapshot) */
+    int current_ready;
+    uint64_t generation; /* of the newest snapshot; only the ticker's thread
+                          * changes it once the ticker runs */
+    cr_ticker *ticker;   /* NULL when interval_s is 0 */
 };
 
 static int copy_config(cr_prober *p, const cr_probe_config *cfg)
@@ -42,79 +39,43 @@ static int copy_config(cr_prober *p, const cr_probe_config *cfg)
     return 0;
 }
 
-static int init_sync(cr_prober *p)
-{
-    pthread_condattr_t attr;
-    if (pthread_condattr_init(&attr))
-        return -1;
-    int rc =
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) || pthread_cond_init(&p->wake, &attr);
-    pthread_condattr_destroy(&attr);
-    if (rc)
-        return -1;
-    if (pthread_mutex_init(&p->lock, NULL)) {
-        pthread_cond_destroy(&p->wake);
-        return -1;
-    }
-    p->sync_ready = 1;
-    return 0;
-}
-
+/* Frees p; the ticker, if any, is stopped already. */
 static void destroy(cr_prober *p)
 {
     if (!p)
         return;
-    cr_node_snapshot_release(p->current);
+    if (p->current_ready)
+        cr_published_destroy(&p->current); /* drops the prober's reference */
     for (size_t i = 0; p->nic_names && p->nic_names[i]; i++)
         free(p->nic_names[i]);
     free(p->nic_names);
     free(p->sysfs_root);
     free(p->cuda_library);
-    if (p->sync_ready) {
-        pthread_cond_destroy(&p->wake);
-        pthread_mutex_destroy(&p->lock);
-    }
     free(p);
 }
 
-/* The prober's cr_wait_fn: a timed wait that stop interrupts. */
-static int wait_or_stop(void *ctx, double deadline_s)
-{
-    cr_prober *p = ctx;
-    struct timespec ts = cr_timespec_of(deadline_s);
-    pthread_mutex_lock(&p->lock);
-    /* 0 is a wake-up (maybe spurious): look again; anything else ends it. */
-    while (!p->stopping && pthread_cond_timedwait(&p->wake, &p->lock, &ts) == 0)
-        ;
-    int stop = p->stopping;
-    pthread_mutex_unlock(&p->lock);
-    return stop;
-}
-
+/* Makes s current (taking over its reference) and tells on_snapshot. s stays
+ * valid for the call: only this thread (the starter, then the ticker's)
+ * replaces it. */
 static void publish(cr_prober *p, const cr_node_snapshot *s)
 {
-    pthread_mutex_lock(&p->lock);
-    const cr_node_snapshot *old = p->current;
-    p->current = s;
-    pthread_mutex_unlock(&p->lock);
-    cr_node_snapshot_release(old); /* freed here only if no reader holds it */
+    cr_published_swap(&p->current, cr_snapshot_ref(s));
+    if (p->cfg.on_snapshot)
+        p->cfg.on_snapshot(p->cfg.on_snapshot_ctx, s);
 }
 
-static void *run(void *arg)
+/* One re-probe, on the ticker's thread. The probe's NIC sampling window
+ * waits on the ticker, so a stop cuts it short. */
+static void reprobe(void *ctx, cr_ticker *ticker)
 {
-    cr_prober *p = arg;
-    uint64_t generation = p->current->generation; /* only this thread publishes */
-    while (!wait_or_stop(p, cr_mono_s() + p->cfg.interval_s)) {
-        cr_error err;
-        const cr_node_snapshot *s = cr_probe_node(&p->cfg, wait_or_stop, p, generation + 1, &err);
-        if (s) { /* out of memory: keep serving the last snapshot */
-            generation++;
-            publish(p, s);
-            if (p->cfg.on_snapshot) /* only this thread replaces s */
-                p->cfg.on_snapshot(p->cfg.on_snapshot_ctx, s);
-        }
+    cr_prober *p = ctx;
+    cr_error err;
+    const cr_node_snapshot *s =
+        cr_probe_node(&p->cfg, cr_ticker_wait, ticker, p->generation + 1, &err);
+    if (s) { /* out of memory: keep serving the last snapshot */
+        p->generation++;
+        publish(p, s);
     }
-    return NULL;
 }
 
 cr_prober *cr_prober_start(const cr_probe_config *cfg, cr_error *err)
@@ -122,47 +83,46 @@ cr_prober *cr_prober_start(const cr_probe_config *cfg, cr_error *err)
     if (cr_probe_config_check(cfg, err) != CR_OK)
         return NULL;
     cr_prober *p = calloc(1, sizeof *p);
-    if (!p || copy_config(p, cfg) || init_sync(p)) {
-        snprintf(err->msg, sizeof err->msg, "out of memory starting the prober");
+    if (!p || copy_config(p, cfg)) {
+        cr_fail(err, CR_ENOMEM, "out of memory starting the prober");
         destroy(p);
         return NULL;
     }
-    if (!(p->current = cr_probe_node(&p->cfg, wait_or_stop, p, 1, err))) {
+    cr_published_init(&p->current);
+    p->current_ready = 1;
+    /* No ticker yet: the first probe's NIC window is a plain sleep. */
+    const cr_node_snapshot *first = cr_probe_node(&p->cfg, cr_ticker_wait, NULL, 1, err);
+    if (!first) {
         destroy(p);
         return NULL;
     }
-    if (p->cfg.on_snapshot)
-        p->cfg.on_snapshot(p->cfg.on_snapshot_ctx, p->current);
+    p->generation = 1;
+    publish(p, first);
     if (p->cfg.interval_s > 0) {
-        int rc = pthread_create(&p->thread, NULL, run, p);
-        if (rc) {
-            snprintf(err->msg, sizeof err->msg, "cannot start the prober thread: %s", strerror(rc));
+        cr_error terr;
+        if (!(p->ticker = cr_ticker_start(p->cfg.interval_s, reprobe, p, &terr))) {
+            cr_fail(err, CR_ENOMEM, "cannot start the prober thread: %s", terr.msg);
             destroy(p);
             return NULL;
         }
-        p->has_thread = 1;
     }
     return p;
 }
 
 const cr_node_snapshot *cr_prober_acquire(cr_prober *p)
 {
-    pthread_mutex_lock(&p->lock);
-    const cr_node_snapshot *s = p->current;
-    cr_snapshot_retain(s);
-    pthread_mutex_unlock(&p->lock);
-    return s;
+    return cr_snapshot_of_ref(cr_published_acquire(&p->current, NULL));
 }
 
 void cr_prober_stop(cr_prober *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->lock);
-    p->stopping = 1;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
-    if (p->has_thread)
-        pthread_join(p->thread, NULL);
+    cr_ticker_stop(p->ticker); /* NULL is ignored; joins the thread */
     destroy(p);
+}
+
+cr_ticker *cr_prober_test_ticker(cr_prober *p)
+{
+    return p->ticker;
 }

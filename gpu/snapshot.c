@@ -1,19 +1,24 @@
-/* Immutable snapshots: one allocation holding a reference count, the public
- * struct and both arrays, so a reader's reference keeps all of it alive. */
+/* Immutable snapshots: one allocation holding the reference count (a cr_ref),
+ * the public struct and both arrays, so a reader's reference keeps all of it
+ * alive. */
 #include "internal.h"
 
 #include <stdalign.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct snapshot_box {
-    atomic_size_t refs;
+    cr_ref ref;
     cr_node_snapshot snap;
     alignas(max_align_t) unsigned char arrays[]; /* gpus, then nics */
 } snapshot_box;
+
+static void box_free(cr_ref *ref)
+{
+    free((snapshot_box *)((char *)ref - offsetof(snapshot_box, ref)));
+}
 
 cr_node_snapshot *cr_snapshot_new(const cr_gpu_info *gpus, size_t n_gpus, const cr_nic_info *nics,
                                   size_t n_nics)
@@ -22,7 +27,7 @@ cr_node_snapshot *cr_snapshot_new(const cr_gpu_info *gpus, size_t n_gpus, const 
     snapshot_box *b = calloc(1, sizeof *b + gpu_bytes + n_nics * sizeof *nics);
     if (!b)
         return NULL;
-    atomic_init(&b->refs, 1);
+    cr_ref_init(&b->ref, box_free);
     cr_gpu_info *g = (cr_gpu_info *)b->arrays;
     cr_nic_info *c = (cr_nic_info *)(b->arrays + gpu_bytes);
     if (n_gpus)
@@ -37,24 +42,22 @@ cr_node_snapshot *cr_snapshot_new(const cr_gpu_info *gpus, size_t n_gpus, const 
 }
 
 /* Snapshots are handed out const; the count is the one mutable part. */
-static snapshot_box *box_of(const cr_node_snapshot *snap)
+cr_ref *cr_snapshot_ref(const cr_node_snapshot *snap)
 {
-    return (snapshot_box *)((char *)(uintptr_t)snap - offsetof(snapshot_box, snap));
+    if (!snap)
+        return NULL;
+    snapshot_box *b = (snapshot_box *)((char *)(uintptr_t)snap - offsetof(snapshot_box, snap));
+    return &b->ref;
+}
+
+const cr_node_snapshot *cr_snapshot_of_ref(cr_ref *ref)
+{
+    if (!ref)
+        return NULL;
+    return &((snapshot_box *)((char *)ref - offsetof(snapshot_box, ref)))->snap;
 }
 
 void cr_node_snapshot_release(const cr_node_snapshot *snap)
 {
-    if (!snap)
-        return;
-    snapshot_box *b = box_of(snap);
-    /* acq_rel: the last releaser must see every other holder's reads done. */
-    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
-        free(b);
-}
-
-/* The caller holds a reference (or the lock that keeps one alive), so a
- * relaxed add is enough: nothing is read through this count. */
-void cr_snapshot_retain(const cr_node_snapshot *snap)
-{
-    atomic_fetch_add_explicit(&box_of(snap)->refs, 1, memory_order_relaxed);
+    cr_ref_release(cr_snapshot_ref(snap)); /* NULL is ignored */
 }

@@ -1,169 +1,136 @@
-/* Operator settings: defaults, flag parsing and range checks, driven by one
- * table so that a flag's parse and its check cannot drift apart. */
+/* Operator settings: the inject component's option rows (defaults, bounds,
+ * help), and the two structured flags' parsers. Parsing, defaults and
+ * range checks all read the rows, so a flag's parse and its check cannot
+ * drift apart. */
 #include "internal.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_COUNT 1000000u /* layers, heads, dims: far above any real model */
+#define MAX_COUNT 1000000 /* layers, heads, dims: far above any real model */
+#define AT(field) offsetof(cr_inject_config, field)
 
-typedef enum rule {
-    RULE_COUNT,    /* uint32_t, 1..MAX_COUNT */
-    RULE_POSITIVE, /* double, finite, > 0 */
-    RULE_NONNEG,   /* double, finite, >= 0 */
-    RULE_FRACTION, /* double, in (0, 1] */
-} rule;
+/* A count: uint32_t in 1..MAX_COUNT. */
+#define COUNT(flag, field, default_, bit, text)                                                   \
+    {.name = flag, .key = #field, .type = CR_OPT_U32, .offset = AT(field), .def = default_,        \
+     .min = 1, .max = MAX_COUNT, .set_bit = bit, .help = text}
+/* A double, finite and > 0 (POSITIVE), >= 0 (NONNEG), or in (0, 1]. */
+#define POSITIVE(flag, field, default_, bit, text)                                                \
+    {.name = flag, .key = #field, .type = CR_OPT_DOUBLE, .offset = AT(field), .def = default_,     \
+     .min = 0, .max = INFINITY, .flags = CR_OPT_MIN_OPEN, .set_bit = bit, .help = text}
+#define NONNEG(flag, field, default_, bit, text)                                                  \
+    {.name = flag, .key = #field, .type = CR_OPT_DOUBLE, .offset = AT(field), .def = default_,     \
+     .min = 0, .max = INFINITY, .set_bit = bit, .help = text}
+#define FRACTION(flag, field, default_, text)                                                     \
+    {.name = flag, .key = #field, .type = CR_OPT_DOUBLE, .offset = AT(field), .def = default_,     \
+     .min = 0, .max = 1, .flags = CR_OPT_MIN_OPEN, .help = text}
 
-static const struct flag {
-    const char *name;
-    size_t offset;
-    rule rule;
-    unsigned set_bit;
-    int only_when_set; /* the field means nothing until the flag is given */
-} FLAGS[] = {
-    {"--model-layers", offsetof(cr_inject_config, model_layers), RULE_COUNT,
-     CR_INJECT_SET_MODEL_SHAPE, 0},
-    {"--model-kv-heads", offsetof(cr_inject_config, model_kv_heads), RULE_COUNT,
-     CR_INJECT_SET_MODEL_SHAPE, 0},
-    {"--model-head-dim", offsetof(cr_inject_config, model_head_dim), RULE_COUNT,
-     CR_INJECT_SET_MODEL_SHAPE, 0},
-    {"--kv-dtype-bytes", offsetof(cr_inject_config, kv_dtype_bytes), RULE_COUNT,
-     CR_INJECT_SET_MODEL_SHAPE, 0},
-    {"--tensor-parallel", offsetof(cr_inject_config, tensor_parallel), RULE_COUNT,
-     CR_INJECT_SET_MODEL_SHAPE, 0},
-    {"--kv-bytes-per-token", offsetof(cr_inject_config, kv_bytes_per_token), RULE_POSITIVE,
-     CR_INJECT_SET_KV_BYTES, 1},
-    {"--model-params-b", offsetof(cr_inject_config, model_params_b), RULE_POSITIVE, 0, 0},
-    {"--model-d-model", offsetof(cr_inject_config, model_d_model), RULE_COUNT, 0, 0},
-    {"--mfu", offsetof(cr_inject_config, mfu), RULE_FRACTION, 0, 0},
-    {"--peak-tflops", offsetof(cr_inject_config, peak_tflops), RULE_POSITIVE, CR_INJECT_SET_PEAK,
-     0},
-    {"--prefill-fixed-ms", offsetof(cr_inject_config, prefill_fixed_ms), RULE_NONNEG, 0, 0},
-    {"--link-gbps", offsetof(cr_inject_config, link_gbps), RULE_POSITIVE, CR_INJECT_SET_LINK, 0},
-    {"--link-efficiency", offsetof(cr_inject_config, link_efficiency), RULE_FRACTION, 0, 0},
-    {"--h2d-gbps", offsetof(cr_inject_config, h2d_gbps), RULE_POSITIVE, CR_INJECT_SET_H2D, 0},
-    {"--load-fixed-ms", offsetof(cr_inject_config, load_fixed_ms), RULE_NONNEG, 0, 0},
-    {"--link-queue-penalty", offsetof(cr_inject_config, link_queue_penalty), RULE_NONNEG,
-     CR_INJECT_SET_PENALTY, 0},
-    {"--decision-margin-ms", offsetof(cr_inject_config, decision_margin_ms), RULE_NONNEG,
-     CR_INJECT_SET_MARGIN, 0},
+static cr_status set_prefill_coeffs(void *cfg, const char *value, cr_error *err);
+static int show_prefill_coeffs(const void *cfg, char *buf, size_t len);
+static cr_status set_kv_source(void *cfg, const char *value, cr_error *err);
+static int show_kv_sources(const void *cfg, char *buf, size_t len);
+static void release(void *cfg);
+
+/* Defaults: Llama-3.1-8B, BF16, on an A100 with a 10 Gb/s link. */
+static const cr_option ROWS[] = {
+    COUNT("model-layers", model_layers, 32, CR_INJECT_SET_MODEL_SHAPE,
+          "transformer layers (KV size, prefill c)"),
+    COUNT("model-kv-heads", model_kv_heads, 8, CR_INJECT_SET_MODEL_SHAPE, "KV heads (KV size)"),
+    COUNT("model-head-dim", model_head_dim, 128, CR_INJECT_SET_MODEL_SHAPE,
+          "head dimension (KV size)"),
+    COUNT("kv-dtype-bytes", kv_dtype_bytes, 2, CR_INJECT_SET_MODEL_SHAPE, "bytes per KV element"),
+    COUNT("tensor-parallel", tensor_parallel, 1, CR_INJECT_SET_MODEL_SHAPE,
+          "tensor-parallel ways; divides the KV size"),
+    {.name = "kv-bytes-per-token", .key = "kv_bytes_per_token", .type = CR_OPT_DOUBLE,
+     .offset = AT(kv_bytes_per_token), .def_text = "from the model shape", .min = 0,
+     .max = INFINITY, .flags = CR_OPT_MIN_OPEN | CR_OPT_UNSET, .set_bit = CR_INJECT_SET_KV_BYTES,
+     .help = "KV cache bytes per token; overrides the shape"},
+    POSITIVE("model-params-b", model_params_b, 8.03, 0, "model parameters in 10^9 (prefill b)"),
+    COUNT("model-d-model", model_d_model, 4096, 0, "hidden size (prefill c)"),
+    FRACTION("mfu", mfu, 0.5, "model FLOPs utilization during prefill"),
+    POSITIVE("peak-tflops", peak_tflops, 312, CR_INJECT_SET_PEAK,
+             "dense BF16 teraFLOP/s when no GPU is probed or its architecture is unknown"),
+    NONNEG("prefill-fixed-ms", prefill_fixed_ms, 10, 0, "prefill a: fixed ms per request"),
+    {.name = "prefill-coeffs", .key = "prefill_coeffs", .type = CR_OPT_CUSTOM,
+     .def_text = "from the probe", .flags = CR_OPT_UNSET,
+     .set_bit = CR_INJECT_SET_PREFILL_COEFFS, .set = set_prefill_coeffs,
+     .show = show_prefill_coeffs,
+     .help = "a,b,c fitted prefill coefficients (ms, ms/token, ms/token^2); override a, b and c"},
+    {.name = "kv-source", .key = "kv_sources", .type = CR_OPT_CUSTOM, .def_text = "none",
+     .flags = CR_OPT_REPEATABLE, .set = set_kv_source, .show = show_kv_sources,
+     .help = "NAME=GBPS[,RTT_MS]: a KV source's link in gigabits/s (10^9) and rtt in ms"},
+    POSITIVE("link-gbps", link_gbps, 10, CR_INJECT_SET_LINK,
+             "link to KV sources in gigabits/s (10^9) when no NIC speed is probed"),
+    FRACTION("link-efficiency", link_efficiency, 0.825, "usable fraction of link bandwidth"),
+    POSITIVE("h2d-gbps", h2d_gbps, 25, CR_INJECT_SET_H2D,
+             "host-to-GPU gigabytes/s (10^9) when not measured"),
+    NONNEG("load-fixed-ms", load_fixed_ms, 2, 0, "fixed ms per KV load into the GPU"),
+    NONNEG("link-queue-penalty", link_queue_penalty, 0.5, CR_INJECT_SET_PENALTY,
+           "weight of link wait in the KV score"),
+    NONNEG("decision-margin-ms", decision_margin_ms, 100, CR_INJECT_SET_MARGIN,
+           "KV must beat text by this many ms"),
 };
 
-#define N_FLAGS (sizeof FLAGS / sizeof FLAGS[0])
+const cr_option_table cr_inject_options = {
+    .group = "inject",
+    .rows = ROWS,
+    .n = sizeof ROWS / sizeof ROWS[0],
+    .set_offset = AT(set),
+    .release = release,
+};
 
 void cr_inject_config_default(cr_inject_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->model_layers = 32;
-    cfg->model_kv_heads = 8;
-    cfg->model_head_dim = 128;
-    cfg->kv_dtype_bytes = 2;
-    cfg->tensor_parallel = 1;
-    cfg->model_params_b = 8.03;
-    cfg->model_d_model = 4096;
-    cfg->mfu = 0.5;
-    cfg->peak_tflops = 312;
-    cfg->prefill_fixed_ms = 10;
-    cfg->link_gbps = 10;
-    cfg->link_efficiency = 0.825;
-    cfg->h2d_gbps = 25;
-    cfg->load_fixed_ms = 2;
-    cfg->link_queue_penalty = 0.5;
-    cfg->decision_margin_ms = 100;
+    cr_options_defaults(&cr_inject_options, cfg);
+}
+
+static void release(void *cfg)
+{
+    cr_inject_config *c = cfg;
+    free(c->kv_sources);
+    c->kv_sources = NULL;
+    c->n_kv_sources = 0;
 }
 
 void cr_inject_config_clear(cr_inject_config *cfg)
 {
-    free(cfg->kv_sources);
+    cr_options_release(&cr_inject_options, cfg);
     cr_inject_config_default(cfg);
 }
 
-static const char *rule_text(rule r)
-{
-    switch (r) {
-    case RULE_COUNT:
-        return "must be an integer in 1..1000000";
-    case RULE_POSITIVE:
-        return "must be finite and > 0";
-    case RULE_NONNEG:
-        return "must be finite and >= 0";
-    default:
-        return "must be in (0, 1]";
-    }
-}
+/* ---- the structured flags -------------------------------------------------- */
 
-static int rule_ok(rule r, double v)
-{
-    switch (r) {
-    case RULE_COUNT:
-        return v >= 1 && v <= MAX_COUNT && v == floor(v);
-    case RULE_POSITIVE:
-        return isfinite(v) && v > 0;
-    case RULE_NONNEG:
-        return isfinite(v) && v >= 0;
-    default:
-        return v > 0 && v <= 1;
-    }
-}
-
-static double field_get(const cr_inject_config *cfg, const struct flag *f)
-{
-    const char *p = (const char *)cfg + f->offset;
-    return f->rule == RULE_COUNT ? *(const uint32_t *)p : *(const double *)p;
-}
-
-static void field_put(cr_inject_config *cfg, const struct flag *f, double v)
-{
-    char *p = (char *)cfg + f->offset;
-    if (f->rule == RULE_COUNT)
-        *(uint32_t *)p = (uint32_t)v;
-    else
-        *(double *)p = v;
-}
-
-/* A whole-string number; integers for counts (no sign, no exponent). */
-static int parse_number(const char *s, rule r, double *v)
-{
-    char *end;
-    errno = 0;
-    if (r == RULE_COUNT) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        unsigned long long u = strtoull(s, &end, 10);
-        *v = u > MAX_COUNT ? (double)MAX_COUNT + 1 : (double)u;
-    } else {
-        *v = strtod(s, &end);
-    }
-    return end == s || *end || (errno && r == RULE_COUNT) ? -1 : 0;
-}
-
-/* Splits "x,y,z" into at most max numbers; -1 on any empty or malformed
- * part (",,", a trailing comma) or too many parts. */
+/* Splits "x,y,z" into at most max numbers, each a whole finite number
+ * (cr_parse_double): -1 on any empty or malformed part (",,", a trailing
+ * comma), too many parts, or out of memory. */
 static int parse_list(const char *s, double *out, size_t max, size_t *n)
 {
-    for (*n = 0; *n < max; s++) {
-        char *end;
-        out[*n] = strtod(s, &end);
-        if (end == s)
-            return -1;
-        (*n)++;
-        if (*end == '\0')
-            return 0;
-        if (*end != ',')
-            return -1;
-        s = end;
+    char *copy = strdup(s), *part = copy;
+    int rc = copy ? 0 : -1;
+    for (*n = 0; rc == 0; (*n)++) {
+        char *comma = strchr(part, ',');
+        if (comma)
+            *comma = '\0';
+        if (*n == max || cr_parse_double(part, &out[*n]) != 0)
+            rc = -1;
+        if (!comma)
+            break;
+        part = comma + 1;
     }
-    return -1;
+    if (rc == 0)
+        (*n)++;
+    free(copy);
+    return rc;
 }
 
 static int all_nonneg(const double *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!rule_ok(RULE_NONNEG, v[i]))
+        if (!(isfinite(v[i]) && v[i] >= 0))
             return 0;
     }
     return 1;
@@ -173,34 +140,57 @@ cr_status cr_inject_parse_prefill_coeffs(const char *value, double out[3], cr_er
 {
     double v[3];
     size_t n;
-    if (parse_list(value, v, 3, &n) < 0 || n != 3 || !all_nonneg(v, 3)) {
-        snprintf(err->msg, sizeof err->msg,
-                 "--prefill-coeffs expects a,b,c: three finite numbers >= 0, got \"%s\"", value);
-        return CR_EINVAL;
-    }
+    if (parse_list(value, v, 3, &n) < 0 || n != 3 || !all_nonneg(v, 3))
+        return cr_fail(err, CR_EINVAL,
+                       "--prefill-coeffs expects a,b,c: three finite numbers >= 0, got \"%s\"",
+                       value);
     memcpy(out, v, sizeof v);
     return CR_OK;
+}
+
+static cr_status set_prefill_coeffs(void *cfg, const char *value, cr_error *err)
+{
+    return cr_inject_parse_prefill_coeffs(value, ((cr_inject_config *)cfg)->prefill_coeffs, err);
+}
+
+/* snprintf's contract: the whole text's length, buf holding what fits. */
+static int append(char *buf, size_t len, int used, const char *text)
+{
+    size_t at = (size_t)used < len ? (size_t)used : len;
+    int n = snprintf(buf + at, len - at, "%s", text);
+    return used + n;
+}
+
+static int show_prefill_coeffs(const void *cfg, char *buf, size_t len)
+{
+    const cr_inject_config *c = cfg;
+    if (!(c->set & CR_INJECT_SET_PREFILL_COEFFS))
+        return 0;
+    int used = 0;
+    for (int i = 0; i < 3; i++) {
+        char num[40];
+        cr_option_number_text(c->prefill_coeffs[i], num, sizeof num);
+        used = append(buf, len, append(buf, len, used, i ? "," : ""), num);
+    }
+    return used;
 }
 
 static cr_status check_name_len(size_t len, cr_error *err)
 {
     if (len >= 1 && len <= CR_INJECT_NAME_MAX)
         return CR_OK;
-    snprintf(err->msg, sizeof err->msg, "--kv-source name must be 1..%d bytes, got %zu",
-             CR_INJECT_NAME_MAX, len);
-    return CR_EINVAL;
+    return cr_fail(err, CR_EINVAL, "--kv-source name must be 1..%d bytes, got %zu",
+                   CR_INJECT_NAME_MAX, len);
 }
 
 static cr_status check_kv_source(const cr_kv_source_spec *s, cr_error *err)
 {
     if (check_name_len(strnlen(s->name, sizeof s->name), err) != CR_OK)
         return CR_EINVAL;
-    if (!rule_ok(RULE_POSITIVE, s->gbps) || !rule_ok(RULE_NONNEG, s->rtt_ms)) {
-        snprintf(err->msg, sizeof err->msg,
-                 "--kv-source %s needs GBPS finite > 0 and RTT_MS finite >= 0, got %g,%g", s->name,
-                 s->gbps, s->rtt_ms);
-        return CR_EINVAL;
-    }
+    if (!(isfinite(s->gbps) && s->gbps > 0) || !all_nonneg(&s->rtt_ms, 1))
+        return cr_fail(err, CR_EINVAL,
+                       "--kv-source %s needs GBPS finite > 0 and RTT_MS finite >= 0, got %g,%g",
+                       s->name, s->gbps, s->rtt_ms);
     return CR_OK;
 }
 
@@ -210,11 +200,9 @@ cr_status cr_inject_parse_kv_source(const char *value, cr_kv_source_spec *out, c
     const char *eq = strrchr(value, '=');
     double v[2] = {0, CR_INJECT_DEFAULT_RTT_MS};
     size_t n = 0;
-    if (!eq || parse_list(eq + 1, v, 2, &n) < 0) {
-        snprintf(err->msg, sizeof err->msg, "--kv-source expects NAME=GBPS[,RTT_MS], got \"%s\"",
-                 value);
-        return CR_EINVAL;
-    }
+    if (!eq || parse_list(eq + 1, v, 2, &n) < 0)
+        return cr_fail(err, CR_EINVAL, "--kv-source expects NAME=GBPS[,RTT_MS], got \"%s\"",
+                       value);
     cr_kv_source_spec s = {.gbps = v[0], .rtt_ms = v[1]};
     size_t len = (size_t)(eq - value);
     if (check_name_len(len, err) != CR_OK)
@@ -229,80 +217,66 @@ cr_status cr_inject_parse_kv_source(const char *value, cr_kv_source_spec *out, c
 static cr_status check_unique(const cr_kv_source_spec *v, size_t n, const char *name, cr_error *err)
 {
     for (size_t i = 0; i < n; i++) {
-        if (strcmp(v[i].name, name) == 0) {
-            snprintf(err->msg, sizeof err->msg, "--kv-source %s given twice", name);
-            return CR_EINVAL;
-        }
+        if (strcmp(v[i].name, name) == 0)
+            return cr_fail(err, CR_EINVAL, "--kv-source %s given twice", name);
     }
     return CR_OK;
 }
 
-static cr_status add_kv_source(cr_inject_config *cfg, const char *value, cr_error *err)
+static cr_status set_kv_source(void *config, const char *value, cr_error *err)
 {
+    cr_inject_config *cfg = config;
     cr_kv_source_spec s;
     if (cr_inject_parse_kv_source(value, &s, err) != CR_OK ||
         check_unique(cfg->kv_sources, cfg->n_kv_sources, s.name, err) != CR_OK)
         return CR_EINVAL;
     cr_kv_source_spec *v = realloc(cfg->kv_sources, (cfg->n_kv_sources + 1) * sizeof *v);
-    if (!v) {
-        snprintf(err->msg, sizeof err->msg, "out of memory adding --kv-source %s", s.name);
-        return CR_ENOMEM;
-    }
+    if (!v)
+        return cr_fail(err, CR_ENOMEM, "out of memory adding --kv-source %s", s.name);
     v[cfg->n_kv_sources++] = s;
     cfg->kv_sources = v;
     return CR_OK;
 }
 
-static cr_status flag_error(const struct flag *f, const char *text, double v, cr_error *err)
+/* "NAME=GBPS,RTT_MS" per source, space-separated (the variable's form). */
+static int show_kv_sources(const void *cfg, char *buf, size_t len)
 {
-    if (text)
-        snprintf(err->msg, sizeof err->msg, "%s %s, got \"%s\"", f->name, rule_text(f->rule), text);
-    else
-        snprintf(err->msg, sizeof err->msg, "%s %s, got %g", f->name, rule_text(f->rule), v);
-    return CR_EINVAL;
+    const cr_inject_config *c = cfg;
+    int used = 0;
+    for (size_t i = 0; i < c->n_kv_sources; i++) {
+        char gbps[40], rtt[40];
+        cr_option_number_text(c->kv_sources[i].gbps, gbps, sizeof gbps);
+        cr_option_number_text(c->kv_sources[i].rtt_ms, rtt, sizeof rtt);
+        used = append(buf, len, used, i ? " " : "");
+        used = append(buf, len, used, c->kv_sources[i].name);
+        used = append(buf, len, append(buf, len, append(buf, len, used, "="), gbps), ",");
+        used = append(buf, len, used, rtt);
+    }
+    return used;
 }
+
+/* ---- set and check ------------------------------------------------------------ */
 
 cr_status cr_inject_config_set(cr_inject_config *cfg, const char *flag, const char *value,
                                cr_error *err)
 {
-    if (strcmp(flag, "--kv-source") == 0)
-        return add_kv_source(cfg, value, err);
-    if (strcmp(flag, "--prefill-coeffs") == 0) {
-        if (cr_inject_parse_prefill_coeffs(value, cfg->prefill_coeffs, err) != CR_OK)
-            return CR_EINVAL;
-        cfg->set |= CR_INJECT_SET_PREFILL_COEFFS;
-        return CR_OK;
-    }
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const struct flag *f = &FLAGS[i];
-        double v;
-        if (strcmp(flag, f->name) != 0)
-            continue;
-        if (parse_number(value, f->rule, &v) < 0 || !rule_ok(f->rule, v))
-            return flag_error(f, value, 0, err);
-        field_put(cfg, f, v);
-        cfg->set |= f->set_bit;
-        return CR_OK;
-    }
-    snprintf(err->msg, sizeof err->msg, "unknown flag %s", flag);
-    return CR_EINVAL;
+    const cr_option *o =
+        strncmp(flag, "--", 2) == 0 ? cr_option_find(&cr_inject_options, flag + 2, strlen(flag + 2))
+                                    : NULL;
+    if (!o)
+        return cr_fail(err, CR_EINVAL, "unknown flag %s", flag);
+    return cr_option_set(&cr_inject_options, o, cfg, value, err);
 }
 
 cr_status cr_inject_config_check(const cr_inject_config *cfg, cr_error *err)
 {
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const struct flag *f = &FLAGS[i];
-        double v = field_get(cfg, f);
-        if ((!f->only_when_set || (cfg->set & f->set_bit)) && !rule_ok(f->rule, v))
-            return flag_error(f, NULL, v, err);
-    }
-    const double *c = cfg->prefill_coeffs;
-    if ((cfg->set & CR_INJECT_SET_PREFILL_COEFFS) && !all_nonneg(c, 3)) {
-        snprintf(err->msg, sizeof err->msg,
-                 "--prefill-coeffs must be three finite numbers >= 0, got %g,%g,%g", c[0], c[1],
-                 c[2]);
+    if (cr_options_check(&cr_inject_options, cfg, NULL, err) != CR_OK)
         return CR_EINVAL;
-    }
+    const double *c = cfg->prefill_coeffs;
+    if ((cfg->set & CR_INJECT_SET_PREFILL_COEFFS) && !all_nonneg(c, 3))
+        return cr_fail(err, CR_EINVAL,
+                       "--prefill-coeffs must be three finite numbers >= 0, got %g,%g,%g", c[0],
+                       c[1], c[2]);
     for (size_t i = 0; i < cfg->n_kv_sources; i++) {
         if (check_kv_source(&cfg->kv_sources[i], err) != CR_OK ||
             check_unique(cfg->kv_sources, i, cfg->kv_sources[i].name, err) != CR_OK)

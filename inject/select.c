@@ -33,8 +33,32 @@ static cr_cost_breakdown kv_cost(const cr_inject_model *m, double l, double c, d
     return kv;
 }
 
-static void finish(cr_inject_response *out, cr_inject_mode mode, const char *reason)
+static const struct {
+    const char *name;
+    cr_inject_mode mode;
+} REASONS[CR_INJECT_N_REASONS] = {
+    [CR_REASON_NO_KNOWLEDGE] = {"no_knowledge", CR_INJECT_TEXT},
+    [CR_REASON_NO_KV_AVAILABLE] = {"no_kv_available", CR_INJECT_TEXT},
+    [CR_REASON_KV_FASTER] = {"kv_faster", CR_INJECT_KV_CACHE},
+    [CR_REASON_KV_HIDDEN_BY_QUEUE] = {"kv_hidden_by_queue", CR_INJECT_KV_CACHE},
+    [CR_REASON_TEXT_FASTER] = {"text_faster", CR_INJECT_TEXT},
+    [CR_REASON_LINK_CONGESTED] = {"link_congested", CR_INJECT_TEXT},
+};
+
+const char *cr_inject_reason_name(cr_inject_reason r)
 {
+    return (unsigned)r < CR_INJECT_N_REASONS ? REASONS[r].name : "unknown";
+}
+
+cr_inject_mode cr_inject_reason_mode(cr_inject_reason r)
+{
+    return (unsigned)r < CR_INJECT_N_REASONS ? REASONS[r].mode : CR_INJECT_TEXT;
+}
+
+/* The mode follows from the reason, so the two can never disagree. */
+static void finish(cr_inject_response *out, cr_inject_reason reason)
+{
+    cr_inject_mode mode = REASONS[reason].mode;
     out->mode = mode;
     out->reason = reason;
     if (!out->has_kv)
@@ -84,17 +108,16 @@ void cr_inject_decide(const cr_inject_model *m, const cr_inject_request *req, do
     out->text.prefill_ms = prefill_ms(m, 0, l);
     out->text.total_ms = w + out->text.prefill_ms;
     if (req->knowledge_tokens == 0) {
-        finish(out, CR_INJECT_TEXT, "no_knowledge");
+        finish(out, CR_REASON_NO_KNOWLEDGE);
         return;
     }
     double idle_best, best_score = pick_best(m, req, l, w, links, out, &idle_best);
     double text = out->text.total_ms, margin = m->decision_margin_ms;
     if (!out->has_kv)
-        finish(out, CR_INJECT_TEXT, "no_kv_available");
+        finish(out, CR_REASON_NO_KV_AVAILABLE);
     else if (best_score + margin < text)
-        finish(out, CR_INJECT_KV_CACHE,
-               out->kv.link_wait_ms + out->kv.transfer_ms <= w ? "kv_hidden_by_queue"
-                                                               : "kv_faster");
+        finish(out, out->kv.link_wait_ms + out->kv.transfer_ms <= w ? CR_REASON_KV_HIDDEN_BY_QUEUE
+                                                                    : CR_REASON_KV_FASTER);
     else
-        finish(out, CR_INJECT_TEXT, idle_best + margin < text ? "link_congested" : "text_faster");
+        finish(out, idle_best + margin < text ? CR_REASON_LINK_CONGESTED : CR_REASON_TEXT_FASTER);
 }

@@ -43,33 +43,13 @@ struct cr_estimator {
 
 void cr_estimator_config_default(cr_estimator_config *cfg)
 {
-    cfg->clock = CR_CLOCK_SECONDS;
-    cfg->half_life = 20;
-    cfg->window = 256;
-    cfg->max_owners = 1000000;
+    memset(cfg, 0, sizeof *cfg);
+    cr_options_defaults(&cr_estimator_options, cfg);
 }
 
 cr_status cr_estimator_config_check(const cr_estimator_config *cfg, cr_error *err)
 {
-    if (cfg->clock != CR_CLOCK_SECONDS && cfg->clock != CR_CLOCK_CALLS) {
-        snprintf(err->msg, sizeof err->msg, "clock must be seconds or calls, got %d",
-                 (int)cfg->clock);
-        return CR_EINVAL;
-    }
-    if (!isfinite(cfg->half_life) || cfg->half_life <= 0) {
-        snprintf(err->msg, sizeof err->msg, "half_life must be finite and > 0, got %g",
-                 cfg->half_life);
-        return CR_EINVAL;
-    }
-    if (cfg->window < 1) {
-        snprintf(err->msg, sizeof err->msg, "window must be >= 1, got %u", cfg->window);
-        return CR_EINVAL;
-    }
-    if (cfg->max_owners < 1) {
-        snprintf(err->msg, sizeof err->msg, "max_owners must be >= 1, got 0");
-        return CR_EINVAL;
-    }
-    return CR_OK;
+    return cr_options_check(&cr_estimator_options, cfg, "", err);
 }
 
 /* Small tables get fewer partitions so that sampled eviction still compares

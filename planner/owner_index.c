@@ -6,14 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t cr_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static int64_t owner_at(const cr_owner_index *ix, size_t pos)
 {
     int64_t owner;

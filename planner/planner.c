@@ -22,21 +22,7 @@ static void set_error(cr_error *err, const char *fmt_field, const char *what, do
 
 cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err)
 {
-    if (cfg->n_shards < 1 || cfg->n_shards > CR_MAX_SHARDS) {
-        snprintf(err->msg, sizeof err->msg, "config.n_shards must be in 1..%u, got %u",
-                 CR_MAX_SHARDS, cfg->n_shards);
-        return CR_EINVAL;
-    }
-    if (!isfinite(cfg->qcap) || cfg->qcap <= 0) {
-        set_error(err, "config.qcap", "must be finite and > 0", cfg->qcap);
-        return CR_EINVAL;
-    }
-    if (!isfinite(cfg->warm_slots_per_shard) || cfg->warm_slots_per_shard <= 0) {
-        set_error(err, "config.warm_slots_per_shard", "must be finite and > 0",
-                  cfg->warm_slots_per_shard);
-        return CR_EINVAL;
-    }
-    return CR_OK;
+    return cr_options_check(&cr_planner_options, cfg, "config.", err);
 }
 
 /* Rule 1: every rate finite and >= 0, no owner twice. Reports the first bad

@@ -5,6 +5,7 @@
 
 #include "pool.h"
 #include "rpc.h"
+#include "wire.h"
 
 typedef struct unary_call {
     cr_call base;
@@ -22,7 +23,7 @@ static void run_handler(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
     memset(reply, 0, sizeof *reply);
     if (!message) {
         cr_reply_error(reply, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
-    } else if (cr_byte_buffer_read(message, &req) != 0) {
+    } else if (cr_wire_read(message, &req) != 0) {
         cr_reply_error(reply, GRPC_STATUS_INTERNAL, "cannot read the request message");
     } else {
         c->method->spec.fn(c->method->spec.ctx, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),

@@ -1,11 +1,9 @@
-/* Table-driven flags: every flag is one row, so --help, the environment
- * variable and the validation can never disagree. */
+/* The sidecar's configuration: the server's own rows composed with every
+ * component's. Parsing, ranges and defaults are the rows' (options.h); this
+ * file only decides where values come from (defaults, variables, flags),
+ * records which one won for each row, and prints the result. */
 #include "config.h"
 
-#include <ctype.h>
-#include <errno.h>
-#include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,166 +12,9 @@
 #define CR_VERSION "dev"
 #endif
 
-/* K_INJECT values go to the inject component's own parser (it knows their
- * ranges and which were set); their defaults live there too. */
-typedef enum kind {
-    K_STRING,
-    K_ADDR, /* host:port (port 0..65535), [v6]:port, or unix:PATH; empty only if min == 0 */
-    K_INT,
-    K_U32,
-    K_U64,
-    K_DOUBLE,
-    K_CLOCK,
-    K_LEVEL,
-    K_LIST,
-    K_INJECT
-} kind;
-
-typedef struct flag {
-    const char *name;
-    kind kind;
-    size_t offset;
-    double min, max;  /* numeric bounds, inclusive unless min_open */
-    int min_open;
-    const char *def;  /* default, as text (applied before env and argv, but
-                       * for K_INJECT, where it is only shown) */
-    const char *help;
-    int repeatable;   /* given many times; its variable holds a list */
-} flag;
-
-#define AT(field) offsetof(cr_config, field)
-#define BIG 9007199254740992.0 /* 2^53: every integer below is exact */
-
-static const flag flags[] = {
-    {"listen", K_ADDR, AT(listen), 1, 0, 0, "0.0.0.0:50051",
-     "gRPC listen address: host:port, [ipv6]:port or unix:PATH", 0},
-    {"threads", K_INT, AT(threads), 0, 1024, 0, "0",
-     "worker threads, each with its own completion queue; 0 = number of cores", 0},
-    {"n-shards", K_U32, AT(planner.n_shards), 1, 65536, 0, "8", "KV-pool shards R (1..65536)", 0},
-    {"qcap", K_DOUBLE, AT(planner.qcap), 0, INFINITY, 1, "50",
-     "requests per second one shard serves (> 0)", 0},
-    {"warm-slots-per-shard", K_DOUBLE, AT(planner.warm_slots_per_shard), 0, INFINITY, 1, "200",
-     "warm slots per shard W; the budget is R * W slots (> 0)", 0},
-    {"half-life", K_DOUBLE, AT(estimator.half_life), 0, INFINITY, 1, "20",
-     "estimator half-life: seconds, or the owner's own calls with --estimator-clock calls (> 0)", 0},
-    {"window", K_U32, AT(estimator.window), 1, 4294967295.0, 0, "256",
-     "accepted for seed compatibility; the decayed count keeps no history (>= 1)", 0},
-    {"estimator-clock", K_CLOCK, AT(estimator.clock), 0, 0, 0, "seconds",
-     "seconds (rates in arrivals per second) or calls (the seed's per-call decay)", 0},
-    {"max-owners", K_U64, AT(estimator.max_owners), 1, BIG, 0, "1000000",
-     "owners tracked at most; a new owner then evicts a low-rate one", 0},
-    {"replan-interval", K_DOUBLE, AT(replan_interval), 0, 1e9, 0, "10",
-     "seconds between plans from the estimator, installed as the current table; 0 = off", 0},
-    {"max-message-bytes", K_INT, AT(max_message_bytes), 65536, 2147483647.0, 0, "67108864",
-     "largest request or response message, bytes (at least 64 KiB, so reflection answers fit)", 0},
-    {"shutdown-grace", K_DOUBLE, AT(shutdown_grace), 0, 3600, 0, "10",
-     "seconds in-flight calls get to finish after SIGTERM/SIGINT", 0},
-    {"metrics-listen", K_ADDR, AT(metrics_listen), 0, 0, 0, "0.0.0.0:9090",
-     "Prometheus /metrics address, host:port; empty = off", 0},
-    {"log-level", K_LEVEL, AT(log_level), 0, 0, 0, "info", "debug, info, warn or error", 0},
-    {"model-layers", K_INJECT, 0, 0, 0, 0, "32", "transformer layers (KV size, prefill c)", 0},
-    {"model-kv-heads", K_INJECT, 0, 0, 0, 0, "8", "KV heads (KV size)", 0},
-    {"model-head-dim", K_INJECT, 0, 0, 0, 0, "128", "head dimension (KV size)", 0},
-    {"kv-dtype-bytes", K_INJECT, 0, 0, 0, 0, "2", "bytes per KV element", 0},
-    {"tensor-parallel", K_INJECT, 0, 0, 0, 0, "1", "tensor-parallel ways; divides the KV size", 0},
-    {"kv-bytes-per-token", K_INJECT, 0, 0, 0, 0, "from the model shape",
-     "KV cache bytes per token; overrides the shape", 0},
-    {"model-params-b", K_INJECT, 0, 0, 0, 0, "8.03", "model parameters in 10^9 (prefill b)", 0},
-    {"model-d-model", K_INJECT, 0, 0, 0, 0, "4096", "hidden size (prefill c)", 0},
-    {"mfu", K_INJECT, 0, 0, 0, 0, "0.5", "model FLOPs utilization during prefill, (0, 1]", 0},
-    {"peak-tflops", K_INJECT, 0, 0, 0, 0, "312",
-     "dense BF16 teraFLOP/s when no GPU is probed or its architecture is unknown", 0},
-    {"prefill-fixed-ms", K_INJECT, 0, 0, 0, 0, "10", "prefill a: fixed ms per request", 0},
-    {"prefill-coeffs", K_INJECT, 0, 0, 0, 0, "from the probe",
-     "a,b,c fitted prefill coefficients (ms, ms/token, ms/token^2); override a, b and c", 0},
-    {"kv-source", K_INJECT, 0, 0, 0, 0, "none",
-     "NAME=GBPS[,RTT_MS]: a KV source's link in gigabits/s (10^9) and rtt in ms; repeatable "
-     "(the variable takes a space-separated list)", 1},
-    {"link-gbps", K_INJECT, 0, 0, 0, 0, "10",
-     "link to KV sources in gigabits/s (10^9) when no NIC speed is probed", 0},
-    {"link-efficiency", K_INJECT, 0, 0, 0, 0, "0.825", "usable fraction of link bandwidth", 0},
-    {"h2d-gbps", K_INJECT, 0, 0, 0, 0, "25",
-     "host-to-GPU gigabytes/s (10^9) when not measured", 0},
-    {"load-fixed-ms", K_INJECT, 0, 0, 0, 0, "2", "fixed ms per KV load into the GPU", 0},
-    {"link-queue-penalty", K_INJECT, 0, 0, 0, 0, "0.5", "weight of link wait in the KV score", 0},
-    {"decision-margin-ms", K_INJECT, 0, 0, 0, 0, "100", "KV must beat text by this many ms", 0},
-    {"probe-interval", K_DOUBLE, AT(probe_interval), 0, 1e9, 0, "300",
-     "seconds between GPU/NIC probes; 0 = start-up only", 0},
-    {"nic", K_LIST, AT(nics), 0, 0, 0, "",
-     "probe exactly this interface; repeatable (the variable takes a space-separated list)", 1},
-    {"sysfs-root", K_STRING, AT(sysfs_root), 0, 0, 0, "/sys", "where sysfs is mounted", 0},
-};
-#define N_FLAGS (sizeof flags / sizeof flags[0])
-
-static void env_name(const flag *f, char *buf, size_t len)
-{
-    size_t i = (size_t)snprintf(buf, len, "CACHEROUTE_");
-    for (const char *p = f->name; *p && i + 1 < len; p++)
-        buf[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-    buf[i] = '\0';
-}
-
-static int parse_number(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    *out = strtod(s, &end);
-    return *s && !isspace((unsigned char)*s) && *end == '\0' && errno == 0 && isfinite(*out)
-               ? 0
-               : -1;
-}
-
-static int in_range(const flag *f, double v)
-{
-    return (f->min_open ? v > f->min : v >= f->min) && v <= f->max;
-}
-
-static void range_text(const flag *f, char *buf, size_t len)
-{
-    if (f->kind != K_DOUBLE)
-        snprintf(buf, len, "an integer in %.0f..%.0f", f->min, f->max);
-    else if (isinf(f->max))
-        snprintf(buf, len, "a finite number %s %g", f->min_open ? ">" : ">=", f->min);
-    else
-        snprintf(buf, len, "a number in %g..%g", f->min, f->max);
-}
-
-static int list_add(cr_string_list *l, const char *s, size_t len)
-{
-    if (len == 0)
-        return 0;
-    char **grown = realloc(l->items, (l->n + 1) * sizeof *grown);
-    if (!grown)
-        return -1;
-    l->items = grown;
-    l->items[l->n++] = strndup(s, len);
-    return 0;
-}
-
-/* A flag adds one item; an environment variable holds items separated by
- * spaces. */
-static int set_list(cr_string_list *l, const char *value, int from_env)
-{
-    if (!from_env)
-        return list_add(l, value, strlen(value));
-    while (*value) {
-        size_t skip = strspn(value, " \t"), len = strcspn(value + skip, " \t");
-        if (list_add(l, value + skip, len) != 0)
-            return -1;
-        value += skip + len;
-    }
-    return 0;
-}
-
-static int set_string(char **field, const char *value)
-{
-    char *copy = strdup(value);
-    if (!copy)
-        return -1;
-    free(*field);
-    *field = copy;
-    return 0;
-}
+/* The first probe's NIC utilization window delays readiness by this much;
+ * the sidecar keeps it short (the probe's own default is for tools). */
+#define SIDECAR_NIC_SAMPLE_S 0.25
 
 /* host:port with a non-empty host and a decimal port in 0..65535, or
  * "[v6]:port"; unix:PATH when unix_ok (gRPC serves Unix sockets). */
@@ -190,99 +31,153 @@ static int valid_address(const char *a, int unix_ok)
     return atoi(colon + 1) <= 65535;
 }
 
-/* The inject component parses its own flags; from the environment, a
- * repeatable one (--kv-source) takes a space-separated list. */
-static int set_inject(cr_config *cfg, const flag *f, const char *origin, const char *value,
-                      int from_env, char *err, size_t errlen)
+static cr_status valid_listen(const char *value, cr_error *err)
 {
-    char name[64], *copy = strdup(value), *save = NULL;
-    cr_error e;
-    int rc = copy ? 0 : -1;
-    snprintf(name, sizeof name, "--%s", f->name);
-    int split = from_env && f->repeatable;
-    for (char *item = split ? strtok_r(copy, " \t", &save) : copy; item && rc == 0;
-         item = split ? strtok_r(NULL, " \t", &save) : NULL) {
-        if (cr_inject_config_set(&cfg->inject, name, item, &e) != CR_OK) {
-            snprintf(err, errlen, "%s%s%s", from_env ? origin : "", from_env ? ": " : "", e.msg);
-            rc = -1;
-        }
-    }
-    free(copy);
-    return rc;
+    if (valid_address(value, 1))
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL,
+                   "--listen must be host:port with a port in 0..65535 (or unix:PATH), got \"%s\"",
+                   value);
 }
 
-/* Stores value into cfg for f; on error writes "<origin>: <why>" to err. */
-static int set_flag(cr_config *cfg, const flag *f, const char *origin, const char *value,
-                    int from_env, char *err, size_t errlen)
+static cr_status valid_metrics_listen(const char *value, cr_error *err)
 {
-    char *field = (char *)cfg + f->offset;
-    double v;
-    char want[96];
-    switch (f->kind) {
-    case K_INJECT:
-        return set_inject(cfg, f, origin, value, from_env, err, errlen);
-    case K_ADDR:
-        if (!(f->min == 0 && !*value) && !valid_address(value, f->min > 0)) {
-            snprintf(err, errlen, "%s: must be host:port with a port in 0..65535%s, got '%s'",
-                     origin, f->min > 0 ? " (or unix:PATH)" : "", value);
-            return -1;
+    if (!*value || valid_address(value, 0))
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL,
+                   "--metrics-listen must be host:port with a port in 0..65535 or empty, "
+                   "got \"%s\"",
+                   value);
+}
+
+#define AT(field) offsetof(cr_server_config, field)
+
+static const cr_option SERVER_ROWS[] = {
+    {.name = "listen", .key = "listen", .type = CR_OPT_STRING, .offset = AT(listen),
+     .def_text = "0.0.0.0:50051", .valid = valid_listen,
+     .help = "gRPC listen address: host:port, [ipv6]:port or unix:PATH"},
+    {.name = "threads", .key = "threads", .type = CR_OPT_LONG, .offset = AT(threads), .def = 0,
+     .min = 0, .max = 1024,
+     .help = "worker threads, each with its own completion queue; 0 = number of cores"},
+    {.name = "max-message-bytes", .key = "max_message_bytes", .type = CR_OPT_LONG,
+     .offset = AT(max_message_bytes), .def = 67108864, .min = 65536, .max = 2147483647.0,
+     .help = "largest request or response message, bytes (at least 64 KiB, so reflection "
+             "answers fit)"},
+    {.name = "shutdown-grace", .key = "shutdown_grace_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(shutdown_grace_s), .def = 10, .min = 0, .max = 3600,
+     .help = "seconds in-flight calls get to finish after SIGTERM/SIGINT"},
+    {.name = "metrics-listen", .key = "metrics_listen", .type = CR_OPT_STRING,
+     .offset = AT(metrics_listen), .def_text = "0.0.0.0:9090", .valid = valid_metrics_listen,
+     .help = "Prometheus /metrics address, host:port; empty = off"},
+    {.name = "log-level", .key = "log_level", .type = CR_OPT_CHOICE, .offset = AT(log_level),
+     .def_text = "info", .choices = cr_log_levels, .help = "the least severe log lines written"},
+};
+
+const cr_option_table cr_server_options = CR_OPTION_TABLE("", SERVER_ROWS);
+
+const cr_config_part cr_config_parts[] = {
+    {&cr_server_options, offsetof(cr_config, server)},
+    {&cr_core_options, offsetof(cr_config, core)},
+    {&cr_planner_options, offsetof(cr_config, core.planner)},
+    {&cr_estimator_options, offsetof(cr_config, core.estimator)},
+    {&cr_inject_options, offsetof(cr_config, core.inject)},
+    {&cr_probe_options, offsetof(cr_config, core.probe)},
+};
+const size_t cr_config_n_parts = sizeof cr_config_parts / sizeof cr_config_parts[0];
+
+static void *part_cfg(const cr_config_part *p, cr_config *cfg) { return (char *)cfg + p->offset; }
+static const void *part_ccfg(const cr_config_part *p, const cr_config *cfg)
+{
+    return (const char *)cfg + p->offset;
+}
+
+/* One row of the composition: its table and struct, and its index in
+ * cr_config.source. */
+typedef struct row_ref {
+    const cr_config_part *part;
+    const cr_option *o;
+    size_t index;
+} row_ref;
+
+/* Walks every row in --help order: for (row_ref r = first_row(); r.o; next_row(&r)). */
+static row_ref first_row(void)
+{
+    row_ref r = {cr_config_parts, cr_config_parts[0].table->rows, 0};
+    return r;
+}
+
+static void next_row(row_ref *r)
+{
+    r->index++;
+    if (++r->o < r->part->table->rows + r->part->table->n)
+        return;
+    while (++r->part < cr_config_parts + cr_config_n_parts) {
+        if (r->part->table->n) {
+            r->o = r->part->table->rows;
+            return;
         }
-        return set_string((char **)field, value);
-    case K_STRING:
-        return set_string((char **)field, value);
-    case K_LIST:
-        return set_list((cr_string_list *)field, value, from_env);
-    case K_CLOCK:
-        if (strcmp(value, "seconds") && strcmp(value, "calls")) {
-            snprintf(err, errlen, "%s: must be seconds or calls, got '%s'", origin, value);
-            return -1;
-        }
-        *(cr_clock *)field = value[0] == 's' ? CR_CLOCK_SECONDS : CR_CLOCK_CALLS;
-        return 0;
-    case K_LEVEL:
-        if (cr_log_parse_level(value, (cr_log_level *)field) != 0) {
-            snprintf(err, errlen, "%s: must be debug, info, warn or error, got '%s'", origin,
-                     value);
-            return -1;
-        }
-        return 0;
-    default:
-        break;
     }
-    int integral = f->kind != K_DOUBLE;
-    if (parse_number(value, &v) != 0 || !in_range(f, v) || (integral && v != floor(v))) {
-        range_text(f, want, sizeof want);
-        snprintf(err, errlen, "%s: must be %s, got '%s'", origin, want, value);
-        return -1;
+    r->o = NULL;
+}
+
+static int find_row(const char *name, size_t len, row_ref *out)
+{
+    for (row_ref r = first_row(); r.o; next_row(&r)) {
+        if (strlen(r.o->name) == len && strncmp(r.o->name, name, len) == 0) {
+            *out = r;
+            return 1;
+        }
     }
-    if (f->kind == K_INT)
-        *(long *)field = (long)v;
-    else if (f->kind == K_U32)
-        *(uint32_t *)field = (uint32_t)v;
-    else if (f->kind == K_U64)
-        *(uint64_t *)field = (uint64_t)v;
-    else
-        *(double *)field = v;
     return 0;
 }
 
-static const flag *find_flag(const char *name, size_t len)
+static size_t n_rows(void)
 {
-    for (size_t i = 0; i < N_FLAGS; i++)
-        if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0)
-            return &flags[i];
-    return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < cr_config_n_parts; i++)
+        n += cr_config_parts[i].table->n;
+    return n;
+}
+
+/* A flag adds one value; the variable of a repeatable one holds values
+ * separated by spaces or tabs. */
+static cr_status set_row(cr_config *cfg, const row_ref *r, const char *value, int from_env,
+                         cr_error *err)
+{
+    const cr_option_table *t = r->part->table;
+    void *c = part_cfg(r->part, cfg);
+    if (!from_env || !(r->o->flags & CR_OPT_REPEATABLE))
+        return cr_option_set(t, r->o, c, value, err);
+    char *copy = strdup(value), *save = NULL;
+    if (!copy)
+        return cr_fail(err, CR_ENOMEM, "--%s: out of memory", r->o->name);
+    cr_status st = CR_OK;
+    for (char *item = strtok_r(copy, " \t", &save); item && st == CR_OK;
+         item = strtok_r(NULL, " \t", &save))
+        st = cr_option_set(t, r->o, c, item, err);
+    free(copy);
+    return st;
 }
 
 /* One flag given on the command line. */
 typedef struct given {
-    const flag *f;
+    row_ref row;
     const char *value;
 } given;
 
+static int on_command_line(const row_ref *r, const given *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (g[i].row.o == r->o)
+            return 1;
+    return 0;
+}
+
 /* Splits argv into flags and values without applying any. Returns 0, 1 for
- * --help/--version (printed), 2 for --check-config, or -1 with err set. */
-static int scan_args(int argc, char **argv, given *out, size_t *n, char *err, size_t errlen)
+ * --help/--version (*version tells which), 2 for --check-config, or -1 with
+ * err set. */
+static int scan_args(int argc, char **argv, given *out, size_t *n, int *version, char *err,
+                     size_t errlen)
 {
     int check = 0;
     *n = 0;
@@ -292,12 +187,8 @@ static int scan_args(int argc, char **argv, given *out, size_t *n, char *err, si
             check = 1;
             continue;
         }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            cr_config_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(a, "--version")) {
-            printf("cacheroute-sidecar %s\n", CR_VERSION);
+        if (!strcmp(a, "-h") || !strcmp(a, "--help") || !strcmp(a, "--version")) {
+            *version = !strcmp(a, "--version");
             return 1;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -306,107 +197,239 @@ static int scan_args(int argc, char **argv, given *out, size_t *n, char *err, si
         }
         const char *eq = strchr(a + 2, '=');
         size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        const flag *f = find_flag(a + 2, len);
-        if (!f) {
+        row_ref r;
+        if (!find_row(a + 2, len, &r)) {
             snprintf(err, errlen, "unknown flag '%.*s' (see --help)", (int)len + 2, a);
             return -1;
         }
         const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!value) {
-            snprintf(err, errlen, "--%s: missing value", f->name);
+            snprintf(err, errlen, "--%s: missing value", r.o->name);
             return -1;
         }
-        out[(*n)++] = (given){f, value};
+        out[(*n)++] = (given){r, value};
     }
     return check ? 2 : 0;
 }
 
-static int on_command_line(const flag *f, const given *g, size_t n)
+/* Appends "VARIABLE: why" for a bad variable to err (after "; " when err
+ * already holds one). */
+static void env_error(const row_ref *r, const cr_error *e, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < n; i++)
-        if (g[i].f == f)
-            return 1;
+    char name[96];
+    size_t used = strnlen(err, errlen);
+    cr_option_env_name(r->o, name, sizeof name);
+    if (used < errlen)
+        snprintf(err + used, errlen - used, "%s%s: %s", used ? "; " : "", name, e->msg);
+}
+
+/* Each variable whose flag is not in g. Stops at the first bad one unless
+ * all, which reports every bad one. Returns the number of bad ones. */
+static int apply_env(cr_config *cfg, const given *g, size_t n, int all, char *err, size_t errlen)
+{
+    int bad = 0;
+    char name[96];
+    for (row_ref r = first_row(); r.o; next_row(&r)) {
+        cr_option_env_name(r.o, name, sizeof name);
+        const char *v = getenv(name);
+        if (!v || on_command_line(&r, g, n))
+            continue;
+        cr_error e;
+        if (set_row(cfg, &r, v, 1, &e) == CR_OK) {
+            cfg->source[r.index] = CR_CONFIG_ENV;
+            continue;
+        }
+        env_error(&r, &e, err, errlen);
+        bad++;
+        if (!all)
+            break;
+    }
+    return bad;
+}
+
+static int apply_flags(cr_config *cfg, const given *g, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        cr_error e;
+        if (set_row(cfg, &g[i].row, g[i].value, 0, &e) != CR_OK) {
+            snprintf(err, errlen, "%s", e.msg);
+            return -1;
+        }
+        cfg->source[g[i].row.index] = CR_CONFIG_FLAG;
+    }
     return 0;
 }
 
-/* Defaults, then the environment for every flag the command line does not
- * set (so a flag overrides even a bad variable, and a repeatable flag
- * replaces its variable's list), then the command line in order. */
-static int apply(cr_config *cfg, const given *g, size_t n, char *err, size_t errlen)
+/* What the rows cannot see: each component's own rules across fields. */
+static int check_components(const cr_config *cfg, char *err, size_t errlen)
 {
-    char name[64];
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const flag *f = &flags[i];
-        if (f->kind != K_INJECT && set_flag(cfg, f, f->name, f->def, 0, err, errlen) != 0)
-            return -1;
-        env_name(f, name, sizeof name);
-        const char *v = getenv(name);
-        if (v && !on_command_line(f, g, n) && set_flag(cfg, f, name, v, 1, err, errlen) != 0)
-            return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "--%s", g[i].f->name);
-        if (set_flag(cfg, g[i].f, name, g[i].value, 0, err, errlen) != 0)
-            return -1;
+    cr_error e;
+    const cr_core_config *c = &cfg->core;
+    if (cr_planner_config_check(&c->planner, &e) != CR_OK ||
+        cr_estimator_config_check(&c->estimator, &e) != CR_OK ||
+        cr_inject_config_check(&c->inject, &e) != CR_OK ||
+        cr_probe_config_check(&c->probe, &e) != CR_OK) {
+        snprintf(err, errlen, "%s", e.msg);
+        return -1;
     }
     return 0;
+}
+
+static void set_defaults(cr_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cr_options_defaults(&cr_server_options, &cfg->server);
+    cr_core_config_default(&cfg->core);
+    cfg->core.probe.nic_sample_s = SIDECAR_NIC_SAMPLE_S;
+}
+
+/* --help must work when the environment is broken: it prints the usage
+ * anyway, and one line on stderr naming every variable that would stop the
+ * sidecar from starting. */
+static void warn_bad_env(void)
+{
+    cr_config scratch;
+    char why[1024] = "";
+    set_defaults(&scratch);
+    if (apply_env(&scratch, NULL, 0, 1, why, sizeof why) > 0)
+        fprintf(stderr,
+                "cacheroute-sidecar: warning: the sidecar would refuse to start with this "
+                "environment: %s\n",
+                why);
+    cr_config_free(&scratch);
 }
 
 int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cr_estimator_config_default(&cfg->estimator);
-    cr_inject_config_default(&cfg->inject);
+    set_defaults(cfg);
+    if (errlen)
+        err[0] = '\0';
+    if (n_rows() > CR_CONFIG_MAX_OPTIONS) {
+        snprintf(err, errlen, "%zu option rows; cr_config holds %d", n_rows(),
+                 CR_CONFIG_MAX_OPTIONS);
+        return -1;
+    }
     given *g = calloc((size_t)argc + 1, sizeof *g);
-    size_t n;
-    int rc = g ? scan_args(argc, argv, g, &n, err, errlen) : -1;
-    if (!g)
+    size_t n = 0;
+    int version = 0;
+    if (!g) {
         snprintf(err, errlen, "out of memory");
-    if ((rc == 0 || rc == 2) && apply(cfg, g, n, err, errlen) != 0)
+        return -1;
+    }
+    int rc = scan_args(argc, argv, g, &n, &version, err, errlen);
+    if (rc == 1 && version) {
+        printf("cacheroute-sidecar %s\n", CR_VERSION);
+    } else if (rc == 1) {
+        cr_config_usage(stdout);
+        fflush(stdout);
+        warn_bad_env();
+    } else if (rc >= 0 && (apply_env(cfg, g, n, 0, err, errlen) > 0 ||
+                         apply_flags(cfg, g, n, err, errlen) != 0 ||
+                         check_components(cfg, err, errlen) != 0))
         rc = -1;
     free(g);
-    if ((rc == 0 || rc == 2) && cfg->threads == 0) {
+    if ((rc == 0 || rc == 2) && cfg->server.threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        cfg->threads = cores > 0 ? cores : 1;
+        cfg->server.threads = cores > 0 ? cores : 1;
     }
     return rc;
 }
 
 void cr_config_free(cr_config *cfg)
 {
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        char *field = (char *)cfg + flags[i].offset;
-        if (flags[i].kind == K_STRING || flags[i].kind == K_ADDR) {
-            free(*(char **)field);
-        } else if (flags[i].kind == K_LIST) {
-            cr_string_list *l = (cr_string_list *)field;
-            for (size_t k = 0; k < l->n; k++)
-                free(l->items[k]);
-            free(l->items);
-        }
-    }
-    cr_inject_config_clear(&cfg->inject);
+    for (size_t i = 0; i < cr_config_n_parts; i++)
+        cr_options_release(cr_config_parts[i].table, part_cfg(&cr_config_parts[i], cfg));
     memset(cfg, 0, sizeof *cfg);
 }
 
-json_t *cr_config_json(const cr_config *c)
+/* ---- the effective configuration ------------------------------------------ */
+
+static json_t *string_or_null(const char *s)
 {
-    json_t *nics = json_array();
-    for (size_t i = 0; i < c->nics.n; i++)
-        json_array_append_new(nics, json_string(c->nics.items[i]));
-    return json_pack(
-        "{s:s,s:I,s:{s:i,s:f,s:f},s:{s:s,s:f,s:i,s:I},s:f,s:I,s:f,s:s,s:s,s:f,s:o,s:s,s:i}",
-        "listen", c->listen, "threads", (json_int_t)c->threads, "planner", "n_shards",
-        (int)c->planner.n_shards, "qcap", c->planner.qcap, "warm_slots_per_shard",
-        c->planner.warm_slots_per_shard, "estimator", "clock",
-        c->estimator.clock == CR_CLOCK_SECONDS ? "seconds" : "calls", "half_life",
-        c->estimator.half_life, "window", (int)c->estimator.window, "max_owners",
-        (json_int_t)c->estimator.max_owners, "replan_interval_s", c->replan_interval,
-        "max_message_bytes", (json_int_t)c->max_message_bytes, "shutdown_grace_s",
-        c->shutdown_grace, "metrics_listen", c->metrics_listen, "log_level",
-        cr_log_level_name(c->log_level), "probe_interval_s", c->probe_interval, "nics", nics,
-        "sysfs_root", c->sysfs_root, "kv_sources", (int)c->inject.n_kv_sources);
+    json_t *j = s ? json_string(s) : NULL;
+    return j ? j : json_null();
 }
+
+static json_t *custom_json(const cr_option *o, const void *c)
+{
+    char small[256];
+    int len = o->show ? o->show(c, small, sizeof small) : 0;
+    if (len <= 0)
+        return json_null();
+    if ((size_t)len < sizeof small)
+        return string_or_null(small);
+    char *big = malloc((size_t)len + 1);
+    json_t *j = NULL;
+    if (big && o->show(c, big, (size_t)len + 1) == len)
+        j = string_or_null(big);
+    free(big);
+    return j ? j : json_null();
+}
+
+/* The row's effective value, typed. */
+static json_t *value_json(const cr_option_table *t, const cr_option *o, const void *c)
+{
+    if ((o->flags & CR_OPT_UNSET) && !cr_option_is_set(t, o, c))
+        return json_null();
+    switch (o->type) {
+    case CR_OPT_DOUBLE:
+        return json_real(cr_option_number(o, c));
+    case CR_OPT_LONG:
+    case CR_OPT_U32:
+    case CR_OPT_U64:
+        return json_integer((json_int_t)cr_option_number(o, c));
+    case CR_OPT_STRING:
+    case CR_OPT_CHOICE:
+        return string_or_null(cr_option_string(o, c));
+    case CR_OPT_LIST: {
+        size_t n;
+        char *const *items = cr_option_list(o, c, &n);
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < n; i++)
+            json_array_append_new(a, string_or_null(items[i]));
+        return a ? a : json_null();
+    }
+    default:
+        return custom_json(o, c);
+    }
+}
+
+static json_t *group_object(json_t *root, const char *group)
+{
+    if (!*group)
+        return root;
+    json_t *obj = json_object_get(root, group);
+    if (!obj) {
+        obj = json_object();
+        json_object_set_new(root, group, obj);
+    }
+    return obj;
+}
+
+json_t *cr_config_json(const cr_config *cfg)
+{
+    static const char *const SOURCES[] = {"default", "env", "flag"};
+    json_t *root = json_object(), *options = json_array();
+    if (!root || !options) {
+        json_decref(root);
+        json_decref(options);
+        return NULL;
+    }
+    char env[96];
+    for (row_ref r = first_row(); r.o; next_row(&r)) {
+        const void *c = part_ccfg(r.part, cfg);
+        json_t *v = value_json(r.part->table, r.o, c);
+        unsigned src = cfg->source[r.index] < 3 ? cfg->source[r.index] : 0;
+        cr_option_env_name(r.o, env, sizeof env);
+        json_object_set_new(group_object(root, r.part->table->group), r.o->key, json_incref(v));
+        json_array_append_new(options, json_pack("{s:s,s:s,s:o,s:s}", "flag", r.o->name, "env",
+                                                 env, "value", v, "source", SOURCES[src]));
+    }
+    json_object_set_new(root, "options", options);
+    return root;
+}
+
+/* ---- --help ----------------------------------------------------------------- */
 
 void cr_config_usage(FILE *out)
 {
@@ -414,10 +437,15 @@ void cr_config_usage(FILE *out)
                  "       cacheroute-sidecar --check-config [flags]   validate flags and\n"
                  "           environment, print the effective configuration as JSON, exit\n\n"
                  "Every flag can also be set with its environment variable; a flag wins.\n\n");
-    char env[64];
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        env_name(&flags[i], env, sizeof env);
-        fprintf(out, "  --%-22s %s\n  %-24s env %s, default '%s'\n", flags[i].name, flags[i].help,
-                "", env, flags[i].def);
+    char env[96], def[160], range[160];
+    for (row_ref r = first_row(); r.o; next_row(&r)) {
+        cr_option_env_name(r.o, env, sizeof env);
+        cr_option_default_text(r.o, def, sizeof def);
+        cr_option_range_text(r.o, 1, range, sizeof range);
+        fprintf(out, "  --%-22s %s\n  %-24s env %s, default '%s'%s%s%s\n", r.o->name, r.o->help,
+                "", env, def, *range ? ", must be " : "", range,
+                (r.o->flags & CR_OPT_REPEATABLE)
+                    ? "; repeatable (the variable takes a space-separated list)"
+                    : "");
     }
 }

@@ -1,45 +1,75 @@
-/* Sidecar configuration: command-line flags, each with a CACHEROUTE_*
- * environment variable (flags win), validated up front. */
+/* Sidecar configuration: the option rows of every component, composed. Each
+ * row is a command-line flag with a CACHEROUTE_* environment variable
+ * (flags win), parsed and range-checked by the rows themselves (see
+ * options.h); --help, --check-config and the start-up log are generated
+ * from the same rows. */
 #ifndef CR_CONFIG_H
 #define CR_CONFIG_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdio.h>
 
-#include "estimator.h"
-#include "inject.h"
+#include "core.h"
 #include "log.h"
-#include "planner.h"
+#include "options.h"
 
-typedef struct cr_string_list {
-    char **items;
-    size_t n;
-} cr_string_list;
+/* The gRPC server's own settings (its rows: cr_server_options). */
+typedef struct cr_server_config {
+    char *listen;             /* --listen host:port, [v6]:port or unix:PATH */
+    long threads;             /* --threads; 0 = number of cores (resolved by load) */
+    long max_message_bytes;   /* --max-message-bytes */
+    double shutdown_grace_s;  /* --shutdown-grace */
+    char *metrics_listen;     /* --metrics-listen host:port, or "" for off */
+    cr_log_level log_level;   /* --log-level */
+} cr_server_config;
+
+extern const cr_option_table cr_server_options;
+
+/* Where a row's effective value came from. */
+typedef enum cr_config_source {
+    CR_CONFIG_DEFAULT = 0,
+    CR_CONFIG_ENV,
+    CR_CONFIG_FLAG
+} cr_config_source;
+
+#define CR_CONFIG_MAX_OPTIONS 96 /* rows over every composed table */
 
 typedef struct cr_config {
-    char *listen;         /* host:port */
-    long threads;         /* worker threads; 0 = number of cores */
-    cr_planner_config planner;
-    cr_estimator_config estimator;
-    double replan_interval; /* seconds; 0 = off */
-    long max_message_bytes;
-    double shutdown_grace; /* seconds */
-    char *metrics_listen;  /* host:port, or "" for off */
-    cr_log_level log_level;
-    cr_inject_config inject; /* cost-model flags, parsed by the inject component */
-    double probe_interval;   /* seconds between GPU/NIC probes; 0 = start-up only */
-    cr_string_list nics;     /* --nic: probe exactly these interfaces */
-    char *sysfs_root;
+    cr_server_config server;
+    cr_core_config core;
+    /* cr_config_source of each row, in --help order (the tables of
+     * cr_config_parts in order, each table's rows in order). */
+    unsigned char source[CR_CONFIG_MAX_OPTIONS];
 } cr_config;
 
-/* Fills cfg from the environment and argv. Returns 0 to run, 1 when --help or
- * --version printed what was asked, 2 for --check-config (cfg is loaded and
- * valid; the caller prints it and exits), -1 on a bad flag or value with a
- * one-line message naming it in err. Strings in cfg are owned by cfg. */
+/* The composition, in --help order: each table and the offset in cr_config
+ * of the struct its rows describe. Names are unique over all of them. */
+typedef struct cr_config_part {
+    const cr_option_table *table;
+    size_t offset;
+} cr_config_part;
+
+extern const cr_config_part cr_config_parts[];
+extern const size_t cr_config_n_parts;
+
+/* Fills cfg: every row's default, then each variable whose flag is not on
+ * the command line (a flag overrides even a bad variable, and a repeatable
+ * flag replaces its variable's list), then the flags in order, then every
+ * component's own check. Returns 0 to run, 1 when --help or --version
+ * printed what was asked (--help also warns on stderr, in one line, about
+ * each variable the sidecar would refuse), 2 for --check-config (cfg is
+ * loaded and valid; the caller prints it and exits), -1 on a bad flag or
+ * value with a one-line message naming it (the flag, or the variable and
+ * the flag) in err. cfg owns its strings; free it with cr_config_free
+ * whatever the return. */
 int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen);
 
 /* The effective configuration as a JSON object (for the start-up log and
- * --check-config). */
+ * --check-config): each table's rows by key, at the top level or in the
+ * table's group object ("planner", "estimator", "inject", "probe"), null
+ * for a row without a value; then "options", one {"flag", "env", "value",
+ * "source"} per row in --help order. NULL when out of memory. */
 json_t *cr_config_json(const cr_config *cfg);
 void cr_config_free(cr_config *cfg);
 void cr_config_usage(FILE *out);

@@ -1,12 +1,11 @@
-/* cacheroute.v1.CacheRoute handlers: decode the request, call the planner or
- * estimator, encode the answer. Every check that can reject a call runs
- * before any state changes, so a rejected call changes nothing. */
+/* Plan, RecordArrival, GetRates and Forget: decode, one cr_core_* call,
+ * encode. Every rule, and every check that can reject a call before state
+ * changes, is the core's; here are only the wire's own limits. */
 #include "handlers.h"
 
 #include <stdlib.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
-#include "log.h"
 #include "reply.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;
@@ -22,21 +21,29 @@ typedef Cacheroute__V1__SessionRate SessionRate;
 #define ROUTE_MAX_BYTES 28
 #define RESPONSE_SLACK 32
 
-static size_t max_message(const cr_sidecar *s) { return (size_t)s->cfg->max_message_bytes; }
+void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
+{
+    cr_reply_error(out,
+                   st == CR_EINVAL ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "%s", err->msg);
+}
 
 /* ---- Plan ---- */
 
 typedef struct table_msg {
+    Cacheroute__V1__PlanResponse resp;
     Cacheroute__V1__RoutingTable rt;
     Placement *placements;
     Placement **ptrs;
 } table_msg;
 
-/* Points a RoutingTable message at t's arrays (t must outlive the message). */
+/* Points a PlanResponse at t's arrays (t must outlive the message). */
 static int table_msg_init(table_msg *m, const cr_table *t)
 {
     size_t n = cr_table_n_placements(t);
+    cacheroute__v1__plan_response__init(&m->resp);
     cacheroute__v1__routing_table__init(&m->rt);
+    m->resp.table = &m->rt;
     m->placements = malloc((n ? n : 1) * sizeof *m->placements);
     m->ptrs = malloc((n ? n : 1) * sizeof *m->ptrs);
     if (!m->placements || !m->ptrs)
@@ -62,101 +69,71 @@ static int table_msg_init(table_msg *m, const cr_table *t)
     return 0;
 }
 
-static void table_msg_free(table_msg *m)
-{
-    free(m->placements);
-    free(m->ptrs);
-}
-
-static cr_status plan_rates(const cr_planner_config *cfg, const PlanRequest *req, cr_table **t,
-                            cr_error *err)
-{
-    cr_session_rate *rates = malloc(req->n_rates * sizeof *rates);
-    if (!rates) {
-        snprintf(err->msg, sizeof err->msg, "out of memory reading %zu rates", req->n_rates);
-        return CR_ENOMEM;
-    }
-    for (size_t i = 0; i < req->n_rates; i++)
-        rates[i] = (cr_session_rate){req->rates[i]->owner, req->rates[i]->rate};
-    cr_status st = cr_planner_plan(cfg, rates, req->n_rates, t, err);
-    free(rates);
-    return st;
-}
-
-/* Answers with t, installing it first when asked; takes ownership of t.
- * t0: when planning started, for the plan-duration metric and log. */
-static void answer_plan(cr_sidecar *s, cr_table *t, int install, double t0, cr_reply *out)
-{
-    double planned = cr_sidecar_now(s) - t0;
-    int installed = 0;
+typedef struct plan_answer {
     table_msg m;
-    Cacheroute__V1__PlanResponse resp = CACHEROUTE__V1__PLAN_RESPONSE__INIT;
-    resp.table = &m.rt;
-    if (table_msg_init(&m, t) != 0) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory encoding the plan");
-        goto done;
+    size_t max;
+    cr_reply *out;
+} plan_answer;
+
+/* The core's last check before install: the answer must fit, sized with the
+ * widest generation, so a plan too large to answer is not installed either. */
+static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
+{
+    plan_answer *a = ctx;
+    if (table_msg_init(&a->m, t) != 0) {
+        cr_fail(err, CR_ENOMEM, "out of memory encoding the plan");
+        cr_reply_core_error(a->out, CR_ENOMEM, err);
+        return -1;
     }
-    /* Size the answer with the widest generation before installing, so a
-     * plan too large to answer is not installed either. */
-    m.rt.generation = install ? UINT64_MAX : 0;
-    size_t size = protobuf_c_message_get_packed_size(&resp.base);
-    if (size > max_message(s)) {
-        cr_reply_message(out, &resp.base, max_message(s), "plan fewer sessions");
-        goto done;
-    }
-    cr_installed *inst = NULL;
-    if (install && !(inst = cr_sidecar_install(s, t))) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory installing the plan");
-        t = NULL;
-        goto done;
-    }
-    m.rt.generation = inst ? inst->generation : 0;
-    cr_reply_message(out, &resp.base, max_message(s), NULL);
-    if (inst) {
-        t = NULL; /* the sidecar owns it now */
-        installed = 1;
-        cr_sidecar_log_install(inst, "rpc", planned);
-        cr_installed_release(inst);
-    }
-done:
-    cr_metrics_plan(s->metrics, planned, installed);
-    table_msg_free(&m);
-    cr_table_free(t);
+    a->m.rt.generation = install ? UINT64_MAX : 0;
+    if (protobuf_c_message_get_packed_size(&a->m.resp.base) <= a->max)
+        return 0;
+    cr_reply_message(a->out, &a->m.resp.base, a->max, "plan fewer sessions");
+    cr_fail(err, CR_ENOMEM, "%s", a->out->message);
+    return -1;
 }
 
 static void plan(void *ctx, const void *message, cr_reply *out)
 {
-    cr_sidecar *s = ctx;
+    const cr_handlers *h = ctx;
     const PlanRequest *req = message;
-    cr_planner_config cfg = s->cfg->planner;
-    if (req->config)
-        cfg = (cr_planner_config){req->config->n_shards, req->config->qcap,
-                                  req->config->warm_slots_per_shard};
-    if (req->n_rates && req->from_estimator) {
-        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT,
-                       "rates and from_estimator are mutually exclusive, got %zu rates and "
-                       "from_estimator true",
+    const Cacheroute__V1__PlannerConfig *pc = req->config;
+    cr_session_rate *rates = malloc((req->n_rates ? req->n_rates : 1) * sizeof *rates);
+    if (!rates) {
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading %zu rates",
                        req->n_rates);
         return;
     }
-    if (!req->n_rates && !req->from_estimator) {
-        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT,
-                       "one of rates (non-empty) or from_estimator is required, got neither");
-        return;
-    }
-    double t0 = cr_sidecar_now(s);
-    cr_table *t;
+    for (size_t i = 0; i < req->n_rates; i++)
+        rates[i] = (cr_session_rate){req->rates[i]->owner, req->rates[i]->rate};
+    plan_answer a = {.max = h->max_message, .out = out};
+    cr_core_plan_request pr = {
+        .rates = rates,
+        .n_rates = req->n_rates,
+        .from_estimator = req->from_estimator,
+        .has_n_shards = pc && pc->has_n_shards,
+        .n_shards = pc ? pc->n_shards : 0,
+        .has_qcap = pc && pc->has_qcap,
+        .qcap = pc ? pc->qcap : 0,
+        .has_warm_slots_per_shard = pc && pc->has_warm_slots_per_shard,
+        .warm_slots_per_shard = pc ? pc->warm_slots_per_shard : 0,
+        .install = req->install,
+        .fits = plan_fits,
+        .fits_ctx = &a,
+    };
+    cr_core_plan_result res;
     cr_error err;
-    cr_status st = req->from_estimator ? cr_sidecar_plan_estimator(s, &cfg, &t, &err)
-                                       : plan_rates(&cfg, req, &t, &err);
-    if (st != CR_OK) {
-        cr_reply_error(out,
-                       st == CR_EINVAL ? GRPC_STATUS_INVALID_ARGUMENT
-                                       : GRPC_STATUS_RESOURCE_EXHAUSTED,
-                       "%s", err.msg);
-        return;
+    cr_status st = cr_core_plan(h->core, &pr, &res, &err);
+    if (st == CR_OK) {
+        a.m.rt.generation = res.generation;
+        cr_reply_message(out, &a.m.resp.base, h->max_message, NULL);
+    } else if (out->status == GRPC_STATUS_OK) { /* not already answered by plan_fits */
+        cr_reply_core_error(out, st, &err);
     }
-    answer_plan(s, t, req->install, t0, out);
+    cr_core_plan_result_free(&res);
+    free(a.m.placements);
+    free(a.m.ptrs);
+    free(rates);
 }
 
 void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
@@ -166,15 +143,39 @@ void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 
 /* ---- RecordArrival ---- */
 
+static void answer_routes(const cr_handlers *h, const cr_route *routes, size_t n,
+                          uint64_t generation, cr_reply *out)
+{
+    Route *msgs = routes ? malloc((n ? n : 1) * sizeof *msgs) : NULL;
+    Route **ptrs = routes ? malloc((n ? n : 1) * sizeof *ptrs) : NULL;
+    if (routes && (!msgs || !ptrs)) {
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
+        goto done;
+    }
+    for (size_t i = 0; routes && i < n; i++) {
+        cacheroute__v1__route__init(&msgs[i]);
+        msgs[i].owner = routes[i].owner;
+        msgs[i].rate = routes[i].rate;
+        msgs[i].admitted = routes[i].admitted;
+        msgs[i].preferred_shard = routes[i].preferred_shard;
+        ptrs[i] = &msgs[i];
+    }
+    Cacheroute__V1__RecordArrivalResponse resp = CACHEROUTE__V1__RECORD_ARRIVAL_RESPONSE__INIT;
+    resp.n_routes = routes ? n : 0;
+    resp.routes = ptrs;
+    resp.recorded = (uint32_t)n;
+    resp.table_generation = generation;
+    cr_reply_message(out, &resp.base, h->max_message, NULL);
+done:
+    free(msgs);
+    free(ptrs);
+}
+
 static void record_arrival(void *ctx, const void *message, cr_reply *out)
 {
-    cr_sidecar *s = ctx;
+    const cr_handlers *h = ctx;
     const RecordArrivalRequest *req = message;
-    size_t n = req->n_owners, max = max_message(s);
-    if (n == 0) {
-        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "owners must not be empty");
-        return;
-    }
+    size_t n = req->n_owners, max = h->max_message;
     if (!req->omit_routes && n > (max - RESPONSE_SLACK) / ROUTE_MAX_BYTES) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
                        "%zu owners could need %zu response bytes, over the %zu-byte message "
@@ -182,40 +183,19 @@ static void record_arrival(void *ctx, const void *message, cr_reply *out)
                        n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
         return;
     }
-    Route *routes = req->omit_routes ? NULL : malloc(n * sizeof *routes);
-    Route **ptrs = req->omit_routes ? NULL : malloc(n * sizeof *ptrs);
-    if (!req->omit_routes && (!routes || !ptrs)) {
-        free(routes);
-        free(ptrs);
+    cr_route *routes = req->omit_routes ? NULL : malloc((n ? n : 1) * sizeof *routes);
+    if (!req->omit_routes && !routes) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
         return;
     }
-    Cacheroute__V1__RecordArrivalResponse resp = CACHEROUTE__V1__RECORD_ARRIVAL_RESPONSE__INIT;
-    cr_installed *inst = cr_sidecar_acquire(s);
-    uint32_t shards = inst ? cr_table_n_shards(inst->table) : s->cfg->planner.n_shards;
-    double now = cr_sidecar_now(s);
-    for (size_t i = 0; i < n; i++) {
-        int64_t owner = req->owners[i];
-        double rate = cr_estimator_record(s->estimator, owner, now);
-        if (!routes)
-            continue;
-        const cr_placement *p = inst ? cr_table_find(inst->table, owner) : NULL;
-        cacheroute__v1__route__init(&routes[i]);
-        routes[i].owner = owner;
-        routes[i].rate = rate;
-        routes[i].admitted = p != NULL;
-        routes[i].preferred_shard = p ? p->preferred_shard : cr_fallback_shard(owner, shards);
-        ptrs[i] = &routes[i];
-    }
-    cr_metrics_arrivals(s->metrics, n);
-    resp.n_routes = routes ? n : 0;
-    resp.routes = ptrs;
-    resp.recorded = (uint32_t)n;
-    resp.table_generation = inst ? inst->generation : 0;
-    cr_installed_release(inst);
-    cr_reply_message(out, &resp.base, max, NULL);
+    uint64_t generation;
+    cr_error err;
+    cr_status st = cr_core_record(h->core, req->owners, n, routes, &generation, &err);
+    if (st != CR_OK)
+        cr_reply_core_error(out, st, &err);
+    else
+        answer_routes(h, routes, n, generation, out);
     free(routes);
-    free(ptrs);
 }
 
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
@@ -228,13 +208,15 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
 
 static void get_rates(void *ctx, const void *message, cr_reply *out)
 {
-    cr_sidecar *s = ctx;
+    const cr_handlers *h = ctx;
     const GetRatesRequest *req = message;
-    double now = cr_sidecar_now(s);
-    size_t n = req->n_owners;
-    cr_session_rate *all = NULL;
-    if (n == 0 && !(all = cr_estimator_rates(s->estimator, now, &n))) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory taking the snapshot");
+    cr_session_rate *all;
+    size_t n;
+    uint64_t tracked;
+    cr_error err;
+    cr_status st = cr_core_rates(h->core, req->owners, req->n_owners, &all, &n, &tracked, &err);
+    if (st != CR_OK) {
+        cr_reply_core_error(out, st, &err);
         return;
     }
     SessionRate *rates = malloc((n ? n : 1) * sizeof *rates);
@@ -245,15 +227,15 @@ static void get_rates(void *ctx, const void *message, cr_reply *out)
     }
     for (size_t i = 0; i < n; i++) {
         cacheroute__v1__session_rate__init(&rates[i]);
-        rates[i].owner = all ? all[i].owner : req->owners[i];
-        rates[i].rate = all ? all[i].rate : cr_estimator_rate(s->estimator, rates[i].owner, now);
+        rates[i].owner = all[i].owner;
+        rates[i].rate = all[i].rate;
         ptrs[i] = &rates[i];
     }
     Cacheroute__V1__GetRatesResponse resp = CACHEROUTE__V1__GET_RATES_RESPONSE__INIT;
     resp.n_rates = n;
     resp.rates = ptrs;
-    resp.tracked_owners = cr_estimator_size(s->estimator);
-    cr_reply_message(out, &resp.base, max_message(s),
+    resp.tracked_owners = tracked;
+    cr_reply_message(out, &resp.base, h->max_message,
                      "list the owners to read, or raise --max-message-bytes");
 done:
     free(all);
@@ -270,12 +252,11 @@ void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *o
 
 static void forget(void *ctx, const void *message, cr_reply *out)
 {
-    cr_sidecar *s = ctx;
+    const cr_handlers *h = ctx;
     const ForgetRequest *req = message;
     Cacheroute__V1__ForgetResponse resp = CACHEROUTE__V1__FORGET_RESPONSE__INIT;
-    for (size_t i = 0; i < req->n_owners; i++)
-        resp.forgotten += (uint32_t)cr_estimator_forget(s->estimator, req->owners[i]);
-    cr_reply_message(out, &resp.base, max_message(s), NULL);
+    resp.forgotten = cr_core_forget(h->core, req->owners, req->n_owners);
+    cr_reply_message(out, &resp.base, h->max_message, NULL);
 }
 
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out)

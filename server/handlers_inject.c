@@ -20,8 +20,8 @@ static void breakdown_msg(CostBreakdown *m, const cr_cost_breakdown *c)
     m->total_ms = c->total_ms;
 }
 
-static void answer_select(cr_sidecar *s, const SelectRequest *req, const cr_inject_response *r,
-                          cr_reply *out)
+static void answer_select(const cr_handlers *h, const SelectRequest *req,
+                          const cr_inject_response *r, cr_reply *out)
 {
     Cacheroute__V1__SelectInjectionResponse resp = CACHEROUTE__V1__SELECT_INJECTION_RESPONSE__INIT;
     CostBreakdown text, kv;
@@ -32,16 +32,14 @@ static void answer_select(cr_sidecar *s, const SelectRequest *req, const cr_inje
     resp.text = &text;
     resp.kv = r->has_kv ? &kv : NULL;
     resp.saving_ms = r->saving_ms;
-    resp.reason = (char *)r->reason;
+    resp.reason = (char *)cr_inject_reason_name(r->reason);
     resp.request_id = req->request_id;
-    cr_metrics_injection(s->metrics, (int)r->mode, r->reason, r->text.total_ms / 1e3,
-                         r->has_kv ? r->kv.total_ms / 1e3 : -1);
-    cr_reply_message(out, &resp.base, (size_t)s->cfg->max_message_bytes, NULL);
+    cr_reply_message(out, &resp.base, h->max_message, NULL);
 }
 
 static void select_injection(void *ctx, const void *message, cr_reply *out)
 {
-    cr_sidecar *s = ctx;
+    const cr_handlers *h = ctx;
     const SelectRequest *req = message;
     cr_kv_source *sources = malloc((req->n_sources ? req->n_sources : 1) * sizeof *sources);
     if (!sources) {
@@ -60,14 +58,13 @@ static void select_injection(void *ctx, const void *message, cr_reply *out)
         .gpu = req->gpu,
         .dry_run = req->dry_run,
     };
-    const cr_node_snapshot *snap = cr_prober_acquire(s->prober);
     cr_inject_response r;
     cr_error err;
-    if (cr_inject_select(s->injector, snap, &ir, cr_sidecar_now(s) * 1e3, &r, &err) != CR_OK)
-        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", err.msg);
+    cr_status st = cr_core_select(h->core, &ir, &r, &err);
+    if (st != CR_OK)
+        cr_reply_core_error(out, st, &err);
     else
-        answer_select(s, req, &r, out);
-    cr_node_snapshot_release(snap);
+        answer_select(h, req, &r, out);
     free(sources);
 }
 
@@ -145,19 +142,19 @@ static void profile_cost(profile_msg *m, const cr_inject_model *model)
 static void get_node_profile(void *ctx, const void *message, cr_reply *out)
 {
     (void)message; /* GetNodeProfileRequest has no fields */
-    cr_sidecar *s = ctx;
-    const cr_node_snapshot *snap = cr_prober_acquire(s->prober);
+    const cr_handlers *h = ctx;
+    const cr_node_snapshot *snap;
     profile_msg m = {0};
     cr_inject_model model;
     cr_error err;
     cacheroute__v1__node_profile__init(&m.node);
-    if (profile_devices(&m, snap) != 0)
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-    else if (cr_injector_model(s->injector, snap, 0, &model, &err) != CR_OK)
+    if (cr_core_profile(h->core, &snap, &model, &err) != CR_OK)
         cr_reply_error(out, GRPC_STATUS_INTERNAL, "%s", err.msg);
+    else if (profile_devices(&m, snap) != 0)
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     else {
         profile_cost(&m, &model);
-        cr_reply_message(out, &m.node.base, (size_t)s->cfg->max_message_bytes, NULL);
+        cr_reply_message(out, &m.node.base, h->max_message, NULL);
     }
     free(m.gpus);
     free(m.gpu_ptrs);

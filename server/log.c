@@ -9,19 +9,19 @@
 #include <unistd.h>
 
 static _Atomic int min_level = CR_LOG_INFO;
-static const char *const names[] = {"debug", "info", "warn", "error"};
+const char *const cr_log_levels[] = {"debug", "info", "warn", "error", NULL};
 
 int cr_log_parse_level(const char *s, cr_log_level *out)
 {
     for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0) {
+        if (strcmp(s, cr_log_levels[i]) == 0) {
             *out = (cr_log_level)i;
             return 0;
         }
     return -1;
 }
 
-const char *cr_log_level_name(cr_log_level level) { return names[level]; }
+const char *cr_log_level_name(cr_log_level level) { return cr_log_levels[level]; }
 void cr_log_set_level(cr_log_level level) { atomic_store(&min_level, (int)level); }
 int cr_log_enabled(cr_log_level level) { return (int)level >= atomic_load(&min_level); }
 
@@ -50,7 +50,8 @@ void cr_log(cr_log_level level, const char *msg, json_t *fields)
     size_t n = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(stamp + n, sizeof stamp - n, ".%03ldZ", ts.tv_nsec / 1000000);
 
-    json_t *line = json_pack("{s:s,s:s,s:s}", "ts", stamp, "level", names[level], "msg", msg);
+    json_t *line =
+        json_pack("{s:s,s:s,s:s}", "ts", stamp, "level", cr_log_levels[level], "msg", msg);
     if (line && fields)
         json_object_update_missing(line, fields); /* ts/level/msg win */
     json_decref(fields);

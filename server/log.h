@@ -8,6 +8,9 @@
 
 typedef enum cr_log_level { CR_LOG_DEBUG, CR_LOG_INFO, CR_LOG_WARN, CR_LOG_ERROR } cr_log_level;
 
+/* The level names in cr_log_level's order, NULL-terminated. */
+extern const char *const cr_log_levels[];
+
 /* Parses "debug", "info", "warn" or "error"; returns 0 on success. */
 int cr_log_parse_level(const char *s, cr_log_level *out);
 const char *cr_log_level_name(cr_log_level level);

@@ -1,5 +1,5 @@
-/* cacheroute-sidecar: wires the components to the gRPC server and runs
- * until SIGTERM or SIGINT. */
+/* cacheroute-sidecar: loads the configuration, builds the core, serves it
+ * over gRPC until SIGTERM or SIGINT. */
 #include <grpc/grpc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,14 +11,45 @@
 #include "health.h"
 #include "log.h"
 #include "metrics.h"
+#include "observe.h"
 #include "reflection.h"
 #include "rpc.h"
-#include "sidecar.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
-/* NIC utilization is sampled over this window at every probe; short, since
- * the first probe delays readiness by it. */
-#define PROBE_NIC_SAMPLE_S 0.25
+
+/* What the sidecar serves; each handler's ctx is filled before serving. */
+typedef struct sidecar {
+    cr_handlers handlers;
+    cr_health *health;
+    cr_reflection *reflection;
+    cr_metrics *metrics;
+} sidecar;
+
+enum { N_METHODS = 10 };
+
+static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
+{
+    const cr_method_spec methods[N_METHODS] = {
+        {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, &s->handlers},
+        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers},
+        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_select_injection, &s->handlers},
+        {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers},
+        {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers},
+        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, &s->handlers},
+        {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health},
+        {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health},
+        {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
+         cr_reflection_handle, s->reflection},
+        {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
+         cr_reflection_handle, s->reflection},
+    };
+    memcpy(out, methods, sizeof methods);
+}
+
+static void observe_rpc(void *ctx, size_t method, grpc_status_code status, double seconds)
+{
+    cr_metrics_rpc(ctx, method, (int)status, seconds);
+}
 
 static void log_config(const cr_config *c, int port, int metrics_port)
 {
@@ -28,92 +59,79 @@ static void log_config(const cr_config *c, int port, int metrics_port)
     cr_log(CR_LOG_INFO, "serving", fields);
 }
 
-/* The injection cost model and the node prober; the first probe runs here,
- * before the sidecar reports SERVING. */
-static int start_probes(const cr_config *cfg, cr_sidecar *s)
+static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc, const sigset_t *signals)
 {
-    cr_error e;
-    cr_probe_config pc;
-    cr_probe_config_default(&pc);
-    pc.sysfs_root = cfg->sysfs_root;
-    pc.nic_names = (const char *const *)cfg->nics.items;
-    pc.n_nic_names = cfg->nics.n;
-    pc.interval_s = cfg->probe_interval;
-    pc.nic_sample_s = PROBE_NIC_SAMPLE_S;
-    pc.on_snapshot = cr_sidecar_log_probe;
-    if (!(s->injector = cr_injector_new(&cfg->inject, &e)) ||
-        !(s->prober = cr_prober_start(&pc, &e))) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static void observe_rpc(void *ctx, size_t method, grpc_status_code status, double seconds)
-{
-    cr_metrics_rpc(ctx, method, (int)status, seconds);
-}
-
-static int serve(const cr_config *cfg, cr_sidecar *s, cr_health *h, cr_reflection *refl,
-                 const sigset_t *signals)
-{
-    const cr_method_spec methods[] = {
-        {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, s},
-        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, s},
-        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_select_injection, s},
-        {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, s},
-        {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, s},
-        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, s},
-        {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, h},
-        {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, h},
-        {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
-         cr_reflection_handle, refl},
-        {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
-         cr_reflection_handle, refl},
-    };
-    enum { N_METHODS = sizeof methods / sizeof methods[0] };
-    const char *paths[N_METHODS];
-    for (size_t i = 0; i < N_METHODS; i++)
-        paths[i] = methods[i].path;
-    char err[512];
-    cr_metrics *metrics = cr_metrics_new(paths, N_METHODS);
-    if (!metrics) {
-        fprintf(stderr, "cacheroute-sidecar: out of memory\n");
-        return 2;
-    }
-    s->metrics = metrics;
-    if (*cfg->metrics_listen &&
-        cr_metrics_serve(metrics, cfg->metrics_listen, cr_sidecar_gauges, s, err, sizeof err)) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
-        cr_metrics_free(metrics);
-        return 2;
-    }
-    cr_rpc_options opt = {cfg->listen, (int)cfg->threads, cfg->max_message_bytes, observe_rpc,
-                          metrics};
-    cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
-    if (!rpc) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
-        cr_metrics_free(metrics);
-        return 2;
-    }
-    cr_health_set_serving(h, 1);
-    if (cr_sidecar_start_replanner(s) != 0)
-        cr_log(CR_LOG_ERROR, "cannot start the replanner thread", NULL);
-    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(metrics));
-
     int sig = 0;
     sigwait(signals, &sig);
     cr_log(CR_LOG_INFO, "shutting down",
            json_pack("{s:s,s:f,s:I}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "grace_s",
-                     cfg->shutdown_grace, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
-    cr_health_set_serving(h, 0);
-    cr_health_end_watches(h);
-    double waited = cr_rpc_shutdown(rpc, cfg->shutdown_grace);
+                     cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
+    cr_health_set_serving(s->health, 0);
+    cr_health_end_watches(s->health);
+    double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s);
     cr_rpc_free(rpc);
-    cr_sidecar_stop_replanner(s);
-    cr_metrics_free(metrics);
+    cr_core_stop(s->handlers.core);
     cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
+}
+
+/* The core is running (first probe done); serve it until a signal. */
+static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods,
+                 const sigset_t *signals)
+{
+    char err[512];
+    const cr_server_config *sc = &cfg->server;
+    if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, cr_observe_gauges,
+                                                s->handlers.core, err, sizeof err)) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        return 2;
+    }
+    cr_rpc_options opt = {sc->listen, (int)sc->threads, sc->max_message_bytes, observe_rpc,
+                          s->metrics};
+    cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
+    if (!rpc) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        return 2;
+    }
+    cr_health_set_serving(s->health, 1);
+    cr_error e;
+    if (cr_core_start(s->handlers.core, &e) != CR_OK)
+        cr_log(CR_LOG_ERROR, "cannot start the replanner", json_pack("{s:s}", "error", e.msg));
+    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(s->metrics));
+    wait_and_drain(cfg, s, rpc, signals);
+    cr_metrics_stop(s->metrics);
     return 0;
+}
+
+/* Builds the parts, serves, and tears down in reverse. */
+static int run(const cr_config *cfg, const sigset_t *signals)
+{
+    sidecar s = {.handlers.max_message = (size_t)cfg->server.max_message_bytes};
+    cr_method_spec methods[N_METHODS];
+    const char *paths[N_METHODS];
+    s.health = cr_health_new();
+    s.reflection = cr_reflection_new(cr_descriptor_set, cr_descriptor_set_len);
+    method_table(&s, methods);
+    for (size_t i = 0; i < N_METHODS; i++)
+        paths[i] = methods[i].path;
+    s.metrics = cr_metrics_new(paths, N_METHODS);
+    int rc = 2;
+    cr_error e;
+    cr_core_hooks hooks;
+    if (!s.health || !s.reflection || !s.metrics) {
+        fprintf(stderr, "cacheroute-sidecar: out of memory\n");
+    } else if (hooks = cr_observe_hooks(s.metrics),
+               !(s.handlers.core = cr_core_new(&cfg->core, &hooks, NULL, &e))) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
+    } else {
+        grpc_init();
+        rc = serve(cfg, &s, methods, signals);
+        grpc_shutdown();
+    }
+    cr_core_free(s.handlers.core);
+    cr_metrics_free(s.metrics);
+    cr_reflection_free(s.reflection);
+    cr_health_free(s.health);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -138,32 +156,13 @@ int main(int argc, char **argv)
     } else if (rc < 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
     }
-    if (rc != 0) {
-        cr_config_free(&cfg);
-        return rc < 0 ? 2 : 0;
-    }
-    cr_log_set_level(cfg.log_level);
-    cr_log_capture_grpc();
-
-    cr_error e;
-    cr_sidecar *s = cr_sidecar_new(&cfg, &e);
-    cr_health *h = cr_health_new();
-    cr_reflection *refl = cr_reflection_new(cr_descriptor_set, cr_descriptor_set_len);
-    if (!s || !h || !refl) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", s ? "out of memory" : e.msg);
-        rc = 2;
-    } else if (start_probes(&cfg, s) != 0) {
-        rc = 2;
+    if (rc == 0) {
+        cr_log_set_level(cfg.server.log_level);
+        cr_log_capture_grpc();
+        rc = run(&cfg, &signals);
     } else {
-        grpc_init();
-        rc = serve(&cfg, s, h, refl, &signals);
-        grpc_shutdown();
+        rc = rc < 0 ? 2 : 0;
     }
-    cr_prober_stop(s ? s->prober : NULL);
-    cr_injector_free(s ? s->injector : NULL);
-    cr_reflection_free(refl);
-    cr_health_free(h);
-    cr_sidecar_free(s);
     cr_config_free(&cfg);
     return rc;
 }

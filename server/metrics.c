@@ -9,19 +9,10 @@
 #include <string.h>
 
 #include "metrics_internal.h"
+#include "wire.h"
 
-#define N_CODES 17 /* gRPC status codes 0..16 */
-static const char *const code_names[N_CODES] = {
-    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+#define N_CODES CR_WIRE_N_STATUS /* gRPC status codes 0..16, named by cr_wire_status_name */
 
-#define N_REASONS 6
-static const char *const reasons[N_REASONS] = {"no_knowledge", "no_kv_available", "kv_faster",
-                                               "kv_hidden_by_queue", "text_faster",
-                                               "link_congested"};
-/* The mode each reason goes with (1 text, 2 KV cache): only those series exist. */
-static const int reason_mode[N_REASONS] = {1, 1, 2, 2, 1, 1};
 
 /* Latency buckets from 50 µs (a RecordArrival) to 10 s (a large Plan). */
 static const double rpc_bounds[] = {5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
@@ -46,7 +37,7 @@ struct cr_metrics {
     _Atomic uint64_t arrivals;
     _Atomic uint64_t plans, plans_installed;
     histogram plan_seconds;
-    _Atomic uint64_t decisions[3][N_REASONS]; /* [mode][reason] */
+    _Atomic uint64_t decisions[CR_INJECT_N_REASONS]; /* a reason implies its mode */
     histogram predicted[2];                   /* text, kv */
     cr_metrics_http *http;
 };
@@ -137,11 +128,10 @@ void cr_metrics_plan(cr_metrics *m, double seconds, int installed)
     histogram_observe(&m->plan_seconds, seconds);
 }
 
-void cr_metrics_injection(cr_metrics *m, int mode, const char *reason, double text_s, double kv_s)
+void cr_metrics_injection(cr_metrics *m, cr_inject_reason reason, double text_s, double kv_s)
 {
-    for (int r = 0; r < N_REASONS; r++)
-        if (!strcmp(reason, reasons[r]) && mode >= 0 && mode < 3)
-            atomic_fetch_add_explicit(&m->decisions[mode][r], 1, memory_order_relaxed);
+    if ((unsigned)reason < CR_INJECT_N_REASONS)
+        atomic_fetch_add_explicit(&m->decisions[reason], 1, memory_order_relaxed);
     histogram_observe(&m->predicted[0], text_s);
     if (kv_s >= 0)
         histogram_observe(&m->predicted[1], kv_s);
@@ -268,7 +258,8 @@ static void render_rpcs(cr_metrics *m, cr_page *p)
             uint64_t v = atomic_load(&m->rpc_calls[i * N_CODES + (size_t)c]);
             if (v == 0 && c != 0)
                 continue; /* every method shows OK; other codes once seen */
-            snprintf(full, sizeof full, "%s,code=\"%s\"", labels, code_names[c]);
+            snprintf(full, sizeof full, "%s,code=\"%s\"", labels,
+                     cr_wire_status_name((grpc_status_code)c));
             cr_page_sample(p, "cacheroute_rpc_requests_total", full, (double)v);
         }
     }
@@ -302,11 +293,12 @@ static void render_injection(cr_metrics *m, cr_page *p)
     char labels[128];
     cr_page_family(p, "cacheroute_injection_decisions_total", "counter",
                    "SelectInjection decisions (dry runs included), by mode and reason.");
-    for (int r = 0; r < N_REASONS; r++) {
-        int mode = reason_mode[r];
-        snprintf(labels, sizeof labels, "mode=\"%s\",reason=\"%s\"", modes[mode], reasons[r]);
+    for (int r = 0; r < CR_INJECT_N_REASONS; r++) {
+        snprintf(labels, sizeof labels, "mode=\"%s\",reason=\"%s\"",
+                 modes[cr_inject_reason_mode((cr_inject_reason)r)],
+                 cr_inject_reason_name((cr_inject_reason)r));
         cr_page_sample(p, "cacheroute_injection_decisions_total", labels,
-                       (double)atomic_load(&m->decisions[mode][r]));
+                       (double)atomic_load(&m->decisions[r]));
     }
     cr_page_family(p, "cacheroute_injection_predicted_seconds", "histogram",
                    "Predicted total latency of each injection path per decision.");

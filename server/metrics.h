@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inject.h" /* cr_inject_reason */
+
 typedef struct cr_metrics cr_metrics;
 typedef struct cr_page cr_page;
 
@@ -20,11 +22,10 @@ void cr_metrics_free(cr_metrics *m);
 void cr_metrics_rpc(cr_metrics *m, size_t method, int grpc_code, double seconds);
 void cr_metrics_arrivals(cr_metrics *m, uint64_t n);
 void cr_metrics_plan(cr_metrics *m, double seconds, int installed);
-/* mode: 1 text, 2 KV cache (the InjectionMode numbers); reason: one of the
- * stable reason strings; predicted totals in seconds, kv_s < 0 when there was
- * no KV option. */
-void cr_metrics_injection(cr_metrics *m, int mode, const char *reason, double text_s,
-                          double kv_s);
+/* One decision: its reason (which implies its mode; one out of range counts
+ * in the histograms only), the predicted totals in seconds, kv_s < 0 when
+ * there was no KV option. */
+void cr_metrics_injection(cr_metrics *m, cr_inject_reason reason, double text_s, double kv_s);
 
 /* Scrape-time values (estimator size, the installed table, probes) come from
  * a callback that writes families onto the page being rendered. */

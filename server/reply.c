@@ -1,7 +1,5 @@
 #include "reply.h"
 
-#include <stdlib.h>
-
 void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                     size_t len, cr_reply *out, cr_decoded_fn fn)
 {
@@ -15,24 +13,11 @@ void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
-int cr_pack(const ProtobufCMessage *msg, size_t max, uint8_t **body, size_t *len)
-{
-    *len = protobuf_c_message_get_packed_size(msg);
-    *body = NULL;
-    if (*len > max)
-        return -1;
-    *body = malloc(*len ? *len : 1);
-    if (!*body)
-        return -1;
-    protobuf_c_message_pack(msg, *body);
-    return 0;
-}
-
 void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, const char *hint)
 {
     uint8_t *body;
     size_t len;
-    if (cr_pack(msg, max, &body, &len) == 0) {
+    if (cr_wire_encode(msg, max, &body, &len) == 0) {
         out->status = GRPC_STATUS_OK;
         out->body = body;
         out->len = len;

@@ -2,7 +2,6 @@
  * and health.c. */
 #include "rpc.h"
 
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
@@ -392,24 +391,12 @@ grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr
     return grpc_call_start_batch(call, ops, n, tag, NULL);
 }
 
-int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
-{
-    grpc_byte_buffer_reader reader;
-    if (!grpc_byte_buffer_reader_init(&reader, bb))
-        return -1;
-    *out = grpc_byte_buffer_reader_readall(&reader);
-    grpc_byte_buffer_reader_destroy(&reader);
-    return 0;
-}
-
 grpc_byte_buffer *cr_reply_take_body(cr_reply *r)
 {
     if (r->status != GRPC_STATUS_OK)
         return NULL;
-    grpc_slice s = r->body ? grpc_slice_new(r->body, r->len, free) : grpc_empty_slice();
+    grpc_byte_buffer *bb = cr_wire_buffer(r->body, r->len);
     r->body = NULL;
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
     return bb;
 }
 

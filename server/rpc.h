@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire.h"
+
 typedef struct cr_tag {
     void (*fn)(struct cr_tag *tag, int ok);
 } cr_tag;
@@ -109,8 +111,14 @@ struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
-int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out); /* 0 on success */
-grpc_byte_buffer *cr_reply_take_body(cr_reply *r);            /* NULL unless OK */
+/* cr_wire_read (proto/wire.h) by its old name: bb whole in *out; 0, or -1. */
+static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
+{
+    return cr_wire_read(bb, out);
+}
+/* An OK reply's body as a byte buffer the caller owns (it takes r->body over,
+ * leaving it NULL; no body gives an empty message); NULL unless r is OK. */
+grpc_byte_buffer *cr_reply_take_body(cr_reply *r);
 void cr_reply_error(cr_reply *r, grpc_status_code status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -2,6 +2,9 @@
 # and concurrent select callers), hence the concurrency label for TSan runs.
 if(TARGET cacheroute_gpu)
   cr_add_cunit_test(test_gpu SOURCES test_gpu.c LIBS cacheroute_gpu LABELS concurrency)
+  # probe_test.h: the gpu library's pure parts and the prober's test hook,
+  # private to gpu/ and its tests.
+  target_include_directories(test_gpu PRIVATE ${CMAKE_SOURCE_DIR}/gpu)
   # With cuda.h, the CUDA probe also runs against a fake driver (the success
   # path) and, when the toolkit ships it, NVIDIA's stub libcuda.so (real
   # export names; its cuInit fails).

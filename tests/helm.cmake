@@ -50,9 +50,10 @@ if(TARGET cacheroute-sidecar AND NOT CR_SANITIZE)
   list(APPEND CR_HELM_ALL_TESTS helm_image_libs)
 endif()
 
-# The chart's CACHEROUTE_* variables are exactly the binary's, and the
-# binary accepts every rendered environment (checked through --help, which
-# validates the environment first and starts no server).
+# The chart's CACHEROUTE_* variables are exactly the binary's (its --help
+# lists them), and the binary accepts every rendered environment (checked
+# through --check-config, which loads and checks every variable and starts
+# no server; --help exits 0 even when the environment is bad, and only warns).
 if(TARGET cacheroute-sidecar)
   add_test(NAME helm_chart_env_matches_binary
            COMMAND /usr/bin/python3 ${CR_HELM_TESTS}/check_env_against_binary.py

@@ -1,6 +1,11 @@
 /* Node probe: sysfs NIC discovery and utilization on fake trees built under
  * a mkdtemp directory, the BF16 peak table, UUID text, the no-driver path,
- * and the prober's thread (start, re-probe, stop), run under TSan in CI. */
+ * and the prober's thread (start, re-probe, stop), run under TSan in CI.
+ *
+ * No sleep decides an outcome: the prober tests wait for its ticker's thread
+ * to reach a given wait (probe_test.h's cr_prober_test_ticker with
+ * ticker_test.h's cr_ticker_test_await), and time is only checked against
+ * bounds of half a second or more. */
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
@@ -14,12 +19,16 @@
 
 #include "cunit_main.h"
 #include "probe.h"
+#include "probe_test.h" /* the pure parts, and the prober's ticker */
+#include "ticker_test.h"
 
 #ifdef CR_TEST_FAKE_CUDA
 #include <dlfcn.h>
 #endif
 
 #define BOGUS_CUDA "libcuda-does-not-exist.so.1"
+/* A wait no working test reaches: it only keeps a broken one from hanging. */
+#define HANG_S 60.0
 
 static char root[64];
 
@@ -392,7 +401,11 @@ static void test_prober_stops_mid_interval(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     const cr_node_snapshot *s = cr_prober_acquire(p);
     CU_ASSERT_EQUAL(s->generation, 1);
-    usleep(20000); /* let the thread reach its hour-long wait */
+    /* The thread is in its hour-long wait (the first, before any re-probe). */
+    cr_ticker *t = cr_prober_test_ticker(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(cr_ticker_test_await(t, CR_TICKER_BETWEEN_CALLS, 1, HANG_S), 0);
+    CU_ASSERT_EQUAL(cr_ticker_test_waits(t, CR_TICKER_IN_CALL), 0); /* no re-probe began */
     double t0 = now_s();
     cr_prober_stop(p);
     CU_ASSERT(now_s() - t0 < 1.0);
@@ -409,7 +422,14 @@ static void test_prober_stops_mid_sample(void)
     cr_error err;
     cr_prober *p = cr_prober_start(&cfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    usleep(100000);
+    /* The first re-probe is in its NIC sampling wait (the only wait inside
+     * a probe), which the stop must cut short. */
+    cr_ticker *t = cr_prober_test_ticker(p);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT_EQUAL(cr_ticker_test_await(t, CR_TICKER_IN_CALL, 1, HANG_S), 0);
+    const cr_node_snapshot *s = cr_prober_acquire(p);
+    CU_ASSERT_EQUAL(s->generation, 1); /* that re-probe is not done */
+    cr_node_snapshot_release(s);
     double t0 = now_s();
     cr_prober_stop(p);
     CU_ASSERT(now_s() - t0 < 0.5);
@@ -468,24 +488,63 @@ static void test_cuda_stub_driver(void)
 }
 #endif
 
+/* Blocks until the prober has finished (and, memory allowing, published) at
+ * least one re-probe that began after this call: the wait count c read now
+ * means the (c+1)-th wait begins later, so the probe after it starts after
+ * now, and the (c+2)-th wait begins once that probe is published. 0, or -1
+ * after HANG_S. */
+static int await_fresh_probe(cr_prober *p)
+{
+    cr_ticker *t = cr_prober_test_ticker(p);
+    if (!t)
+        return -1;
+    uint64_t c = cr_ticker_test_waits(t, CR_TICKER_BETWEEN_CALLS);
+    return cr_ticker_test_await(t, CR_TICKER_BETWEEN_CALLS, c + 2, HANG_S);
+}
+
+#define READER_ROUNDS 10
+
+/* A reader's results; the main thread asserts on them after the join
+ * (CUnit is not thread-safe). */
 typedef struct reader_arg {
     cr_prober *p;
-    uint64_t max_generation;
+    uint64_t max_generation; /* of the snapshots taken after a re-probe */
+    int rounds;              /* snapshots held across a re-probe */
+    int await_failed;        /* the re-probe never came */
+    int changed;             /* a held snapshot changed under its holder */
+    int missing_eth10;
+    int not_newer; /* the snapshot after the re-probe was not newer */
 } reader_arg;
 
-/* Holds each snapshot across a few re-probes and checks it stays intact. */
+/* Holds each snapshot across a re-probe (the published one is replaced
+ * while held) and checks it stays intact. */
 static void *reader(void *arg)
 {
     reader_arg *a = arg;
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < READER_ROUNDS; i++) {
         const cr_node_snapshot *s = cr_prober_acquire(a->p);
         size_t n = s->n_nics;
-        usleep(200);
-        CU_ASSERT_EQUAL(s->n_nics, n);
-        CU_ASSERT_PTR_NOT_NULL(find_nic(s->nics, s->n_nics, "eth10"));
-        if (s->generation > a->max_generation)
-            a->max_generation = s->generation;
+        uint64_t gen = s->generation;
+        const cr_nic_info *e = find_nic(s->nics, s->n_nics, "eth10");
+        int up = e ? e->up : -1;
+        if (await_fresh_probe(a->p) != 0) {
+            a->await_failed++;
+            cr_node_snapshot_release(s);
+            break;
+        }
+        e = find_nic(s->nics, s->n_nics, "eth10");
+        if (s->n_nics != n || s->generation != gen || (e ? e->up : -1) != up)
+            a->changed++;
+        if (!e)
+            a->missing_eth10++;
+        const cr_node_snapshot *now = cr_prober_acquire(a->p);
+        if (now->generation <= gen)
+            a->not_newer++;
+        if (now->generation > a->max_generation)
+            a->max_generation = now->generation;
+        cr_node_snapshot_release(now);
         cr_node_snapshot_release(s);
+        a->rounds++;
     }
     return NULL;
 }
@@ -499,26 +558,30 @@ static void test_prober_reprobe_while_held(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     const cr_node_snapshot *first = cr_prober_acquire(p);
     put("class/net/eth10/operstate", "down");
-    const cr_node_snapshot *later = NULL;
-    for (double t0 = now_s(); now_s() - t0 < 10;) {
-        later = cr_prober_acquire(p);
-        if (later->generation > first->generation &&
-            !find_nic(later->nics, later->n_nics, "eth10")->up)
-            break;
-        cr_node_snapshot_release(later);
-        later = NULL;
-        usleep(1000);
-    }
+    /* A re-probe that began after the write: it sees eth10 down. */
+    CU_ASSERT_EQUAL_FATAL(await_fresh_probe(p), 0);
+    const cr_node_snapshot *later = cr_prober_acquire(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(later);
+    CU_ASSERT(later->generation > first->generation);
+    const cr_nic_info *e = find_nic(later->nics, later->n_nics, "eth10");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(e->up, 0);
     CU_ASSERT_EQUAL(find_nic(first->nics, first->n_nics, "eth10")->up, 1); /* the old view */
     pthread_t th[4];
     reader_arg args[4];
     for (int i = 0; i < 4; i++) {
-        args[i] = (reader_arg){p, 0};
-        pthread_create(&th[i], NULL, reader, &args[i]);
+        args[i] = (reader_arg){.p = p};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, reader, &args[i]), 0);
     }
     for (int i = 0; i < 4; i++)
         pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(args[i].await_failed, 0);
+        CU_ASSERT_EQUAL(args[i].rounds, READER_ROUNDS);
+        CU_ASSERT_EQUAL(args[i].changed, 0);
+        CU_ASSERT_EQUAL(args[i].missing_eth10, 0);
+        CU_ASSERT_EQUAL(args[i].not_newer, 0);
+    }
     CU_ASSERT(args[0].max_generation > later->generation);
     cr_prober_stop(p);
     cr_node_snapshot_release(first);

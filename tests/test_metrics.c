@@ -75,9 +75,9 @@ static void test_planner_and_injection(void)
     cr_metrics_arrivals(m, 5);
     cr_metrics_plan(m, 0.2, 1);
     cr_metrics_plan(m, 0.1, 0);
-    cr_metrics_injection(m, 2, "kv_faster", 0.9, 0.3);
-    cr_metrics_injection(m, 1, "no_kv_available", 0.5, -1);
-    cr_metrics_injection(m, 1, "bogus_reason", 0.5, -1); /* histograms only */
+    cr_metrics_injection(m, CR_REASON_KV_FASTER, 0.9, 0.3);
+    cr_metrics_injection(m, CR_REASON_NO_KV_AVAILABLE, 0.5, -1);
+    cr_metrics_injection(m, CR_INJECT_N_REASONS, 0.5, -1); /* histograms only */
     char *t = render(m, NULL, NULL);
     assert_line(t, "cacheroute_arrivals_recorded_total 1005");
     assert_line(t, "cacheroute_plans_total 2");

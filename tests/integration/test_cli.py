@@ -1,6 +1,7 @@
 """The cacheroute CLI against the real sidecar: JSON answers, exit codes."""
 import concurrent.futures
 import json
+import math
 import os
 import socket
 import sys
@@ -64,11 +65,13 @@ class CliTest(h.SidecarTestCase):
         self.assertEqual(h.bits(cli_table(a["table"])), h.bits(h.plan_dump(6, 10, 2, rates)))
         self.assertEqual(a["table"]["generation"], "0")
         self.assertIsInstance(a["table"]["placements"][0]["owner"], str)
-        # Config flags: the ones not given take 8, 50, 200.
+        # Config flags: each one given replaces the sidecar's value, the ones
+        # not given keep the sidecar's (6, 10, 2), not the CLI's idea of a
+        # default (only the given fields go on the wire).
         a = self.cli("plan", "--n-shards", "4", stdin=text)
-        self.assertEqual(h.bits(cli_table(a["table"])), h.bits(h.plan_dump(4, 50, 200, rates)))
+        self.assertEqual(h.bits(cli_table(a["table"])), h.bits(h.plan_dump(4, 10, 2, rates)))
         a = self.cli("plan", "--qcap", "5", "--warm-slots-per-shard", "1.5", stdin=text)
-        self.assertEqual(h.bits(cli_table(a["table"])), h.bits(h.plan_dump(8, 5, 1.5, rates)))
+        self.assertEqual(h.bits(cli_table(a["table"])), h.bits(h.plan_dump(6, 5, 1.5, rates)))
         # The seed example, values checked as numbers.
         a = self.cli("plan", "--n-shards", "4", "--qcap", "50", "--warm-slots-per-shard", "200",
                      stdin="1,10\n2,80\n")["table"]
@@ -207,6 +210,63 @@ class CliTest(h.SidecarTestCase):
         p = h.run_cli("--target", self.sidecar.target, "health",
                       env={"CACHEROUTE_TARGET": "127.0.0.1:%d" % h.free_port()})
         self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class CliPartialConfigTest(h.SidecarTestCase):
+    """Only the config flags given go over the wire: against a sidecar with
+    --n-shards 16, `plan --qcap 30` must plan 16 shards (it used to send the
+    CLI's own 8 and 200 for the flags not given)."""
+    SIDECAR_FLAGS = ("--n-shards", "16", "--replan-interval", "0")
+    RATE_SETS = [
+        [(1, 100.0), (2, 65.0), (3, 29.0), (4, 240.0), (5, 0.0), (6, 30.0), (7, 30.5)],
+        [(o, float(7 * o % 97)) for o in range(-20, 40)],
+        [(2**63 - 1, 1000.0), (-2**63, 12.0), (42, 90.0)],
+    ]
+
+    def cli(self, *args, sidecar=None, **kw):
+        p = h.run_cli("--target", (sidecar or self.sidecar).target, *args, **kw)
+        self.assertEqual(p.returncode, 0, "cacheroute %s: stderr %r" % (args, p.stderr))
+        self.assertEqual(p.stderr, "")
+        return json.loads(p.stdout)["table"]
+
+    def test_qcap_alone_keeps_the_sidecars_shards_and_slots(self):
+        for rates in self.RATE_SETS:
+            with self.subTest(rates=rates[:3]):
+                t = self.cli("plan", "--qcap", "30", stdin=rates_text(rates))
+                self.assertEqual(t["n_shards"], 16)
+                self.assertEqual(len(t["expected_load"]), 16)
+                # kb from the given qcap: min(R, max(1, ceil(rate / 30))).
+                kb = {str(o): min(16, max(1, math.ceil(r / 30.0))) for o, r in rates if r}
+                self.assertEqual({p["owner"]: len(p["shards"]) for p in t["placements"]}, kb)
+                # W is the sidecar's 200 (nothing left out at this budget).
+                self.assertEqual(h.bits(cli_table(t)), h.bits(h.plan_dump(16, 30, 200, rates)))
+
+    def test_n_shards_alone_keeps_the_sidecars_qcap_and_slots(self):
+        rates = self.RATE_SETS[0]
+        t = self.cli("plan", "--n-shards", "4", stdin=rates_text(rates))
+        self.assertEqual(h.bits(cli_table(t)), h.bits(h.plan_dump(4, 50, 200, rates)))
+        # The same against a sidecar whose qcap and W are not the defaults: a
+        # 1-slot-per-shard budget of 4 slots, kb from qcap 20.
+        sc = self.start_sidecar("--n-shards", "16", "--qcap", "20", "--warm-slots-per-shard", "1",
+                                "--replan-interval", "0")
+        t = self.cli("plan", "--n-shards", "4", stdin=rates_text(rates), sidecar=sc)
+        self.assertEqual(t["n_shards"], 4)
+        self.assertEqual(h.bits(cli_table(t)), h.bits(h.plan_dump(4, 20, 1, rates)))
+        self.assertGreater(float(t["unadmitted_rate_total"]), 0)
+        # No flag at all: the sidecar's own config throughout.
+        t = self.cli("plan", stdin=rates_text(rates), sidecar=sc)
+        self.assertEqual(h.bits(cli_table(t)), h.bits(h.plan_dump(16, 20, 1, rates)))
+        sc.assert_clean_exit(self)
+
+    def test_from_estimator_with_one_flag(self):
+        sc = self.start_sidecar("--n-shards", "16", "--estimator-clock", "calls",
+                                "--half-life", "5", "--replan-interval", "0")
+        self.assertEqual(h.run_cli("--target", sc.target, "record", "--omit-routes",
+                                   "1", "1", "2").returncode, 0)
+        snapshot = [(1, h.calls_rate_exact(2, 5.0)), (2, 1.0)]
+        t = self.cli("plan", "--from-estimator", "--qcap", "0.5", sidecar=sc)
+        self.assertEqual(h.bits(cli_table(t)), h.bits(h.plan_dump(16, 0.5, 200, snapshot)))
+        sc.assert_clean_exit(self)
 
 
 class CliDeadTargetTest(h.SidecarTestCase):

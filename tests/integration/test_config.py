@@ -1,5 +1,6 @@
 """Sidecar configuration: flags, CACHEROUTE_* variables, --help, bind errors."""
 import concurrent.futures
+import json
 import os
 import re
 import socket
@@ -218,6 +219,79 @@ class ConfigTest(h.SidecarTestCase):
                 p = fut.result()
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertIn("--listen", p.stderr.rstrip("\n").split("\n")[-1])
+
+    def test_every_help_flag_is_in_the_effective_configuration(self):
+        # Every flag --help lists (cost-model ones included) is one entry of
+        # --check-config's "options" and of the "serving" line's, in --help
+        # order, with its variable, value and where the value came from.
+        p = h.run_sidecar("--help")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        listed = re.findall(r"^\s+--([a-z0-9-]+)\s", p.stdout, re.M)
+        flags = ["--replan-interval", "0", "--mfu", "0.4", "--kv-source", "kv1=40,0.5",
+                 "--metrics-listen", "", "--listen", "127.0.0.1:0"]
+        env = {"CACHEROUTE_LINK_GBPS": "25", "CACHEROUTE_NIC": "eth7 eth9",
+               "CACHEROUTE_QCAP": "-1"}  # overridden by --qcap below
+        p = h.run_sidecar("--check-config", "--qcap", "7", *flags, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        checked = json.loads(p.stdout)
+        sc = self.start_sidecar("--qcap", "7", *flags, env=env, listen=None, metrics=False)
+        for what, cfg in (("--check-config", checked), ("serving", sc.config)):
+            with self.subTest(what=what):
+                opts = cfg["options"]
+                self.assertEqual([o["flag"] for o in opts], listed)
+                by_flag = {o["flag"]: o for o in opts}
+                for o in opts:
+                    self.assertEqual(sorted(o), ["env", "flag", "source", "value"], o)
+                    self.assertEqual(o["env"], env_name(o["flag"]))
+                    self.assertIn(o["source"], ("default", "env", "flag"))
+                want = {"mfu": (0.4, "flag"), "link-gbps": (25.0, "env"),
+                        "qcap": (7.0, "flag"), "replan-interval": (0.0, "flag"),
+                        "kv-source": ("kv1=40,0.5", "flag"), "nic": (["eth7", "eth9"], "env"),
+                        "n-shards": (8, "default"), "half-life": (20.0, "default"),
+                        "prefill-coeffs": (None, "default"),
+                        "kv-bytes-per-token": (None, "default"),
+                        "model-params-b": (8.03, "default"), "sysfs-root": ("/sys", "default"),
+                        "estimator-clock": ("seconds", "default")}
+                for flag, (value, source) in want.items():
+                    self.assertEqual((by_flag[flag]["value"], by_flag[flag]["source"]),
+                                     (value, source), flag)
+                sources = {o["flag"] for o in opts if o["source"] != "default"}
+                self.assertEqual(sources, {"mfu", "link-gbps", "qcap", "replan-interval",
+                                           "kv-source", "nic", "metrics-listen", "listen"})
+                # The same values, by key, in each component's object.
+                self.assertEqual((cfg["inject"]["mfu"], cfg["inject"]["link_gbps"],
+                                  cfg["inject"]["kv_sources"], cfg["inject"]["prefill_coeffs"]),
+                                 (0.4, 25.0, "kv1=40,0.5", None))
+                self.assertEqual(cfg["probe"], {"interval_s": 300.0,
+                                                "nic_names": ["eth7", "eth9"],
+                                                "sysfs_root": "/sys"})
+                self.assertEqual(cfg["planner"]["qcap"], 7.0)
+                self.assertEqual(by_flag["threads"]["value"], cfg["threads"])
+        sc.assert_clean_exit(self)
+
+    def test_help_with_a_bad_environment(self):
+        # --help must work when the environment is broken: usage on stdout,
+        # exit 0, and one warning line naming each bad variable.
+        good = h.run_sidecar("--help")
+        self.assertEqual((good.returncode, good.stderr), (0, ""))
+        p = h.run_sidecar("--help", env={"CACHEROUTE_N_SHARDS": "0"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, good.stdout)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertTrue(p.stderr.startswith("cacheroute-sidecar: warning: "), p.stderr)
+        self.assertIn("CACHEROUTE_N_SHARDS", p.stderr)
+        self.assertIn("refuse to start", p.stderr)
+        p = h.run_sidecar("-h", env={"CACHEROUTE_N_SHARDS": "0", "CACHEROUTE_MFU": "2",
+                                     "CACHEROUTE_LOG_LEVEL": "loud"})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        for var in ("CACHEROUTE_N_SHARDS", "CACHEROUTE_MFU", "CACHEROUTE_LOG_LEVEL"):
+            self.assertIn(var, p.stderr)
+        # --check-config does validate it.
+        p = h.run_sidecar("--check-config", env={"CACHEROUTE_N_SHARDS": "0"})
+        self.assertOneLineError(p, "CACHEROUTE_N_SHARDS", "--n-shards")
+
 
 if __name__ == "__main__":
     h.main()

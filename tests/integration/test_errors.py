@@ -78,10 +78,38 @@ class ErrorsTest(h.SidecarTestCase):
             with self.subTest(cfg=cfg):
                 self.plan_error(INVALID, msg, rates=ok, config=cfg)
                 self.plan_error(INVALID, msg, from_estimator=True, config=cfg)
-        # A present but empty config is used as is, not replaced by the flags.
-        req = P.cr.PlanRequest(rates=[P.cr.SessionRate(owner=1, rate=1.0)])
-        req.config.SetInParent()
-        self.assertRpcError(INVALID, self.stub.Plan, req,
+        # (A present but empty config used to be taken as is and refused; its
+        # fields are proto3 `optional` now, so unset fields take the flags:
+        # see test_empty_config_is_no_config.)
+
+    def test_set_invalid_field_alone_is_named(self):
+        # An explicitly set invalid value is an error naming the field, even
+        # with the other fields unset (taken from the sidecar): proto3
+        # `optional` puts an explicit 0 on the wire, so it is never "unset".
+        ok = [(1, 1.0)]
+        cases = [
+            (dict(n_shards=0), "config.n_shards must be in 1..65536, got 0"),
+            (dict(n_shards=65537), "config.n_shards must be in 1..65536, got 65537"),
+            (dict(qcap=0.0), "config.qcap must be finite and > 0, got 0"),
+            (dict(qcap=NAN), "config.qcap must be finite and > 0, got nan"),
+            (dict(warm_slots_per_shard=0.0),
+             "config.warm_slots_per_shard must be finite and > 0, got 0"),
+            (dict(warm_slots_per_shard=-INF),
+             "config.warm_slots_per_shard must be finite and > 0, got -inf"),
+            (dict(n_shards=0, qcap=30.0), "config.n_shards must be in 1..65536, got 0"),
+            (dict(qcap=30.0, warm_slots_per_shard=-2.5),
+             "config.warm_slots_per_shard must be finite and > 0, got -2.5"),
+        ]
+        for fields, msg in cases:
+            for kw in (dict(rates=ok), dict(from_estimator=True)):
+                with self.subTest(fields=fields, via=next(iter(kw))):
+                    req = h.plan_request(**kw)
+                    req.config.CopyFrom(P.cr.PlannerConfig(**fields))
+                    self.assertRpcError(INVALID, self.stub.Plan, req, details=msg)
+        # The same as raw bytes: config { n_shards: 0 } (tag 1, varint 0),
+        # from_estimator true.
+        body = b"\x0a\x02\x08\x00" + b"\x18\x01"
+        self.assertRpcError(INVALID, h.raw_call, self.sidecar.channel(), h.SERVICE + "Plan", body,
                             details="config.n_shards must be in 1..65536, got 0")
 
     def test_rejected_plans_install_nothing(self):

@@ -72,6 +72,47 @@ class PlanTest(h.SidecarTestCase):
         self.assertEqual(t.n_shards, 5)
         self.assertEqual(h.bits(h.table_dict(t)), h.bits(h.plan_dump(5, 7, 3, rates)))
 
+    def test_partial_config_takes_the_rest_from_the_sidecar(self):
+        # PlannerConfig's fields are proto3 `optional`: each one set replaces
+        # the sidecar's value (here --n-shards 5 --qcap 7
+        # --warm-slots-per-shard 3), each unset one keeps it.
+        self.assertFalse(P.cr.PlannerConfig(qcap=30.0).HasField("n_shards"))
+        self.assertTrue(P.cr.PlannerConfig(n_shards=0).HasField("n_shards"))
+        rates = [(i, float(3 * i % 23)) for i in range(1, 40)] + [(-7, 31.0), (2**63 - 1, 9.5)]
+        cases = [
+            (dict(qcap=30.0), (5, 30, 3)),
+            (dict(n_shards=9), (9, 7, 3)),
+            (dict(warm_slots_per_shard=1.5), (5, 7, 1.5)),
+            (dict(n_shards=2, qcap=4.0), (2, 4, 3)),
+            (dict(qcap=2.0, warm_slots_per_shard=0.5), (5, 2, 0.5)),
+            (dict(n_shards=3, qcap=5.0, warm_slots_per_shard=2.0), (3, 5, 2)),
+        ]
+        for fields, (R, qcap, W) in cases:
+            with self.subTest(fields=fields):
+                req = h.plan_request(rates=rates)
+                req.config.CopyFrom(P.cr.PlannerConfig(**fields))
+                t = self.stub.Plan(req, timeout=h.RPC_TIMEOUT).table
+                self.assertEqual(t.n_shards, R)
+                self.assertEqual(h.bits(h.table_dict(t)), h.bits(h.plan_dump(R, qcap, W, rates)))
+
+    def test_empty_config_is_no_config(self):
+        # A present config message with no field set behaves as no config:
+        # the sidecar's (5, 7, 3) throughout.
+        rates = [(i, float(i % 9)) for i in range(1, 40)]
+        want = h.bits(h.plan_dump(5, 7, 3, rates))
+        req = h.plan_request(rates=rates)
+        req.config.SetInParent()
+        self.assertTrue(req.HasField("config"))
+        self.assertTrue(req.SerializeToString().startswith(b"\x0a\x00"))  # config {} on the wire
+        self.assertEqual(h.bits(h.table_dict(self.stub.Plan(req, timeout=h.RPC_TIMEOUT).table)),
+                         want)
+        self.assertEqual(h.bits(h.table_dict(self.plan(rates=rates))), want)
+        # The same as raw bytes, field by field: config {} then the rates.
+        body = b"\x0a\x00" + h.plan_request(rates=rates).SerializeToString()
+        raw = h.raw_call(self.sidecar.channel(), h.SERVICE + "Plan", body)
+        t = P.cr.PlanResponse.FromString(raw).table
+        self.assertEqual(h.bits(h.table_dict(t)), want)
+
     def test_default_config_is_8_50_200(self):
         sc = self.start_sidecar()
         rates = [(i, float(i)) for i in range(1, 30)]

@@ -31,18 +31,25 @@
 
 typedef enum cr_clock { CR_CLOCK_SECONDS = 0, CR_CLOCK_CALLS = 1 } cr_clock;
 
+/* Defaults and bounds: the rows of cr_estimator_options. */
 typedef struct cr_estimator_config {
-    cr_clock clock;      /* default CR_CLOCK_SECONDS */
-    double half_life;    /* H: seconds, or calls in CR_CLOCK_CALLS; finite, > 0; default 20 */
-    uint32_t window;     /* >= 1, default 256; accepted for seed compatibility, unused */
-    uint64_t max_owners; /* >= 1, default 1,000,000 */
+    cr_clock clock;      /* --estimator-clock */
+    double half_life;    /* H: seconds, or calls in CR_CLOCK_CALLS; --half-life */
+    uint32_t window;     /* --window; accepted for seed compatibility, unused */
+    uint64_t max_owners; /* --max-owners */
 } cr_estimator_config;
+
+/* The estimator's option rows (--half-life, --window, --estimator-clock,
+ * --max-owners), on cr_estimator_config; group "estimator". */
+extern const cr_option_table cr_estimator_options;
 
 typedef struct cr_estimator cr_estimator;
 
+/* The rows' defaults into cfg. */
 void cr_estimator_config_default(cr_estimator_config *cfg);
 
-/* Checks cfg; on failure fills err naming the field and value. */
+/* Checks cfg against its rows' bounds; on failure fills err naming the
+ * field and value ("half_life must be finite and > 0, got 0"). */
 cr_status cr_estimator_config_check(const cr_estimator_config *cfg, cr_error *err);
 
 /* Returns a new estimator, or NULL with err filled (bad config, out of memory). */

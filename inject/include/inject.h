@@ -43,7 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner.h" /* cr_status, cr_error */
+#include "common.h"  /* cr_status, cr_error */
+#include "options.h" /* cr_option_table */
 #include "probe.h"   /* cr_node_snapshot */
 
 #define CR_INJECT_MAX_SOURCES 64      /* per request */
@@ -73,46 +74,54 @@ typedef struct cr_kv_source_spec {
     double rtt_ms; /* finite, >= 0; CR_INJECT_DEFAULT_RTT_MS when omitted */
 } cr_kv_source_spec;
 
-/* Operator settings, one field per flag (defaults: Llama-3.1-8B, BF16). */
+/* Operator settings, one field per flag. Defaults (Llama-3.1-8B, BF16),
+ * bounds and help: the rows of cr_inject_options. */
 typedef struct cr_inject_config {
-    uint32_t model_layers;         /* --model-layers 32 */
-    uint32_t model_kv_heads;       /* --model-kv-heads 8 */
-    uint32_t model_head_dim;       /* --model-head-dim 128 */
-    uint32_t kv_dtype_bytes;       /* --kv-dtype-bytes 2 */
-    uint32_t tensor_parallel;      /* --tensor-parallel 1 */
+    uint32_t model_layers;         /* --model-layers */
+    uint32_t model_kv_heads;       /* --model-kv-heads */
+    uint32_t model_head_dim;       /* --model-head-dim */
+    uint32_t kv_dtype_bytes;       /* --kv-dtype-bytes */
+    uint32_t tensor_parallel;      /* --tensor-parallel */
     double kv_bytes_per_token;     /* --kv-bytes-per-token; used when set */
-    double model_params_b;         /* --model-params-b 8.03 (10^9 parameters) */
-    uint32_t model_d_model;        /* --model-d-model 4096 */
-    double mfu;                    /* --mfu 0.5, in (0, 1] */
-    double peak_tflops;            /* --peak-tflops 312 */
-    double prefill_fixed_ms;       /* --prefill-fixed-ms 10 */
+    double model_params_b;         /* --model-params-b (10^9 parameters) */
+    uint32_t model_d_model;        /* --model-d-model */
+    double mfu;                    /* --mfu */
+    double peak_tflops;            /* --peak-tflops */
+    double prefill_fixed_ms;       /* --prefill-fixed-ms */
     double prefill_coeffs[3];      /* --prefill-coeffs a,b,c; used when set */
-    double link_gbps;              /* --link-gbps 10 */
-    double link_efficiency;        /* --link-efficiency 0.825, in (0, 1] */
-    double h2d_gbps;               /* --h2d-gbps 25 */
-    double load_fixed_ms;          /* --load-fixed-ms 2 */
-    double link_queue_penalty;     /* --link-queue-penalty 0.5 */
-    double decision_margin_ms;     /* --decision-margin-ms 100 */
+    double link_gbps;              /* --link-gbps */
+    double link_efficiency;        /* --link-efficiency */
+    double h2d_gbps;               /* --h2d-gbps */
+    double load_fixed_ms;          /* --load-fixed-ms */
+    double link_queue_penalty;     /* --link-queue-penalty */
+    double decision_margin_ms;     /* --decision-margin-ms */
     cr_kv_source_spec *kv_sources; /* --kv-source (repeatable); owned, see clear */
     size_t n_kv_sources;
-    unsigned set; /* CR_INJECT_SET_* */
+    unsigned set; /* CR_INJECT_SET_*: the table's set word */
 } cr_inject_config;
 
-/* Fills the defaults above; nothing set, no sources. */
+/* The inject component's option rows, one per flag above, on
+ * cr_inject_config; group "inject". --prefill-coeffs and --kv-source are
+ * CUSTOM rows (shown as the text a flag takes: "a,b,c", and
+ * "NAME=GBPS,RTT_MS" per source, space-separated). */
+extern const cr_option_table cr_inject_options;
+
+/* Fills the rows' defaults; nothing set, no sources. */
 void cr_inject_config_default(cr_inject_config *cfg);
 
 /* Frees cfg->kv_sources and restores the defaults. */
 void cr_inject_config_clear(cr_inject_config *cfg);
 
-/* Parses value for flag (one of the flags listed in the struct, spelled
- * "--name"), stores it and marks it set; --kv-source appends. CR_EINVAL with
- * err naming the flag and the value for an unknown flag, a malformed or out
- * of range value, or a --kv-source name given twice (cfg unchanged then);
+/* Parses value for flag (one of cr_inject_options' rows, spelled "--name"),
+ * stores it and marks it set; --kv-source appends. CR_EINVAL with err
+ * naming the flag and the value for an unknown flag, a malformed or out of
+ * range value, or a --kv-source name given twice (cfg unchanged then);
  * CR_ENOMEM when a source cannot be added. */
 cr_status cr_inject_config_set(cr_inject_config *cfg, const char *flag, const char *value,
                                cr_error *err);
 
-/* Checks every field (for configs filled in directly); err names the flag. */
+/* Checks every field (for configs filled in directly) against the rows and
+ * the structured flags' rules; err names the flag. */
 cr_status cr_inject_config_check(const cr_inject_config *cfg, cr_error *err);
 
 /* The two structured flag values on their own. */
@@ -172,6 +181,23 @@ typedef struct cr_cost_breakdown {
 /* The wire enum's values. */
 typedef enum cr_inject_mode { CR_INJECT_TEXT = 1, CR_INJECT_KV_CACHE = 2 } cr_inject_mode;
 
+/* Why a decision went the way it did. The names are stable (the wire's
+ * reason strings, metric labels): never rename one. */
+typedef enum cr_inject_reason {
+    CR_REASON_NO_KNOWLEDGE,       /* text: K = 0 */
+    CR_REASON_NO_KV_AVAILABLE,    /* text: no source has C > 0 */
+    CR_REASON_KV_FASTER,          /* KV */
+    CR_REASON_KV_HIDDEN_BY_QUEUE, /* KV, and Lw + transfer <= W */
+    CR_REASON_TEXT_FASTER,        /* text */
+    CR_REASON_LINK_CONGESTED,     /* text, but KV would win with every link idle */
+    CR_INJECT_N_REASONS
+} cr_inject_reason;
+
+/* "no_knowledge", ...; "unknown" out of range. Static. */
+const char *cr_inject_reason_name(cr_inject_reason r);
+/* The mode a reason goes with. */
+cr_inject_mode cr_inject_reason_mode(cr_inject_reason r);
+
 typedef struct cr_inject_response {
     cr_inject_mode mode;
     int source_index;                    /* best source in the request, -1 when none had C > 0 */
@@ -182,11 +208,7 @@ typedef struct cr_inject_response {
     /* The loser's total minus the winner's; 0 without a KV option. Negative
      * when the margin or the link penalty kept the faster path from winning. */
     double saving_ms;
-    /* Static, stable: no_knowledge (K = 0), no_kv_available (no C > 0),
-     * kv_faster, kv_hidden_by_queue (KV and Lw + transfer <= W),
-     * text_faster, link_congested (text, but KV would win with every link
-     * idle). */
-    const char *reason;
+    cr_inject_reason reason;
 } cr_inject_response;
 
 /* One source's link as the decision sees it. */

@@ -16,25 +16,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"  /* cr_status, cr_error */
+#include "options.h" /* cr_option_table */
+
 #define CR_MAX_SHARDS 65536u
-#define CR_ERRLEN 256
 
-typedef enum cr_status {
-    CR_OK = 0,
-    CR_EINVAL, /* bad input; the error message names the field and value */
-    CR_ENOMEM  /* allocation failed or the input is too large to plan */
-} cr_status;
-
-/* Error text filled in by calls that can fail; empty on success. */
-typedef struct cr_error {
-    char msg[CR_ERRLEN];
-} cr_error;
-
+/* Defaults and bounds: the rows of cr_planner_options. */
 typedef struct cr_planner_config {
-    uint32_t n_shards;           /* R, 1..CR_MAX_SHARDS */
-    double qcap;                 /* requests/s one shard serves; finite, > 0 */
-    double warm_slots_per_shard; /* W; finite, > 0 */
+    uint32_t n_shards;           /* R, --n-shards */
+    double qcap;                 /* requests/s one shard serves, --qcap */
+    double warm_slots_per_shard; /* W, --warm-slots-per-shard */
 } cr_planner_config;
+
+/* The planner's option rows (--n-shards, --qcap, --warm-slots-per-shard),
+ * on cr_planner_config; group "planner". */
+extern const cr_option_table cr_planner_options;
+
+/* The rows' defaults into cfg. */
+void cr_planner_config_default(cr_planner_config *cfg);
 
 typedef struct cr_session_rate {
     int64_t owner;
@@ -50,8 +49,8 @@ typedef struct cr_placement {
 
 typedef struct cr_table cr_table;
 
-/* Checks a config; on failure fills err (field and value named as
- * "config.<field>") and returns CR_EINVAL. */
+/* Checks a config against its rows' bounds; on failure fills err (field
+ * and value named as "config.<field>") and returns CR_EINVAL. */
 cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err);
 
 /* Plans n sessions. On success stores a new table in *out (the caller frees it
@@ -85,9 +84,5 @@ const cr_placement *cr_table_find(const cr_table *t, int64_t owner);
 int cr_table_is_admitted(const cr_table *t, int64_t owner);
 /* The owner's preferred shard, or fallback when it is not admitted. */
 uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fallback);
-
-/* A stable 64-bit mix of an owner id (splitmix64 finalizer), for fallback
- * shards and hashing. */
-uint64_t cr_mix64(uint64_t x);
 
 #endif

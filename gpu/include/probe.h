@@ -12,9 +12,7 @@
  *
  * Threads: a cr_prober probes on a thread of its own; readers take a
  * snapshot with cr_prober_acquire, read it without locks, and release it.
- * A swap never frees a snapshot someone still holds. The scan, parse and
- * table functions below are pure (or touch only the files named) and are
- * safe from any thread.
+ * A swap never frees a snapshot someone still holds.
  */
 #ifndef CR_PROBE_H
 #define CR_PROBE_H
@@ -22,13 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "planner.h" /* cr_status, cr_error */
+#include "common.h"  /* cr_status, cr_error */
+#include "options.h" /* cr_option_table */
 
 #define CR_PROBE_MAX_GPUS 64
 #define CR_GPU_NAME_LEN 256
 #define CR_GPU_UUID_LEN 41 /* "GPU-" + 36 + NUL */
 #define CR_NIC_NAME_LEN 128
 #define CR_PROBE_REASON_LEN 256
+#define CR_PROBE_PATH_MAX 4000 /* bytes in sysfs_root and cuda_library */
 
 typedef struct cr_gpu_info {
     uint32_t index; /* CUDA device ordinal */
@@ -62,7 +62,7 @@ typedef struct cr_node_snapshot {
 } cr_node_snapshot;
 
 typedef struct cr_probe_config {
-    const char *sysfs_root;   /* NULL = "/sys" */
+    const char *sysfs_root;   /* --sysfs-root; NULL = "/sys" */
     const char *cuda_library; /* name passed to dlopen; NULL = "libcuda.so.1" */
     /* --nic: when n_nic_names > 0, exactly these interfaces (loopback and
      * virtual ones included, RDMA ports as "rdma:<dev>/<port>"); when 0,
@@ -81,10 +81,18 @@ typedef struct cr_probe_config {
     void *on_snapshot_ctx;
 } cr_probe_config;
 
-/* Defaults: /sys, libcuda.so.1, all NICs, interval 300 s, sample 1 s, h2d on. */
+/* The prober's option rows (--probe-interval, --nic, --sysfs-root), on
+ * cr_probe_config; group "probe". A config filled from them owns its
+ * --nic names and a --sysfs-root that is not the default (see
+ * cr_options_release). */
+extern const cr_option_table cr_probe_options;
+
+/* The rows' defaults (all NICs among them), plus libcuda.so.1, a 1 s
+ * counter sample, h2d timing on, no callback. */
 void cr_probe_config_default(cr_probe_config *cfg);
 
-/* Checks cfg; CR_EINVAL with err naming the field and value. */
+/* Checks cfg (the rows' bounds, then the rest); CR_EINVAL with err naming
+ * the field and value. */
 cr_status cr_probe_config_check(const cr_probe_config *cfg, cr_error *err);
 
 /* ---- snapshots ---------------------------------------------------------- */
@@ -125,51 +133,5 @@ const cr_node_snapshot *cr_prober_acquire(cr_prober *p);
  * earlier stay valid until released. Call once, after every other call on
  * p has returned. NULL is ignored. */
 void cr_prober_stop(cr_prober *p);
-
-/* ---- pure parts, exposed for tests and tools ----------------------------- */
-
-/* Dense BF16 FLOP per clock per SM for compute capability major.minor, or 0
- * when the table has no trustworthy number (see device.c for sources). */
-uint32_t cr_gpu_bf16_flop_per_clock_sm(uint32_t cc_major, uint32_t cc_minor);
-
-/* Fills info->peak_tflops = sm_count * clock_khz * 10^3 * flop_per_clock_sm
- * / 10^12 and info->arch_known from sm_count, clock_khz, cc_major, cc_minor;
- * unknown architectures get arch_known = 0, peak 0. */
-void cr_gpu_set_peak(cr_gpu_info *info);
-
-/* Formats the driver's 16 UUID bytes as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-
- * xxxxxxxxxxxx" (lowercase hex) into out. */
-void cr_gpu_format_uuid(const unsigned char bytes[16], char out[CR_GPU_UUID_LEN]);
-
-/* Parses an InfiniBand port rate such as "100 Gb/sec (4X EDR)" into *gbps.
- * Returns 0, or -1 (and *gbps = 0) when text is not "<number> Gb/sec...". */
-int cr_nic_parse_rate(const char *text, double *gbps);
-
-/* The NICs of one scan and their last counter sample. nics is sorted by name;
- * counters is private to the scanner. */
-typedef struct cr_nic_set {
-    cr_nic_info *nics;
-    size_t n;
-    struct cr_nic_counter *counters;
-    double sampled_at_s;
-} cr_nic_set;
-
-/* Lists <root>/class/net/<if> (skipping loopback and interfaces without a
- * `device` link unless wanted names them) and the ports of
- * <root>/class/infiniband/<dev>/ports/<n>, reads speed and state, and takes
- * the first counter sample, stamped now_s (seconds on any monotonic clock).
- * Utilization is 0 until cr_nic_sample. A missing root gives an empty set.
- * Returns CR_ENOMEM (err filled, *out empty) only when out of memory; free
- * the set with cr_nic_set_free either way. */
-cr_status cr_nic_scan(const char *root, const char *const *wanted, size_t n_wanted, double now_s,
-                      cr_nic_set *out, cr_error *err);
-
-/* Re-reads the counters and sets each utilization from the bytes moved since
- * the previous sample: max(rx, tx) bits / (now_s - previous) / speed, clamped
- * to 0..1; 0 when the speed is unknown, time did not advance, or a counter
- * went backwards or is unreadable. */
-void cr_nic_sample(cr_nic_set *set, double now_s);
-
-void cr_nic_set_free(cr_nic_set *set);
 
 #endif

@@ -1,0 +1,140 @@
+/* cacheroute common: the words every component shares. Small and
+ * dependency-free (libc and POSIX threads only), so that linking it pulls in
+ * nothing else.
+ *
+ *   status and error   cr_status, cr_error: how every fallible call reports
+ *   hashing            cr_mix64
+ *   clock              cr_mono_s: the one monotonic clock
+ *   numbers            cr_parse_double, cr_parse_i64: the one strict parser
+ *   published pointer  cr_ref, cr_published: a refcounted value that one
+ *                      writer replaces while readers keep what they took
+ *   ticker             cr_ticker: a stoppable periodic thread
+ */
+#ifndef CR_COMMON_H
+#define CR_COMMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* ---- status and error -------------------------------------------------- */
+
+#define CR_ERRLEN 256
+
+typedef enum cr_status {
+    CR_OK = 0,
+    CR_EINVAL, /* bad input; the error message names the field and value */
+    CR_ENOMEM  /* allocation failed or the input is too large to handle */
+} cr_status;
+
+/* Error text filled in by calls that can fail; meaningful only after a
+ * failure. */
+typedef struct cr_error {
+    char msg[CR_ERRLEN];
+} cr_error;
+
+/* Formats err->msg and returns st, so a failure reads as one statement:
+ * return cr_fail(err, CR_EINVAL, "x must be > 0, got %g", x); */
+cr_status cr_fail(cr_error *err, cr_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- hashing ------------------------------------------------------------ */
+
+/* A stable 64-bit mix (the splitmix64 finalizer): the same on every platform
+ * and run, for fallback shards and hash tables. Pure. */
+uint64_t cr_mix64(uint64_t x);
+
+/* ---- clock ---------------------------------------------------------------- */
+
+/* Seconds on CLOCK_MONOTONIC (arbitrary epoch; never jumps). Thread-safe. */
+double cr_mono_s(void);
+
+/* A cr_mono_s time as an absolute timespec, for waits on condition variables
+ * created with CLOCK_MONOTONIC. Negative times give 0. */
+struct timespec cr_timespec_of(double s);
+
+/* Seconds on some clock the caller chooses; components that keep time take
+ * one of these, so tests and the replay tool can run them in virtual time. */
+typedef struct cr_clock_source {
+    double (*now)(void *ctx);
+    void *ctx;
+} cr_clock_source;
+
+/* ---- numbers --------------------------------------------------------------- */
+
+/* Parses the whole of s as a finite number: no leading or trailing space, no
+ * overflow or underflow, no nan or inf. Returns 0, or -1 (*out unspecified). */
+int cr_parse_double(const char *s, double *out);
+
+/* Parses the whole of s as a decimal int64 (optional sign, no space). Returns
+ * 0, or -1 on anything else or overflow. */
+int cr_parse_i64(const char *s, int64_t *out);
+
+/* ---- published pointer ----------------------------------------------------- */
+
+/* A reference count embedded in a value that readers share. The value is
+ * freed by fn when the last reference goes. */
+typedef struct cr_ref {
+    atomic_size_t n;
+    void (*free_fn)(struct cr_ref *ref);
+} cr_ref;
+
+/* Sets the count to 1 (the caller's). */
+void cr_ref_init(cr_ref *ref, void (*free_fn)(cr_ref *ref));
+/* Adds a reference; the caller must already hold one. NULL is ignored. */
+void cr_ref_retain(cr_ref *ref);
+/* Drops a reference; the last one frees. NULL is ignored. Thread-safe. */
+void cr_ref_release(cr_ref *ref);
+
+/* The current value of something that one writer replaces now and then (an
+ * installed table, a probe snapshot) while many readers use it: a reader
+ * takes a reference, reads without locks, releases; a swap never frees a
+ * value a reader still holds, and no reader sees half a value. The mutex
+ * guards the pointer swap only. Each publish gets the next generation
+ * (1 for the first). */
+typedef struct cr_published {
+    pthread_mutex_t lock;
+    cr_ref *current;
+    uint64_t generation;
+} cr_published;
+
+void cr_published_init(cr_published *p);
+/* Releases the current value. No other call may be running. */
+void cr_published_destroy(cr_published *p);
+/* The current value with a reference taken (NULL before the first publish),
+ * and its generation (0 then) when generation is not NULL. Thread-safe. */
+cr_ref *cr_published_acquire(cr_published *p, uint64_t *generation);
+/* Makes value current, taking over the caller's reference, and releases the
+ * old one. Returns value's generation. Thread-safe. */
+uint64_t cr_published_swap(cr_published *p, cr_ref *value);
+
+/* ---- ticker ------------------------------------------------------------------ */
+
+/* A thread that calls fn(ctx, ticker) every interval_s seconds, counted from
+ * the end of the previous call (so a slow call never piles up calls), until
+ * stopped. fn may wait with cr_ticker_sleep_until, which stop cuts short. */
+typedef struct cr_ticker cr_ticker;
+typedef void (*cr_tick_fn)(void *ctx, cr_ticker *ticker);
+
+/* Starts the thread; the first call comes interval_s after the start.
+ * interval_s must be finite and > 0. Returns NULL with err filled when the
+ * interval is bad, memory runs out or the thread cannot start. */
+cr_ticker *cr_ticker_start(double interval_s, cr_tick_fn fn, void *ctx, cr_error *err);
+
+/* Sleeps until deadline_s (cr_mono_s time). Returns 1 as soon as the ticker
+ * is stopping (even mid-sleep), 0 when the deadline passed. With t NULL it
+ * sleeps plainly and returns 0 (work done before a ticker exists). Matches
+ * the cr_wait_fn shape below, with ctx the ticker. */
+int cr_ticker_sleep_until(cr_ticker *t, double deadline_s);
+
+/* A wait a long piece of work can be cut short by: returns nonzero to stop. */
+typedef int (*cr_wait_fn)(void *ctx, double deadline_s);
+int cr_ticker_wait(void *ticker, double deadline_s); /* cr_ticker_sleep_until as a cr_wait_fn */
+
+/* Stops the thread promptly (a call in progress is finished first), joins
+ * it and frees the ticker. NULL is ignored. Not from fn itself. */
+void cr_ticker_stop(cr_ticker *t);
+
+#endif

@@ -1,0 +1,40 @@
+/* Internal to the core: the handle and the installed table. */
+#ifndef CR_CORE_INTERNAL_H
+#define CR_CORE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "core.h"
+
+/* A table made current; its generation lives in the cr_published. */
+typedef struct cr_installed {
+    cr_ref ref;
+    cr_table *table;
+} cr_installed;
+
+struct cr_core {
+    cr_planner_config planner; /* what a Plan without config uses */
+    double replan_interval_s;
+    cr_core_hooks hooks;
+    cr_clock_source clock;
+    double epoch; /* cr_mono_s at creation, for the real clock */
+    cr_estimator *estimator;
+    cr_injector *injector;
+    cr_prober *prober;
+    cr_published table; /* of cr_installed */
+    cr_ticker *replanner;
+    pthread_mutex_t tick_lock; /* guards last_replan */
+    double last_replan;
+};
+
+/* The installed table with a reference, or NULL before the first install. */
+cr_installed *cr_core_acquire(cr_core *c, uint64_t *generation);
+void cr_installed_release(cr_installed *t);
+/* Wraps table (ownership taken) with one reference for the caller; NULL,
+ * table freed, when out of memory. */
+cr_installed *cr_installed_new(cr_table *table);
+/* Makes t current (the caller keeps its own reference); returns its
+ * generation. */
+uint64_t cr_core_install(cr_core *c, cr_installed *t);
+
+#endif

@@ -1,0 +1,66 @@
+#include "wire.h"
+
+#include <grpc/byte_buffer_reader.h>
+#include <stdlib.h>
+
+const char *cr_wire_status_name(grpc_status_code code)
+{
+    static const char *const names[CR_WIRE_N_STATUS] = {
+        "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+        "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+        "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+        "UNAUTHENTICATED"};
+    return (unsigned)code < CR_WIRE_N_STATUS ? names[code] : "UNKNOWN";
+}
+
+int cr_wire_encode(const ProtobufCMessage *msg, size_t max, uint8_t **body, size_t *len)
+{
+    *len = protobuf_c_message_get_packed_size(msg);
+    *body = NULL;
+    if (*len > max)
+        return -1;
+    *body = malloc(*len ? *len : 1);
+    if (!*body)
+        return -1;
+    protobuf_c_message_pack(msg, *body);
+    return 0;
+}
+
+grpc_byte_buffer *cr_wire_buffer(uint8_t *body, size_t len)
+{
+    grpc_slice s = body ? grpc_slice_new(body, len, free) : grpc_empty_slice();
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+int cr_wire_pack(const ProtobufCMessage *msg, size_t max, grpc_byte_buffer **out, size_t *len)
+{
+    uint8_t *body;
+    *out = NULL;
+    if (cr_wire_encode(msg, max, &body, len) != 0)
+        return -1;
+    *out = cr_wire_buffer(body, *len);
+    return 0;
+}
+
+int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out)
+{
+    grpc_byte_buffer_reader reader;
+    if (!bb || !grpc_byte_buffer_reader_init(&reader, bb))
+        return -1;
+    *out = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    return 0;
+}
+
+ProtobufCMessage *cr_wire_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *type)
+{
+    grpc_slice s;
+    if (cr_wire_read(bb, &s) != 0)
+        return NULL;
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(type, NULL, GRPC_SLICE_LENGTH(s), GRPC_SLICE_START_PTR(s));
+    grpc_slice_unref(s);
+    return m;
+}

@@ -1,0 +1,58 @@
+/* The gRPC glue the sidecar and the CLI share: gRPC status names, and
+ * protobuf-c messages to and from grpc_byte_buffer (the gRPC C core's message
+ * type). One copy, here, for both ends of the wire.
+ *
+ * Every function is thread-safe (no state). Buffers and messages made here
+ * belong to the caller, who frees them with the function each one names. */
+#ifndef CR_WIRE_H
+#define CR_WIRE_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/slice.h>
+#include <grpc/status.h>
+#include <protobuf-c/protobuf-c.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The gRPC status codes are 0 (OK) to 16 (UNAUTHENTICATED): CR_WIRE_N_STATUS
+ * of them, e.g. for a table of counters indexed by code. */
+#define CR_WIRE_N_STATUS 17
+
+/* The code's canonical name, as the gRPC docs and other languages spell it
+ * ("OK", "INVALID_ARGUMENT", "UNAVAILABLE", ...): a static string, never NULL;
+ * "UNKNOWN" for a number outside 0..CR_WIRE_N_STATUS-1. */
+const char *cr_wire_status_name(grpc_status_code code);
+
+/* Serializes msg into a new malloc'd buffer: *body (the caller's, freed with
+ * free()) holds *len bytes. Returns 0, or -1 with *body NULL when the message
+ * would be larger than max bytes or memory runs out; *len holds the packed
+ * size in every case, so *len > max tells the two apart. An empty message
+ * gives *len 0 and a non-NULL *body. max SIZE_MAX: no limit. */
+int cr_wire_encode(const ProtobufCMessage *msg, size_t max, uint8_t **body, size_t *len);
+
+/* A new byte buffer holding len bytes at body, which it takes over: body must
+ * come from malloc (cr_wire_encode's does) and is freed by gRPC, with free(),
+ * once the buffer and every copy of it are gone; the caller must not touch it
+ * again. body NULL (len ignored) gives an empty buffer. The caller owns the
+ * result (grpc_byte_buffer_destroy, or hand it to a GRPC_OP_SEND_MESSAGE and
+ * destroy it after the batch completes). */
+grpc_byte_buffer *cr_wire_buffer(uint8_t *body, size_t len);
+
+/* cr_wire_encode then cr_wire_buffer: msg as a new byte buffer in *out (the
+ * caller's; grpc_byte_buffer_destroy). Returns 0, or -1 with *out NULL on the
+ * same conditions as cr_wire_encode; *len holds the packed size either way. */
+int cr_wire_pack(const ProtobufCMessage *msg, size_t max, grpc_byte_buffer **out, size_t *len);
+
+/* The whole of bb (which stays the caller's) in one slice *out, uncompressed;
+ * the caller unrefs it (grpc_slice_unref). Returns 0, or -1 (*out untouched)
+ * when bb is NULL or cannot be read (a compressed message that does not
+ * decompress). */
+int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out);
+
+/* Parses the whole of bb (which stays the caller's) as a message of type.
+ * Returns the new message (the caller's: protobuf_c_message_free_unpacked(m,
+ * NULL)), or NULL when bb is NULL or unreadable (see cr_wire_read), its bytes
+ * are not a valid type message, or memory runs out. */
+ProtobufCMessage *cr_wire_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *type);
+
+#endif

@@ -1,0 +1,5 @@
+# The option rows and the sidecar's composed configuration (server/config.c
+# over every component's rows).
+if(TARGET cacheroute_server)
+  cr_add_cunit_test(test_config SOURCES test_config.c LIBS cacheroute_server)
+endif()
