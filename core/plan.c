@@ -111,6 +111,13 @@ cr_status cr_core_plan(cr_core *c, const cr_core_plan_request *req, cr_core_plan
     return plan_and_install(c, req, "rpc", out, err);
 }
 
+void cr_core_current(cr_core *c, cr_core_plan_result *out)
+{
+    cr_installed *t = cr_core_acquire(c, &out->generation);
+    out->hold = t ? &t->ref : NULL;
+    out->table = t ? t->table : NULL;
+}
+
 void cr_core_plan_result_free(cr_core_plan_result *r)
 {
     cr_ref_release(r->hold);

@@ -184,6 +184,11 @@ static void test_plan_generations_and_partial_config(void)
     cr_core_stats_read(f.core, &st);
     CU_ASSERT_EQUAL(st.generation, 3);
     CU_ASSERT_EQUAL(st.admitted, 2);
+    cr_core_current(f.core, &res);
+    CU_ASSERT_EQUAL(res.generation, 3);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(res.table);
+    CU_ASSERT_EQUAL(cr_table_n_placements(res.table), 2);
+    cr_core_plan_result_free(&res);
     CU_ASSERT_DOUBLE_EQUAL(st.admitted_rate, 121, 1e-12);
 
     /* Only qcap given: kb = ceil(120/30) = 4 of the configured 8 shards. */

@@ -164,6 +164,11 @@ cr_status cr_core_plan(cr_core *c, const cr_core_plan_request *req, cr_core_plan
                        cr_error *err);
 void cr_core_plan_result_free(cr_core_plan_result *r);
 
+/* The installed table and its generation, held until
+ * cr_core_plan_result_free; table NULL and generation 0 before the first
+ * install. */
+void cr_core_current(cr_core *c, cr_core_plan_result *out);
+
 /* ---- GetRates, Forget --------------------------------------------------- */
 
 /* Rates at now of the n listed owners (0 for untracked ones), or with n 0
