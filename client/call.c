@@ -96,3 +96,106 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     grpc_call_unref(call);
     return status;
 }
+
+/* ---- server streaming ---- */
+
+typedef struct stream {
+    cr_client *c;
+    grpc_call *call;
+    volatile sig_atomic_t *stop;
+    int stopped; /* the call was cancelled by us */
+} stream;
+
+/* Waits for tag's batch, cancelling the call (once) when *stop is set. */
+static void stream_wait(stream *s, void *tag)
+{
+    for (;;) {
+        gpr_timespec slice = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME),
+                                          gpr_time_from_millis(100, GPR_TIMESPAN));
+        if (grpc_completion_queue_pluck(s->c->cq, tag, slice, NULL).type == GRPC_OP_COMPLETE)
+            return;
+        if (*s->stop && !s->stopped) {
+            s->stopped = 1;
+            grpc_call_cancel(s->call, NULL);
+        }
+    }
+}
+
+grpc_status_code cr_client_stream(cr_client *c, const char *method, const ProtobufCMessage *req,
+                                  const ProtobufCMessageDescriptor *resp_type,
+                                  cr_client_each_fn each, void *ctx,
+                                  volatile sig_atomic_t *stop, char *err, size_t errlen)
+{
+    grpc_slice path = grpc_slice_from_static_string(method);
+    stream s = {c, NULL, stop, 0};
+    s.call = grpc_channel_create_call(c->channel, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, path, NULL,
+                                      gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_byte_buffer *send, *recv = NULL;
+    size_t send_len;
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    int start_tag, status_tag, recv_tag; /* addresses only */
+    grpc_op ops[4];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    grpc_op final;
+    memset(&final, 0, sizeof final);
+    final.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    final.data.recv_status_on_client.trailing_metadata = &trailing;
+    final.data.recv_status_on_client.status = &status;
+    final.data.recv_status_on_client.status_details = &details;
+    grpc_op next;
+    memset(&next, 0, sizeof next);
+    next.op = GRPC_OP_RECV_MESSAGE;
+    next.data.recv_message.recv_message = &recv;
+    if (cr_wire_pack(req, SIZE_MAX, &send, &send_len) != 0) {
+        snprintf(err, errlen, "out of memory packing %s", req->descriptor->name);
+        grpc_call_unref(s.call);
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    ops[1].data.send_message.send_message = send;
+    int started = grpc_call_start_batch(s.call, ops, 4, &start_tag, NULL) == GRPC_CALL_OK &&
+                  grpc_call_start_batch(s.call, &final, 1, &status_tag, NULL) == GRPC_CALL_OK;
+    if (started) {
+        stream_wait(&s, &start_tag);
+        int done = 0;
+        while (!done && grpc_call_start_batch(s.call, &next, 1, &recv_tag, NULL) == GRPC_CALL_OK) {
+            stream_wait(&s, &recv_tag);
+            ProtobufCMessage *m = recv ? cr_wire_unpack(recv, resp_type) : NULL;
+            done = !recv || s.stopped;
+            if (recv)
+                grpc_byte_buffer_destroy(recv);
+            recv = NULL;
+            if (m && done) {
+                protobuf_c_message_free_unpacked(m, NULL);
+            } else if (m && each(ctx, m)) {
+                s.stopped = 1;
+                grpc_call_cancel(s.call, NULL);
+            } else if (!m && !done) {
+                char text[200];
+                snprintf(text, sizeof text, "malformed %s message", resp_type->name);
+                grpc_call_cancel_with_status(s.call, GRPC_STATUS_INTERNAL, text, NULL);
+            }
+        }
+        stream_wait(&s, &status_tag);
+        char *text = grpc_slice_to_c_string(details);
+        snprintf(err, errlen, "%s", text);
+        gpr_free(text);
+    } else {
+        snprintf(err, errlen, "cannot start the call");
+        status = GRPC_STATUS_INTERNAL;
+    }
+    grpc_byte_buffer_destroy(send);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_call_unref(s.call);
+    return s.stopped ? GRPC_STATUS_OK : status;
+}

@@ -1,10 +1,11 @@
-/* Unary gRPC calls over the C core with protobuf-c messages (packed and
+/* Unary and server-streaming gRPC calls over the C core with protobuf-c messages (packed and
  * unpacked by proto/wire.h, which also names the status codes). */
 #ifndef CR_CLIENT_CALL_H
 #define CR_CLIENT_CALL_H
 
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
+#include <signal.h>
 
 typedef struct cr_client {
     grpc_channel *channel;
@@ -22,5 +23,20 @@ void cr_client_close(cr_client *c);
 grpc_status_code cr_client_call(cr_client *c, const char *method, const ProtobufCMessage *req,
                                 const ProtobufCMessageDescriptor *resp_type,
                                 ProtobufCMessage **resp, char *err, size_t errlen);
+
+/* Handed each streamed answer (the callee's: free it with
+ * protobuf_c_message_free_unpacked); nonzero stops the stream. */
+typedef int (*cr_client_each_fn)(void *ctx, ProtobufCMessage *m);
+
+/* Calls a server-streaming method with req, with no deadline, and hands
+ * each answer, unpacked as resp_type, to each(ctx, m) until the server ends
+ * the stream, each returns nonzero, or *stop becomes nonzero (a signal
+ * handler's flag, looked at every 100 ms); the last two cancel the call.
+ * Returns the stream's final status, OK when it was stopped by each or
+ * *stop; on anything else err holds the server's message. */
+grpc_status_code cr_client_stream(cr_client *c, const char *method, const ProtobufCMessage *req,
+                                  const ProtobufCMessageDescriptor *resp_type,
+                                  cr_client_each_fn each, void *ctx,
+                                  volatile sig_atomic_t *stop, char *err, size_t errlen);
 
 #endif

@@ -12,14 +12,11 @@
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "call.h"
+#include "cli.h"
 #include "common.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "json.h"
 #include "wire.h"
-
-#define SERVICE "/cacheroute.v1.CacheRoute/"
-#define EXIT_RPC 1
-#define EXIT_USAGE 2
 
 static const char usage[] =
     "usage: cacheroute [--target HOST:PORT] [--timeout SECONDS] COMMAND [ARGS]\n"
@@ -39,6 +36,14 @@ static const char usage[] =
     "         [--queue-wait-ms MS] [--gpu N] [--dry-run] [--request-id ID]\n"
     "                        text or KV-cache injection, with the predicted costs\n"
     "  profile               the node's GPUs, NICs and injection cost model\n"
+    "  report [--file F]     report served requests' outcomes: one Outcome per line\n"
+    "                        of F (default: stdin) as a JSON object in proto3 JSON\n"
+    "                        ({\"requestId\":\"r1\",\"promptTokens\":900,\"ttftMs\":41.5});\n"
+    "                        sent in batches of up to 10,000; prints the summed counts\n"
+    "  decision REQUEST_ID   a decision's receipt: predicted vs measured per term\n"
+    "  watch [--count N]     receipts as they are made and reported, one JSON line\n"
+    "                        each, until N are printed or Ctrl-C (no --timeout)\n"
+    "  stats                 served hit ratios, prediction errors, regret, calibration\n"
     "\n"
     "--target defaults to $CACHEROUTE_TARGET, else 127.0.0.1:50051; --timeout to 10 s.\n"
     "Answers are JSON on stdout (64-bit integers as strings); errors go to stderr.\n"
@@ -51,6 +56,7 @@ typedef struct options {
     int from_estimator, install, omit_routes, have_config;
     Cacheroute__V1__PlannerConfig config;
     const char *service;
+    uint64_t count; /* watch --count; 0 = no limit */
     Cacheroute__V1__SelectInjectionRequest select;
     Cacheroute__V1__KvSource *sources;
     size_t n_sources;
@@ -82,10 +88,20 @@ static int parse_number(const char *s, double *out)
     return 0;
 }
 
-/* Calls method and prints the answer as JSON; returns the exit code. On
- * success with keep given, the answer is left in *keep for the caller (who
- * frees it with protobuf_c_message_free_unpacked). */
-static int call_and_print(cr_client *c, const char *method, const ProtobufCMessage *req,
+int cr_cli_print(const ProtobufCMessage *m, size_t json_flags)
+{
+    json_t *j = cr_message_to_json(m);
+    char *text = j ? json_dumps(j, json_flags | JSON_PRESERVE_ORDER) : NULL;
+    if (text) {
+        printf("%s\n", text);
+        fflush(stdout);
+    }
+    free(text);
+    json_decref(j);
+    return text ? 0 : EXIT_RPC;
+}
+
+int cr_cli_call_and_print(cr_client *c, const char *method, const ProtobufCMessage *req,
                           const ProtobufCMessageDescriptor *resp_type, ProtobufCMessage **keep)
 {
     ProtobufCMessage *resp;
@@ -95,17 +111,20 @@ static int call_and_print(cr_client *c, const char *method, const ProtobufCMessa
         fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err);
         return EXIT_RPC;
     }
-    json_t *j = cr_message_to_json(resp);
-    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-    if (text)
-        printf("%s\n", text);
-    free(text);
-    json_decref(j);
-    if (text && keep)
+    int rc = cr_cli_print(resp, JSON_INDENT(2));
+    if (!rc && keep)
         *keep = resp;
     else
         protobuf_c_message_free_unpacked(resp, NULL);
-    return text ? 0 : EXIT_RPC;
+    return rc;
+}
+
+FILE *cr_cli_open_input(const char *file)
+{
+    FILE *in = file && strcmp(file, "-") ? fopen(file, "r") : stdin;
+    if (!in)
+        fprintf(stderr, "cacheroute: cannot open %s: %s\n", file, strerror(errno));
+    return in;
 }
 
 /* Parses "owner,rate" (spaces around either allowed); 0 on success. */
@@ -174,11 +193,9 @@ static int cmd_plan(cr_client *c, const options *o)
     if (o->have_config)
         req.config = (Cacheroute__V1__PlannerConfig *)&o->config;
     if (!o->from_estimator) {
-        FILE *in = o->file && strcmp(o->file, "-") ? fopen(o->file, "r") : stdin;
-        if (!in) {
-            fprintf(stderr, "cacheroute: cannot open %s: %s\n", o->file, strerror(errno));
+        FILE *in = cr_cli_open_input(o->file);
+        if (!in)
             return EXIT_USAGE;
-        }
         int bad = read_rates(in, &items, &n);
         if (in != stdin)
             fclose(in);
@@ -192,7 +209,7 @@ static int cmd_plan(cr_client *c, const options *o)
         req.n_rates = n;
         req.rates = ptrs;
     }
-    int rc = call_and_print(c, SERVICE "Plan", &req.base,
+    int rc = cr_cli_call_and_print(c, SERVICE "Plan", &req.base,
                             &cacheroute__v1__plan_response__descriptor, NULL);
     free(items);
     free(ptrs);
@@ -222,19 +239,19 @@ static int cmd_owners(cr_client *c, const char *cmd, char **args, int n, const o
         req.n_owners = (size_t)n;
         req.owners = owners;
         req.omit_routes = o->omit_routes;
-        rc = call_and_print(c, SERVICE "RecordArrival", &req.base,
+        rc = cr_cli_call_and_print(c, SERVICE "RecordArrival", &req.base,
                             &cacheroute__v1__record_arrival_response__descriptor, NULL);
     } else if (!strcmp(cmd, "rates")) {
         Cacheroute__V1__GetRatesRequest req = CACHEROUTE__V1__GET_RATES_REQUEST__INIT;
         req.n_owners = (size_t)n;
         req.owners = owners;
-        rc = call_and_print(c, SERVICE "GetRates", &req.base,
+        rc = cr_cli_call_and_print(c, SERVICE "GetRates", &req.base,
                             &cacheroute__v1__get_rates_response__descriptor, NULL);
     } else {
         Cacheroute__V1__ForgetRequest req = CACHEROUTE__V1__FORGET_REQUEST__INIT;
         req.n_owners = (size_t)n;
         req.owners = owners;
-        rc = call_and_print(c, SERVICE "Forget", &req.base,
+        rc = cr_cli_call_and_print(c, SERVICE "Forget", &req.base,
                             &cacheroute__v1__forget_response__descriptor, NULL);
     }
     free(owners);
@@ -246,7 +263,7 @@ static int cmd_health(cr_client *c, const options *o)
     Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
     req.service = (char *)(o->service ? o->service : "");
     ProtobufCMessage *resp;
-    int rc = call_and_print(c, "/grpc.health.v1.Health/Check", &req.base,
+    int rc = cr_cli_call_and_print(c, "/grpc.health.v1.Health/Check", &req.base,
                             &grpc__health__v1__health_check_response__descriptor, &resp);
     if (rc)
         return rc;
@@ -257,7 +274,7 @@ static int cmd_health(cr_client *c, const options *o)
 }
 
 enum { O_TARGET = 256, O_TIMEOUT, O_FILE, O_FROM_EST, O_INSTALL, O_SHARDS, O_QCAP, O_WARM,
-       O_OMIT, O_SERVICE, O_SOURCE, O_QUEUE, O_GPU, O_DRY, O_REQUEST_ID };
+       O_OMIT, O_SERVICE, O_SOURCE, O_QUEUE, O_GPU, O_DRY, O_REQUEST_ID, O_COUNT };
 
 static const struct option long_opts[] = {
     {"target", required_argument, NULL, O_TARGET},
@@ -275,6 +292,7 @@ static const struct option long_opts[] = {
     {"gpu", required_argument, NULL, O_GPU},
     {"dry-run", no_argument, NULL, O_DRY},
     {"request-id", required_argument, NULL, O_REQUEST_ID},
+    {"count", required_argument, NULL, O_COUNT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -347,7 +365,7 @@ static int cmd_select(cr_client *c, options *o, char **args)
     req->n_sources = o->n_sources;
     req->sources = ptrs;
     if (!rc)
-        rc = call_and_print(c, SERVICE "SelectInjection", &req->base,
+        rc = cr_cli_call_and_print(c, SERVICE "SelectInjection", &req->base,
                             &cacheroute__v1__select_injection_response__descriptor, NULL);
     free(ptrs);
     return rc;
@@ -356,7 +374,7 @@ static int cmd_select(cr_client *c, options *o, char **args)
 static int cmd_profile(cr_client *c)
 {
     Cacheroute__V1__GetNodeProfileRequest req = CACHEROUTE__V1__GET_NODE_PROFILE_REQUEST__INIT;
-    return call_and_print(c, SERVICE "GetNodeProfile", &req.base,
+    return cr_cli_call_and_print(c, SERVICE "GetNodeProfile", &req.base,
                           &cacheroute__v1__node_profile__descriptor, NULL);
 }
 
@@ -377,6 +395,13 @@ static int parse_options(int argc, char **argv, options *o)
         case O_INSTALL: o->install = 1; break;
         case O_OMIT: o->omit_routes = 1; break;
         case O_SERVICE: o->service = optarg; break;
+        case O_COUNT: {
+            int64_t n;
+            if (cr_parse_i64(optarg, &n) || n < 1)
+                return fail_usage("--count takes a number of receipts >= 1, got '%s'", optarg);
+            o->count = (uint64_t)n;
+            break;
+        }
         case O_SHARDS:
         case O_QCAP:
         case O_WARM:
@@ -432,7 +457,11 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "select")) {
         if (n != 2)
             return fail_usage("%s needs PROMPT_TOKENS and KNOWLEDGE_TOKENS", cmd);
-    } else if (!strcmp(cmd, "plan") || !strcmp(cmd, "health") || !strcmp(cmd, "profile")) {
+    } else if (!strcmp(cmd, "decision")) {
+        if (n != 1)
+            return fail_usage("%s needs exactly one REQUEST_ID", cmd);
+    } else if (!strcmp(cmd, "plan") || !strcmp(cmd, "health") || !strcmp(cmd, "profile") ||
+               !strcmp(cmd, "report") || !strcmp(cmd, "watch") || !strcmp(cmd, "stats")) {
         if (n > 0)
             return fail_usage("unexpected argument '%s'", args[0]);
     } else if (needs_owners && n == 0) {
@@ -451,6 +480,14 @@ int main(int argc, char **argv)
         rc = cmd_select(&c, &o, args);
     else if (!strcmp(cmd, "profile"))
         rc = cmd_profile(&c);
+    else if (!strcmp(cmd, "report"))
+        rc = cr_cli_report(&c, o.file);
+    else if (!strcmp(cmd, "decision"))
+        rc = cr_cli_decision(&c, args[0]);
+    else if (!strcmp(cmd, "watch"))
+        rc = cr_cli_watch(&c, o.count);
+    else if (!strcmp(cmd, "stats"))
+        rc = cr_cli_stats(&c);
     else
         rc = cmd_owners(&c, cmd, args, n, &o);
     cr_client_close(&c);

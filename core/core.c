@@ -63,6 +63,10 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
         !(c->injector = cr_injector_new(&cfg->inject, err)) ||
         !(c->prober = cr_prober_start(&pc, err)))
         return CR_EINVAL;
+    if ((cfg->receipts && !(c->receipts = cr_receipts_new(cfg->receipts))) ||
+        !(c->figures = cr_loop_figures_new()))
+        return cr_fail(err, CR_ENOMEM, "out of memory for %llu receipts",
+                       (unsigned long long)cfg->receipts);
     return CR_OK;
 }
 
@@ -98,22 +102,13 @@ void cr_core_free(cr_core *c)
         return;
     cr_ticker_stop(c->replanner);
     cr_prober_stop(c->prober);
+    cr_receipts_free(c->receipts);
+    cr_loop_figures_free(c->figures);
     cr_injector_free(c->injector);
     cr_estimator_free(c->estimator);
     cr_published_destroy(&c->table);
     pthread_mutex_destroy(&c->tick_lock);
     free(c);
-}
-
-cr_status cr_core_select(cr_core *c, const cr_inject_request *req, cr_inject_response *out,
-                         cr_error *err)
-{
-    const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
-    cr_status st = cr_inject_select(c->injector, snap, req, cr_core_now(c) * 1e3, out, err);
-    cr_node_snapshot_release(snap);
-    if (st == CR_OK && c->hooks.selected)
-        c->hooks.selected(c->hooks.ctx, out);
-    return st;
 }
 
 cr_status cr_core_profile(cr_core *c, const cr_node_snapshot **snap, cr_inject_model *model,

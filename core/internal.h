@@ -1,10 +1,12 @@
-/* Internal to the core: the handle and the installed table. */
+/* Internal to the core: the handle, the installed table and the route
+ * rule. */
 #ifndef CR_CORE_INTERNAL_H
 #define CR_CORE_INTERNAL_H
 
 #include <pthread.h>
 
 #include "core.h"
+#include "loop.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -25,6 +27,8 @@ struct cr_core {
     cr_ticker *replanner;
     pthread_mutex_t tick_lock; /* guards last_replan */
     double last_replan;
+    cr_receipt_store *receipts; /* NULL with --receipts 0 */
+    cr_loop_figures *figures;
 };
 
 /* The installed table with a reference, or NULL before the first install. */
@@ -36,5 +40,12 @@ cr_installed *cr_installed_new(cr_table *table);
 /* Makes t current (the caller keeps its own reference); returns its
  * generation. */
 uint64_t cr_core_install(cr_core *c, cr_installed *t);
+
+/* Shards routes go over with table t (NULL = none installed). */
+uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
+/* The route rule (see core.h) for owner under t; *admitted = whether t
+ * admits it. */
+uint32_t cr_core_route_shard(const cr_core *c, const cr_installed *t, int64_t owner,
+                             int *admitted);
 
 #endif

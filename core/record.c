@@ -8,14 +8,26 @@ uint32_t cr_core_fallback_shard(int64_t owner, uint32_t n_shards)
     return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
 }
 
+uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
+{
+    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
+}
+
 /* The route rule: an admitted owner's preferred shard, else the fallback
  * over the table's shards (the configured count before the first table). */
-static cr_route route_of(const cr_core *c, const cr_installed *t, int64_t owner, double rate)
+uint32_t cr_core_route_shard(const cr_core *c, const cr_installed *t, int64_t owner,
+                             int *admitted)
 {
     const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
-    uint32_t shards = t ? cr_table_n_shards(t->table) : c->planner.n_shards;
-    return (cr_route){owner, rate, p != NULL,
-                      p ? p->preferred_shard : cr_core_fallback_shard(owner, shards)};
+    *admitted = p != NULL;
+    return p ? p->preferred_shard : cr_core_fallback_shard(owner, cr_core_shards(c, t));
+}
+
+static cr_route route_of(const cr_core *c, const cr_installed *t, int64_t owner, double rate)
+{
+    int admitted;
+    uint32_t shard = cr_core_route_shard(c, t, owner, &admitted);
+    return (cr_route){owner, rate, admitted, shard};
 }
 
 cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, cr_route *routes,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_COUNT 1000000 /* layers, heads, dims: far above any real model */
+#define MAX_COUNT CR_INJECT_MAX_COUNT
 #define AT(field) offsetof(cr_inject_config, field)
 
 /* A count: uint32_t in 1..MAX_COUNT. */
@@ -28,28 +28,43 @@
     {.name = flag, .key = #field, .type = CR_OPT_DOUBLE, .offset = AT(field), .def = default_,     \
      .min = 0, .max = 1, .flags = CR_OPT_MIN_OPEN, .help = text}
 
+static cr_status set_model_config(void *cfg, const char *value, cr_error *err);
+static int show_model_config(const void *cfg, char *buf, size_t len);
 static cr_status set_prefill_coeffs(void *cfg, const char *value, cr_error *err);
 static int show_prefill_coeffs(const void *cfg, char *buf, size_t len);
 static cr_status set_kv_source(void *cfg, const char *value, cr_error *err);
 static int show_kv_sources(const void *cfg, char *buf, size_t len);
 static void release(void *cfg);
 
+static const char *const ON_OFF[] = {"off", "on", NULL}; /* index 1: cfg->calibrate is 1 */
+
+/* The shape flags a config.json also gives carry a bit of their own, which
+ * keeps the file off their fields (see cr_inject_options). */
+#define SHAPE(bit) (CR_INJECT_SET_MODEL_SHAPE | (bit))
+
 /* Defaults: Llama-3.1-8B, BF16, on an A100 with a 10 Gb/s link. */
 static const cr_option ROWS[] = {
-    COUNT("model-layers", model_layers, 32, CR_INJECT_SET_MODEL_SHAPE,
+    {.name = "model-config", .key = "model_config", .type = CR_OPT_CUSTOM, .def_text = "none",
+     .set_bit = CR_INJECT_SET_MODEL_CONFIG, .set = set_model_config, .show = show_model_config,
+     .help = "PATH of the model's Hugging Face config.json: its shape and parameter count "
+             "(the flags below win over it)"},
+    COUNT("model-layers", model_layers, 32, SHAPE(CR_INJECT_SET_LAYERS),
           "transformer layers (KV size, prefill c)"),
-    COUNT("model-kv-heads", model_kv_heads, 8, CR_INJECT_SET_MODEL_SHAPE, "KV heads (KV size)"),
-    COUNT("model-head-dim", model_head_dim, 128, CR_INJECT_SET_MODEL_SHAPE,
+    COUNT("model-kv-heads", model_kv_heads, 8, SHAPE(CR_INJECT_SET_KV_HEADS),
+          "KV heads (KV size)"),
+    COUNT("model-head-dim", model_head_dim, 128, SHAPE(CR_INJECT_SET_HEAD_DIM),
           "head dimension (KV size)"),
-    COUNT("kv-dtype-bytes", kv_dtype_bytes, 2, CR_INJECT_SET_MODEL_SHAPE, "bytes per KV element"),
+    COUNT("kv-dtype-bytes", kv_dtype_bytes, 2, SHAPE(CR_INJECT_SET_KV_DTYPE),
+          "bytes per KV element"),
     COUNT("tensor-parallel", tensor_parallel, 1, CR_INJECT_SET_MODEL_SHAPE,
           "tensor-parallel ways; divides the KV size"),
     {.name = "kv-bytes-per-token", .key = "kv_bytes_per_token", .type = CR_OPT_DOUBLE,
      .offset = AT(kv_bytes_per_token), .def_text = "from the model shape", .min = 0,
      .max = INFINITY, .flags = CR_OPT_MIN_OPEN | CR_OPT_UNSET, .set_bit = CR_INJECT_SET_KV_BYTES,
      .help = "KV cache bytes per token; overrides the shape"},
-    POSITIVE("model-params-b", model_params_b, 8.03, 0, "model parameters in 10^9 (prefill b)"),
-    COUNT("model-d-model", model_d_model, 4096, 0, "hidden size (prefill c)"),
+    POSITIVE("model-params-b", model_params_b, 8.03, CR_INJECT_SET_PARAMS,
+             "parameters a prefilled token passes through, in 10^9 (prefill b)"),
+    COUNT("model-d-model", model_d_model, 4096, CR_INJECT_SET_D_MODEL, "hidden size (prefill c)"),
     FRACTION("mfu", mfu, 0.5, "model FLOPs utilization during prefill"),
     POSITIVE("peak-tflops", peak_tflops, 312, CR_INJECT_SET_PEAK,
              "dense BF16 teraFLOP/s when no GPU is probed or its architecture is unknown"),
@@ -72,6 +87,15 @@ static const cr_option ROWS[] = {
            "weight of link wait in the KV score"),
     NONNEG("decision-margin-ms", decision_margin_ms, 100, CR_INJECT_SET_MARGIN,
            "KV must beat text by this many ms"),
+    {.name = "calibrate", .key = "calibrate", .type = CR_OPT_CHOICE, .offset = AT(calibrate),
+     .def_text = "on", .choices = ON_OFF,
+     .help = "fit prefill, link and load costs to ReportOutcome's measurements; off ignores them"},
+    {.name = "calibration-half-life", .key = "calibration_half_life", .type = CR_OPT_U32,
+     .offset = AT(calibration_half_life), .def = 500, .min = 1, .max = MAX_COUNT,
+     .help = "samples after which a calibration sample weighs half"},
+    {.name = "calibration-min-samples", .key = "calibration_min_samples", .type = CR_OPT_U32,
+     .offset = AT(calibration_min_samples), .def = 30, .min = 3, .max = MAX_COUNT,
+     .help = "samples a fit needs before decisions use it"},
 };
 
 const cr_option_table cr_inject_options = {
@@ -94,6 +118,8 @@ static void release(void *cfg)
     free(c->kv_sources);
     c->kv_sources = NULL;
     c->n_kv_sources = 0;
+    free(c->model_config);
+    c->model_config = NULL;
 }
 
 void cr_inject_config_clear(cr_inject_config *cfg)
@@ -253,6 +279,48 @@ static int show_kv_sources(const void *cfg, char *buf, size_t len)
         used = append(buf, len, used, rtt);
     }
     return used;
+}
+
+/* Each field the file gives, but those an explicit setting holds. */
+static void apply_shape(cr_inject_config *cfg, const cr_model_shape *m)
+{
+    const struct {
+        unsigned bit;
+        uint32_t *field, value;
+    } fields[] = {
+        {CR_INJECT_SET_LAYERS, &cfg->model_layers, m->layers},
+        {CR_INJECT_SET_KV_HEADS, &cfg->model_kv_heads, m->kv_heads},
+        {CR_INJECT_SET_HEAD_DIM, &cfg->model_head_dim, m->head_dim},
+        {CR_INJECT_SET_KV_DTYPE, &cfg->kv_dtype_bytes, m->dtype_bytes},
+        {CR_INJECT_SET_D_MODEL, &cfg->model_d_model, m->hidden_size},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!(cfg->set & fields[i].bit))
+            *fields[i].field = fields[i].value;
+    }
+    if (!(cfg->set & CR_INJECT_SET_PARAMS))
+        cfg->model_params_b = m->params_active / 1e9;
+}
+
+static cr_status set_model_config(void *config, const char *value, cr_error *err)
+{
+    cr_inject_config *cfg = config;
+    cr_model_shape m;
+    if (cr_inject_read_model_config(value, &m, err) != CR_OK)
+        return CR_EINVAL;
+    char *path = strdup(value);
+    if (!path)
+        return cr_fail(err, CR_ENOMEM, "--model-config: out of memory");
+    apply_shape(cfg, &m);
+    free(cfg->model_config);
+    cfg->model_config = path;
+    return CR_OK;
+}
+
+static int show_model_config(const void *cfg, char *buf, size_t len)
+{
+    const char *path = ((const cr_inject_config *)cfg)->model_config;
+    return path ? append(buf, len, 0, path) : 0;
 }
 
 /* ---- set and check ------------------------------------------------------------ */

@@ -1,8 +1,9 @@
-/* The injector: a checked copy of the config and the reservation timelines
- * behind cr_inject_select. Validation, model resolution and per-source link
- * lookup happen before the lock; under it only the timeline reads, the
- * decision arithmetic and the reservation, so that concurrent callers see
- * each other's reservations in some serial order. */
+/* The injector: a checked copy of the config, the reservation timelines
+ * behind cr_inject_select and the calibration that cr_injector_observe
+ * feeds (calibrate.c). Validation, model resolution and per-source link
+ * lookup happen before the lock; under it only the calibration overlay,
+ * the timeline reads, the decision arithmetic and the reservation, so that
+ * concurrent callers see each other's reservations in some serial order. */
 #include "internal.h"
 
 #include <math.h>
@@ -10,13 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct cr_injector {
-    cr_inject_config cfg; /* kv_sources: our own copy, sorted by name */
-    pthread_mutex_t lock; /* guards the timelines below */
-    double gpu_busy_until_ms[CR_PROBE_MAX_GPUS];
-    cr_link_table links;
-};
 
 static int by_name(const void *a, const void *b)
 {
@@ -45,8 +39,12 @@ static cr_injector *alloc_injector(const cr_inject_config *cfg)
         return NULL;
     }
     inj->cfg = *cfg;
+    inj->cfg.model_config = NULL; /* the caller's; read already */
+    inj->fit.lambda = exp2(-1.0 / cfg->calibration_half_life);
+    inj->fit.min_samples = cfg->calibration_min_samples;
     for (size_t g = 0; g < CR_PROBE_MAX_GPUS; g++)
         inj->gpu_busy_until_ms[g] = -INFINITY;
+    cr_calibration_init(inj);
     if (copy_sources(inj, cfg) == 0 &&
         cr_link_table_init(&inj->links, CR_INJECT_MAX_LINKS) == CR_OK)
         return inj;
@@ -74,13 +72,21 @@ void cr_injector_free(cr_injector *inj)
     free(inj);
 }
 
-cr_status cr_injector_model(const cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
+cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
                             cr_inject_model *out, cr_error *err)
 {
-    return cr_inject_model_resolve(&inj->cfg, snap, gpu, out, err);
+    cr_inject_labels labels;
+    if (cr_inject_model_resolve_labels(&inj->cfg, snap, gpu, out, &labels, err) != CR_OK)
+        return CR_EINVAL;
+    pthread_mutex_lock(&inj->lock);
+    cr_calibration_apply(inj, gpu, out, &labels);
+    pthread_mutex_unlock(&inj->lock);
+    cr_inject_model_write_source(out, &labels);
+    return CR_OK;
 }
 
-static cr_inject_link link_for(const cr_injector *inj, const cr_inject_model *m, const char *name)
+cr_inject_link cr_injector_link_prior(const cr_injector *inj, const cr_inject_model *m,
+                                      const char *name)
 {
     cr_kv_source_spec key;
     const cr_kv_source_spec *s = NULL;
@@ -108,25 +114,40 @@ static void reserve(cr_injector *inj, const cr_inject_request *req, const cr_inj
                               out->kv.transfer_ms - links[out->source_index].rtt_ms);
 }
 
+/* Under the lock: the wait and the calibration of each source the
+ * decision may pick (C > 0) and the link table tracks. */
+static void track_links(const cr_injector *inj, const cr_inject_request *req,
+                        const cr_inject_model *m, double now_ms, cr_inject_link *links)
+{
+    for (size_t i = 0; i < req->n_sources; i++) {
+        const cr_link_entry *e = req->sources[i].cached_tokens > 0
+                                     ? cr_link_table_find(&inj->links, req->sources[i].name)
+                                     : NULL;
+        if (e) {
+            links[i].wait_ms = fmax(0, e->busy_until_ms - now_ms);
+            cr_calibration_link(e, m, &links[i]);
+        }
+    }
+}
+
 cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
                            const cr_inject_request *req, double now_ms, cr_inject_response *out,
                            cr_error *err)
 {
     cr_inject_model m;
+    cr_inject_labels labels;
     cr_inject_link links[CR_INJECT_MAX_SOURCES];
     if (cr_inject_request_check(req, snap, now_ms, err) != CR_OK ||
-        cr_inject_model_resolve(&inj->cfg, snap, req->gpu, &m, err) != CR_OK)
+        cr_inject_model_resolve_labels(&inj->cfg, snap, req->gpu, &m, &labels, err) != CR_OK)
         return CR_EINVAL;
     for (size_t i = 0; i < req->n_sources; i++)
-        links[i] = link_for(inj, &m, req->sources[i].name);
+        links[i] = cr_injector_link_prior(inj, &m, req->sources[i].name);
 
     pthread_mutex_lock(&inj->lock);
+    cr_calibration_apply(inj, req->gpu, &m, &labels);
     double w = req->has_queue_wait ? req->queue_wait_ms
                                    : fmax(0, inj->gpu_busy_until_ms[req->gpu] - now_ms);
-    for (size_t i = 0; i < req->n_sources; i++) {
-        if (req->sources[i].cached_tokens > 0)
-            links[i].wait_ms = cr_link_table_wait(&inj->links, req->sources[i].name, now_ms);
-    }
+    track_links(inj, req, &m, now_ms, links);
     cr_inject_decide(&m, req, w, links, out);
     if (!req->dry_run)
         reserve(inj, req, links, out, now_ms);

@@ -62,6 +62,8 @@ static const char *resolve_kv_bytes(const cr_inject_config *cfg, cr_inject_model
     }
     m->kv_bytes_per_token = 2.0 * cfg->model_layers * cfg->model_kv_heads * cfg->model_head_dim *
                             cfg->kv_dtype_bytes / cfg->tensor_parallel;
+    if (cfg->set & CR_INJECT_SET_MODEL_CONFIG)
+        return "model-config";
     return (cfg->set & CR_INJECT_SET_MODEL_SHAPE) ? "model-shape" : "default";
 }
 
@@ -92,25 +94,49 @@ static const char *resolve_h2d(const cr_inject_config *cfg, const cr_gpu_info *g
     return flag_or_default(cfg, CR_INJECT_SET_H2D);
 }
 
-cr_status cr_inject_model_resolve(const cr_inject_config *cfg, const cr_node_snapshot *snap,
-                                  uint32_t gpu, cr_inject_model *m, cr_error *err)
+cr_status cr_inject_model_resolve_labels(const cr_inject_config *cfg,
+                                         const cr_node_snapshot *snap, uint32_t gpu,
+                                         cr_inject_model *m, cr_inject_labels *l, cr_error *err)
 {
     if (cr_inject_check_gpu(snap, gpu, err) != CR_OK)
         return CR_EINVAL;
     const cr_gpu_info *g = snap && gpu < snap->n_gpus ? &snap->gpus[gpu] : NULL;
     memset(m, 0, sizeof *m);
-    const char *prefill = resolve_prefill(cfg, g, m);
-    const char *kv_bytes = resolve_kv_bytes(cfg, m);
-    const char *link = resolve_link(cfg, snap, m);
-    const char *h2d = resolve_h2d(cfg, g, m);
+    memset(l, 0, sizeof *l);
+    l->prefill = resolve_prefill(cfg, g, m);
+    l->kv_bytes = resolve_kv_bytes(cfg, m);
+    l->link = resolve_link(cfg, snap, m);
+    l->h2d = resolve_h2d(cfg, g, m);
+    l->margin = flag_or_default(cfg, CR_INJECT_SET_MARGIN);
+    l->penalty = flag_or_default(cfg, CR_INJECT_SET_PENALTY);
     m->link_rtt_ms = CR_INJECT_DEFAULT_RTT_MS;
     m->link_efficiency = cfg->link_efficiency;
     m->load_fixed_ms = cfg->load_fixed_ms;
     m->decision_margin_ms = cfg->decision_margin_ms;
     m->link_queue_penalty = cfg->link_queue_penalty;
+    return CR_OK;
+}
+
+void cr_inject_model_write_source(cr_inject_model *m, const cr_inject_labels *l)
+{
+    char fitted[64];
+    const char *prefill = l->prefill;
+    if (l->fit_n) {
+        snprintf(fitted, sizeof fitted, "fitted(n=%llu,mape=%.1f%%)",
+                 (unsigned long long)l->fit_n, 100 * l->fit_mape);
+        prefill = fitted;
+    }
     snprintf(m->source, sizeof m->source,
-             "prefill=%s kv_bytes=%s link=%s h2d=%s margin=%s penalty=%s", prefill, kv_bytes, link,
-             h2d, flag_or_default(cfg, CR_INJECT_SET_MARGIN),
-             flag_or_default(cfg, CR_INJECT_SET_PENALTY));
+             "prefill=%s kv_bytes=%s link=%s h2d=%s margin=%s penalty=%s", prefill, l->kv_bytes,
+             l->link, l->h2d, l->margin, l->penalty);
+}
+
+cr_status cr_inject_model_resolve(const cr_inject_config *cfg, const cr_node_snapshot *snap,
+                                  uint32_t gpu, cr_inject_model *m, cr_error *err)
+{
+    cr_inject_labels labels;
+    if (cr_inject_model_resolve_labels(cfg, snap, gpu, m, &labels, err) != CR_OK)
+        return CR_EINVAL;
+    cr_inject_model_write_source(m, &labels);
     return CR_OK;
 }

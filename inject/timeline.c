@@ -1,12 +1,15 @@
-/* Link reservations per source name, in a bounded chained hash table.
+/* Link reservations and calibration per source name, in a bounded chained
+ * hash table.
  *
  * Names come from requests, so the table is bounded: a fixed pool of cap
  * entries, allocated once, which also means a reservation cannot fail. A
- * new name on a full table first sweeps out expired entries (their wait is
- * already 0, so forgetting them changes no decision), then, if none had
- * expired, evicts the entry that frees soonest: the loss that understates a
- * future wait the least. A chain is walked through pointers to its links,
- * so that finding an entry also finds what to unlink it from. */
+ * new name on a full table first sweeps out expired entries that hold no
+ * calibration (their wait is already 0 and they have learnt nothing, so
+ * forgetting them changes no decision), then, if none went, evicts the
+ * entry idle the longest: the soonest to free among reservations (the loss
+ * that understates a future wait the least), a calibrated entry counting
+ * as busy until its last observation. A chain is walked through pointers to
+ * its links, so that finding an entry also finds what to unlink it from. */
 #include "internal.h"
 
 #include <math.h>
@@ -67,12 +70,20 @@ static void unlink_entry(cr_link_table *t, int32_t *link)
     t->used--;
 }
 
+/* When the entry stops mattering: its reservation's end, or for one that
+ * holds a calibration its last observation when that is later. */
+static double idle_from(const cr_link_entry *e)
+{
+    return e->fit.n ? fmax(e->busy_until_ms, e->observed_ms) : e->busy_until_ms;
+}
+
 static void sweep_expired(cr_link_table *t, double now_ms)
 {
     for (size_t b = 0; b <= t->mask; b++) {
         int32_t *link = &t->buckets[b];
         while (*link >= 0) {
-            if (t->pool[*link].busy_until_ms <= now_ms)
+            const cr_link_entry *e = &t->pool[*link];
+            if (!e->fit.n && e->busy_until_ms <= now_ms)
                 unlink_entry(t, link);
             else
                 link = &t->pool[*link].next;
@@ -80,45 +91,51 @@ static void sweep_expired(cr_link_table *t, double now_ms)
     }
 }
 
-static void evict_soonest(cr_link_table *t)
+static void evict_idlest(cr_link_table *t)
 {
-    int32_t *soonest = NULL;
+    int32_t *idlest = NULL;
     for (size_t b = 0; b <= t->mask; b++) {
         for (int32_t *link = &t->buckets[b]; *link >= 0; link = &t->pool[*link].next) {
-            if (!soonest || t->pool[*link].busy_until_ms < t->pool[*soonest].busy_until_ms)
-                soonest = link;
+            if (!idlest || idle_from(&t->pool[*link]) < idle_from(&t->pool[*idlest]))
+                idlest = link;
         }
     }
-    if (soonest)
-        unlink_entry(t, soonest);
+    if (idlest)
+        unlink_entry(t, idlest);
 }
 
-double cr_link_table_wait(const cr_link_table *t, const char *name, double now_ms)
+cr_link_entry *cr_link_table_find(const cr_link_table *t, const char *name)
 {
     int32_t i = *link_of(t, name);
-    return i < 0 ? 0 : fmax(0, t->pool[i].busy_until_ms - now_ms);
+    return i < 0 ? NULL : &t->pool[i];
 }
 
-void cr_link_table_reserve(cr_link_table *t, const char *name, double now_ms, double busy_ms)
+cr_link_entry *cr_link_table_get(cr_link_table *t, const char *name, double now_ms)
 {
     int32_t *link = link_of(t, name);
-    if (*link >= 0) {
-        cr_link_entry *e = &t->pool[*link];
-        e->busy_until_ms = fmax(e->busy_until_ms, now_ms) + busy_ms;
-        return;
-    }
+    if (*link >= 0)
+        return &t->pool[*link];
     if (t->used == t->cap) {
         sweep_expired(t, now_ms);
         if (t->used == t->cap)
-            evict_soonest(t);
+            evict_idlest(t);
         link = link_of(t, name); /* the chain may have changed */
     }
     int32_t i = t->free_head;
     cr_link_entry *e = &t->pool[i];
     t->free_head = e->next;
     strcpy(e->name, name); /* validated: <= CR_INJECT_NAME_MAX bytes */
-    e->busy_until_ms = now_ms + busy_ms;
+    e->busy_until_ms = -INFINITY;
+    e->observed_ms = -INFINITY;
+    e->fit.n = 0;
     e->next = -1;
     *link = i;
     t->used++;
+    return e;
+}
+
+void cr_link_table_reserve(cr_link_table *t, const char *name, double now_ms, double busy_ms)
+{
+    cr_link_entry *e = cr_link_table_get(t, name, now_ms);
+    e->busy_until_ms = fmax(e->busy_until_ms, now_ms) + busy_ms;
 }

@@ -442,7 +442,7 @@ void cr_config_usage(FILE *out)
         cr_option_env_name(r.o, env, sizeof env);
         cr_option_default_text(r.o, def, sizeof def);
         cr_option_range_text(r.o, 1, range, sizeof range);
-        fprintf(out, "  --%-22s %s\n  %-24s env %s, default '%s'%s%s%s\n", r.o->name, r.o->help,
+        fprintf(out, "  --%-24s %s\n  %-26s env %s, default '%s'%s%s%s\n", r.o->name, r.o->help,
                 "", env, def, *range ? ", must be " : "", range,
                 (r.o->flags & CR_OPT_REPEATABLE)
                     ? "; repeatable (the variable takes a space-separated list)"

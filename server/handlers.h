@@ -3,6 +3,7 @@
 #ifndef CR_HANDLERS_H
 #define CR_HANDLERS_H
 
+#include "cacheroute/v1/cacheroute.pb-c.h"
 #include "core.h"
 #include "rpc.h"
 
@@ -17,6 +18,20 @@ void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *o
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_report_outcome(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_get_decision(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_get_stats(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+
+/* ---- messages built from core types, shared by the handlers ---- */
+
+/* Fill m (initialised here) from c / model; strings point into model. */
+void cr_breakdown_msg(Cacheroute__V1__CostBreakdown *m, const cr_cost_breakdown *c);
+void cr_cost_model_msg(Cacheroute__V1__CostModel *m, const cr_inject_model *model);
+
+/* r as a serialized DecisionReceipt (lost 0) in a new malloc'd buffer:
+ * *body (the caller's, free()) holds *len bytes. Returns 0, or -1 when out
+ * of memory. For GetDecision and the WatchDecisions feed alike. */
+int cr_receipt_pack(const cr_receipt *r, uint8_t **body, size_t *len);
 
 /* A core error as the reply: CR_EINVAL is INVALID_ARGUMENT, anything else
  * RESOURCE_EXHAUSTED, with err's text. */

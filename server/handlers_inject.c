@@ -9,7 +9,7 @@
 typedef Cacheroute__V1__SelectInjectionRequest SelectRequest;
 typedef Cacheroute__V1__CostBreakdown CostBreakdown;
 
-static void breakdown_msg(CostBreakdown *m, const cr_cost_breakdown *c)
+void cr_breakdown_msg(CostBreakdown *m, const cr_cost_breakdown *c)
 {
     cacheroute__v1__cost_breakdown__init(m);
     m->queue_wait_ms = c->queue_wait_ms;
@@ -25,8 +25,8 @@ static void answer_select(const cr_handlers *h, const SelectRequest *req,
 {
     Cacheroute__V1__SelectInjectionResponse resp = CACHEROUTE__V1__SELECT_INJECTION_RESPONSE__INIT;
     CostBreakdown text, kv;
-    breakdown_msg(&text, &r->text);
-    breakdown_msg(&kv, &r->kv);
+    cr_breakdown_msg(&text, &r->text);
+    cr_breakdown_msg(&kv, &r->kv);
     resp.mode = (Cacheroute__V1__InjectionMode)r->mode;
     resp.source = (char *)r->source;
     resp.text = &text;
@@ -60,7 +60,7 @@ static void select_injection(void *ctx, const void *message, cr_reply *out)
     };
     cr_inject_response r;
     cr_error err;
-    cr_status st = cr_core_select(h->core, &ir, &r, &err);
+    cr_status st = cr_core_select(h->core, req->request_id, &ir, &r, &err);
     if (st != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
@@ -124,19 +124,18 @@ static int profile_devices(profile_msg *m, const cr_node_snapshot *snap)
     return 0;
 }
 
-static void profile_cost(profile_msg *m, const cr_inject_model *model)
+void cr_cost_model_msg(Cacheroute__V1__CostModel *m, const cr_inject_model *model)
 {
-    cacheroute__v1__cost_model__init(&m->cost);
-    m->cost.prefill_fixed_ms = model->prefill_fixed_ms;
-    m->cost.prefill_ms_per_token = model->prefill_ms_per_token;
-    m->cost.prefill_ms_per_token2 = model->prefill_ms_per_token2;
-    m->cost.kv_bytes_per_token = model->kv_bytes_per_token;
-    m->cost.link_gbps = model->link_gbps;
-    m->cost.h2d_gbps = model->h2d_gbps;
-    m->cost.decision_margin_ms = model->decision_margin_ms;
-    m->cost.link_queue_penalty = model->link_queue_penalty;
-    m->cost.source = (char *)model->source;
-    m->node.cost_model = &m->cost;
+    cacheroute__v1__cost_model__init(m);
+    m->prefill_fixed_ms = model->prefill_fixed_ms;
+    m->prefill_ms_per_token = model->prefill_ms_per_token;
+    m->prefill_ms_per_token2 = model->prefill_ms_per_token2;
+    m->kv_bytes_per_token = model->kv_bytes_per_token;
+    m->link_gbps = model->link_gbps;
+    m->h2d_gbps = model->h2d_gbps;
+    m->decision_margin_ms = model->decision_margin_ms;
+    m->link_queue_penalty = model->link_queue_penalty;
+    m->source = (char *)model->source;
 }
 
 static void get_node_profile(void *ctx, const void *message, cr_reply *out)
@@ -153,7 +152,8 @@ static void get_node_profile(void *ctx, const void *message, cr_reply *out)
     else if (profile_devices(&m, snap) != 0)
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
     else {
-        profile_cost(&m, &model);
+        cr_cost_model_msg(&m.cost, &model);
+        m.node.cost_model = &m.cost;
         cr_reply_message(out, &m.node.base, h->max_message, NULL);
     }
     free(m.gpus);

@@ -1,6 +1,7 @@
 /* Health: one lock guards the serving flag and the list of open watches.
- * A watch has at most one send in flight; a change that lands meanwhile is
- * sent when that send completes, so watchers always end on the last status. */
+ * A watch has at most one send in flight (push.h); a change that lands
+ * meanwhile is sent when that send completes, so watchers always end on the
+ * last status. */
 #include "health.h"
 
 #include <pthread.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "grpc/health/v1/health.pb-c.h"
+#include "push.h"
 #include "reply.h"
 
 #define SERVING GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
@@ -15,17 +17,12 @@
 #define SERVICE_UNKNOWN GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN
 
 typedef struct watch_call {
-    cr_call base;
-    cr_tag sent, closed;
+    cr_push_call push; /* the send in flight, the close (push.h) */
     struct watch_call *prev, *next;
     cr_health *health;
     char *service;
     int last_sent;   /* status last sent; -1 before the first */
-    int sending;     /* a batch is in flight on sent */
-    int is_closed;   /* RECV_CLOSE_ON_SERVER completed */
     int finishing;   /* the final status went (or is going) out */
-    int cancelled;
-    grpc_byte_buffer *send;
     grpc_slice details;
 } watch_call;
 
@@ -94,13 +91,14 @@ void cr_health_check(void *ctx, const uint8_t *req, size_t len, cr_reply *out)
 /* ---- Watch ---- */
 
 /* Frees w once its last batch completed and the call closed. */
-static void release_watch(watch_call *w)
+static void release_watch(cr_push_call *p)
 {
+    watch_call *w = (watch_call *)p;
     /* A watch ends when the client cancels it, or with our UNAVAILABLE. */
-    cr_call_observe(&w->base, w->finishing ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_CANCELLED);
+    cr_call_observe(&p->base, w->finishing ? GRPC_STATUS_UNAVAILABLE : GRPC_STATUS_CANCELLED);
     free(w->service);
     grpc_slice_unref(w->details);
-    cr_call_release(&w->base);
+    cr_call_release(&p->base);
 }
 
 /* Starts the batch that ends the call; h->lock held. */
@@ -113,14 +111,14 @@ static void send_final(watch_call *w)
     op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     op.data.send_status_from_server.status = GRPC_STATUS_UNAVAILABLE;
     op.data.send_status_from_server.status_details = &w->details;
-    w->sending = cr_start_batch(w->base.call, &op, 1, &w->sent) == GRPC_CALL_OK;
+    cr_push_start(&w->push, &op, 1);
 }
 
 /* Sends the watcher's current status if it changed, or ends the call when
  * the health service is ending and the last status is out; h->lock held. */
 static void push(watch_call *w)
 {
-    if (w->sending || w->finishing || w->is_closed)
+    if (cr_push_busy(&w->push) || w->finishing)
         return;
     int status = status_of(w->health, w->service);
     if (status == w->last_sent) {
@@ -134,43 +132,24 @@ static void push(watch_call *w)
     size_t len;
     if (pack_status(status, &body, &len) != 0)
         return;
-    grpc_slice s = grpc_slice_new(body, len, free);
-    w->send = grpc_raw_byte_buffer_create(&s, 1);
-    grpc_slice_unref(s);
+    w->push.send = cr_wire_buffer(body, len);
     memset(ops, 0, sizeof ops);
     if (w->last_sent < 0)
         ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[n].op = GRPC_OP_SEND_MESSAGE;
-    ops[n++].data.send_message.send_message = w->send;
+    ops[n++].data.send_message.send_message = w->push.send;
     w->last_sent = status;
-    w->sending = cr_start_batch(w->base.call, ops, n, &w->sent) == GRPC_CALL_OK;
+    cr_push_start(&w->push, ops, n);
 }
 
-static void watch_sent(cr_tag *tag, int ok)
-{
-    watch_call *w = CR_CONTAINER_OF(tag, watch_call, sent);
-    cr_health *h = w->health;
-    pthread_mutex_lock(&h->lock);
-    w->sending = 0;
-    if (w->send) {
-        grpc_byte_buffer_destroy(w->send);
-        w->send = NULL;
-    }
-    if (ok)
-        push(w); /* a change that landed while this send was in flight */
-    int done = !w->sending && w->is_closed;
-    pthread_mutex_unlock(&h->lock);
-    if (done)
-        release_watch(w);
-}
+static pthread_mutex_t *watch_lock(cr_push_call *p) { return &((watch_call *)p)->health->lock; }
 
-static void watch_closed(cr_tag *tag, int ok)
+static void watch_next(cr_push_call *p) { push((watch_call *)p); }
+
+static void watch_unlist(cr_push_call *p)
 {
-    (void)ok;
-    watch_call *w = CR_CONTAINER_OF(tag, watch_call, closed);
+    watch_call *w = (watch_call *)p;
     cr_health *h = w->health;
-    pthread_mutex_lock(&h->lock);
-    w->is_closed = 1;
     if (w->prev)
         w->prev->next = w->next;
     else if (h->watches == w)
@@ -178,19 +157,15 @@ static void watch_closed(cr_tag *tag, int ok)
     if (w->next)
         w->next->prev = w->prev;
     w->prev = w->next = NULL;
-    int done = !w->sending;
-    pthread_mutex_unlock(&h->lock);
-    if (done)
-        release_watch(w);
 }
+
+static const cr_push_ops watch_ops = {watch_lock, watch_next, watch_unlist, release_watch};
 
 static void watch_arrived(cr_call *c)
 {
     watch_call *w = (watch_call *)c;
     cr_health *h = c->method->spec.ctx;
     w->health = h;
-    w->sent.fn = watch_sent;
-    w->closed.fn = watch_closed;
     w->last_sent = -1;
     w->details = grpc_empty_slice();
     Grpc__Health__V1__HealthCheckRequest *r = NULL;
@@ -203,13 +178,8 @@ static void watch_arrived(cr_call *c)
     w->service = strdup(r ? r->service : "");
     if (r)
         grpc__health__v1__health_check_request__free_unpacked(r, NULL);
-
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &w->cancelled;
-    if (cr_start_batch(c->call, &op, 1, &w->closed) != GRPC_CALL_OK) {
-        release_watch(w);
+    if (cr_push_open(&w->push, &watch_ops) != 0) {
+        release_watch(&w->push);
         return;
     }
     pthread_mutex_lock(&h->lock);

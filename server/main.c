@@ -14,6 +14,7 @@
 #include "observe.h"
 #include "reflection.h"
 #include "rpc.h"
+#include "watch.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
 
@@ -23,9 +24,11 @@ typedef struct sidecar {
     cr_health *health;
     cr_reflection *reflection;
     cr_metrics *metrics;
+    cr_watch_hub *watch; /* WatchDecisions */
+    cr_observer observer;
 } sidecar;
 
-enum { N_METHODS = 10 };
+enum { N_METHODS = 14 };
 
 static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
 {
@@ -36,6 +39,10 @@ static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
         {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers},
         {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers},
         {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, &s->handlers},
+        {SERVICE "ReportOutcome", &cr_unary_kind, 1, cr_handle_report_outcome, &s->handlers},
+        {SERVICE "GetDecision", &cr_unary_kind, 0, cr_handle_get_decision, &s->handlers},
+        {SERVICE "WatchDecisions", &cr_watch_kind, 0, NULL, s->watch},
+        {SERVICE "GetStats", &cr_unary_kind, 1, cr_handle_get_stats, &s->handlers},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
@@ -68,6 +75,7 @@ static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc, const 
                      cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
     cr_health_set_serving(s->health, 0);
     cr_health_end_watches(s->health);
+    cr_watch_end(s->watch);
     double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s);
     cr_rpc_free(rpc);
     cr_core_stop(s->handlers.core);
@@ -81,7 +89,7 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     char err[512];
     const cr_server_config *sc = &cfg->server;
     if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, cr_observe_gauges,
-                                                s->handlers.core, err, sizeof err)) {
+                                                &s->observer, err, sizeof err)) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         return 2;
     }
@@ -110,6 +118,13 @@ static int run(const cr_config *cfg, const sigset_t *signals)
     const char *paths[N_METHODS];
     s.health = cr_health_new();
     s.reflection = cr_reflection_new(cr_descriptor_set, cr_descriptor_set_len);
+    s.watch = cr_watch_hub_new(&(cr_watch_config){
+        .request = &cacheroute__v1__watch_decisions_request__descriptor,
+        .lost_field = protobuf_c_message_descriptor_get_field_by_name(
+                          &cacheroute__v1__decision_receipt__descriptor, "lost")
+                          ->id,
+        .max_watchers = CR_WATCH_MAX_WATCHERS,
+        .queue_len = CR_WATCH_QUEUE_LEN});
     method_table(&s, methods);
     for (size_t i = 0; i < N_METHODS; i++)
         paths[i] = methods[i].path;
@@ -117,17 +132,20 @@ static int run(const cr_config *cfg, const sigset_t *signals)
     int rc = 2;
     cr_error e;
     cr_core_hooks hooks;
-    if (!s.health || !s.reflection || !s.metrics) {
+    s.observer = (cr_observer){s.metrics, s.watch, NULL};
+    if (!s.health || !s.reflection || !s.metrics || !s.watch) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
-    } else if (hooks = cr_observe_hooks(s.metrics),
+    } else if (hooks = cr_observe_hooks(&s.observer),
                !(s.handlers.core = cr_core_new(&cfg->core, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
+        s.observer.core = s.handlers.core;
         grpc_init();
         rc = serve(cfg, &s, methods, signals);
         grpc_shutdown();
     }
     cr_core_free(s.handlers.core);
+    cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */
     cr_metrics_free(s.metrics);
     cr_reflection_free(s.reflection);
     cr_health_free(s.health);

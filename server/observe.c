@@ -2,6 +2,9 @@
  * reads from the core. */
 #include "observe.h"
 
+#include <stdio.h>
+
+#include "handlers.h" /* cr_receipt_pack */
 #include "log.h"
 
 static void planned(void *ctx, const cr_core_plan_event *ev)
@@ -10,7 +13,7 @@ static void planned(void *ctx, const cr_core_plan_event *ev)
         cr_log(CR_LOG_ERROR, "replan failed", json_pack("{s:s}", "error", ev->error));
         return;
     }
-    cr_metrics_plan(ctx, ev->seconds, ev->installed);
+    cr_metrics_plan(((cr_observer *)ctx)->metrics, ev->seconds, ev->installed);
     if (ev->installed)
         cr_log(CR_LOG_INFO, "plan installed",
                json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", ev->by, "generation",
@@ -18,12 +21,25 @@ static void planned(void *ctx, const cr_core_plan_event *ev)
                          "imbalance", ev->imbalance, "duration_ms", ev->seconds * 1e3));
 }
 
-static void recorded(void *ctx, uint64_t arrivals) { cr_metrics_arrivals(ctx, arrivals); }
+static void recorded(void *ctx, uint64_t arrivals)
+{
+    cr_metrics_arrivals(((cr_observer *)ctx)->metrics, arrivals);
+}
 
 static void selected(void *ctx, const cr_inject_response *r)
 {
-    cr_metrics_injection(ctx, r->reason, r->text.total_ms / 1e3,
+    cr_metrics_injection(((cr_observer *)ctx)->metrics, r->reason, r->text.total_ms / 1e3,
                          r->has_kv ? r->kv.total_ms / 1e3 : -1);
+}
+
+/* Runs inside the decision or report: encode once, hand over, return. */
+static void receipted(void *ctx, const cr_receipt *r)
+{
+    cr_observer *o = ctx;
+    uint8_t *body;
+    size_t len;
+    if (o->watch && cr_watch_active(o->watch) && cr_receipt_pack(r, &body, &len) == 0)
+        cr_watch_publish(o->watch, body, len);
 }
 
 static void gpu_gauges(const cr_node_snapshot *snap, cr_page *p)
@@ -103,15 +119,141 @@ static void log_probe(void *ctx, const cr_node_snapshot *snap)
                      gpus, "nics", nics));
 }
 
-
-cr_core_hooks cr_observe_hooks(cr_metrics *m)
+cr_core_hooks cr_observe_hooks(cr_observer *o)
 {
-    return (cr_core_hooks){planned, recorded, selected, log_probe, m};
+    return (cr_core_hooks){.planned = planned,
+                           .recorded = recorded,
+                           .selected = selected,
+                           .probed = log_probe,
+                           .receipted = receipted,
+                           .ctx = o};
+}
+
+/* One counter or gauge family with a single unlabeled sample. */
+static void single(cr_page *p, const char *name, const char *type, const char *help, double v)
+{
+    cr_page_family(p, name, type, help);
+    cr_page_sample(p, name, NULL, v);
+}
+
+static void served_gauges(const cr_core_loop_stats *st, cr_page *p)
+{
+    static const char *const cache[2] = {"miss", "hit"}, *const admitted[2] = {"false", "true"};
+    char labels[64];
+    cr_page_family(p, "cacheroute_served_prompt_tokens_total", "counter",
+                   "Prompt tokens served (ReportOutcome), by whether the engine's prefix cache "
+                   "held them and whether the owner held warm slots.");
+    for (int a = 0; a < 2; a++)
+        for (int c = 0; c < 2; c++) {
+            snprintf(labels, sizeof labels, "cache=\"%s\",admitted=\"%s\"", cache[c],
+                     admitted[a]);
+            cr_page_sample(p, "cacheroute_served_prompt_tokens_total", labels,
+                           (double)st->served_tokens[a][c]);
+        }
+    single(p, "cacheroute_served_hit_ratio", "gauge",
+           "Rolling token-weighted prefix-cache hit ratio of served requests (half-life 60 s).",
+           st->hit_ratio);
+}
+
+static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
+{
+    static const char *const names[3] = {"cacheroute_prediction_error_ratio",
+                                         "cacheroute_prediction_bias_seconds",
+                                         "cacheroute_prediction_samples_total"};
+    static const char *const types[3] = {"gauge", "gauge", "counter"};
+    static const char *const helps[3] = {
+        "Rolling mean absolute percentage error of each path's predicted term, a fraction.",
+        "Rolling mean of measured minus predicted, per path and term.",
+        "Matched outcomes that measured the term, per path."};
+    char labels[96];
+    for (int k = 0; k < 3; k++) {
+        cr_page_family(p, names[k], types[k], helps[k]);
+        for (int path = 0; path < CR_N_PATHS; path++)
+            for (int t = 0; t < CR_N_TERMS; t++) {
+                const cr_core_error_stats *e = &st->errors[path][t];
+                snprintf(labels, sizeof labels, "path=\"%s\",term=\"%s\"",
+                         cr_core_path_name((cr_core_path)path), cr_core_term_name((cr_core_term)t));
+                cr_page_sample(p, names[k], labels,
+                               k == 0 ? e->ape : k == 1 ? e->bias_ms / 1e3 : (double)e->samples);
+            }
+    }
+    char label[32];
+    cr_page_family(p, "cacheroute_injection_regret_total", "counter",
+                   "Decisions whose measured total exceeded the other path's prediction, by the "
+                   "path chosen.");
+    for (int path = 0; path < CR_N_PATHS; path++) {
+        cr_page_label(label, sizeof label, "path", cr_core_path_name((cr_core_path)path));
+        cr_page_sample(p, "cacheroute_injection_regret_total", label, (double)st->regrets[path]);
+    }
+    cr_page_family(p, "cacheroute_injection_regret_seconds_total", "counter",
+                   "Time those decisions lost: measured total minus the other path's prediction.");
+    for (int path = 0; path < CR_N_PATHS; path++) {
+        cr_page_label(label, sizeof label, "path", cr_core_path_name((cr_core_path)path));
+        cr_page_sample(p, "cacheroute_injection_regret_seconds_total", label,
+                       st->regret_ms[path] / 1e3);
+    }
+}
+
+static void receipt_gauges(const cr_core_loop_stats *st, cr_page *p)
+{
+    single(p, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now.",
+           (double)st->receipts);
+    single(p, "cacheroute_decision_receipts_capacity", "gauge",
+           "Decision receipts kept at most (--receipts).", (double)st->receipts_capacity);
+    single(p, "cacheroute_decision_receipts_made_total", "counter",
+           "Decision receipts made (decisions with a request_id, not dry runs).",
+           (double)st->receipts_made);
+    single(p, "cacheroute_decision_receipts_evicted_total", "counter",
+           "Decision receipts evicted, oldest first, at the --receipts bound.",
+           (double)st->receipts_evicted);
+    single(p, "cacheroute_decision_receipts_replaced_total", "counter",
+           "Decision receipts replaced by a later decision with the same request_id.",
+           (double)st->receipts_replaced);
+    single(p, "cacheroute_decision_receipt_bytes", "gauge",
+           "Memory of the receipt store now.", (double)st->receipt_bytes);
+    cr_page_family(p, "cacheroute_outcomes_total", "counter",
+                   "ReportOutcome entries: matched to a receipt, accepted unmatched, rejected.");
+    cr_page_sample(p, "cacheroute_outcomes_total", "result=\"matched\"",
+                   (double)st->outcomes_matched);
+    cr_page_sample(p, "cacheroute_outcomes_total", "result=\"unmatched\"",
+                   (double)(st->outcomes_accepted - st->outcomes_matched));
+    cr_page_sample(p, "cacheroute_outcomes_total", "result=\"rejected\"",
+                   (double)st->outcomes_rejected);
+    single(p, "cacheroute_calibration_observations_total", "counter",
+           "Outcome measurements fed to the cost model's calibration.",
+           (double)st->observations);
+}
+
+static void watch_gauges(cr_watch_hub *hub, cr_page *p)
+{
+    cr_watch_stats ws;
+    cr_watch_stats_read(hub, &ws);
+    single(p, "cacheroute_decision_watchers", "gauge", "Open WatchDecisions streams.",
+           (double)ws.watchers);
+    single(p, "cacheroute_decision_watch_sent_total", "counter",
+           "Receipts sent to WatchDecisions streams, over every watcher.", (double)ws.sent);
+    single(p, "cacheroute_decision_watch_lost_total", "counter",
+           "Receipts dropped from slow watchers' full buffers, over every watcher.",
+           (double)ws.lost);
+    single(p, "cacheroute_decision_watch_refused_total", "counter",
+           "WatchDecisions calls refused at the watcher limit.", (double)ws.refused);
+}
+
+static void loop_gauges(const cr_observer *o, cr_page *p)
+{
+    cr_core_loop_stats st;
+    cr_core_loop_stats_read(o->core, &st, NULL, 0, NULL, 0);
+    served_gauges(&st, p);
+    prediction_gauges(&st, p);
+    receipt_gauges(&st, p);
+    if (o->watch)
+        watch_gauges(o->watch, p);
 }
 
 void cr_observe_gauges(void *ctx, cr_page *p)
 {
-    cr_core *core = ctx;
+    const cr_observer *o = ctx;
+    cr_core *core = o->core;
     cr_core_stats st;
     cr_core_stats_read(core, &st);
     cr_page_family(p, "cacheroute_tracked_owners", "gauge", "Owners the rate estimator tracks.");
@@ -140,4 +282,5 @@ void cr_observe_gauges(void *ctx, cr_page *p)
     cr_page_sample(p, "cacheroute_table_imbalance_ratio", NULL,
                    st.imbalance);
     probe_gauges(core, p);
+    loop_gauges(o, p);
 }

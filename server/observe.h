@@ -5,12 +5,22 @@
 
 #include "core.h"
 #include "metrics.h"
+#include "watch.h"
 
-/* Hooks that count into m and log; m must outlive the core. */
-cr_core_hooks cr_observe_hooks(cr_metrics *m);
+/* Where the reports go and the gauges come from. */
+typedef struct cr_observer {
+    cr_metrics *metrics;
+    cr_watch_hub *watch; /* WatchDecisions: each receipt, encoded, when watched */
+    cr_core *core;       /* for the gauges: set once the core is built */
+} cr_observer;
 
-/* A cr_metrics_sample_fn with ctx = the cr_core: estimator, installed table,
- * probed node and cost-model gauges. */
+/* Hooks that count into o->metrics, log, and publish receipts to o->watch;
+ * o and what it points to must outlive the core. */
+cr_core_hooks cr_observe_hooks(cr_observer *o);
+
+/* A cr_metrics_sample_fn with ctx = the cr_observer: estimator, installed
+ * table, probed node and cost-model gauges, and the closed loop's (served
+ * tokens, prediction errors, regret, receipts, watchers). */
 void cr_observe_gauges(void *ctx, cr_page *page);
 
 #endif

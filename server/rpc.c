@@ -1,5 +1,5 @@
-/* Server lifecycle, workers and call requests. Call kinds live in calls.c
- * and health.c. */
+/* Server lifecycle, workers and call requests. Call kinds live in calls.c,
+ * health.c and watch.c (the last two pushing streams, push.h). */
 #include "rpc.h"
 
 #include <grpc/grpc_security.h>

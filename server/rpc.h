@@ -3,8 +3,8 @@
  * handlers so that one slow call never holds up a worker.
  *
  * Every completion-queue tag is a cr_tag whose fn runs on the worker that
- * dequeues it; call kinds (unary, bidi streams, health watches) are small
- * state machines built from tags. */
+ * dequeues it; call kinds (unary, bidi streams, health and decision
+ * watches) are small state machines built from tags. */
 #ifndef CR_RPC_H
 #define CR_RPC_H
 

@@ -4,7 +4,8 @@
 # One ctest per file so they run in parallel (ctest -j); each file starts its
 # own sidecars on port 0 and kills them when done.
 if(TARGET cacheroute-sidecar AND TARGET cacheroute)
-  foreach(suite rpc errors health_reflection config lifecycle cli injection observability)
+  foreach(suite rpc errors health_reflection config lifecycle cli injection observability
+                outcomes)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
@@ -17,10 +18,23 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   # also run in the "concurrency" pass. Races reported inside Debian's
   # uninstrumented gRPC are suppressed (tsan.supp); races in our code are not.
   if(CR_SANITIZE STREQUAL "thread")
-    foreach(suite rpc lifecycle health_reflection observability)
+    foreach(suite rpc lifecycle health_reflection observability outcomes)
       set_tests_properties(integration_${suite} PROPERTIES
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
     endforeach()
   endif()
+endif()
+# cacheroute-replay: the real tool on its own (determinism, errors, a
+# hand-computed replay, plots) and its cacheroute routes against a real
+# sidecar's over gRPC; it needs the replay binary on top of the others.
+if(TARGET cacheroute-replay AND TARGET cacheroute-sidecar AND TARGET cacheroute)
+  add_test(NAME integration_replay
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_replay.py
+                   --replay $<TARGET_FILE:cacheroute-replay>
+                   --sidecar $<TARGET_FILE:cacheroute-sidecar>
+                   --cli $<TARGET_FILE:cacheroute>
+                   --plan-dump $<TARGET_FILE:plan_dump>
+                   --proto-dir ${CMAKE_SOURCE_DIR}/proto)
+  set_tests_properties(integration_replay PROPERTIES LABELS "integration" TIMEOUT 300)
 endif()

@@ -296,7 +296,7 @@ static void test_usage_lists_every_row(void)
         char want[400], env[96], def[160];
         cr_option_env_name(o, env, sizeof env);
         cr_option_default_text(o, def, sizeof def);
-        snprintf(want, sizeof want, "\n  --%-22s %s\n", o->name, o->help);
+        snprintf(want, sizeof want, "\n  --%-24s %s\n", o->name, o->help);
         const char *at = strstr(text, want);
         CU_ASSERT_PTR_NOT_NULL(at);
         if (!at) {
@@ -307,7 +307,7 @@ static void test_usage_lists_every_row(void)
         prev = at;
         snprintf(want, sizeof want, "env %s, default '%s'", env, def);
         const char *line2 = strchr(at + 1, '\n') + 1;
-        CU_ASSERT(strncmp(line2 + 27, want, strlen(want)) == 0);
+        CU_ASSERT(strncmp(line2 + 29, want, strlen(want)) == 0);
     }
     free(text);
 }
@@ -419,7 +419,7 @@ static void test_json_keys(void)
  * effective configuration shows for each (NULL: the text itself, or for
  * numbers the number it parses as). */
 typedef struct alt {
-    char a[64], b[64];
+    char a[512], b[512];
     const char *show_a, *show_b;
 } alt;
 
@@ -441,6 +441,8 @@ static int alternatives(const cr_option *o, alt *out)
         {"sysfs-root", "/tmp/cr-a", "/tmp/cr-b", NULL, NULL},
         {"nic", "eth7 eth9", "eth8", NULL, NULL},
         {"prefill-coeffs", "1,2,3", "4,5e-06,0", NULL, NULL},
+        {"model-config", CR_TEST_MODEL_CONFIGS "/Llama-3.1-8B.json",
+         CR_TEST_MODEL_CONFIGS "/Mixtral-8x7B.json", NULL, NULL},
         {"kv-source", "a=1 b=2,3", "c=4", "a=1,0.2 b=2,3", "c=4,0.2"},
     };
     memset(out, 0, sizeof *out);

@@ -81,7 +81,8 @@ static void fixture_open(fixture *f, double replan_interval_s)
     quiet_config(&cfg);
     cfg.planner = (cr_planner_config){8, 50, 200};
     cfg.replan_interval_s = replan_interval_s;
-    cr_core_hooks hooks = {on_plan, on_record, on_select, on_probe, &f->seen};
+    cr_core_hooks hooks = {.planned = on_plan, .recorded = on_record, .selected = on_select,
+                           .probed = on_probe, .ctx = &f->seen};
     cr_clock_source clock = {vclock_now, &f->clock};
     cr_error err;
     f->core = cr_core_new(&cfg, &hooks, &clock, &err);
@@ -301,7 +302,7 @@ static cr_inject_response select_ok(cr_core *c, const cr_inject_request *req)
 {
     cr_inject_response r;
     cr_error err;
-    CU_ASSERT_EQUAL(cr_core_select(c, req, &r, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_select(c, NULL, req, &r, &err), CR_OK);
     return r;
 }
 
@@ -332,7 +333,7 @@ static void test_select_reserves_in_virtual_time(void)
     cr_inject_request bad = {.prompt_tokens = 1, .gpu = 3};
     cr_inject_response r;
     cr_error err;
-    CU_ASSERT_EQUAL(cr_core_select(f.core, &bad, &r, &err), CR_EINVAL);
+    CU_ASSERT_EQUAL(cr_core_select(f.core, NULL, &bad, &r, &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, "gpu must be in 0..0, got 3");
     CU_ASSERT_EQUAL(f.seen.selections, 5);
     /* The profile: nothing probed here, defaults in effect. */

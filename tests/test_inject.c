@@ -1,11 +1,13 @@
 /* Injection decision: flags and model resolution, hand-computed decisions,
  * monotonicity properties over random requests, reservations, input errors,
- * the no-driver path, and concurrent callers (run under TSan in CI). */
+ * the no-driver path, concurrent callers (run under TSan in CI), online
+ * calibration against a synthetic GPU, and --model-config. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cunit_main.h"
 #include "inject.h"
@@ -39,16 +41,21 @@ static const char *const HAND_FLAGS[] = {
 };
 /* clang-format on */
 
-static cr_injector *hand_injector(void)
+static cr_injector *injector_with(const char *const *flags, size_t n)
 {
     cr_inject_config cfg;
     cr_error err;
     cr_inject_config_default(&cfg);
-    set_flags(&cfg, HAND_FLAGS, sizeof HAND_FLAGS / sizeof HAND_FLAGS[0]);
+    set_flags(&cfg, flags, n);
     cr_injector *inj = cr_injector_new(&cfg, &err);
     cr_inject_config_clear(&cfg);
     CU_ASSERT_PTR_NOT_NULL_FATAL(inj);
     return inj;
+}
+
+static cr_injector *hand_injector(void)
+{
+    return injector_with(HAND_FLAGS, sizeof HAND_FLAGS / sizeof HAND_FLAGS[0]);
 }
 
 /* The links cr_inject_select should find for the hand config's sources. */
@@ -223,6 +230,10 @@ static void test_flag_errors(void)
         {"--kv-source", "a=10,1,2", "--kv-source"},
         {"--kv-source", "dup=5", "--kv-source dup given twice"},
         {"--no-such-flag", "1", "unknown flag --no-such-flag"},
+        {"--calibrate", "maybe", "--calibrate must be one of off, on, got \"maybe\""},
+        {"--calibration-half-life", "0", "--calibration-half-life must be an integer in 1.."},
+        {"--calibration-min-samples", "2", "--calibration-min-samples must be an integer in 3.."},
+        {"--model-config", "/nonexistent/config.json", "--model-config /nonexistent/config.json"},
     };
     cr_inject_config cfg;
     cr_error err;
@@ -366,13 +377,20 @@ static void test_hand_cases(void)
 
 /* ---- properties over random requests ------------------------------------ */
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
+/* A seeded PRNG (splitmix64); each calibration test has its own. */
+typedef struct rng {
+    uint64_t state;
+} rng;
 
-static double uniform(double lo, double hi)
+static double rng_uniform(rng *r, double lo, double hi)
 {
-    rng_state += 0x9e3779b97f4a7c15ull;
-    return lo + (hi - lo) * (double)(cr_mix64(rng_state) >> 11) * 0x1p-53;
+    r->state += 0x9e3779b97f4a7c15ull;
+    return lo + (hi - lo) * (double)(cr_mix64(r->state) >> 11) * 0x1p-53;
 }
+
+static rng shared_rng = {0x243f6a8885a308d3ull};
+
+static double uniform(double lo, double hi) { return rng_uniform(&shared_rng, lo, hi); }
 
 typedef struct random_case {
     cr_kv_source src[4];
@@ -825,6 +843,669 @@ static void test_concurrent_select(void)
     cr_injector_free(inj);
 }
 
+/* ---- calibration ------------------------------------------------------------ */
+
+/* A standard normal deviate (Box-Muller), clipped to +-4 so that 5% noise
+ * keeps every time positive. */
+static double rng_normal(rng *r)
+{
+    double u = rng_uniform(r, 0x1p-53, 1), v = rng_uniform(r, 0, 1);
+    return fmax(-4, fmin(4, sqrt(-2 * log(u)) * cos(2 * M_PI * v)));
+}
+
+/* Prefill coefficients (ms, ms/token, ms/token^2), and how a GPU spends
+ * time given them: the model's formula, or a concave one. */
+typedef struct coeffs {
+    double a, b, c;
+} coeffs;
+
+typedef double (*prefill_fn)(const coeffs *k, double s, double l);
+
+static double quadratic_ms(const coeffs *k, double s, double l)
+{
+    return k->a + k->b * (l - s) + k->c * (l * l - s * s);
+}
+
+static double concave_ms(const coeffs *k, double s, double l) { return k->a + k->b * sqrt(l - s); }
+
+static coeffs model_coeffs(const cr_inject_model *m)
+{
+    return (coeffs){m->prefill_fixed_ms, m->prefill_ms_per_token, m->prefill_ms_per_token2};
+}
+
+static coeffs fitted_coeffs(cr_injector *inj, uint32_t gpu)
+{
+    cr_inject_calibration cal;
+    cr_injector_calibration(inj, gpu, &cal);
+    return (coeffs){cal.a, cal.b, cal.c};
+}
+
+static cr_inject_model model_of(cr_injector *inj)
+{
+    cr_inject_model m;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_injector_model(inj, NULL, 0, &m, &err), CR_OK);
+    return m;
+}
+
+static void observe_ok(cr_injector *inj, const cr_inject_observation *o)
+{
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_injector_observe(inj, o, &err), CR_OK);
+}
+
+/* What an engine reports: half text requests (s = 0), half KV ones with a
+ * cached prefix; L in 500..32000. */
+static void random_span(rng *r, double *s, double *l)
+{
+    *l = floor(rng_uniform(r, 500, 32000));
+    *s = rng_uniform(r, 0, 1) < 0.5 ? 0 : floor(rng_uniform(r, 0, 0.9 * *l));
+}
+
+/* n prefills on GPU 0 from a GPU spending fn(t), with 5% multiplicative
+ * noise. */
+static void feed_prefills(cr_injector *inj, rng *r, prefill_fn fn, const coeffs *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        double s, l;
+        random_span(r, &s, &l);
+        cr_inject_observation o = {.has_prefill = 1, .prefill_from = s, .prefill_to = l};
+        o.prefill_ms = fn(t, s, l) * (1 + 0.05 * rng_normal(r));
+        observe_ok(inj, &o);
+    }
+}
+
+/* MAPE of k against the noiseless truth t on 1000 held-out requests (their
+ * own seed: never fed to a fit). */
+static double holdout_mape(const coeffs *k, const coeffs *t)
+{
+    rng r = {42};
+    double sum = 0;
+    for (int i = 0; i < 1000; i++) {
+        double s, l;
+        random_span(&r, &s, &l);
+        double want = quadratic_ms(t, s, l);
+        sum += fabs(quadratic_ms(k, s, l) - want) / want;
+    }
+    return sum / 1000;
+}
+
+/* The default model with the true GPU's prefill coefficients. */
+static cr_inject_model with_prefill(const cr_inject_model *m, const coeffs *t)
+{
+    cr_inject_model out = *m;
+    out.prefill_fixed_ms = t->a;
+    out.prefill_ms_per_token = t->b;
+    out.prefill_ms_per_token2 = t->c;
+    return out;
+}
+
+/* Decisions over random KV requests on the default 10 Gb/s link: the ones
+ * where the truth and the default model disagree must follow the truth once
+ * calibrated. */
+static void check_flips(cr_injector *inj, const cr_inject_model *prior, const coeffs *t)
+{
+    cr_inject_model truth = with_prefill(prior, t);
+    const cr_inject_link link = {10, CR_INJECT_DEFAULT_RTT_MS, 0};
+    rng r = {7};
+    int n = 2000, flips = 0, flipped = 0, agree = 0;
+    for (int i = 0; i < n; i++) {
+        cr_kv_source src = {"s1", 0};
+        cr_inject_request req = {.prompt_tokens = (uint32_t)rng_uniform(&r, 0, 4000),
+                                 .knowledge_tokens = (uint32_t)rng_uniform(&r, 1000, 30000),
+                                 .sources = &src,
+                                 .n_sources = 1,
+                                 .has_queue_wait = 1,
+                                 .queue_wait_ms = rng_uniform(&r, 0, 1000),
+                                 .dry_run = 1};
+        src.cached_tokens = (uint32_t)(req.knowledge_tokens * rng_uniform(&r, 0.5, 1));
+        cr_inject_response want, before, got = select_ok(inj, &req, 0);
+        cr_inject_decide(&truth, &req, req.queue_wait_ms, &link, &want);
+        cr_inject_decide(prior, &req, req.queue_wait_ms, &link, &before);
+        agree += got.mode == want.mode;
+        flips += before.mode != want.mode;
+        flipped += before.mode != want.mode && got.mode == want.mode;
+    }
+    printf("\n    decisions: %d of %d should flip, %d did; %d of %d agree with the truth\n  ", flips, n,
+           flipped, agree, n);
+    CU_ASSERT(flips >= 100);
+    CU_ASSERT(flipped >= 0.95 * flips);
+    CU_ASSERT(agree >= 0.98 * n);
+}
+
+/* The synthetic GPU: b 3x and c 2x the default model's. */
+static void test_calibration_converges(void)
+{
+    cr_injector *inj = injector_with(NULL, 0);
+    cr_inject_model prior = model_of(inj);
+    coeffs p = model_coeffs(&prior), t = {p.a, 3 * p.b, 2 * p.c};
+    rng r = {1};
+    feed_prefills(inj, &r, quadratic_ms, &t, 200);
+    cr_inject_calibration cal;
+    cr_injector_calibration(inj, 0, &cal);
+    CU_ASSERT_EQUAL(cal.samples, 200);
+    CU_ASSERT(cal.adopted);
+    CU_ASSERT(cal.mape_fit < cal.mape_prior);
+    cr_inject_model m = model_of(inj);
+    coeffs k = model_coeffs(&m);
+    double before = holdout_mape(&p, &t), after = holdout_mape(&k, &t);
+    printf("\n    held-out prefill MAPE after 200 outcomes: default model %.1f%%, calibrated "
+           "%.2f%%\n    fit a=%.4g b=%.4g c=%.4g, truth a=%.4g b=%.4g c=%.4g\n  ",
+           100 * before, 100 * after, k.a, k.b, k.c, t.a, t.b, t.c);
+    CU_ASSERT(after <= 0.05);
+    CU_ASSERT(before > 0.3);
+    char want[CR_INJECT_SOURCE_LEN];
+    snprintf(want, sizeof want,
+             "prefill=fitted(n=200,mape=%.1f%%) kv_bytes=default link=default h2d=default "
+             "margin=default penalty=default",
+             100 * cal.mape_fit);
+    CU_ASSERT_STRING_EQUAL(m.source, want);
+    CU_ASSERT_EQUAL(m.peak_tflops, 0);
+    check_flips(inj, &prior, &t);
+    cr_injector_free(inj);
+}
+
+/* A concave truth makes least squares want c < 0, a truth without a fixed
+ * part makes noise push a below 0: the fit stays at or above 0 throughout. */
+static void test_calibration_nonnegative(void)
+{
+    static const coeffs concave = {5, 40, 0}, no_fixed = {0, 0.3, 3e-6};
+    const struct {
+        prefill_fn fn;
+        const coeffs *t;
+    } cases[] = {{concave_ms, &concave}, {quadratic_ms, &no_fixed}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_injector *inj = injector_with(NULL, 0);
+        rng r = {11};
+        int negative = 0, at_zero = 0;
+        for (int n = 0; n < 300; n++) {
+            feed_prefills(inj, &r, cases[i].fn, cases[i].t, 1);
+            coeffs k = fitted_coeffs(inj, 0);
+            negative += k.a < 0 || k.b < 0 || k.c < 0;
+            at_zero += k.a == 0 || k.c == 0;
+        }
+        CU_ASSERT_EQUAL(negative, 0);
+        CU_ASSERT(at_zero > 0); /* the bound did bind */
+        if (i == 0)
+            CU_ASSERT_EQUAL(fitted_coeffs(inj, 0).c, 0);
+        cr_injector_free(inj);
+    }
+}
+
+/* Held-out error of the fit against the new truth, `after` samples after
+ * the default GPU turned into the 3x b, 2x c one. */
+static double error_after_step(const char *half_life, int after)
+{
+    const char *const flags[] = {"--calibration-half-life", half_life};
+    cr_injector *inj = injector_with(flags, 2);
+    cr_inject_model prior = model_of(inj);
+    coeffs p = model_coeffs(&prior), t = {p.a, 3 * p.b, 2 * p.c};
+    rng r = {3};
+    feed_prefills(inj, &r, quadratic_ms, &p, 400);
+    feed_prefills(inj, &r, quadratic_ms, &t, after);
+    coeffs k = fitted_coeffs(inj, 0);
+    cr_injector_free(inj);
+    return holdout_mape(&k, &t);
+}
+
+/* inject.h's figure: after a 3x step, within 5% in 5 half-lives (the 400
+ * old samples then weigh 2^-5). */
+static void test_calibration_forgetting(void)
+{
+    double early = error_after_step("50", 10), tracked = error_after_step("50", 250);
+    double stiff = error_after_step("1000000", 250);
+    printf("\n    after a step: half-life 50, 10 samples %.1f%%, 250 samples %.2f%%; "
+           "half-life 10^6, 250 samples %.1f%%\n  ",
+           100 * early, 100 * tracked, 100 * stiff);
+    CU_ASSERT(early > 0.1);
+    CU_ASSERT(tracked <= 0.05);
+    CU_ASSERT(stiff > 0.1);
+}
+
+/* One request shape cannot tell a from b from c: the prior stays, although
+ * the fit predicts that one shape better. */
+static void test_calibration_degenerate(void)
+{
+    cr_injector *inj = injector_with(NULL, 0);
+    cr_inject_model prior = model_of(inj);
+    coeffs p = model_coeffs(&prior), t = {p.a, 3 * p.b, 2 * p.c};
+    rng r = {5};
+    for (int i = 0; i < 100; i++) {
+        cr_inject_observation o = {.has_prefill = 1, .prefill_to = 4000};
+        o.prefill_ms = quadratic_ms(&t, 0, 4000) * (1 + 0.05 * rng_normal(&r));
+        observe_ok(inj, &o);
+    }
+    cr_inject_calibration cal;
+    cr_injector_calibration(inj, 0, &cal);
+    CU_ASSERT_EQUAL(cal.samples, 100);
+    CU_ASSERT(cal.mape_fit < cal.mape_prior);
+    CU_ASSERT_FALSE(cal.adopted);
+    cr_inject_model m = model_of(inj);
+    CU_ASSERT_STRING_EQUAL(m.source, prior.source);
+    CU_ASSERT(m.prefill_fixed_ms == p.a && m.prefill_ms_per_token == p.b &&
+              m.prefill_ms_per_token2 == p.c);
+    cr_injector_free(inj);
+}
+
+static void test_calibration_off(void)
+{
+    static const char *const flags[] = {"--calibrate", "off"};
+    cr_injector *inj = injector_with(flags, 2);
+    cr_inject_model prior = model_of(inj);
+    coeffs p = model_coeffs(&prior), t = {p.a, 3 * p.b, 2 * p.c};
+    rng r = {1};
+    feed_prefills(inj, &r, quadratic_ms, &t, 200);
+    observe_ok(inj, &(cr_inject_observation){.has_queue_wait = 1, .queue_wait_ms = 1000,
+                                              .has_load = 1, .load_bytes = 1e6, .load_ms = 9,
+                                              .has_transfer = 1, .source = "s1",
+                                              .transfer_bytes = 1e6, .transfer_ms = 9});
+    cr_inject_calibration cal;
+    cr_injector_calibration(inj, 0, &cal);
+    CU_ASSERT_EQUAL(cal.samples, 0);
+    CU_ASSERT_EQUAL(cal.h2d.samples, 0);
+    cr_inject_model m = model_of(inj);
+    CU_ASSERT_STRING_EQUAL(m.source, prior.source);
+    CU_ASSERT_EQUAL(m.prefill_ms_per_token, p.b);
+    const cr_inject_request req = {.prompt_tokens = 100, .dry_run = 1};
+    CU_ASSERT_EQUAL(select_ok(inj, &req, 0).text.queue_wait_ms, 0);
+    CU_ASSERT_EQUAL(cr_injector_tracked_links(inj), 0);
+    cr_injector_free(inj);
+}
+
+/* Sizes log-uniform in lo..hi bytes. */
+static double random_bytes(rng *r, double lo, double hi)
+{
+    return floor(exp(rng_uniform(r, log(lo), log(hi))));
+}
+
+/* s1 is configured at 10 Gb/s with 0.2 ms; it really gives 40 Gb/s
+ * (efficiency included) after 2 ms. */
+static void test_link_calibration(void)
+{
+    static const char *const flags[] = {"--kv-source", "s1=10,0.2"};
+    cr_injector *inj = injector_with(flags, 2);
+    rng r = {9};
+    for (int i = 0; i < 200; i++) {
+        cr_inject_observation o = {.now_ms = i, .has_transfer = 1, .source = "s1"};
+        o.transfer_bytes = random_bytes(&r, 1e4, 1e9);
+        o.transfer_ms = (2 + o.transfer_bytes * 8 / 40e6) * (1 + 0.05 * rng_normal(&r));
+        observe_ok(inj, &o);
+    }
+    cr_inject_line_calibration lc;
+    CU_ASSERT_FATAL(cr_injector_link_calibration(inj, "s1", &lc));
+    printf("\n    link after 200 transfers: %.2f Gb/s (truth 40), rtt %.3f ms (truth 2)\n  ", lc.gbps,
+           lc.fixed_ms);
+    CU_ASSERT_EQUAL(lc.samples, 200);
+    CU_ASSERT(lc.adopted);
+    CU_ASSERT(fabs(lc.gbps / 40 - 1) < 0.05);
+    CU_ASSERT(fabs(lc.fixed_ms / 2 - 1) < 0.1);
+    /* Decisions price s1 as measured; s2 keeps the configured default. */
+    static const cr_kv_source src[] = {{"s1", 9000}, {"s2", 9000}};
+    cr_inject_request req = {.prompt_tokens = 1000,
+                             .knowledge_tokens = 9000,
+                             .sources = src,
+                             .n_sources = 1,
+                             .dry_run = 1};
+    double want = 2 + 9000 * 131072.0 * 8 / 40e6;
+    CU_ASSERT(fabs(select_ok(inj, &req, 0).kv.transfer_ms / want - 1) < 0.05);
+    req.sources = src + 1;
+    CU_ASSERT(close_rel(select_ok(inj, &req, 0).kv.transfer_ms,
+                        0.2 + 9000 * 131072.0 * 8 / (10 * 0.825 * 1e6)));
+    CU_ASSERT_FALSE(cr_injector_link_calibration(inj, "s2", &lc));
+    cr_injector_free(inj);
+}
+
+/* The GPU loads at 12 GB/s after 5 ms, not the configured 25 after 2. */
+static void test_h2d_calibration(void)
+{
+    cr_injector *inj = injector_with(NULL, 0);
+    rng r = {13};
+    for (int i = 0; i < 200; i++) {
+        cr_inject_observation o = {.has_load = 1};
+        o.load_bytes = random_bytes(&r, 1e5, 1e10);
+        o.load_ms = (5 + o.load_bytes / 12e6) * (1 + 0.05 * rng_normal(&r));
+        observe_ok(inj, &o);
+    }
+    cr_inject_calibration cal;
+    cr_injector_calibration(inj, 0, &cal);
+    printf("\n    h2d after 200 loads: %.2f GB/s (truth 12), fixed %.3f ms (truth 5)\n  ",
+           cal.h2d.gbps, cal.h2d.fixed_ms);
+    CU_ASSERT_EQUAL(cal.samples, 0);
+    CU_ASSERT_EQUAL(cal.h2d.samples, 200);
+    CU_ASSERT(cal.h2d.adopted);
+    CU_ASSERT(fabs(cal.h2d.gbps / 12 - 1) < 0.05);
+    CU_ASSERT(fabs(cal.h2d.fixed_ms / 5 - 1) < 0.1);
+    cr_inject_model m = model_of(inj);
+    CU_ASSERT_EQUAL(m.h2d_gbps, cal.h2d.gbps);
+    CU_ASSERT_EQUAL(m.load_fixed_ms, cal.h2d.fixed_ms);
+    CU_ASSERT_STRING_EQUAL(m.source, "prefill=default kv_bytes=default link=default h2d=fitted "
+                                     "margin=default penalty=default");
+    cr_injector_free(inj);
+}
+
+/* The hand model: a K = 0 request of 1000 tokens prefills in 120 ms. */
+static void test_gpu_timeline_corrections(void)
+{
+    cr_injector *inj = hand_injector();
+    const cr_inject_request text = {.prompt_tokens = 1000};
+    const cr_inject_request peek = {.prompt_tokens = 1000, .dry_run = 1};
+    for (int i = 0; i < 3; i++)
+        select_ok(inj, &text, 0); /* busy until 360 */
+    CU_ASSERT(close_rel(select_ok(inj, &peek, 120).text.queue_wait_ms, 240));
+    /* The first ended at 120 after 200 ms, not 120: the two behind it start
+     * 80 ms later; a quicker one moves them earlier. */
+    cr_inject_observation o = {.now_ms = 120, .has_prefill = 1, .prefill_to = 1000};
+    o.prefill_ms = 200;
+    observe_ok(inj, &o);
+    CU_ASSERT(close_rel(select_ok(inj, &peek, 120).text.queue_wait_ms, 320));
+    o.prefill_ms = 20;
+    observe_ok(inj, &o);
+    CU_ASSERT(close_rel(select_ok(inj, &peek, 120).text.queue_wait_ms, 220));
+    /* Never to before now: 10000 tokens predicted at 2010 ms took 10. */
+    o.prefill_to = 10000;
+    o.prefill_ms = 10;
+    observe_ok(inj, &o);
+    CU_ASSERT_EQUAL(select_ok(inj, &peek, 120).text.queue_wait_ms, 0);
+    /* With nothing pending there is nothing to move. */
+    o.now_ms = 1000;
+    o.prefill_ms = 5000;
+    observe_ok(inj, &o);
+    CU_ASSERT_EQUAL(select_ok(inj, &peek, 1000).text.queue_wait_ms, 0);
+    /* A measured queue wait is the engine's queue: the timeline takes it,
+     * and the prefill reported with it moves nothing more. */
+    o.has_queue_wait = 1;
+    o.queue_wait_ms = 700;
+    observe_ok(inj, &o);
+    CU_ASSERT(close_rel(select_ok(inj, &peek, 1000).text.queue_wait_ms, 700));
+    CU_ASSERT(close_rel(select_ok(inj, &peek, 1100).text.queue_wait_ms, 600));
+    o.now_ms = 1100;
+    o.queue_wait_ms = 0;
+    observe_ok(inj, &o);
+    CU_ASSERT_EQUAL(select_ok(inj, &peek, 1100).text.queue_wait_ms, 0);
+    cr_injector_free(inj);
+}
+
+/* The "kv faster" case reserves 1125 ms of s1's link (10 Gb/s at 0.8, rtt
+ * 0.2: 1.125e9 bytes are predicted at 1125.2 ms). */
+static void test_link_timeline_corrections(void)
+{
+    static const cr_kv_source src[] = {{"s1", 9000}};
+    cr_inject_request req = {.prompt_tokens = 1000,
+                             .knowledge_tokens = 9000,
+                             .sources = src,
+                             .n_sources = 1,
+                             .has_queue_wait = 1};
+    cr_injector *inj = hand_injector();
+    CU_ASSERT_EQUAL(select_ok(inj, &req, 0).mode, CR_INJECT_KV_CACHE);
+    req.dry_run = 1;
+    CU_ASSERT(close_rel(select_ok(inj, &req, 100).kv.link_wait_ms, 1025));
+    /* Its ack came at 100 after 2000 ms: what is queued behind it waits 874.8 ms more. */
+    cr_inject_observation o = {.now_ms = 100, .has_transfer = 1, .source = "s1",
+                               .transfer_bytes = 1.125e9, .transfer_ms = 2000};
+    observe_ok(inj, &o);
+    CU_ASSERT(close_rel(select_ok(inj, &req, 100).kv.link_wait_ms, 1899.8));
+    o.transfer_ms = 125.2;
+    observe_ok(inj, &o);
+    CU_ASSERT(close_rel(select_ok(inj, &req, 100).kv.link_wait_ms, 899.8));
+    cr_injector_free(inj);
+}
+
+static void test_observe_errors(void)
+{
+    cr_injector *inj = hand_injector();
+    cr_inject_observation o = {.gpu = CR_PROBE_MAX_GPUS, .has_queue_wait = 1, .queue_wait_ms = 5};
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_injector_observe(inj, &o, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "gpu must be in 0..63, got 64");
+    o.gpu = 0;
+    o.now_ms = NAN;
+    CU_ASSERT_EQUAL(cr_injector_observe(inj, &o, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "now_ms must be finite, got nan");
+    const cr_inject_request peek = {.prompt_tokens = 1000, .dry_run = 1};
+    CU_ASSERT_EQUAL(select_ok(inj, &peek, 0).text.queue_wait_ms, 0); /* nothing applied */
+    /* Parts without a positive time or a usable name feed nothing. */
+    fill_limits();
+    const char *const names[] = {NULL, "", long_name};
+    for (size_t i = 0; i < 3; i++)
+        observe_ok(inj, &(cr_inject_observation){.has_transfer = 1, .source = names[i],
+                                                  .transfer_bytes = 10, .transfer_ms = 5});
+    observe_ok(inj, &(cr_inject_observation){.has_transfer = 1, .source = "s1",
+                                              .transfer_bytes = 10, .transfer_ms = 0});
+    observe_ok(inj, &(cr_inject_observation){.has_prefill = 1, .prefill_to = 10, .has_load = 1});
+    CU_ASSERT_EQUAL(cr_injector_tracked_links(inj), 0);
+    cr_inject_calibration cal;
+    cr_injector_calibration(inj, 0, &cal);
+    CU_ASSERT_EQUAL(cal.samples + cal.h2d.samples, 0);
+    cal.samples = 7;
+    cr_injector_calibration(inj, CR_PROBE_MAX_GPUS, &cal);
+    CU_ASSERT_EQUAL(cal.samples, 0);
+    cr_injector_free(inj);
+}
+
+typedef struct observer {
+    cr_injector *inj;
+    uint32_t gpu;
+    int failures;
+} observer;
+
+#define OBSERVE_CALLS 3000
+
+/* Every part at once, on the kv workers' source names. */
+static void *observe_worker(void *arg)
+{
+    observer *w = arg;
+    rng r = {100 + w->gpu};
+    char name[16];
+    for (int i = 0; i < OBSERVE_CALLS; i++) {
+        double s, l;
+        random_span(&r, &s, &l);
+        snprintf(name, sizeof name, "pool-%d", i % 10);
+        cr_inject_observation o = {.gpu = w->gpu, .now_ms = i, .has_prefill = 1,
+                                   .prefill_from = s, .prefill_to = l,
+                                   .prefill_ms = 10 + 0.3 * (l - s), .has_transfer = 1,
+                                   .source = name, .transfer_bytes = 1e6 * (1 + i % 7),
+                                   .transfer_ms = 2 + i % 7, .has_load = 1, .load_bytes = 1e6,
+                                   .load_ms = 2.5, .has_queue_wait = i % 5 == 0};
+        cr_error err;
+        w->failures += cr_injector_observe(w->inj, &o, &err) != CR_OK;
+    }
+    return NULL;
+}
+
+static void test_concurrent_observe(void)
+{
+    static worker selectors[KV_THREADS];
+    observer observers[4];
+    pthread_t th[4 + KV_THREADS];
+    cr_injector *inj = injector_with(NULL, 0);
+    for (uint32_t t = 0; t < 4; t++) {
+        observers[t] = (observer){inj, t, 0};
+        pthread_create(&th[t], NULL, observe_worker, &observers[t]);
+    }
+    for (int t = 0; t < KV_THREADS; t++) {
+        selectors[t].inj = inj;
+        selectors[t].id = t;
+        pthread_create(&th[4 + t], NULL, kv_worker, &selectors[t]);
+    }
+    for (int t = 0; t < 4 + KV_THREADS; t++)
+        pthread_join(th[t], NULL);
+    uint64_t transfers = 0;
+    for (uint32_t t = 0; t < 4; t++) {
+        cr_inject_calibration cal;
+        cr_injector_calibration(inj, t, &cal);
+        CU_ASSERT_EQUAL(observers[t].failures, 0);
+        CU_ASSERT_EQUAL(cal.samples, OBSERVE_CALLS);
+        CU_ASSERT_EQUAL(cal.h2d.samples, OBSERVE_CALLS);
+    }
+    for (int i = 0; i < 10; i++) {
+        char name[16];
+        cr_inject_line_calibration lc;
+        snprintf(name, sizeof name, "pool-%d", i);
+        CU_ASSERT(cr_injector_link_calibration(inj, name, &lc));
+        transfers += lc.samples;
+    }
+    CU_ASSERT_EQUAL(transfers, 4 * OBSERVE_CALLS);
+    cr_injector_free(inj);
+}
+
+/* ---- --model-config ------------------------------------------------------------ */
+
+/* tests/fixtures/model-configs/name, found from this file's own path. */
+static void fixture(const char *name, char *buf, size_t len)
+{
+    const char *slash = strrchr(__FILE__, '/');
+    int dir = slash ? (int)(slash - __FILE__) : 1;
+    snprintf(buf, len, "%.*s/fixtures/model-configs/%s", dir, slash ? __FILE__ : ".", name);
+}
+
+/* The figures tests/fixtures/model-configs/README.md gives. */
+static const struct {
+    const char *file;
+    double kv_bytes, total, active;
+    uint32_t layers, heads, kv_heads, hidden, experts, per_token;
+} FIXTURES[] = {
+    {"Llama-3.1-8B.json", 131072, 8030261248.0, 6979588096.0, 32, 32, 8, 4096, 1, 1},
+    {"Llama-3.1-70B.json", 327680, 70553706496.0, 68452360192.0, 80, 64, 8, 8192, 1, 1},
+    {"Mixtral-8x7B.json", 131072, 46702792704.0, 12617781248.0, 32, 32, 8, 4096, 8, 2},
+};
+
+static void test_model_config_fixtures(void)
+{
+    for (size_t i = 0; i < sizeof FIXTURES / sizeof FIXTURES[0]; i++) {
+        char path[1024];
+        cr_model_shape s;
+        cr_error err;
+        fixture(FIXTURES[i].file, path, sizeof path);
+        CU_ASSERT_EQUAL_FATAL(cr_inject_read_model_config(path, &s, &err), CR_OK);
+        CU_ASSERT_EQUAL(s.kv_bytes_per_token, FIXTURES[i].kv_bytes);
+        CU_ASSERT_EQUAL(s.params_total, FIXTURES[i].total);
+        CU_ASSERT_EQUAL(s.params_active, FIXTURES[i].active);
+        CU_ASSERT(s.layers == FIXTURES[i].layers && s.heads == FIXTURES[i].heads &&
+                  s.kv_heads == FIXTURES[i].kv_heads && s.hidden_size == FIXTURES[i].hidden);
+        CU_ASSERT(s.experts == FIXTURES[i].experts &&
+                  s.experts_per_token == FIXTURES[i].per_token);
+        CU_ASSERT(s.head_dim == 128 && s.dtype_bytes == 2 && !s.tied_embeddings);
+        /* Through the flag: b from the active count, at 312 TFLOPS x 0.5. */
+        cr_inject_config cfg;
+        cr_inject_model m;
+        cr_inject_config_default(&cfg);
+        CU_ASSERT_EQUAL_FATAL(cr_inject_config_set(&cfg, "--model-config", path, &err), CR_OK);
+        CU_ASSERT_STRING_EQUAL(cfg.model_config, path);
+        CU_ASSERT_EQUAL_FATAL(cr_inject_model_resolve(&cfg, NULL, 0, &m, &err), CR_OK);
+        CU_ASSERT_STRING_EQUAL(m.source, "prefill=default kv_bytes=model-config link=default "
+                                         "h2d=default margin=default penalty=default");
+        CU_ASSERT_EQUAL(m.kv_bytes_per_token, FIXTURES[i].kv_bytes);
+        CU_ASSERT(close_rel(m.prefill_ms_per_token, 2 * FIXTURES[i].active / 1.56e14 * 1e3));
+        CU_ASSERT(close_rel(m.prefill_ms_per_token2,
+                            2.0 * FIXTURES[i].layers * FIXTURES[i].hidden / 1.56e14 * 1e3));
+        cr_inject_config_clear(&cfg);
+        CU_ASSERT_PTR_NULL(cfg.model_config);
+    }
+}
+
+/* Explicit flags win whichever comes first; a second file replaces the
+ * first's fields but not the flags'. */
+static void test_model_config_flags_win(void)
+{
+    char path70[1024], mixtral[1024];
+    fixture("Llama-3.1-70B.json", path70, sizeof path70);
+    fixture("Mixtral-8x7B.json", mixtral, sizeof mixtral);
+    const char *const before[] = {"--model-layers", "40", "--model-params-b", "70",
+                                  "--model-config", path70};
+    const char *const after[] = {"--model-config", path70, "--model-layers", "40",
+                                 "--model-params-b", "70"};
+    const char *const *orders[] = {before, after};
+    for (int k = 0; k < 2; k++) {
+        cr_inject_config cfg;
+        cr_inject_model m;
+        cr_error err;
+        cr_inject_config_default(&cfg);
+        set_flags(&cfg, orders[k], 6);
+        CU_ASSERT(cfg.model_layers == 40 && cfg.model_params_b == 70);
+        CU_ASSERT(cfg.model_kv_heads == 8 && cfg.model_head_dim == 128 &&
+                  cfg.kv_dtype_bytes == 2 && cfg.model_d_model == 8192);
+        CU_ASSERT_EQUAL_FATAL(cr_inject_model_resolve(&cfg, NULL, 0, &m, &err), CR_OK);
+        CU_ASSERT_EQUAL(m.kv_bytes_per_token, 2 * 40 * 8 * 128 * 2);
+        CU_ASSERT(strstr(m.source, " kv_bytes=model-config ") != NULL);
+        set_flags(&cfg, (const char *const[]){"--model-config", mixtral}, 2);
+        CU_ASSERT(cfg.model_layers == 40 && cfg.model_params_b == 70);
+        CU_ASSERT_EQUAL(cfg.model_d_model, 4096);
+        set_flags(&cfg, (const char *const[]){"--kv-bytes-per-token", "1000"}, 2);
+        CU_ASSERT_EQUAL_FATAL(cr_inject_model_resolve(&cfg, NULL, 0, &m, &err), CR_OK);
+        CU_ASSERT(strncmp(m.source, "prefill=default kv_bytes=flag ", 30) == 0);
+        cr_inject_config_clear(&cfg);
+    }
+}
+
+#define BASE_KEYS                                                                                 \
+    "\"num_hidden_layers\": 32, \"hidden_size\": 4096, \"num_attention_heads\": 32, "             \
+    "\"intermediate_size\": 14336, \"vocab_size\": 128256"
+
+static void write_file(char *path, const char *text)
+{
+    strcpy(path, "/tmp/test_inject_config_XXXXXX");
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_model_config_errors(void)
+{
+    static const struct {
+        const char *json, *msg;
+    } bad[] = {
+        {NULL, ": unable to open"},
+        {"not json", ": not JSON: "},
+        {"[1]", ": not a JSON object"},
+        {"{\"num_hidden_layers\": 32}", ": hidden_size is missing"},
+        {"{\"num_hidden_layers\": \"32\"}",
+         ": num_hidden_layers must be an integer in 1..1000000, got \"32\""},
+        {"{\"num_hidden_layers\": 0}", ": num_hidden_layers must be an integer"},
+        {"{" BASE_KEYS "}", ": torch_dtype is missing"},
+        {"{" BASE_KEYS ", \"torch_dtype\": \"int8\"}", ": torch_dtype must be \"bfloat16\""},
+        {"{" BASE_KEYS ", \"dtype\": 16}", ": dtype must be"},
+        {"{" BASE_KEYS ", \"dtype\": \"float32\", \"tie_word_embeddings\": 1}",
+         ": tie_word_embeddings must be true or false, got 1"},
+        {"{" BASE_KEYS ", \"dtype\": \"float32\", \"num_local_experts\": 8}",
+         ": num_experts_per_tok is missing"},
+        {"{" BASE_KEYS ", \"dtype\": \"float32\", \"num_experts\": 60}",
+         ": num_experts: only Mixtral's"},
+        {"{" BASE_KEYS ", \"dtype\": \"float32\", \"num_key_value_heads\": 64}",
+         ": num_key_value_heads must be at most num_attention_heads 32, got 64"},
+        {"{\"num_hidden_layers\": 2, \"hidden_size\": 4097, \"num_attention_heads\": 32, "
+         "\"intermediate_size\": 1, \"vocab_size\": 1, \"torch_dtype\": \"float16\"}",
+         ": head_dim is missing and hidden_size 4097 is not a multiple of num_attention_heads 32"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[64] = "/nonexistent/cacheroute/config.json", want[256];
+        if (bad[i].json)
+            write_file(path, bad[i].json);
+        cr_inject_config cfg;
+        cr_error err = {{0}};
+        cr_inject_config_default(&cfg);
+        CU_ASSERT_EQUAL(cr_inject_config_set(&cfg, "--model-config", path, &err), CR_EINVAL);
+        snprintf(want, sizeof want, "--model-config %s%s", path, bad[i].msg);
+        CU_ASSERT(strncmp(err.msg, want, strlen(want)) == 0);
+        if (strncmp(err.msg, want, strlen(want)) != 0)
+            fprintf(stderr, "\n  want '%s...', got '%s'\n", want, err.msg);
+        CU_ASSERT(cfg.set == 0 && cfg.model_config == NULL && cfg.model_layers == 32);
+        cr_inject_config_clear(&cfg);
+        if (bad[i].json)
+            unlink(path);
+    }
+    /* The optional keys' defaults: no GQA, head_dim = hidden / heads. */
+    char path[64];
+    cr_model_shape s;
+    cr_error err;
+    write_file(path, "{" BASE_KEYS ", \"dtype\": \"float32\", \"head_dim\": null}");
+    CU_ASSERT_EQUAL(cr_inject_read_model_config(path, &s, &err), CR_OK);
+    CU_ASSERT(s.kv_heads == 32 && s.head_dim == 128 && s.dtype_bytes == 4);
+    CU_ASSERT_EQUAL(s.kv_bytes_per_token, 2.0 * 32 * 32 * 128 * 4);
+    unlink(path);
+}
+
 static const cr_test_case model_tests[] = {
     {"defaults", test_defaults_resolve},
     {"flags", test_flags_resolve},
@@ -852,9 +1533,33 @@ static const cr_test_case timeline_tests[] = {
     {NULL, NULL},
 };
 
+static const cr_test_case calibration_tests[] = {
+    {"converges on a synthetic GPU, decisions flip", test_calibration_converges},
+    {"coefficients stay non-negative", test_calibration_nonnegative},
+    {"forgetting follows a step change", test_calibration_forgetting},
+    {"degenerate samples keep the prior", test_calibration_degenerate},
+    {"--calibrate off ignores observations", test_calibration_off},
+    {"link fit converges", test_link_calibration},
+    {"h2d fit converges", test_h2d_calibration},
+    {"GPU timeline corrections", test_gpu_timeline_corrections},
+    {"link timeline corrections", test_link_timeline_corrections},
+    {"observation errors", test_observe_errors},
+    {"concurrent observe and select", test_concurrent_observe},
+    {NULL, NULL},
+};
+
+static const cr_test_case model_config_tests[] = {
+    {"fixture shapes and parameter counts", test_model_config_fixtures},
+    {"flags win over the file", test_model_config_flags_win},
+    {"errors name the file and the key", test_model_config_errors},
+    {NULL, NULL},
+};
+
 static const cr_test_suite suites[] = {
     {"model", model_tests},
     {"decide", decide_tests},
     {"timeline", timeline_tests},
+    {"calibration", calibration_tests},
+    {"model config", model_config_tests},
 };
 CR_TEST_MAIN(suites)

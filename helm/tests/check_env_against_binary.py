@@ -28,7 +28,7 @@ import yaml
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_chart import CHART, CI, CONFIG_FLAGS, HOST_KEYS, env_name, render, pod_spec  # noqa: E402
+from test_chart import CHART, CI, CONFIG_FLAGS, HOST_KEYS, REPO, env_name, render, pod_spec  # noqa: E402
 
 passed = failed = 0
 
@@ -60,12 +60,20 @@ def run_check(binary, env):
     return run_binary(binary, env, "--check-config")
 
 
+# --model-config names a file in the pod; the binary reads it at start-up,
+# so here the tree's fixture of the same model stands in for it.
+MODEL_CONFIG = os.path.join(REPO, "tests", "fixtures", "model-configs", "Llama-3.1-70B.json")
+
+
 def cacheroute_env(by_kind):
     spec = pod_spec(by_kind)
     for c in spec.get("containers", []) + spec.get("initContainers", []):
         if c["name"] == "cacheroute":
-            return {e["name"]: e["value"] for e in c.get("env", [])
-                    if e["name"].startswith("CACHEROUTE_") and "value" in e}
+            env = {e["name"]: e["value"] for e in c.get("env", [])
+                   if e["name"].startswith("CACHEROUTE_") and "value" in e}
+            if "CACHEROUTE_MODEL_CONFIG" in env:
+                env["CACHEROUTE_MODEL_CONFIG"] = MODEL_CONFIG
+            return env
     raise AssertionError("no cacheroute container")
 
 

@@ -27,15 +27,16 @@ HELM = os.environ.get("CR_HELM") or os.path.join(TOOLS, "bin", "helm")
 
 # Every flag of cacheroute-sidecar (name -> default), from its --help.
 SIDECAR_FLAGS = [
-    "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval",
+    "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval", "receipts",
     "metrics-listen", "log-level",
     "n-shards", "qcap", "warm-slots-per-shard",
     "half-life", "window", "estimator-clock", "max-owners",
-    "model-layers", "model-kv-heads", "model-head-dim", "kv-dtype-bytes",
+    "model-config", "model-layers", "model-kv-heads", "model-head-dim", "kv-dtype-bytes",
     "tensor-parallel", "kv-bytes-per-token", "model-params-b", "model-d-model",
     "mfu", "peak-tflops", "prefill-fixed-ms", "prefill-coeffs", "kv-source",
     "link-gbps", "link-efficiency", "h2d-gbps", "load-fixed-ms",
     "link-queue-penalty", "decision-margin-ms",
+    "calibrate", "calibration-half-life", "calibration-min-samples",
     "probe-interval", "nic", "sysfs-root",
 ]
 
@@ -46,6 +47,7 @@ CONFIG_FLAGS = {
     "maxMessageBytes": "max-message-bytes",
     "shutdownGrace": "shutdown-grace",
     "replanInterval": "replan-interval",
+    "receipts": "receipts",
     "logLevel": "log-level",
     "nShards": "n-shards",
     "qcap": "qcap",
@@ -54,6 +56,7 @@ CONFIG_FLAGS = {
     "window": "window",
     "estimatorClock": "estimator-clock",
     "maxOwners": "max-owners",
+    "modelConfig": "model-config",
     "modelLayers": "model-layers",
     "modelKvHeads": "model-kv-heads",
     "modelHeadDim": "model-head-dim",
@@ -73,6 +76,9 @@ CONFIG_FLAGS = {
     "loadFixedMs": "load-fixed-ms",
     "linkQueuePenalty": "link-queue-penalty",
     "decisionMarginMs": "decision-margin-ms",
+    "calibrate": "calibrate",
+    "calibrationHalfLife": "calibration-half-life",
+    "calibrationMinSamples": "calibration-min-samples",
     "probeInterval": "probe-interval",
     "nics": "nic",
     "sysfsRoot": "sysfs-root",
@@ -115,6 +121,8 @@ def expected_flag_value(key, v):
         return " ".join(items)
     if key == "prefillCoeffs" and isinstance(v, list):
         return ",".join(fmt_scalar(x) for x in v)
+    if key == "calibrate" and isinstance(v, bool):
+        return "on" if v else "off"
     if isinstance(v, list):
         return " ".join(fmt_scalar(x) for x in v)
     return fmt_scalar(v)
@@ -163,6 +171,16 @@ def env_of(container):
     if dupes:
         raise AssertionError("duplicate env vars: %s" % sorted(dupes))
     return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def env_from_values(text):
+    """The cacheroute container's environment rendered from a values file
+    holding text."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        f.write(text)
+        f.flush()
+        _, by_kind = render("-f", f.name)
+    return env_of(containers(pod_spec(by_kind))["cacheroute"])
 
 
 def leaf_paths(d, prefix=()):
@@ -408,15 +426,23 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(env["CACHEROUTE_PREFILL_COEFFS"], "10,0.05,0.000002")
         self.assertEqual(env["CACHEROUTE_KV_SOURCE"], "s3=12.5")
         # From a values file, where YAML integers arrive as float64.
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            f.write("cacheroute:\n  config:\n    maxMessageBytes: 67108864\n"
-                    "    maxOwners: 1000000\n    linkEfficiency: 0.825\n")
-            f.flush()
-            _, by_kind = render("-f", f.name)
-        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        env = env_from_values("cacheroute:\n  config:\n    maxMessageBytes: 67108864\n"
+                              "    maxOwners: 1000000\n    linkEfficiency: 0.825\n")
         self.assertEqual(env["CACHEROUTE_MAX_MESSAGE_BYTES"], "67108864")
         self.assertEqual(env["CACHEROUTE_MAX_OWNERS"], "1000000")
         self.assertEqual(env["CACHEROUTE_LINK_EFFICIENCY"], "0.825")
+
+    def test_calibrate_and_model_config(self):
+        # An unquoted on/off is a YAML boolean: it renders as the binary's word.
+        for value, want in (("false", "off"), ("true", "on")):
+            _, by_kind = render("--set", "cacheroute.config.calibrate=" + value)
+            self.assertEqual(env_of(containers(pod_spec(by_kind))["cacheroute"])["CACHEROUTE_CALIBRATE"], want)
+        env = env_from_values("cacheroute:\n  config:\n    calibrate: off\n"
+                              "    modelConfig: /models/m/config.json\n")
+        self.assertEqual(env["CACHEROUTE_CALIBRATE"], "off")
+        self.assertEqual(env["CACHEROUTE_MODEL_CONFIG"], "/models/m/config.json")
+        p = helm("template", "cr", CHART, "--set", "cacheroute.config.calibrate=maybe", check=False)
+        self.assertNotEqual(p.returncode, 0)
 
     def test_metrics_disabled(self):
         _, by_kind = render("--set", "metrics.enabled=false")

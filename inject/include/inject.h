@@ -20,22 +20,35 @@
  *
  * Where the coefficients come from (cr_inject_model.source, stable text
  * "prefill=X kv_bytes=X link=X h2d=X margin=X penalty=X"):
- *   prefill   fitted (--prefill-coeffs a,b,c), else from a peak:
- *             b = 2 params / (peak mfu), c = 2 layers d_model / (peak mfu),
- *             a = --prefill-fixed-ms, the peak being the GPU's probed one
- *             (probe), else --peak-tflops (flag), else 312 = A100 (default)
+ *   prefill   calibrated from reported outcomes, fitted(n=N,mape=M%) (see
+ *             calibrate.c), else --prefill-coeffs a,b,c (fitted), else from
+ *             a peak: b = 2 params / (peak mfu), c = 2 layers d_model /
+ *             (peak mfu), a = --prefill-fixed-ms, the peak being the GPU's
+ *             probed one (probe), else --peak-tflops (flag), else 312 = A100
+ *             (default)
  *   kv_bytes  --kv-bytes-per-token (flag), else 2 layers kv_heads head_dim
- *             dtype_bytes / tensor_parallel (model-shape when any shape flag
- *             is set, default = Llama-3.1-8B's 131072)
+ *             dtype_bytes / tensor_parallel: model-config when --model-config
+ *             gave the shape (shape flags on top of it win), model-shape when
+ *             only shape flags did, default = Llama-3.1-8B's 131072
  *   link      fastest up NIC or RDMA port with a known speed (nic), else
  *             --link-gbps (flag), else 10 (default); a --kv-source entry
- *             overrides bandwidth and rtt for its own source
- *   h2d       the GPU's measured copy bandwidth (probe), else --h2d-gbps
+ *             overrides bandwidth and rtt for its own source, and a source's
+ *             calibrated link (its reported transfers) overrides both
+ *   h2d       calibrated from reported loads, fitted (load_fixed too), else
+ *             the GPU's measured copy bandwidth (probe), else --h2d-gbps
  *             (flag), else 25 (default)
  *   margin, penalty  flag or default
  * Measurements win over flags: the flags are what a node without a GPU or
- * NIC falls back to. To override a measurement use --prefill-coeffs or
- * --kv-source.
+ * NIC falls back to. To override a probe use --prefill-coeffs or
+ * --kv-source; to keep the open-loop model, --calibrate off.
+ *
+ * The parameter count behind b (--model-params-b, or from --model-config) is
+ * the active non-embedding count: the weights each prefilled token is
+ * multiplied through (attention, the MLPs of the num_experts_per_tok experts
+ * routed to it, the router, the norms). The input embedding is a lookup, and
+ * engines apply the output head to the last prompt position only, so neither
+ * is priced per token. Mixtral-8x7B: 12.6 of its 46.7 x 10^9. The flag's
+ * default, 8.03, is Llama-3.1-8B's total count (its config.json gives 6.98).
  */
 #ifndef CR_INJECT_H
 #define CR_INJECT_H
@@ -55,7 +68,8 @@
 #define CR_INJECT_SOURCE_LEN 128
 
 /* Bits of cr_inject_config.set: which settings the operator gave, as the
- * model's source string reports them. */
+ * model's source string reports them, and (the per-field bits) which fields
+ * --model-config must leave alone. */
 enum {
     CR_INJECT_SET_MODEL_SHAPE = 1u << 0, /* any of the five shape flags */
     CR_INJECT_SET_KV_BYTES = 1u << 1,
@@ -65,6 +79,13 @@ enum {
     CR_INJECT_SET_H2D = 1u << 5,
     CR_INJECT_SET_MARGIN = 1u << 6,
     CR_INJECT_SET_PENALTY = 1u << 7,
+    CR_INJECT_SET_LAYERS = 1u << 8, /* each field a config.json also gives */
+    CR_INJECT_SET_KV_HEADS = 1u << 9,
+    CR_INJECT_SET_HEAD_DIM = 1u << 10,
+    CR_INJECT_SET_KV_DTYPE = 1u << 11,
+    CR_INJECT_SET_PARAMS = 1u << 12,
+    CR_INJECT_SET_D_MODEL = 1u << 13,
+    CR_INJECT_SET_MODEL_CONFIG = 1u << 14,
 };
 
 /* --kv-source NAME=GBPS[,RTT_MS] */
@@ -97,13 +118,26 @@ typedef struct cr_inject_config {
     double decision_margin_ms;     /* --decision-margin-ms */
     cr_kv_source_spec *kv_sources; /* --kv-source (repeatable); owned, see clear */
     size_t n_kv_sources;
+    char *model_config;            /* --model-config PATH; owned, NULL when not given */
+    int calibrate;                 /* --calibrate: 1 on, 0 off */
+    uint32_t calibration_half_life;   /* --calibration-half-life, in samples */
+    uint32_t calibration_min_samples; /* --calibration-min-samples */
     unsigned set; /* CR_INJECT_SET_*: the table's set word */
 } cr_inject_config;
 
 /* The inject component's option rows, one per flag above, on
- * cr_inject_config; group "inject". --prefill-coeffs and --kv-source are
- * CUSTOM rows (shown as the text a flag takes: "a,b,c", and
- * "NAME=GBPS,RTT_MS" per source, space-separated). */
+ * cr_inject_config; group "inject". --prefill-coeffs, --kv-source and
+ * --model-config are CUSTOM rows (shown as the text a flag takes: "a,b,c",
+ * "NAME=GBPS,RTT_MS" per source, space-separated, and the path).
+ *
+ * --model-config reads the file when it is set (cr_inject_read_model_config)
+ * and fills the six fields it gives (layers, KV heads, head dim, dtype bytes,
+ * parameters, d_model), except those an explicit flag or variable already
+ * set; a flag or variable applied after it overwrites its field as any
+ * setting does. So an explicit shape setting wins over the file whatever the
+ * order the sidecar applies them in (defaults, variables in row order, flags
+ * in command-line order). A second --model-config replaces what the first
+ * file gave. */
 extern const cr_option_table cr_inject_options;
 
 /* Fills the rows' defaults; nothing set, no sources. */
@@ -127,6 +161,36 @@ cr_status cr_inject_config_check(const cr_inject_config *cfg, cr_error *err);
 /* The two structured flag values on their own. */
 cr_status cr_inject_parse_kv_source(const char *value, cr_kv_source_spec *out, cr_error *err);
 cr_status cr_inject_parse_prefill_coeffs(const char *value, double out[3], cr_error *err);
+
+/* What a Hugging Face config.json says about a model's cost. */
+typedef struct cr_model_shape {
+    uint32_t layers;            /* num_hidden_layers */
+    uint32_t hidden_size;       /* hidden_size: d_model */
+    uint32_t heads;             /* num_attention_heads */
+    uint32_t kv_heads;          /* num_key_value_heads; default heads (no GQA) */
+    uint32_t head_dim;          /* head_dim; default hidden_size / heads */
+    uint32_t dtype_bytes;       /* torch_dtype (or dtype): bfloat16, float16 2; float32 4 */
+    uint32_t intermediate_size; /* each expert's, for a MoE */
+    uint32_t vocab_size;
+    uint32_t experts;           /* num_local_experts; 1 when dense */
+    uint32_t experts_per_token; /* num_experts_per_tok; 1 when dense */
+    int tied_embeddings;        /* tie_word_embeddings; default false */
+    double params_total;        /* every weight, embeddings included */
+    double params_active;       /* per token, without embeddings: what b uses */
+    double kv_bytes_per_token;  /* 2 layers kv_heads head_dim dtype_bytes */
+} cr_model_shape;
+
+/* Reads path as a Llama-style decoder's config.json (Mixtral's MoE keys
+ * included). Required: num_hidden_layers, hidden_size, num_attention_heads,
+ * intermediate_size, vocab_size, torch_dtype (or dtype); optional:
+ * num_key_value_heads, head_dim, num_local_experts with num_experts_per_tok,
+ * tie_word_embeddings. Counts must be integers in 1..1000000. Parameters:
+ * per layer attention hidden head_dim (2 heads + 2 kv_heads), MLP 3 hidden
+ * intermediate per expert (gate, up, down), router hidden experts, norms
+ * 2 hidden; plus a final norm, the embedding and, untied, the output head.
+ * CR_EINVAL with err "--model-config PATH: ..." naming the key, or what
+ * kept the file from being read. */
+cr_status cr_inject_read_model_config(const char *path, cr_model_shape *out, cr_error *err);
 
 /* The coefficients in effect for one GPU (see the top of this file). */
 typedef struct cr_inject_model {
@@ -228,13 +292,15 @@ void cr_inject_decide(const cr_inject_model *m, const cr_inject_request *req, do
 
 typedef struct cr_injector cr_injector;
 
-/* Copies cfg. NULL with err filled when it fails cr_inject_config_check or
- * memory runs out (about 0.6 MB for the link table). */
+/* Copies cfg (but model_config, which it does not need). NULL with err
+ * filled when it fails cr_inject_config_check or memory runs out (about
+ * 1.5 MB for the link table and its calibration). */
 cr_injector *cr_injector_new(const cr_inject_config *cfg, cr_error *err);
 void cr_injector_free(cr_injector *inj);
 
-/* cr_inject_model_resolve with the injector's config. Thread-safe. */
-cr_status cr_injector_model(const cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
+/* cr_inject_model_resolve with the injector's config, then the GPU's
+ * adopted calibration over it (see cr_injector_observe). Thread-safe. */
+cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
                             cr_inject_model *out, cr_error *err);
 
 /* Validates req, resolves the model for req->gpu against snap (NULL =
@@ -244,8 +310,12 @@ cr_status cr_injector_model(const cr_injector *inj, const cr_node_snapshot *snap
  * link for its bytes (transfer minus rtt). W is req's queue_wait_ms when
  * given, else the GPU's reserved work left at now_ms; Lw is likewise the
  * link's. now_ms is any monotonic clock in ms, and reservations expire as
- * it passes them. The link table tracks at most CR_INJECT_MAX_LINKS source
- * names: a new name drops expired ones first, then the soonest to expire.
+ * it passes them. The model is the GPU's with its adopted calibration over
+ * it, and a source's calibrated link replaces its configured one (see
+ * cr_injector_observe). The link table tracks at most CR_INJECT_MAX_LINKS
+ * source names: a new name drops expired ones without calibration first,
+ * then the one idle the longest (a calibrated one counting as busy until
+ * its last observation).
  * CR_EINVAL, with err naming the field and value, for bad input (nothing
  * reserved then). Thread-safe: one short mutex section per call. */
 cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
@@ -254,5 +324,79 @@ cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
 
 /* Source names whose link reservations are tracked now. Thread-safe. */
 size_t cr_injector_tracked_links(cr_injector *inj);
+
+/* ---- online calibration (the closed-loop issue) ------------------------- */
+
+/* What the engine measured for one served request, as calibration reads
+ * it. Each part counts only with its has_ flag; values are validated by the
+ * caller (finite, >= 0, from <= to). A part with a time of 0 ms (nothing to
+ * take a relative error of), or a transfer without a 1..CR_INJECT_NAME_MAX
+ * byte source name, feeds no fit. */
+typedef struct cr_inject_observation {
+    uint32_t gpu;
+    double now_ms; /* the injector's clock, as for cr_inject_select */
+    int has_prefill;
+    double prefill_from, prefill_to, prefill_ms; /* tokens [s, L) took ms */
+    int has_transfer;
+    const char *source; /* the KV source's name */
+    double transfer_bytes, transfer_ms;
+    int has_load;
+    double load_bytes, load_ms; /* host-to-GPU */
+    int has_queue_wait;
+    double queue_wait_ms; /* measured wait before this request's prefill */
+} cr_inject_observation;
+
+/* Feeds one observation (with --calibrate off: checks it and ignores it).
+ *   prefill   the GPU's a, b, c: relative-error recursive least squares with
+ *             forgetting (--calibration-half-life samples), kept >= 0, used
+ *             once --calibration-min-samples samples span a 4x range of
+ *             L - s and while its rolling error (the forgetting-weighted
+ *             MAPE of each sample before it updates the fit) beats the
+ *             prior's. Samples weigh half after a half-life, so a step
+ *             change is followed within a few: a 3x one to within 5% in 5
+ *             half-lives (the old samples then weigh 2^-5)
+ *   load      the GPU's load_fixed and h2d rate: the same fit on a line
+ *   transfer  the source's rtt and effective rate: the same fit on a line;
+ *             with one transfer size it is an EWMA of bytes / (ms - rtt)
+ *   timelines now_ms is taken as the moment the engine measured it (the
+ *             request's first token, the transfer's ack). A queue wait sets
+ *             the GPU's timeline to that wait from now; without one, a
+ *             prefill moves the GPU's reservations still pending by its
+ *             error against the model in use, and a transfer the source's
+ *             link reservations likewise (never to before now).
+ * The prior a sample is scored against is the open-loop model of the GPU's
+ * latest cr_inject_select or cr_injector_model (the config's, unprobed,
+ * before either). CR_EINVAL naming "gpu" for a GPU >= CR_PROBE_MAX_GPUS, or
+ * "now_ms" when it is not finite; nothing changes then. Thread-safe; O(1)
+ * per call: one short lock (a new source may sweep the link table, as a
+ * reservation does). */
+cr_status cr_injector_observe(cr_injector *inj, const cr_inject_observation *o, cr_error *err);
+
+/* A line fit's state: ms = fixed_ms + bytes / rate. */
+typedef struct cr_inject_line_calibration {
+    uint64_t samples;
+    int adopted;                 /* the fit is what decisions use now */
+    double fixed_ms;             /* link: rtt; h2d: load_fixed */
+    double gbps;                 /* link: effective Gb/s (efficiency included); h2d: GB/s */
+    double mape_fit, mape_prior; /* rolling error of each on new samples, as a fraction */
+} cr_inject_line_calibration;
+
+/* A GPU's calibration state, for GetStats and GetNodeProfile. */
+typedef struct cr_inject_calibration {
+    uint64_t samples;    /* prefill observations fed */
+    int adopted;         /* the fit is what the model uses now */
+    double a, b, c;      /* the fit (ms, ms/token, ms/token^2), >= 0 */
+    double mape_fit, mape_prior; /* rolling error of each on new samples, as a fraction */
+    cr_inject_line_calibration h2d; /* the GPU's load fit */
+} cr_inject_calibration;
+
+/* gpu's state; all zero for a GPU >= CR_PROBE_MAX_GPUS or one never
+ * observed. Thread-safe. */
+void cr_injector_calibration(cr_injector *inj, uint32_t gpu, cr_inject_calibration *out);
+
+/* source's link fit: 1 with *out filled when the link table tracks source,
+ * else 0 with *out zeroed. Thread-safe. */
+int cr_injector_link_calibration(cr_injector *inj, const char *source,
+                                 cr_inject_line_calibration *out);
 
 #endif

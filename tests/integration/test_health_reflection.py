@@ -26,6 +26,10 @@ CR_METHODS = {
     "GetRates": ("GetRatesRequest", "GetRatesResponse"),
     "Forget": ("ForgetRequest", "ForgetResponse"),
     "GetNodeProfile": ("GetNodeProfileRequest", "NodeProfile"),
+    "ReportOutcome": ("ReportOutcomeRequest", "ReportOutcomeResponse"),
+    "GetDecision": ("GetDecisionRequest", "DecisionReceipt"),
+    "WatchDecisions": ("WatchDecisionsRequest", "DecisionReceipt"),
+    "GetStats": ("GetStatsRequest", "GetStatsResponse"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 

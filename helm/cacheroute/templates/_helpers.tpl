@@ -111,6 +111,7 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - threads=threads
 - maxMessageBytes=max-message-bytes
 - replanInterval=replan-interval
+- receipts=receipts
 - logLevel=log-level
 - nShards=n-shards
 - qcap=qcap
@@ -119,6 +120,7 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - window=window
 - estimatorClock=estimator-clock
 - maxOwners=max-owners
+- modelConfig=model-config
 - modelLayers=model-layers
 - modelKvHeads=model-kv-heads
 - modelHeadDim=model-head-dim
@@ -138,6 +140,9 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - loadFixedMs=load-fixed-ms
 - linkQueuePenalty=link-queue-penalty
 - decisionMarginMs=decision-margin-ms
+- calibrate=calibrate
+- calibrationHalfLife=calibration-half-life
+- calibrationMinSamples=calibration-min-samples
 - probeInterval=probe-interval
 - nics=nic
 {{- end }}
@@ -182,13 +187,16 @@ A kv-source item: "NAME=GBPS[,RTT_MS]" as given, or built from
 
 {{/*
 The value of one config flag, or "" when it is not set. Lists are joined
-with single spaces; prefill-coeffs given as a list is joined with commas.
-Call with (list KEY VALUE).
+with single spaces; prefill-coeffs given as a list is joined with commas;
+calibrate given as a boolean (YAML reads an unquoted on/off as one) is
+on or off. Call with (list KEY VALUE).
 */}}
 {{- define "cacheroute.flagValue" -}}
 {{- $key := index . 0 }}
 {{- $v := index . 1 }}
 {{- if kindIs "invalid" $v }}
+{{- else if and (eq $key "calibrate") (kindIs "bool" $v) }}
+{{- ternary "on" "off" $v }}
 {{- else if kindIs "slice" $v }}
 {{- $items := list }}
 {{- range $v }}
