@@ -1,0 +1,169 @@
+/* One shard's LRU prefix cache. Nodes live in one array, linked most
+ * recent first; the slot table is linear probing on cr_mix64(id), with
+ * backward-shift deletion so no tombstones pile up over a long replay.
+ * The slot table is kept at least twice the node array, so probes stay
+ * short. A full cache reuses its least recent node in place: once warm,
+ * nothing is allocated. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct cr_replay_node {
+    uint64_t id;
+    uint32_t prev, next; /* towards the head (more recent), the tail */
+} cr_replay_node;
+
+void cr_replay_cache_init(cr_replay_cache *c, uint32_t cap)
+{
+    *c = (cr_replay_cache){.cap = cap, .head = CR_REPLAY_NIL, .tail = CR_REPLAY_NIL};
+}
+
+void cr_replay_cache_free(cr_replay_cache *c)
+{
+    free(c->nodes);
+    free(c->slots);
+    cr_replay_cache_init(c, c->cap);
+}
+
+static uint32_t home(const cr_replay_cache *c, uint64_t id) { return (uint32_t)cr_mix64(id) & c->mask; }
+
+/* The slot holding id, or the empty slot where it would go. */
+static uint32_t find_slot(const cr_replay_cache *c, uint64_t id)
+{
+    uint32_t i = home(c, id);
+    while (c->slots[i] != CR_REPLAY_NIL && c->nodes[c->slots[i]].id != id)
+        i = (i + 1) & c->mask;
+    return i;
+}
+
+static uint32_t lookup(const cr_replay_cache *c, uint64_t id)
+{
+    return c->slots ? c->slots[find_slot(c, id)] : CR_REPLAY_NIL;
+}
+
+/* Empties slot i and moves later members of its probe run back into the
+ * gap, so every id stays reachable from its home without tombstones. */
+static void delete_slot(cr_replay_cache *c, uint32_t i)
+{
+    for (uint32_t j = (i + 1) & c->mask; c->slots[j] != CR_REPLAY_NIL; j = (j + 1) & c->mask) {
+        uint32_t h = home(c, c->nodes[c->slots[j]].id);
+        /* j's entry may fill the gap at i unless its home lies in (i, j]. */
+        if (((j - h) & c->mask) >= ((j - i) & c->mask)) {
+            c->slots[i] = c->slots[j];
+            i = j;
+        }
+    }
+    c->slots[i] = CR_REPLAY_NIL;
+}
+
+static void unlink_node(cr_replay_cache *c, uint32_t k)
+{
+    cr_replay_node *x = &c->nodes[k];
+    if (x->prev != CR_REPLAY_NIL)
+        c->nodes[x->prev].next = x->next;
+    else
+        c->head = x->next;
+    if (x->next != CR_REPLAY_NIL)
+        c->nodes[x->next].prev = x->prev;
+    else
+        c->tail = x->prev;
+}
+
+static void push_front(cr_replay_cache *c, uint32_t k)
+{
+    cr_replay_node *x = &c->nodes[k];
+    x->prev = CR_REPLAY_NIL;
+    x->next = c->head;
+    if (c->head != CR_REPLAY_NIL)
+        c->nodes[c->head].prev = k;
+    else
+        c->tail = k;
+    c->head = k;
+}
+
+/* Doubles the node array (up to cap) and rebuilds the slots for it. */
+static int grow(cr_replay_cache *c)
+{
+    uint32_t n_alloc = c->n_alloc ? c->n_alloc * 2 : 64;
+    if (n_alloc > c->cap) /* no overflow: cap <= CR_REPLAY_CACHE_MAX */
+        n_alloc = c->cap;
+    uint32_t n_slots = 1;
+    while (n_slots < 2 * n_alloc)
+        n_slots *= 2;
+    cr_replay_node *nodes = realloc(c->nodes, (size_t)n_alloc * sizeof *nodes);
+    if (!nodes)
+        return -1;
+    c->nodes = nodes;
+    uint32_t *slots = malloc((size_t)n_slots * sizeof *slots);
+    if (!slots)
+        return -1;
+    free(c->slots);
+    c->slots = slots;
+    c->mask = n_slots - 1;
+    c->n_alloc = n_alloc;
+    for (uint32_t i = 0; i < n_slots; i++)
+        slots[i] = CR_REPLAY_NIL;
+    for (uint32_t k = 0; k < c->n; k++)
+        slots[find_slot(c, nodes[k].id)] = k;
+    return 0;
+}
+
+/* A node for a new id: a fresh one while there is room, else the least
+ * recent one, evicted. */
+static int take_node(cr_replay_cache *c, uint32_t *k)
+{
+    if (c->n == c->n_alloc && c->n < c->cap && grow(c) != 0)
+        return -1;
+    if (c->n < c->n_alloc) {
+        *k = c->n++;
+        return 0;
+    }
+    *k = c->tail;
+    unlink_node(c, *k);
+    delete_slot(c, find_slot(c, c->nodes[*k].id));
+    return 0;
+}
+
+static int touch(cr_replay_cache *c, uint64_t id)
+{
+    uint32_t k = lookup(c, id);
+    if (k != CR_REPLAY_NIL) {
+        unlink_node(c, k);
+        push_front(c, k);
+        return 0;
+    }
+    if (take_node(c, &k) != 0)
+        return -1;
+    c->nodes[k].id = id;
+    c->slots[find_slot(c, id)] = k;
+    push_front(c, k);
+    return 0;
+}
+
+uint32_t cr_replay_cache_prefix(const cr_replay_cache *c, const uint64_t *ids, uint32_t n)
+{
+    uint32_t i = 0;
+    while (i < n && lookup(c, ids[i]) != CR_REPLAY_NIL)
+        i++;
+    return i;
+}
+
+int cr_replay_cache_insert(cr_replay_cache *c, const uint64_t *ids, uint32_t n)
+{
+    for (uint32_t i = n; i-- > 0;)
+        if (touch(c, ids[i]) != 0)
+            return -1;
+    return 0;
+}
+
+int cr_replay_cache_rank(const cr_replay_cache *c, uint64_t id, uint32_t *rank)
+{
+    uint32_t r = 0;
+    for (uint32_t k = c->head; k != CR_REPLAY_NIL; k = c->nodes[k].next, r++)
+        if (c->nodes[k].id == id) {
+            if (rank)
+                *rank = r;
+            return 1;
+        }
+    return 0;
+}

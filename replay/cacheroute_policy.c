@@ -1,0 +1,231 @@
+/* The cacheroute policy: the sidecar's own core (core/) in-process, on a
+ * virtual clock. Every request is one cr_core_record of its owner, sent to
+ * the preferred shard the core answers (so a route here is exactly what a
+ * sidecar would answer for the same arrivals and plans); cr_core_tick before
+ * each request lets the core's replanner install a plan every
+ * replan_interval_s of virtual time; knowledge goes through cr_core_select.
+ *
+ * Churn: after each install the new table is compared with the one before
+ * it (cr_core_current). An owner's shard set is its placement's shards when
+ * admitted, else {its fallback shard}: that is where its requests went and
+ * where its blocks are cached. The share recorded is, of the sessions the
+ * new table admits, those whose shard set changed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+
+typedef struct policy_state {
+    cr_core_config cfg;   /* as given; probe quiet, n_shards the cluster's;
+                           * kv_sources our own copy (for a reset) */
+    cr_core *core;
+    double now_s;         /* the clock the core reads */
+    cr_core_plan_result last; /* the newest installed table seen, held */
+    size_t n_replans, cap;
+    double *changed, *at_s;
+} policy_state;
+
+static double virtual_now(void *ctx) { return ((const policy_state *)ctx)->now_s; }
+
+/* A probe that finds nothing, at once, on any machine: the replay models a
+ * cluster, not this host, and must not depend on it. */
+static void quiet_probe(cr_probe_config *p)
+{
+    cr_probe_config_default(p);
+    p->sysfs_root = "/nonexistent/cacheroute-replay-sysfs";
+    p->cuda_library = "libcuda-not-loaded-by-replay.so";
+    p->interval_s = 0;
+    p->nic_sample_s = 0;
+    p->measure_h2d = 0;
+}
+
+/* cfg with the parts the replay decides replaced; kv_sources deep-copied
+ * so the caller may free its config at once. */
+static cr_status copy_config(const cr_core_config *cfg, uint32_t shards, cr_core_config *out,
+                             cr_error *err)
+{
+    *out = *cfg;
+    quiet_probe(&out->probe);
+    out->planner.n_shards = shards;
+    size_t n = cfg->inject.n_kv_sources;
+    out->inject.kv_sources = NULL;
+    if (n) {
+        out->inject.kv_sources = malloc(n * sizeof *out->inject.kv_sources);
+        if (!out->inject.kv_sources)
+            return cr_fail(err, CR_ENOMEM, "out of memory copying the kv sources");
+        memcpy(out->inject.kv_sources, cfg->inject.kv_sources, n * sizeof *cfg->inject.kv_sources);
+    }
+    return CR_OK;
+}
+
+/* A fresh core at virtual time 0, no table, no replans recorded. */
+static cr_status open_core(policy_state *s, cr_error *err)
+{
+    cr_core_free(s->core);
+    cr_core_plan_result_free(&s->last);
+    s->n_replans = 0;
+    s->now_s = 0;
+    cr_clock_source clock = {virtual_now, s};
+    s->core = cr_core_new(&s->cfg, NULL, &clock, err);
+    return s->core ? CR_OK : CR_EINVAL;
+}
+
+/* The owner's shards in t, or its fallback when t does not admit it (or
+ * there is no table yet); *n of them. */
+static const uint32_t *shards_of(const cr_table *t, int64_t owner, uint32_t n_shards,
+                                 uint32_t *fallback, uint32_t *n)
+{
+    const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
+    if (p) {
+        *n = p->kb;
+        return cr_table_shards(t, p);
+    }
+    *fallback = cr_core_fallback_shard(owner, t ? cr_table_n_shards(t) : n_shards);
+    *n = 1;
+    return fallback;
+}
+
+static double changed_share(const cr_table *old, const cr_table *now, uint32_t n_shards)
+{
+    size_t n = cr_table_n_placements(now), changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const cr_placement *p = cr_table_placement(now, i);
+        uint32_t fallback, kb;
+        const uint32_t *before = shards_of(old, p->owner, n_shards, &fallback, &kb);
+        changed += kb != p->kb || memcmp(before, cr_table_shards(now, p), kb * sizeof *before);
+    }
+    return n ? (double)changed / (double)n : 0.0;
+}
+
+static int grow_replans(policy_state *s)
+{
+    if (s->n_replans < s->cap)
+        return 0;
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    double *changed = realloc(s->changed, cap * sizeof *changed);
+    if (changed)
+        s->changed = changed;
+    double *at = changed ? realloc(s->at_s, cap * sizeof *at) : NULL;
+    if (!at)
+        return -1;
+    s->at_s = at;
+    s->cap = cap;
+    return 0;
+}
+
+/* Called when a tick replanned: records the churn of what is installed now
+ * against the table before, and keeps the new one. A replan that failed
+ * (out of memory) leaves the table as it was and is not counted. */
+static void note_install(policy_state *s)
+{
+    cr_core_plan_result now;
+    cr_core_current(s->core, &now);
+    if (!now.table || now.generation == s->last.generation || grow_replans(s) != 0) {
+        cr_core_plan_result_free(&now);
+        return;
+    }
+    s->changed[s->n_replans] = changed_share(s->last.table, now.table, s->cfg.planner.n_shards);
+    s->at_s[s->n_replans++] = s->now_s;
+    cr_core_plan_result_free(&s->last);
+    s->last = now;
+}
+
+/* A clock running backwards is the start of another run over the same
+ * policy: that run gets a fresh core, as a fresh sidecar would be. */
+static void tick(void *state, double now_s)
+{
+    policy_state *s = state;
+    if (now_s < s->now_s) {
+        cr_error err;
+        if (open_core(s, &err) != CR_OK) { /* the config passed once: only memory */
+            fprintf(stderr, "cacheroute-replay: cannot reset the core: %s\n", err.msg);
+            abort();
+        }
+    }
+    s->now_s = now_s;
+    if (cr_core_tick(s->core))
+        note_install(s);
+}
+
+static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
+{
+    policy_state *s = state;
+    (void)v;
+    cr_route out;
+    cr_error err;
+    cr_core_record(s->core, &r->owner, 1, &out, NULL, &err); /* fails only for 0 owners */
+    return out.preferred_shard;
+}
+
+/* SelectInjection as an engine would call it: the whole knowledge cached
+ * at one store, the shard's own queue as the wait, and no prefix hit (the
+ * request has no field for one). A dry run: the simulated cluster has no
+ * link queues, so reserved transfers would make the core wait for
+ * congestion that never happens there. */
+static int kv(void *state, const cr_replay_request *r, const cr_replay_view *v, uint32_t shard,
+              uint32_t hit_tokens)
+{
+    policy_state *s = state;
+    (void)hit_tokens;
+    cr_kv_source src = {"kvstore", r->knowledge_tokens};
+    cr_inject_request req = {
+        .prompt_tokens = r->input_tokens - r->knowledge_tokens,
+        .knowledge_tokens = r->knowledge_tokens,
+        .sources = &src,
+        .n_sources = 1,
+        .has_queue_wait = 1,
+        .queue_wait_ms = v->backlog_ms[shard],
+        .dry_run = 1,
+    };
+    cr_inject_response resp;
+    cr_error err;
+    if (cr_core_select(s->core, NULL, &req, &resp, &err) != CR_OK)
+        return 0; /* out of the injector's range (10^7 tokens): text, as a sidecar's caller would */
+    return resp.mode == CR_INJECT_KV_CACHE;
+}
+
+static int replans(void *state, size_t *n, const double **changed_share_out, const double **at_s)
+{
+    const policy_state *s = state;
+    *n = s->n_replans;
+    *changed_share_out = s->changed;
+    *at_s = s->at_s;
+    return 0;
+}
+
+static void policy_free(void *state)
+{
+    policy_state *s = state;
+    if (!s)
+        return;
+    cr_core_plan_result_free(&s->last);
+    cr_core_free(s->core);
+    free(s->cfg.inject.kv_sources);
+    free(s->changed);
+    free(s->at_s);
+    free(s);
+}
+
+cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, const cr_replay_cluster *c,
+                                      cr_replay_policy *out, cr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (c->shards < 1 || c->shards > CR_MAX_SHARDS)
+        return cr_fail(err, CR_EINVAL, "shards must be in 1..%u, got %u", CR_MAX_SHARDS,
+                       c->shards);
+    policy_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return cr_fail(err, CR_ENOMEM, "out of memory for the cacheroute policy");
+    cr_status st = copy_config(cfg, c->shards, &s->cfg, err);
+    if (st == CR_OK)
+        st = open_core(s, err);
+    if (st != CR_OK) {
+        policy_free(s);
+        return st;
+    }
+    *out = (cr_replay_policy){.name = "cacheroute", .state = s, .route = route, .kv = kv,
+                              .tick = tick, .free = policy_free, .replans = replans};
+    return CR_OK;
+}

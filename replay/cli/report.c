@@ -1,0 +1,193 @@
+/* The answers: --json, one document (byte-identical for the same inputs),
+ * and the Markdown report on stdout. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+/* ---- the JSON ------------------------------------------------------------------ */
+
+static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+/* A part's rows as {flag: value}: numbers as numbers, the rest as the text
+ * a flag would take (null when unset). */
+static json_t *rows_json(const part *p, const settings *s)
+{
+    json_t *obj = json_object();
+    for (size_t k = 0; k < p->table->n; k++) {
+        const cr_option *o = &p->table->rows[k];
+        char text[512];
+        if (cli_shadowed(o))
+            continue;
+        cli_row_text(p, o, s, text, sizeof text);
+        int integral = o->type == CR_OPT_LONG || o->type == CR_OPT_U32 || o->type == CR_OPT_U64;
+        double x = integral || o->type == CR_OPT_DOUBLE
+                       ? cr_option_number(o, (const char *)s + p->offset)
+                       : 0;
+        json_t *v = !*text                     ? json_null()
+                    : o->type == CR_OPT_DOUBLE ? num(x)
+                    : integral                 ? json_integer((json_int_t)x)
+                                               : json_string(text);
+        json_object_set_new(obj, o->name, v);
+    }
+    return obj;
+}
+
+static json_t *inputs_json(const settings *s, const trace_stats *st)
+{
+    json_t *in = json_object(), *sidecar = json_object();
+    for (size_t i = 0; i < cli_n_parts; i++) {
+        const part *p = &cli_parts[i];
+        const char *group = p->table->group;
+        if (p->json == JSON_NONE || (p->json == JSON_GENERATOR && !s->generate))
+            continue;
+        json_t *rows = rows_json(p, s);
+        if (p->json != JSON_SIDECAR)
+            json_object_set_new(in, group, rows);
+        else
+            json_object_set_new(sidecar, group[0] ? group : "core", rows);
+    }
+    json_object_set_new(in, "cacheroute", sidecar);
+    json_object_set_new(in, "shard_blocks", json_integer((json_int_t)s->cluster.shard_blocks));
+    json_object_set_new(
+        in, "trace_stats",
+        json_pack("{s:I,s:I,s:I,s:o,s:o,s:o,s:b,s:o}", "requests", (json_int_t)st->requests,
+                  "owners", (json_int_t)st->owners, "distinct_blocks",
+                  (json_int_t)st->distinct_blocks, "span_s", num(st->span_s), "rate_per_s",
+                  num(st->rate_per_s), "owner_gini", num(st->owner_gini), "knowledge",
+                  st->knowledge, "cold_prefill_ms_mean", num(st->cold_ms_mean)));
+    return in;
+}
+
+static json_t *result_json(const runner *r, const series *x, size_t j)
+{
+    const cr_replay_result *res = &x->at[j];
+    double scale = r->s->scales.v[j];
+    return json_pack("{s:s,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o}", "policy",
+                     cli_policy_name(x->policy), "scale", num(scale), "offered_load_per_s",
+                     num(cli_offered_load(r, scale)), "requests", (json_int_t)res->requests,
+                     "hit_ratio", num(res->hit_ratio), "ttft_p50_ms", num(res->ttft_p50_ms),
+                     "ttft_p99_ms", num(res->ttft_p99_ms), "ttft_mean_ms", num(res->ttft_mean_ms),
+                     "imbalance", num(res->imbalance), "kv_share", num(res->kv_share),
+                     "n_replans", (json_int_t)res->n_replans, "churn_mean", num(res->churn_mean),
+                     "dip_mean", num(res->dip_mean));
+}
+
+static json_t *capacity_json(const series *x, const char *key, json_t *v)
+{
+    json_t *o = json_pack("{s:o,s:s,s:o}", "capacity_req_per_s", num(x->cap.req_per_s), "bound",
+                          x->cap.how, "hit_ratio_mean", num(x->hit_mean));
+    if (key)
+        json_object_set_new(o, key, v);
+    return o;
+}
+
+static json_t *sweep_json(const sweep *g)
+{
+    json_t *points = json_array();
+    for (size_t i = 0; i < g->n; i++) {
+        double q, w, m;
+        cli_sweep_point(g, i, &q, &w, &m);
+        json_t *o = capacity_json(&g->points[i], NULL, NULL);
+        json_object_set_new(o, "qcap", num(q));
+        json_object_set_new(o, "warm_slots_per_shard", num(w));
+        json_object_set_new(o, "decision_margin_ms", num(m));
+        json_array_append_new(points, o);
+    }
+    return json_pack("{s:o,s:O}", "points", points, "best", json_array_get(points, g->best));
+}
+
+int cli_write_json(const runner *r, const series *all, size_t n, const sweep *g)
+{
+    json_t *results = json_array(), *caps = json_array();
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < r->s->scales.n; j++)
+            json_array_append_new(results, result_json(r, &all[i], j));
+        json_array_append_new(caps, capacity_json(&all[i], "policy",
+                                                  json_string(cli_policy_name(all[i].policy))));
+    }
+    json_t *root = json_pack("{s:s,s:o,s:o,s:o}", "tool", TOOL, "inputs",
+                             inputs_json(r->s, r->stats), "results", results, "capacity", caps);
+    if (g)
+        json_object_set_new(root, "sweep", sweep_json(g));
+    int rc = root ? json_dump_file(root, r->s->json, JSON_INDENT(2) | JSON_REAL_PRECISION(12))
+                  : -1;
+    json_decref(root);
+    return rc;
+}
+
+/* ---- the Markdown --------------------------------------------------------------- */
+
+static void markdown_inputs(const runner *r)
+{
+    const settings *s = r->s;
+    const trace_stats *st = r->stats;
+    const cr_replay_cost *k = &s->cluster.truth;
+    char key[32];
+    cli_show_owner_key(s, key, sizeof key);
+    printf("# " TOOL "\n\n");
+    if (s->generate)
+        printf("- trace: generated, seed %llu: ", (unsigned long long)s->gen.seed);
+    else
+        printf("- trace: %s (owner key %s): ", s->trace, key);
+    printf("%zu requests over %.0f s (%.3f req/s), %zu sessions (Gini %.3f), %zu distinct "
+           "blocks%s\n",
+           st->requests, st->span_s, st->rate_per_s, st->owners, st->owner_gini,
+           st->distinct_blocks, st->knowledge ? ", with knowledge" : "");
+    printf("- cluster: %u shards x %llu blocks; true prefill %g + %g (L - s) + %g (L^2 - s^2) "
+           "ms, noise %g; KV %g + %g ms/token\n",
+           s->cluster.shards, (unsigned long long)s->cluster.shard_blocks, k->a_ms,
+           k->b_ms_per_token, k->c_ms_per_token2, k->noise, k->kv_fixed_ms, k->kv_ms_per_token);
+    printf("- cacheroute: qcap %g, W %g, replan every %g s, half-life %g, margin %g ms\n\n",
+           s->core.planner.qcap, s->core.planner.warm_slots_per_shard,
+           s->core.replan_interval_s, s->core.estimator.half_life,
+           s->core.inject.decision_margin_ms);
+}
+
+static void markdown_results(const runner *r, const series *all, size_t n)
+{
+    printf("| policy | scale | load (req/s) | hit ratio | p50 TTFT (ms) | p99 TTFT (ms) | "
+           "mean TTFT (ms) | imbalance | KV share | replans | churn | dip |\n"
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t j = 0; j < r->s->scales.n; j++)
+        for (size_t i = 0; i < n; i++) {
+            const cr_replay_result *x = &all[i].at[j];
+            printf("| %s | %g | %.3f | %.3f | %.0f | %.0f | %.0f | %.2f | %.2f | %zu | %.3f | "
+                   "%+.3f |\n",
+                   cli_policy_name(all[i].policy), r->s->scales.v[j],
+                   cli_offered_load(r, r->s->scales.v[j]), x->hit_ratio, x->ttft_p50_ms,
+                   x->ttft_p99_ms, x->ttft_mean_ms, x->imbalance, x->kv_share, x->n_replans,
+                   x->churn_mean, x->dip_mean);
+        }
+    printf("\nCapacity at p99 TTFT <= %g ms:\n\n| policy | capacity (req/s) | bound | mean hit "
+           "ratio |\n|---|---:|---|---:|\n",
+           r->s->slo_p99_ms);
+    for (size_t i = 0; i < n; i++)
+        printf("| %s | %.3f | %s | %.3f |\n", cli_policy_name(all[i].policy),
+               all[i].cap.req_per_s, all[i].cap.how, all[i].hit_mean);
+}
+
+static void markdown_sweep(const sweep *g)
+{
+    printf("\nSweep (cacheroute; capacity at the SLO, ties by mean hit ratio):\n\n"
+           "| qcap | W | margin (ms) | capacity (req/s) | bound | mean hit ratio |\n"
+           "|---:|---:|---:|---:|---|---:|\n");
+    for (size_t i = 0; i < g->n; i++) {
+        double q, w, m;
+        cli_sweep_point(g, i, &q, &w, &m);
+        printf("| %.4g | %.4g | %g | %.3f | %s | %.3f |%s\n", q, w, m, g->points[i].cap.req_per_s,
+               g->points[i].cap.how, g->points[i].hit_mean, i == g->best ? " best" : "");
+    }
+    double q, w, m;
+    cli_sweep_point(g, g->best, &q, &w, &m);
+    printf("\nBest: --qcap %.6g --warm-slots-per-shard %.6g --decision-margin-ms %g\n", q, w, m);
+}
+
+void cli_print_markdown(const runner *r, const series *all, size_t n, const sweep *g)
+{
+    markdown_inputs(r);
+    markdown_results(r, all, n);
+    if (g)
+        markdown_sweep(g);
+}

@@ -1,0 +1,291 @@
+/* cacheroute replay: run routing policies over a request trace against a
+ * simulated cluster, in virtual time, and measure what each does to the
+ * served prefix-cache hit ratio, time to first token and shard balance.
+ *
+ * A trace is a list of requests (a Mooncake JSON-lines file, or the seeded
+ * generator). The cluster is R shards, each with an LRU prefix cache of
+ * shard_blocks blocks and a FIFO prefill queue served one request at a
+ * time; a request's hit is the longest prefix of its blocks present on the
+ * shard it is sent to, and its service time comes from a "true" cost model
+ * (deliberately not the sidecar's), with optional multiplicative noise:
+ *
+ *   hit_tokens   = min(input_tokens, hit_blocks * block_tokens)
+ *   prefill_ms   = (a + b (L - s) + c (L^2 - s^2)) * noise, s = hit_tokens,
+ *                  L = input_tokens
+ *   start        = max(arrival, shard busy until);  ttft = start - arrival
+ *                  + prefill_ms (+ KV transfer and load on a KV path)
+ *
+ * The hit is looked up at the request's arrival and its blocks are inserted
+ * at once (at dispatch): a shard serves its queue in order, one request at
+ * a time, so what a request finds at its arrival after every earlier
+ * dispatch to the shard is inserted is exactly what it would find at its
+ * service start with inserts at completion. Blocks are inserted last to
+ * first, so a request's leading blocks are the most recently used and a
+ * prefix is evicted from its tail (as vLLM does). Time is seconds of virtual
+ * time: a request's arrival is its trace timestamp divided by the load
+ * scale.
+ *
+ * Everything here is deterministic for a given trace, configuration and
+ * seed: the same inputs give byte-identical results. Single-threaded; no
+ * function here keeps global state.
+ */
+#ifndef CR_REPLAY_H
+#define CR_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "core.h"
+
+#define CR_REPLAY_BLOCK_TOKENS 512 /* Mooncake's block size */
+#define CR_REPLAY_LINE_MAX (1u << 20) /* longest trace line read, bytes */
+/* The owner key that finds sessions in both Mooncake traces (trace.c has
+ * the measurements): block 0 is a system prompt on the conversation trace,
+ * so prefix:1 makes one session of everything; prefix:2 splits it into its
+ * conversations and keeps all their reuse but the shared block's first
+ * fetch per conversation; on the synthetic trace it is prefix:1 but for
+ * 13 owners. */
+#define CR_REPLAY_OWNER_KEY_DEFAULT "prefix:2"
+
+/* ---- traces ------------------------------------------------------------- */
+
+typedef struct cr_replay_request {
+    double t_ms;               /* arrival, ms from the trace start, unscaled */
+    uint32_t input_tokens;     /* prompt tokens, knowledge included */
+    uint32_t output_tokens;
+    uint32_t knowledge_tokens; /* retrieved knowledge at the prompt's end; 0 = none */
+    uint32_t n_blocks;
+    size_t first_block;        /* index of its first block id in the trace's pool */
+    int64_t owner;             /* the session it belongs to (see the owner key) */
+} cr_replay_request;
+
+typedef struct cr_replay_trace {
+    cr_replay_request *reqs; /* sorted by t_ms (ties in file order) */
+    size_t n;
+    uint64_t *blocks; /* every request's block ids, concatenated */
+    size_t n_blocks;
+} cr_replay_trace;
+
+/* How a request maps to an owner: a hash (cr_mix64 chain, >= 0) of its
+ * first n block ids (CR_OWNER_PREFIX; all of them when it has fewer), or
+ * the id of its block number n, 0-based (CR_OWNER_BLOCK; requests with
+ * fewer blocks use their last one). */
+typedef enum cr_owner_key_kind { CR_OWNER_PREFIX, CR_OWNER_BLOCK } cr_owner_key_kind;
+typedef struct cr_owner_key {
+    cr_owner_key_kind kind;
+    uint32_t n; /* PREFIX: >= 1 */
+} cr_owner_key;
+
+/* Parses "prefix:N" or "block:N"; CR_EINVAL naming the text otherwise. */
+cr_status cr_owner_key_parse(const char *text, cr_owner_key *out, cr_error *err);
+
+/* Reads a Mooncake JSON-lines trace (parsed with jansson), streamed line
+ * by line. Each line is an object with timestamp (a number of ms, >= 0),
+ * input_length (an integer >= 1), output_length (an integer >= 0) and
+ * hash_ids (a non-empty array of integers >= 0); every number below 2^53,
+ * lengths below 2^32, other keys ignored, blank lines skipped, the
+ * requests sorted by timestamp (ties in file order). A malformed line (bad
+ * JSON, a key missing or of the wrong type or range, a line over
+ * CR_REPLAY_LINE_MAX) is CR_EINVAL with err "PATH:LINE: why", naming the
+ * key, and nothing kept; so is a file without requests; never a crash.
+ * CR_EINVAL when the file cannot be read, CR_ENOMEM. Owners from key. */
+cr_status cr_replay_trace_load(const char *path, const cr_owner_key *key, cr_replay_trace *out,
+                               cr_error *err);
+/* The same from a buffer (name is used in errors). */
+cr_status cr_replay_trace_parse(const char *name, const char *text, size_t len,
+                                const cr_owner_key *key, cr_replay_trace *out, cr_error *err);
+void cr_replay_trace_free(cr_replay_trace *t);
+
+/* Seeded synthetic workload. Each request belongs to a session drawn by
+ * Zipf popularity (rank k, 0-based, has weight 1 / (k + 1)^zipf_s); each
+ * session is a conversation whose prompt is its own first prompt plus every
+ * turn so far (multi-turn: each turn appends blocks), behind a shared
+ * system prompt (block ids 0 .. system_blocks - 1); all other block ids are
+ * fresh per session and turn. input_tokens = n_blocks * block size (the
+ * last block is full) + knowledge_tokens: the knowledge is retrieved per
+ * request, so it has no blocks and never hits. Arrivals are Poisson, or
+ * on/off bursty: a fixed cycle of burst_on_s with arrivals then burst_off_s
+ * without, starting "on" at 0. With gini >= 0 the exponent is solved (a
+ * walk up in steps of 0.25, then bisection) so the trace's request-count
+ * Gini per popularity rank, over the ranks that get requests, lands on it
+ * (to 0.001 where the counts allow; a target out of reach gets exponent 0
+ * or the Gini's peak); without drift that is cr_replay_owner_gini of the
+ * trace, with drift each session's requests spread over ranks and the
+ * owner Gini is lower. The same config gives the same trace, on every
+ * platform. */
+typedef struct cr_replay_gen_config {
+    uint64_t seed;
+    size_t n_requests;
+    size_t n_sessions;
+    double zipf_s;          /* popularity exponent, >= 0; ignored when gini >= 0 */
+    double gini;            /* target Gini of requests per session in [0, 1), or < 0 */
+    double rate_per_s;      /* mean arrivals per second, > 0 */
+    double burst_on_s;      /* on/off bursts: both > 0 to enable; arrivals only */
+    double burst_off_s;     /* during "on", at rate_per_s * (on + off) / on */
+    uint32_t system_blocks; /* shared leading blocks, every request */
+    uint32_t first_blocks;  /* a session's first prompt */
+    uint32_t turn_blocks;   /* appended per turn */
+    uint32_t max_blocks;    /* a session restarts (new blocks) past this */
+    double drift_per_s;     /* popularity ranks rotate by this many per second; 0 = none */
+    uint32_t knowledge_tokens; /* per request; 0 = none */
+    uint32_t output_tokens;
+} cr_replay_gen_config;
+
+/* The defaults (gen.c says why): seed 1, 100000 requests over 1000
+ * sessions at 500/s Poisson, Gini 0.76, a 2-block system prompt, first
+ * prompts of 4 blocks growing by 1 per turn up to 32, no drift, no
+ * knowledge, 256 output tokens. */
+void cr_replay_gen_default(cr_replay_gen_config *cfg);
+/* CR_EINVAL naming the field for a bad config. Owners are session ids. */
+cr_status cr_replay_generate(const cr_replay_gen_config *cfg, cr_replay_trace *out,
+                             cr_error *err);
+
+/* Request-count Gini of the trace's owners (0 = even, -> 1 = one owner),
+ * over the owners that have requests; NaN when out of memory. */
+double cr_replay_owner_gini(const cr_replay_trace *t);
+
+/* ---- the simulated cluster ------------------------------------------------ */
+
+typedef struct cr_replay_cost {
+    double a_ms, b_ms_per_token, c_ms_per_token2; /* true prefill coefficients */
+    double noise;         /* multiplicative noise: service * lognormal(0, noise); 0 = none */
+    double kv_ms_per_token; /* KV transfer + load per cached knowledge token (KV path) */
+    double kv_fixed_ms;
+} cr_replay_cost;
+/* A request with knowledge_tokens > 0 that the policy's kv hook sends as
+ * KV is prefilled without them (s = min(L, hit_tokens + knowledge_tokens))
+ * and waits kv_fixed_ms + kv_ms_per_token * knowledge_tokens more for its
+ * first token: kv_ms, on the request's own path (a transfer), not on the
+ * shard's. hit_tokens and the hit ratio count prefix-cache hits only. */
+
+/* The true prefill of l tokens with the first s of them already there,
+ * noise aside: a + b (l - s) + c (l^2 - s^2) ms. What the simulation
+ * charges (times the noise), for policies that know the truth. */
+double cr_replay_prefill_ms(const cr_replay_cost *c, double s, double l);
+
+typedef struct cr_replay_cluster {
+    uint32_t shards;       /* R, >= 1 */
+    uint64_t shard_blocks; /* LRU capacity per shard, blocks, >= 1 */
+    uint32_t block_tokens; /* CR_REPLAY_BLOCK_TOKENS */
+    cr_replay_cost truth;
+    double scale;          /* arrivals at t_ms / 1000 / scale seconds; > 0 */
+    uint64_t seed;         /* noise and random policies */
+} cr_replay_cluster;
+
+/* The defaults (sim.c says why): 64 shards of 1024 blocks, 512-token
+ * blocks, a = 4 ms, b = 0.02 ms/token, c = 5e-7 ms/token^2, noise 0.1, KV
+ * at 2 ms + 0.002 ms/token, scale 1, seed 1. */
+void cr_replay_cluster_default(cr_replay_cluster *c);
+/* CR_EINVAL naming the first bad field: shards in 1..CR_MAX_SHARDS,
+ * shard_blocks and block_tokens >= 1, every cost finite and >= 0, scale
+ * finite and > 0. */
+cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err);
+
+/* What a policy may look at when routing: the cluster as it stands at the
+ * request's arrival. */
+typedef struct cr_replay_view {
+    uint32_t shards;
+    double now_s;
+    const double *backlog_ms;  /* per shard: work queued and in service, ms */
+    const uint32_t *queued;    /* per shard: requests queued and in service */
+} cr_replay_view;
+
+/* What happened to one request. */
+typedef struct cr_replay_outcome {
+    uint32_t shard;
+    uint32_t hit_tokens;
+    double queue_wait_ms, prefill_ms, kv_ms, ttft_ms;
+    int used_kv; /* the knowledge came as KV */
+} cr_replay_outcome;
+
+/* ---- policies ---------------------------------------------------------- */
+
+/* A routing policy. route picks the shard for r (below v->shards; anything
+ * else fails the run); optional hooks: kv decides text (0) or KV (1) for a
+ * request with knowledge (NULL = text), given the shard route chose and
+ * the request's prefix hit there (hit_tokens, as its outcome will say);
+ * served sees each outcome (to feed outcomes back); tick runs before each
+ * request with the virtual clock (replanning); replans, called once after
+ * a run, gives the policy's replans so far (n, and per replan the changed
+ * share and virtual time, arrays the policy owns) and returns 0, or
+ * nonzero to fail the run with CR_ENOMEM. The view and request are valid
+ * only during the call. */
+typedef struct cr_replay_policy {
+    const char *name;
+    void *state;
+    uint32_t (*route)(void *state, const cr_replay_request *r, const cr_replay_view *v);
+    int (*kv)(void *state, const cr_replay_request *r, const cr_replay_view *v, uint32_t shard,
+              uint32_t hit_tokens);
+    void (*served)(void *state, const cr_replay_request *r, const cr_replay_outcome *o);
+    void (*tick)(void *state, double now_s);
+    void (*free)(void *state);
+    /* churn: filled by policies that install tables (see cr_replay_result) */
+    int (*replans)(void *state, size_t *n, const double **changed_share, const double **at_s);
+} cr_replay_policy;
+
+/* The baselines, each its own rule:
+ *   flat-lb       power of two choices on queued requests (seeded): two
+ *                 distinct uniform shards, the one with fewer queued (the
+ *                 first drawn on a tie)
+ *   sticky        consistent hash of the owner (ring, 64 virtual nodes per shard)
+ *   chwbl         consistent hashing with bounded loads, c = 1.25: the first
+ *                 shard on the owner's ring walk whose queued count is below
+ *                 ceil(c * (total queued + 1) / R)
+ *   least-loaded  the smallest backlog_ms (ties by id)
+ *   random        uniform (seeded)
+ * The seeded ones draw from cr_mix64 of the seed and the request's
+ * first_block (a counter-based stream), so no baseline keeps state between
+ * requests and every run of one gives the same choices. The ring does not
+ * depend on the seed. CR_EINVAL for an unknown name or a bad shard count;
+ * CR_ENOMEM. */
+cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_replay_policy *out,
+                             cr_error *err);
+
+/* The cacheroute policy: the sidecar's own core (core/) run in-process in
+ * virtual time. Each request is one cr_core_record (its owner), sent to the
+ * route's preferred shard; cr_core_tick before each request lets the core's
+ * replanner install a plan every cfg->replan_interval_s of virtual time;
+ * requests with knowledge go through cr_core_select. cfg is copied (its
+ * probe is replaced by one that finds nothing). replans reports churn. */
+cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, const cr_replay_cluster *c,
+                                      cr_replay_policy *out, cr_error *err);
+
+/* ---- runs ------------------------------------------------------------ */
+
+typedef struct cr_replay_result {
+    char policy[32];
+    size_t requests;
+    double hit_ratio;          /* token-weighted: sum hit_tokens / sum input_tokens */
+    double ttft_p50_ms, ttft_p99_ms, ttft_mean_ms;
+    double imbalance;          /* max / mean prefill work per shard */
+    double kv_share;           /* of requests with knowledge, those whose knowledge
+                                * came as KV; 0 when none has knowledge */
+    /* Per replan (policies that install tables): the share of admitted
+     * sessions whose shard set changed, and the hit ratio in the window_s
+     * after it minus the window_s before (dip_mean over the replans with
+     * requests on both sides; 0 when none has). */
+    size_t n_replans;
+    double churn_mean, dip_mean;
+    /* Hit ratio per window_s of virtual time from 0 (by arrival; a window
+     * without requests repeats the one before, 0 at the start), and every
+     * TTFT sorted (for a CDF; p50 and p99 are nearest-rank); owned by the
+     * result. */
+    double window_s;
+    double *hit_series;
+    size_t n_windows;
+    double *ttft_sorted_ms;
+} cr_replay_result;
+
+/* Replays t through policy p on cluster c. Consumes nothing: t and p are
+ * reusable (p's state is the policy's to reset). CR_EINVAL naming the field
+ * for a bad cluster, window_s (> 0, at most 2^24 windows) or trace (a
+ * request out of time order, without blocks or past the block pool, or
+ * with more knowledge than input) or a route out of range; CR_ENOMEM.
+ * *out is zeroed on failure. */
+cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
+                        const cr_replay_policy *p, double window_s, cr_replay_result *out,
+                        cr_error *err);
+void cr_replay_result_free(cr_replay_result *r);
+
+#endif

@@ -1,0 +1,336 @@
+"""cacheroute-replay, the real binary: determinism, errors, a hand-computed
+replay, the cacheroute policy's routes against a real sidecar over gRPC,
+the knowledge variants, and the plots.
+
+Run as the other suites, plus the tool:
+
+    /usr/bin/python3 test_replay.py --replay BIN --sidecar BIN --cli BIN \\
+        --plan-dump BIN --proto-dir DIR
+"""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as h  # noqa: E402
+from harness import P  # noqa: E402
+
+REPLAY = None  # the cacheroute-replay binary, taken out of argv before harness.main
+
+
+def replay(*args, env=None, timeout=120):
+    """Runs the tool; returns CompletedProcess with text out/err."""
+    return subprocess.run([REPLAY] + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=h.clean_env(env), timeout=timeout,
+                          universal_newlines=True)
+
+
+def trace_text(rows):
+    """Mooncake JSON lines from (timestamp_ms, input_length, hash_ids)."""
+    return "".join(json.dumps({"timestamp": t, "input_length": n, "output_length": 1,
+                               "hash_ids": ids}) + "\n" for t, n, ids in rows)
+
+
+def read_dump(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+class ReplayTest(unittest.TestCase):
+    maxDiff = None
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="cr-replay-it-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def ok(self, *args, **kw):
+        p = replay(*args, **kw)
+        self.assertEqual(p.returncode, 0, "cacheroute-replay %s: %s" % (args, p.stderr))
+        return p
+
+    def bad(self, *args, contains=()):
+        """Exit 2, nothing on stdout, exactly one line on stderr naming it."""
+        p = replay(*args)
+        self.assertEqual(p.returncode, 2, "%s: rc %d, stderr %r" % (args, p.returncode,
+                                                                    p.stderr))
+        self.assertEqual(p.stdout, "")
+        self.assertTrue(p.stderr.startswith("cacheroute-replay: "), p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        for c in contains:
+            self.assertIn(c, p.stderr)
+        return p.stderr
+
+    # ------------------------------------------------------------ determinism
+
+    def test_same_seed_same_bytes(self):
+        args = ["--generate", "--requests", "4000", "--sessions", "200", "--rate", "400",
+                "--knowledge-tokens", "1500", "--shards", "8", "--scale", "0.5,1",
+                "--noise", "0.2", "--replan-interval", "2", "--sweep", "--sweep-qcap", "20,60",
+                "--sweep-warm-slots", "10"]
+        a = self.ok(*args, "--seed", "7", "--json", self.path("a.json"))
+        b = self.ok(*args, "--seed", "7", "--json", self.path("b.json"))
+        c = self.ok(*args, "--seed", "8", "--json", self.path("c.json"))
+        with open(self.path("a.json"), "rb") as f:
+            ja = f.read()
+        with open(self.path("b.json"), "rb") as f:
+            jb = f.read()
+        with open(self.path("c.json"), "rb") as f:
+            jc = f.read()
+        self.assertEqual(ja, jb)
+        self.assertEqual(a.stdout, b.stdout)
+        self.assertNotEqual(ja, jc)  # the seed reaches the trace and the noise
+        self.assertNotEqual(a.stdout, c.stdout)
+        doc = json.loads(ja)
+        names = [r["policy"] for r in doc["results"]]
+        # The knowledge variants join the default policies: 9 policies x 2 scales.
+        self.assertEqual(len(names), 18)
+        self.assertEqual(set(names), {"cacheroute", "flat-lb", "sticky", "chwbl", "least-loaded",
+                                      "random", "always-text", "always-kv", "oracle"})
+        self.assertEqual(len(doc["sweep"]["points"]), 2 * 1 * 3)  # margins 0, 100, 400
+        best = doc["sweep"]["best"]
+        for pt in doc["sweep"]["points"]:  # best: highest capacity, ties by hit ratio
+            self.assertGreaterEqual((best["capacity_req_per_s"], best["hit_ratio_mean"]),
+                                    (pt["capacity_req_per_s"], pt["hit_ratio_mean"]))
+        by = {(r["policy"], r["scale"]): r for r in doc["results"]}
+        self.assertEqual(by[("always-text", 1.0)]["kv_share"], 0.0)
+        self.assertEqual(by[("always-kv", 1.0)]["kv_share"], 1.0)
+        self.assertEqual(by[("flat-lb", 1.0)]["n_replans"], 0)
+        self.assertGreater(by[("cacheroute", 1.0)]["n_replans"], 0)
+        self.assertEqual(doc["inputs"]["cluster"]["seed"], 7)
+
+    # ------------------------------------------------------------ errors
+
+    def test_malformed_trace_line_names_it(self):
+        good = trace_text([(0, 600, [1, 2]), (5, 700, [1, 3])])
+        line3 = '{"timestamp": 9, "input_length": 5, "output_length": 1}\n'  # no hash_ids
+        path = self.write("bad.jsonl", good + line3)
+        err = self.bad("--trace", path, contains=(path + ":3:", "hash_ids"))
+        self.assertNotIn(":2:", err)
+        path = self.write("junk.jsonl", good + "\n{not json\n")  # blank line 3 skipped
+        self.bad("--trace", path, contains=(path + ":4:",))
+        self.bad("--trace", self.path("missing.jsonl"), contains=("missing.jsonl",))
+
+    def test_bad_flags_name_flag_and_value(self):
+        t = self.write("t.jsonl", trace_text([(0, 600, [1, 2])]))
+        self.bad("--trace", t, "--scale", "1,0", contains=("--scale", '"1,0"'))
+        self.bad("--trace", t, "--policies", "sticky,nope", contains=("--policies", "nope"))
+        self.bad("--trace", t, "--true-prefill", "1,2", contains=("--true-prefill", '"1,2"'))
+        self.bad("--trace", t, "--owner-key", "suffix:2", contains=("--owner-key", "suffix:2"))
+        self.bad("--trace", t, "--shards", "0", contains=("--shards", '"0"'))
+        self.bad("--trace", t, "--frobnicate", "1", contains=("--frobnicate",))
+        self.bad("--trace", t, "--slo-p99-ms", contains=("--slo-p99-ms", "missing value"))
+        self.bad("--generate", "--trace", t, contains=("--trace", "--generate"))
+        self.bad("--generate", "--gini", "1.5", contains=("--gini", '"1.5"'))
+        # The sidecar's own rows, with the sidecar's own messages.
+        self.bad("--trace", t, "--qcap", "0", contains=('--qcap must be finite and > 0, got "0"',))
+        self.bad("--trace", t, "--estimator-clock", "hours",
+                 contains=("--estimator-clock", "hours"))
+        self.bad("--trace", t, "--decision-margin-ms", "-1", contains=("--decision-margin-ms",))
+
+    # ------------------------------------------------------------ hand-computed sticky
+
+    def sticky_shards(self, owners):
+        """Which of 2 shards sticky sends each owner to (block:0 keys)."""
+        rows = [(1000 * i, 512, [o]) for i, o in enumerate(owners)]
+        t = self.write("probe.jsonl", trace_text(rows))
+        self.ok("--trace", t, "--owner-key", "block:0", "--shards", "2", "--policies", "sticky",
+                "--dump-routes", self.path("probe.csv"))
+        return {int(r["owner"]): int(r["shard"]) for r in read_dump(self.path("probe.csv"))}
+
+    def test_sticky_hand_computed(self):
+        shards = self.sticky_shards(range(100, 116))
+        a = min(o for o, s in shards.items() if s == 0)
+        b = min(o for o, s in shards.items() if s == 1)
+        # Two sessions (owner = block 0, so A = a and B = b) on different
+        # shards; 512-token blocks, 3 blocks per shard, prefill = 10 + 1 ms
+        # per uncached token (c = 0), no noise. Caches insert a request's
+        # blocks last to first, so its first block is the most recent and
+        # a prefix is evicted from its tail.
+        #  r0 t=0    A 1024 [a,11]       cold: 10+1024 = 1034 ms. SA: a,11
+        #  r1 t=100  B 1024 [b,21]       cold, other shard: 1034.  SB: b,21
+        #  r2 t=500  A 1536 [a,11,12]    SA busy until 1034: waits 534; hit
+        #            a,11 = 1024 tokens; 10+512 = 522; ttft 1056; SA busy
+        #            until 1556. SA: a,11,12 (full)
+        #  r3 t=3000 B 2048 [b,21,22,23] hit b,21 = 1024; 10+1024 = 1034.
+        #            Inserting 23,22,21,b into 3 blocks keeps b,21,22
+        #  r4 t=5000 B 2048 [b,21,22,23] hit b,21,22 = 1536; 10+512 = 522.
+        #            SB keeps b,21,22 again
+        #  r5 t=6000 A 1800 [a,11,12,13] hit a,11,12 = 1536; 10+264 = 274
+        # Hit ratio = (0+0+1024+1024+1536+1536) / (1024+1024+1536+2048+2048
+        # +1800) = 5120/9480. TTFTs 1034,1034,1056,1034,522,274: mean
+        # 4954/6, p50 (nearest rank 3 of 6) 1034, p99 (rank 6) 1056.
+        rows = [(0, 1024, [a, 11]), (100, 1024, [b, 21]), (500, 1536, [a, 11, 12]),
+                (3000, 2048, [b, 21, 22, 23]), (5000, 2048, [b, 21, 22, 23]),
+                (6000, 1800, [a, 11, 12, 13])]
+        t = self.write("hand.jsonl", trace_text(rows))
+        self.ok("--trace", t, "--owner-key", "block:0", "--shards", "2", "--shard-blocks", "3",
+                "--true-prefill", "10,1,0", "--noise", "0", "--policies", "sticky",
+                "--json", self.path("hand.json"), "--dump-routes", self.path("hand.csv"))
+        with open(self.path("hand.json")) as f:
+            res = json.load(f)["results"][0]
+        self.assertEqual(res["policy"], "sticky")
+        self.assertEqual(res["requests"], 6)
+        self.assertAlmostEqual(res["hit_ratio"], 5120 / 9480, places=9)
+        self.assertAlmostEqual(res["ttft_mean_ms"], 4954 / 6, places=6)
+        self.assertAlmostEqual(res["ttft_p50_ms"], 1034, places=6)
+        self.assertAlmostEqual(res["ttft_p99_ms"], 1056, places=6)
+        dump = read_dump(self.path("hand.csv"))
+        self.assertEqual([int(r["shard"]) for r in dump], [0, 1, 0, 1, 1, 0])
+        self.assertEqual([int(r["hit_tokens"]) for r in dump], [0, 0, 1024, 1024, 1536, 1536])
+        for r, want in zip(dump, [1034, 1034, 1056, 1034, 522, 274]):
+            self.assertAlmostEqual(float(r["ttft_ms"]), want, places=6)
+        self.assertAlmostEqual(float(dump[2]["queue_wait_ms"]), 534, places=6)
+
+    # ------------------------------------------------------------ against the sidecar
+
+    def test_cacheroute_routes_equal_the_sidecars(self):
+        # The estimator's calls clock makes rates independent of time, so a
+        # sidecar that is sent the same arrivals and plans at the same
+        # points (Plan from_estimator + install where the tool's replanner
+        # installed) must answer the same preferred shard for every
+        # arrival: admitted owners and fallbacks alike.
+        planner = ["--qcap", "2", "--warm-slots-per-shard", "3", "--estimator-clock", "calls",
+                   "--half-life", "5"]
+        self.ok("--generate", "--requests", "3000", "--sessions", "40", "--gini", "0.6",
+                "--rate", "100", "--shards", "6", "--replan-interval", "2", "--policies",
+                "cacheroute", "--dump-routes", self.path("routes.csv"),
+                "--json", self.path("routes.json"), *planner)
+        dump = read_dump(self.path("routes.csv"))
+        self.assertEqual(len(dump), 3000)
+        replans = sum(int(r["replanned"]) for r in dump)
+        self.assertGreaterEqual(replans, 10)
+        sc = h.Sidecar("--n-shards", "6", "--replan-interval", "0", *planner)
+        self.addCleanup(sc.kill)
+        stub = sc.stub()
+        got, batch = [], []
+
+        def flush():
+            if batch:
+                resp = stub.RecordArrival(P.cr.RecordArrivalRequest(owners=batch),
+                                          timeout=h.RPC_TIMEOUT)
+                got.extend(r.preferred_shard for r in resp.routes)
+                batch.clear()
+
+        admitted_seen = 0
+        tables = []  # every installed table: {owner: shards}
+        for r in dump:
+            if r["replanned"] == "1":
+                flush()
+                plan = stub.Plan(P.cr.PlanRequest(from_estimator=True, install=True),
+                                 timeout=h.RPC_TIMEOUT)
+                tables.append({p.owner: list(p.shards) for p in plan.table.placements})
+                admitted_seen = max(admitted_seen, len(plan.table.placements))
+            batch.append(int(r["owner"]))
+        flush()
+        self.assertEqual(got, [int(r["shard"]) for r in dump])
+        # Churn from the sidecar's own tables: per install, of the owners it
+        # admits, the share whose shards differ from the table before (an
+        # owner not admitted there was on its fallback shard; so was
+        # everyone before the first table).
+        shares, before = [], {}
+        for t in tables:
+            moved = sum(1 for o, sh in t.items()
+                        if before.get(o, [h.fallback_shard(o, 6)]) != sh)
+            shares.append(moved / len(t) if t else 0.0)
+            before = t
+        with open(self.path("routes.json")) as f:
+            res = json.load(f)["results"][0]
+        self.assertEqual(res["n_replans"], len(tables))
+        self.assertAlmostEqual(res["churn_mean"], sum(shares) / len(shares), places=9)
+        self.assertGreater(res["churn_mean"], 0)
+        # Meaningful: some owners were admitted, some spread over kb > 1
+        # shards, and the budget (6 x 3 slots) left others on fallbacks.
+        self.assertGreater(admitted_seen, 0)
+        self.assertGreater(len({int(r["shard"]) for r in dump}), 3)
+        problem = sc.exit_problems(sc.stop())
+        self.assertIsNone(problem, problem)
+
+    # ------------------------------------------------------------ knowledge
+
+    def test_oracle_takes_the_faster_true_path(self):
+        # With no noise the oracle's choice per request must be the faster
+        # of text and KV under the true model, given the prefix hit.
+        a, b, c, kv_fixed, kv_tok = 3.0, 0.01, 2e-6, 40.0, 0.004
+        self.ok("--generate", "--requests", "600", "--sessions", "30", "--rate", "50",
+                "--knowledge-tokens", "3000", "--shards", "4", "--noise", "0",
+                "--true-prefill", "%r,%r,%r" % (a, b, c), "--true-kv", "%r,%r" % (kv_fixed, kv_tok),
+                "--policies", "oracle,always-text,always-kv,cacheroute",
+                "--dump-routes", self.path("kv.csv"))
+        dump = read_dump(self.path("kv.csv"))
+
+        def prefill(L, s):
+            return a + b * (L - s) + c * (L * L - s * s)
+
+        mixed = set()
+        for r in (r for r in dump if r["policy"] == "oracle"):
+            L, K, hit = int(r["input_tokens"]), int(r["knowledge_tokens"]), int(r["hit_tokens"])
+            text = prefill(L, hit)
+            kv = prefill(L, min(L, hit + K)) + kv_fixed + kv_tok * K
+            self.assertEqual(r["used_kv"], "1" if kv < text else "0", r)
+            mixed.add(r["used_kv"])
+        self.assertEqual(mixed, {"0", "1"})  # the case is one where both paths win sometimes
+        for r in dump:
+            if r["policy"] == "always-text":
+                self.assertEqual(r["used_kv"], "0")
+            if r["policy"] == "always-kv":
+                self.assertEqual(r["used_kv"], "1")
+        # The variants route like cacheroute: the same shards request by request.
+        shards = {}
+        for r in dump:
+            shards.setdefault(r["policy"], []).append(r["shard"])
+        self.assertEqual(shards["oracle"], shards["cacheroute"])
+        self.assertEqual(shards["always-kv"], shards["cacheroute"])
+
+    # ------------------------------------------------------------ plots
+
+    def plot_args(self, out):
+        t = self.write("p.jsonl", trace_text([(i * 200, 1024 + 512 * (i % 3), [1, 2 + i % 5])
+                                              for i in range(60)]))
+        return ["--trace", t, "--shards", "2", "--scale", "1,2", "--series-window", "1",
+                "--plots", out, "--json", os.path.join(out + ".json")]
+
+    def test_plots_are_pngs(self):
+        if not shutil.which("gnuplot"):
+            self.skipTest("gnuplot is not installed (Debian package gnuplot-nox)")
+        out = self.path("plots")
+        p = self.ok(*self.plot_args(out))
+        self.assertEqual(p.stderr, "")
+        for name in ("hit_ratio_0.png", "ttft_cdf_0.png", "hit_ratio_1.png", "ttft_cdf_1.png",
+                     "capacity.png"):
+            with open(os.path.join(out, name), "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", name)
+
+    def test_without_gnuplot_json_and_markdown_still_come(self):
+        out = self.path("plots")
+        p = self.ok(*self.plot_args(out), env={"PATH": self.dir})  # no gnuplot on PATH
+        self.assertIn("warning: gnuplot not found", p.stderr)
+        self.assertEqual(p.stderr.count("\n"), 1, p.stderr)
+        self.assertIn("| sticky | 1 |", p.stdout)
+        self.assertTrue(os.path.exists(out + ".json"))
+        self.assertTrue(os.path.exists(os.path.join(out, "plots.gp")))
+        self.assertFalse(os.path.exists(os.path.join(out, "capacity.png")))
+
+
+if __name__ == "__main__":
+    if "--replay" not in sys.argv:
+        sys.exit("usage: test_replay.py --replay BIN --sidecar BIN --cli BIN --plan-dump BIN "
+                 "--proto-dir DIR")
+    i = sys.argv.index("--replay")
+    REPLAY = sys.argv[i + 1]
+    del sys.argv[i:i + 2]
+    h.main()

@@ -1,0 +1,998 @@
+/* The replay library (replay/): the Mooncake parser on good and malformed
+ * input, owner keys and the Gini, the LRU prefix cache (eviction order, and
+ * against a plain model), each baseline's rule on its own, the event loop
+ * on small cases computed by hand, the KV path, replan churn and dips, the
+ * generator (reproducible, multi-turn, bursty, on its Gini target) and
+ * whole runs repeated. Deterministic; nothing is timed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cunit_main.h"
+#include "internal.h"
+#include "replay.h"
+
+#define EPS 1e-9
+
+static const cr_owner_key PREFIX2 = {CR_OWNER_PREFIX, 2};
+
+/* ---- the parser ------------------------------------------------------------ */
+
+static const char GOOD[] =
+    "{\"timestamp\": 5, \"input_length\": 1000, \"output_length\": 7, \"hash_ids\": [0, 1]}\n"
+    "\n"
+    "{\"timestamp\": 2.5, \"input_length\": 600, \"output_length\": 0, \"hash_ids\": [0, 2],"
+    " \"extra\": [1, {}]}\r\n"
+    "  {\"hash_ids\": [0, 1, 3], \"output_length\": 1, \"input_length\": 1500, \"timestamp\": 5}";
+
+static void test_parse_good(void)
+{
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_trace_parse("t", GOOD, strlen(GOOD), &PREFIX2, &t, &err),
+                          CR_OK);
+    CU_ASSERT_EQUAL_FATAL(t.n, 3);
+    CU_ASSERT_EQUAL(t.n_blocks, 7);
+    /* Sorted by time, the tie at 5 in file order. */
+    CU_ASSERT_DOUBLE_EQUAL(t.reqs[0].t_ms, 2.5, 0);
+    CU_ASSERT_EQUAL(t.reqs[0].input_tokens, 600);
+    CU_ASSERT_EQUAL(t.reqs[1].output_tokens, 7);
+    CU_ASSERT_EQUAL(t.reqs[2].n_blocks, 3);
+    CU_ASSERT_EQUAL(t.blocks[t.reqs[2].first_block + 2], 3);
+    CU_ASSERT_EQUAL(t.reqs[0].knowledge_tokens, 0);
+    /* prefix:2: the two turns of [0, 1] share an owner, [0, 2] does not. */
+    CU_ASSERT_EQUAL(t.reqs[1].owner, t.reqs[2].owner);
+    CU_ASSERT_NOT_EQUAL(t.reqs[0].owner, t.reqs[1].owner);
+    CU_ASSERT(t.reqs[0].owner >= 0 && t.reqs[1].owner >= 0);
+    cr_replay_trace_free(&t);
+
+    /* block:5 past a request's end is its last block; block:0 is one owner. */
+    cr_owner_key b5 = {CR_OWNER_BLOCK, 5}, b0 = {CR_OWNER_BLOCK, 0};
+    CU_ASSERT_EQUAL_FATAL(cr_replay_trace_parse("t", GOOD, strlen(GOOD), &b5, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(t.reqs[0].owner, 2);
+    CU_ASSERT_EQUAL(t.reqs[1].owner, 1);
+    CU_ASSERT_EQUAL(t.reqs[2].owner, 3);
+    cr_replay_trace_free(&t);
+    CU_ASSERT_EQUAL_FATAL(cr_replay_trace_parse("t", GOOD, strlen(GOOD), &b0, &t, &err), CR_OK);
+    CU_ASSERT_DOUBLE_EQUAL(cr_replay_owner_gini(&t), 0, 0);
+    cr_replay_trace_free(&t);
+}
+
+/* One bad line after a good one: the error names line 2 and the key. */
+static void expect_bad(const char *line2, const char *msg)
+{
+    const char *good = "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 0, "
+                       "\"hash_ids\": [0]}\n";
+    size_t n1 = strlen(good), n2 = strlen(line2);
+    char *text = malloc(n1 + n2 + 1);
+    memcpy(text, good, n1);
+    memcpy(text + n1, line2, n2 + 1);
+    cr_replay_trace t = {(void *)1, 9, (void *)1, 9};
+    cr_error err = {{0}};
+    CU_ASSERT_EQUAL(cr_replay_trace_parse("x.jsonl", text, n1 + n2, &PREFIX2, &t, &err),
+                    CR_EINVAL);
+    char want[CR_ERRLEN];
+    snprintf(want, sizeof want, "x.jsonl:2: %s", msg);
+    if (strncmp(err.msg, want, strlen(want)) != 0)
+        fprintf(stderr, "\n  got  \"%s\"\n  want \"%s...\"\n", err.msg, want);
+    CU_ASSERT_EQUAL(strncmp(err.msg, want, strlen(want)), 0);
+    CU_ASSERT(t.reqs == NULL && t.n == 0 && t.blocks == NULL);
+    free(text);
+}
+
+#define LINE(ts, in, out, ids)                                                                   \
+    "{\"timestamp\": " ts ", \"input_length\": " in ", \"output_length\": " out                \
+    ", \"hash_ids\": " ids "}"
+
+static void test_parse_malformed(void)
+{
+    const struct {
+        const char *line, *msg;
+    } cases[] = {
+        {"{\"timestamp\": 0,", "bad JSON"},
+        {"{\"a\": 1} {\"b\": 2}", "bad JSON"},
+        {"{\"timestamp\": 0, \"timestamp\": 1}", "bad JSON"}, /* duplicate key */
+        {"[1, 2]", "must be a JSON object, got an array"},
+        {"{\"input_length\": 1, \"output_length\": 0, \"hash_ids\": [0]}",
+         "missing key timestamp"},
+        {"{\"timestamp\": 1, \"output_length\": 0, \"hash_ids\": [0]}",
+         "missing key input_length"},
+        {"{\"timestamp\": 1, \"input_length\": 1, \"hash_ids\": [0]}",
+         "missing key output_length"},
+        {"{\"timestamp\": 1, \"input_length\": 1, \"output_length\": 0}",
+         "missing key hash_ids"},
+        {LINE("\"0\"", "1", "0", "[0]"), "timestamp must be a number, got a string"},
+        {LINE("-1", "1", "0", "[0]"), "timestamp must be a number in [0, 2^53), got -1"},
+        {LINE("1e300", "1", "0", "[0]"), "timestamp must be a number in [0, 2^53)"},
+        {LINE("0", "-5", "0", "[0]"), "input_length must be an integer in [1, 2^32)"},
+        {LINE("0", "0", "0", "[0]"), "input_length must be an integer in [1, 2^32)"},
+        {LINE("0", "4294967296", "0", "[0]"), "input_length must be an integer in [1"},
+        {LINE("0", "null", "0", "[0]"), "input_length must be an integer, got null"},
+        {LINE("0", "1", "1.5", "[0]"), "output_length must be an integer in [0, 2^32)"},
+        {LINE("0", "1", "true", "[0]"), "output_length must be an integer, got a boolean"},
+        {LINE("0", "1", "0", "[]"), "hash_ids must not be empty"},
+        {LINE("0", "1", "0", "{}"), "hash_ids must be an array, got an object"},
+        {LINE("0", "1", "0", "[0, \"1\"]"), "hash_ids[1] must be an integer, got a string"},
+        {LINE("0", "1", "0", "[0, -3]"), "hash_ids[1] must be an integer in [0, 2^53)"},
+        {LINE("0", "1", "0", "[9007199254740992]"), "hash_ids[0] must be an integer in [0, 2^53)"},
+        {LINE("0", "1", "0", "[1, 2, 100000000000000000000000000000]"),
+         "hash_ids[2] must be an integer in [0, 2^53)"}, /* past int64 too */
+        {LINE("0", "1", "0", "[0.5]"), "hash_ids[0] must be an integer in [0, 2^53)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_bad(cases[i].line, cases[i].msg);
+}
+
+static void test_parse_limits(void)
+{
+    /* A line one byte over the limit. */
+    size_t n = CR_REPLAY_LINE_MAX + 1;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    big[0] = '{';
+    big[n - 1] = '}';
+    big[n] = '\0';
+    char msg[64];
+    snprintf(msg, sizeof msg, "line longer than %u bytes", CR_REPLAY_LINE_MAX);
+    expect_bad(big, msg);
+    free(big);
+
+    /* A NUL inside a line is bad JSON, not the line's end. */
+    const char nul[] = "{\"timestamp\": 0\0, \"input_length\": 1}\n";
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_trace_parse("n", nul, sizeof nul - 1, &PREFIX2, &t, &err),
+                    CR_EINVAL);
+    CU_ASSERT_EQUAL(strncmp(err.msg, "n:1: bad JSON", 13), 0);
+    /* Nothing but blank lines: no requests. */
+    CU_ASSERT_EQUAL(cr_replay_trace_parse("e", "\n  \n", 4, &PREFIX2, &t, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "e: no requests");
+}
+
+static void test_load_file(void)
+{
+    char path[] = "/tmp/test_replay_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(GOOD, f);
+    fputs("\n{\"timestamp\": 9}\n", f);
+    fclose(f);
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_trace_load(path, &PREFIX2, &t, &err), CR_EINVAL);
+    char want[128];
+    snprintf(want, sizeof want, "%s:5: missing key input_length", path);
+    CU_ASSERT_STRING_EQUAL(err.msg, want);
+
+    f = fopen(path, "w");
+    fputs(GOOD, f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(cr_replay_trace_load(path, &PREFIX2, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(t.n, 3);
+    CU_ASSERT_EQUAL(t.reqs[2].input_tokens, 1500);
+    cr_replay_trace_free(&t);
+    unlink(path);
+    CU_ASSERT_EQUAL(cr_replay_trace_load(path, &PREFIX2, &t, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cannot open"));
+}
+
+static void test_owner_key_parse(void)
+{
+    cr_owner_key k;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_owner_key_parse("prefix:2", &k, &err), CR_OK);
+    CU_ASSERT(k.kind == CR_OWNER_PREFIX && k.n == 2);
+    CU_ASSERT_EQUAL(cr_owner_key_parse("block:0", &k, &err), CR_OK);
+    CU_ASSERT(k.kind == CR_OWNER_BLOCK && k.n == 0);
+    CU_ASSERT_EQUAL(cr_owner_key_parse(CR_REPLAY_OWNER_KEY_DEFAULT, &k, &err), CR_OK);
+    const char *bad[] = {"prefix:0", "prefix:", "prefix:+1", "prefix:1x", "block:-1",
+                         "block", "session:1", "prefix:4294967296", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CU_ASSERT_EQUAL(cr_owner_key_parse(bad[i], &k, &err), CR_EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "owner key must be prefix:N"));
+    }
+}
+
+static void test_gini(void)
+{
+    size_t even[] = {3, 3, 3}, one[] = {0, 0, 0, 9}, two[] = {1, 3};
+    CU_ASSERT_DOUBLE_EQUAL(cr_replay_gini_of(even, 3), 0, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(cr_replay_gini_of(one, 4), 0.75, EPS);   /* (n - 1) / n */
+    CU_ASSERT_DOUBLE_EQUAL(cr_replay_gini_of(two, 2), 0.25, EPS);   /* (-1 + 3) / (2 * 4) */
+}
+
+/* ---- the cache ------------------------------------------------------------- */
+
+static void test_lru_order(void)
+{
+    cr_replay_cache c;
+    cr_replay_cache_init(&c, 3);
+    uint64_t abc[] = {1, 2, 3}, d[] = {4}, b[] = {2}, e[] = {5};
+    uint32_t rank;
+    CU_ASSERT_EQUAL(cr_replay_cache_insert(&c, abc, 3), 0);
+    /* Inserted last to first: the prefix's head is the most recent. */
+    CU_ASSERT(cr_replay_cache_rank(&c, 1, &rank) && rank == 0);
+    CU_ASSERT(cr_replay_cache_rank(&c, 3, &rank) && rank == 2);
+    CU_ASSERT_EQUAL(cr_replay_cache_prefix(&c, abc, 3), 3);
+    cr_replay_cache_insert(&c, d, 1); /* evicts 3, the prefix's tail */
+    CU_ASSERT_FALSE(cr_replay_cache_rank(&c, 3, NULL));
+    CU_ASSERT_EQUAL(cr_replay_cache_prefix(&c, abc, 3), 2);
+    cr_replay_cache_insert(&c, b, 1); /* 2, 4, 1 */
+    cr_replay_cache_insert(&c, e, 1); /* evicts 1 */
+    CU_ASSERT_FALSE(cr_replay_cache_rank(&c, 1, NULL));
+    CU_ASSERT(cr_replay_cache_rank(&c, 5, &rank) && rank == 0);
+    CU_ASSERT(cr_replay_cache_rank(&c, 2, &rank) && rank == 1);
+    CU_ASSERT(cr_replay_cache_rank(&c, 4, &rank) && rank == 2);
+    CU_ASSERT_EQUAL(cr_replay_cache_prefix(&c, abc, 3), 0);
+    cr_replay_cache_free(&c);
+}
+
+/* Against a plain array LRU (most recent first) over a long random
+ * workload, through growth, eviction and deletion runs in the slots. */
+static void test_lru_model(void)
+{
+    enum { CAP = 200, OPS = 20000 };
+    uint64_t model[CAP];
+    uint32_t held = 0;
+    cr_replay_cache c;
+    cr_replay_cache_init(&c, CAP);
+    cr_replay_rng g = {7};
+    for (int op = 0; op < OPS; op++) {
+        uint64_t id = cr_replay_rng_next(&g) % 400;
+        uint32_t at = 0;
+        while (at < held && model[at] != id)
+            at++;
+        CU_ASSERT_EQUAL(cr_replay_cache_prefix(&c, &id, 1), at < held);
+        if (at == held && held < CAP)
+            held++;
+        memmove(model + 1, model, (at < held ? at : held - 1) * sizeof *model);
+        model[0] = id;
+        CU_ASSERT_EQUAL(cr_replay_cache_insert(&c, &id, 1), 0);
+    }
+    for (uint32_t i = 0; i < held; i++) {
+        uint32_t rank = CAP;
+        CU_ASSERT(cr_replay_cache_rank(&c, model[i], &rank) && rank == i);
+    }
+    CU_ASSERT_EQUAL(c.n, CAP);
+    cr_replay_cache_free(&c);
+}
+
+/* ---- the baselines ------------------------------------------------------------ */
+
+static cr_replay_cluster cluster_of(uint32_t shards)
+{
+    cr_replay_cluster c;
+    cr_replay_cluster_default(&c);
+    c.shards = shards;
+    return c;
+}
+
+static uint32_t route_once(const cr_replay_policy *p, int64_t owner, size_t first_block,
+                           const uint32_t *queued, const double *backlog, uint32_t shards)
+{
+    cr_replay_request r = {.owner = owner, .first_block = first_block, .n_blocks = 1};
+    cr_replay_view v = {shards, 0, backlog, queued};
+    return p->route(p->state, &r, &v);
+}
+
+static void test_sticky(void)
+{
+    enum { R = 8, OWNERS = 4000 };
+    cr_replay_cluster c = cluster_of(R);
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("sticky", &c, &p, &err), CR_OK);
+    uint32_t queued[R] = {0, 90, 0, 0, 0, 0, 0, 0}; /* ignored */
+    double backlog[R] = {0};
+    unsigned per_shard[R] = {0};
+    for (int64_t o = 0; o < OWNERS; o++) {
+        uint32_t s = route_once(&p, o, 0, queued, backlog, R);
+        per_shard[s]++;
+        for (size_t k = 1; k < 4; k++) /* stable over requests and loads */
+            CU_ASSERT_EQUAL(route_once(&p, o, k * 17, queued, backlog, R), s);
+    }
+    for (int s = 0; s < R; s++) /* spread: each within 35% of the mean */
+        CU_ASSERT(per_shard[s] > OWNERS / R * 0.65 && per_shard[s] < OWNERS / R * 1.35);
+    /* Small ids too (the generator's sessions, the hottest first): the
+     * first 64 are as spread as any 64. */
+    memset(per_shard, 0, sizeof per_shard);
+    for (int64_t o = 0; o < 64; o++)
+        per_shard[route_once(&p, o, 0, queued, backlog, R)]++;
+    for (int s = 0; s < R; s++)
+        CU_ASSERT(per_shard[s] >= 2 && per_shard[s] <= 16);
+    p.free(p.state);
+}
+
+/* chwbl on R = 4 for one owner: the bound is ceil(1.25 (total + 1) / 4). */
+static void test_chwbl(void)
+{
+    cr_replay_cluster c = cluster_of(4);
+    cr_replay_policy p, sticky;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("chwbl", &c, &p, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("sticky", &c, &sticky, &err), CR_OK);
+    double backlog[4] = {0};
+    uint32_t q[4] = {0};
+    uint32_t home = route_once(&sticky, 42, 0, q, backlog, 4);
+    CU_ASSERT_EQUAL(route_once(&p, 42, 0, q, backlog, 4), home); /* idle: the ring's shard */
+
+    /* total 15: the bound is ceil(1.25 * 16 / 4) = 5 exactly. */
+    uint32_t other = (home + 1) % 4;
+    q[home] = 4;
+    q[other] = 11;
+    CU_ASSERT_EQUAL(route_once(&p, 42, 0, q, backlog, 4), home); /* 4 < 5 */
+    q[home] = 5;
+    q[other] = 10;
+    uint32_t next = route_once(&p, 42, 0, q, backlog, 4); /* 5 is the bound: move on */
+    CU_ASSERT_NOT_EQUAL(next, home);
+
+    /* The walk order: with the next one also at the bound, a third shard;
+     * with only the next one at it, home again. */
+    memset(q, 0, sizeof q);
+    q[home] = 3; /* total 3: bound ceil(1.25 * 4 / 4) = 2 */
+    CU_ASSERT_EQUAL(route_once(&p, 42, 0, q, backlog, 4), next);
+    q[home] = 2;
+    q[next] = 2; /* total 4: bound ceil(6.25 / 4) = 2 */
+    uint32_t third = route_once(&p, 42, 0, q, backlog, 4);
+    CU_ASSERT(third != home && third != next);
+    q[home] = 0;
+    q[next] = 3;
+    CU_ASSERT_EQUAL(route_once(&p, 42, 0, q, backlog, 4), home);
+    p.free(p.state);
+    sticky.free(sticky.state);
+}
+
+static void test_flat_lb(void)
+{
+    cr_replay_cluster c = cluster_of(2);
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("flat-lb", &c, &p, &err), CR_OK);
+    double backlog[8] = {0};
+    uint32_t q2a[2] = {5, 2}, q2b[2] = {2, 5};
+    for (size_t k = 0; k < 100; k++) { /* two distinct of two: always the less queued */
+        CU_ASSERT_EQUAL(route_once(&p, 1, k, q2a, backlog, 2), 1);
+        CU_ASSERT_EQUAL(route_once(&p, 1, k, q2b, backlog, 2), 0);
+    }
+    p.free(p.state);
+
+    c = cluster_of(8);
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("flat-lb", &c, &p, &err), CR_OK);
+    uint32_t q[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    unsigned zero = 0;
+    for (size_t k = 0; k < 4000; k++) {
+        uint32_t s = route_once(&p, 1, k, q, backlog, 8);
+        CU_ASSERT_NOT_EQUAL(s, 7); /* the most queued loses to any other */
+        zero += s == 0;
+        CU_ASSERT_EQUAL(route_once(&p, 99, k, q, backlog, 8), s); /* seeded by the request */
+    }
+    /* Shard 0 wins whenever drawn: P = 1 - (7/8)(6/7) = 1/4. */
+    CU_ASSERT(zero > 4000 * 0.21 && zero < 4000 * 0.29);
+    p.free(p.state);
+}
+
+static void test_least_loaded_and_random(void)
+{
+    cr_replay_cluster c = cluster_of(4);
+    cr_replay_policy p, r1, r2;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("least-loaded", &c, &p, &err), CR_OK);
+    uint32_t q[4] = {0};
+    double b1[4] = {3, 1, 1, 2}, b2[4] = {0, 0, 0, 0}, b3[4] = {2, 2, 2, 0.5};
+    CU_ASSERT_EQUAL(route_once(&p, 1, 0, q, b1, 4), 1); /* tie 1 and 2: the lower id */
+    CU_ASSERT_EQUAL(route_once(&p, 1, 0, q, b2, 4), 0);
+    CU_ASSERT_EQUAL(route_once(&p, 1, 0, q, b3, 4), 3);
+    p.free(p.state);
+
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("random", &c, &r1, &err), CR_OK);
+    c.seed = 2;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("random", &c, &r2, &err), CR_OK);
+    unsigned per[4] = {0}, same = 0;
+    for (size_t k = 0; k < 4000; k++) {
+        uint32_t s = route_once(&r1, 1, k, q, b1, 4);
+        per[s]++;
+        same += s == route_once(&r2, 1, k, q, b1, 4);
+        CU_ASSERT_EQUAL(route_once(&r1, 1, k, q, b1, 4), s);
+    }
+    for (int s = 0; s < 4; s++)
+        CU_ASSERT(per[s] > 900 && per[s] < 1100);
+    CU_ASSERT(same > 800 && same < 1200); /* another seed: independent choices */
+    r1.free(r1.state);
+    r2.free(r2.state);
+
+    CU_ASSERT_EQUAL(cr_replay_baseline("round-robin", &c, &p, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "round-robin"));
+    c.shards = 0;
+    CU_ASSERT_EQUAL(cr_replay_baseline("sticky", &c, &p, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "shards"));
+}
+
+/* ---- hand-computed runs ------------------------------------------------------- */
+
+/* Two sessions on two shards with caches of 3 blocks of 100 tokens;
+ * prefill = 1 ms + 0.01 ms per token not cached (so 1 ms per block), no
+ * noise. A: [10 11], [10 11 12], [10 11 12]; B: [20 21], [20 21 22]. */
+static uint64_t hand_blocks[] = {10, 11, 20, 21, 10, 11, 12, 20, 21, 22, 10, 11, 12};
+static cr_replay_request hand_reqs[] = {
+    {.t_ms = 0, .input_tokens = 200, .n_blocks = 2, .first_block = 0, .owner = 1},
+    {.t_ms = 1, .input_tokens = 200, .n_blocks = 2, .first_block = 2, .owner = 2},
+    {.t_ms = 2, .input_tokens = 300, .n_blocks = 3, .first_block = 4, .owner = 1},
+    {.t_ms = 4.5, .input_tokens = 300, .n_blocks = 3, .first_block = 7, .owner = 2},
+    {.t_ms = 21, .input_tokens = 300, .n_blocks = 3, .first_block = 10, .owner = 1},
+};
+#define HAND_N 5
+
+static cr_replay_trace hand_trace(void)
+{
+    return (cr_replay_trace){hand_reqs, HAND_N, hand_blocks, 13};
+}
+
+static cr_replay_cluster hand_cluster(void)
+{
+    cr_replay_cluster c = {.shards = 2, .shard_blocks = 3, .block_tokens = 100,
+                           .truth = {.a_ms = 1, .b_ms_per_token = 0.01}, .scale = 1, .seed = 1};
+    return c;
+}
+
+/* A policy that records what its inner policy was shown and what came of
+ * each request. */
+typedef struct recorder {
+    cr_replay_policy inner;
+    size_t n;
+    uint32_t queued[HAND_N][2];
+    double backlog[HAND_N][2];
+    cr_replay_outcome out[HAND_N];
+    int kv; /* the kv hook's answer */
+    size_t n_kv;                /* kv hook calls */
+    uint32_t kv_hit[HAND_N];    /* the prefix hit each call was given */
+    uint32_t kv_shard[HAND_N];  /* and the shard */
+    double changed[2], at[2];
+    size_t n_replans;
+} recorder;
+
+static uint32_t rec_route(void *state, const cr_replay_request *r, const cr_replay_view *v)
+{
+    recorder *x = state;
+    for (uint32_t k = 0; k < 2 && k < v->shards; k++) {
+        x->queued[x->n][k] = v->queued[k];
+        x->backlog[x->n][k] = v->backlog_ms[k];
+    }
+    return x->inner.route(x->inner.state, r, v);
+}
+
+static int rec_kv(void *state, const cr_replay_request *r, const cr_replay_view *v, uint32_t s,
+                  uint32_t hit_tokens)
+{
+    recorder *x = state;
+    (void)r;
+    (void)v;
+    if (x->n_kv < HAND_N) {
+        x->kv_shard[x->n_kv] = s;
+        x->kv_hit[x->n_kv++] = hit_tokens;
+    }
+    return x->kv;
+}
+
+static void rec_served(void *state, const cr_replay_request *r, const cr_replay_outcome *o)
+{
+    recorder *x = state;
+    (void)r;
+    x->out[x->n++] = *o;
+}
+
+static int rec_replans(void *state, size_t *n, const double **changed, const double **at)
+{
+    recorder *x = state;
+    *n = x->n_replans;
+    *changed = x->changed;
+    *at = x->at;
+    return 0;
+}
+
+static cr_replay_policy recording(recorder *x, const char *inner, const cr_replay_cluster *c)
+{
+    memset(x, 0, sizeof *x);
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_baseline(inner, c, &x->inner, &err), CR_OK);
+    return (cr_replay_policy){.name = inner, .state = x, .route = rec_route, .kv = rec_kv,
+                              .served = rec_served, .replans = rec_replans};
+}
+
+typedef struct expect {
+    uint32_t shard, hit;
+    double wait, ttft;
+    uint32_t queued[2];
+    double backlog[2];
+} expect;
+
+static void check_requests(const recorder *x, const expect *e, uint32_t sticky_shard)
+{
+    CU_ASSERT_EQUAL_FATAL(x->n, HAND_N);
+    for (size_t i = 0; i < HAND_N; i++) {
+        uint32_t k = sticky_shard; /* the shard the columns below are about */
+        CU_ASSERT_EQUAL(x->out[i].shard, e[i].shard == 9 ? sticky_shard : e[i].shard);
+        CU_ASSERT_EQUAL(x->out[i].hit_tokens, e[i].hit);
+        CU_ASSERT_DOUBLE_EQUAL(x->out[i].queue_wait_ms, e[i].wait, EPS);
+        CU_ASSERT_DOUBLE_EQUAL(x->out[i].ttft_ms, e[i].ttft, EPS);
+        CU_ASSERT_DOUBLE_EQUAL(x->out[i].kv_ms, 0, 0);
+        for (uint32_t s = 0; s < 2; s++) {
+            uint32_t col = e[0].shard == 9 ? (s == k ? 0 : 1) : s;
+            CU_ASSERT_EQUAL(x->queued[i][s], e[i].queued[col]);
+            CU_ASSERT_DOUBLE_EQUAL(x->backlog[i][s], e[i].backlog[col], EPS);
+        }
+    }
+}
+
+/* least-loaded (backlog at arrival, ties by id):
+ *   r0 t=0    backlog (0, 0)   -> 0, hit 0,   prefill 3, wait 0, ttft 3; 0 busy to 3
+ *   r1 t=1    backlog (2, 0)   -> 1, hit 0,   prefill 3, wait 0, ttft 3; 1 busy to 4
+ *   r2 t=2    backlog (1, 2)   -> 0, hit 200, prefill 2, wait 1, ttft 3; 0 busy to 5
+ *   r3 t=4.5  backlog (.5, 0)  -> 1, hit 200, prefill 2, wait 0, ttft 2; 1 busy to 6.5
+ *   r4 t=21   backlog (0, 0)   -> 0, hit 300, prefill 1, wait 0, ttft 1
+ * hit ratio 700 / 1300; TTFTs 1 2 3 3 3: p50 3, p99 3, mean 2.4; work 6 and
+ * 5 ms: imbalance 6 / 5.5. */
+static void test_hand_least_loaded(void)
+{
+    cr_replay_trace t = hand_trace();
+    cr_replay_cluster c = hand_cluster();
+    recorder x;
+    cr_replay_policy p = recording(&x, "least-loaded", &c);
+    cr_replay_result res;
+    cr_error err;
+    x.changed[0] = 0.25, x.changed[1] = 0.75;
+    x.at[0] = 0.002, x.at[1] = 0.021;
+    x.n_replans = 2;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 0.002, &res, &err), CR_OK);
+    const expect e[HAND_N] = {
+        {0, 0, 0, 3, {0, 0}, {0, 0}},     {1, 0, 0, 3, {1, 0}, {2, 0}},
+        {0, 200, 1, 3, {1, 1}, {1, 2}},   {1, 200, 0, 2, {1, 0}, {0.5, 0}},
+        {0, 300, 0, 1, {0, 0}, {0, 0}},
+    };
+    check_requests(&x, e, 0);
+    CU_ASSERT_STRING_EQUAL(res.policy, "least-loaded");
+    CU_ASSERT_EQUAL(res.requests, HAND_N);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_ratio, 700.0 / 1300.0, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p50_ms, 3, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p99_ms, 3, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_mean_ms, 2.4, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.imbalance, 6 / 5.5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.kv_share, 0, 0);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_sorted_ms[0], 1, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_sorted_ms[1], 2, EPS);
+    /* 2 ms windows: [0,2) 0/400, [2,4) 200/300, [4,6) 200/300, then empty
+     * windows repeat it, and [20,22) 300/300: 11 windows to 21 ms. */
+    CU_ASSERT_EQUAL_FATAL(res.n_windows, 11);
+    CU_ASSERT_DOUBLE_EQUAL(res.window_s, 0.002, 0);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_series[0], 0, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_series[1], 2.0 / 3, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_series[2], 2.0 / 3, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_series[9], 2.0 / 3, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_series[10], 1, EPS);
+    /* Replans at 2 ms (before 0/400, after 200/300: +2/3) and at 21 ms
+     * (nothing in the 2 ms before: no dip). */
+    CU_ASSERT_EQUAL(res.n_replans, 2);
+    CU_ASSERT_DOUBLE_EQUAL(res.churn_mean, 0.5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.dip_mean, 2.0 / 3, EPS);
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+}
+
+/* The first owner after 1 that sticky puts on owner 1's shard. */
+static int64_t sticky_mate(const cr_replay_policy *sticky, uint32_t *shard)
+{
+    uint32_t q[2] = {0};
+    double b[2] = {0};
+    *shard = route_once(sticky, 1, 0, q, b, 2);
+    int64_t o = 2;
+    while (route_once(sticky, o, 0, q, b, 2) != *shard)
+        o++;
+    return o;
+}
+
+/* sticky with both sessions on one shard S (the trace's B owner chosen so;
+ * the columns of queued and backlog are S, then the other):
+ *   r0 t=0    (0, 0)    hit 0    prefill 3  wait 0    ttft 3    S busy to 3;  cache 10 11
+ *   r1 t=1    (1, 0)    hit 0    prefill 3  wait 2    ttft 5    to 6;  20 21 10 (11 out)
+ *   r2 t=2    (2, 0)    hit 100  prefill 3  wait 4    ttft 7    to 9;  10 11 12
+ *   r3 t=4.5  (2, 0)    hit 0    prefill 4  wait 4.5  ttft 8.5  to 13; 20 21 22
+ *   r4 t=21   (0, 0)    hit 0    prefill 4  wait 0    ttft 4
+ * backlogs at arrival 0, 2, 4, 4.5, 0. Hit ratio 100 / 1300; TTFTs 3 4 5 7
+ * 8.5: p50 5, p99 8.5, mean 5.5; all 17 ms of work on S: imbalance 2. */
+static void test_hand_sticky(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    recorder x;
+    cr_replay_policy p = recording(&x, "sticky", &c);
+    uint32_t s;
+    int64_t mate = sticky_mate(&x.inner, &s);
+    cr_replay_request reqs[HAND_N];
+    memcpy(reqs, hand_reqs, sizeof reqs);
+    reqs[1].owner = reqs[3].owner = mate;
+    cr_replay_trace t = {reqs, HAND_N, hand_blocks, 13};
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+    const expect e[HAND_N] = {
+        {9, 0, 0, 3, {0, 0}, {0, 0}},       {9, 0, 2, 5, {1, 0}, {2, 0}},
+        {9, 100, 4, 7, {2, 0}, {4, 0}},     {9, 0, 4.5, 8.5, {2, 0}, {4.5, 0}},
+        {9, 0, 0, 4, {0, 0}, {0, 0}},
+    };
+    check_requests(&x, e, s);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_ratio, 100.0 / 1300.0, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p50_ms, 5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p99_ms, 8.5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_mean_ms, 5.5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.imbalance, 2, EPS);
+    CU_ASSERT_EQUAL(res.n_windows, 1);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_series[0], 100.0 / 1300.0, EPS);
+    CU_ASSERT_EQUAL(res.n_replans, 0);
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+}
+
+/* One request of 2 blocks plus 100 knowledge tokens (L = 300): as text,
+ * prefill 1 + 3 = 4 ms; as KV, 1 + 2 = 3 ms of prefill and 0.5 + 0.01 *
+ * 100 = 1.5 ms of KV: TTFT 4.5. */
+static void test_knowledge_kv(void)
+{
+    cr_replay_request r = {.input_tokens = 300, .knowledge_tokens = 100, .n_blocks = 2};
+    uint64_t ids[] = {1, 2};
+    cr_replay_trace t = {&r, 1, ids, 2};
+    cr_replay_cluster c = hand_cluster();
+    c.truth.kv_fixed_ms = 0.5;
+    c.truth.kv_ms_per_token = 0.01;
+    for (int kv = 0; kv <= 1; kv++) {
+        recorder x;
+        cr_replay_policy p = recording(&x, "least-loaded", &c);
+        x.kv = kv;
+        cr_replay_result res;
+        cr_error err;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+        CU_ASSERT_EQUAL(x.out[0].used_kv, kv);
+        CU_ASSERT_DOUBLE_EQUAL(x.out[0].prefill_ms, kv ? 3 : 4, EPS);
+        CU_ASSERT_DOUBLE_EQUAL(x.out[0].kv_ms, kv ? 1.5 : 0, EPS);
+        CU_ASSERT_DOUBLE_EQUAL(res.ttft_mean_ms, kv ? 4.5 : 4, EPS);
+        CU_ASSERT_DOUBLE_EQUAL(res.kv_share, kv, 0);
+        CU_ASSERT_DOUBLE_EQUAL(res.hit_ratio, 0, 0);
+        cr_replay_result_free(&res);
+        x.inner.free(x.inner.state);
+    }
+}
+
+/* The kv hook is told the shard and the prefix hit the outcome then
+ * reports: one session's two requests, [1 2] and [1 2 3], each with 50
+ * knowledge tokens, both on shard 0 (least-loaded, idle shards, ties by
+ * id): hits 0 and 200 tokens. */
+static void test_kv_hook_sees_the_hit(void)
+{
+    cr_replay_request reqs[] = {
+        {.t_ms = 0, .input_tokens = 250, .knowledge_tokens = 50, .n_blocks = 2, .owner = 1},
+        {.t_ms = 100, .input_tokens = 350, .knowledge_tokens = 50, .n_blocks = 3,
+         .first_block = 2, .owner = 1},
+    };
+    uint64_t ids[] = {1, 2, 1, 2, 3};
+    cr_replay_trace t = {reqs, 2, ids, 5};
+    cr_replay_cluster c = hand_cluster();
+    recorder x;
+    cr_replay_policy p = recording(&x, "least-loaded", &c);
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(x.n_kv, 2);
+    for (size_t i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(x.kv_shard[i], 0);
+        CU_ASSERT_EQUAL(x.kv_hit[i], x.out[i].hit_tokens);
+    }
+    CU_ASSERT_EQUAL(x.kv_hit[0], 0);
+    CU_ASSERT_EQUAL(x.kv_hit[1], 200);
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+}
+
+/* a + b (l - s) + c (l^2 - s^2), and what a run charges without noise. */
+static void test_prefill_ms(void)
+{
+    cr_replay_cost k = {.a_ms = 1, .b_ms_per_token = 0.01, .c_ms_per_token2 = 1e-3};
+    CU_ASSERT_DOUBLE_EQUAL(cr_replay_prefill_ms(&k, 100, 300), 1 + 2 + 80, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(cr_replay_prefill_ms(&k, 0, 0), 1, EPS);
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_request r = {.input_tokens = 300, .n_blocks = 2};
+    uint64_t ids[] = {1, 2};
+    cr_replay_trace t = {&r, 1, ids, 2};
+    recorder x;
+    cr_replay_policy p = recording(&x, "least-loaded", &c);
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+    CU_ASSERT_DOUBLE_EQUAL(x.out[0].prefill_ms, cr_replay_prefill_ms(&c.truth, 0, 300), 0);
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+}
+
+static uint32_t route_far(void *state, const cr_replay_request *r, const cr_replay_view *v)
+{
+    (void)state;
+    (void)r;
+    return v->shards;
+}
+
+static void test_run_rejects(void)
+{
+    cr_replay_trace t = hand_trace();
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_policy p, far = {.name = "far", .route = route_far};
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("random", &c, &p, &err), CR_OK);
+    c.scale = 0;
+    CU_ASSERT_EQUAL(cr_replay_run(&t, &c, &p, 1, &res, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "scale"));
+    c = hand_cluster();
+    c.truth.noise = -1;
+    CU_ASSERT_EQUAL(cr_replay_run(&t, &c, &p, 1, &res, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "truth.noise"));
+    c = hand_cluster();
+    CU_ASSERT_EQUAL(cr_replay_run(&t, &c, &p, 0, &res, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "window_s"));
+    CU_ASSERT_EQUAL(cr_replay_run(&t, &c, &p, 1e-12, &res, &err), CR_EINVAL);
+    CU_ASSERT_EQUAL(cr_replay_run(&t, &c, &far, 1, &res, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "policy far routed request 0 to shard 2 of 2");
+    cr_replay_request reqs[HAND_N];
+    memcpy(reqs, hand_reqs, sizeof reqs);
+    reqs[3].t_ms = 0.5;
+    cr_replay_trace bad = {reqs, HAND_N, hand_blocks, 13};
+    CU_ASSERT_EQUAL(cr_replay_run(&bad, &c, &p, 1, &res, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "request 3"));
+    memcpy(reqs, hand_reqs, sizeof reqs);
+    reqs[4].first_block = 11;
+    CU_ASSERT_EQUAL(cr_replay_run(&bad, &c, &p, 1, &res, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "outside the pool"));
+    CU_ASSERT_PTR_NULL(res.hit_series);
+    p.free(p.state);
+}
+
+/* ---- the generator ------------------------------------------------------------ */
+
+static cr_replay_gen_config small_gen(void)
+{
+    cr_replay_gen_config g;
+    cr_replay_gen_default(&g);
+    g.n_requests = 20000;
+    g.n_sessions = 200;
+    g.rate_per_s = 1000;
+    return g;
+}
+
+static int same_trace(const cr_replay_trace *a, const cr_replay_trace *b)
+{
+    return a->n == b->n && a->n_blocks == b->n_blocks &&
+           !memcmp(a->reqs, b->reqs, a->n * sizeof *a->reqs) &&
+           !memcmp(a->blocks, b->blocks, a->n_blocks * sizeof *a->blocks);
+}
+
+static void test_gen_reproducible(void)
+{
+    cr_replay_gen_config g = small_gen();
+    cr_replay_trace a, b, d;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &a, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &b, &err), CR_OK);
+    g.seed = 2;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &d, &err), CR_OK);
+    CU_ASSERT(same_trace(&a, &b));
+    CU_ASSERT_FALSE(same_trace(&a, &d));
+    cr_replay_trace_free(&a);
+    cr_replay_trace_free(&b);
+    cr_replay_trace_free(&d);
+}
+
+/* Every prompt opens with the system prompt and is its session's last one
+ * plus a turn, or a fresh start; no session's own blocks appear in another. */
+static void test_gen_sessions(void)
+{
+    cr_replay_gen_config g = small_gen();
+    g.knowledge_tokens = 300;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(t.n, g.n_requests);
+    size_t *last = malloc(g.n_sessions * sizeof *last);
+    int64_t *owner_of_block = calloc(t.n_blocks + 1, sizeof *owner_of_block);
+    for (size_t k = 0; k < g.n_sessions; k++)
+        last[k] = SIZE_MAX;
+    size_t restarts = 0, bad = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        const cr_replay_request *r = &t.reqs[i];
+        const uint64_t *ids = t.blocks + r->first_block;
+        bad += i > 0 && r->t_ms < t.reqs[i - 1].t_ms;
+        bad += r->n_blocks > g.max_blocks || r->owner < 0 || (size_t)r->owner >= g.n_sessions;
+        bad += r->input_tokens != r->n_blocks * 512 + 300 || r->knowledge_tokens != 300;
+        for (uint32_t j = 0; j < g.system_blocks; j++)
+            bad += ids[j] != j;
+        size_t p = last[r->owner];
+        int cont = p != SIZE_MAX && r->n_blocks == t.reqs[p].n_blocks + g.turn_blocks &&
+                   !memcmp(ids, t.blocks + t.reqs[p].first_block,
+                           t.reqs[p].n_blocks * sizeof *ids);
+        int fresh = r->n_blocks == g.system_blocks + g.first_blocks &&
+                    (p == SIZE_MAX || t.reqs[p].n_blocks + g.turn_blocks > g.max_blocks);
+        bad += !cont && !fresh;
+        restarts += fresh && p != SIZE_MAX;
+        for (uint32_t j = g.system_blocks; j < r->n_blocks; j++) {
+            int64_t *o = &owner_of_block[ids[j]];
+            bad += *o && *o != r->owner + 1;
+            *o = r->owner + 1;
+        }
+        last[r->owner] = i;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(restarts > 0);
+    /* 20000 arrivals at 1000/s. */
+    CU_ASSERT_DOUBLE_EQUAL(t.reqs[t.n - 1].t_ms / 1000, 20, 1);
+    free(last);
+    free(owner_of_block);
+    cr_replay_trace_free(&t);
+}
+
+static void test_gen_gini(void)
+{
+    const double targets[] = {0.76, 0.5, 0.9};
+    for (size_t i = 0; i < 3; i++) {
+        cr_replay_gen_config g;
+        cr_replay_gen_default(&g);
+        g.gini = targets[i];
+        cr_replay_trace t;
+        cr_error err;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+        CU_ASSERT_DOUBLE_EQUAL(cr_replay_owner_gini(&t), targets[i], 0.03);
+        cr_replay_trace_free(&t);
+    }
+    /* An exponent given: 0 is near even; drift spreads a session over ranks. */
+    cr_replay_gen_config g = small_gen();
+    g.gini = -1;
+    g.zipf_s = 0;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    CU_ASSERT(cr_replay_owner_gini(&t) < 0.1);
+    cr_replay_trace_free(&t);
+    g.zipf_s = 1.2;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    double still = cr_replay_owner_gini(&t);
+    cr_replay_trace_free(&t);
+    g.drift_per_s = 20;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    CU_ASSERT(cr_replay_owner_gini(&t) < still - 0.2);
+    cr_replay_trace_free(&t);
+}
+
+static void test_gen_bursts(void)
+{
+    cr_replay_gen_config g = small_gen();
+    g.burst_on_s = 1;
+    g.burst_off_s = 3;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    size_t off = 0;
+    for (size_t i = 0; i < t.n; i++)
+        off += fmod(t.reqs[i].t_ms / 1000, 4) >= 1;
+    CU_ASSERT_EQUAL(off, 0);
+    /* The mean rate is kept over whole cycles: 20000 at 1000/s are 5 s of
+     * "on" at 4000/s, so the last falls in the fifth "on" (16 s to 17 s)
+     * or at the sixth's start. */
+    double last = t.reqs[t.n - 1].t_ms / 1000;
+    CU_ASSERT((last >= 16 && last < 17) || (last >= 20 && last < 20.1));
+    cr_replay_trace_free(&t);
+}
+
+static void expect_gen_error(const cr_replay_gen_config *g, const char *field)
+{
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_generate(g, &t, &err), CR_EINVAL);
+    CU_ASSERT_EQUAL(strncmp(err.msg, field, strlen(field)), 0);
+    CU_ASSERT_PTR_NULL(t.reqs);
+}
+
+static void test_gen_rejects(void)
+{
+    const char *field[] = {"n_requests", "n_sessions", "gini",         "zipf_s",     "rate_per_s",
+                           "burst_on_s", "first_blocks", "max_blocks", "drift_per_s"};
+    enum { N = sizeof field / sizeof field[0] };
+    cr_replay_gen_config bad[N];
+    for (size_t i = 0; i < N; i++)
+        bad[i] = small_gen();
+    bad[0].n_requests = 0;
+    bad[1].n_sessions = 0;
+    bad[2].gini = 1;
+    bad[3].gini = -1;
+    bad[3].zipf_s = -0.5;
+    bad[4].rate_per_s = 0;
+    bad[5].burst_on_s = -1;
+    bad[6].first_blocks = 0;
+    bad[7].max_blocks = 5; /* below 2 + 4 */
+    bad[8].drift_per_s = INFINITY;
+    for (size_t i = 0; i < N; i++)
+        expect_gen_error(&bad[i], field[i]);
+}
+
+/* ---- whole runs ----------------------------------------------------------------- */
+
+static int same_result(const cr_replay_result *a, const cr_replay_result *b)
+{
+    return !strcmp(a->policy, b->policy) && a->requests == b->requests &&
+           a->hit_ratio == b->hit_ratio && a->ttft_p50_ms == b->ttft_p50_ms &&
+           a->ttft_p99_ms == b->ttft_p99_ms && a->ttft_mean_ms == b->ttft_mean_ms &&
+           a->imbalance == b->imbalance && a->n_windows == b->n_windows &&
+           !memcmp(a->hit_series, b->hit_series, a->n_windows * sizeof *a->hit_series) &&
+           !memcmp(a->ttft_sorted_ms, b->ttft_sorted_ms, a->requests * sizeof(double));
+}
+
+/* Each baseline twice over the same generated trace with noise, the second
+ * time on a policy made anew: identical results. And with a cache that
+ * holds everything a session needs, sticky hits more than random. */
+static void test_runs_repeat(void)
+{
+    cr_replay_gen_config g = small_gen();
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    cr_replay_cluster c = cluster_of(16);
+    c.shard_blocks = 1024;
+    const char *names[] = {"flat-lb", "sticky", "chwbl", "least-loaded", "random"};
+    double hit[5];
+    for (size_t i = 0; i < 5; i++) {
+        cr_replay_policy p, q;
+        cr_replay_result a, b, d;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_baseline(names[i], &c, &p, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_baseline(names[i], &c, &q, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &a, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &b, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &q, 1.0, &d, &err), CR_OK);
+        CU_ASSERT(same_result(&a, &b));
+        CU_ASSERT(same_result(&a, &d));
+        CU_ASSERT_EQUAL(a.requests, t.n);
+        CU_ASSERT(a.ttft_p50_ms <= a.ttft_p99_ms && a.imbalance >= 1);
+        hit[i] = a.hit_ratio;
+        cr_replay_result_free(&a);
+        cr_replay_result_free(&b);
+        cr_replay_result_free(&d);
+        p.free(p.state);
+        q.free(q.state);
+    }
+    CU_ASSERT(hit[1] > hit[4] + 0.1);
+    cr_replay_trace_free(&t);
+}
+
+static const cr_test_case replay_tests[] = {
+    {"parse good", test_parse_good},
+    {"parse malformed", test_parse_malformed},
+    {"parse limits", test_parse_limits},
+    {"load a file", test_load_file},
+    {"owner key parse", test_owner_key_parse},
+    {"gini", test_gini},
+    {"lru order", test_lru_order},
+    {"lru against a model", test_lru_model},
+    {"sticky", test_sticky},
+    {"chwbl", test_chwbl},
+    {"flat-lb", test_flat_lb},
+    {"least-loaded and random", test_least_loaded_and_random},
+    {"hand: least-loaded", test_hand_least_loaded},
+    {"hand: sticky", test_hand_sticky},
+    {"knowledge as text and as kv", test_knowledge_kv},
+    {"kv hook sees the hit", test_kv_hook_sees_the_hit},
+    {"true prefill", test_prefill_ms},
+    {"run rejects", test_run_rejects},
+    {"gen reproducible", test_gen_reproducible},
+    {"gen sessions", test_gen_sessions},
+    {"gen gini", test_gen_gini},
+    {"gen bursts", test_gen_bursts},
+    {"gen rejects", test_gen_rejects},
+    {"runs repeat", test_runs_repeat},
+    {NULL, NULL},
+};
+static const cr_test_suite suites[] = {{"replay", replay_tests}};
+CR_TEST_MAIN(suites)
