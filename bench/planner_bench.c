@@ -3,6 +3,11 @@
  * 1,000,000 doubles, in the same run. Also the peak memory the plan adds,
  * per session, from the kernel's peak-RSS counter.
  *
+ * Then the stable replan (issue 11): 1% of the rates changed (each times
+ * 0.5 to 2), planned fresh and replanned stable from the first table, with
+ * each one's time (best of repeats), the stable replan's peak memory and
+ * both tables' churn against the first.
+ *
  * usage: planner_bench [sessions] [shards] [repeats] */
 #include <math.h>
 #include <stdint.h>
@@ -36,6 +41,76 @@ static cr_session_rate *make_sessions(size_t n, double qcap, uint32_t shards)
     return r;
 }
 
+/* One rate in a hundred (a fixed pseudo-random choice) times 0.5 to 2. */
+static cr_session_rate *change_one_percent(const cr_session_rate *r, size_t n)
+{
+    cr_session_rate *c = malloc(n * sizeof *c);
+    size_t changed = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = cr_mix64(i ^ 0x5eed);
+        c[i] = r[i];
+        if (h % 100 == 0) {
+            c[i].rate *= 0.5 + 1.5 * (double)(h >> 11) / 9007199254740992.0;
+            changed++;
+        }
+    }
+    printf("rates changed: %zu of %zu\n", changed, n);
+    return c;
+}
+
+static void print_churn(const char *what, const cr_table *prev, const cr_table *t)
+{
+    cr_churn c = cr_table_churn(prev, t);
+    printf("%s: churn moved %llu, admitted in %llu, out %llu (%.4f%% of admitted), "
+           "imbalance %.6f\n",
+           what, (unsigned long long)c.moved, (unsigned long long)c.admitted_in,
+           (unsigned long long)c.admitted_out,
+           100.0 * (double)(c.moved + c.admitted_in) / (double)cr_table_n_placements(t),
+           cr_table_imbalance(t));
+}
+
+/* The stable replan against a fresh plan of the same changed rates. */
+static void bench_stable(const cr_planner_config *cfg, const cr_table *prev_table,
+                         const cr_session_rate *r, size_t n, int repeats)
+{
+    cr_replan_prev from = {prev_table, NULL, NULL}, *prev = &from;
+    cr_replan_config rc;
+    cr_replan_config_default(&rc);
+    rc.mode = CR_REPLAN_STABLE;
+    cr_error err;
+    cr_table *t;
+    long base = bench_reset_peak() == 0 ? bench_status_bytes("VmHWM") : -1;
+    if (cr_planner_replan(cfg, &rc, prev, r, n, &t, &err) != CR_OK) {
+        fprintf(stderr, "replan failed: %s\n", err.msg);
+        exit(1);
+    }
+    long peak = bench_status_bytes("VmHWM");
+    if (base >= 0)
+        printf("stable replan peak extra memory: %.1f bytes/session (%ld bytes)\n",
+               (double)(peak - base) / n, peak - base);
+    print_churn("stable", prev_table, t);
+    cr_table_free(t);
+    cr_planner_plan(cfg, r, n, &t, &err);
+    print_churn("fresh", prev_table, t);
+    cr_table_free(t);
+    double best_fresh = INFINITY, best_stable = INFINITY;
+    for (int k = 0; k < repeats; k++) {
+        double t0 = bench_now();
+        cr_planner_plan(cfg, r, n, &t, &err);
+        double t1 = bench_now();
+        cr_table_free(t);
+        double t2 = bench_now();
+        cr_planner_replan(cfg, &rc, prev, r, n, &t, &err);
+        double t3 = bench_now();
+        cr_table_free(t);
+        best_fresh = fmin(best_fresh, t1 - t0);
+        best_stable = fmin(best_stable, t3 - t2);
+    }
+    printf("fresh plan, 1%% changed: %.1f ms (best of %d)\n", best_fresh * 1e3, repeats);
+    printf("stable replan, 1%% changed: %.1f ms (best of %d)\n", best_stable * 1e3, repeats);
+    printf("stable / fresh: %.2f (target <= 1.0)\n", best_stable / best_fresh);
+}
+
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
@@ -67,6 +142,9 @@ int main(int argc, char **argv)
                peak - base);
     else
         printf("peak extra memory: unavailable (/proc/self/clear_refs not writable)\n");
+    cr_session_rate *changed = change_one_percent(r, n);
+    bench_stable(&cfg, t, changed, n, repeats);
+    free(changed);
     cr_table_free(t);
 
     double best_sort = INFINITY, best_plan = INFINITY;

@@ -49,6 +49,8 @@ static cr_status check_config(const cr_core_config *cfg, cr_error *err)
 {
     cr_status st = cr_planner_config_check(&cfg->planner, err);
     if (st == CR_OK)
+        st = cr_replan_config_check(&cfg->replan, err);
+    if (st == CR_OK)
         st = cr_options_check(&cr_core_options, cfg, "", err);
     return st;
 }
@@ -67,6 +69,9 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
         !(c->figures = cr_loop_figures_new()))
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu receipts",
                        (unsigned long long)cfg->receipts);
+    if (cfg->route_by != CR_ROUTE_PLAN && !(c->router = cr_router_new(cfg)))
+        return cr_fail(err, CR_ENOMEM, "out of memory for %llu outstanding routes",
+                       (unsigned long long)cfg->inflight_max);
     return CR_OK;
 }
 
@@ -81,6 +86,7 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
         return NULL;
     }
     c->planner = cfg->planner;
+    c->replan = cfg->replan;
     c->replan_interval_s = cfg->replan_interval_s;
     if (hooks)
         c->hooks = *hooks;
@@ -88,6 +94,7 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
     c->clock = clock ? *clock : (cr_clock_source){real_clock, c};
     cr_published_init(&c->table);
     pthread_mutex_init(&c->tick_lock, NULL);
+    pthread_mutex_init(&c->install_lock, NULL);
     c->last_replan = cr_core_now(c);
     if (create_parts(c, cfg, err) != CR_OK) {
         cr_core_free(c);
@@ -104,10 +111,12 @@ void cr_core_free(cr_core *c)
     cr_prober_stop(c->prober);
     cr_receipts_free(c->receipts);
     cr_loop_figures_free(c->figures);
+    cr_router_free(c->router);
     cr_injector_free(c->injector);
     cr_estimator_free(c->estimator);
     cr_published_destroy(&c->table);
     pthread_mutex_destroy(&c->tick_lock);
+    pthread_mutex_destroy(&c->install_lock);
     free(c);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core.h"
 #include "loop.h"
+#include "route.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -16,6 +17,7 @@ typedef struct cr_installed {
 
 struct cr_core {
     cr_planner_config planner; /* what a Plan without config uses */
+    cr_replan_config replan;   /* the replanner's mode */
     double replan_interval_s;
     cr_core_hooks hooks;
     cr_clock_source clock;
@@ -26,9 +28,12 @@ struct cr_core {
     cr_published table; /* of cr_installed */
     cr_ticker *replanner;
     pthread_mutex_t tick_lock; /* guards last_replan */
+    pthread_mutex_t install_lock; /* one install at a time, so each plan's
+                                   * churn is against the table it replaced */
     double last_replan;
     cr_receipt_store *receipts; /* NULL with --receipts 0 */
     cr_loop_figures *figures;
+    cr_router *router; /* NULL under --route-by plan */
 };
 
 /* The installed table with a reference, or NULL before the first install. */
@@ -43,9 +48,10 @@ uint64_t cr_core_install(cr_core *c, cr_installed *t);
 
 /* Shards routes go over with table t (NULL = none installed). */
 uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
-/* The route rule (see core.h) for owner under t; *admitted = whether t
- * admits it. */
-uint32_t cr_core_route_shard(const cr_core *c, const cr_installed *t, int64_t owner,
-                             int *admitted);
+/* Owner's home under t, before any load is weighed (outcomes without a
+ * shard are counted on it): its preferred shard when t admits it, else
+ * cr_core_home_shard over t's shards; *admitted = whether t admits it.
+ * Under plan, the whole route rule. route.c. */
+uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted);
 
 #endif

@@ -1,8 +1,9 @@
-/* Plan: validate -> plan -> (fits) -> (install) -> report, the one path for
- * Plan calls and the replanner, and the replanner's two drivers (a ticker
- * thread in real time, cr_core_tick in virtual time). The reported duration
- * covers the same span for both: from the start of validation to the table
- * being current (or refused). */
+/* Plan: validate -> plan -> (fits) -> (install) -> churn -> report, the one
+ * path for Plan calls (always fresh) and the replanner (--replan: stable
+ * from the installed table, or fresh), and the replanner's two drivers (a
+ * ticker thread in real time, cr_core_tick in virtual time). The reported
+ * duration covers the same span for both: from the start of validation to
+ * the table being current (or refused); the churn count comes after. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,9 +35,19 @@ static cr_status check_source(const cr_core_plan_request *req, cr_error *err)
     return CR_OK;
 }
 
-/* Plans from a snapshot of the estimator taken now. */
-static cr_status plan_estimator(cr_core *c, const cr_planner_config *cfg, cr_table **out,
-                                cr_error *err)
+/* Where an owner the installed table does not admit has been sent (its
+ * home under --route-by), so a stable replan admitting it keeps it there
+ * when the load bound allows (rule S6) and its cached prefix stays. */
+static uint32_t unadmitted_home(void *ctx, int64_t owner, uint32_t n_shards)
+{
+    return cr_core_home_shard(ctx, owner, n_shards);
+}
+
+/* Plans from a snapshot of the estimator taken now: with rc, by
+ * cr_planner_replan from prev; without, fresh. */
+static cr_status plan_estimator(cr_core *c, const cr_planner_config *cfg,
+                                const cr_replan_config *rc, const cr_installed *prev,
+                                cr_table **out, cr_error *err)
 {
     size_t n;
     cr_session_rate *rates = cr_estimator_rates(c->estimator, cr_core_now(c), &n);
@@ -44,63 +55,89 @@ static cr_status plan_estimator(cr_core *c, const cr_planner_config *cfg, cr_tab
         *out = NULL;
         return cr_fail(err, CR_ENOMEM, "out of memory taking the estimator snapshot");
     }
-    cr_status st = cr_planner_plan(cfg, rates, n, out, err);
+    cr_replan_prev from = {prev ? prev->table : NULL, unadmitted_home, c};
+    cr_status st = rc ? cr_planner_replan(cfg, rc, &from, rates, n, out, err)
+                      : cr_planner_plan(cfg, rates, n, out, err);
     free(rates);
     return st;
 }
 
-static void report(cr_core *c, const char *by, double t0, const cr_table *t, uint64_t generation,
+/* r: the plan made (table, generation, churn), or NULL for none. */
+static void report(cr_core *c, const char *by, double seconds, const cr_core_plan_result *r,
                    const char *error)
 {
     if (!c->hooks.planned)
         return;
     cr_core_plan_event ev = {
         .by = by,
-        .seconds = cr_core_now(c) - t0,
-        .installed = generation != 0,
-        .generation = generation,
-        .admitted = t ? cr_table_n_placements(t) : 0,
-        .imbalance = t ? cr_table_imbalance(t) : 1.0,
+        .seconds = seconds,
+        .installed = r && r->generation != 0,
+        .generation = r ? r->generation : 0,
+        .admitted = r ? cr_table_n_placements(r->table) : 0,
+        .imbalance = r ? cr_table_imbalance(r->table) : 1.0,
         .error = error,
+        .churn = r ? r->churn : (cr_churn){0, 0, 0},
+        .churn_generation = r ? r->churn_generation : 0,
     };
     c->hooks.planned(c->hooks.ctx, &ev);
 }
 
+/* Installs held when asked and counts its churn against the table it
+ * replaced, or without install against the current one: installs hold
+ * install_lock from reading the current table to the swap, so no other
+ * install comes between. Returns when the table became current. */
+static double publish(cr_core *c, cr_installed *held, int install, cr_core_plan_result *out)
+{
+    pthread_mutex_lock(&c->install_lock);
+    cr_installed *old = cr_core_acquire(c, &out->churn_generation);
+    if (install)
+        out->generation = cr_core_install(c, held);
+    pthread_mutex_unlock(&c->install_lock);
+    double done = cr_core_now(c);
+    out->churn = cr_table_churn(old ? old->table : NULL, held->table);
+    cr_installed_release(old);
+    return done;
+}
+
 /* Every plan that was made is reported, installed or not. A plan that
  * could not be made is reported only for the replanner: an RPC answers with
- * the error instead (and Plan metrics count plans made). */
+ * the error instead (and Plan metrics count plans made). rc: plan with
+ * cr_planner_replan from the installed table (the replanner), or NULL:
+ * fresh. */
 static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, const char *by,
-                                  cr_core_plan_result *out, cr_error *err)
+                                  const cr_replan_config *rc, cr_core_plan_result *out,
+                                  cr_error *err)
 {
     int is_rpc = strcmp(by, "rpc") == 0;
     double t0 = cr_core_now(c);
     cr_planner_config cfg = merged_config(c, req);
     cr_table *t = NULL;
+    cr_installed *prev = rc ? cr_core_acquire(c, NULL) : NULL;
     cr_status st = check_source(req, err);
     if (st == CR_OK)
-        st = req->from_estimator ? plan_estimator(c, &cfg, &t, err)
+        st = req->from_estimator ? plan_estimator(c, &cfg, rc, prev, &t, err)
                                  : cr_planner_plan(&cfg, req->rates, req->n_rates, &t, err);
+    cr_installed_release(prev);
     if (st != CR_OK) {
         if (!is_rpc)
-            report(c, by, t0, NULL, 0, err->msg);
+            report(c, by, cr_core_now(c) - t0, NULL, err->msg);
         return st;
     }
     if (req->fits && req->fits(req->fits_ctx, t, req->install, err) != 0) {
-        report(c, by, t0, t, 0, NULL);
+        report(c, by, cr_core_now(c) - t0, &(cr_core_plan_result){.table = t}, NULL);
         cr_table_free(t);
         return CR_ENOMEM;
     }
     cr_installed *held = cr_installed_new(t);
     if (!held) {
         cr_fail(err, CR_ENOMEM, "out of memory installing the plan");
-        report(c, by, t0, NULL, 0, is_rpc ? NULL : err->msg);
+        report(c, by, cr_core_now(c) - t0, NULL, is_rpc ? NULL : err->msg);
         return CR_ENOMEM;
     }
     out->hold = &held->ref;
     out->table = held->table;
-    if (req->install)
-        out->generation = cr_core_install(c, held);
-    report(c, by, t0, out->table, out->generation, NULL);
+    double done = publish(c, held, req->install, out);
+    report(c, by, done - t0, out, NULL);
     return CR_OK;
 }
 
@@ -108,7 +145,7 @@ cr_status cr_core_plan(cr_core *c, const cr_core_plan_request *req, cr_core_plan
                        cr_error *err)
 {
     *out = (cr_core_plan_result){0};
-    return plan_and_install(c, req, "rpc", out, err);
+    return plan_and_install(c, req, "rpc", NULL, out, err);
 }
 
 void cr_core_current(cr_core *c, cr_core_plan_result *out)
@@ -131,7 +168,7 @@ static void replan(cr_core *c)
     cr_core_plan_request req = {.from_estimator = 1, .install = 1};
     cr_core_plan_result res = {0};
     cr_error err;
-    plan_and_install(c, &req, "replanner", &res, &err); /* reports failures itself */
+    plan_and_install(c, &req, "replanner", &c->replan, &res, &err); /* reports failures itself */
     cr_core_plan_result_free(&res);
 }
 

@@ -1,48 +1,48 @@
-/* RecordArrival, GetRates and Forget: the estimator, and the route rule. */
+/* RecordArrival, GetRates and Forget: the checks and the estimator; the
+ * route rule is route.c's. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-uint32_t cr_core_fallback_shard(int64_t owner, uint32_t n_shards)
-{
-    return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
-}
-
-uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
-{
-    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
-}
-
-/* The route rule: an admitted owner's preferred shard, else the fallback
- * over the table's shards (the configured count before the first table). */
-uint32_t cr_core_route_shard(const cr_core *c, const cr_installed *t, int64_t owner,
-                             int *admitted)
-{
-    const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
-    *admitted = p != NULL;
-    return p ? p->preferred_shard : cr_core_fallback_shard(owner, cr_core_shards(c, t));
-}
-
-static cr_route route_of(const cr_core *c, const cr_installed *t, int64_t owner, double rate)
-{
-    int admitted;
-    uint32_t shard = cr_core_route_shard(c, t, owner, &admitted);
-    return (cr_route){owner, rate, admitted, shard};
-}
-
-cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, cr_route *routes,
-                         uint64_t *generation, cr_error *err)
+/* In field order: owners, then weights (empty, or one each in range). */
+static cr_status check_arrivals(size_t n, const double *weights, size_t n_weights, cr_error *err)
 {
     if (n == 0)
         return cr_fail(err, CR_EINVAL, "owners must not be empty");
+    if (n_weights && n_weights != n)
+        return cr_fail(err, CR_EINVAL, "weights must be empty or one per owner (%zu), got %zu",
+                       n, n_weights);
+    for (size_t i = 0; i < n_weights; i++) {
+        double w = weights[i];
+        if (isfinite(w) && w > 0 && w <= CR_CORE_MAX_WEIGHT)
+            continue;
+        char got[32];
+        cr_option_number_text(w, got, sizeof got);
+        return cr_fail(err, CR_EINVAL, "weights[%zu] must be in (0, %g], got %s", i,
+                       CR_CORE_MAX_WEIGHT, got);
+    }
+    return CR_OK;
+}
+
+cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const double *weights,
+                         size_t n_weights, cr_route *routes, uint64_t *generation,
+                         cr_error *err)
+{
+    const double *w = weights && n_weights ? weights : NULL;
+    cr_status st = check_arrivals(n, w, w ? n_weights : 0, err);
+    if (st != CR_OK)
+        return st;
     uint64_t gen;
     cr_installed *t = cr_core_acquire(c, &gen); /* one table for every route */
     double now = cr_core_now(c);
     for (size_t i = 0; i < n; i++) {
-        double rate = cr_estimator_record(c->estimator, owners[i], now);
+        double rate = cr_estimator_record_weighted(c->estimator, owners[i], w ? w[i] : 1.0, now);
         if (routes)
-            routes[i] = route_of(c, t, owners[i], rate);
+            routes[i] = (cr_route){.owner = owners[i], .rate = rate};
     }
+    if (routes)
+        cr_core_route(c, t, w, routes, n, now);
     cr_installed_release(t);
     if (generation)
         *generation = gen;

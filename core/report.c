@@ -1,6 +1,6 @@
 /* ReportOutcome and GetStats' closed-loop part: check the whole batch,
  * then for each outcome match its receipt, feed calibration, count served
- * tokens, errors and regret. */
+ * tokens, errors and regret, and release its outstanding work. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -149,7 +149,9 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     served(b, o, &d);
     if (d.matched)
         judged(b, &r, &d);
-    d.rejected = !d.matched && !observable && !d.has_tokens;
+    unsigned here = CR_OUT_OWNER | CR_OUT_SHARD;
+    int released = (o->has & here) == here && cr_core_route_release(c, o->owner, o->shard, b->now);
+    d.rejected = !d.matched && !observable && !d.has_tokens && !released;
     if (d.rejected)
         rejection(o, i, out);
     out->matched += (uint32_t)d.matched;

@@ -3,9 +3,10 @@
  * An entry is 24 bytes (owner, r, t_last). Tables grow by 1.5x at 3/4 full,
  * so they sit between 1/2 and 3/4 full: 32..48 bytes per owner. A slot is
  * empty when r == 0, which no tracked owner can have: every arrival adds
- * ln(2)/H > 0 (or 1) to a non-negative value. */
+ * w ln(2)/H (or w), at least DBL_MIN, to a non-negative value. */
 #include "estimator.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,7 +33,7 @@ typedef struct part {
 
 struct cr_estimator {
     cr_estimator_config cfg;
-    double inc;   /* added per arrival: ln(2)/H, or 1 in calls mode */
+    double inc;   /* added per arrival of weight 1: ln(2)/H, or 1 in calls mode */
     double decay; /* calls mode: 0.5^(1/H) */
     unsigned n_parts;
     _Atomic uint64_t size;
@@ -228,10 +229,11 @@ static int reserve(cr_estimator *e)
     return 0;
 }
 
-static double update(const cr_estimator *e, entry *s, double now)
+/* add: the arrival's increment, w * inc (so w = 1 adds inc exactly). */
+static double update(const cr_estimator *e, entry *s, double add, double now)
 {
     if (e->cfg.clock == CR_CLOCK_CALLS) {
-        s->r = s->r * e->decay + 1.0;
+        s->r = s->r * e->decay + add;
         return s->r;
     }
     double dt = now - s->t_last;
@@ -239,19 +241,25 @@ static double update(const cr_estimator *e, entry *s, double now)
         s->r = s->r * exp2(-dt / e->cfg.half_life);
         s->t_last = now;
     }
-    s->r += e->inc;
+    s->r += add;
     return s->r;
 }
 
 double cr_estimator_record(cr_estimator *e, int64_t owner, double now)
 {
+    return cr_estimator_record_weighted(e, owner, 1.0, now);
+}
+
+double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, double now)
+{
+    double add = fmax(w * e->inc, DBL_MIN); /* never 0: r == 0 marks an empty slot */
     uint64_t h = cr_mix64((uint64_t)owner);
     part *p = part_of(e, h);
     for (;;) {
         pthread_mutex_lock(&p->lock);
         entry *s = find(p, owner, h);
         if (s) {
-            double r = update(e, s, now);
+            double r = update(e, s, add, now);
             pthread_mutex_unlock(&p->lock);
             return r;
         }
@@ -270,10 +278,10 @@ double cr_estimator_record(cr_estimator *e, int64_t owner, double now)
         }
         if (!reserved)
             evict_sampled(e, p, now); /* one out, one in: size unchanged */
-        *insert_slot(p->slots, p->cap, h) = (entry){owner, e->inc, now};
+        *insert_slot(p->slots, p->cap, h) = (entry){owner, add, now};
         p->count++;
         pthread_mutex_unlock(&p->lock);
-        return e->inc;
+        return add;
     }
 }
 

@@ -1,4 +1,5 @@
-/* Internal to the planner library: the table layout and the owner index. */
+/* Internal to the planner library: the table layout, the owner index, and
+ * the pieces of a plan that the fresh and the stable path share. */
 #ifndef CR_PLANNER_INTERNAL_H
 #define CR_PLANNER_INTERNAL_H
 
@@ -21,6 +22,17 @@ void cr_owner_index_free(cr_owner_index *ix);
 size_t cr_owner_index_insert(cr_owner_index *ix, size_t pos);
 /* Position of owner, or SIZE_MAX. */
 size_t cr_owner_index_find(const cr_owner_index *ix, int64_t owner);
+/* For a batch of finds: start loading what finding owner will read, the
+ * slot (stage 0, some iterations ahead) or the record the slot names
+ * (stage 1, once the slot has had time to arrive). Changes nothing. */
+void cr_owner_index_prefetch(const cr_owner_index *ix, int64_t owner, int stage);
+/* Fills ix (just initialised, over other records) from another index of
+ * the same capacity: a slot of from holding position p gets remap[p] (a
+ * position in ix's records + 1, or 0 for a record ix does not hold), and
+ * in each run of slots that lost a record the later ones are inserted
+ * again, so lookups find what plain inserts would. One pass over the slots
+ * instead of a random access per record. -1 when the capacities differ. */
+int cr_owner_index_remap(cr_owner_index *ix, const cr_owner_index *from, const uint32_t *remap);
 
 struct cr_table {
     uint32_t n_shards;
@@ -32,7 +44,59 @@ struct cr_table {
     double unadmitted_rate_total;
     double imbalance;
     cr_owner_index index; /* owner -> placement */
+    int64_t *owners;      /* placements[i].owner at i: the index's records, 8 B
+                           * apart, so a lookup's second read is in a compact
+                           * array (a replan makes one per session) */
 };
+
+/* ---- pieces of the plan shared by the fresh and the stable path ---- */
+
+#define CR_PLAN_MAX_ENTRIES ((size_t)UINT32_MAX - 1) /* positions are stored as uint32 + 1 */
+
+/* A session to sort: its rate's bit pattern inverted (positive doubles
+ * order like their bits, so ascending keys are decreasing rates), and the
+ * owner or, in a stable replan, its position in the previous table. */
+typedef struct cr_plan_item {
+    uint64_t key;
+    union {
+        int64_t owner;
+        uint64_t prev;
+    };
+} cr_plan_item;
+
+/* The rate a key was made from; the key's top bit is ignored (always set
+ * for a positive rate, so a replan may use it as a flag). */
+double cr_plan_item_rate(const cr_plan_item *it);
+/* Rule 1 (see planner.c): CR_ENOMEM for too many entries, CR_EINVAL for a
+ * bad one, err naming it. cr_plan_check_rates is its first half: the count
+ * and the rates, not the owners. */
+cr_status cr_plan_validate(const cr_session_rate *rates, size_t n, cr_error *err);
+cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *err);
+/* Stable LSD radix sort of n >= 1 items by key, ascending; returns the
+ * sorted array (a or tmp) or NULL when out of memory. */
+cr_plan_item *cr_plan_radix_sort(cr_plan_item *a, cr_plan_item *tmp, size_t n);
+/* Eq. 1: shards a session of this rate needs, at most r. */
+uint32_t cr_plan_kb(double rate, double qcap, uint32_t r);
+/* The table with room for m placements, loads uninitialised. */
+cr_table *cr_plan_table_alloc(uint32_t r, size_t m);
+
+/* Min-heap of shard ids ordered by (load, id). */
+typedef struct cr_shard_heap {
+    uint32_t *id;
+    uint32_t n;
+    const double *load;
+} cr_shard_heap;
+
+void cr_shard_heap_push(cr_shard_heap *h, uint32_t x);
+/* Rule 6 for one session: its kb shards are the kb smallest (load, id)
+ * of h, written to mine ascending; each gets share added to load. */
+void cr_plan_lpt(cr_shard_heap *h, double *load, uint32_t *mine, uint32_t kb, double share);
+/* Rule 7, plus each placement's preferred shard; cr_plan_finish adds the
+ * owner index. */
+void cr_plan_rule7(cr_table *t);
+cr_status cr_plan_finish(cr_table *t);
+/* t's owners array and an empty owner index over it. */
+cr_status cr_plan_index_init(cr_table *t);
 
 /* Shortest "%.{15,16,17}g" text that reads back as v. */
 void cr_fmt_double(char *buf, size_t len, double v);

@@ -1,5 +1,5 @@
-/* The planner's and the estimator's option rows: each setting's flag,
- * default, bounds and help, once. */
+/* The planner's, the replan's and the estimator's option rows: each
+ * setting's flag, default, bounds and help, once. */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +27,33 @@ const cr_option_table cr_planner_options = CR_OPTION_TABLE("planner", planner_ro
 void cr_planner_config_default(cr_planner_config *cfg)
 {
     cr_options_defaults(&cr_planner_options, cfg);
+}
+
+#define REPLAN(field) offsetof(cr_replan_config, field)
+
+static const char *const MODES[] = {"stable", "fresh", NULL}; /* cr_replan_mode's order */
+
+static const cr_option replan_rows[] = {
+    {.name = "replan", .key = "mode", .type = CR_OPT_CHOICE, .offset = REPLAN(mode),
+     .def_text = "stable", .choices = MODES,
+     .help = "the replanner's plans: fresh (from scratch, the seed's) or stable (keep the "
+             "installed table's placements, move only what must move); Plan calls always "
+             "plan fresh"},
+    {.name = "max-imbalance", .key = "max_imbalance", .type = CR_OPT_DOUBLE,
+     .offset = REPLAN(max_imbalance), .def = 1.25, .min = 1, .max = INFINITY,
+     .help = "stable replans: the expected load a shard may carry, times the mean, before "
+             "sessions are moved off it"},
+    {.name = "admit-hysteresis", .key = "admit_hysteresis", .type = CR_OPT_DOUBLE,
+     .offset = REPLAN(admit_hysteresis), .def = 0.1, .min = 0, .max = INFINITY,
+     .help = "stable replans: a session displaces an admitted one only when its rate exceeds "
+             "the other's by more than this fraction"},
+};
+
+const cr_option_table cr_replan_options = CR_OPTION_TABLE("replan", replan_rows);
+
+void cr_replan_config_default(cr_replan_config *cfg)
+{
+    cr_options_defaults(&cr_replan_options, cfg);
 }
 
 static const char *const CLOCKS[] = {"seconds", "calls", NULL}; /* cr_clock's order */

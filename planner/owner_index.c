@@ -57,3 +57,33 @@ size_t cr_owner_index_find(const cr_owner_index *ix, int64_t owner)
     uint32_t s = *probe(ix, owner);
     return s ? s - 1 : SIZE_MAX;
 }
+
+void cr_owner_index_prefetch(const cr_owner_index *ix, int64_t owner, int stage)
+{
+    const uint32_t *slot = &ix->slots[cr_mix64((uint64_t)owner) & ix->mask];
+    if (stage == 0)
+        __builtin_prefetch(slot);
+    else if (*slot)
+        __builtin_prefetch(ix->base + (*slot - 1) * ix->stride);
+}
+
+int cr_owner_index_remap(cr_owner_index *ix, const cr_owner_index *from, const uint32_t *remap)
+{
+    if (ix->mask != from->mask)
+        return -1;
+    uint64_t start = 0;
+    while (from->slots[start]) /* load <= 1/2: there is an empty slot */
+        start++;
+    int lost = 0; /* in this run */
+    for (uint64_t k = 1; k <= ix->mask + 1; k++) {
+        uint64_t s = (start + k) & ix->mask;
+        uint32_t old = from->slots[s], now = old ? remap[old - 1] : 0;
+        if (!old || !now)
+            lost = old != 0; /* an empty slot ends the run */
+        else if (!lost)
+            ix->slots[s] = now; /* same owner, same slot, same run */
+        else
+            cr_owner_index_insert(ix, now - 1); /* lands at or before s */
+    }
+    return 0;
+}

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ENTRIES ((size_t)UINT32_MAX - 1) /* positions are stored as uint32 + 1 */
-
 static void set_error(cr_error *err, const char *fmt_field, const char *what, double v)
 {
     char num[40];
@@ -25,11 +23,16 @@ cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err)
     return cr_options_check(&cr_planner_options, cfg, "config.", err);
 }
 
-/* Rule 1: every rate finite and >= 0, no owner twice. Reports the first bad
- * entry in input order. */
-static cr_status validate_rates(const cr_session_rate *rates, size_t n, cr_error *err)
+/* Rule 1: at most CR_PLAN_MAX_ENTRIES entries, every rate finite and >= 0,
+ * no owner twice. Reports the first bad entry in input order. */
+cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *err)
 {
     char field[48];
+    if (n > CR_PLAN_MAX_ENTRIES) {
+        snprintf(err->msg, sizeof err->msg, "rates: %zu entries, at most %zu", n,
+                 CR_PLAN_MAX_ENTRIES);
+        return CR_ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(rates[i].rate) || rates[i].rate < 0) {
             snprintf(field, sizeof field, "rates[%zu].rate", i);
@@ -37,12 +40,19 @@ static cr_status validate_rates(const cr_session_rate *rates, size_t n, cr_error
             return CR_EINVAL;
         }
     }
+    return CR_OK;
+}
+
+cr_status cr_plan_validate(const cr_session_rate *rates, size_t n, cr_error *err)
+{
+    cr_status st = cr_plan_check_rates(rates, n, err);
+    if (st != CR_OK)
+        return st;
     cr_owner_index ix;
     if (cr_owner_index_init(&ix, n, rates, sizeof *rates) != CR_OK) {
         snprintf(err->msg, sizeof err->msg, "out of memory validating %zu rates", n);
         return CR_ENOMEM;
     }
-    cr_status st = CR_OK;
     for (size_t i = 0; i < n && st == CR_OK; i++) {
         size_t first = cr_owner_index_insert(&ix, i);
         if (first != i) {
@@ -55,17 +65,12 @@ static cr_status validate_rates(const cr_session_rate *rates, size_t n, cr_error
     return st;
 }
 
-/* A session in rate order. The rate is kept as its sort key (its bit pattern
- * inverted: positive doubles order like their bits), so the planner walks
- * the sorted array front to back and never goes back to the input. */
-typedef struct sort_item {
-    uint64_t key;
-    int64_t owner;
-} sort_item;
-
-static double item_rate(const sort_item *it)
+/* Sessions are sorted in rate order as cr_plan_items: the rate is kept as
+ * the sort key, so the planner walks the sorted array front to back and
+ * never goes back to the input. */
+double cr_plan_item_rate(const cr_plan_item *it)
 {
-    uint64_t bits = ~it->key;
+    uint64_t bits = ~(it->key | (UINT64_C(1) << 63));
     double rate;
     memcpy(&rate, &bits, sizeof rate);
     return rate;
@@ -76,8 +81,8 @@ static double item_rate(const sort_item *it)
 #define RADIX_SIZE (1u << RADIX_BITS)
 
 /* Stable LSD radix sort by key (ascending). Passes whose digit is the same for
- * every item are skipped. Returns the sorted array (a or tmp). */
-static sort_item *radix_sort(sort_item *a, sort_item *tmp, size_t n)
+ * every item are skipped. */
+cr_plan_item *cr_plan_radix_sort(cr_plan_item *a, cr_plan_item *tmp, size_t n)
 {
     static const unsigned shift[RADIX_PASSES] = {0, 11, 22, 33, 44, 55};
     size_t (*count)[RADIX_SIZE] = calloc(RADIX_PASSES, sizeof *count);
@@ -98,7 +103,7 @@ static sort_item *radix_sort(sort_item *a, sort_item *tmp, size_t n)
         }
         for (size_t i = 0; i < n; i++)
             tmp[c[(a[i].key >> shift[p]) & (RADIX_SIZE - 1)]++] = a[i];
-        sort_item *swap = a;
+        cr_plan_item *swap = a;
         a = tmp;
         tmp = swap;
     }
@@ -108,14 +113,14 @@ static sort_item *radix_sort(sort_item *a, sort_item *tmp, size_t n)
 
 /* Rules 2 and 3: the non-zero rates by decreasing rate, ties in input order
  * (LSD radix sort is stable). Returns a malloc'd array of *m items, or NULL. */
-static sort_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *m)
+static cr_plan_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *m)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         k += rates[i].rate > 0;
     *m = k;
-    sort_item *a = malloc((k ? k : 1) * sizeof *a);
-    sort_item *tmp = malloc((k ? k : 1) * sizeof *tmp);
+    cr_plan_item *a = malloc((k ? k : 1) * sizeof *a);
+    cr_plan_item *tmp = malloc((k ? k : 1) * sizeof *tmp);
     if (!a || !tmp) {
         free(a);
         free(tmp);
@@ -126,10 +131,10 @@ static sort_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *
         if (rates[i].rate > 0) {
             uint64_t bits;
             memcpy(&bits, &rates[i].rate, sizeof bits);
-            a[k++] = (sort_item){~bits, rates[i].owner};
+            a[k++] = (cr_plan_item){.key = ~bits, .owner = rates[i].owner};
         }
     }
-    sort_item *sorted = k ? radix_sort(a, tmp, k) : a;
+    cr_plan_item *sorted = k ? cr_plan_radix_sort(a, tmp, k) : a;
     if (!sorted) {
         free(a);
         free(tmp);
@@ -140,7 +145,7 @@ static sort_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *
 }
 
 /* Eq. 1: shards a session of this rate needs, at most R. */
-static uint32_t shards_needed(double rate, double qcap, uint32_t r)
+uint32_t cr_plan_kb(double rate, double qcap, uint32_t r)
 {
     double q = ceil(rate / qcap);
     if (q >= (double)r)
@@ -151,14 +156,14 @@ static uint32_t shards_needed(double rate, double qcap, uint32_t r)
 /* Rule 4: fills t->placements (owner, kb) in admission order and keeps the
  * admitted items at the front of items, in order. Returns the total number
  * of shard slots they hold. */
-static uint64_t admit(cr_table *t, const cr_planner_config *cfg, sort_item *items, size_t m)
+static uint64_t admit(cr_table *t, const cr_planner_config *cfg, cr_plan_item *items, size_t m)
 {
     double budget = (double)cfg->n_shards * cfg->warm_slots_per_shard;
     uint64_t used = 0;
     size_t n_adm = 0;
     for (size_t i = 0; i < m; i++) {
-        double rate = item_rate(&items[i]);
-        uint32_t kb = shards_needed(rate, cfg->qcap, cfg->n_shards);
+        double rate = cr_plan_item_rate(&items[i]);
+        uint32_t kb = cr_plan_kb(rate, cfg->qcap, cfg->n_shards);
         if ((double)(used + kb) <= budget) {
             t->placements[n_adm] = (cr_placement){items[i].owner, used, kb, 0};
             used += kb;
@@ -172,19 +177,12 @@ static uint64_t admit(cr_table *t, const cr_planner_config *cfg, sort_item *item
     return used;
 }
 
-/* Min-heap of shard ids ordered by (load, id). */
-typedef struct shard_heap {
-    uint32_t *id;
-    uint32_t n;
-    const double *load;
-} shard_heap;
-
-static int heap_less(const shard_heap *h, uint32_t a, uint32_t b)
+static int heap_less(const cr_shard_heap *h, uint32_t a, uint32_t b)
 {
     return h->load[a] < h->load[b] || (h->load[a] == h->load[b] && a < b);
 }
 
-static void heap_sift_down(shard_heap *h, uint32_t i)
+static void heap_sift_down(cr_shard_heap *h, uint32_t i)
 {
     uint32_t x = h->id[i];
     for (;;) {
@@ -201,7 +199,7 @@ static void heap_sift_down(shard_heap *h, uint32_t i)
     h->id[i] = x;
 }
 
-static void heap_push(shard_heap *h, uint32_t x)
+void cr_shard_heap_push(cr_shard_heap *h, uint32_t x)
 {
     uint32_t i = h->n++;
     while (i > 0) {
@@ -214,7 +212,7 @@ static void heap_push(shard_heap *h, uint32_t x)
     h->id[i] = x;
 }
 
-static uint32_t heap_pop(shard_heap *h)
+static uint32_t heap_pop(cr_shard_heap *h)
 {
     uint32_t top = h->id[0];
     h->id[0] = h->id[--h->n];
@@ -243,38 +241,41 @@ static void sort_shards(uint32_t *s, uint32_t k)
     }
 }
 
+void cr_plan_lpt(cr_shard_heap *h, double *load, uint32_t *mine, uint32_t kb, double share)
+{
+    if (kb == 1) {
+        mine[0] = h->id[0];
+        load[mine[0]] += share;
+        heap_sift_down(h, 0);
+        return;
+    }
+    for (uint32_t j = 0; j < kb; j++)
+        mine[j] = heap_pop(h);
+    for (uint32_t j = 0; j < kb; j++) {
+        load[mine[j]] += share;
+        cr_shard_heap_push(h, mine[j]);
+    }
+    sort_shards(mine, kb);
+}
+
 /* Rules 5 and 6. */
-static void place(cr_table *t, const sort_item *items, uint32_t *heap_ids)
+static void place(cr_table *t, const cr_plan_item *items, uint32_t *heap_ids)
 {
     uint32_t r = t->n_shards;
     double start = t->unadmitted_rate_total > 0 ? t->unadmitted_rate_total / r : 0.0;
-    shard_heap h = {heap_ids, 0, t->load};
+    cr_shard_heap h = {heap_ids, 0, t->load};
     for (uint32_t s = 0; s < r; s++) {
         t->load[s] = start;
         h.id[h.n++] = s; /* equal loads: ascending ids already form a heap */
     }
     for (size_t i = 0; i < t->n_placements; i++) {
         const cr_placement *p = &t->placements[i];
-        uint32_t kb = p->kb, *mine = t->shards + p->first;
-        double share = item_rate(&items[i]) / kb;
-        if (kb == 1) {
-            mine[0] = h.id[0];
-            t->load[mine[0]] += share;
-            heap_sift_down(&h, 0);
-            continue;
-        }
-        for (uint32_t j = 0; j < kb; j++)
-            mine[j] = heap_pop(&h);
-        for (uint32_t j = 0; j < kb; j++) {
-            t->load[mine[j]] += share;
-            heap_push(&h, mine[j]);
-        }
-        sort_shards(mine, kb);
+        cr_plan_lpt(&h, t->load, t->shards + p->first, p->kb, cr_plan_item_rate(&items[i]) / p->kb);
     }
 }
 
-/* Rule 7, plus each placement's preferred shard and the owner index. */
-static cr_status finish(cr_table *t)
+/* Rule 7, plus each placement's preferred shard. */
+void cr_plan_rule7(cr_table *t)
 {
     double max = 0, sum = 0;
     for (uint32_t s = 0; s < t->n_shards; s++) {
@@ -293,7 +294,22 @@ static cr_status finish(cr_table *t)
                 best = s[j]; /* ids ascend, so ties keep the smaller id */
         p->preferred_shard = best;
     }
-    if (cr_owner_index_init(&t->index, t->n_placements, t->placements, sizeof *t->placements))
+}
+
+cr_status cr_plan_index_init(cr_table *t)
+{
+    size_t n = t->n_placements;
+    if (!(t->owners = malloc((n ? n : 1) * sizeof *t->owners)))
+        return CR_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        t->owners[i] = t->placements[i].owner;
+    return cr_owner_index_init(&t->index, n, t->owners, sizeof *t->owners);
+}
+
+cr_status cr_plan_finish(cr_table *t)
+{
+    cr_plan_rule7(t);
+    if (cr_plan_index_init(t) != CR_OK)
         return CR_ENOMEM;
     for (size_t i = 0; i < t->n_placements; i++)
         cr_owner_index_insert(&t->index, i);
@@ -301,7 +317,7 @@ static cr_status finish(cr_table *t)
 }
 
 /* The table with room for m placements; shards come after admission. */
-static cr_table *table_alloc(uint32_t r, size_t m)
+cr_table *cr_plan_table_alloc(uint32_t r, size_t m)
 {
     cr_table *t = calloc(1, sizeof *t);
     if (!t)
@@ -317,10 +333,10 @@ static cr_table *table_alloc(uint32_t r, size_t m)
 }
 
 /* Rules 4 to 7 over the sorted items; frees nothing it was given. */
-static cr_table *build(const cr_planner_config *cfg, sort_item *items, size_t m)
+static cr_table *build(const cr_planner_config *cfg, cr_plan_item *items, size_t m)
 {
     uint32_t *heap_ids = malloc(cfg->n_shards * sizeof *heap_ids);
-    cr_table *t = table_alloc(cfg->n_shards, m);
+    cr_table *t = cr_plan_table_alloc(cfg->n_shards, m);
     if (!heap_ids || !t)
         goto fail;
     uint64_t total_kb = admit(t, cfg, items, m);
@@ -344,19 +360,13 @@ cr_status cr_planner_plan(const cr_planner_config *cfg, const cr_session_rate *r
     *out = NULL;
     err->msg[0] = '\0';
     cr_status st = cr_planner_config_check(cfg, err);
-    if (st != CR_OK)
-        return st;
-    if (n > MAX_ENTRIES) {
-        snprintf(err->msg, sizeof err->msg, "rates: %zu entries, at most %zu", n, MAX_ENTRIES);
-        return CR_ENOMEM;
-    }
-    if ((st = validate_rates(rates, n, err)) != CR_OK)
+    if (st != CR_OK || (st = cr_plan_validate(rates, n, err)) != CR_OK)
         return st;
     size_t m;
-    sort_item *items = order_by_rate(rates, n, &m);
+    cr_plan_item *items = order_by_rate(rates, n, &m);
     cr_table *t = items ? build(cfg, items, m) : NULL;
     free(items); /* before the owner index: it bounds the peak */
-    if (t && finish(t) != CR_OK) {
+    if (t && cr_plan_finish(t) != CR_OK) {
         cr_table_free(t);
         t = NULL;
     }

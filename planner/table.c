@@ -1,14 +1,16 @@
-/* Routing-table accessors and lookups. */
+/* Routing-table accessors, lookups and churn. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void cr_table_free(cr_table *t)
 {
     if (!t)
         return;
     cr_owner_index_free(&t->index);
+    free(t->owners);
     free(t->placements);
     free(t->shards);
     free(t->load);
@@ -47,6 +49,31 @@ uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fal
 {
     const cr_placement *p = cr_table_find(t, owner);
     return p ? p->preferred_shard : fallback;
+}
+
+static int same_shards(const cr_table *a, const cr_placement *p, const cr_table *b,
+                       const cr_placement *q)
+{
+    return p->kb == q->kb &&
+           memcmp(a->shards + p->first, b->shards + q->first, p->kb * sizeof *a->shards) == 0;
+}
+
+cr_churn cr_table_churn(const cr_table *prev, const cr_table *next)
+{
+    cr_churn c = {0, 0, 0};
+    size_t both = 0;
+    for (size_t i = 0; i < next->n_placements; i++) {
+        const cr_placement *p = &next->placements[i];
+        const cr_placement *q = prev ? cr_table_find(prev, p->owner) : NULL;
+        if (!q) {
+            c.admitted_in++;
+            continue;
+        }
+        both++;
+        c.moved += !same_shards(next, p, prev, q);
+    }
+    c.admitted_out = (prev ? prev->n_placements : 0) - both;
+    return c;
 }
 
 void cr_fmt_double(char *buf, size_t len, double v)

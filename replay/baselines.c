@@ -1,24 +1,20 @@
 /* The baseline policies (rules in replay.h). Each is one route function
  * over a shared state: the shard count, the seed and, for the two
- * consistent-hashing ones, the ring. */
+ * consistent-hashing ones, the ring (the core's, ring.h: 64 virtual nodes
+ * per shard). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "ring.h"
 
-#define VNODES 64
 #define CHWBL_C_NUM 5 /* c = 5/4, kept as a fraction so the bound is exact */
 #define CHWBL_C_DEN 4
-
-typedef struct ring_point {
-    uint64_t h;
-    uint32_t shard;
-} ring_point;
 
 typedef struct baseline {
     uint32_t shards;
     uint64_t seed;
-    ring_point *ring; /* VNODES per shard, by h; NULL when not needed */
+    cr_ring *ring; /* NULL when not needed */
 } baseline;
 
 /* A uniform integer below n from 32 random bits (multiply-shift). */
@@ -27,21 +23,6 @@ static uint32_t below(uint64_t bits32, uint32_t n) { return (uint32_t)((bits32 *
 static uint64_t draw(const baseline *b, const cr_replay_request *r)
 {
     return cr_replay_draw(b->seed, r->first_block);
-}
-
-/* The index of the first ring point at or after the owner's hash. */
-static size_t ring_start(const baseline *b, int64_t owner)
-{
-    uint64_t h = cr_mix64((uint64_t)owner);
-    size_t lo = 0, hi = (size_t)b->shards * VNODES;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (b->ring[mid].h < h)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo == (size_t)b->shards * VNODES ? 0 : lo;
 }
 
 static uint32_t route_flat_lb(void *state, const cr_replay_request *r, const cr_replay_view *v)
@@ -60,7 +41,7 @@ static uint32_t route_sticky(void *state, const cr_replay_request *r, const cr_r
 {
     const baseline *b = state;
     (void)v;
-    return b->ring[ring_start(b, r->owner)].shard;
+    return cr_ring_shard(b->ring, cr_ring_start(b->ring, r->owner));
 }
 
 /* Walks the owner's ring to the first shard below the load bound. One
@@ -73,13 +54,13 @@ static uint32_t route_chwbl(void *state, const cr_replay_request *r, const cr_re
         total += v->queued[s];
     uint64_t den = (uint64_t)CHWBL_C_DEN * b->shards;
     uint64_t bound = ((total + 1) * CHWBL_C_NUM + den - 1) / den;
-    size_t n = (size_t)b->shards * VNODES, start = ring_start(b, r->owner);
+    size_t n = cr_ring_n_points(b->ring), start = cr_ring_start(b->ring, r->owner);
     for (size_t i = 0; i < n; i++) {
-        uint32_t s = b->ring[(start + i) % n].shard;
+        uint32_t s = cr_ring_shard(b->ring, start + i);
         if (v->queued[s] < bound)
             return s;
     }
-    return b->ring[start].shard;
+    return cr_ring_shard(b->ring, start);
 }
 
 static uint32_t route_least_loaded(void *state, const cr_replay_request *r,
@@ -101,40 +82,11 @@ static uint32_t route_random(void *state, const cr_replay_request *r, const cr_r
     return below(draw(b, r) >> 32, b->shards);
 }
 
-static int by_point(const void *pa, const void *pb)
-{
-    const ring_point *a = pa, *b = pb;
-    if (a->h != b->h)
-        return a->h < b->h ? -1 : 1;
-    return (a->shard > b->shard) - (a->shard < b->shard);
-}
-
-/* A virtual node's place on the ring. Hashed twice: owners are hashed
- * once (cr_mix64(owner)), and small owner ids (session numbers) would
- * otherwise land exactly on shard 0's points, all of them. */
-static uint64_t point_hash(uint32_t shard, uint32_t k)
-{
-    return cr_mix64(cr_mix64((uint64_t)shard << 32 | k) + 1);
-}
-
-static int build_ring(baseline *b)
-{
-    size_t n = (size_t)b->shards * VNODES;
-    b->ring = malloc(n * sizeof *b->ring);
-    if (!b->ring)
-        return -1;
-    for (uint32_t s = 0; s < b->shards; s++)
-        for (uint32_t k = 0; k < VNODES; k++)
-            b->ring[(size_t)s * VNODES + k] = (ring_point){point_hash(s, k), s};
-    qsort(b->ring, n, sizeof *b->ring, by_point);
-    return 0;
-}
-
 static void baseline_free(void *state)
 {
     baseline *b = state;
     if (b)
-        free(b->ring);
+        cr_ring_free(b->ring);
     free(b);
 }
 
@@ -165,7 +117,7 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
     baseline *b = calloc(1, sizeof *b);
     if (b)
         *b = (baseline){.shards = c->shards, .seed = c->seed};
-    if (!b || (kinds[k].ring && build_ring(b) != 0)) {
+    if (!b || (kinds[k].ring && !(b->ring = cr_ring_new(c->shards)))) {
         baseline_free(b);
         return cr_fail(err, CR_ENOMEM, "out of memory for policy %s", kinds[k].name);
     }

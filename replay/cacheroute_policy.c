@@ -4,22 +4,35 @@
  * sidecar would answer for the same arrivals and plans); cr_core_tick before
  * each request lets the core's replanner install a plan every
  * replan_interval_s of virtual time; knowledge goes through cr_core_select.
+ * Each arrival weighs 1 or its input tokens (--weight). Every served
+ * request is reported to the core (cr_core_report, as an engine's
+ * ReportOutcome) when its prefill ends, at the first tick at or after it
+ * (finishes.c keeps them): the simulator knows a request's finish at
+ * dispatch. That releases the route's outstanding work under --route-by
+ * bounded or live (exact, where --inflight-ttl is a guess), counts served
+ * hits and feeds the core's calibration, so the injection decisions use
+ * a prefill model fitted to the simulated GPUs. A finish that cannot be
+ * kept (out of memory) is not reported.
  *
  * Churn: after each install the new table is compared with the one before
  * it (cr_core_current). An owner's shard set is its placement's shards when
- * admitted, else {its fallback shard}: that is where its requests went and
- * where its blocks are cached. The share recorded is, of the sessions the
- * new table admits, those whose shard set changed. */
+ * admitted, else {its home shard} (cr_core_home_shard: the fallback under
+ * --route-by plan, its ring's first shard otherwise): that is where its
+ * requests went (bounded and live aside, when a shard was over) and where
+ * its blocks are cached. The share recorded is, of the sessions the new
+ * table admits, those whose shard set changed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay.h"
+#include "internal.h"
 
 typedef struct policy_state {
     cr_core_config cfg;   /* as given; probe quiet, n_shards the cluster's;
                            * kv_sources our own copy (for a reset) */
+    cr_replay_weight weight;
+    cr_replay_finishes finishes; /* served, not yet reported */
     cr_core *core;
     double now_s;         /* the clock the core reads */
     cr_core_plan_result last; /* the newest installed table seen, held */
@@ -29,25 +42,13 @@ typedef struct policy_state {
 
 static double virtual_now(void *ctx) { return ((const policy_state *)ctx)->now_s; }
 
-/* A probe that finds nothing, at once, on any machine: the replay models a
- * cluster, not this host, and must not depend on it. */
-static void quiet_probe(cr_probe_config *p)
-{
-    cr_probe_config_default(p);
-    p->sysfs_root = "/nonexistent/cacheroute-replay-sysfs";
-    p->cuda_library = "libcuda-not-loaded-by-replay.so";
-    p->interval_s = 0;
-    p->nic_sample_s = 0;
-    p->measure_h2d = 0;
-}
-
 /* cfg with the parts the replay decides replaced; kv_sources deep-copied
  * so the caller may free its config at once. */
 static cr_status copy_config(const cr_core_config *cfg, uint32_t shards, cr_core_config *out,
                              cr_error *err)
 {
     *out = *cfg;
-    quiet_probe(&out->probe);
+    cr_core_quiet_probe(&out->probe); /* the replay models a cluster, not this host */
     out->planner.n_shards = shards;
     size_t n = cfg->inject.n_kv_sources;
     out->inject.kv_sources = NULL;
@@ -60,11 +61,13 @@ static cr_status copy_config(const cr_core_config *cfg, uint32_t shards, cr_core
     return CR_OK;
 }
 
-/* A fresh core at virtual time 0, no table, no replans recorded. */
+/* A fresh core at virtual time 0, no table, no replans recorded, nothing
+ * in service. */
 static cr_status open_core(policy_state *s, cr_error *err)
 {
     cr_core_free(s->core);
     cr_core_plan_result_free(&s->last);
+    cr_replay_finishes_free(&s->finishes);
     s->n_replans = 0;
     s->now_s = 0;
     cr_clock_source clock = {virtual_now, s};
@@ -72,28 +75,29 @@ static cr_status open_core(policy_state *s, cr_error *err)
     return s->core ? CR_OK : CR_EINVAL;
 }
 
-/* The owner's shards in t, or its fallback when t does not admit it (or
+/* The owner's shards in t, or its home when t does not admit it (or
  * there is no table yet); *n of them. */
-static const uint32_t *shards_of(const cr_table *t, int64_t owner, uint32_t n_shards,
-                                 uint32_t *fallback, uint32_t *n)
+static const uint32_t *shards_of(cr_core *core, const cr_table *t, int64_t owner,
+                                 uint32_t n_shards, uint32_t *fallback, uint32_t *n)
 {
     const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
     if (p) {
         *n = p->kb;
         return cr_table_shards(t, p);
     }
-    *fallback = cr_core_fallback_shard(owner, t ? cr_table_n_shards(t) : n_shards);
+    *fallback = cr_core_home_shard(core, owner, t ? cr_table_n_shards(t) : n_shards);
     *n = 1;
     return fallback;
 }
 
-static double changed_share(const cr_table *old, const cr_table *now, uint32_t n_shards)
+static double changed_share(cr_core *core, const cr_table *old, const cr_table *now,
+                            uint32_t n_shards)
 {
     size_t n = cr_table_n_placements(now), changed = 0;
     for (size_t i = 0; i < n; i++) {
         const cr_placement *p = cr_table_placement(now, i);
         uint32_t fallback, kb;
-        const uint32_t *before = shards_of(old, p->owner, n_shards, &fallback, &kb);
+        const uint32_t *before = shards_of(core, old, p->owner, n_shards, &fallback, &kb);
         changed += kb != p->kb || memcmp(before, cr_table_shards(now, p), kb * sizeof *before);
     }
     return n ? (double)changed / (double)n : 0.0;
@@ -126,10 +130,48 @@ static void note_install(policy_state *s)
         cr_core_plan_result_free(&now);
         return;
     }
-    s->changed[s->n_replans] = changed_share(s->last.table, now.table, s->cfg.planner.n_shards);
+    s->changed[s->n_replans] =
+        changed_share(s->core, s->last.table, now.table, s->cfg.planner.n_shards);
     s->at_s[s->n_replans++] = s->now_s;
     cr_core_plan_result_free(&s->last);
     s->last = now;
+}
+
+/* Reports every prefill that has ended by now, as an engine's ReportOutcome
+ * would, in batches: it releases the route's outstanding work (bounded,
+ * live), counts served hits and feeds the core's calibration. */
+static void report_finishes(policy_state *s)
+{
+    enum { BATCH = 256 };
+    cr_outcome batch[BATCH];
+    size_t n = 0;
+    cr_replay_finish f;
+    int more = 1;
+    while (more) {
+        more = cr_replay_finishes_pop_due(&s->finishes, s->now_s, &f);
+        if (more)
+            batch[n++] = (cr_outcome){
+                .has = CR_OUT_OWNER | CR_OUT_SHARD | CR_OUT_PROMPT_TOKENS | CR_OUT_CACHED_TOKENS |
+                       CR_OUT_QUEUE_WAIT | CR_OUT_PREFILL | CR_OUT_PREFILLED_FROM |
+                       CR_OUT_PREFILLED_TO | CR_OUT_TTFT | CR_OUT_GPU,
+                .owner = f.owner,
+                .shard = f.shard,
+                .prompt_tokens = f.prompt_tokens,
+                .cached_tokens = f.cached_tokens,
+                .queue_wait_ms = f.queue_wait_ms,
+                .prefill_ms = f.prefill_ms,
+                .prefilled_from = f.prefilled_from,
+                .prefilled_to = f.prompt_tokens,
+                .ttft_ms = f.ttft_ms,
+                .gpu = 0};
+        if (n == BATCH || (!more && n)) {
+            cr_outcome_counts counts;
+            cr_error err;
+            if (cr_core_report(s->core, batch, n, &counts, &err) != CR_OK) /* valid by construction */
+                fprintf(stderr, "cacheroute-replay: outcomes refused: %s\n", err.msg);
+            n = 0;
+        }
+    }
 }
 
 /* A clock running backwards is the start of another run over the same
@@ -145,6 +187,7 @@ static void tick(void *state, double now_s)
         }
     }
     s->now_s = now_s;
+    report_finishes(s);
     if (cr_core_tick(s->core))
         note_install(s);
 }
@@ -155,8 +198,32 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     (void)v;
     cr_route out;
     cr_error err;
-    cr_core_record(s->core, &r->owner, 1, &out, NULL, &err); /* fails only for 0 owners */
+    double w = r->input_tokens; /* >= 1 and < 2^32: a valid weight */
+    int tokens = s->weight == CR_REPLAY_WEIGHT_TOKENS;
+    /* Fails only for 0 owners or a bad weight. */
+    cr_core_record(s->core, &r->owner, 1, tokens ? &w : NULL, tokens, &out, NULL, &err);
     return out.preferred_shard;
+}
+
+/* The shard is busy with r until its queue wait and prefill have passed;
+ * the outcome is reported then. The prefill computed [s, L): s is the
+ * prefix hit, plus the knowledge when it came as KV. */
+static void served(void *state, const cr_replay_request *r, const cr_replay_outcome *o)
+{
+    policy_state *s = state;
+    uint32_t from = o->hit_tokens + (o->used_kv ? r->knowledge_tokens : 0);
+    cr_replay_finish f = {
+        .at_s = s->now_s + (o->queue_wait_ms + o->prefill_ms) / 1000.0,
+        .owner = r->owner,
+        .shard = o->shard,
+        .prompt_tokens = r->input_tokens,
+        .cached_tokens = o->hit_tokens,
+        .prefilled_from = from < r->input_tokens ? from : r->input_tokens,
+        .queue_wait_ms = o->queue_wait_ms,
+        .prefill_ms = o->prefill_ms,
+        .ttft_ms = o->ttft_ms,
+    };
+    cr_replay_finishes_push(&s->finishes, f); /* out of memory: not reported */
 }
 
 /* SelectInjection as an engine would call it: the whole knowledge cached
@@ -202,14 +269,16 @@ static void policy_free(void *state)
         return;
     cr_core_plan_result_free(&s->last);
     cr_core_free(s->core);
+    cr_replay_finishes_free(&s->finishes);
     free(s->cfg.inject.kv_sources);
     free(s->changed);
     free(s->at_s);
     free(s);
 }
 
-cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, const cr_replay_cluster *c,
-                                      cr_replay_policy *out, cr_error *err)
+cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
+                                      const cr_replay_cluster *c, cr_replay_policy *out,
+                                      cr_error *err)
 {
     memset(out, 0, sizeof *out);
     if (c->shards < 1 || c->shards > CR_MAX_SHARDS)
@@ -218,6 +287,7 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, const cr_replay
     policy_state *s = calloc(1, sizeof *s);
     if (!s)
         return cr_fail(err, CR_ENOMEM, "out of memory for the cacheroute policy");
+    s->weight = weight;
     cr_status st = copy_config(cfg, c->shards, &s->cfg, err);
     if (st == CR_OK)
         st = open_core(s, err);
@@ -226,6 +296,7 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, const cr_replay
         return st;
     }
     *out = (cr_replay_policy){.name = "cacheroute", .state = s, .route = route, .kv = kv,
-                              .tick = tick, .free = policy_free, .replans = replans};
+                              .served = served, .tick = tick, .free = policy_free,
+                              .replans = replans};
     return CR_OK;
 }

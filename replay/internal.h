@@ -122,6 +122,31 @@ int64_t cr_replay_owner_of(const cr_owner_key *key, const uint64_t *ids, uint32_
  * owner order): a malloc'd array, or NULL when out of memory. */
 size_t *cr_replay_owner_counts(const cr_replay_trace *t, size_t *n);
 
+/* ---- requests in service by finish time (finishes.c) ---------------------- */
+
+/* A min-heap of (finish, owner, shard): the cacheroute policy's record of
+ * prefills not yet done. Zero-initialised is empty. */
+/* A served request as its engine would report it once its prefill ends. */
+typedef struct cr_replay_finish {
+    double at_s;
+    int64_t owner;
+    uint32_t shard;
+    uint32_t prompt_tokens, cached_tokens, prefilled_from;
+    double queue_wait_ms, prefill_ms, ttft_ms;
+} cr_replay_finish;
+
+typedef struct cr_replay_finishes {
+    cr_replay_finish *heap;
+    size_t n, cap;
+} cr_replay_finishes;
+
+/* Adds x; -1 when out of memory (nothing added). O(log n). */
+int cr_replay_finishes_push(cr_replay_finishes *f, cr_replay_finish x);
+/* Takes the earliest finish at or before now_s into *out: 1, or 0 when
+ * none is due. The same pushes give the same order. O(log n). */
+int cr_replay_finishes_pop_due(cr_replay_finishes *f, double now_s, cr_replay_finish *out);
+void cr_replay_finishes_free(cr_replay_finishes *f); /* and empty again */
+
 /* ---- a run's statistics (stats.c) --------------------------------------- */
 
 /* When request r arrives on cluster c, seconds of virtual time. */

@@ -79,6 +79,7 @@ const cr_config_part cr_config_parts[] = {
     {&cr_server_options, offsetof(cr_config, server)},
     {&cr_core_options, offsetof(cr_config, core)},
     {&cr_planner_options, offsetof(cr_config, core.planner)},
+    {&cr_replan_options, offsetof(cr_config, core.replan)},
     {&cr_estimator_options, offsetof(cr_config, core.estimator)},
     {&cr_inject_options, offsetof(cr_config, core.inject)},
     {&cr_probe_options, offsetof(cr_config, core.probe)},

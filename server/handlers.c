@@ -33,6 +33,7 @@ void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
 typedef struct table_msg {
     Cacheroute__V1__PlanResponse resp;
     Cacheroute__V1__RoutingTable rt;
+    Cacheroute__V1__PlanChurn churn;
     Placement *placements;
     Placement **ptrs;
 } table_msg;
@@ -43,7 +44,9 @@ static int table_msg_init(table_msg *m, const cr_table *t)
     size_t n = cr_table_n_placements(t);
     cacheroute__v1__plan_response__init(&m->resp);
     cacheroute__v1__routing_table__init(&m->rt);
+    cacheroute__v1__plan_churn__init(&m->churn);
     m->resp.table = &m->rt;
+    m->resp.churn = &m->churn;
     m->placements = malloc((n ? n : 1) * sizeof *m->placements);
     m->ptrs = malloc((n ? n : 1) * sizeof *m->ptrs);
     if (!m->placements || !m->ptrs)
@@ -76,7 +79,8 @@ typedef struct plan_answer {
 } plan_answer;
 
 /* The core's last check before install: the answer must fit, sized with the
- * widest generation, so a plan too large to answer is not installed either. */
+ * widest generation and churn, so a plan too large to answer is not
+ * installed either. */
 static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
 {
     plan_answer *a = ctx;
@@ -86,6 +90,8 @@ static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
         return -1;
     }
     a->m.rt.generation = install ? UINT64_MAX : 0;
+    a->m.churn.moved = a->m.churn.admitted_in = a->m.churn.admitted_out = UINT64_MAX;
+    a->m.churn.compared_generation = UINT64_MAX;
     if (protobuf_c_message_get_packed_size(&a->m.resp.base) <= a->max)
         return 0;
     cr_reply_message(a->out, &a->m.resp.base, a->max, "plan fewer sessions");
@@ -126,6 +132,10 @@ static void plan(void *ctx, const void *message, cr_reply *out)
     cr_status st = cr_core_plan(h->core, &pr, &res, &err);
     if (st == CR_OK) {
         a.m.rt.generation = res.generation;
+        a.m.churn.moved = res.churn.moved;
+        a.m.churn.admitted_in = res.churn.admitted_in;
+        a.m.churn.admitted_out = res.churn.admitted_out;
+        a.m.churn.compared_generation = res.churn_generation;
         cr_reply_message(out, &a.m.resp.base, h->max_message, NULL);
     } else if (out->status == GRPC_STATUS_OK) { /* not already answered by plan_fits */
         cr_reply_core_error(out, st, &err);
@@ -190,7 +200,8 @@ static void record_arrival(void *ctx, const void *message, cr_reply *out)
     }
     uint64_t generation;
     cr_error err;
-    cr_status st = cr_core_record(h->core, req->owners, n, routes, &generation, &err);
+    cr_status st = cr_core_record(h->core, req->owners, n, req->weights, req->n_weights, routes,
+                                  &generation, &err);
     if (st != CR_OK)
         cr_reply_core_error(out, st, &err);
     else

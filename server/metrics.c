@@ -36,6 +36,7 @@ struct cr_metrics {
     histogram *rpc_seconds;      /* [method] */
     _Atomic uint64_t arrivals;
     _Atomic uint64_t plans, plans_installed;
+    _Atomic uint64_t churn[3]; /* moved, admitted_in, admitted_out */
     histogram plan_seconds;
     _Atomic uint64_t decisions[CR_INJECT_N_REASONS]; /* a reason implies its mode */
     histogram predicted[2];                   /* text, kv */
@@ -118,6 +119,14 @@ void cr_metrics_rpc(cr_metrics *m, size_t method, int code, double seconds)
 void cr_metrics_arrivals(cr_metrics *m, uint64_t n)
 {
     atomic_fetch_add_explicit(&m->arrivals, n, memory_order_relaxed);
+}
+
+void cr_metrics_plan_churn(cr_metrics *m, uint64_t moved, uint64_t admitted_in,
+                          uint64_t admitted_out)
+{
+    atomic_fetch_add_explicit(&m->churn[0], moved, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->churn[1], admitted_in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->churn[2], admitted_out, memory_order_relaxed);
 }
 
 void cr_metrics_plan(cr_metrics *m, double seconds, int installed)
@@ -282,6 +291,14 @@ static void render_planner(cr_metrics *m, cr_page *p)
                    "Plans installed as the current routing table.");
     cr_page_sample(p, "cacheroute_plans_installed_total", NULL,
                    (double)atomic_load(&m->plans_installed));
+    static const char *const kinds[3] = {"kind=\"moved\"", "kind=\"admitted_in\"",
+                                         "kind=\"admitted_out\""};
+    cr_page_family(p, "cacheroute_plan_churn_sessions_total", "counter",
+                   "Sessions installed plans changed against the tables they replaced: moved "
+                   "(admitted in both, another shard set), admitted_in, admitted_out.");
+    for (int k = 0; k < 3; k++)
+        cr_page_sample(p, "cacheroute_plan_churn_sessions_total", kinds[k],
+                       (double)atomic_load(&m->churn[k]));
     cr_page_family(p, "cacheroute_plan_duration_seconds", "histogram",
                    "Time to plan, from the estimator snapshot or request to the table.");
     render_histogram(p, "cacheroute_plan_duration_seconds", NULL, &m->plan_seconds);

@@ -22,6 +22,10 @@ void cr_metrics_free(cr_metrics *m);
 void cr_metrics_rpc(cr_metrics *m, size_t method, int grpc_code, double seconds);
 void cr_metrics_arrivals(cr_metrics *m, uint64_t n);
 void cr_metrics_plan(cr_metrics *m, double seconds, int installed);
+/* An installed plan's churn (cr_churn), added to
+ * cacheroute_plan_churn_sessions_total{kind}. */
+void cr_metrics_plan_churn(cr_metrics *m, uint64_t moved, uint64_t admitted_in,
+                           uint64_t admitted_out);
 /* One decision: its reason (which implies its mode; one out of range counts
  * in the histograms only), the predicted totals in seconds, kv_s < 0 when
  * there was no KV option. */

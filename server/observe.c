@@ -13,12 +13,19 @@ static void planned(void *ctx, const cr_core_plan_event *ev)
         cr_log(CR_LOG_ERROR, "replan failed", json_pack("{s:s}", "error", ev->error));
         return;
     }
-    cr_metrics_plan(((cr_observer *)ctx)->metrics, ev->seconds, ev->installed);
-    if (ev->installed)
-        cr_log(CR_LOG_INFO, "plan installed",
-               json_pack("{s:s,s:I,s:I,s:f,s:f}", "by", ev->by, "generation",
-                         (json_int_t)ev->generation, "admitted", (json_int_t)ev->admitted,
-                         "imbalance", ev->imbalance, "duration_ms", ev->seconds * 1e3));
+    cr_metrics *m = ((cr_observer *)ctx)->metrics;
+    const cr_churn *c = &ev->churn;
+    cr_metrics_plan(m, ev->seconds, ev->installed);
+    if (!ev->installed)
+        return;
+    cr_metrics_plan_churn(m, c->moved, c->admitted_in, c->admitted_out);
+    cr_log(CR_LOG_INFO, "plan installed",
+           json_pack("{s:s,s:I,s:I,s:f,s:f,s:{s:I,s:I,s:I,s:I}}", "by", ev->by, "generation",
+                     (json_int_t)ev->generation, "admitted", (json_int_t)ev->admitted,
+                     "imbalance", ev->imbalance, "duration_ms", ev->seconds * 1e3, "churn",
+                     "moved", (json_int_t)c->moved, "admitted_in", (json_int_t)c->admitted_in,
+                     "admitted_out", (json_int_t)c->admitted_out, "compared_generation",
+                     (json_int_t)ev->churn_generation));
 }
 
 static void recorded(void *ctx, uint64_t arrivals)

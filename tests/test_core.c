@@ -74,19 +74,25 @@ static void quiet_config(cr_core_config *cfg)
     cfg->probe.measure_h2d = 0;
 }
 
-static void fixture_open(fixture *f, double replan_interval_s)
+/* The fixture's core on cfg (quiet_config's, with changes). */
+static void fixture_open_config(fixture *f, const cr_core_config *cfg)
 {
     memset(f, 0, sizeof *f);
-    cr_core_config cfg;
-    quiet_config(&cfg);
-    cfg.planner = (cr_planner_config){8, 50, 200};
-    cfg.replan_interval_s = replan_interval_s;
     cr_core_hooks hooks = {.planned = on_plan, .recorded = on_record, .selected = on_select,
                            .probed = on_probe, .ctx = &f->seen};
     cr_clock_source clock = {vclock_now, &f->clock};
     cr_error err;
-    f->core = cr_core_new(&cfg, &hooks, &clock, &err);
+    f->core = cr_core_new(cfg, &hooks, &clock, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
+}
+
+static void fixture_open(fixture *f, double replan_interval_s)
+{
+    cr_core_config cfg;
+    quiet_config(&cfg);
+    cfg.planner = (cr_planner_config){8, 50, 200};
+    cfg.replan_interval_s = replan_interval_s;
+    fixture_open_config(f, &cfg);
 }
 
 static void fixture_close(fixture *f) { cr_core_free(f->core); }
@@ -107,7 +113,7 @@ static void test_routes_before_and_after_install(void)
     cr_route routes[4];
     uint64_t gen = 99;
     cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 4, routes, &gen, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 4, NULL, 0, routes, &gen, &err), CR_OK);
     CU_ASSERT_EQUAL(gen, 0);
     for (int i = 0; i < 4; i++) {
         CU_ASSERT_EQUAL(routes[i].owner, owners[i]);
@@ -135,7 +141,7 @@ static void test_routes_before_and_after_install(void)
     CU_ASSERT_EQUAL(p1->preferred_shard, 2);
     cr_core_plan_result_free(&res);
 
-    CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 4, routes, &gen, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 4, NULL, 0, routes, &gen, &err), CR_OK);
     CU_ASSERT_EQUAL(gen, 1);
     CU_ASSERT(routes[0].admitted && routes[1].admitted && !routes[2].admitted);
     CU_ASSERT_EQUAL(routes[0].preferred_shard, 2);
@@ -145,11 +151,11 @@ static void test_routes_before_and_after_install(void)
     CU_ASSERT_EQUAL(routes[2].preferred_shard, cr_mix64(3) % 4);
     /* omit routes: still recorded, generation still known. */
     gen = 0;
-    CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 1, NULL, &gen, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 1, NULL, 0, NULL, &gen, &err), CR_OK);
     CU_ASSERT_EQUAL(gen, 1);
     CU_ASSERT_EQUAL(f.seen.arrivals, 9);
     /* Empty is refused and records nothing. */
-    CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 0, routes, &gen, &err), CR_EINVAL);
+    CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 0, NULL, 0, routes, &gen, &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, "owners must not be empty");
     CU_ASSERT_EQUAL(f.seen.arrivals, 9);
     fixture_close(&f);
@@ -251,7 +257,7 @@ static void test_refused_plan_is_not_installed(void)
     int64_t owner = 7;
     cr_route r;
     uint64_t gen;
-    cr_core_record(f.core, &owner, 1, &r, &gen, &err);
+    cr_core_record(f.core, &owner, 1, NULL, 0, &r, &gen, &err);
     CU_ASSERT_EQUAL(gen, 0);
     CU_ASSERT_FALSE(r.admitted);
     fixture_close(&f);
@@ -263,7 +269,7 @@ static void test_replanner_in_virtual_time(void)
     fixture_open(&f, 10);
     int64_t hot[] = {11, 11, 11, 12};
     cr_error err;
-    CU_ASSERT_EQUAL(cr_core_record(f.core, hot, 4, NULL, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_record(f.core, hot, 4, NULL, 0, NULL, NULL, &err), CR_OK);
     f.clock.t = 5;
     CU_ASSERT_EQUAL(cr_core_tick(f.core), 0);
     CU_ASSERT_EQUAL(f.seen.plans, 0);
@@ -285,7 +291,7 @@ static void test_replanner_in_virtual_time(void)
     cr_route r;
     uint64_t gen;
     f.clock.t = 20;
-    CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, &r, &gen, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, NULL, 0, &r, &gen, &err), CR_OK);
     CU_ASSERT_EQUAL(gen, 2);
     CU_ASSERT(r.admitted);
     CU_ASSERT_DOUBLE_EQUAL(r.rate, 1.5 * log(2) / 20 + log(2) / 20, 1e-15);
@@ -295,6 +301,74 @@ static void test_replanner_in_virtual_time(void)
     f.clock.t = 1e6;
     CU_ASSERT_EQUAL(cr_core_tick(f.core), 0);
     CU_ASSERT_EQUAL(f.seen.plans, 0);
+    fixture_close(&f);
+}
+
+/* Advances to t, which must replan, and returns the replan's churn. */
+static cr_churn tick_churn(fixture *f, double t, uint64_t generation, uint64_t compared)
+{
+    f->clock.t = t;
+    CU_ASSERT_EQUAL(cr_core_tick(f->core), 1);
+    CU_ASSERT_STRING_EQUAL(f->seen.last.by, "replanner");
+    CU_ASSERT_EQUAL(f->seen.last.generation, generation);
+    CU_ASSERT_EQUAL(f->seen.last.churn_generation, compared);
+    return f->seen.last.churn;
+}
+
+/* 40 owners (20 of them twice), a replan every 10 s, with the calls clock:
+ * a rate moves only on its owner's arrivals. At t = 40 a new owner is the
+ * hottest. Returns the churn of that replan. */
+static cr_churn replan_rounds(fixture *f, int mode)
+{
+    cr_core_config cfg;
+    quiet_config(&cfg);
+    cfg.planner = (cr_planner_config){8, 50, 200};
+    cfg.replan_interval_s = 10;
+    cfg.estimator.clock = CR_CLOCK_CALLS;
+    cfg.replan.mode = mode;
+    fixture_open_config(f, &cfg);
+    int64_t owners[60], hot[] = {500, 500, 500};
+    for (int i = 0; i < 60; i++)
+        owners[i] = 100 + i % 40;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_record(f->core, owners, 60, NULL, 0, NULL, NULL, &err), CR_OK);
+    cr_churn c = tick_churn(f, 10, 1, 0);
+    CU_ASSERT(c.moved == 0 && c.admitted_in == 40 && c.admitted_out == 0);
+    CU_ASSERT_EQUAL(f->seen.last.admitted, 40);
+    for (int k = 2; k <= 3; k++) {
+        c = tick_churn(f, 10.0 * k, (uint64_t)k, (uint64_t)k - 1); /* rates unchanged */
+        if (mode == CR_REPLAN_STABLE)
+            CU_ASSERT(c.moved == 0 && c.admitted_in == 0 && c.admitted_out == 0);
+    }
+    CU_ASSERT_EQUAL(cr_core_record(f->core, hot, 3, NULL, 0, NULL, NULL, &err), CR_OK);
+    return tick_churn(f, 40, 4, 3);
+}
+
+static void test_stable_replans_in_virtual_time(void)
+{
+    fixture f;
+    cr_churn c = replan_rounds(&f, CR_REPLAN_STABLE);
+    CU_ASSERT(c.moved == 0 && c.admitted_in == 1 && c.admitted_out == 0);
+    /* Plan calls plan fresh (the seed's table for explicit rates) and count
+     * their churn against the table they replace: 40 of the 41 leave. */
+    cr_session_rate one[] = {{100, 1}};
+    cr_core_plan_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(plan_rates(f.core, one, 1, 1, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL(res.generation, 5);
+    CU_ASSERT_EQUAL(res.churn_generation, 4);
+    CU_ASSERT(res.churn.admitted_in == 0 && res.churn.admitted_out == 40);
+    CU_ASSERT_EQUAL(f.seen.last.churn.admitted_out, 40);
+    cr_table *seed;
+    cr_planner_plan(&(cr_planner_config){8, 50, 200}, one, 1, &seed, &err);
+    CU_ASSERT_EQUAL(cr_table_placement(res.table, 0)->preferred_shard,
+                    cr_table_placement(seed, 0)->preferred_shard);
+    cr_table_free(seed);
+    cr_core_plan_result_free(&res);
+    fixture_close(&f);
+    /* From scratch, the new hottest owner reshuffles the others. */
+    c = replan_rounds(&f, CR_REPLAN_FRESH);
+    CU_ASSERT(c.moved > 0 && c.admitted_in == 1);
     fixture_close(&f);
 }
 
@@ -352,7 +426,7 @@ static void test_rates_and_forget(void)
     fixture_open(&f, 0);
     int64_t owners[] = {30, 10, 20, 10};
     cr_error err;
-    cr_core_record(f.core, owners, 4, NULL, NULL, &err);
+    cr_core_record(f.core, owners, 4, NULL, 0, NULL, NULL, &err);
     f.clock.t = 20; /* one half-life */
     cr_session_rate *r;
     size_t n;
@@ -390,7 +464,7 @@ static void *record_loop(void *arg)
     cr_error err;
     for (int i = 0; i < 2000; i++) {
         uint64_t gen;
-        if (cr_core_record(a->core, owners, 8, routes, &gen, &err) != CR_OK) {
+        if (cr_core_record(a->core, owners, 8, NULL, 0, routes, &gen, &err) != CR_OK) {
             a->bad_routes++;
             continue;
         }
@@ -441,6 +515,7 @@ static const cr_test_case core_tests[] = {
     {"plan generations and partial configs", test_plan_generations_and_partial_config},
     {"a refused plan is not installed", test_refused_plan_is_not_installed},
     {"replanner in virtual time", test_replanner_in_virtual_time},
+    {"stable replans in virtual time", test_stable_replans_in_virtual_time},
     {"select reservations in virtual time", test_select_reserves_in_virtual_time},
     {"rates and forget", test_rates_and_forget},
     {"concurrent records and installs", test_concurrent_records_and_installs},

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cunit_main.h"
 #include "estimator.h"
@@ -232,6 +233,65 @@ static void test_eviction_from_other_partition(void)
     cr_estimator_free(e);
 }
 
+/* ---- weighted arrivals ---- */
+
+static void test_weighted_seconds_math(void)
+{
+    /* An arrival of weight w adds w ln2/H; decay is as for requests. */
+    double H = 10, inc = log(2) / H;
+    cr_estimator *e = make(CR_CLOCK_SECONDS, H, 100);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_record_weighted(e, 1, 4096, 100), 4096 * inc, 1e-12);
+    double r = cr_estimator_record_weighted(e, 1, 512, 105);
+    CU_ASSERT_DOUBLE_EQUAL(r, 4096 * inc * pow(2, -0.5) + 512 * inc, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 115), r / 2, 1e-12);
+    /* A Poisson stream of 50/s weighing 2000 each reads as 100k per second. */
+    unsigned seed = 7;
+    double t = 0;
+    while (t < 400) {
+        t += exp_sample(&seed, 50);
+        cr_estimator_record_weighted(e, 2, 2000, t);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 2, t) / 1e5, 1, 0.10);
+    cr_estimator_free(e);
+}
+
+static void test_weighted_calls_math(void)
+{
+    /* w instead of 1: r_n = w (1 - d^n) / (1 - d). */
+    cr_estimator *e = make(CR_CLOCK_CALLS, 4, 100);
+    double d = pow(0.5, 1.0 / 4);
+    for (int n = 1; n <= 50; n++)
+        CU_ASSERT_DOUBLE_EQUAL(cr_estimator_record_weighted(e, 42, 300, 0),
+                               300 * (1 - pow(d, n)) / (1 - d), 1e-9);
+    cr_estimator_free(e);
+}
+
+static void test_weight_one_is_unweighted_bit_for_bit(void)
+{
+    for (int clock = 0; clock < 2; clock++) {
+        cr_estimator *a = make((cr_clock)clock, 20, 100), *b = make((cr_clock)clock, 20, 100);
+        for (int k = 0; k < 500; k++) {
+            double t = k * 0.173, ra = cr_estimator_record(a, k % 7, t);
+            double rb = cr_estimator_record_weighted(b, k % 7, 1.0, t);
+            CU_ASSERT_EQUAL(memcmp(&ra, &rb, sizeof ra), 0);
+        }
+        cr_estimator_free(a);
+        cr_estimator_free(b);
+    }
+}
+
+static void test_tiny_weight_stays_tracked(void)
+{
+    /* w ln2/H underflows to 0 for the smallest double; the increment is
+     * floored at DBL_MIN so the owner is tracked, not an empty slot. */
+    cr_estimator *e = make(CR_CLOCK_SECONDS, 1e6, 100);
+    CU_ASSERT_TRUE(cr_estimator_record_weighted(e, 9, 4.9e-324, 0) > 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 1);
+    CU_ASSERT_TRUE(cr_estimator_rate(e, 9, 0) > 0);
+    CU_ASSERT_EQUAL(cr_estimator_forget(e, 9), 1);
+    cr_estimator_free(e);
+}
+
 /* ---- concurrency ---- */
 
 enum { THREADS = 4, PER_THREAD = 40000, OWNERS = 997 };
@@ -325,6 +385,10 @@ static const cr_test_case estimator_tests[] = {
     {"growth and deletes", test_table_growth_and_deletes},
     {"eviction bounds the table", test_eviction_bounds_table},
     {"eviction from another partition", test_eviction_from_other_partition},
+    {"weighted seconds math", test_weighted_seconds_math},
+    {"weighted calls math", test_weighted_calls_math},
+    {"weight 1 is unweighted bit for bit", test_weight_one_is_unweighted_bit_for_bit},
+    {"tiny weight stays tracked", test_tiny_weight_stays_tracked},
     {"concurrent exact totals", test_concurrent_exact_totals},
     {"concurrent eviction bound", test_concurrent_eviction_bound},
     {NULL, NULL},

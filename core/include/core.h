@@ -5,10 +5,12 @@
  * only decodes, makes one cr_core_* call and encodes.
  *
  * Rules that exist exactly once, here:
- *   route     an owner admitted in the installed table goes to its
- *             preferred shard; any other owner to cr_core_fallback_shard
- *             over the installed table's shards (the configured n_shards
- *             before the first install)
+ *   route     by --route-by (core/route.c; see RecordArrival below). plan,
+ *             the default: an owner admitted in the installed table goes
+ *             to its preferred shard; any other owner to
+ *             cr_core_fallback_shard over the installed table's shards
+ *             (the configured n_shards before the first install). bounded
+ *             and live also weigh the work outstanding on each shard
  *   plan      validate -> plan -> (install) -> report, for RPC plans and the
  *             replanner alike, timed over the same span
  *
@@ -37,23 +39,42 @@
 #include "planner.h"
 #include "probe.h"
 
+/* --route-by, in its choices' order: see RecordArrival. */
+typedef enum cr_route_by { CR_ROUTE_PLAN, CR_ROUTE_BOUNDED, CR_ROUTE_LIVE } cr_route_by;
+
+#define CR_CORE_MAX_INFLIGHT 10000000 /* --inflight-max's upper bound */
+#define CR_CORE_MAX_WEIGHT 1e9        /* a RecordArrival weight's upper bound */
+#define CR_CORE_RELEASE_DEPTH 256     /* items an outcome's release looks through */
+
 /* Everything the core is configured with: one struct per component, plus
  * the core's own rows (cr_core_options). */
 typedef struct cr_core_config {
     cr_planner_config planner;     /* the plan an RPC without config uses */
+    cr_replan_config replan;       /* the replanner's (--replan ...); Plan calls plan fresh */
     cr_estimator_config estimator;
     cr_inject_config inject;
     cr_probe_config probe;
     double replan_interval_s;      /* --replan-interval; 0 = no replanner */
     uint64_t receipts;             /* --receipts: decision receipts kept; 0 = none */
+    /* Routes in motion (see RecordArrival) */
+    cr_route_by route_by;          /* --route-by */
+    double load_bound;             /* --load-bound: c */
+    double inflight_ttl_s;         /* --inflight-ttl */
+    uint64_t inflight_max;         /* --inflight-max */
 } cr_core_config;
 
-/* The core's own option rows (--replan-interval, --receipts), on
- * cr_core_config. */
+/* The core's own option rows (--replan-interval, --receipts, --route-by,
+ * --load-bound, --inflight-ttl, --inflight-max), on cr_core_config. */
 extern const cr_option_table cr_core_options;
 
 /* Every component's defaults (from their option rows) into cfg. */
 void cr_core_config_default(cr_core_config *cfg);
+
+/* The probe's defaults but one that finds nothing, at once, on any
+ * machine (no sysfs, no CUDA, no sampling, no host-to-device timing): for
+ * cores driven in virtual time (the replay tool, tests, benchmarks) whose
+ * results must not depend on the host they run on. */
+void cr_core_quiet_probe(cr_probe_config *p);
 
 /* ---- reports ------------------------------------------------------------ */
 
@@ -65,6 +86,12 @@ typedef struct cr_core_plan_event {
     size_t admitted;     /* sessions holding warm slots; 0 on failure */
     double imbalance;
     const char *error;   /* why a plan failed; NULL when it did not */
+    /* The plan against the table it replaced (installed) or the table
+     * current when it was made (not installed), and that table's
+     * generation (0: none, so every session is admitted_in). All 0 on
+     * failure. */
+    cr_churn churn;
+    uint64_t churn_generation;
 } cr_core_plan_event;
 
 struct cr_receipt;
@@ -97,8 +124,10 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
                      const cr_clock_source *clock, cr_error *err);
 
 /* Starts the replanner thread when replan_interval_s > 0 (a replan every
- * interval, counted from the end of the last). CR_ENOMEM with err when the
- * thread cannot start. Call at most once. */
+ * interval, counted from the end of the last). A replan plans from the
+ * estimator with the configured --replan mode (cr_planner_replan, the
+ * installed table as the previous one) and installs. CR_ENOMEM with err
+ * when the thread cannot start. Call at most once. */
 cr_status cr_core_start(cr_core *c, cr_error *err);
 
 /* Stops the replanner thread (promptly; a replan in progress is finished
@@ -121,23 +150,99 @@ int cr_core_tick(cr_core *c);
 
 /* ---- RecordArrival ------------------------------------------------------ */
 
+/* Weights: each arrival may weigh its work (its prompt tokens, say, or its
+ * predicted prefill ms) instead of 1. The estimator adds the weight (see
+ * estimator.h), so rates are in the weight's unit per second and so must
+ * --qcap be (per shard); outstanding work (below) is in that unit too.
+ *
+ * The route rule, by --route-by:
+ *   plan     the rule at the top: the preferred shard when admitted, else
+ *            cr_core_fallback_shard. No state: exactly the route before
+ *            --route-by existed.
+ *   bounded  affinity with a load bound. Every route answered adds its
+ *            weight as outstanding work on its shard; the work goes when
+ *            a ReportOutcome gives that owner and shard (its oldest there),
+ *            when --inflight-ttl seconds have passed, or at the cap below.
+ *            A shard takes a route while its outstanding work is at most
+ *            c x the mean over the table's shards (c = --load-bound; the
+ *            mean counting this arrival's weight, so with weights of 1 a
+ *            shard takes up to ceil(c (m + 1) / R) of m outstanding, as
+ *            consistent hashing with bounded loads does). An admitted session tries its
+ *            preferred shard, then its other shards (by id, cyclically
+ *            after the preferred), then the shards of its consistent-hash
+ *            ring (ring.h) from its point on; an unadmitted session walks
+ *            its ring alone, so its cold tail is a stable shard per owner
+ *            rather than owner mod R. Some shard always takes it (the
+ *            least loaded is at most the mean); a walk looks at each shard
+ *            once, at most R of them.
+ *   live     the shard with the least outstanding work of all, tracked as
+ *            under bounded; a tie with the session's first choice (its
+ *            preferred shard, or its ring's first) keeps it, other ties
+ *            go to the lowest id. O(R) a route; kept for comparison.
+ * Deterministic: the same calls in the same order give the same routes.
+ *
+ * Outstanding work is a FIFO of at most --inflight-max (default 100,000)
+ * items of 32 B (expiry, owner, shard, weight), allocated up front, each
+ * linked into its shard's chain; 20 B per shard; and the ring (ring.h, 1.5
+ * KB per shard at most), rebuilt when the shard count changes: 3.2 MB at
+ * the defaults on 8 shards. At the cap the oldest item is retired first,
+ * its work counted as done (route stats' evicted). A ReportOutcome looks
+ * for the owner's oldest item from its shard's oldest, at most
+ * CR_CORE_RELEASE_DEPTH items deep (a shard serves about in arrival
+ * order): deeper work waits for the ttl. Nothing is hashed on a route's
+ * path; one short lock per RecordArrival. */
+
 typedef struct cr_route {
     int64_t owner;
     double rate;              /* just after this arrival */
     int admitted;             /* in the table the routes were read from */
-    uint32_t preferred_shard; /* see "route" at the top */
+    uint32_t preferred_shard; /* where to send it: see the rule above */
 } cr_route;
 
-/* Records one arrival per owner, in order, at the core's now. With routes
- * not NULL fills routes[i] for owners[i], all from one installed table
- * (whose generation, 0 before the first install, goes to *generation when
- * not NULL). CR_EINVAL "owners must not be empty" when n is 0; nothing
- * recorded then. */
-cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, cr_route *routes,
-                         uint64_t *generation, cr_error *err);
+/* Records one arrival per owner, in order, at the core's now. weights is
+ * NULL or n_weights 0 (every weight 1), or one per owner, each finite and
+ * in (0, CR_CORE_MAX_WEIGHT]. With routes not NULL fills routes[i] for
+ * owners[i], all from one installed table (whose generation, 0 before the
+ * first install, goes to *generation when not NULL); only routes answered
+ * count as outstanding work. CR_EINVAL in field order, nothing recorded
+ * then: "owners must not be empty" when n is 0, "weights must be empty or
+ * one per owner (4), got 3", "weights[2] must be in (0, 1e+09], got -1". */
+cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const double *weights,
+                         size_t n_weights, cr_route *routes, uint64_t *generation,
+                         cr_error *err);
 
-/* Where an owner without warm slots goes: cr_mix64(owner) % n_shards. */
+/* Where plan sends an owner without warm slots: cr_mix64(owner) % n_shards. */
 uint32_t cr_core_fallback_shard(int64_t owner, uint32_t n_shards);
+
+/* The home of an owner without warm slots, where the route rule sends it
+ * while no shard is over the bound: cr_core_fallback_shard under plan, the
+ * first shard of its ring over n_shards under bounded and live. A stable
+ * replan admitting an owner should keep it here (its cache is here).
+ * Thread-safe; under bounded and live one short lock (the ring for another
+ * shard count than the routes' is built once and kept). */
+uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards);
+
+/* The route rule's figures: all 0 but route_by under plan. */
+typedef struct cr_core_route_stats {
+    cr_route_by route_by;
+    uint64_t outstanding; /* routes whose work is counted now */
+    uint64_t queued;      /* FIFO places taken: outstanding, and released
+                           * items not yet at its head */
+    uint64_t capacity;    /* --inflight-max */
+    double work;          /* outstanding work, in the weights' unit */
+    /* Routes whose work went: by a ReportOutcome, by --inflight-ttl, at
+     * the cap. */
+    uint64_t released, expired, evicted;
+    uint64_t diverted;    /* routes to another shard than the first choice */
+    uint64_t bytes;       /* the FIFO, index, counters and ring allocated now */
+    uint32_t n_shards;    /* shards with counters (the most routed over) */
+} cr_core_route_stats;
+
+/* The figures at now into *out and each shard's outstanding work into
+ * work[0..max_shards-1] (0 past n_shards; work may be NULL with max_shards
+ * 0). Thread-safe; one short lock, O(max_shards). */
+void cr_core_route_stats_read(cr_core *c, cr_core_route_stats *out, double *work,
+                              uint32_t max_shards);
 
 /* ---- Plan --------------------------------------------------------------- */
 
@@ -162,6 +267,8 @@ typedef struct cr_core_plan_request {
 typedef struct cr_core_plan_result {
     const cr_table *table; /* valid until cr_core_plan_result_free */
     uint64_t generation;   /* when installed; else 0 */
+    cr_churn churn;        /* as in cr_core_plan_event */
+    uint64_t churn_generation;
     cr_ref *hold;          /* private */
 } cr_core_plan_result;
 
@@ -169,7 +276,11 @@ typedef struct cr_core_plan_result {
  * of rates and from_estimator; a bad rate, owner or config field, named);
  * CR_ENOMEM when memory runs out or fits refused. State changes only on
  * success with install. Reports hooks->planned either way (but for
- * CR_EINVAL). */
+ * CR_EINVAL). Always a fresh plan (cr_planner_plan), whatever --replan
+ * says: explicit rates give the seed's table, and a caller comparing with
+ * the library gets the same bytes; only the replanner plans stable. The
+ * churn is counted against the table the install replaced (installs are
+ * serialized for that) or, without install, the current one. */
 cr_status cr_core_plan(cr_core *c, const cr_core_plan_request *req, cr_core_plan_result *out,
                        cr_error *err);
 void cr_core_plan_result_free(cr_core_plan_result *r);
@@ -354,8 +465,11 @@ typedef struct cr_outcome_counts {
  *             now) and by shard (given, else the owner's route)
  *   errors    matched: rolling error per path and term, and regret (see
  *             cr_core_loop_stats)
- * An entry no step can use (no receipt, nothing to calibrate, no tokens)
- * is rejected: counted, the first one's reason kept in *out. A request_id
+ *   release   with owner and shard, under --route-by bounded or live: the
+ *             owner's oldest outstanding work on that shard is done (see
+ *             RecordArrival)
+ * An entry no step can use (no receipt, nothing to calibrate, no tokens,
+ * no work released) is rejected: counted, the first one's reason kept in *out. A request_id
  * reported twice updates its receipt twice (the latest outcome wins there;
  * the rolling figures count both). O(1) per entry; thread-safe (short
  * locks per entry). */

@@ -28,6 +28,8 @@ HELM = os.environ.get("CR_HELM") or os.path.join(TOOLS, "bin", "helm")
 # Every flag of cacheroute-sidecar (name -> default), from its --help.
 SIDECAR_FLAGS = [
     "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval", "receipts",
+    "replan", "max-imbalance", "admit-hysteresis", "route-by", "load-bound", "inflight-ttl",
+    "inflight-max",
     "metrics-listen", "log-level",
     "n-shards", "qcap", "warm-slots-per-shard",
     "half-life", "window", "estimator-clock", "max-owners",
@@ -48,6 +50,13 @@ CONFIG_FLAGS = {
     "shutdownGrace": "shutdown-grace",
     "replanInterval": "replan-interval",
     "receipts": "receipts",
+    "replan": "replan",
+    "maxImbalance": "max-imbalance",
+    "admitHysteresis": "admit-hysteresis",
+    "routeBy": "route-by",
+    "loadBound": "load-bound",
+    "inflightTtl": "inflight-ttl",
+    "inflightMax": "inflight-max",
     "logLevel": "log-level",
     "nShards": "n-shards",
     "qcap": "qcap",

@@ -4,11 +4,17 @@
  * (24 bytes plus table slack), no per-arrival history. Two clocks:
  *
  *   CR_CLOCK_SECONDS  a real rate in arrivals per second. On an arrival at t:
- *                     r = r * 2^(-(t - t_last)/H) + ln(2)/H, t_last = t;
+ *                     r = r * 2^(-(t - t_last)/H) + w ln(2)/H, t_last = t;
  *                     rate(t) = r * 2^(-(t - t_last)/H). A steady Poisson
  *                     stream of lambda/s converges to lambda; idle owners decay.
- *   CR_CLOCK_CALLS    the seed's count: r = r * 0.5^(1/H) + 1 per record(),
+ *   CR_CLOCK_CALLS    the seed's count: r = r * 0.5^(1/H) + w per record(),
  *                     H counted in the owner's own calls; rate() = r.
+ *
+ * w is the arrival's weight: 1 for cr_estimator_record, so a rate counts
+ * requests; with cr_estimator_record_weighted a rate is in the weight's
+ * unit per second (per call), e.g. prompt tokens/s when each arrival weighs
+ * its prompt tokens: a steady stream of lambda arrivals/s of weight w
+ * converges to lambda * w.
  *
  * Times are seconds on any monotonic clock the caller chooses (tests inject
  * one). An arrival stamped earlier than the owner's last one (two threads
@@ -56,8 +62,16 @@ cr_status cr_estimator_config_check(const cr_estimator_config *cfg, cr_error *er
 cr_estimator *cr_estimator_new(const cr_estimator_config *cfg, cr_error *err);
 void cr_estimator_free(cr_estimator *e);
 
-/* Records one arrival of owner at time now; returns its rate just after. */
+/* Records one arrival of owner at time now; returns its rate just after.
+ * The same as cr_estimator_record_weighted with weight 1, bit for bit. */
 double cr_estimator_record(cr_estimator *e, int64_t owner, double now);
+
+/* Records one arrival of owner of weight w at time now (see the clocks
+ * above); returns its rate just after. w must be finite and > 0: callers
+ * check it (cr_core_record names a bad one). An increment too small to
+ * represent counts as the smallest normal double, so a tracked owner's
+ * count is never 0. */
+double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, double now);
 
 /* Current rate of owner at now; 0 for an owner not tracked. */
 double cr_estimator_rate(const cr_estimator *e, int64_t owner, double now);

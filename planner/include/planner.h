@@ -85,4 +85,75 @@ int cr_table_is_admitted(const cr_table *t, int64_t owner);
 /* The owner's preferred shard, or fallback when it is not admitted. */
 uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fallback);
 
+/* ---- stable replans -------------------------------------------------------
+ *
+ * A replan that starts from the table it replaces and moves only what must
+ * move; the rules are numbered S1-S7 in planner/replan.c. */
+
+typedef enum cr_replan_mode {
+    CR_REPLAN_STABLE, /* cr_planner_replan's rules S1-S7 */
+    CR_REPLAN_FRESH   /* cr_planner_plan, ignoring the previous table */
+} cr_replan_mode;
+
+/* Defaults and bounds: the rows of cr_replan_options. Kept apart from
+ * cr_planner_config, which is the wire's PlannerConfig. */
+typedef struct cr_replan_config {
+    int mode;                /* cr_replan_mode; --replan stable|fresh */
+    double max_imbalance;    /* --max-imbalance: a shard's expected load may
+                              * reach this times the mean before sessions are
+                              * moved off it; >= 1 */
+    double admit_hysteresis; /* --admit-hysteresis: a session displaces an
+                              * admitted one only when its rate exceeds the
+                              * other's times 1 + this; a fraction, >= 0 */
+} cr_replan_config;
+
+/* The replan rows (--replan, --max-imbalance, --admit-hysteresis), on
+ * cr_replan_config; group "replan". */
+extern const cr_option_table cr_replan_options;
+
+void cr_replan_config_default(cr_replan_config *cfg);
+/* As cr_planner_config_check, fields named "replan.<field>". */
+cr_status cr_replan_config_check(const cr_replan_config *cfg, cr_error *err);
+
+/* Where sessions were before a replan: the placements of table (the one
+ * the replan will replace), and for an owner table does not admit, the
+ * shard its requests went to, home(ctx, owner, n_shards) (the caller's
+ * route for unadmitted owners; a pure function; a result >= n_shards means
+ * none), or none when home is NULL. */
+typedef struct cr_replan_prev {
+    const cr_table *table;
+    uint32_t (*home)(void *ctx, int64_t owner, uint32_t n_shards);
+    void *ctx;
+} cr_replan_prev;
+
+/* Plans n sessions starting from prev (NULL, or a NULL table: none; a
+ * table over another number of shards than cfg's counts as none). With
+ * mode fresh, or no previous table and no home function, the result is
+ * exactly cr_planner_plan's. Otherwise rules S1-S7 (planner/replan.c): the
+ * same validation and errors as cr_planner_plan (the replan config is
+ * checked after cfg); a session admitted before keeps its shard set when
+ * it is admitted again with the same kb and its shards stay within
+ * max_imbalance; a newly admitted one with kb 1 goes to its home shard
+ * when that stays within the bound; the rest are placed by LPT.
+ * Deterministic: the same prev, rates and configs give a bit-identical
+ * table. prev and rates are only read. Memory: at most 64 bytes per entry
+ * at the peak, besides prev and the result (bench/README.md). Thread-safe:
+ * no shared state. */
+cr_status cr_planner_replan(const cr_planner_config *cfg, const cr_replan_config *replan,
+                            const cr_replan_prev *prev, const cr_session_rate *rates, size_t n,
+                            cr_table **out, cr_error *err);
+
+/* What changed from one table to the next, counted over sessions. */
+typedef struct cr_churn {
+    uint64_t moved;        /* admitted in both, with another shard set */
+    uint64_t admitted_in;  /* admitted in next only */
+    uint64_t admitted_out; /* admitted in prev only */
+} cr_churn;
+
+/* Compares the tables' placements by owner. prev NULL = an empty table
+ * (everything in next is admitted_in). Shard sets are compared as sets of
+ * ids (a placement's shards ascend), so a table over another shard count
+ * compares the same way. Pure; O(placements of next) expected. */
+cr_churn cr_table_churn(const cr_table *prev, const cr_table *next);
+
 #endif

@@ -37,6 +37,7 @@ typedef struct settings {
     size_t n_policies;
     char *scale_text, *sweep_qcap_text, *sweep_warm_text, *sweep_margin_text;
     double slo_p99_ms, series_window_s;
+    cr_replay_weight weight; /* --weight: what a cacheroute arrival weighs */
     /* the lists, parsed from their text by cli_finish_settings */
     values scales; /* ascending, distinct */
     values sweep_qcap, sweep_warm, sweep_margin; /* empty = from the trace */
@@ -118,10 +119,11 @@ void cli_policy_names(char *buf, size_t len);
 /* --policies as given, or the default (plus the knowledge variants when
  * the trace has knowledge). */
 void cli_choose_policies(settings *s, const trace_stats *st);
-/* A fresh policy by index, for one run; dump (NULL = none) gets every
- * outcome. */
-cr_status cli_make_policy(unsigned policy, const cr_core_config *core, const cr_replay_cluster *c,
-                          FILE *dump, cr_replay_policy *out, cr_error *err);
+/* A fresh policy by index, for one run, cacheroute's arrivals weighing
+ * what weight says; dump (NULL = none) gets every outcome. */
+cr_status cli_make_policy(unsigned policy, const cr_core_config *core, cr_replay_weight weight,
+                          const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
+                          cr_error *err);
 
 /* ---- runs, capacity and the sweep (runs.c) ---------------------------------------- */
 

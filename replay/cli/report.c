@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -119,6 +120,14 @@ int cli_write_json(const runner *r, const series *all, size_t n, const sweep *g)
 
 /* ---- the Markdown --------------------------------------------------------------- */
 
+/* A flag's value as the flag would take it (its row, the one source). */
+static void flag_text(const settings *s, const char *flag, char *buf, size_t len)
+{
+    const part *where;
+    const cr_option *o = cli_find_row(flag, strlen(flag), &where);
+    cli_row_text(where, o, s, buf, len);
+}
+
 static void markdown_inputs(const runner *r)
 {
     const settings *s = r->s;
@@ -139,10 +148,14 @@ static void markdown_inputs(const runner *r)
            "ms, noise %g; KV %g + %g ms/token\n",
            s->cluster.shards, (unsigned long long)s->cluster.shard_blocks, k->a_ms,
            k->b_ms_per_token, k->c_ms_per_token2, k->noise, k->kv_fixed_ms, k->kv_ms_per_token);
-    printf("- cacheroute: qcap %g, W %g, replan every %g s, half-life %g, margin %g ms\n\n",
+    char by[16], weight[16];
+    flag_text(s, "route-by", by, sizeof by);
+    flag_text(s, "weight", weight, sizeof weight);
+    printf("- cacheroute: qcap %g, W %g, replan every %g s, half-life %g, margin %g ms; "
+           "route by %s (load bound %g), weights %s\n\n",
            s->core.planner.qcap, s->core.planner.warm_slots_per_shard,
            s->core.replan_interval_s, s->core.estimator.half_life,
-           s->core.inject.decision_margin_ms);
+           s->core.inject.decision_margin_ms, by, s->core.load_bound, weight);
 }
 
 static void markdown_results(const runner *r, const series *all, size_t n)

@@ -133,6 +133,8 @@ static int show_true_kv(const void *cfg, char *buf, size_t len)
      .help = text}
 #define TEXT(flag, field, text) LIST(flag, field, "", text)
 
+static const char *const WEIGHTS[] = {"requests", "tokens", NULL}; /* cr_replay_weight's order */
+
 static const cr_option REPLAY_ROWS[] = {
     TEXT("trace", trace, "Mooncake JSON-lines trace to replay (or --generate)"),
     CUSTOM("owner-key", "owner_key", set_owner_key, cli_show_owner_key, 0,
@@ -159,6 +161,10 @@ static const cr_option REPLAY_ROWS[] = {
     {.name = "series-window", .key = "series_window_s", .type = CR_OPT_DOUBLE,
      .offset = AT(series_window_s), .def = 10, .min = 0, .max = 1e9, .flags = CR_OPT_MIN_OPEN,
      .help = "seconds of virtual time per point of the hit-ratio series and replan dips"},
+    {.name = "weight", .key = "weight", .type = CR_OPT_CHOICE, .offset = AT(weight),
+     .def_text = "requests", .choices = WEIGHTS,
+     .help = "what each cacheroute arrival weighs: requests (1) or tokens (its input tokens; "
+             "rates and --qcap are then tokens/s)"},
 };
 
 static const cr_option OUTPUT_ROWS[] = {
@@ -231,6 +237,7 @@ const part cli_parts[] = {
     {&CLUSTER_TABLE, 0, JSON_TOOL},
     {&cr_core_options, offsetof(settings, core), JSON_SIDECAR},
     {&cr_planner_options, offsetof(settings, core.planner), JSON_SIDECAR},
+    {&cr_replan_options, offsetof(settings, core.replan), JSON_SIDECAR},
     {&cr_estimator_options, offsetof(settings, core.estimator), JSON_SIDECAR},
     {&cr_inject_options, offsetof(settings, core.inject), JSON_SIDECAR},
 };

@@ -242,14 +242,25 @@ typedef struct cr_replay_policy {
 cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_replay_policy *out,
                              cr_error *err);
 
+/* What each of the cacheroute policy's arrivals weighs (--weight): 1, so
+ * rates count requests (the sidecar's default), or the request's input
+ * tokens, so rates are tokens/s and --qcap is tokens/s per shard. */
+typedef enum cr_replay_weight { CR_REPLAY_WEIGHT_REQUESTS, CR_REPLAY_WEIGHT_TOKENS } cr_replay_weight;
+
 /* The cacheroute policy: the sidecar's own core (core/) run in-process in
- * virtual time. Each request is one cr_core_record (its owner), sent to the
- * route's preferred shard; cr_core_tick before each request lets the core's
- * replanner install a plan every cfg->replan_interval_s of virtual time;
- * requests with knowledge go through cr_core_select. cfg is copied (its
- * probe is replaced by one that finds nothing). replans reports churn. */
-cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, const cr_replay_cluster *c,
-                                      cr_replay_policy *out, cr_error *err);
+ * virtual time. Each request is one cr_core_record (its owner, weighing
+ * what weight says), sent to the route's preferred shard; cr_core_tick
+ * before each request lets the core's replanner install a plan every
+ * cfg->replan_interval_s of virtual time; requests with knowledge go
+ * through cr_core_select. Under --route-by bounded or live the core is told
+ * when each request's prefill ends: served pushes (its arrival + queue wait
+ * + prefill, owner, shard) on a min-heap, and tick reports every finish due
+ * by then (cr_core_report with owner and shard), as an engine reporting
+ * each outcome at once would; --inflight-ttl still applies. cfg is copied
+ * (its probe is replaced by one that finds nothing). replans reports churn. */
+cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
+                                      const cr_replay_cluster *c, cr_replay_policy *out,
+                                      cr_error *err);
 
 /* ---- runs ------------------------------------------------------------ */
 

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -114,10 +115,17 @@ class MetricsTest(h.SidecarTestCase):
     def test_histogram_buckets_are_cumulative(self):
         for _ in range(3):
             self.stub.GetRates(P.cr.GetRatesRequest(owners=[1]), timeout=h.RPC_TIMEOUT)
-        samples, _, _ = scrape(self.port)
-        buckets = sorted((float(dict(k[1])["le"]), v) for k, v in samples.items()
-                         if k[0] == "cacheroute_rpc_duration_seconds_bucket"
-                         and dict(k[1]).get("method") == "GetRates")
+        # A call is counted once the server has finished it, which can be just
+        # after the client has its answer: scrape until the third is in.
+        deadline = time.monotonic() + 10
+        while True:
+            samples, _, _ = scrape(self.port)
+            buckets = sorted((float(dict(k[1])["le"]), v) for k, v in samples.items()
+                             if k[0] == "cacheroute_rpc_duration_seconds_bucket"
+                             and dict(k[1]).get("method") == "GetRates")
+            if (buckets and buckets[-1][1] >= 3) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         counts = [v for _, v in buckets]
         self.assertEqual(counts, sorted(counts))
         self.assertEqual(buckets[-1], (float("inf"), 3))

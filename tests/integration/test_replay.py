@@ -203,9 +203,10 @@ class ReplayTest(unittest.TestCase):
         # sidecar that is sent the same arrivals and plans at the same
         # points (Plan from_estimator + install where the tool's replanner
         # installed) must answer the same preferred shard for every
-        # arrival: admitted owners and fallbacks alike.
+        # arrival: admitted owners and fallbacks alike. Plan calls plan
+        # fresh, so the tool's replanner does too here.
         planner = ["--qcap", "2", "--warm-slots-per-shard", "3", "--estimator-clock", "calls",
-                   "--half-life", "5"]
+                   "--half-life", "5", "--replan", "fresh"]
         self.ok("--generate", "--requests", "3000", "--sessions", "40", "--gini", "0.6",
                 "--rate", "100", "--shards", "6", "--replan-interval", "2", "--policies",
                 "cacheroute", "--dump-routes", self.path("routes.csv"),

@@ -1,5 +1,6 @@
 """cacheroute.v1.CacheRoute over the wire: Plan, RecordArrival, GetRates,
 Forget, against the real sidecar."""
+import bisect
 import math
 import os
 import random
@@ -469,6 +470,85 @@ class RecordArrivalTest(h.SidecarTestCase):
         self.assertLessEqual(g.rates[0].rate, math.log(2) / 20)
         self.assertGreater(g.rates[0].rate, 0.9 * math.log(2) / 20)
         sc.assert_clean_exit(self)
+
+    def test_weights_change_rates_exactly(self):
+        # Calls clock: r = r * d + w per arrival, so the weights show bit for
+        # bit; routes are plan's as ever.
+        owners = [400, 401, 400, 400]
+        weights = [1000.0, 0.5, 2500.0, 1.0]
+        r = self.record(owners, weights=weights)
+        d, acc, want = h.calls_decay(self.H), {}, []
+        for o, w in zip(owners, weights):
+            acc[o] = acc.get(o, 0.0) * d + w
+            want.append(acc[o])
+        self.assertEqual([x.rate for x in r.routes], want)
+        self.assertEqual([x.preferred_shard for x in r.routes],
+                         [h.fallback_shard(o, 6) for o in owners])
+        g = self.stub.GetRates(P.cr.GetRatesRequest(owners=[400, 401]), timeout=h.RPC_TIMEOUT)
+        self.assertEqual([x.rate for x in g.rates], [acc[400], acc[401]])
+        # Empty weights are weights of 1: the same as no field.
+        r = self.record([402, 402], weights=[])
+        self.assertEqual([x.rate for x in r.routes], [1.0, h.calls_rate_exact(2, self.H)])
+
+    def test_bad_weights_name_the_index_and_record_nothing(self):
+        owners = [500, 501, 502]
+        cases = [([1, 2, -1], "weights[2] must be in (0, 1e+09], got -1"),
+                 ([1, 0, 1], "weights[1] must be in (0, 1e+09], got 0"),
+                 ([math.nan, 1, 1], "weights[0] must be in (0, 1e+09], got nan"),
+                 ([1, 1, math.inf], "weights[2] must be in (0, 1e+09], got inf"),
+                 ([1, 1e9 + 1, 1], "weights[1] must be in (0, 1e+09], got 1000000001"),
+                 ([1, 2], "weights must be empty or one per owner (3), got 2"),
+                 ([1, 2, 3, 4], "weights must be empty or one per owner (3), got 4")]
+        for weights, msg in cases:
+            for omit in (False, True):
+                e = self.assertRpcError(INVALID, self.stub.RecordArrival,
+                                        P.cr.RecordArrivalRequest(owners=owners, weights=weights,
+                                                                  omit_routes=omit))
+                self.assertEqual(e.details(), msg)
+        g = self.stub.GetRates(P.cr.GetRatesRequest(owners=owners), timeout=h.RPC_TIMEOUT)
+        self.assertEqual([x.rate for x in g.rates], [0.0] * 3)
+        # Owners come first: empty owners with weights is the owners error.
+        e = self.assertRpcError(INVALID, self.stub.RecordArrival,
+                                P.cr.RecordArrivalRequest(weights=[1.0]))
+        self.assertEqual(e.details(), "owners must not be empty")
+
+
+def ring_order(owner, n_shards, vnodes=64):
+    """The shards of owner's consistent-hash ring walk, each once (ring.h)."""
+    points = sorted((h.splitmix64((h.splitmix64((s << 32) | k) + 1) & h.MASK64), s)
+                    for s in range(n_shards) for k in range(vnodes))
+    i = bisect.bisect_left(points, (h.splitmix64(owner), -1))
+    order = []
+    for j in range(len(points)):
+        s = points[(i + j) % len(points)][1]
+        if s not in order:
+            order.append(s)
+    return order
+
+
+class BoundedRouteTest(h.SidecarTestCase):
+    SIDECAR_FLAGS = ("--route-by", "bounded", "--n-shards", "4", "--replan-interval", "0")
+
+    def route(self, owner, weight):
+        r = self.stub.RecordArrival(P.cr.RecordArrivalRequest(owners=[owner], weights=[weight]),
+                                    timeout=h.RPC_TIMEOUT)
+        return r.routes[0].preferred_shard
+
+    def test_outstanding_work_moves_routes_and_outcomes_release_it(self):
+        order = ring_order(7, 4)
+        # A cold owner walks its ring: its first shard, not owner mod R...
+        self.assertEqual(self.route(7, 100), order[0])
+        # ...and past it while that shard holds 100 > 1.25 x 100 / 4.
+        self.assertEqual(self.route(7, 100), order[1])
+        r = self.stub.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[
+            P.cr.Outcome(owner=7, shard=order[0]), P.cr.Outcome(owner=7, shard=order[1])]),
+            timeout=h.RPC_TIMEOUT)
+        self.assertEqual((r.accepted, r.rejected), (2, 0))
+        # Both done: back to its first shard. Released twice is nothing left.
+        self.assertEqual(self.route(7, 1), order[0])
+        r = self.stub.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[
+            P.cr.Outcome(owner=7, shard=order[1])]), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(r.rejected, 1)
 
 
 class RatesForgetTest(h.SidecarTestCase):

@@ -112,6 +112,13 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - maxMessageBytes=max-message-bytes
 - replanInterval=replan-interval
 - receipts=receipts
+- replan=replan
+- maxImbalance=max-imbalance
+- admitHysteresis=admit-hysteresis
+- routeBy=route-by
+- loadBound=load-bound
+- inflightTtl=inflight-ttl
+- inflightMax=inflight-max
 - logLevel=log-level
 - nShards=n-shards
 - qcap=qcap

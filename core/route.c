@@ -1,0 +1,269 @@
+/* The route rule, once (see "route" in core.h): plan, the default, keeps
+ * no state; bounded and live read the outstanding work per shard
+ * (inflight.c) and walk the owner's ring (ring.h), under one lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "ring.h"
+#include "route.h"
+
+uint32_t cr_core_fallback_shard(int64_t owner, uint32_t n_shards)
+{
+    return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
+}
+
+uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
+{
+    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
+}
+
+uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted)
+{
+    const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
+    *admitted = p != NULL;
+    return p ? p->preferred_shard : cr_core_home_shard(c, owner, cr_core_shards(c, t));
+}
+
+struct cr_router {
+    pthread_mutex_t lock; /* guards everything below */
+    cr_route_by by;       /* bounded or live */
+    double c;             /* --load-bound */
+    cr_inflight *work;
+    cr_ring *ring;        /* over the latest route's shard count; NULL before */
+    cr_ring *other;       /* the last other count cr_core_home_shard asked for */
+    uint32_t *seen;       /* per ring shard: the walk that last looked at it */
+    uint32_t walk;
+    uint64_t diverted;
+};
+
+cr_router *cr_router_new(const cr_core_config *cfg)
+{
+    cr_router *r = calloc(1, sizeof *r);
+    if (!r || !(r->work = cr_inflight_new(cfg->inflight_max, cfg->inflight_ttl_s))) {
+        free(r);
+        return NULL;
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    r->by = cfg->route_by;
+    r->c = cfg->load_bound;
+    return r;
+}
+
+void cr_router_free(cr_router *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_destroy(&r->lock);
+    cr_inflight_free(r->work);
+    cr_ring_free(r->ring);
+    cr_ring_free(r->other);
+    free(r->seen);
+    free(r);
+}
+
+/* The ring and the counters for n shards, built when n changes; -1 (the
+ * old ones kept) when out of memory. */
+static int prepare(cr_router *r, uint32_t n)
+{
+    if (cr_inflight_reserve(r->work, n) != 0)
+        return -1;
+    if (r->ring && cr_ring_n_shards(r->ring) == n)
+        return 0;
+    int swap = r->other && cr_ring_n_shards(r->other) == n;
+    cr_ring *ring = swap ? r->other : cr_ring_new(n);
+    uint32_t *seen = ring ? calloc(n, sizeof *seen) : NULL;
+    if (!seen) {
+        if (!swap)
+            cr_ring_free(ring);
+        return -1;
+    }
+    if (swap)
+        r->other = r->ring;
+    else
+        cr_ring_free(r->ring);
+    free(r->seen);
+    r->ring = ring;
+    r->seen = seen;
+    r->walk = 0;
+    return 0;
+}
+
+/* r locked: the first shard of owner's ring over n shards, the routes'
+ * ring or another kept for this; UINT32_MAX when out of memory. */
+static uint32_t ring_home(cr_router *r, int64_t owner, uint32_t n)
+{
+    const cr_ring *ring = r->ring && cr_ring_n_shards(r->ring) == n ? r->ring : NULL;
+    if (!ring && !(r->other && cr_ring_n_shards(r->other) == n)) {
+        cr_ring *other = cr_ring_new(n);
+        if (!other)
+            return UINT32_MAX;
+        cr_ring_free(r->other);
+        r->other = other;
+    }
+    ring = ring ? ring : r->other;
+    return cr_ring_shard(ring, cr_ring_start(ring, owner));
+}
+
+uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards)
+{
+    cr_router *r = c->router;
+    uint32_t s = UINT32_MAX;
+    if (r) {
+        pthread_mutex_lock(&r->lock);
+        s = ring_home(r, owner, n_shards);
+        pthread_mutex_unlock(&r->lock);
+    }
+    return s != UINT32_MAX ? s : cr_core_fallback_shard(owner, n_shards);
+}
+
+/* One bounded walk: shards looked at once each, the first under the limit
+ * taken, the least loaded seen kept in case none is. */
+typedef struct walk {
+    cr_router *r;
+    const double *loads;
+    double limit;
+    uint32_t looked, best;
+} walk;
+
+/* A walk over n shards' marks, taking the first shard at most limit. */
+static walk walk_begin(cr_router *r, uint32_t n_shards, double limit)
+{
+    if (++r->walk == 0) { /* the marks wrapped: clear them */
+        memset(r->seen, 0, n_shards * sizeof *r->seen);
+        r->walk = 1;
+    }
+    return (walk){r, cr_inflight_loads(r->work), limit, 0, UINT32_MAX};
+}
+
+/* 1 when shard s takes the work: not looked at yet on this walk, and its
+ * outstanding work at most the limit. */
+static int takes(walk *w, uint32_t s)
+{
+    if (w->r->seen[s] == w->r->walk)
+        return 0;
+    w->r->seen[s] = w->r->walk;
+    w->looked++;
+    if (w->loads[s] <= w->limit)
+        return 1;
+    if (w->best == UINT32_MAX || w->loads[s] < w->loads[w->best])
+        w->best = s;
+    return 0;
+}
+
+/* bounded: the first choice (the preferred shard, or the ring's first),
+ * the session's other shards after it (by id, cyclically), then the ring
+ * from the owner's point. The limit is c x the mean with this arrival's
+ * weight counted in it, so with unit weights a shard takes up to
+ * ceil(c (m + 1) / R) routes of m outstanding (CHWBL's bound) rather than
+ * none above the mean. With c >= 1 the least loaded shard is at most the
+ * mean, so the walk always ends on a shard under the limit; the least
+ * loaded seen is there for rounding. */
+static uint32_t bounded(cr_router *r, const cr_table *t, const cr_placement *p, int64_t owner,
+                        uint32_t first, double weight)
+{
+    uint32_t n = cr_ring_n_shards(r->ring);
+    double limit = r->c * (cr_inflight_total(r->work) + weight) / n;
+    if (cr_inflight_loads(r->work)[first] <= limit)
+        return first; /* the common case, without a walk */
+    walk w = walk_begin(r, n, limit);
+    if (p) {
+        const uint32_t *own = cr_table_shards(t, p);
+        uint32_t at = 0;
+        while (at + 1 < p->kb && own[at] != p->preferred_shard)
+            at++;
+        for (uint32_t j = 0; j < p->kb; j++)
+            if (takes(&w, own[(at + j) % p->kb]))
+                return own[(at + j) % p->kb];
+    }
+    size_t start = cr_ring_start(r->ring, owner), points = cr_ring_n_points(r->ring);
+    for (size_t i = 0; i < points && w.looked < n; i++)
+        if (takes(&w, cr_ring_shard(r->ring, start + i)))
+            return cr_ring_shard(r->ring, start + i);
+    return w.best;
+}
+
+/* live: the least outstanding work of all; a tie with the first choice
+ * keeps it, other ties go to the lowest id. O(shards). */
+static uint32_t live(const cr_router *r, uint32_t first)
+{
+    const double *loads = cr_inflight_loads(r->work);
+    uint32_t best = first, n = cr_ring_n_shards(r->ring);
+    for (uint32_t s = 0; s < n; s++)
+        if (loads[s] < loads[best])
+            best = s;
+    return best;
+}
+
+static void route_one(cr_router *r, const cr_installed *t, cr_route *out, double weight,
+                      double now)
+{
+    const cr_placement *p = t ? cr_table_find(t->table, out->owner) : NULL;
+    uint32_t first = p ? p->preferred_shard
+                       : cr_ring_shard(r->ring, cr_ring_start(r->ring, out->owner));
+    uint32_t s = r->by == CR_ROUTE_LIVE ? live(r, first)
+                                        : bounded(r, t ? t->table : NULL, p, out->owner, first,
+                                                  weight);
+    r->diverted += s != first;
+    cr_inflight_add(r->work, out->owner, s, weight, now);
+    out->admitted = p != NULL;
+    out->preferred_shard = s;
+}
+
+/* Under bounded or live; 0, or -1 (nothing routed) when out of memory. */
+static int route_moving(cr_router *r, const cr_installed *t, uint32_t shards,
+                        const double *weights, cr_route *routes, size_t n, double now)
+{
+    pthread_mutex_lock(&r->lock);
+    int st = prepare(r, shards);
+    if (st == 0) {
+        cr_inflight_expire(r->work, now);
+        for (size_t i = 0; i < n; i++)
+            route_one(r, t, &routes[i], weights ? weights[i] : 1.0, now);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return st;
+}
+
+void cr_core_route(cr_core *c, const cr_installed *t, const double *weights, cr_route *routes,
+                   size_t n, double now)
+{
+    if (c->router && route_moving(c->router, t, cr_core_shards(c, t), weights, routes, n, now) == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        routes[i].preferred_shard = cr_core_route_shard(c, t, routes[i].owner, &routes[i].admitted);
+}
+
+int cr_core_route_release(cr_core *c, int64_t owner, uint32_t shard, double now)
+{
+    cr_router *r = c->router;
+    if (!r)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    cr_inflight_expire(r->work, now);
+    int released = cr_inflight_release(r->work, owner, shard);
+    pthread_mutex_unlock(&r->lock);
+    return released;
+}
+
+void cr_core_route_stats_read(cr_core *c, cr_core_route_stats *out, double *work,
+                              uint32_t max_shards)
+{
+    memset(out, 0, sizeof *out);
+    if (work)
+        memset(work, 0, max_shards * sizeof *work);
+    cr_router *r = c->router;
+    out->route_by = r ? r->by : CR_ROUTE_PLAN;
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->lock);
+    cr_inflight_expire(r->work, cr_core_now(c));
+    cr_inflight_stats(r->work, out);
+    out->diverted = r->diverted;
+    out->bytes += cr_ring_bytes(r->ring) + cr_ring_bytes(r->other) +
+                  (r->ring ? cr_ring_n_shards(r->ring) : 0) * sizeof *r->seen;
+    out->n_shards = cr_inflight_shards(r->work);
+    for (uint32_t s = 0; work && s < max_shards && s < out->n_shards; s++)
+        work[s] = cr_inflight_loads(r->work)[s];
+    pthread_mutex_unlock(&r->lock);
+}

@@ -1,0 +1,5 @@
+# Routes in motion: weighted arrivals and --route-by bounded and live on the
+# core, in virtual time (one threaded case for TSan).
+if(TARGET cacheroute_core)
+  cr_add_cunit_test(test_route SOURCES test_route.c LIBS cacheroute_core LABELS concurrency)
+endif()
