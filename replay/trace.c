@@ -125,7 +125,7 @@ static cr_status hash_ids(cr_replay_builder *b, const json_t *obj, const line_po
     for (size_t i = 0; i < len; i++) {
         char what[32];
         snprintf(what, sizeof what, "hash_ids[%zu]", i);
-        double x;
+        double x = 0; /* set by number() on success; gcc -O3 cannot see it */
         if (number(json_array_get(ids, i), what, 0, TWO_53, 1, at, &x, err) != CR_OK)
             return CR_EINVAL;
         b->t.blocks[b->t.n_blocks + i] = (uint64_t)x;
