@@ -76,7 +76,15 @@ class MetricsTest(h.SidecarTestCase):
                                   timeout=h.RPC_TIMEOUT)
         self.stub.SelectInjection(P.cr.SelectInjectionRequest(
             prompt_tokens=10, knowledge_tokens=20, dry_run=True), timeout=h.RPC_TIMEOUT)
-        after, _, _ = scrape(self.port)
+        # A call is counted once the server has finished it, which can be just
+        # after the client has its answer: scrape until the last one is in.
+        deadline = time.monotonic() + 10
+        while True:
+            after, _, _ = scrape(self.port)
+            if (self.delta(before, after, rpc("SelectInjection")) >= 2
+                    or time.monotonic() > deadline):
+                break
+            time.sleep(0.02)
 
         d = lambda k: self.delta(before, after, k)  # noqa: E731
         self.assertEqual(d(rpc("RecordArrival")), 2)
