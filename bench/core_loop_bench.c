@@ -21,11 +21,7 @@ static cr_core *quiet_core(uint64_t receipts, vclock *clock)
 {
     cr_core_config cfg;
     cr_core_config_default(&cfg);
-    cfg.probe.sysfs_root = "/nonexistent/cacheroute-sysfs";
-    cfg.probe.cuda_library = "libcuda-not-here.so";
-    cfg.probe.interval_s = 0;
-    cfg.probe.nic_sample_s = 0;
-    cfg.probe.measure_h2d = 0;
+    cr_core_quiet_probe(&cfg.probe);
     cfg.replan_interval_s = 0;
     cfg.receipts = receipts;
     cr_clock_source src = {vclock_now, clock};

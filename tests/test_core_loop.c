@@ -45,11 +45,7 @@ typedef struct fixture {
 static void quiet_config(cr_core_config *cfg, uint64_t receipts)
 {
     cr_core_config_default(cfg);
-    cfg->probe.sysfs_root = "/nonexistent/cacheroute-sysfs";
-    cfg->probe.cuda_library = "libcuda-not-here.so";
-    cfg->probe.interval_s = 0;
-    cfg->probe.nic_sample_s = 0;
-    cfg->probe.measure_h2d = 0;
+    cr_core_quiet_probe(&cfg->probe);
     cfg->replan_interval_s = 0;
     cfg->receipts = receipts;
 }
