@@ -55,4 +55,31 @@ int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out);
  * are not a valid type message, or memory runs out. */
 ProtobufCMessage *cr_wire_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *type);
 
+/* ---- the raw-bytes scanner (wire_scan.c): requests sized and checked
+ * before protobuf-c unpacks them ---------------------------------------- */
+
+/* How many elements of the repeated field named field (d's field name) the
+ * len bytes at data, a d message, hold: one per occurrence, or for a packed
+ * scalar occurrence the elements in it. Stops at the first malformed field
+ * (what is counted up to there is returned; unpack then refuses the
+ * message); 0 for a field d does not have. O(len), no allocation. */
+size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+                     const char *field);
+
+/* Every string field of the d message at data, at any depth (sub-messages
+ * followed through their descriptors), must be UTF-8 (RFC 3629: no
+ * overlong forms, surrogates or code points past U+10FFFF) without a NUL
+ * byte, which the C side would silently cut at. Returns 0, or -1 with err
+ * (errlen bytes, NUL-terminated) naming the field path as the request's
+ * fields spell it and the problem: "sources[1].name must be valid UTF-8,
+ * not at byte 3 of 7", "request_id must not contain a NUL byte, found at
+ * byte 2 of 5". Malformed bytes are not its business: the walk stops
+ * there and returns 0 (unpack refuses them). O(len). */
+int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+                          char *err, size_t errlen);
+
+/* The offset of the first byte of s (len bytes) at which it stops being
+ * UTF-8 as above, or len when all of it is. */
+size_t cr_wire_utf8_error(const uint8_t *s, size_t len);
+
 #endif

@@ -3,6 +3,11 @@
 void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                     size_t len, cr_reply *out, cr_decoded_fn fn)
 {
+    char why[sizeof out->message];
+    if (cr_wire_check_strings(d, data, len, why, sizeof why) != 0) {
+        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
+        return;
+    }
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, data);
     if (!m) {
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s message (%zu bytes)",

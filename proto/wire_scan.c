@@ -1,0 +1,219 @@
+/* A scanner over a message's raw wire bytes, driven by its protobuf-c
+ * descriptor: it looks at what protobuf-c would unpack before anything is
+ * allocated, so that a request can be sized (how many entries a repeated
+ * field holds) and its strings checked (UTF-8, no NUL) up front.
+ *
+ * It never rejects an encoding: what it cannot parse (a truncated varint,
+ * a length past the end, a group) ends the walk, and protobuf-c's unpack
+ * then refuses the message as malformed. */
+#include "wire.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 32 /* nesting the string check follows; ours is 3 deep */
+
+typedef struct wire_field {
+    uint32_t number;
+    unsigned type;          /* the wire type, 0..5 */
+    const uint8_t *value;   /* length-delimited: the payload */
+    size_t len;
+} wire_field;
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+/* The next field at *p; 0, or -1 at the end or on what unpack refuses. */
+static int next_field(const uint8_t **p, const uint8_t *end, wire_field *f)
+{
+    uint64_t key, v;
+    if (*p >= end || read_varint(p, end, &key) != 0 || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+        return -1;
+    f->number = (uint32_t)(key >> 3);
+    f->type = (unsigned)(key & 7);
+    f->value = NULL;
+    f->len = 0;
+    switch (f->type) {
+    case 0:
+        return read_varint(p, end, &v);
+    case 1:
+    case 5: {
+        size_t n = f->type == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < n)
+            return -1;
+        *p += n;
+        return 0;
+    }
+    case 2:
+        if (read_varint(p, end, &v) != 0 || v > (uint64_t)(end - *p))
+            return -1;
+        f->value = *p;
+        f->len = (size_t)v;
+        *p += v;
+        return 0;
+    default: /* groups: protobuf-c does not take them */
+        return -1;
+    }
+}
+
+/* Elements one packed occurrence of field fd holds. */
+static size_t packed_count(const ProtobufCFieldDescriptor *fd, const wire_field *f)
+{
+    switch (fd->type) {
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+    case PROTOBUF_C_TYPE_DOUBLE:
+        return f->len / 8;
+    case PROTOBUF_C_TYPE_FIXED32:
+    case PROTOBUF_C_TYPE_SFIXED32:
+    case PROTOBUF_C_TYPE_FLOAT:
+        return f->len / 4;
+    default: { /* varints: one per byte without the continuation bit */
+        size_t n = 0;
+        for (size_t i = 0; i < f->len; i++)
+            n += !(f->value[i] & 0x80);
+        return n;
+    }
+    }
+}
+
+static int is_scalar(const ProtobufCFieldDescriptor *fd)
+{
+    return fd->type != PROTOBUF_C_TYPE_STRING && fd->type != PROTOBUF_C_TYPE_BYTES &&
+           fd->type != PROTOBUF_C_TYPE_MESSAGE;
+}
+
+size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+                     const char *field)
+{
+    const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(d, field);
+    const uint8_t *p = data, *end = data + len;
+    size_t n = 0;
+    wire_field f;
+    while (fd && next_field(&p, end, &f) == 0) {
+        if (f.number == fd->id)
+            n += f.type == 2 && is_scalar(fd) ? packed_count(fd, &f) : 1;
+    }
+    return n;
+}
+
+/* ---- strings ---- */
+
+/* The offset of the first byte of s that breaks UTF-8 (RFC 3629: no
+ * overlong forms, no surrogates, nothing past U+10FFFF), or len. */
+size_t cr_wire_utf8_error(const uint8_t *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        uint8_t c = s[i];
+        size_t n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : (c & 0xf0) == 0xe0 ? 2
+                                : c >= 0xf0 && c <= 0xf4 ? 3 : SIZE_MAX;
+        if (n == SIZE_MAX || n > len - i - 1)
+            return i;
+        uint8_t lo = 0x80, hi = 0xbf; /* the second byte's range */
+        if (c == 0xe0)
+            lo = 0xa0;
+        else if (c == 0xed)
+            hi = 0x9f;
+        else if (c == 0xf0)
+            lo = 0x90;
+        else if (c == 0xf4)
+            hi = 0x8f;
+        for (size_t k = 1; k <= n; k++) {
+            uint8_t b = s[i + k];
+            if (k == 1 ? b < lo || b > hi : (b & 0xc0) != 0x80)
+                return i;
+        }
+        i += n + 1;
+    }
+    return len;
+}
+
+typedef struct string_walk {
+    char path[256];
+    char *err;
+    size_t errlen;
+} string_walk;
+
+static int check_string(string_walk *w, const wire_field *f)
+{
+    const void *nul = memchr(f->value, 0, f->len);
+    size_t bad = cr_wire_utf8_error(f->value, f->len);
+    if (nul) {
+        snprintf(w->err, w->errlen, "%s must not contain a NUL byte, found at byte %zu of %zu",
+                 w->path, (size_t)((const uint8_t *)nul - f->value), f->len);
+        return -1;
+    }
+    if (bad < f->len) {
+        snprintf(w->err, w->errlen, "%s must be valid UTF-8, not at byte %zu of %zu", w->path,
+                 bad, f->len);
+        return -1;
+    }
+    return 0;
+}
+
+static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                        size_t len, int depth);
+
+/* Appends fd's name (with [index] when repeated) to the path at at. */
+static void name_field(string_walk *w, size_t at, const ProtobufCFieldDescriptor *fd,
+                       size_t index)
+{
+    size_t room = at < sizeof w->path ? sizeof w->path - at : 0;
+    if (fd->label == PROTOBUF_C_LABEL_REPEATED)
+        snprintf(w->path + at, room, "%s%s[%zu]", at ? "." : "", fd->name, index);
+    else
+        snprintf(w->path + at, room, "%s%s", at ? "." : "", fd->name);
+}
+
+static int walk_field(string_walk *w, const ProtobufCFieldDescriptor *fd, const wire_field *f,
+                      size_t index, int depth)
+{
+    int text = fd->type == PROTOBUF_C_TYPE_STRING;
+    int sub = fd->type == PROTOBUF_C_TYPE_MESSAGE && depth < MAX_DEPTH;
+    if (f->type != 2 || (!text && !sub))
+        return 0;
+    size_t at = strlen(w->path);
+    name_field(w, at, fd, index);
+    int rc = text ? check_string(w, f)
+                  : walk_strings(w, fd->descriptor, f->value, f->len, depth + 1);
+    if (rc == 0)
+        w->path[at] = '\0';
+    return rc;
+}
+
+static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                        size_t len, int depth)
+{
+    size_t *seen = calloc(d->n_fields + 1, sizeof *seen); /* occurrences per field */
+    if (!seen)
+        return 0; /* unpack will run out of memory too, and say so */
+    const uint8_t *p = data, *end = data + len;
+    wire_field f;
+    int rc = 0;
+    while (rc == 0 && next_field(&p, end, &f) == 0) {
+        const ProtobufCFieldDescriptor *fd =
+            protobuf_c_message_descriptor_get_field(d, (unsigned)f.number);
+        if (fd)
+            rc = walk_field(w, fd, &f, seen[fd - d->fields]++, depth);
+    }
+    free(seen);
+    return rc;
+}
+
+int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
+                          char *err, size_t errlen)
+{
+    string_walk w = {.err = err, .errlen = errlen};
+    return walk_strings(&w, d, data, len, 0);
+}
