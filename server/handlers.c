@@ -3,6 +3,7 @@
  * changes, is the core's; here are only the wire's own limits. */
 #include "handlers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
@@ -19,6 +20,8 @@ typedef Cacheroute__V1__SessionRate SessionRate;
 /* A Route is at most 28 bytes on the wire: field tag and length (2), owner
  * (11), rate (9), admitted (2), preferred shard < 65536 (4). */
 #define ROUTE_MAX_BYTES 28
+/* A SessionRate likewise: tag and length (2), owner (11), rate (9). */
+#define RATE_MAX_BYTES 22
 #define RESPONSE_SLACK 32
 
 void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
@@ -148,6 +151,12 @@ static void plan(void *ctx, const void *message, cr_reply *out)
 
 void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
+    const cr_handlers *h = ctx;
+    size_t each = sizeof(void *) + sizeof(Cacheroute__V1__SessionRate) + sizeof(cr_session_rate);
+    if (cr_refuse_entries(out, &cacheroute__v1__plan_request__descriptor, data, len, "rates",
+                          cr_decode_limit(h->max_message, each), GRPC_STATUS_RESOURCE_EXHAUSTED,
+                          CR_DECODE_HINT) != 0)
+        return;
     cr_run_decoded(ctx, &cacheroute__v1__plan_request__descriptor, data, len, out, plan);
 }
 
@@ -254,9 +263,24 @@ done:
     free(ptrs);
 }
 
+/* Each listed owner is answered, so their count bounds the answer: refused
+ * before decoding, as protobuf-c and the answer would spend ~100 bytes on
+ * each (a 33 MB request of 1-byte owners made ~1.9 GB). */
 void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    cr_run_decoded(ctx, &cacheroute__v1__get_rates_request__descriptor, data, len, out, get_rates);
+    const cr_handlers *h = ctx;
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__get_rates_request__descriptor;
+    size_t n = cr_wire_count(d, data, len, "owners");
+    char why[160];
+    snprintf(why, sizeof why,
+             "their answer could need %zu bytes, over the %zu-byte message limit "
+             "(--max-message-bytes); list fewer owners",
+             n * RATE_MAX_BYTES + RESPONSE_SLACK, h->max_message);
+    if (cr_refuse_entries(out, d, data, len, "owners",
+                          (h->max_message - RESPONSE_SLACK) / RATE_MAX_BYTES,
+                          GRPC_STATUS_RESOURCE_EXHAUSTED, why) != 0)
+        return;
+    cr_run_decoded(ctx, d, data, len, out, get_rates);
 }
 
 /* ---- Forget ---- */

@@ -50,12 +50,6 @@ static void report_outcome(void *ctx, const void *message, cr_reply *out)
     const cr_handlers *h = ctx;
     const ReportRequest *req = message;
     size_t n = req->n_outcomes;
-    /* The core refuses more, but the copy is made first: bound it. */
-    if (n > CR_CORE_MAX_OUTCOMES) {
-        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT,
-                       "outcomes must hold at most %d entries, got %zu", CR_CORE_MAX_OUTCOMES, n);
-        return;
-    }
     cr_outcome *o = malloc((n ? n : 1) * sizeof *o);
     if (!o) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu outcomes", n);
@@ -81,6 +75,14 @@ static void report_outcome(void *ctx, const void *message, cr_reply *out)
 
 void cr_handle_report_outcome(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
+    /* Counted before decoding, so an oversized batch costs no allocation. */
+    size_t n = cr_wire_count(&cacheroute__v1__report_outcome_request__descriptor, data, len,
+                             "outcomes");
+    if (n > CR_CORE_MAX_OUTCOMES) {
+        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT,
+                       "outcomes must hold at most %d entries, got %zu", CR_CORE_MAX_OUTCOMES, n);
+        return;
+    }
     cr_run_decoded(ctx, &cacheroute__v1__report_outcome_request__descriptor, data, len, out,
                    report_outcome);
 }

@@ -36,3 +36,15 @@ void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, co
                        msg->descriptor->name);
     }
 }
+
+int cr_refuse_entries(cr_reply *out, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                      size_t len, const char *field, size_t limit, grpc_status_code code,
+                      const char *why)
+{
+    size_t n = cr_wire_count(d, data, len, field);
+    if (n <= limit)
+        return 0;
+    cr_reply_error(out, code, "%s has %zu entries, at most %zu allowed%s%s", field, n, limit,
+                   why ? ": " : "", why ? why : "");
+    return -1;
+}

@@ -8,11 +8,32 @@
 #include "wire.h"
 
 /* Decodes data as type d and runs fn(ctx, message, out) on it, then frees
- * the message; malformed bytes get INVALID_ARGUMENT naming the message type,
- * and no call. */
+ * the message. A string field anywhere in it that is not UTF-8 or holds a
+ * NUL gets INVALID_ARGUMENT naming the field path (cr_wire_check_strings),
+ * malformed bytes INVALID_ARGUMENT naming the message type; no call then. */
 typedef void (*cr_decoded_fn)(void *ctx, const void *message, cr_reply *out);
 void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                     size_t len, cr_reply *out, cr_decoded_fn fn);
+
+/* Before decoding: 0 when the repeated field of the d message at data
+ * holds at most limit entries (cr_wire_count); else -1 with out set to
+ * code and "FIELD has N entries, at most LIMIT allowed: WHY" (why may be
+ * NULL). So a request's count bounds its decode and its answer before
+ * protobuf-c allocates anything. */
+int cr_refuse_entries(cr_reply *out, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                      size_t len, const char *field, size_t limit, grpc_status_code code,
+                      const char *why);
+
+/* Decoding may take at most CR_DECODE_RATIO bytes of memory per byte of the
+ * message limit: as many as a repeated int64 of 1-byte varints does, so
+ * scalar lists always decode and lists of small messages (~24 bytes each
+ * per 2 wire bytes) are refused before protobuf-c sees them. */
+#define CR_DECODE_RATIO 8
+#define CR_DECODE_HINT "decoding more would take over 8 bytes per byte of --max-message-bytes"
+static inline size_t cr_decode_limit(size_t max_message, size_t bytes_each)
+{
+    return max_message / bytes_each * CR_DECODE_RATIO;
+}
 
 /* cr_wire_encode (proto/wire.h) by its old name: packs msg into a malloc'd
  * buffer; 0, or -1 when over max bytes (*len holds the size) or out of
