@@ -43,11 +43,52 @@ static uint32_t unadmitted_home(void *ctx, int64_t owner, uint32_t n_shards)
     return cr_core_home_shard(ctx, owner, n_shards);
 }
 
+/* Bytes per shard id as a varint, for ids below r. */
+static uint64_t id_bytes(uint32_t r)
+{
+    return r <= 128 ? 1 : r <= 16384 ? 2 : 3;
+}
+
+/* An upper bound of a plan's PlanResponse encoding (cacheroute.proto):
+ * per placement its tag and length (6), owner (11), the shards' tag and
+ * length (6) and the preferred shard (4), and id_bytes per shard slot; per
+ * shard an expected load (8); and under 256 for the rest (the table's and
+ * churn's framing, totals, generation, churn counts). */
+static uint64_t answer_bound(const cr_plan_size *s)
+{
+    return (uint64_t)s->sessions * 27 + s->slots * id_bytes(s->n_shards) +
+           (uint64_t)s->n_shards * 8 + 256;
+}
+
+static int answer_fits(void *ctx, const cr_plan_size *s, cr_error *err)
+{
+    const cr_core_plan_request *req = ctx;
+    uint64_t bound = answer_bound(s);
+    if (!req->max_answer_bytes || bound <= req->max_answer_bytes)
+        return 0;
+    cr_fail(err, CR_ENOMEM,
+            "the plan admits %zu sessions holding %llu shard slots over %u shards; its answer "
+            "could need %llu bytes, over the %zu-byte message limit (--max-message-bytes): "
+            "plan fewer sessions or shards, or a larger qcap",
+            s->sessions, (unsigned long long)s->slots, s->n_shards, (unsigned long long)bound,
+            req->max_answer_bytes);
+    return -1;
+}
+
+/* A fresh plan of rates, refused before placement when its answer could
+ * not fit req's limit. */
+static cr_status plan_fresh(const cr_core_plan_request *req, const cr_planner_config *cfg,
+                            const cr_session_rate *rates, size_t n, cr_table **out,
+                            cr_error *err)
+{
+    return cr_planner_plan_checked(cfg, rates, n, answer_fits, (void *)req, out, err);
+}
+
 /* Plans from a snapshot of the estimator taken now: with rc, by
  * cr_planner_replan from prev; without, fresh. */
-static cr_status plan_estimator(cr_core *c, const cr_planner_config *cfg,
-                                const cr_replan_config *rc, const cr_installed *prev,
-                                cr_table **out, cr_error *err)
+static cr_status plan_estimator(cr_core *c, const cr_core_plan_request *req,
+                                const cr_planner_config *cfg, const cr_replan_config *rc,
+                                const cr_installed *prev, cr_table **out, cr_error *err)
 {
     size_t n;
     cr_session_rate *rates = cr_estimator_rates(c->estimator, cr_core_now(c), &n);
@@ -57,7 +98,7 @@ static cr_status plan_estimator(cr_core *c, const cr_planner_config *cfg,
     }
     cr_replan_prev from = {prev ? prev->table : NULL, unadmitted_home, c};
     cr_status st = rc ? cr_planner_replan(cfg, rc, &from, rates, n, out, err)
-                      : cr_planner_plan(cfg, rates, n, out, err);
+                      : plan_fresh(req, cfg, rates, n, out, err);
     free(rates);
     return st;
 }
@@ -115,8 +156,8 @@ static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, c
     cr_installed *prev = rc ? cr_core_acquire(c, NULL) : NULL;
     cr_status st = check_source(req, err);
     if (st == CR_OK)
-        st = req->from_estimator ? plan_estimator(c, &cfg, rc, prev, &t, err)
-                                 : cr_planner_plan(&cfg, req->rates, req->n_rates, &t, err);
+        st = req->from_estimator ? plan_estimator(c, req, &cfg, rc, prev, &t, err)
+                                 : plan_fresh(req, &cfg, req->rates, req->n_rates, &t, err);
     cr_installed_release(prev);
     if (st != CR_OK) {
         if (!is_rpc)

@@ -332,14 +332,28 @@ cr_table *cr_plan_table_alloc(uint32_t r, size_t m)
     return t;
 }
 
+/* A plan build() gave up on: refused by the size check (err filled), or
+ * out of memory. */
+typedef struct size_gate {
+    cr_plan_size_check check;
+    void *ctx;
+    cr_error *err;
+    int refused;
+} size_gate;
+
 /* Rules 4 to 7 over the sorted items; frees nothing it was given. */
-static cr_table *build(const cr_planner_config *cfg, cr_plan_item *items, size_t m)
+static cr_table *build(const cr_planner_config *cfg, cr_plan_item *items, size_t m, size_gate *g)
 {
     uint32_t *heap_ids = malloc(cfg->n_shards * sizeof *heap_ids);
     cr_table *t = cr_plan_table_alloc(cfg->n_shards, m);
     if (!heap_ids || !t)
         goto fail;
     uint64_t total_kb = admit(t, cfg, items, m);
+    cr_plan_size size = {cfg->n_shards, t->n_placements, total_kb};
+    if (g->check && g->check(g->ctx, &size, g->err) != 0) {
+        g->refused = 1;
+        goto fail;
+    }
     if (total_kb > SIZE_MAX / sizeof *t->shards)
         goto fail;
     t->shards = malloc((total_kb ? total_kb : 1) * sizeof *t->shards);
@@ -354,8 +368,9 @@ fail:
     return NULL;
 }
 
-cr_status cr_planner_plan(const cr_planner_config *cfg, const cr_session_rate *rates, size_t n,
-                          cr_table **out, cr_error *err)
+cr_status cr_planner_plan_checked(const cr_planner_config *cfg, const cr_session_rate *rates,
+                                  size_t n, cr_plan_size_check check, void *ctx, cr_table **out,
+                                  cr_error *err)
 {
     *out = NULL;
     err->msg[0] = '\0';
@@ -363,17 +378,25 @@ cr_status cr_planner_plan(const cr_planner_config *cfg, const cr_session_rate *r
     if (st != CR_OK || (st = cr_plan_validate(rates, n, err)) != CR_OK)
         return st;
     size_t m;
+    size_gate gate = {check, ctx, err, 0};
     cr_plan_item *items = order_by_rate(rates, n, &m);
-    cr_table *t = items ? build(cfg, items, m) : NULL;
+    cr_table *t = items ? build(cfg, items, m, &gate) : NULL;
     free(items); /* before the owner index: it bounds the peak */
     if (t && cr_plan_finish(t) != CR_OK) {
         cr_table_free(t);
         t = NULL;
     }
     if (!t) {
-        snprintf(err->msg, sizeof err->msg, "out of memory planning %zu sessions", n);
+        if (!gate.refused)
+            snprintf(err->msg, sizeof err->msg, "out of memory planning %zu sessions", n);
         return CR_ENOMEM;
     }
     *out = t;
     return CR_OK;
+}
+
+cr_status cr_planner_plan(const cr_planner_config *cfg, const cr_session_rate *rates, size_t n,
+                          cr_table **out, cr_error *err)
+{
+    return cr_planner_plan_checked(cfg, rates, n, NULL, NULL, out, err);
 }

@@ -127,6 +127,7 @@ static void plan(void *ctx, const void *message, cr_reply *out)
         .has_warm_slots_per_shard = pc && pc->has_warm_slots_per_shard,
         .warm_slots_per_shard = pc ? pc->warm_slots_per_shard : 0,
         .install = req->install,
+        .max_answer_bytes = h->max_message,
         .fits = plan_fits,
         .fits_ctx = &a,
     };

@@ -256,6 +256,13 @@ typedef struct cr_core_plan_request {
     uint32_t n_shards;
     double qcap, warm_slots_per_shard;
     int install; /* make the plan the current table */
+    /* Optional: the most bytes the caller's answer may take (its message
+     * limit; 0 = none). A fresh plan whose PlanResponse could be larger,
+     * bounded from the admitted sessions and their shard slots before any
+     * is placed, is refused up front: CR_ENOMEM naming the sessions, the
+     * slots, the bound and the limit, nothing placed or reported. fits
+     * below stays the exact check. */
+    size_t max_answer_bytes;
     /* Optional: a last check before install (the caller's answer must fit
      * its message limit, say). Nonzero refuses the plan: nothing is
      * installed and cr_core_plan returns CR_ENOMEM with err as fits left

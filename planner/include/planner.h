@@ -62,6 +62,25 @@ cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err);
 cr_status cr_planner_plan(const cr_planner_config *cfg, const cr_session_rate *rates,
                           size_t n, cr_table **out, cr_error *err);
 
+/* What a plan holds, known after admission and before placement (the
+ * costly part: O(slots log R) time, 4 bytes a slot). */
+typedef struct cr_plan_size {
+    uint32_t n_shards; /* R */
+    size_t sessions;   /* admitted */
+    uint64_t slots;    /* the sum of the admitted sessions' kb */
+} cr_plan_size;
+
+/* A check on a plan's size; nonzero refuses the plan, with err filled. */
+typedef int (*cr_plan_size_check)(void *ctx, const cr_plan_size *size, cr_error *err);
+
+/* cr_planner_plan, calling check (when not NULL) with the plan's size
+ * once admission is done and before anything is placed: a refused plan
+ * costs one sort of the rates and no placement, and returns CR_ENOMEM
+ * with err as check left it, *out NULL. */
+cr_status cr_planner_plan_checked(const cr_planner_config *cfg, const cr_session_rate *rates,
+                                  size_t n, cr_plan_size_check check, void *ctx, cr_table **out,
+                                  cr_error *err);
+
 void cr_table_free(cr_table *t);
 
 /* Read-only accessors; all O(1) unless noted. Pointers stay valid until
