@@ -127,6 +127,15 @@ cr_status cr_core_profile(cr_core *c, const cr_node_snapshot **snap, cr_inject_m
     return cr_injector_model(c->injector, *snap, 0, model, err);
 }
 
+cr_status cr_core_clear_reservations(cr_core *c, const cr_inject_clear *which,
+                                     cr_inject_cleared *out, cr_error *err)
+{
+    const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
+    cr_status st = cr_injector_clear(c->injector, snap, which, cr_core_now(c) * 1e3, out, err);
+    cr_node_snapshot_release(snap);
+    return st;
+}
+
 void cr_core_stats_read(cr_core *c, cr_core_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -101,11 +101,19 @@ void cr_calibration_link(const cr_link_entry *e, const cr_inject_model *m, cr_in
     link->gbps = per_byte(8, e->fit.coef[1]) / m->link_efficiency;
 }
 
+/* Measurements move timelines too, so they keep to --reservation-horizon-s
+ * as reservations do: one wild outcome cannot park a GPU for days. */
+static double within_horizon(const cr_injector *inj, double now_ms, double until_ms)
+{
+    return fmin(until_ms, now_ms + inj->cfg.reservation_horizon_s * 1e3);
+}
+
 /* The first-token and kv_ack corrections (see the top of this file). */
-static void shift_pending(double *busy_until_ms, double now_ms, double error_ms)
+static void shift_pending(const cr_injector *inj, double *busy_until_ms, double now_ms,
+                          double error_ms)
 {
     if (*busy_until_ms > now_ms)
-        *busy_until_ms = fmax(now_ms, *busy_until_ms + error_ms);
+        *busy_until_ms = within_horizon(inj, now_ms, fmax(now_ms, *busy_until_ms + error_ms));
 }
 
 /* Adds (x, y) to f, started at prior when new; returns y's error against
@@ -128,7 +136,7 @@ static void observe_prefill(cr_injector *inj, const cr_inject_observation *o)
     prefill_prior(&g->prior, prior);
     double error_ms = feed(&g->prefill, &PREFILL, &inj->fit, x, o->prefill_ms, prior);
     if (!o->has_queue_wait)
-        shift_pending(&inj->gpu_busy_until_ms[o->gpu], o->now_ms, error_ms);
+        shift_pending(inj, &inj->gpu_busy_until_ms[o->gpu], o->now_ms, error_ms);
 }
 
 static void observe_load(cr_injector *inj, const cr_inject_observation *o)
@@ -147,7 +155,7 @@ static void observe_transfer(cr_injector *inj, const cr_inject_observation *o)
     double x[2] = {1, o->transfer_bytes}, prior[2];
     link_prior(&configured, m, prior);
     double error_ms = feed(&e->fit, &LINK, &inj->fit, x, o->transfer_ms, prior);
-    shift_pending(&e->busy_until_ms, o->now_ms, error_ms);
+    shift_pending(inj, &e->busy_until_ms, o->now_ms, error_ms);
     e->observed_ms = o->now_ms;
 }
 
@@ -177,7 +185,8 @@ cr_status cr_injector_observe(cr_injector *inj, const cr_inject_observation *o, 
     if (usable(o->has_transfer, o->transfer_ms) && named(o->source))
         observe_transfer(inj, o);
     if (o->has_queue_wait)
-        inj->gpu_busy_until_ms[o->gpu] = o->now_ms + o->queue_wait_ms;
+        inj->gpu_busy_until_ms[o->gpu] =
+            within_horizon(inj, o->now_ms, o->now_ms + o->queue_wait_ms);
     pthread_mutex_unlock(&inj->lock);
     return CR_OK;
 }

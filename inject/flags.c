@@ -96,6 +96,17 @@ static const cr_option ROWS[] = {
     {.name = "calibration-min-samples", .key = "calibration_min_samples", .type = CR_OPT_U32,
      .offset = AT(calibration_min_samples), .def = 30, .min = 3, .max = MAX_COUNT,
      .help = "samples a fit needs before decisions use it"},
+    /* Caps on reservations: far above any real prefill or transfer (a
+     * 128k-token prefill of a 70B model takes about two minutes on an
+     * A100), so only a bogus request meets them. */
+    {.name = "max-reservation-ms", .key = "max_reservation_ms", .type = CR_OPT_DOUBLE,
+     .offset = AT(max_reservation_ms), .def = 600000, .min = 0, .max = 1e9,
+     .flags = CR_OPT_MIN_OPEN,
+     .help = "most GPU prefill or link transfer ms one SelectInjection may reserve"},
+    {.name = "reservation-horizon-s", .key = "reservation_horizon_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(reservation_horizon_s), .def = 86400, .min = 0, .max = 1e7,
+     .flags = CR_OPT_MIN_OPEN,
+     .help = "how far past now a GPU's or a link's reservations may reach, in seconds"},
 };
 
 const cr_option_table cr_inject_options = {

@@ -114,6 +114,46 @@ static void reserve(cr_injector *inj, const cr_inject_request *req, const cr_inj
                               out->kv.transfer_ms - links[out->source_index].rtt_ms);
 }
 
+/* Under the lock: the caps on what reserve() would add (see
+ * cr_inject_select), checked before anything is reserved. */
+static cr_status check_reservation(const cr_injector *inj, const cr_inject_request *req,
+                                   const cr_inject_link *links, const cr_inject_response *out,
+                                   double now_ms, cr_error *err)
+{
+    int kv = out->mode == CR_INJECT_KV_CACHE;
+    double cap = inj->cfg.max_reservation_ms, horizon_ms = inj->cfg.reservation_horizon_s * 1e3;
+    double prefill = kv ? out->kv.prefill_ms : out->text.prefill_ms;
+    double transfer = kv ? out->kv.transfer_ms - links[out->source_index].rtt_ms : 0;
+    if (prefill > cap || transfer > cap) {
+        char what[CR_INJECT_NAME_MAX + 32];
+        if (prefill > cap)
+            snprintf(what, sizeof what, "prefill on GPU %u", req->gpu);
+        else
+            snprintf(what, sizeof what, "link transfer from %s", out->source);
+        return cr_fail(err, CR_EINVAL,
+                       "prompt_tokens %u + knowledge_tokens %u would reserve %.0f ms of %s, "
+                       "over --max-reservation-ms %g; nothing reserved",
+                       req->prompt_tokens, req->knowledge_tokens, fmax(prefill, transfer), what,
+                       cap);
+    }
+    double gpu_end = fmax(inj->gpu_busy_until_ms[req->gpu], now_ms) + prefill;
+    if (gpu_end - now_ms > horizon_ms)
+        return cr_fail(err, CR_ENOMEM,
+                       "GPU %u's reserved prefills would reach %.1f s ahead, past "
+                       "--reservation-horizon-s %g; nothing reserved (retry later, or "
+                       "ClearReservations)",
+                       req->gpu, (gpu_end - now_ms) / 1e3, inj->cfg.reservation_horizon_s);
+    const cr_link_entry *e = kv ? cr_link_table_find(&inj->links, out->source) : NULL;
+    double link_end = e ? fmax(e->busy_until_ms, now_ms) + transfer : now_ms + transfer;
+    if (link_end - now_ms > horizon_ms)
+        return cr_fail(err, CR_ENOMEM,
+                       "source %s's reserved transfers would reach %.1f s ahead, past "
+                       "--reservation-horizon-s %g; nothing reserved (retry later, or "
+                       "ClearReservations)",
+                       out->source, (link_end - now_ms) / 1e3, inj->cfg.reservation_horizon_s);
+    return CR_OK;
+}
+
 /* Under the lock: the wait and the calibration of each source the
  * decision may pick (C > 0) and the link table tracks. */
 static void track_links(const cr_injector *inj, const cr_inject_request *req,
@@ -149,8 +189,58 @@ cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
                                    : fmax(0, inj->gpu_busy_until_ms[req->gpu] - now_ms);
     track_links(inj, req, &m, now_ms, links);
     cr_inject_decide(&m, req, w, links, out);
-    if (!req->dry_run)
+    cr_status st = req->dry_run ? CR_OK : check_reservation(inj, req, links, out, now_ms, err);
+    if (st == CR_OK && !req->dry_run)
         reserve(inj, req, links, out, now_ms);
+    pthread_mutex_unlock(&inj->lock);
+    return st;
+}
+
+/* Empties one timeline, counting it when it held time past now_ms. */
+static void clear_timeline(double *busy_until_ms, double now_ms, cr_inject_cleared *out,
+                           uint32_t *count)
+{
+    if (*busy_until_ms > now_ms) {
+        out->ms += *busy_until_ms - now_ms;
+        (*count)++;
+    }
+    *busy_until_ms = -INFINITY;
+}
+
+static void clear_links(cr_link_table *t, const char *source, double now_ms,
+                        cr_inject_cleared *out)
+{
+    if (source) {
+        cr_link_entry *e = cr_link_table_find(t, source);
+        if (e)
+            clear_timeline(&e->busy_until_ms, now_ms, out, &out->links);
+        return;
+    }
+    for (size_t i = 0; i < t->cap; i++) /* free entries are idle already */
+        clear_timeline(&t->pool[i].busy_until_ms, now_ms, out, &out->links);
+}
+
+cr_status cr_injector_clear(cr_injector *inj, const cr_node_snapshot *snap,
+                            const cr_inject_clear *which, double now_ms, cr_inject_cleared *out,
+                            cr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t len = which->source ? strlen(which->source) : 1;
+    if (which->has_gpu && cr_inject_check_gpu(snap, which->gpu, err) != CR_OK)
+        return CR_EINVAL;
+    if (len < 1 || len > CR_INJECT_NAME_MAX)
+        return cr_fail(err, CR_EINVAL, "source must be 1..%d bytes, got %zu", CR_INJECT_NAME_MAX,
+                       len);
+    if (!isfinite(now_ms))
+        return cr_fail(err, CR_EINVAL, "now_ms must be finite, got %g", now_ms);
+    int all = !which->has_gpu && !which->source;
+    pthread_mutex_lock(&inj->lock);
+    for (uint32_t g = 0; g < CR_PROBE_MAX_GPUS; g++) {
+        if (all || (which->has_gpu && g == which->gpu))
+            clear_timeline(&inj->gpu_busy_until_ms[g], now_ms, out, &out->gpus);
+    }
+    if (all || which->source)
+        clear_links(&inj->links, which->source, now_ms, out);
     pthread_mutex_unlock(&inj->lock);
     return CR_OK;
 }

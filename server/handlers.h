@@ -17,6 +17,7 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
 void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_clear_reservations(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_report_outcome(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_decision(void *ctx, const uint8_t *data, size_t len, cr_reply *out);

@@ -1,6 +1,7 @@
 /* SelectInjection and GetNodeProfile: the injection decision and the node
  * profile behind it, from the prober's latest snapshot. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "handlers.h"
@@ -37,10 +38,43 @@ static void answer_select(const cr_handlers *h, const SelectRequest *req,
     cr_reply_message(out, &resp.base, h->max_message, NULL);
 }
 
+/* The answer's size is known before deciding: its strings are the
+ * request_id echoed, a source name of the request (at most
+ * CR_INJECT_NAME_MAX bytes, the core checks) and a reason, the rest fixed.
+ * Sized with the widest of each, so an answer that could not be sent is
+ * refused before anything is reserved, counted or kept. */
+static int select_fits(const cr_handlers *h, const SelectRequest *req, cr_reply *out)
+{
+    char widest_source[CR_INJECT_NAME_MAX + 1];
+    static const char widest_reason[] = "kv_hidden_by_queue";
+    memset(widest_source, 'x', CR_INJECT_NAME_MAX);
+    widest_source[CR_INJECT_NAME_MAX] = '\0';
+    Cacheroute__V1__SelectInjectionResponse resp = CACHEROUTE__V1__SELECT_INJECTION_RESPONSE__INIT;
+    CostBreakdown b;
+    cr_cost_breakdown wide = {-1, -1, -1, -1, -1, -1}; /* every double encoded */
+    cr_breakdown_msg(&b, &wide);
+    resp.mode = CACHEROUTE__V1__INJECTION_MODE__INJECTION_MODE_KV_CACHE;
+    resp.source = widest_source;
+    resp.text = resp.kv = &b;
+    resp.saving_ms = -1;
+    resp.reason = (char *)widest_reason;
+    resp.request_id = req->request_id;
+    size_t need = protobuf_c_message_get_packed_size(&resp.base);
+    if (need <= h->max_message)
+        return 0;
+    cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "the answer could need %zu bytes, over the %zu-byte message limit "
+                   "(--max-message-bytes), with a %zu-byte request_id; nothing was reserved",
+                   need, h->max_message, strlen(req->request_id));
+    return -1;
+}
+
 static void select_injection(void *ctx, const void *message, cr_reply *out)
 {
     const cr_handlers *h = ctx;
     const SelectRequest *req = message;
+    if (select_fits(h, req, out) != 0)
+        return;
     cr_kv_source *sources = malloc((req->n_sources ? req->n_sources : 1) * sizeof *sources);
     if (!sources) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
@@ -70,8 +104,45 @@ static void select_injection(void *ctx, const void *message, cr_reply *out)
 
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
+    if (cr_refuse_entries(out, &cacheroute__v1__select_injection_request__descriptor, data, len,
+                          "sources", CR_INJECT_MAX_SOURCES, GRPC_STATUS_INVALID_ARGUMENT,
+                          NULL) != 0)
+        return;
     cr_run_decoded(ctx, &cacheroute__v1__select_injection_request__descriptor, data, len, out,
                    select_injection);
+}
+
+/* ---- ClearReservations ---- */
+
+static void clear_reservations(void *ctx, const void *message, cr_reply *out)
+{
+    const cr_handlers *h = ctx;
+    const Cacheroute__V1__ClearReservationsRequest *req = message;
+    cr_inject_clear which = {
+        .has_gpu = req->has_gpu,
+        .gpu = req->gpu,
+        /* absent: NULL (protoc-c < 1.5) or "" (1.5's proto3 optional) */
+        .source = req->source && *req->source ? req->source : NULL,
+    };
+    cr_inject_cleared cleared;
+    cr_error err;
+    cr_status st = cr_core_clear_reservations(h->core, &which, &cleared, &err);
+    if (st != CR_OK) {
+        cr_reply_core_error(out, st, &err);
+        return;
+    }
+    Cacheroute__V1__ClearReservationsResponse resp =
+        CACHEROUTE__V1__CLEAR_RESERVATIONS_RESPONSE__INIT;
+    resp.gpus_cleared = cleared.gpus;
+    resp.links_cleared = cleared.links;
+    resp.cleared_ms = cleared.ms;
+    cr_reply_message(out, &resp.base, h->max_message, NULL);
+}
+
+void cr_handle_clear_reservations(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    cr_run_decoded(ctx, &cacheroute__v1__clear_reservations_request__descriptor, data, len, out,
+                   clear_reservations);
 }
 
 /* ---- GetNodeProfile ---- */

@@ -28,7 +28,7 @@ typedef struct sidecar {
     cr_observer observer;
 } sidecar;
 
-enum { N_METHODS = 14 };
+enum { N_METHODS = 15 };
 
 static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
 {
@@ -43,6 +43,8 @@ static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
         {SERVICE "GetDecision", &cr_unary_kind, 0, cr_handle_get_decision, &s->handlers},
         {SERVICE "WatchDecisions", &cr_watch_kind, 0, NULL, s->watch},
         {SERVICE "GetStats", &cr_unary_kind, 1, cr_handle_get_stats, &s->handlers},
+        {SERVICE "ClearReservations", &cr_unary_kind, 0, cr_handle_clear_reservations,
+         &s->handlers},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,

@@ -321,6 +321,14 @@ uint32_t cr_core_forget(cr_core *c, const int64_t *owners, size_t n);
 cr_status cr_core_select(cr_core *c, const char *request_id, const cr_inject_request *req,
                          cr_inject_response *out, cr_error *err);
 
+/* ClearReservations (an admin call): cr_injector_clear at the core's now
+ * against the latest snapshot; which names the timelines (see
+ * cr_inject_clear) and *out counts what was dropped. CR_EINVAL naming
+ * "gpu" or "source", nothing cleared. Receipts and calibration are kept.
+ * Thread-safe. */
+cr_status cr_core_clear_reservations(cr_core *c, const cr_inject_clear *which,
+                                     cr_inject_cleared *out, cr_error *err);
+
 /* The latest node snapshot (a reference: release it with
  * cr_node_snapshot_release) and GPU 0's cost model against it. */
 cr_status cr_core_profile(cr_core *c, const cr_node_snapshot **snap, cr_inject_model *model,

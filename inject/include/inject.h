@@ -122,6 +122,8 @@ typedef struct cr_inject_config {
     int calibrate;                 /* --calibrate: 1 on, 0 off */
     uint32_t calibration_half_life;   /* --calibration-half-life, in samples */
     uint32_t calibration_min_samples; /* --calibration-min-samples */
+    double max_reservation_ms;     /* --max-reservation-ms: one decision's GPU or link time */
+    double reservation_horizon_s;  /* --reservation-horizon-s: how far ahead a timeline reaches */
     unsigned set; /* CR_INJECT_SET_*: the table's set word */
 } cr_inject_config;
 
@@ -317,10 +319,43 @@ cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint
  * then the one idle the longest (a calibrated one counting as busy until
  * its last observation).
  * CR_EINVAL, with err naming the field and value, for bad input (nothing
- * reserved then). Thread-safe: one short mutex section per call. */
+ * reserved then).
+ * Caps (not for dry runs, which reserve nothing): a decision whose chosen
+ * path would reserve more than --max-reservation-ms of GPU prefill or of
+ * link transfer is CR_EINVAL ("prompt_tokens 9999999 + knowledge_tokens 0
+ * would reserve 170403020 ms of GPU 0 prefill, over --max-reservation-ms
+ * 600000"), and one that would push a GPU's or a link's timeline more than
+ * --reservation-horizon-s past now_ms is CR_ENOMEM (the timeline is full
+ * until time passes or ClearReservations); nothing is reserved then, so
+ * one request cannot poison every later decision. Thread-safe: one short
+ * mutex section per call. */
 cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
                            const cr_inject_request *req, double now_ms, cr_inject_response *out,
                            cr_error *err);
+
+/* Which timelines cr_injector_clear empties: GPU gpu's prefill queue
+ * (has_gpu), source's link (source not NULL), both when both are given,
+ * and every GPU's and every link's when neither is. */
+typedef struct cr_inject_clear {
+    int has_gpu;
+    uint32_t gpu;       /* < cr_inject_n_gpus of the snapshot */
+    const char *source; /* 1..CR_INJECT_NAME_MAX bytes, or NULL */
+} cr_inject_clear;
+
+typedef struct cr_inject_cleared {
+    uint32_t gpus, links; /* timelines that held reserved time at now_ms */
+    double ms;            /* the reserved time dropped, summed over them */
+} cr_inject_cleared;
+
+/* Drops the pending reservations of the timelines which names, as of now_ms:
+ * later decisions see those GPUs and links idle (calibration is kept). For
+ * operators (ClearReservations) after a burst of bogus reservations.
+ * CR_EINVAL naming "gpu" (not below the snapshot's GPUs) or "source" (not
+ * 1..CR_INJECT_NAME_MAX bytes) with nothing cleared. Thread-safe: one
+ * short lock; O(CR_INJECT_MAX_LINKS) when every link is cleared. */
+cr_status cr_injector_clear(cr_injector *inj, const cr_node_snapshot *snap,
+                            const cr_inject_clear *which, double now_ms, cr_inject_cleared *out,
+                            cr_error *err);
 
 /* Source names whose link reservations are tracked now. Thread-safe. */
 size_t cr_injector_tracked_links(cr_injector *inj);

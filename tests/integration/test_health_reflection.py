@@ -30,6 +30,7 @@ CR_METHODS = {
     "GetDecision": ("GetDecisionRequest", "DecisionReceipt"),
     "WatchDecisions": ("WatchDecisionsRequest", "DecisionReceipt"),
     "GetStats": ("GetStatsRequest", "GetStatsResponse"),
+    "ClearReservations": ("ClearReservationsRequest", "ClearReservationsResponse"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 
