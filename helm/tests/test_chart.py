@@ -39,6 +39,7 @@ SIDECAR_FLAGS = [
     "link-gbps", "link-efficiency", "h2d-gbps", "load-fixed-ms",
     "link-queue-penalty", "decision-margin-ms",
     "calibrate", "calibration-half-life", "calibration-min-samples",
+    "max-reservation-ms", "reservation-horizon-s",
     "probe-interval", "nic", "sysfs-root",
 ]
 
@@ -88,6 +89,8 @@ CONFIG_FLAGS = {
     "calibrate": "calibrate",
     "calibrationHalfLife": "calibration-half-life",
     "calibrationMinSamples": "calibration-min-samples",
+    "maxReservationMs": "max-reservation-ms",
+    "reservationHorizonS": "reservation-horizon-s",
     "probeInterval": "probe-interval",
     "nics": "nic",
     "sysfsRoot": "sysfs-root",

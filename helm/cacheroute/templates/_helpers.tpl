@@ -150,6 +150,8 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - calibrate=calibrate
 - calibrationHalfLife=calibration-half-life
 - calibrationMinSamples=calibration-min-samples
+- maxReservationMs=max-reservation-ms
+- reservationHorizonS=reservation-horizon-s
 - probeInterval=probe-interval
 - nics=nic
 {{- end }}
