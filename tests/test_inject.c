@@ -1506,6 +1506,132 @@ static void test_model_config_errors(void)
     unlink(path);
 }
 
+/* The hand model with tight caps: at most 1000 ms reserved per decision,
+ * timelines at most 2 s ahead. Text prefills: 3000 tokens 400 ms, 5000
+ * tokens 760 ms, 10000 tokens 2010 ms. */
+static cr_injector *capped_injector(void)
+{
+    static const char *flags[sizeof HAND_FLAGS / sizeof HAND_FLAGS[0] + 4];
+    size_t n = sizeof HAND_FLAGS / sizeof HAND_FLAGS[0];
+    memcpy(flags, HAND_FLAGS, sizeof HAND_FLAGS);
+    flags[n] = "--max-reservation-ms";
+    flags[n + 1] = "1000";
+    flags[n + 2] = "--reservation-horizon-s";
+    flags[n + 3] = "2";
+    return injector_with(flags, n + 4);
+}
+
+static double gpu_wait(cr_injector *inj, uint32_t gpu, double now)
+{
+    cr_inject_request probe = {.prompt_tokens = 1, .gpu = gpu, .dry_run = 1};
+    cr_inject_response r;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_inject_select(inj, &PROBED, &probe, now, &r, &err), CR_OK);
+    return r.text.queue_wait_ms;
+}
+
+static void test_reservation_caps(void)
+{
+    cr_injector *inj = capped_injector();
+    cr_inject_request big = {.prompt_tokens = 10000};
+    cr_inject_response r;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_inject_select(inj, NULL, &big, 0, &r, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "prompt_tokens 10000 + knowledge_tokens 0 would reserve 2010 "
+                                    "ms of prefill on GPU 0, over --max-reservation-ms 1000; "
+                                    "nothing reserved");
+    CU_ASSERT_EQUAL(gpu_wait(inj, 0, 0), 0);
+    big.dry_run = 1; /* a dry run reserves nothing, so it is answered */
+    CU_ASSERT(close_rel(select_ok(inj, &big, 0).text.prefill_ms, 2010));
+    /* A KV transfer is capped the same: 100000 tokens from "fast" take
+     * 1 + 1250 ms, of which 1250 on the link. */
+    static const cr_kv_source fast[] = {{"fast", 100000}};
+    cr_inject_request kv = {.prompt_tokens = 10, .knowledge_tokens = 100000, .sources = fast,
+                            .n_sources = 1};
+    CU_ASSERT_EQUAL(cr_inject_select(inj, NULL, &kv, 0, &r, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "prompt_tokens 10 + knowledge_tokens 100000 would reserve "
+                                    "1250 ms of link transfer from fast, over "
+                                    "--max-reservation-ms 1000; nothing reserved");
+    kv.dry_run = 1;
+    CU_ASSERT_EQUAL(select_ok(inj, &kv, 0).kv.link_wait_ms, 0);
+    /* The horizon: two 760 ms prefills fit in 2 s, a third does not, until
+     * time passes. */
+    cr_inject_request mid = {.prompt_tokens = 5000};
+    select_ok(inj, &mid, 0);
+    select_ok(inj, &mid, 0);
+    CU_ASSERT_EQUAL(cr_inject_select(inj, NULL, &mid, 0, &r, &err), CR_ENOMEM);
+    CU_ASSERT_STRING_EQUAL(err.msg, "GPU 0's reserved prefills would reach 2.3 s ahead, past "
+                                    "--reservation-horizon-s 2; nothing reserved (retry later, "
+                                    "or ClearReservations)");
+    CU_ASSERT(close_rel(gpu_wait(inj, 0, 0), 1520));
+    select_ok(inj, &mid, 1000);
+    CU_ASSERT(close_rel(gpu_wait(inj, 0, 1000), 1280));
+    cr_injector_free(inj);
+}
+
+static void test_observations_keep_the_horizon(void)
+{
+    cr_injector *inj = capped_injector();
+    cr_inject_observation o = {.gpu = 0, .now_ms = 10, .has_queue_wait = 1, .queue_wait_ms = 1e15};
+    observe_ok(inj, &o);
+    CU_ASSERT(close_rel(gpu_wait(inj, 0, 10), 2000));
+    /* A wildly slow prefill shifts what is pending by its error, capped too. */
+    o = (cr_inject_observation){.gpu = 0, .now_ms = 10, .has_prefill = 1, .prefill_from = 0,
+                                .prefill_to = 100, .prefill_ms = 1e12};
+    observe_ok(inj, &o);
+    CU_ASSERT(gpu_wait(inj, 0, 10) <= 2000);
+    cr_injector_free(inj);
+}
+
+static void test_clear_reservations(void)
+{
+    cr_injector *inj = hand_injector();
+    cr_inject_request text = {.prompt_tokens = 3000};
+    cr_inject_response r;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_inject_select(inj, &PROBED, &text, 0, &r, &err), CR_OK);
+    text.gpu = 1;
+    CU_ASSERT_EQUAL_FATAL(cr_inject_select(inj, &PROBED, &text, 0, &r, &err), CR_OK);
+    static const cr_kv_source fast[] = {{"fast", 9000}};
+    cr_inject_request kv = {.prompt_tokens = 10, .knowledge_tokens = 9000, .sources = fast,
+                            .n_sources = 1};
+    CU_ASSERT_EQUAL(select_ok(inj, &kv, 0).mode, CR_INJECT_KV_CACHE);
+    double gpu0 = gpu_wait(inj, 0, 100);
+    cr_inject_cleared out;
+    /* Bad filters clear nothing. */
+    cr_inject_clear bad = {.has_gpu = 1, .gpu = 2};
+    CU_ASSERT_EQUAL(cr_injector_clear(inj, &PROBED, &bad, 100, &out, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "gpu must be in 0..1, got 2");
+    cr_inject_clear too_long = {.source = long_name};
+    fill_limits();
+    CU_ASSERT_EQUAL(cr_injector_clear(inj, &PROBED, &too_long, 100, &out, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "source must be 1..128 bytes, got 129");
+    CU_ASSERT_EQUAL(gpu_wait(inj, 0, 100), gpu0);
+    /* GPU 1 alone: 400 ms reserved from 0, 300 left at 100. */
+    cr_inject_clear one = {.has_gpu = 1, .gpu = 1};
+    CU_ASSERT_EQUAL(cr_injector_clear(inj, &PROBED, &one, 100, &out, &err), CR_OK);
+    CU_ASSERT_EQUAL(out.gpus, 1);
+    CU_ASSERT_EQUAL(out.links, 0);
+    CU_ASSERT(close_rel(out.ms, 300));
+    CU_ASSERT_EQUAL(gpu_wait(inj, 1, 100), 0);
+    CU_ASSERT_EQUAL(gpu_wait(inj, 0, 100), gpu0);
+    /* The link alone, then everything that is left: GPU 0. */
+    cr_inject_clear link = {.source = "fast"};
+    CU_ASSERT_EQUAL(cr_injector_clear(inj, &PROBED, &link, 100, &out, &err), CR_OK);
+    CU_ASSERT_EQUAL(out.gpus, 0);
+    CU_ASSERT_EQUAL(out.links, 1);
+    CU_ASSERT_EQUAL(select_ok(inj, &kv, 100).kv.link_wait_ms, 0);
+    cr_inject_clear all = {0};
+    CU_ASSERT_EQUAL(cr_injector_clear(inj, &PROBED, &all, 100, &out, &err), CR_OK);
+    CU_ASSERT_EQUAL(out.gpus, 1);
+    CU_ASSERT_EQUAL(out.links, 1); /* the KV decision just above reserved "fast" again */
+    CU_ASSERT_EQUAL(gpu_wait(inj, 0, 100), 0);
+    CU_ASSERT_EQUAL(cr_injector_clear(inj, &PROBED, &all, 100, &out, &err), CR_OK);
+    CU_ASSERT_EQUAL(out.gpus + out.links, 0);
+    CU_ASSERT_EQUAL(out.ms, 0);
+    cr_injector_free(inj);
+}
+
 static const cr_test_case model_tests[] = {
     {"defaults", test_defaults_resolve},
     {"flags", test_flags_resolve},
@@ -1530,6 +1656,9 @@ static const cr_test_case timeline_tests[] = {
     {"link reservations", test_link_reservations},
     {"link table bound", test_link_table_bound},
     {"concurrent select", test_concurrent_select},
+    {"reservation caps", test_reservation_caps},
+    {"observations keep the horizon", test_observations_keep_the_horizon},
+    {"clear reservations", test_clear_reservations},
     {NULL, NULL},
 };
 

@@ -1,6 +1,7 @@
 /* Planner: every numbered rule with hand-computed cases, validation errors,
  * determinism, and a property test against a sort-based reference. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -458,6 +459,61 @@ static void test_large_plan_admits_by_budget(void)
     free(r);
 }
 
+/* The size check sees admission's outcome before any placement, and a
+ * refusal leaves nothing. */
+typedef struct size_seen {
+    cr_plan_size size;
+    int calls, refuse;
+} size_seen;
+
+static int note_size(void *ctx, const cr_plan_size *s, cr_error *err)
+{
+    size_seen *seen = ctx;
+    seen->size = *s;
+    seen->calls++;
+    if (seen->refuse)
+        snprintf(err->msg, sizeof err->msg, "refused at %llu slots", (unsigned long long)s->slots);
+    return seen->refuse ? -1 : 0;
+}
+
+static void test_size_check(void)
+{
+    /* A budget of 4 x 1 slots: owner 4 (rate 500, kb 4) takes them all, 2
+     * (kb 2) and 1 (kb 1) are skipped, 3 (rate 0) is ignored. */
+    cr_planner_config cfg = {4, 50, 1};
+    cr_session_rate r[] = {{1, 10}, {2, 80}, {3, 0}, {4, 500}};
+    size_seen seen = {.refuse = 0};
+    cr_table *t = NULL;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_planner_plan_checked(&cfg, r, 4, note_size, &seen, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(seen.calls, 1);
+    CU_ASSERT_EQUAL(seen.size.n_shards, 4);
+    CU_ASSERT_EQUAL(seen.size.sessions, cr_table_n_placements(t));
+    CU_ASSERT_EQUAL(seen.size.sessions, 1);
+    CU_ASSERT_EQUAL(seen.size.slots, 4);
+    cr_table *plain = plan_ok(&cfg, r, 4);
+    CU_ASSERT_EQUAL(cr_table_n_placements(plain), cr_table_n_placements(t));
+    CU_ASSERT_EQUAL(memcmp(cr_table_expected_load(plain), cr_table_expected_load(t),
+                           4 * sizeof(double)),
+                    0);
+    cr_table_free(plain);
+    cr_table_free(t);
+    seen = (size_seen){.refuse = 1};
+    t = (cr_table *)&seen; /* must come back NULL */
+    CU_ASSERT_EQUAL(cr_planner_plan_checked(&SEED_CFG, r, 4, note_size, &seen, &t, &err),
+                    CR_ENOMEM);
+    CU_ASSERT_PTR_NULL(t);
+    CU_ASSERT_EQUAL(seen.size.sessions, 3);
+    CU_ASSERT_EQUAL(seen.size.slots, 2 + 1 + 4);
+    CU_ASSERT_STRING_EQUAL(err.msg, "refused at 7 slots");
+    /* Bad input is named before any check runs. */
+    seen.calls = 0;
+    r[0].rate = -1;
+    CU_ASSERT_EQUAL(cr_planner_plan_checked(&SEED_CFG, r, 4, note_size, &seen, &t, &err),
+                    CR_EINVAL);
+    CU_ASSERT_EQUAL(seen.calls, 0);
+}
+
 static const cr_test_case planner_tests[] = {
     {"seed example", test_seed_example},
     {"rule 1: rate errors", test_rule1_rate_errors},
@@ -473,6 +529,7 @@ static const cr_test_case planner_tests[] = {
     {"determinism", test_determinism},
     {"property vs reference", test_property_against_reference},
     {"large plan by budget", test_large_plan_admits_by_budget},
+    {"size check before placing", test_size_check},
     {NULL, NULL},
 };
 
