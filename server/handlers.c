@@ -163,32 +163,50 @@ void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 
 /* ---- RecordArrival ---- */
 
-static void answer_routes(const cr_handlers *h, const cr_route *routes, size_t n,
+/* The answer's messages, allocated before anything is recorded so that a
+ * call that could not be answered records nothing (only the encoded body is
+ * allocated after). routes NULL with omit_routes. */
+typedef struct routes_answer {
+    cr_route *routes;
+    Route *msgs;
+    Route **ptrs;
+} routes_answer;
+
+static int routes_answer_alloc(routes_answer *a, size_t n, int omit)
+{
+    *a = (routes_answer){NULL, NULL, NULL};
+    if (omit)
+        return 0;
+    a->routes = malloc((n ? n : 1) * sizeof *a->routes);
+    a->msgs = malloc((n ? n : 1) * sizeof *a->msgs);
+    a->ptrs = malloc((n ? n : 1) * sizeof *a->ptrs);
+    return a->routes && a->msgs && a->ptrs ? 0 : -1;
+}
+
+static void routes_answer_free(routes_answer *a)
+{
+    free(a->routes);
+    free(a->msgs);
+    free(a->ptrs);
+}
+
+static void answer_routes(const cr_handlers *h, const routes_answer *a, size_t n,
                           uint64_t generation, cr_reply *out)
 {
-    Route *msgs = routes ? malloc((n ? n : 1) * sizeof *msgs) : NULL;
-    Route **ptrs = routes ? malloc((n ? n : 1) * sizeof *ptrs) : NULL;
-    if (routes && (!msgs || !ptrs)) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
-        goto done;
-    }
-    for (size_t i = 0; routes && i < n; i++) {
-        cacheroute__v1__route__init(&msgs[i]);
-        msgs[i].owner = routes[i].owner;
-        msgs[i].rate = routes[i].rate;
-        msgs[i].admitted = routes[i].admitted;
-        msgs[i].preferred_shard = routes[i].preferred_shard;
-        ptrs[i] = &msgs[i];
+    for (size_t i = 0; a->routes && i < n; i++) {
+        cacheroute__v1__route__init(&a->msgs[i]);
+        a->msgs[i].owner = a->routes[i].owner;
+        a->msgs[i].rate = a->routes[i].rate;
+        a->msgs[i].admitted = a->routes[i].admitted;
+        a->msgs[i].preferred_shard = a->routes[i].preferred_shard;
+        a->ptrs[i] = &a->msgs[i];
     }
     Cacheroute__V1__RecordArrivalResponse resp = CACHEROUTE__V1__RECORD_ARRIVAL_RESPONSE__INIT;
-    resp.n_routes = routes ? n : 0;
-    resp.routes = ptrs;
+    resp.n_routes = a->routes ? n : 0;
+    resp.routes = a->ptrs;
     resp.recorded = (uint32_t)n;
     resp.table_generation = generation;
     cr_reply_message(out, &resp.base, h->max_message, NULL);
-done:
-    free(msgs);
-    free(ptrs);
 }
 
 static void record_arrival(void *ctx, const void *message, cr_reply *out)
@@ -203,20 +221,18 @@ static void record_arrival(void *ctx, const void *message, cr_reply *out)
                        n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
         return;
     }
-    cr_route *routes = req->omit_routes ? NULL : malloc((n ? n : 1) * sizeof *routes);
-    if (!req->omit_routes && !routes) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
-        return;
-    }
+    routes_answer a;
     uint64_t generation;
     cr_error err;
-    cr_status st = cr_core_record(h->core, req->owners, n, req->weights, req->n_weights, routes,
-                                  &generation, &err);
-    if (st != CR_OK)
+    cr_status st;
+    if (routes_answer_alloc(&a, n, req->omit_routes) != 0)
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
+    else if ((st = cr_core_record(h->core, req->owners, n, req->weights, req->n_weights,
+                                  a.routes, &generation, &err)) != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
-        answer_routes(h, routes, n, generation, out);
-    free(routes);
+        answer_routes(h, &a, n, generation, out);
+    routes_answer_free(&a);
 }
 
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
