@@ -259,6 +259,56 @@ static void test_refused_plan_is_not_installed(void)
     fixture_close(&f);
 }
 
+/* A plan whose answer could not fit is refused after admission: nothing
+ * placed, installed or reported, fits never asked. 3 sessions of kb 8 on 8
+ * shards: 3 x 27 + 24 slots x 1 byte + 8 x 8 + 256 = 425 bytes. */
+static int refuse_any(void *ctx, const cr_table *t, int install, cr_error *err)
+{
+    (void)t;
+    (void)install;
+    (*(int *)ctx)++;
+    cr_fail(err, CR_ENOMEM, "too big for the caller");
+    return -1;
+}
+
+static void test_plan_sized_before_placing(void)
+{
+    fixture f;
+    fixture_open(&f, 0);
+    cr_session_rate rates[] = {{1, 1000}, {2, 900}, {3, 800}};
+    int calls = 0;
+    cr_core_plan_request req = {.rates = rates, .n_rates = 3, .install = 1, .fits = refuse_any,
+                                .fits_ctx = &calls, .max_answer_bytes = 424};
+    cr_core_plan_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_plan(f.core, &req, &res, &err), CR_ENOMEM);
+    CU_ASSERT_STRING_EQUAL(err.msg,
+                           "the plan admits 3 sessions holding 24 shard slots over 8 shards; its "
+                           "answer could need 425 bytes, over the 424-byte message limit "
+                           "(--max-message-bytes): plan fewer sessions or shards, or a larger "
+                           "qcap");
+    CU_ASSERT_EQUAL(calls, 0);
+    CU_ASSERT_EQUAL(f.seen.plans, 0);
+    /* From the estimator the same. */
+    int64_t owners[] = {1, 2, 3};
+    cr_route r[3];
+    uint64_t gen;
+    CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 3, NULL, 0, r, &gen, &err), CR_OK);
+    cr_core_plan_request est = {.from_estimator = 1, .has_qcap = 1, .qcap = 1e-9,
+                                .max_answer_bytes = 424};
+    CU_ASSERT_EQUAL(cr_core_plan(f.core, &est, &res, &err), CR_ENOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "3 sessions holding 24 shard slots"));
+    /* At the bound it is planned; fits still has the last word. */
+    req.max_answer_bytes = 425;
+    CU_ASSERT_EQUAL(cr_core_plan(f.core, &req, &res, &err), CR_ENOMEM);
+    CU_ASSERT_EQUAL(calls, 1);
+    req.fits = NULL;
+    CU_ASSERT_EQUAL_FATAL(cr_core_plan(f.core, &req, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL(res.generation, 1);
+    cr_core_plan_result_free(&res);
+    fixture_close(&f);
+}
+
 static void test_replanner_in_virtual_time(void)
 {
     fixture f;
@@ -413,6 +463,19 @@ static void test_select_reserves_in_virtual_time(void)
     CU_ASSERT_EQUAL(snap->cuda_available, 0);
     CU_ASSERT_EQUAL(m.h2d_gbps, 25);
     cr_node_snapshot_release(snap);
+    /* ClearReservations: every GPU at now, named errors otherwise. */
+    req.dry_run = 0;
+    select_ok(f.core, &req);
+    cr_inject_cleared out;
+    cr_inject_clear all = {0}, bad_gpu = {.has_gpu = 1, .gpu = 1};
+    CU_ASSERT_EQUAL(cr_core_clear_reservations(f.core, &bad_gpu, &out, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "gpu must be in 0..0, got 1");
+    f.clock.t += p / 4 / 1e3;
+    CU_ASSERT_EQUAL(cr_core_clear_reservations(f.core, &all, &out, &err), CR_OK);
+    CU_ASSERT_EQUAL(out.gpus, 1);
+    CU_ASSERT_DOUBLE_EQUAL(out.ms, 0.75 * p, 1e-6);
+    req.dry_run = 1;
+    CU_ASSERT_EQUAL(select_ok(f.core, &req).text.queue_wait_ms, 0);
     fixture_close(&f);
 }
 
@@ -510,6 +573,7 @@ static const cr_test_case core_tests[] = {
     {"routes before and after install", test_routes_before_and_after_install},
     {"plan generations and partial configs", test_plan_generations_and_partial_config},
     {"a refused plan is not installed", test_refused_plan_is_not_installed},
+    {"a plan is sized before placing", test_plan_sized_before_placing},
     {"replanner in virtual time", test_replanner_in_virtual_time},
     {"stable replans in virtual time", test_stable_replans_in_virtual_time},
     {"select reservations in virtual time", test_select_reserves_in_virtual_time},
