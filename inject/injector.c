@@ -115,7 +115,8 @@ static void reserve(cr_injector *inj, const cr_inject_request *req, const cr_inj
 }
 
 /* Under the lock: the caps on what reserve() would add (see
- * cr_inject_select), checked before anything is reserved. */
+ * cr_inject_select), checked before anything is reserved: at most
+ * --max-reservation-ms per decision, and no timeline past the horizon. */
 static cr_status check_reservation(const cr_injector *inj, const cr_inject_request *req,
                                    const cr_inject_link *links, const cr_inject_response *out,
                                    double now_ms, cr_error *err)
@@ -124,33 +125,27 @@ static cr_status check_reservation(const cr_injector *inj, const cr_inject_reque
     double cap = inj->cfg.max_reservation_ms, horizon_ms = inj->cfg.reservation_horizon_s * 1e3;
     double prefill = kv ? out->kv.prefill_ms : out->text.prefill_ms;
     double transfer = kv ? out->kv.transfer_ms - links[out->source_index].rtt_ms : 0;
-    if (prefill > cap || transfer > cap) {
-        char what[CR_INJECT_NAME_MAX + 32];
-        if (prefill > cap)
-            snprintf(what, sizeof what, "prefill on GPU %u", req->gpu);
-        else
-            snprintf(what, sizeof what, "link transfer from %s", out->source);
+    const cr_link_entry *e = kv ? cr_link_table_find(&inj->links, out->source) : NULL;
+    double gpu_ahead = fmax(inj->gpu_busy_until_ms[req->gpu] - now_ms, 0) + prefill;
+    double link_ahead = (e ? fmax(e->busy_until_ms - now_ms, 0) : 0) + transfer;
+    int gpu_first = prefill > cap || (transfer <= cap && gpu_ahead > horizon_ms);
+    char what[CR_INJECT_NAME_MAX + 40];
+    if (gpu_first)
+        snprintf(what, sizeof what, "prefill on GPU %u", req->gpu);
+    else
+        snprintf(what, sizeof what, "link transfer from %s", out->source);
+    if (prefill > cap || transfer > cap)
         return cr_fail(err, CR_EINVAL,
                        "prompt_tokens %u + knowledge_tokens %u would reserve %.0f ms of %s, "
                        "over --max-reservation-ms %g; nothing reserved",
-                       req->prompt_tokens, req->knowledge_tokens, fmax(prefill, transfer), what,
-                       cap);
-    }
-    double gpu_end = fmax(inj->gpu_busy_until_ms[req->gpu], now_ms) + prefill;
-    if (gpu_end - now_ms > horizon_ms)
+                       req->prompt_tokens, req->knowledge_tokens,
+                       gpu_first ? prefill : transfer, what, cap);
+    if (gpu_ahead > horizon_ms || link_ahead > horizon_ms)
         return cr_fail(err, CR_ENOMEM,
-                       "GPU %u's reserved prefills would reach %.1f s ahead, past "
-                       "--reservation-horizon-s %g; nothing reserved (retry later, or "
-                       "ClearReservations)",
-                       req->gpu, (gpu_end - now_ms) / 1e3, inj->cfg.reservation_horizon_s);
-    const cr_link_entry *e = kv ? cr_link_table_find(&inj->links, out->source) : NULL;
-    double link_end = e ? fmax(e->busy_until_ms, now_ms) + transfer : now_ms + transfer;
-    if (link_end - now_ms > horizon_ms)
-        return cr_fail(err, CR_ENOMEM,
-                       "source %s's reserved transfers would reach %.1f s ahead, past "
-                       "--reservation-horizon-s %g; nothing reserved (retry later, or "
-                       "ClearReservations)",
-                       out->source, (link_end - now_ms) / 1e3, inj->cfg.reservation_horizon_s);
+                       "reserved %s would reach %.1f s ahead, past --reservation-horizon-s %g; "
+                       "nothing reserved (retry later, or ClearReservations)",
+                       what, (gpu_first ? gpu_ahead : link_ahead) / 1e3,
+                       inj->cfg.reservation_horizon_s);
     return CR_OK;
 }
 

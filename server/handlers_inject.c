@@ -21,21 +21,25 @@ void cr_breakdown_msg(CostBreakdown *m, const cr_cost_breakdown *c)
     m->total_ms = c->total_ms;
 }
 
-static void answer_select(const cr_handlers *h, const SelectRequest *req,
-                          const cr_inject_response *r, cr_reply *out)
-{
-    Cacheroute__V1__SelectInjectionResponse resp = CACHEROUTE__V1__SELECT_INJECTION_RESPONSE__INIT;
+/* The answer for r, pointing at r's strings and req's request_id; text
+ * and kv are the caller's storage. */
+typedef struct select_msg {
+    Cacheroute__V1__SelectInjectionResponse resp;
     CostBreakdown text, kv;
-    cr_breakdown_msg(&text, &r->text);
-    cr_breakdown_msg(&kv, &r->kv);
-    resp.mode = (Cacheroute__V1__InjectionMode)r->mode;
-    resp.source = (char *)r->source;
-    resp.text = &text;
-    resp.kv = r->has_kv ? &kv : NULL;
-    resp.saving_ms = r->saving_ms;
-    resp.reason = (char *)cr_inject_reason_name(r->reason);
-    resp.request_id = req->request_id;
-    cr_reply_message(out, &resp.base, h->max_message, NULL);
+} select_msg;
+
+static void select_msg_init(select_msg *m, const SelectRequest *req, const cr_inject_response *r)
+{
+    cacheroute__v1__select_injection_response__init(&m->resp);
+    cr_breakdown_msg(&m->text, &r->text);
+    cr_breakdown_msg(&m->kv, &r->kv);
+    m->resp.mode = (Cacheroute__V1__InjectionMode)r->mode;
+    m->resp.source = (char *)r->source;
+    m->resp.text = &m->text;
+    m->resp.kv = r->has_kv ? &m->kv : NULL;
+    m->resp.saving_ms = r->saving_ms;
+    m->resp.reason = (char *)cr_inject_reason_name(r->reason);
+    m->resp.request_id = req->request_id;
 }
 
 /* The answer's size is known before deciding: its strings are the
@@ -45,21 +49,14 @@ static void answer_select(const cr_handlers *h, const SelectRequest *req,
  * refused before anything is reserved, counted or kept. */
 static int select_fits(const cr_handlers *h, const SelectRequest *req, cr_reply *out)
 {
-    char widest_source[CR_INJECT_NAME_MAX + 1];
-    static const char widest_reason[] = "kv_hidden_by_queue";
-    memset(widest_source, 'x', CR_INJECT_NAME_MAX);
-    widest_source[CR_INJECT_NAME_MAX] = '\0';
-    Cacheroute__V1__SelectInjectionResponse resp = CACHEROUTE__V1__SELECT_INJECTION_RESPONSE__INIT;
-    CostBreakdown b;
-    cr_cost_breakdown wide = {-1, -1, -1, -1, -1, -1}; /* every double encoded */
-    cr_breakdown_msg(&b, &wide);
-    resp.mode = CACHEROUTE__V1__INJECTION_MODE__INJECTION_MODE_KV_CACHE;
-    resp.source = widest_source;
-    resp.text = resp.kv = &b;
-    resp.saving_ms = -1;
-    resp.reason = (char *)widest_reason;
-    resp.request_id = req->request_id;
-    size_t need = protobuf_c_message_get_packed_size(&resp.base);
+    cr_cost_breakdown every = {-1, -1, -1, -1, -1, -1}; /* every double encoded */
+    cr_inject_response widest = {.mode = CR_INJECT_KV_CACHE, .text = every, .has_kv = 1,
+                                 .kv = every, .saving_ms = -1,
+                                 .reason = CR_REASON_KV_HIDDEN_BY_QUEUE}; /* the longest */
+    memset(widest.source, 'x', CR_INJECT_NAME_MAX);
+    select_msg m;
+    select_msg_init(&m, req, &widest);
+    size_t need = protobuf_c_message_get_packed_size(&m.resp.base);
     if (need <= h->max_message)
         return 0;
     cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
@@ -95,10 +92,13 @@ static void select_injection(void *ctx, const void *message, cr_reply *out)
     cr_inject_response r;
     cr_error err;
     cr_status st = cr_core_select(h->core, req->request_id, &ir, &r, &err);
-    if (st != CR_OK)
+    select_msg m;
+    if (st != CR_OK) {
         cr_reply_core_error(out, st, &err);
-    else
-        answer_select(h, req, &r, out);
+    } else {
+        select_msg_init(&m, req, &r);
+        cr_reply_message(out, &m.resp.base, h->max_message, NULL);
+    }
     free(sources);
 }
 

@@ -1560,12 +1560,22 @@ static void test_reservation_caps(void)
     select_ok(inj, &mid, 0);
     select_ok(inj, &mid, 0);
     CU_ASSERT_EQUAL(cr_inject_select(inj, NULL, &mid, 0, &r, &err), CR_ENOMEM);
-    CU_ASSERT_STRING_EQUAL(err.msg, "GPU 0's reserved prefills would reach 2.3 s ahead, past "
+    CU_ASSERT_STRING_EQUAL(err.msg, "reserved prefill on GPU 0 would reach 2.3 s ahead, past "
                                     "--reservation-horizon-s 2; nothing reserved (retry later, "
                                     "or ClearReservations)");
     CU_ASSERT(close_rel(gpu_wait(inj, 0, 0), 1520));
     select_ok(inj, &mid, 1000);
     CU_ASSERT(close_rel(gpu_wait(inj, 0, 1000), 1280));
+    /* A link's likewise: 60000 tokens from "fast" are 750 ms on the link
+     * (on GPU 1, whose queue stays short). */
+    static const cr_kv_source fast60[] = {{"fast", 60000}};
+    cr_inject_request link = {.prompt_tokens = 10, .knowledge_tokens = 60000, .sources = fast60,
+                              .n_sources = 1, .gpu = 1};
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(cr_inject_select(inj, &PROBED, &link, 0, &r, &err), CR_OK);
+    CU_ASSERT_EQUAL(r.mode, CR_INJECT_KV_CACHE);
+    CU_ASSERT_EQUAL(cr_inject_select(inj, &PROBED, &link, 0, &r, &err), CR_ENOMEM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "reserved link transfer from fast would reach 2."));
     cr_injector_free(inj);
 }
 

@@ -214,7 +214,7 @@ class AbuseTest(h.SidecarTestCase):
         self.select(stub, prompt_tokens=20000, request_id="a")
         e = self.assertRpcError(EXHAUSTED, self.select, stub, prompt_tokens=20000,
                                 request_id="b")
-        self.assertRegex(e.details(), r"^GPU 0's reserved prefills would reach 5\.\d s ahead, "
+        self.assertRegex(e.details(), r"^reserved prefill on GPU 0 would reach 5\.\d s ahead, "
                          r"past --reservation-horizon-s 4; nothing reserved")
         self.assertLessEqual(self.queue_wait(stub), one)
         self.assertEqual(self.receipts_made(stub), 1)
