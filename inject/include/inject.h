@@ -323,11 +323,14 @@ cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint
  * Caps (not for dry runs, which reserve nothing): a decision whose chosen
  * path would reserve more than --max-reservation-ms of GPU prefill or of
  * link transfer is CR_EINVAL ("prompt_tokens 9999999 + knowledge_tokens 0
- * would reserve 170403020 ms of GPU 0 prefill, over --max-reservation-ms
- * 600000"), and one that would push a GPU's or a link's timeline more than
- * --reservation-horizon-s past now_ms is CR_ENOMEM (the timeline is full
- * until time passes or ClearReservations); nothing is reserved then, so
- * one request cannot poison every later decision. Thread-safe: one short
+ * would reserve 200999990 ms of prefill on GPU 0, over --max-reservation-ms
+ * 600000; nothing reserved"), and one that would push a GPU's or a link's
+ * timeline more than --reservation-horizon-s past now_ms is CR_ENOMEM
+ * ("reserved link transfer from NAME would reach 3600.5 s ahead, past
+ * --reservation-horizon-s 3600; ...": full until time passes or
+ * ClearReservations); nothing is reserved then, so one request cannot
+ * poison every later decision. cr_injector_observe keeps timelines within
+ * the horizon too. Thread-safe: one short
  * mutex section per call. */
 cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
                            const cr_inject_request *req, double now_ms, cr_inject_response *out,
