@@ -323,7 +323,7 @@ cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint
  * Caps (not for dry runs, which reserve nothing): a decision whose chosen
  * path would reserve more than --max-reservation-ms of GPU prefill or of
  * link transfer is CR_EINVAL ("prompt_tokens 9999999 + knowledge_tokens 0
- * would reserve 200999990 ms of prefill on GPU 0, over --max-reservation-ms
+ * would reserve N ms of prefill on GPU 0, over --max-reservation-ms
  * 600000; nothing reserved"), and one that would push a GPU's or a link's
  * timeline more than --reservation-horizon-s past now_ms is CR_ENOMEM
  * ("reserved link transfer from NAME would reach 3600.5 s ahead, past
