@@ -66,6 +66,12 @@ ProtobufCMessage *cr_wire_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDes
 size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
                      const char *field);
 
+/* The value of the last occurrence of the varint field named field (a
+ * bool, an enum, an integer: protobuf's last one wins), or absent when it
+ * does not occur before the end or the first malformed field. O(len). */
+uint64_t cr_wire_last_varint(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                             size_t len, const char *field, uint64_t absent);
+
 /* Every string field of the d message at data, at any depth (sub-messages
  * followed through their descriptors), must be UTF-8 (RFC 3629: no
  * overlong forms, surrogates or code points past U+10FFFF) without a NUL

@@ -19,6 +19,7 @@ typedef struct wire_field {
     unsigned type;          /* the wire type, 0..5 */
     const uint8_t *value;   /* length-delimited: the payload */
     size_t len;
+    uint64_t varint;        /* wire type 0: the value */
 } wire_field;
 
 static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -45,7 +46,7 @@ static int next_field(const uint8_t **p, const uint8_t *end, wire_field *f)
     f->len = 0;
     switch (f->type) {
     case 0:
-        return read_varint(p, end, &v);
+        return read_varint(p, end, &f->varint);
     case 1:
     case 5: {
         size_t n = f->type == 1 ? 8 : 4;
@@ -105,6 +106,20 @@ size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, s
             n += f.type == 2 && is_scalar(fd) ? packed_count(fd, &f) : 1;
     }
     return n;
+}
+
+uint64_t cr_wire_last_varint(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                             size_t len, const char *field, uint64_t absent)
+{
+    const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(d, field);
+    const uint8_t *p = data, *end = data + len;
+    uint64_t v = absent;
+    wire_field f;
+    while (fd && next_field(&p, end, &f) == 0) {
+        if (f.number == fd->id && f.type == 0)
+            v = f.varint; /* the last one wins, as in unpack */
+    }
+    return v;
 }
 
 /* ---- strings ---- */

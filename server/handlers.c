@@ -213,14 +213,7 @@ static void record_arrival(void *ctx, const void *message, cr_reply *out)
 {
     const cr_handlers *h = ctx;
     const RecordArrivalRequest *req = message;
-    size_t n = req->n_owners, max = h->max_message;
-    if (!req->omit_routes && n > (max - RESPONSE_SLACK) / ROUTE_MAX_BYTES) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                       "%zu owners could need %zu response bytes, over the %zu-byte message "
-                       "limit (--max-message-bytes); set omit_routes or send fewer owners",
-                       n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
-        return;
-    }
+    size_t n = req->n_owners;
     routes_answer a;
     uint64_t generation;
     cr_error err;
@@ -235,10 +228,23 @@ static void record_arrival(void *ctx, const void *message, cr_reply *out)
     routes_answer_free(&a);
 }
 
+/* Routed owners bound the answer: counted on the wire, before decoding. */
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    cr_run_decoded(ctx, &cacheroute__v1__record_arrival_request__descriptor, data, len, out,
-                   record_arrival);
+    const cr_handlers *h = ctx;
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__record_arrival_request__descriptor;
+    size_t max = h->max_message;
+    size_t n = cr_wire_last_varint(d, data, len, "omit_routes", 0)
+                   ? 0
+                   : cr_wire_count(d, data, len, "owners");
+    if (n > (max - RESPONSE_SLACK) / ROUTE_MAX_BYTES) {
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                       "%zu owners could need %zu response bytes, over the %zu-byte message "
+                       "limit (--max-message-bytes); set omit_routes or send fewer owners",
+                       n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
+        return;
+    }
+    cr_run_decoded(ctx, d, data, len, out, record_arrival);
 }
 
 /* ---- GetRates ---- */

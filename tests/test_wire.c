@@ -76,6 +76,21 @@ static void test_count_stops_at_malformed(void)
     CU_ASSERT_EQUAL(cr_wire_count(RATES, cut, sizeof cut, "owners"), 0);
 }
 
+static void test_last_varint(void)
+{
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__record_arrival_request__descriptor;
+    buf w = {.n = 0};
+    CU_ASSERT_EQUAL(cr_wire_last_varint(d, w.b, w.n, "omit_routes", 7), 7);
+    put_int(&w, 2, 1);
+    put_int(&w, 1, 300);
+    put_int(&w, 2, 0); /* the last one wins */
+    CU_ASSERT_EQUAL(cr_wire_last_varint(d, w.b, w.n, "omit_routes", 7), 0);
+    put_int(&w, 2, 5);
+    CU_ASSERT_EQUAL(cr_wire_last_varint(d, w.b, w.n, "omit_routes", 7), 5);
+    CU_ASSERT_EQUAL(cr_wire_last_varint(d, w.b, w.n, "owners", 7), 300);
+    CU_ASSERT_EQUAL(cr_wire_last_varint(d, w.b, w.n, "nothing", 7), 7);
+}
+
 static void test_utf8(void)
 {
     static const struct {
@@ -135,6 +150,7 @@ static void test_strings_named_by_path(void)
 static const cr_test_case wire_tests[] = {
     {"count packed and unpacked", test_count_packed_and_unpacked},
     {"count stops at malformed", test_count_stops_at_malformed},
+    {"last varint", test_last_varint},
     {"utf-8", test_utf8},
     {"strings named by path", test_strings_named_by_path},
     {NULL, NULL},

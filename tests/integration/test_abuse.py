@@ -169,6 +169,29 @@ class AbuseTest(h.SidecarTestCase):
         self.assertEqual(len(r.rates), 2)
         sc.assert_clean_exit(self)
 
+    def test_record_arrival_routes_counted_before_decoding(self):
+        sc = self.start_sidecar("--replan-interval", "0")
+        ch = sc.channel()
+        n = 60_000_000  # 1-byte owners: 60 MB, 480 MB once decoded
+        body = field(1, 2, b"\x01" * n)
+        with Spent(sc) as spent:
+            with self.assertRaises(grpc.RpcError) as cm:
+                h.raw_call(ch, h.SERVICE + "RecordArrival", body, timeout=60)
+        self.assertEqual(cm.exception.code(), EXHAUSTED)
+        self.assertEqual(cm.exception.details(),
+                         "%d owners could need %d response bytes, over the 67108864-byte message "
+                         "limit (--max-message-bytes); set omit_routes or send fewer owners"
+                         % (n, n * 28 + 32))
+        self.assertLess(spent.hwm_mb, 300.0)
+        # omit_routes (the last value on the wire wins) lets a batch through.
+        ok = field(1, 2, b"\x01\x02") + field(2, 0, 0) + field(2, 0, 1)
+        r = sc.stub().RecordArrival(P.cr.RecordArrivalRequest.FromString(ok),
+                                    timeout=h.RPC_TIMEOUT)
+        self.assertEqual((r.recorded, len(r.routes)), (2, 0))
+        self.assertRpcError(EXHAUSTED, h.raw_call, ch, h.SERVICE + "RecordArrival",
+                            field(2, 0, 1) + body + field(2, 0, 0))
+        sc.assert_clean_exit(self)
+
     def test_repeated_messages_counted_before_decoding(self):
         # Empty entries are 2 bytes on the wire and ~50 in memory each.
         sources = field(4, 2, b"") * 65
