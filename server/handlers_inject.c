@@ -104,12 +104,11 @@ static void select_injection(void *ctx, const void *message, cr_reply *out)
 
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
-    if (cr_refuse_entries(out, &cacheroute__v1__select_injection_request__descriptor, data, len,
-                          "sources", CR_INJECT_MAX_SOURCES, GRPC_STATUS_INVALID_ARGUMENT,
-                          NULL) != 0)
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__select_injection_request__descriptor;
+    if (cr_refuse_entries(out, "sources", cr_wire_count(d, data, len, "sources"),
+                          CR_INJECT_MAX_SOURCES, GRPC_STATUS_INVALID_ARGUMENT, NULL) != 0)
         return;
-    cr_run_decoded(ctx, &cacheroute__v1__select_injection_request__descriptor, data, len, out,
-                   select_injection);
+    cr_run_decoded(ctx, d, data, len, out, select_injection);
 }
 
 /* ---- ClearReservations ---- */

@@ -37,11 +37,9 @@ void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, co
     }
 }
 
-int cr_refuse_entries(cr_reply *out, const ProtobufCMessageDescriptor *d, const uint8_t *data,
-                      size_t len, const char *field, size_t limit, grpc_status_code code,
-                      const char *why)
+int cr_refuse_entries(cr_reply *out, const char *field, size_t n, size_t limit,
+                      grpc_status_code code, const char *why)
 {
-    size_t n = cr_wire_count(d, data, len, field);
     if (n <= limit)
         return 0;
     cr_reply_error(out, code, "%s has %zu entries, at most %zu allowed%s%s", field, n, limit,

@@ -15,14 +15,13 @@ typedef void (*cr_decoded_fn)(void *ctx, const void *message, cr_reply *out);
 void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                     size_t len, cr_reply *out, cr_decoded_fn fn);
 
-/* Before decoding: 0 when the repeated field of the d message at data
- * holds at most limit entries (cr_wire_count); else -1 with out set to
- * code and "FIELD has N entries, at most LIMIT allowed: WHY" (why may be
- * NULL). So a request's count bounds its decode and its answer before
- * protobuf-c allocates anything. */
-int cr_refuse_entries(cr_reply *out, const ProtobufCMessageDescriptor *d, const uint8_t *data,
-                      size_t len, const char *field, size_t limit, grpc_status_code code,
-                      const char *why);
+/* Before decoding, with n a request's entries in field as cr_wire_count
+ * counts them on the wire: 0 when n <= limit; else -1 with out set to code
+ * and "FIELD has N entries, at most LIMIT allowed: WHY" (why may be NULL).
+ * So a request's count bounds its decode and its answer before protobuf-c
+ * allocates anything. */
+int cr_refuse_entries(cr_reply *out, const char *field, size_t n, size_t limit,
+                      grpc_status_code code, const char *why);
 
 /* Decoding may take at most CR_DECODE_RATIO bytes of memory per byte of the
  * message limit: as many as a repeated int64 of 1-byte varints does, so
