@@ -292,6 +292,18 @@ class AbuseTest(h.SidecarTestCase):
         self.assertEqual(self.queue_wait(stub), 0.0)
         self.assertEqual(self.receipts_made(stub), 0)
         sc.assert_clean_exit(self)
+        # An answer that could not be sent is refused before the decision,
+        # naming request_id's length.
+        sc = self.start_sidecar(*MODEL, "--max-message-bytes", "65536")
+        stub = sc.stub()
+        e = self.assertRpcError(EXHAUSTED, self.select, stub, prompt_tokens=20000,
+                                request_id="r" * 65300)
+        self.assertRegex(e.details(), r"^the answer could need 65\d{3} bytes, over the "
+                         r"65536-byte message limit \(--max-message-bytes\), with a 65300-byte "
+                         r"request_id; nothing was reserved$")
+        self.assertEqual(self.queue_wait(stub), 0.0)
+        self.assertEqual(self.receipts_made(stub), 0)
+        sc.assert_clean_exit(self)
 
     # ---- 7. strings ----
 
