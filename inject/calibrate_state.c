@@ -75,8 +75,9 @@ void cr_injector_save_calibration(cr_injector *inj, cr_buf *b)
     pthread_mutex_unlock(&inj->lock);
 }
 
-/* Each value the RLS state may hold; err names it under what. */
-static cr_status load_fit(cr_cursor *c, cr_fit *f, const char *what, cr_error *err)
+/* Each value the RLS state may hold, for a fit of dim coefficients; err
+ * names it under what. */
+static cr_status load_fit(cr_cursor *c, cr_fit *f, int dim, const char *what, cr_error *err)
 {
     double *v[21];
     int k = 0;
@@ -105,7 +106,7 @@ static cr_status load_fit(cr_cursor *c, cr_fit *f, const char *what, cr_error *e
         return cr_fail(err, CR_EINVAL,
                        "calibration %s must have samples >= 1 and adopted 0 or 1, got %llu, %u",
                        what, (unsigned long long)f->n, adopted);
-    for (int i = 0; i < CR_FIT_MAX; i++)
+    for (int i = 0; i < dim; i++)
         if (!(f->p[i][i] > 0))
             return cr_fail(err, CR_EINVAL, "calibration %s.p[%d][%d] must be > 0, got %g", what,
                            i, i, f->p[i][i]);
@@ -139,7 +140,7 @@ static cr_status parse_gpus(cr_cursor *c, parsed *p, cr_error *err)
         if (gpu >= CR_PROBE_MAX_GPUS || kind >= N_KINDS)
             return cr_fail(err, CR_EINVAL, "calibration %s names gpu %u kind %u, beyond %d, %d",
                            what, gpu, kind, CR_PROBE_MAX_GPUS - 1, N_KINDS - 1);
-        cr_status st = load_fit(c, &p->gpus[gpu][kind], what, err);
+        cr_status st = load_fit(c, &p->gpus[gpu][kind], kind == KIND_PREFILL ? 3 : 2, what, err);
         if (st != CR_OK)
             return st;
     }
@@ -166,7 +167,7 @@ static cr_status parse_links(cr_cursor *c, parsed *p, cr_error *err)
                            "calibration %s.name must be 1..%d bytes without NUL, got %u", what,
                            CR_INJECT_NAME_MAX, len);
         memcpy(l->name, name, len);
-        cr_status st = load_fit(c, &l->fit, what, err);
+        cr_status st = load_fit(c, &l->fit, 2, what, err);
         if (st != CR_OK)
             return st;
     }
