@@ -407,12 +407,37 @@ static void clear_all(cr_estimator *e)
     atomic_store(&e->size, 0);
 }
 
+/* Sizes each partition for its share of v at once, so inserting never
+ * grows a table; -1 when out of memory. */
+static int presize(cr_estimator *e, const cr_estimator_entry *v, size_t n)
+{
+    size_t want[MAX_PARTS] = {0};
+    for (size_t i = 0; i < n; i++)
+        want[cr_mix64((uint64_t)v[i].owner) & (e->n_parts - 1)]++;
+    for (unsigned i = 0; i < e->n_parts; i++) {
+        size_t cap = want[i] + want[i] / 3 + 16; /* under 3/4 full after the inserts */
+        if (!want[i] || cap <= e->parts[i].cap)
+            continue;
+        entry *slots = calloc(cap, sizeof *slots);
+        if (!slots)
+            return -1;
+        free(e->parts[i].slots); /* empty: import_check saw no owner */
+        e->parts[i].slots = slots;
+        e->parts[i].cap = cap;
+    }
+    return 0;
+}
+
 cr_status cr_estimator_import(cr_estimator *e, const cr_estimator_entry *v, size_t n,
                               cr_error *err)
 {
     cr_status st = import_check(e, v, n, err);
     if (st != CR_OK)
         return st;
+    if (presize(e, v, n) != 0) {
+        clear_all(e);
+        return cr_fail(err, CR_ENOMEM, "out of memory restoring %zu owners", n);
+    }
     for (size_t i = 0; i < n; i++) {
         uint64_t h = cr_mix64((uint64_t)v[i].owner);
         part *p = part_of(e, h);
