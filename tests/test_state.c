@@ -8,6 +8,7 @@
  * (tests/fuzz/corpus/state/) there. */
 #include <math.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,13 @@ typedef struct seen {
     uint64_t owners, placements, generation;
 } seen;
 
+/* Snapshots report from the ticker's thread and the caller's. */
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void on_state(void *ctx, const cr_core_state_event *ev)
 {
     seen *s = ctx;
+    pthread_mutex_lock(&seen_lock);
     s->events++;
     s->result = ev->result;
     snprintf(s->error, sizeof s->error, "%s", ev->error ? ev->error : "");
@@ -42,6 +47,7 @@ static void on_state(void *ctx, const cr_core_state_event *ev)
     s->owners = ev->owners;
     s->placements = ev->placements;
     s->generation = ev->generation;
+    pthread_mutex_unlock(&seen_lock);
 }
 
 typedef struct fixture {
@@ -107,11 +113,17 @@ static void reseal(uint8_t *b, size_t len)
     EVP_Digest(b, len - 32, b + len - 32, &n, EVP_sha256(), NULL);
 }
 
-static double get_f64(const uint8_t *p)
+static uint64_t get_u64(const uint8_t *p)
 {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++)
         v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static double get_f64(const uint8_t *p)
+{
+    uint64_t v = get_u64(p);
     double d;
     memcpy(&d, &v, sizeof d);
     return d;
@@ -125,13 +137,6 @@ static void put_f64(uint8_t *p, double d)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static uint64_t get_u64(const uint8_t *p) /* the length field after a tag */
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Where section tag (1..4) starts (its payload) and how long it is. */
 static const uint8_t *section(const uint8_t *b, int tag, size_t *len)
@@ -552,6 +557,61 @@ static void test_fewer_max_owners(void)
     cr_core_free(b.core);
 }
 
+/* Snapshots (the ticker's every 5 ms, and calls) while two threads record:
+ * every file written is whole, and the last one, taken after the threads
+ * ended, holds every owner. Bounded: 2 x 200 batches. For TSan. */
+typedef struct recorder {
+    cr_core *core;
+    int64_t base;
+} recorder;
+
+static void *record_batches(void *arg)
+{
+    recorder *r = arg;
+    int64_t owners[50];
+    cr_error err;
+    for (int b = 0; b < 200; b++) {
+        for (int i = 0; i < 50; i++)
+            owners[i] = r->base + (b * 50 + i) % 5000;
+        cr_core_record(r->core, owners, 50, NULL, 0, NULL, NULL, &err);
+    }
+    return NULL;
+}
+
+static void test_snapshots_while_recording(void)
+{
+    fixture f;
+    cr_error err;
+    unlink(path);
+    cr_core_config cfg;
+    quiet_config(&cfg, path);
+    cfg.snapshot_interval_s = 0.005;
+    open_config(&f, &cfg);
+    CU_ASSERT_EQUAL_FATAL(cr_core_start(f.core, &err), CR_OK);
+    recorder r[2] = {{f.core, 0}, {f.core, 1000000}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, record_batches, &r[i]);
+    for (int i = 0; i < 10; i++) {
+        CU_ASSERT_EQUAL(cr_core_snapshot(f.core, &err), CR_OK);
+        size_t len;
+        uint8_t *b = slurp(path, &len);
+        CU_ASSERT_EQUAL(cr_core_state_check(f.core, b, len, &err), CR_OK);
+        free(b);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    cr_core_stop(f.core); /* the final snapshot, after every arrival */
+    CU_ASSERT_EQUAL(f.seen.result, CR_STATE_WRITTEN);
+    CU_ASSERT_EQUAL(f.seen.owners, 10000);
+    fixture g;
+    open_at(&g, path);
+    CU_ASSERT_EQUAL(g.seen.result, CR_STATE_RESTORED);
+    CU_ASSERT_EQUAL(g.seen.owners, 10000);
+    cr_core_free(g.core);
+    cr_core_free(f.core);
+}
+
 /* The fuzz seeds: an empty state, owners only, everything. */
 static void test_write_seeds(void)
 {
@@ -612,6 +672,7 @@ static const cr_test_case state_tests[] = {
     {"no file: a clean start; no state file: nothing", test_missing_and_no_file},
     {"the final snapshot at stop, once; a failed write", test_final_snapshot},
     {"fewer max owners keeps the highest rates", test_fewer_max_owners},
+    {"snapshots while two threads record", test_snapshots_while_recording},
     {"fuzz seeds (CR_STATE_SEED_DIR)", test_write_seeds},
     {NULL, NULL},
 };
