@@ -47,13 +47,19 @@ cr_ref *cr_published_acquire(cr_published *p, uint64_t *generation)
     return r;
 }
 
-uint64_t cr_published_swap(cr_published *p, cr_ref *value)
+/* g 0: the next generation. */
+static uint64_t swap(cr_published *p, cr_ref *value, uint64_t g)
 {
     pthread_mutex_lock(&p->lock);
     cr_ref *old = p->current;
     p->current = value;
-    uint64_t g = ++p->generation;
+    p->generation = g ? g : p->generation + 1;
+    g = p->generation;
     pthread_mutex_unlock(&p->lock);
     cr_ref_release(old); /* freed here only if no reader holds it */
     return g;
 }
+
+uint64_t cr_published_swap(cr_published *p, cr_ref *value) { return swap(p, value, 0); }
+
+void cr_published_swap_as(cr_published *p, cr_ref *value, uint64_t g) { swap(p, value, g); }

@@ -75,6 +75,18 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
     return CR_OK;
 }
 
+/* The state file's settings, then its restore (which reports itself). */
+static cr_status init_state(cr_core *c, const cr_core_config *cfg, cr_error *err)
+{
+    c->snapshot_interval_s = cfg->snapshot_interval_s;
+    cr_state_fingerprint_of(cfg, &c->fingerprint);
+    if (!cfg->state_file || !*cfg->state_file)
+        return CR_OK;
+    if (!(c->state_path = strdup(cfg->state_file)) || cr_state_restore(c, cfg) != 0)
+        return cr_fail(err, CR_ENOMEM, "out of memory restoring %s", cfg->state_file);
+    return CR_OK;
+}
+
 cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
                      const cr_clock_source *clock, cr_error *err)
 {
@@ -96,7 +108,8 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
     pthread_mutex_init(&c->tick_lock, NULL);
     pthread_mutex_init(&c->install_lock, NULL);
     c->last_replan = cr_core_now(c);
-    if (create_parts(c, cfg, err) != CR_OK) {
+    pthread_mutex_init(&c->state_lock, NULL);
+    if (create_parts(c, cfg, err) != CR_OK || init_state(c, cfg, err) != CR_OK) {
         cr_core_free(c);
         return NULL;
     }
@@ -107,7 +120,7 @@ void cr_core_free(cr_core *c)
 {
     if (!c)
         return;
-    cr_ticker_stop(c->replanner);
+    cr_core_stop(c);
     cr_prober_stop(c->prober);
     cr_receipts_free(c->receipts);
     cr_loop_figures_free(c->figures);
@@ -117,6 +130,8 @@ void cr_core_free(cr_core *c)
     cr_published_destroy(&c->table);
     pthread_mutex_destroy(&c->tick_lock);
     pthread_mutex_destroy(&c->install_lock);
+    pthread_mutex_destroy(&c->state_lock);
+    free(c->state_path);
     free(c);
 }
 

@@ -8,6 +8,7 @@
 #include "core.h"
 #include "loop.h"
 #include "route.h"
+#include "state.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -34,6 +35,13 @@ struct cr_core {
     cr_receipt_store *receipts; /* NULL with --receipts 0 */
     cr_loop_figures *figures;
     cr_router *router; /* NULL under --route-by plan */
+    /* The state file (state.c) */
+    char *state_path; /* NULL = none */
+    double snapshot_interval_s;
+    cr_state_fingerprint fingerprint;
+    cr_ticker *snapshotter;
+    pthread_mutex_t state_lock; /* one snapshot at a time */
+    int started, final_snapshot; /* cr_core_start ran; the stop's snapshot was taken */
 };
 
 /* The installed table with a reference, or NULL before the first install. */
@@ -53,5 +61,14 @@ uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
  * cr_core_home_shard over t's shards; *admitted = whether t admits it.
  * Under plan, the whole route rule. route.c. */
 uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted);
+
+/* state.c. Restores c's state file (c->state_path set) into the fresh
+ * components, reporting to hooks->state; 0, or -1 when a failed restore
+ * could not even make fresh components (out of memory: err unset). */
+int cr_state_restore(cr_core *c, const cr_core_config *cfg);
+/* Marks c started and starts the snapshot ticker when configured. */
+cr_status cr_state_start(cr_core *c, cr_error *err);
+/* Stops the ticker; the final snapshot of a started core, once. */
+void cr_state_stop(cr_core *c);
 
 #endif

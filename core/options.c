@@ -35,6 +35,14 @@ static const cr_option ROWS[] = {
      .max = CR_CORE_MAX_INFLIGHT,
      .help = "--route-by bounded or live: outstanding routes tracked at most (32 B each, "
              "allocated up front), the oldest counted as done first"},
+    {.name = "state-file", .key = "state_file", .type = CR_OPT_STRING,
+     .offset = offsetof(cr_core_config, state_file), .def_text = "", .min = 0, .max = 4095,
+     .help = "file keeping the estimator's owners, the installed table and the calibration "
+             "across restarts (written atomically; a bad one is moved to PATH.corrupt); "
+             "empty = off"},
+    {.name = "snapshot-interval", .key = "snapshot_interval_s", .type = CR_OPT_DOUBLE,
+     .offset = offsetof(cr_core_config, snapshot_interval_s), .def = 30, .min = 0, .max = 86400,
+     .help = "seconds between writes of --state-file; 0 = only at shutdown"},
 };
 
 const cr_option_table cr_core_options = CR_OPTION_TABLE("", ROWS);

@@ -221,6 +221,8 @@ static void replan_tick(void *ctx, cr_ticker *ticker)
 
 cr_status cr_core_start(cr_core *c, cr_error *err)
 {
+    if (cr_state_start(c, err) != CR_OK)
+        return CR_ENOMEM;
     if (c->replan_interval_s <= 0)
         return CR_OK;
     c->replanner = cr_ticker_start(c->replan_interval_s, replan_tick, c, err);
@@ -231,6 +233,7 @@ void cr_core_stop(cr_core *c)
 {
     cr_ticker_stop(c->replanner);
     c->replanner = NULL;
+    cr_state_stop(c);
 }
 
 int cr_core_tick(cr_core *c)

@@ -316,10 +316,15 @@ static int cmp_owner(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n)
+/* Writes one tracked slot as an element of a snapshot array. */
+typedef void (*put_fn)(void *dst, const cr_estimator *e, const entry *s, double now);
+
+/* Every tracked slot through put into a malloc'd array of elements of size
+ * bytes (each starting with an int64 owner), sorted by owner. */
+static void *gather(const cr_estimator *e, size_t size, put_fn put, double now, size_t *n)
 {
     size_t cap = atomic_load(&e->size) + 16, len = 0;
-    cr_session_rate *out = malloc(cap * sizeof *out);
+    char *out = malloc(cap * size);
     if (!out)
         return NULL;
     for (unsigned i = 0; i < e->n_parts; i++) {
@@ -327,7 +332,7 @@ cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n
         pthread_mutex_lock(&p->lock);
         if (len + p->count > cap) {
             size_t ncap = (len + p->count) * 2;
-            cr_session_rate *grown = realloc(out, ncap * sizeof *out);
+            char *grown = realloc(out, ncap * size);
             if (!grown) {
                 pthread_mutex_unlock(&p->lock);
                 free(out);
@@ -338,10 +343,111 @@ cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n
         }
         for (size_t j = 0; j < p->cap; j++)
             if (p->slots[j].r != 0)
-                out[len++] = (cr_session_rate){p->slots[j].owner, rate_at(e, &p->slots[j], now)};
+                put(out + size * len++, e, &p->slots[j], now);
         pthread_mutex_unlock(&p->lock);
     }
-    qsort(out, len, sizeof *out, cmp_owner);
+    qsort(out, len, size, cmp_owner); /* both element types start with the owner */
     *n = len;
     return out;
+}
+
+static void put_rate(void *dst, const cr_estimator *e, const entry *s, double now)
+{
+    *(cr_session_rate *)dst = (cr_session_rate){s->owner, rate_at(e, s, now)};
+}
+
+static void put_entry(void *dst, const cr_estimator *e, const entry *s, double now)
+{
+    (void)e;
+    (void)now;
+    *(cr_estimator_entry *)dst = (cr_estimator_entry){s->owner, s->r, s->t_last};
+}
+
+cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n)
+{
+    return gather(e, sizeof(cr_session_rate), put_rate, now, n);
+}
+
+cr_estimator_entry *cr_estimator_export(const cr_estimator *e, size_t *n)
+{
+    return gather(e, sizeof(cr_estimator_entry), put_entry, 0, n);
+}
+
+static cr_status import_check(const cr_estimator *e, const cr_estimator_entry *v, size_t n,
+                              cr_error *err)
+{
+    if (atomic_load(&e->size))
+        return cr_fail(err, CR_EINVAL, "the estimator must be empty, it tracks %llu owners",
+                       (unsigned long long)atomic_load(&e->size));
+    if (n > e->cfg.max_owners)
+        return cr_fail(err, CR_EINVAL, "%zu owners exceed max_owners %llu", n,
+                       (unsigned long long)e->cfg.max_owners);
+    for (size_t i = 0; i < n; i++) {
+        if (i && v[i].owner <= v[i - 1].owner)
+            return cr_fail(err, CR_EINVAL, "owners[%zu] %lld must exceed owners[%zu] %lld", i,
+                           (long long)v[i].owner, i - 1, (long long)v[i - 1].owner);
+        if (!(isfinite(v[i].count) && v[i].count > 0))
+            return cr_fail(err, CR_EINVAL, "owners[%zu].count must be finite and > 0, got %g",
+                           i, v[i].count);
+        if (!isfinite(v[i].t_last))
+            return cr_fail(err, CR_EINVAL, "owners[%zu].t_last must be finite, got %g", i,
+                           v[i].t_last);
+    }
+    return CR_OK;
+}
+
+/* Empties every partition (after a failed import). */
+static void clear_all(cr_estimator *e)
+{
+    for (unsigned i = 0; i < e->n_parts; i++) {
+        free(e->parts[i].slots);
+        e->parts[i].slots = NULL;
+        e->parts[i].cap = e->parts[i].count = 0;
+    }
+    atomic_store(&e->size, 0);
+}
+
+/* Sizes each partition for its share of v at once, so inserting never
+ * grows a table; -1 when out of memory. */
+static int presize(cr_estimator *e, const cr_estimator_entry *v, size_t n)
+{
+    size_t want[MAX_PARTS] = {0};
+    for (size_t i = 0; i < n; i++)
+        want[cr_mix64((uint64_t)v[i].owner) & (e->n_parts - 1)]++;
+    for (unsigned i = 0; i < e->n_parts; i++) {
+        size_t cap = want[i] + want[i] / 3 + 16; /* under 3/4 full after the inserts */
+        if (!want[i] || cap <= e->parts[i].cap)
+            continue;
+        entry *slots = calloc(cap, sizeof *slots);
+        if (!slots)
+            return -1;
+        free(e->parts[i].slots); /* empty: import_check saw no owner */
+        e->parts[i].slots = slots;
+        e->parts[i].cap = cap;
+    }
+    return 0;
+}
+
+cr_status cr_estimator_import(cr_estimator *e, const cr_estimator_entry *v, size_t n,
+                              cr_error *err)
+{
+    cr_status st = import_check(e, v, n, err);
+    if (st != CR_OK)
+        return st;
+    if (presize(e, v, n) != 0) {
+        clear_all(e);
+        return cr_fail(err, CR_ENOMEM, "out of memory restoring %zu owners", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = cr_mix64((uint64_t)v[i].owner);
+        part *p = part_of(e, h);
+        if ((p->count + 1) * 4 > p->cap * 3 && grow(p) != 0) {
+            clear_all(e);
+            return cr_fail(err, CR_ENOMEM, "out of memory restoring %zu owners", n);
+        }
+        *insert_slot(p->slots, p->cap, h) = (entry){v[i].owner, v[i].count, v[i].t_last};
+        p->count++;
+    }
+    atomic_store(&e->size, n);
+    return CR_OK;
 }

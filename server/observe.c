@@ -3,6 +3,7 @@
 #include "observe.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "handlers.h" /* cr_receipt_pack */
 #include "log.h"
@@ -126,6 +127,30 @@ static void log_probe(void *ctx, const cr_node_snapshot *snap)
                      gpus, "nics", nics));
 }
 
+/* Restores: a clean start at info, a refused file at warn naming why;
+ * snapshots at debug but the final one (info), a failed one at warn. */
+static void state(void *ctx, const cr_core_state_event *ev)
+{
+    (void)ctx;
+    static const char *const what[] = {"state restored", "state file absent, starting empty",
+                                       "state file refused, starting empty", "state written",
+                                       "state snapshot failed"};
+    static const cr_log_level level[] = {CR_LOG_INFO, CR_LOG_INFO, CR_LOG_WARN, CR_LOG_DEBUG,
+                                         CR_LOG_WARN};
+    json_t *f = json_pack("{s:s,s:s,s:f,s:I,s:I,s:I,s:I}", "path", ev->path, "by", ev->by,
+                          "duration_ms", ev->seconds * 1e3, "bytes", (json_int_t)ev->bytes,
+                          "owners", (json_int_t)ev->owners, "placements",
+                          (json_int_t)ev->placements, "generation", (json_int_t)ev->generation);
+    if (ev->result == CR_STATE_RESTORED)
+        json_object_set_new(f, "age_s", json_real(ev->age_s));
+    if (ev->error)
+        json_object_set_new(f, "error", json_string(ev->error));
+    if (ev->result == CR_STATE_REJECTED)
+        json_object_set_new(f, "moved_to", ev->moved_to ? json_string(ev->moved_to) : json_null());
+    int final = ev->result == CR_STATE_WRITTEN && strcmp(ev->by, "stop") == 0;
+    cr_log(final ? CR_LOG_INFO : level[ev->result], what[ev->result], f);
+}
+
 cr_core_hooks cr_observe_hooks(cr_observer *o)
 {
     return (cr_core_hooks){.planned = planned,
@@ -133,6 +158,7 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .selected = selected,
                            .probed = log_probe,
                            .receipted = receipted,
+                           .state = state,
                            .ctx = o};
 }
 

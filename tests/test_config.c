@@ -439,6 +439,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"listen", "127.0.0.1:1", "[::1]:2", NULL, NULL},
         {"metrics-listen", "127.0.0.1:3", "", NULL, NULL},
         {"sysfs-root", "/tmp/cr-a", "/tmp/cr-b", NULL, NULL},
+        {"state-file", "/tmp/cr-state-a", "", NULL, NULL},
         {"nic", "eth7 eth9", "eth8", NULL, NULL},
         {"prefill-coeffs", "1,2,3", "4,5e-06,0", NULL, NULL},
         {"model-config", CR_TEST_MODEL_CONFIGS "/Llama-3.1-8B.json",

@@ -109,6 +109,9 @@ cr_ref *cr_published_acquire(cr_published *p, uint64_t *generation);
 /* Makes value current, taking over the caller's reference, and releases the
  * old one. Returns value's generation. Thread-safe. */
 uint64_t cr_published_swap(cr_published *p, cr_ref *value);
+/* cr_published_swap giving value the generation g (>= 1) instead of the
+ * next one, for restoring a saved value; later swaps count on from g. */
+void cr_published_swap_as(cr_published *p, cr_ref *value, uint64_t g);
 
 /* ---- ticker ------------------------------------------------------------------ */
 

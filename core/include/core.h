@@ -61,10 +61,14 @@ typedef struct cr_core_config {
     double load_bound;             /* --load-bound: c */
     double inflight_ttl_s;         /* --inflight-ttl */
     uint64_t inflight_max;         /* --inflight-max */
+    /* State that survives a restart (see "state" below) */
+    char *state_file;              /* --state-file; "" or NULL = none */
+    double snapshot_interval_s;    /* --snapshot-interval; 0 = only at stop */
 } cr_core_config;
 
 /* The core's own option rows (--replan-interval, --receipts, --route-by,
- * --load-bound, --inflight-ttl, --inflight-max), on cr_core_config. */
+ * --load-bound, --inflight-ttl, --inflight-max, --state-file,
+ * --snapshot-interval), on cr_core_config. */
 extern const cr_option_table cr_core_options;
 
 /* Every component's defaults (from their option rows) into cfg. */
@@ -95,6 +99,7 @@ typedef struct cr_core_plan_event {
 } cr_core_plan_event;
 
 struct cr_receipt;
+typedef struct cr_core_state_event cr_core_state_event; /* see "state" below */
 
 /* Optional callbacks, each called on the thread that did the work, after
  * the fact, outside every core lock. Any may be NULL. */
@@ -109,6 +114,8 @@ typedef struct cr_core_hooks {
      * inside those calls, so it must be short and never block (copy r into
      * a bounded buffer and return): a slow hook slows every decision. */
     void (*receipted)(void *ctx, const struct cr_receipt *r);
+    /* Each restore (in cr_core_new) and snapshot of the state file. */
+    void (*state)(void *ctx, const cr_core_state_event *ev);
     void *ctx;
 } cr_core_hooks;
 
@@ -116,23 +123,27 @@ typedef struct cr_core cr_core;
 
 /* Checks cfg (every component's check), copies it, creates the estimator
  * and the injector and takes the first probe (cfg->probe's time: the node
- * probe runs here, and hooks->probed sees it). Starts no replanner: see
- * cr_core_start. NULL with err naming the field on a bad config, out of
+ * probe runs here, and hooks->probed sees it); with a state file, restores
+ * it (see "state" below; never an error: a bad file is moved aside and
+ * reported to hooks->state). Starts no replanner: see cr_core_start. NULL with err naming the field on a bad config, out of
  * memory, or a prober that cannot start. hooks and clock are copied; NULL
  * for none / the real clock. */
 cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
                      const cr_clock_source *clock, cr_error *err);
 
 /* Starts the replanner thread when replan_interval_s > 0 (a replan every
- * interval, counted from the end of the last). A replan plans from the
+ * interval, counted from the end of the last), and with a state file and
+ * snapshot_interval_s > 0 the snapshot thread (cr_core_snapshot every
+ * interval). A replan plans from the
  * estimator with the configured --replan mode (cr_planner_replan, the
  * installed table as the previous one) and installs. CR_ENOMEM with err
  * when the thread cannot start. Call at most once. */
 cr_status cr_core_start(cr_core *c, cr_error *err);
 
-/* Stops the replanner thread (promptly; a replan in progress is finished
- * first), so no plan is reported after it returns; the prober keeps
- * running until cr_core_free. Every call keeps working. Idempotent; not
+/* Stops the replanner and snapshot threads (promptly; a replan or snapshot
+ * in progress is finished first), so no plan is reported after it returns;
+ * then, on a started core with a state file, writes the final snapshot
+ * (once). The prober keeps running until cr_core_free. Every call keeps working. Idempotent; not
  * concurrent with cr_core_start. */
 void cr_core_stop(cr_core *c);
 
@@ -548,6 +559,98 @@ typedef struct cr_core_loop_stats {
  * for the figures, O(n_shards + n_gpus). */
 void cr_core_loop_stats_read(cr_core *c, cr_core_loop_stats *out, cr_core_shard_stats *shards,
                              uint32_t max_shards, cr_inject_calibration *gpus, uint32_t max_gpus);
+
+/* ---- state: what survives a restart (core/state*.c) ---------------------
+ *
+ * With --state-file PATH the core keeps in PATH the estimator's owners
+ * (each one's decayed count and how long before the snapshot its last
+ * arrival was), the installed table with its generation, and the
+ * calibration (inject.h); not receipts, reservations, outstanding routes or
+ * figures, which are seconds long or describe the past process. Written
+ * atomically: PATH.tmp in the same folder, write, fsync, rename over PATH,
+ * fsync the folder; a crash at any point leaves the previous PATH whole.
+ *
+ * The file, version 1, little-endian (bytes.h):
+ *   header   8 bytes "CRSTATE\0", u32 version, u32 sections (4), f64 wall
+ *            time written (Unix seconds), f64 the core's clock then
+ *   sections each u32 tag, u64 length, payload, in this order:
+ *            1 config: u32 count, then per field u8 name length, name,
+ *              f64 value: the fingerprint below
+ *            2 estimator: u32 clock, u64 owners, then per owner ascending
+ *              i64 owner, f64 count, f64 age (seconds before the wall time
+ *              written; 0 in calls mode)
+ *            3 table: u64 generation (0: none installed), then, when not
+ *              0, the table's section (planner.h)
+ *            4 calibration: inject.h's section
+ *   trailer  SHA-256 (OpenSSL) of every byte before it
+ * The fingerprint is the configuration that makes a snapshot meaningless
+ * when changed: estimator.clock and estimator.half_life (what a count
+ * means), planner.n_shards (the shards routes go to), and the model shape
+ * the prefill and KV fits were measured on (inject.model_layers,
+ * model_kv_heads, model_head_dim, kv_dtype_bytes, tensor_parallel,
+ * model_params_b, model_d_model, kv_bytes_per_token, 0 when unset).
+ * Changing anything else (--max-owners, --qcap, cost-model flags) keeps
+ * the state.
+ *
+ * Restore (cr_core_new): no file is a clean start (CR_STATE_NONE); a file
+ * that is truncated, corrupt (checksum), of another version or another
+ * fingerprint, or inconsistent anywhere is refused (CR_STATE_REJECTED,
+ * the reason naming what), renamed to PATH.corrupt (replacing an older
+ * one) and the core starts empty; never half-restored. Rates decay by the
+ * wall time that passed: an owner's last arrival is placed age + (wall now
+ * - wall written) seconds before the core's now (a wall clock that went
+ * back counts as no time), so its rate is exactly what it would read had
+ * the sidecar run on without arrivals. Under the calls clock rates have no
+ * time: counts are restored as they were. More owners than --max-owners
+ * keeps the highest rates. The restored table keeps its generation;
+ * installs count on from it.
+ *
+ * Bounds: the loader reads the file whole (one allocation of its size, at
+ * most CR_STATE_MAX_BYTES) and checks every count against the bytes left
+ * before allocating for it. A snapshot builds the file in memory (24 B per
+ * owner, 12 B per placement + 4 B per shard slot, under 1 KB a fit) and
+ * holds it while writing.
+ *
+ * Test hook: CACHEROUTE_TEST_SNAPSHOT_STALL_S=S makes every snapshot sleep
+ * S seconds after writing half of PATH.tmp (for the kill -9 test). Test
+ * only: never set it in production. */
+
+#define CR_STATE_VERSION 1
+#define CR_STATE_MAX_BYTES ((uint64_t)1 << 36) /* 64 GiB: files beyond are refused */
+
+typedef enum cr_state_result {
+    CR_STATE_RESTORED, /* restore: the file's state is the core's now */
+    CR_STATE_NONE,     /* restore: no file, a clean start */
+    CR_STATE_REJECTED, /* restore: refused and moved aside; the core starts empty */
+    CR_STATE_WRITTEN,  /* snapshot: written */
+    CR_STATE_FAILED    /* snapshot: not written; the previous file stays */
+} cr_state_result;
+
+struct cr_core_state_event {
+    cr_state_result result;
+    const char *path;
+    const char *by;       /* "start" (restore), "ticker", "call", "stop" */
+    const char *error;    /* REJECTED, FAILED: why; NULL otherwise */
+    const char *moved_to; /* REJECTED: PATH.corrupt; NULL when it could not be
+                           * moved (error then says why too) */
+    double seconds;       /* the whole restore or snapshot */
+    uint64_t bytes;       /* the file's size */
+    uint64_t owners, placements, generation; /* what it held */
+    double age_s;         /* RESTORED: wall seconds since it was written */
+};
+
+/* Writes the state file now (atomically, as above) and reports it to
+ * hooks->state with by "call". CR_EINVAL without a state file; CR_ENOMEM
+ * when out of memory or the file cannot be written (err names the path
+ * and the system's reason; the previous file stays). Thread-safe:
+ * snapshots are serialized, every other call keeps running. */
+cr_status cr_core_snapshot(cr_core *c, cr_error *err);
+
+/* Checks len bytes as a state file for this core (everything restore
+ * checks, the fingerprint against c's configuration) and changes nothing.
+ * CR_EINVAL with err naming the reason, CR_ENOMEM out of memory. Bounded
+ * as the loader is. Thread-safe. */
+cr_status cr_core_state_check(cr_core *c, const void *bytes, size_t len, cr_error *err);
 
 /* ---- scrape-time figures ------------------------------------------------ */
 

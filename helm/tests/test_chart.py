@@ -29,7 +29,7 @@ HELM = os.environ.get("CR_HELM") or os.path.join(TOOLS, "bin", "helm")
 SIDECAR_FLAGS = [
     "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval", "receipts",
     "replan", "max-imbalance", "admit-hysteresis", "route-by", "load-bound", "inflight-ttl",
-    "inflight-max",
+    "inflight-max", "state-file", "snapshot-interval",
     "metrics-listen", "log-level",
     "n-shards", "qcap", "warm-slots-per-shard",
     "half-life", "window", "estimator-clock", "max-owners",
@@ -58,6 +58,8 @@ CONFIG_FLAGS = {
     "loadBound": "load-bound",
     "inflightTtl": "inflight-ttl",
     "inflightMax": "inflight-max",
+    "stateFile": "state-file",
+    "snapshotInterval": "snapshot-interval",
     "logLevel": "log-level",
     "nShards": "n-shards",
     "qcap": "qcap",
@@ -506,6 +508,40 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(mounts["host-sys"], {"name": "host-sys", "mountPath": "/host/sys", "readOnly": True})
         self.assertEqual(one(by_kind, "Service")["spec"]["clusterIP"], "None")
         self.assertEqual(one(by_kind, "PodDisruptionBudget")["spec"]["minAvailable"], "50%")
+
+    def test_state_volume(self):
+        # emptyDir: --state-file at mountPath/fileName, the volume mounted.
+        _, by_kind = render("--set", "cacheroute.state.enabled=true")
+        spec = pod_spec(by_kind)
+        c = containers(spec)["cacheroute"]
+        self.assertEqual(env_of(c)["CACHEROUTE_STATE_FILE"], "/var/lib/cacheroute/state")
+        self.assertIn({"name": "cacheroute-state", "mountPath": "/var/lib/cacheroute"},
+                      c["volumeMounts"])
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        self.assertEqual(volumes["cacheroute-state"],
+                         {"name": "cacheroute-state", "emptyDir": {"sizeLimit": "256Mi"}})
+        self.assertNotIn("PersistentVolumeClaim", by_kind)
+        # pvc: the chart's own claim (all options), or an existing one.
+        pvc = one(self.all, "PersistentVolumeClaim")
+        claim = one(self.all, "Deployment")["metadata"]["name"] + "-state"
+        self.assertEqual(pvc["metadata"]["name"], claim)
+        self.assertEqual(pvc["spec"], {"accessModes": ["ReadWriteOnce"],
+                                       "storageClassName": "fast-ssd",
+                                       "resources": {"requests": {"storage": "2Gi"}}})
+        volumes = {v["name"]: v for v in pod_spec(self.all)["volumes"]}
+        self.assertEqual(volumes["cacheroute-state"]["persistentVolumeClaim"],
+                         {"claimName": claim})
+        _, by_kind = render("--set", "cacheroute.state.enabled=true",
+                            "--set", "cacheroute.state.volume=pvc",
+                            "--set", "cacheroute.state.pvc.existingClaim=mine")
+        self.assertNotIn("PersistentVolumeClaim", by_kind)
+        volumes = {v["name"]: v for v in pod_spec(by_kind)["volumes"]}
+        self.assertEqual(volumes["cacheroute-state"]["persistentVolumeClaim"],
+                         {"claimName": "mine"})
+        # Off by default: no variable, no volume.
+        spec = pod_spec(self.default)
+        self.assertNotIn("CACHEROUTE_STATE_FILE", env_of(containers(spec)["cacheroute"]))
+        self.assertNotIn("cacheroute-state", {v["name"] for v in spec["volumes"]})
 
     def test_render_failures(self):
         cases = [

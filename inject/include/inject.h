@@ -437,4 +437,32 @@ void cr_injector_calibration(cr_injector *inj, uint32_t gpu, cr_inject_calibrati
 int cr_injector_link_calibration(cr_injector *inj, const char *source,
                                  cr_inject_line_calibration *out);
 
+/* ---- saving and restoring the calibration (the state file) ----
+ *
+ * The section (inject/calibrate_state.c), little-endian (bytes.h): u32
+ * count, then per fit that has samples u32 gpu, u8 kind (0 prefill, 1
+ * h2d) and the fit; u32 count, then per calibrated KV source u8 name
+ * length, the name and its link fit. A fit is its RLS state (estimate,
+ * covariance and its bound, the bounded coefficients, the rolling errors
+ * and their weight, the span of sizes seen: 21 f64), u64 samples and u8
+ * adopted. Priors are not stored: they come from the configuration and the
+ * probe, as at any start. Reservations (timelines) are not stored either:
+ * they are seconds long and past after a restart. */
+
+struct cr_buf;
+struct cr_cursor;
+
+/* Appends the section to b (b->failed when out of memory). Thread-safe:
+ * one lock over the copy. */
+void cr_injector_save_calibration(cr_injector *inj, struct cr_buf *b);
+
+/* Reads one section from c and checks all of it first (CR_EINVAL naming
+ * the entry and field, "calibration links[2].fit.p[1][1] must be finite
+ * and > 0, got -1", for a short or bad section; CR_ENOMEM out of memory);
+ * then, with apply, replaces the injector's fits with it (GPUs and links
+ * not in it lose theirs; a name given twice keeps the later). Nothing is
+ * changed on error or without apply. Thread-safe. */
+cr_status cr_injector_load_calibration(cr_injector *inj, struct cr_cursor *c, int apply,
+                                       cr_error *err);
+
 #endif

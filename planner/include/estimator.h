@@ -85,6 +85,31 @@ cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n
 /* Drops owner; returns 1 if it was tracked, 0 otherwise. */
 int cr_estimator_forget(cr_estimator *e, int64_t owner);
 
+/* ---- saving and restoring (the state file) ---- */
+
+/* One owner's raw state: its decayed count as of t_last (seconds on the
+ * estimator's clock; unused, 0, in calls mode). rate(t) = count *
+ * 2^(-(t - t_last)/H) in seconds mode, count in calls mode. */
+typedef struct cr_estimator_entry {
+    int64_t owner;
+    double count;
+    double t_last;
+} cr_estimator_entry;
+
+/* Every tracked owner's raw state, sorted by owner id: a malloc'd array of
+ * *n entries (the caller frees it), or NULL when out of memory. Racing
+ * arrivals may or may not be in it, as for cr_estimator_rates. */
+cr_estimator_entry *cr_estimator_export(const cr_estimator *e, size_t *n);
+
+/* Puts n entries into an estimator that tracks no owner yet, as they are
+ * (no decay, no eviction). Checked first, nothing inserted on error:
+ * CR_EINVAL naming the entry unless the estimator is empty, n <=
+ * max_owners, owners strictly ascend, each count is finite and > 0 and
+ * each t_last finite; CR_ENOMEM (the estimator left empty) when out of
+ * memory. Not concurrent with other calls on e. */
+cr_status cr_estimator_import(cr_estimator *e, const cr_estimator_entry *v, size_t n,
+                              cr_error *err);
+
 uint64_t cr_estimator_size(const cr_estimator *e);      /* owners tracked now */
 uint64_t cr_estimator_evictions(const cr_estimator *e); /* since creation */
 const cr_estimator_config *cr_estimator_get_config(const cr_estimator *e);

@@ -104,6 +104,28 @@ int cr_table_is_admitted(const cr_table *t, int64_t owner);
 /* The owner's preferred shard, or fallback when it is not admitted. */
 uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fallback);
 
+/* ---- saving and restoring (the state file; planner/table_state.c) ----
+ *
+ * A table's section: u32 n_shards, u64 placements, u64 shard slots (the
+ * sum of kb), f64 admitted and unadmitted rate totals, f64 load per shard,
+ * then per placement in admission order i64 owner, u32 kb and its kb u32
+ * shard ids ascending; little-endian (bytes.h). Preferred shards and the
+ * imbalance are not stored: rule 7 recomputes them from the loads, bit for
+ * bit. */
+
+struct cr_buf;
+struct cr_cursor;
+
+/* Appends t's section to b (b->failed when out of memory). */
+void cr_table_save(const cr_table *t, struct cr_buf *b);
+
+/* Reads one section from c into a new table in *out (NULL on error).
+ * Every count is checked against the bytes left before anything is
+ * allocated for it. CR_EINVAL with err naming what is wrong ("table
+ * placements[3].shards[1] 9 must be < n_shards 8") for a short or
+ * inconsistent section, CR_ENOMEM when out of memory. Pure. */
+cr_status cr_table_load(struct cr_cursor *c, cr_table **out, cr_error *err);
+
 /* ---- stable replans -------------------------------------------------------
  *
  * A replan that starts from the table it replaces and moves only what must

@@ -105,7 +105,8 @@ host:port, bracketing IPv6 hosts. Call with (list HOST PORT).
 The sidecar flags the chart passes through from cacheroute.config, in flag
 order: "<values key>=<flag name>". The environment variable is
 CACHEROUTE_ + the flag name upper-cased with '-' -> '_'. listen,
-metrics-listen, shutdown-grace and sysfs-root are rendered separately.
+metrics-listen, shutdown-grace, sysfs-root and state-file are rendered
+separately.
 */}}
 {{- define "cacheroute.configFlags" -}}
 - threads=threads
@@ -119,6 +120,7 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - loadBound=load-bound
 - inflightTtl=inflight-ttl
 - inflightMax=inflight-max
+- snapshotInterval=snapshot-interval
 - logLevel=log-level
 - nShards=n-shards
 - qcap=qcap
@@ -271,6 +273,12 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- else if .Values.cacheroute.hostSysfs.enabled }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "sysfs-root") "value" .Values.cacheroute.hostSysfs.mountPath) }}
 {{- end }}
+{{- $state := .Values.cacheroute.state }}
+{{- if $cfg.stateFile }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "state-file") "value" $cfg.stateFile) }}
+{{- else if $state.enabled }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "state-file") "value" (printf "%s/%s" (trimSuffix "/" $state.mountPath) $state.fileName)) }}
+{{- end }}
 {{- if .Values.cacheroute.nvidia.enabled }}
 {{- $env = append $env (dict "name" "NVIDIA_VISIBLE_DEVICES" "value" (toString .Values.cacheroute.nvidia.visibleDevices)) }}
 {{- $env = append $env (dict "name" "NVIDIA_DRIVER_CAPABILITIES" "value" .Values.cacheroute.nvidia.driverCapabilities) }}
@@ -280,7 +288,7 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- $names = append $names .name }}
 {{- end }}
 {{- /* Flags the chart knows are owned by values, set or not. */}}
-{{- range (list "listen" "metrics-listen" "shutdown-grace" "sysfs-root") }}
+{{- range (list "listen" "metrics-listen" "shutdown-grace" "sysfs-root" "state-file") }}
 {{- $names = append $names (include "cacheroute.flagEnvName" .) }}
 {{- end }}
 {{- range (include "cacheroute.configFlags" . | fromYamlArray) }}
@@ -362,9 +370,29 @@ volumeMounts:
     mountPath: {{ .Values.cacheroute.hostSysfs.mountPath }}
     readOnly: true
   {{- end }}
+  {{- if .Values.cacheroute.state.enabled }}
+  - name: cacheroute-state
+    mountPath: {{ .Values.cacheroute.state.mountPath }}
+  {{- end }}
   {{- with .Values.cacheroute.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
+{{- end }}
+
+{{/*
+The state file's volume (cacheroute.state): an emptyDir, or a claim (the
+chart's own, "<fullname>-state", unless existingClaim names one).
+*/}}
+{{- define "cacheroute.stateVolume" -}}
+{{- $state := .Values.cacheroute.state -}}
+name: cacheroute-state
+{{- if eq $state.volume "pvc" }}
+persistentVolumeClaim:
+  claimName: {{ $state.pvc.existingClaim | default (printf "%s-state" (include "cacheroute.fullname" .)) }}
+{{- else }}
+emptyDir:
+  sizeLimit: {{ $state.sizeLimit }}
+{{- end }}
 {{- end }}
 
 {{/*
