@@ -365,6 +365,34 @@ class AuthzTest(unittest.TestCase):
                 self.assertDenied(call, stub, md)
 
 
+    def cli(self, *args):
+        return subprocess.run([h.ARGS.cli, "--target", self.sc.target] + list(args),
+                              capture_output=True, text=True, timeout=h.RPC_TIMEOUT * 2)
+
+    def test_cli_speaks_tls(self):
+        ca = ["--tls-ca", PKI.path("ca.pem")]
+        other = ca + ["--tls-cert", PKI.path("other.pem"), "--tls-key", PKI.path("other.key")]
+        admin = ca + ["--tls-cert", PKI.path("admin_uri.pem"), "--tls-key",
+                      PKI.path("admin_uri.key")]
+        p = self.cli(*other, "health")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("SERVING", p.stdout)
+        p = self.cli(*other, "forget", "1")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("PERMISSION_DENIED", p.stderr)
+        for args in (other + ["--token-file", PKI.path("token")], admin):
+            p = self.cli(*args, "forget", "1")
+            self.assertEqual(p.returncode, 0, (args, p.stderr))
+        self.assertEqual(self.cli("--timeout", "3", "health").returncode, 1)  # plaintext
+        self.assertEqual(self.cli(*ca, "--timeout", "3", "health").returncode, 1)  # no cert
+        p = self.cli(*ca, "--tls-cert", PKI.path("other.pem"), "health")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--tls-cert needs --tls-key", p.stderr)
+        p = self.cli("--tls-ca", PKI.path("missing.pem"), "health")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--tls-ca " + PKI.path("missing.pem"), p.stderr)
+
+
 class OpenAndTokenOnlyTest(unittest.TestCase):
     def test_no_security_warns_once_and_stays_open(self):
         sc = h.Sidecar()
