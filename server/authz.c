@@ -116,7 +116,8 @@ static int identity_is_admin(const cr_authz *a, grpc_call *call)
                 found = listed(a, p->value, p->value_length);
         }
     }
-    grpc_auth_context_release(ctx);
+    if (ctx)
+        grpc_auth_context_release(ctx);
     return found;
 }
 

@@ -99,6 +99,8 @@ static void log_outcome(int rc, const char *why, const char *trigger)
 {
     if (rc > 0)
         cr_log(CR_LOG_INFO, "tls files reloaded", json_pack("{s:s}", "trigger", trigger));
+    else if (rc == 0 && strcmp(trigger, "reload") == 0) /* SIGHUP: say it was seen */
+        cr_log(CR_LOG_INFO, "tls files unchanged", json_pack("{s:s}", "trigger", trigger));
     else if (rc < 0)
         cr_log(CR_LOG_ERROR, "tls files refused, the previous ones stay",
                json_pack("{s:s,s:s}", "trigger", trigger, "error", why));
