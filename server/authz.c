@@ -191,6 +191,8 @@ int cr_authz_plan_installs(const uint8_t *req, size_t len)
         protobuf_c_message_descriptor_get_field_by_name(&cacheroute__v1__plan_request__descriptor,
                                                         "install")
             ->id;
+    if (len == 0) /* an empty message: req may be NULL */
+        return 0;
     const uint8_t *p = req, *end = req + len;
     int install = 0;
     while (p < end) {
