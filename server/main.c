@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "authz.h"
 #include "config.h"
 #include "descriptor_set.h"
-#include "authz.h"
 #include "handlers.h"
 #include "health.h"
 #include "log.h"

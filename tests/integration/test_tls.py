@@ -302,6 +302,8 @@ def open_calls():
                                                   timeout=h.RPC_TIMEOUT)),
         Call("GetNodeProfile", lambda s, md: s.GetNodeProfile(
             P.cr.GetNodeProfileRequest(), metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("GetDecision", lambda s, md: s.GetDecision(  # NOT_FOUND, but not refused
+            P.cr.GetDecisionRequest(request_id="none"), metadata=md, timeout=h.RPC_TIMEOUT)),
     ]
 
 
