@@ -6,16 +6,22 @@
 #include <grpc/grpc_security.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
+#include "filesig.h"
+#include "log.h"
 
 struct cr_authz {
     char **identities;
     size_t n_identities;
-    int has_token;
+    char *token_path; /* NULL: no token */
+    pthread_mutex_t mu; /* guards the token's digest and signature */
+    int mu_ready;
+    cr_filesig token_sig;           /* when the token was last read */
     unsigned char token_digest[32]; /* SHA-256 of the token */
 };
 
@@ -26,7 +32,8 @@ static void sha256(const void *data, size_t len, unsigned char out[32])
         memset(out, 0xff, 32); /* never matches a real digest by accident */
 }
 
-static int read_token(cr_authz *a, const char *path, char *err, size_t errlen)
+/* The token in path, as its SHA-256 in digest; 0, or -1 with err set. */
+static int read_token(const char *path, unsigned char digest[32], char *err, size_t errlen)
 {
     char buf[CR_AUTHZ_MAX_TOKEN_BYTES + 2];
     FILE *f = fopen(path, "rb");
@@ -45,14 +52,56 @@ static int read_token(cr_authz *a, const char *path, char *err, size_t errlen)
         if (buf[i] <= ' ' || buf[i] > '~')
             why = "the token must be printable ASCII without spaces";
     if (!why)
-        sha256(buf, n, a->token_digest);
+        sha256(buf, n, digest);
     OPENSSL_cleanse(buf, sizeof buf);
     if (why) {
         snprintf(err, errlen, "--admin-token-file %s: %s", path, why);
         return -1;
     }
-    a->has_token = 1;
     return 0;
+}
+
+/* Re-reads the token; returns as cr_authz_reload. Under a->mu. */
+static int reload_locked(cr_authz *a, char *err, size_t errlen)
+{
+    unsigned char d[32];
+    cr_filesig_read(a->token_path, &a->token_sig);
+    if (read_token(a->token_path, d, err, errlen) != 0)
+        return -1;
+    int changed = memcmp(d, a->token_digest, sizeof d) != 0;
+    memcpy(a->token_digest, d, sizeof d);
+    OPENSSL_cleanse(d, sizeof d);
+    return changed;
+}
+
+static void log_reload(int rc, const char *why)
+{
+    if (rc > 0)
+        cr_log(CR_LOG_INFO, "admin token reloaded", NULL);
+    else if (rc < 0)
+        cr_log(CR_LOG_ERROR, "admin token file refused, the previous token stays",
+               json_pack("{s:s}", "error", why));
+}
+
+/* A rotated token file (a Secret update) is read before the next check. */
+static void refresh_locked(cr_authz *a)
+{
+    cr_filesig now;
+    char why[512];
+    cr_filesig_read(a->token_path, &now);
+    if (!cr_filesig_same(&now, &a->token_sig))
+        log_reload(reload_locked(a, why, sizeof why), why);
+}
+
+int cr_authz_reload(cr_authz *a, char *err, size_t errlen)
+{
+    if (!a || !a->token_path)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    int rc = reload_locked(a, err, errlen);
+    pthread_mutex_unlock(&a->mu);
+    log_reload(rc, err);
+    return rc;
 }
 
 cr_authz *cr_authz_new(const cr_authz_config *c, char *err, size_t errlen)
@@ -68,9 +117,18 @@ cr_authz *cr_authz_new(const cr_authz_config *c, char *err, size_t errlen)
         cr_authz_free(a);
         return NULL;
     }
-    if (c->token_file && *c->token_file && read_token(a, c->token_file, err, errlen) != 0) {
-        cr_authz_free(a);
-        return NULL;
+    if (c->token_file && *c->token_file) {
+        if (!(a->token_path = strdup(c->token_file))) {
+            snprintf(err, errlen, "out of memory");
+            cr_authz_free(a);
+            return NULL;
+        }
+        pthread_mutex_init(&a->mu, NULL);
+        a->mu_ready = 1;
+        if (reload_locked(a, err, errlen) < 0) {
+            cr_authz_free(a);
+            return NULL;
+        }
     }
     return a;
 }
@@ -82,10 +140,14 @@ void cr_authz_free(cr_authz *a)
     for (size_t i = 0; i < a->n_identities; i++)
         free(a->identities[i]);
     free(a->identities);
+    if (a->mu_ready)
+        pthread_mutex_destroy(&a->mu);
+    free(a->token_path);
+    OPENSSL_cleanse(a->token_digest, sizeof a->token_digest);
     free(a);
 }
 
-int cr_authz_has_admins(const cr_authz *a) { return a->n_identities > 0 || a->has_token; }
+int cr_authz_has_admins(const cr_authz *a) { return a->n_identities > 0 || a->token_path; }
 
 /* ---- certificate identities ---- */
 
@@ -123,12 +185,19 @@ static int identity_is_admin(const cr_authz *a, grpc_call *call)
 
 /* ---- bearer token ---- */
 
-static int token_is_admin(const cr_authz *a, const grpc_metadata_array *md)
+static int token_is_admin(cr_authz *a, const grpc_metadata_array *md)
 {
     static const char scheme[] = "bearer ";
     const size_t n = sizeof scheme - 1;
+    unsigned char want[32];
     int match = 0;
-    for (size_t i = 0; a->has_token && i < md->count; i++) {
+    if (!a->token_path)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    refresh_locked(a);
+    memcpy(want, a->token_digest, sizeof want);
+    pthread_mutex_unlock(&a->mu);
+    for (size_t i = 0; i < md->count; i++) {
         const grpc_metadata *m = &md->metadata[i];
         const char *v = (const char *)GRPC_SLICE_START_PTR(m->value);
         size_t len = GRPC_SLICE_LENGTH(m->value);
@@ -136,15 +205,16 @@ static int token_is_admin(const cr_authz *a, const grpc_metadata_array *md)
             strncasecmp(v, scheme, n) == 0) {
             unsigned char d[32];
             sha256(v + n, len - n, d);
-            match |= CRYPTO_memcmp(d, a->token_digest, sizeof d) == 0;
+            match |= CRYPTO_memcmp(d, want, sizeof d) == 0;
         }
     }
+    OPENSSL_cleanse(want, sizeof want);
     return match;
 }
 
 int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
 {
-    const cr_authz *a = ctx;
+    cr_authz *a = ctx;
     return token_is_admin(a, md) || identity_is_admin(a, call);
 }
 

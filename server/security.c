@@ -79,6 +79,7 @@ void cr_security_reload(cr_security *s)
     char err[512];
     if (s->tls)
         cr_tls_reload(s->tls, err, sizeof err);
+    cr_authz_reload(s->authz, err, sizeof err);
 }
 
 void cr_security_close(cr_security *s)

@@ -27,8 +27,8 @@ int cr_security_open(cr_security *s, const cr_server_config *c, cr_tls_loaded_fn
 /* Fills o's credentials and admin check for the main listener. */
 void cr_security_apply(const cr_security *s, cr_rpc_options *o);
 
-/* SIGHUP: re-reads the TLS files (cr_tls_reload; the outcome is logged).
- * A no-op without TLS. */
+/* SIGHUP: re-reads the TLS files and the admin token file (cr_tls_reload,
+ * cr_authz_reload; each outcome is logged). */
 void cr_security_reload(cr_security *s);
 
 /* After every server using the credentials is destroyed. */

@@ -7,21 +7,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "filesig.h"
 #include "log.h"
 #include "tls_pem.h"
-
-/* What stat says about a file: a rotated file (a Kubernetes Secret swaps
- * a symlink; cert-manager or an operator rewrites in place) differs in
- * one of these. */
-typedef struct signature {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-    int missing;
-} signature;
 
 enum { N_FILES = 3 };
 
@@ -32,33 +21,10 @@ struct cr_tls {
     pthread_mutex_t mu;
     int mu_ready;
     cr_tls_pem good;              /* the last set that passed the checks */
-    signature seen[N_FILES];      /* when the files were last read */
+    cr_filesig seen[N_FILES];     /* when the files were last read */
     int pending;                  /* good is not yet handed to gRPC */
     _Atomic double not_after;
 };
-
-static void sign(const char *path, signature *s)
-{
-    struct stat st;
-    memset(s, 0, sizeof *s);
-    if (!path)
-        return;
-    if (stat(path, &st) != 0) {
-        s->missing = 1;
-        return;
-    }
-    s->dev = st.st_dev;
-    s->ino = st.st_ino;
-    s->size = st.st_size;
-    s->mtime = st.st_mtim;
-}
-
-static int same_signature(const signature *a, const signature *b)
-{
-    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
-           a->missing == b->missing;
-}
 
 static cr_tls_files files_of(const cr_tls *t)
 {
@@ -84,7 +50,7 @@ static int load_locked(cr_tls *t, char *err, size_t errlen)
     cr_tls_files f = files_of(t);
     cr_tls_pem p;
     for (int i = 0; i < N_FILES; i++)
-        sign(t->path[i], &t->seen[i]);
+        cr_filesig_read(t->path[i], &t->seen[i]);
     if (cr_tls_pem_load(&f, &p, err, errlen) != 0)
         return -1;
     if (cr_tls_pem_same(&p, &t->good)) {
@@ -109,9 +75,9 @@ static void log_outcome(int rc, const char *why, const char *trigger)
 static int files_changed(cr_tls *t)
 {
     for (int i = 0; i < N_FILES; i++) {
-        signature now;
-        sign(t->path[i], &now);
-        if (!same_signature(&now, &t->seen[i]))
+        cr_filesig now;
+        cr_filesig_read(t->path[i], &now);
+        if (!cr_filesig_same(&now, &t->seen[i]))
             return 1;
     }
     return 0;

@@ -70,14 +70,32 @@ static char *token_file(const char *content)
     return path;
 }
 
+/* A cr_authz reading a new token file holding content; the file stays
+ * (its path in *path, when asked) for the caller to rewrite and unlink. */
+static cr_authz *with_token_at(const char *content, char **path, char *err, size_t errlen)
+{
+    char *p = token_file(content);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    cr_authz_config c = {NULL, 0, p};
+    cr_authz *a = cr_authz_new(&c, err, errlen);
+    if (path)
+        *path = p;
+    else
+        unlink(p);
+    return a;
+}
+
 static cr_authz *with_token(const char *content, char *err, size_t errlen)
 {
-    char *path = token_file(content);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(path);
-    cr_authz_config c = {NULL, 0, path};
-    cr_authz *a = cr_authz_new(&c, err, errlen);
-    unlink(path);
-    return a;
+    return with_token_at(content, NULL, err, errlen);
+}
+
+static void rewrite(const char *path, const char *content)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(content, f);
+    fclose(f);
 }
 
 static int admin_with(cr_authz *a, const char *key, const char *value)
@@ -114,8 +132,8 @@ static void test_token_file_rules(void)
 
 static void test_token_comparison(void)
 {
-    char err[512];
-    cr_authz *a = with_token("tok-123\r\n", err, sizeof err);
+    char err[512], *path;
+    cr_authz *a = with_token_at("tok-123\r\n", &path, err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_TRUE(cr_authz_has_admins(a));
     CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-123"));
@@ -127,6 +145,20 @@ static void test_token_comparison(void)
     CU_ASSERT_FALSE(admin_with(a, "authorization", "Basic tok-123"));
     CU_ASSERT_FALSE(admin_with(a, "authorization", "Bearer "));
     CU_ASSERT_FALSE(admin_with(a, "x-authorization", "Bearer tok-123"));
+    /* A rewritten file (another size) is read before the next check. */
+    rewrite(path, "tok-rotated\n");
+    CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-rotated"));
+    CU_ASSERT_FALSE(admin_with(a, "authorization", "Bearer tok-123"));
+    CU_ASSERT_EQUAL(cr_authz_reload(a, err, sizeof err), 0); /* unchanged */
+    /* A bad one is refused and the last good token stays. */
+    rewrite(path, "\n");
+    CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-rotated"));
+    CU_ASSERT_EQUAL(cr_authz_reload(a, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "empty token"));
+    rewrite(path, "tok-3");
+    CU_ASSERT_EQUAL(cr_authz_reload(a, err, sizeof err), 1);
+    CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-3"));
+    unlink(path);
     cr_authz_free(a);
     /* No token, no identities: nobody is an admin. */
     cr_authz_config none = {NULL, 0, NULL};

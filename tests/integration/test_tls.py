@@ -416,16 +416,37 @@ class OpenAndTokenOnlyTest(unittest.TestCase):
         sc.assert_clean_exit(self)
         self.assertEqual([e for e in sc.events if e.get("msg") == NO_SECURITY], [])
 
-    def test_token_without_tls(self):
-        sc = h.Sidecar("--admin-token-file", PKI.path("token"))
+    def test_token_without_tls_and_its_rotation(self):
+        token = os.path.join(tempfile.mkdtemp(dir=PKI.dir), "token")
+        PKI.install(PKI.path("token"), token)
+        sc = h.Sidecar("--admin-token-file", token)
         self.addCleanup(sc.kill)
         stub = sc.stub()
         forget = guarded_calls()[1]
-        with self.assertRaises(grpc.RpcError) as cm:
-            forget.fn(stub, ())
-        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+        def denied(md):
+            with self.assertRaises(grpc.RpcError) as cm:
+                forget.fn(stub, md)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+        denied(())
         forget.fn(stub, BEARER)
         sc.stub().GetRates(P.cr.GetRatesRequest(), timeout=h.RPC_TIMEOUT)
+        # A replaced token file (a Secret update) counts from the next call.
+        with open(token + ".new", "w") as f:
+            f.write("rotated-token\n")
+        os.replace(token + ".new", token)
+        denied(BEARER)
+        forget.fn(stub, (("authorization", "Bearer rotated-token"),))
+        sc.wait_for(lambda e: e.get("msg") == "admin token reloaded", 10)
+        # An empty one is refused; the last good token stays.
+        with open(token + ".new", "w") as f:
+            f.write("\n")
+        os.replace(token + ".new", token)
+        forget.fn(stub, (("authorization", "Bearer rotated-token"),))
+        err = sc.wait_for(lambda e: e.get("msg", "").startswith("admin token file refused"), 10)
+        self.assertEqual(err["level"], "error")
+        self.assertIn("empty token", err["error"])
         sc.assert_clean_exit(self)
 
 
