@@ -63,6 +63,26 @@ class Pki:
                 "-copy_extensions", "copy", "-out", self.path(name + ".pem"))
         return self.path(name + ".pem"), self.path(name + ".key")
 
+    def future(self, name, ca):
+        """A certificate valid from 2030 (openssl ca sets the start date)."""
+        db = self.path(name + "-db")
+        os.makedirs(db)
+        open(os.path.join(db, "index.txt"), "w").close()
+        with open(os.path.join(db, "serial"), "w") as f:
+            f.write("01\n")
+        cnf = self.path(name + ".cnf")
+        with open(cnf, "w") as f:
+            f.write("[ca]\ndefault_ca = t\n[t]\ndatabase = %s/index.txt\nnew_certs_dir = %s\n"
+                    "serial = %s/serial\ndefault_md = sha256\npolicy = any\n"
+                    "copy_extensions = copy\n[any]\ncommonName = supplied\n" % (db, db, db))
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", self.path(name + ".key"), "-out", self.path(name + ".csr"),
+                "-subj", "/CN=" + name)
+        openssl("ca", "-batch", "-config", cnf, "-cert", self.path(ca + ".pem"), "-keyfile",
+                self.path(ca + ".key"), "-in", self.path(name + ".csr"), "-out",
+                self.path(name + ".pem"), "-startdate", "20300101000000Z", "-enddate",
+                "20310101000000Z")
+
     def read(self, path):
         with open(path, "rb") as f:
             return f.read()
@@ -90,6 +110,7 @@ def setUpModule():
     PKI.leaf("server", "ca", "server", "IP:127.0.0.1,DNS:localhost")
     PKI.leaf("server2", "ca2", "server2", "IP:127.0.0.1,DNS:localhost")
     PKI.leaf("expired", "ca", "expired", "IP:127.0.0.1", days="-1")
+    PKI.future("future", "ca")
     PKI.leaf("admin_uri", "ca", "uri-client", "URI:" + ADMIN_URI)
     PKI.leaf("admin_dns", "ca", "dns-client", "DNS:" + ADMIN_DNS)
     PKI.leaf("admin_cn", "ca", ADMIN_CN)
@@ -172,6 +193,8 @@ class TlsTest(unittest.TestCase):
              "--tls-key " + PKI.path("other.key"), "does not match"),
             (["--tls-cert", PKI.path("expired.pem"), "--tls-key", PKI.path("expired.key")],
              "--tls-cert " + PKI.path("expired.pem"), "expired at"),
+            (["--tls-cert", PKI.path("future.pem"), "--tls-key", PKI.path("future.key")],
+             "--tls-cert " + PKI.path("future.pem"), "not valid before 2030-01-01 00:00:00 UTC"),
             (["--tls-cert", missing, "--tls-key", key], "--tls-cert " + missing,
              "cannot read"),
             (["--tls-cert", srv, "--tls-key", PKI.dir], "--tls-key " + PKI.dir, "cannot read"),
