@@ -17,6 +17,8 @@ static void log_posture(const cr_security *s, const cr_server_config *c)
     if (!cr_authz_has_admins(s->authz))
         cr_log(CR_LOG_WARN, "no admin identity or token: state-changing calls are refused",
                NULL);
+    if (!s->tls)
+        cr_log(CR_LOG_WARN, "no TLS: the admin token travels in plaintext", NULL);
     cr_log(CR_LOG_INFO, "security",
            json_pack("{s:b,s:b,s:b}", "tls", s->tls != NULL, "mtls",
                      s->tls && cr_tls_mutual(s->tls), "admin_token", *c->admin_token_file != 0));

@@ -687,6 +687,13 @@ class ChartTest(unittest.TestCase):
                                   "--set", "metrics.serviceMonitor.enabled=false")
         self.assertIn("port-forward deployment/cr-cacheroute 50051:50051", notes)
         self.assertIn("standalone", notes)
+        self.assertIn("Every call is open", notes)
+        notes = self.render_notes("-f", os.path.join(CI, "all-options-values.yaml"))
+        self.assertNotIn("-plaintext", notes)
+        self.assertIn("grpcurl -cacert ca.crt -cert client.crt -key client.key 127.0.0.1:50051 list",
+                      notes)
+        self.assertIn("cacheroute --target 127.0.0.1:8082 health", notes)
+        self.assertNotIn("Every call is open", notes)
 
 
 if __name__ == "__main__":
