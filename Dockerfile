@@ -60,6 +60,7 @@ LABEL org.opencontainers.image.title="cacheroute-sidecar" \
       org.opencontainers.image.description="cacheroute gRPC sidecar for LLM serving nodes" \
       org.opencontainers.image.version="${CR_VERSION}"
 USER 65532:65532
-# gRPC (--listen) and Prometheus metrics (--metrics-listen).
-EXPOSE 50051 9090
+# gRPC (--listen), Prometheus metrics (--metrics-listen) and plaintext health
+# for the kubelet (--health-listen, which the chart turns on with TLS).
+EXPOSE 50051 9090 8081
 ENTRYPOINT ["cacheroute-sidecar"]

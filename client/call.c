@@ -7,23 +7,41 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tls.h"
 #include "wire.h"
 
-void cr_client_open(cr_client *c, const char *target, double timeout)
+int cr_client_open(cr_client *c, const char *target, double timeout,
+                   const cr_client_security *sec, char *err, size_t errlen)
 {
     /* Answers are bounded by the server's --max-message-bytes, not by the
      * 4 MiB client default. */
     grpc_arg arg = {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}};
     grpc_channel_args args = {1, &arg};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    memset(c, 0, sizeof *c);
+    grpc_channel_credentials *creds = cr_client_credentials(sec, err, errlen);
+    if (!creds || cr_client_token(c, sec, err, errlen) != 0) {
+        if (creds)
+            grpc_channel_credentials_release(creds);
+        return -1;
+    }
     c->channel = grpc_channel_create(target, creds, &args);
     grpc_channel_credentials_release(creds);
     c->cq = grpc_completion_queue_create_for_pluck(NULL);
     c->timeout = timeout;
+    return 0;
+}
+
+/* The first batch's SEND_INITIAL_METADATA, with the token when there is one. */
+static void initial_metadata(cr_client *c, grpc_op *op)
+{
+    op->op = GRPC_OP_SEND_INITIAL_METADATA;
+    op->data.send_initial_metadata.count = c->has_auth ? 1 : 0;
+    op->data.send_initial_metadata.metadata = c->has_auth ? &c->auth : NULL;
 }
 
 void cr_client_close(cr_client *c)
 {
+    cr_client_token_free(c);
     grpc_channel_destroy(c->channel);
     grpc_completion_queue_shutdown(c->cq);
     while (grpc_completion_queue_pluck(c->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
@@ -56,7 +74,7 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     grpc_slice details = grpc_empty_slice();
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    initial_metadata(c, &ops[0]);
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -140,7 +158,7 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
     int start_tag, status_tag, recv_tag; /* addresses only */
     grpc_op ops[4];
     memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    initial_metadata(c, &ops[0]);
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;

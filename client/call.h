@@ -11,10 +11,22 @@ typedef struct cr_client {
     grpc_channel *channel;
     grpc_completion_queue *cq;
     double timeout; /* seconds per call */
+    grpc_metadata auth; /* "authorization: Bearer TOKEN" sent on every call */
+    int has_auth;
 } cr_client;
 
-/* Opens an insecure channel to target (host:port); grpc_init first. */
-void cr_client_open(cr_client *c, const char *target, double timeout);
+/* How to reach the sidecar: paths of PEM files, each NULL when not given. */
+typedef struct cr_client_security {
+    const char *ca;         /* --tls-ca: TLS, trusting these roots */
+    const char *cert, *key; /* --tls-cert, --tls-key: a client certificate (mTLS) */
+    const char *token_file; /* --token-file: a bearer token for admin calls */
+} cr_client_security;
+
+/* Opens a channel to target (host:port): plaintext, or TLS when sec->ca is
+ * set; grpc_init first. Returns 0, or -1 with err naming the flag and file
+ * that cannot be read (or a cert without its key). */
+int cr_client_open(cr_client *c, const char *target, double timeout,
+                   const cr_client_security *sec, char *err, size_t errlen);
 void cr_client_close(cr_client *c);
 
 /* Calls method ("/pkg.Service/Method") with req and unpacks the answer as

@@ -19,7 +19,8 @@
 #include "wire.h"
 
 static const char usage[] =
-    "usage: cacheroute [--target HOST:PORT] [--timeout SECONDS] COMMAND [ARGS]\n"
+    "usage: cacheroute [--target HOST:PORT] [--timeout SECONDS] [--tls-ca PEM\n"
+    "                  [--tls-cert PEM --tls-key PEM]] [--token-file FILE] COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
     "  plan [--file F] [--from-estimator] [--install]\n"
@@ -46,11 +47,14 @@ static const char usage[] =
     "  stats                 served hit ratios, prediction errors, regret, calibration\n"
     "\n"
     "--target defaults to $CACHEROUTE_TARGET, else 127.0.0.1:50051; --timeout to 10 s.\n"
+    "--tls-ca speaks TLS, trusting that CA; --tls-cert/--tls-key add a client\n"
+    "certificate (mTLS); --token-file sends 'authorization: Bearer <its content>'.\n"
     "Answers are JSON on stdout (64-bit integers as strings); errors go to stderr.\n"
     "Put -- before negative owner ids: cacheroute record -- -5 7\n";
 
 typedef struct options {
     const char *target;
+    cr_client_security security;
     double timeout;
     const char *file;
     int from_estimator, install, omit_routes, have_config;
@@ -274,7 +278,8 @@ static int cmd_health(cr_client *c, const options *o)
 }
 
 enum { O_TARGET = 256, O_TIMEOUT, O_FILE, O_FROM_EST, O_INSTALL, O_SHARDS, O_QCAP, O_WARM,
-       O_OMIT, O_SERVICE, O_SOURCE, O_QUEUE, O_GPU, O_DRY, O_REQUEST_ID, O_COUNT };
+       O_OMIT, O_SERVICE, O_SOURCE, O_QUEUE, O_GPU, O_DRY, O_REQUEST_ID, O_COUNT, O_TLS_CA,
+       O_TLS_CERT, O_TLS_KEY, O_TOKEN };
 
 static const struct option long_opts[] = {
     {"target", required_argument, NULL, O_TARGET},
@@ -293,6 +298,10 @@ static const struct option long_opts[] = {
     {"dry-run", no_argument, NULL, O_DRY},
     {"request-id", required_argument, NULL, O_REQUEST_ID},
     {"count", required_argument, NULL, O_COUNT},
+    {"tls-ca", required_argument, NULL, O_TLS_CA},
+    {"tls-cert", required_argument, NULL, O_TLS_CERT},
+    {"tls-key", required_argument, NULL, O_TLS_KEY},
+    {"token-file", required_argument, NULL, O_TOKEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -391,6 +400,10 @@ static int parse_options(int argc, char **argv, options *o)
                 return fail_usage("--timeout must be a number of seconds > 0, got '%s'", optarg);
             break;
         case O_FILE: o->file = optarg; break;
+        case O_TLS_CA: o->security.ca = optarg; break;
+        case O_TLS_CERT: o->security.cert = optarg; break;
+        case O_TLS_KEY: o->security.key = optarg; break;
+        case O_TOKEN: o->security.token_file = optarg; break;
         case O_FROM_EST: o->from_estimator = 1; break;
         case O_INSTALL: o->install = 1; break;
         case O_OMIT: o->omit_routes = 1; break;
@@ -471,7 +484,11 @@ int main(int argc, char **argv)
     }
     grpc_init();
     cr_client c;
-    cr_client_open(&c, o.target, o.timeout);
+    char err[512];
+    if (cr_client_open(&c, o.target, o.timeout, &o.security, err, sizeof err) != 0) {
+        grpc_shutdown();
+        return fail_usage("%s", err);
+    }
     if (!strcmp(cmd, "plan"))
         rc = cmd_plan(&c, &o);
     else if (!strcmp(cmd, "health"))

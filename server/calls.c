@@ -26,8 +26,9 @@ static void run_handler(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
     } else if (cr_wire_read(message, &req) != 0) {
         cr_reply_error(reply, GRPC_STATUS_INTERNAL, "cannot read the request message");
     } else {
-        c->method->spec.fn(c->method->spec.ctx, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),
-                           reply);
+        if (cr_call_allowed(c, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req), reply))
+            c->method->spec.fn(c->method->spec.ctx, GRPC_SLICE_START_PTR(req),
+                               GRPC_SLICE_LENGTH(req), reply);
         grpc_slice_unref(req);
     }
 }

@@ -50,6 +50,16 @@ static cr_status valid_metrics_listen(const char *value, cr_error *err)
                    value);
 }
 
+static cr_status valid_health_listen(const char *value, cr_error *err)
+{
+    if (!*value || valid_address(value, 0))
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL,
+                   "--health-listen must be host:port with a port in 0..65535 or empty, "
+                   "got \"%s\"",
+                   value);
+}
+
 #define AT(field) offsetof(cr_server_config, field)
 
 static const cr_option SERVER_ROWS[] = {
@@ -71,6 +81,23 @@ static const cr_option SERVER_ROWS[] = {
      .help = "Prometheus /metrics address, host:port; empty = off"},
     {.name = "log-level", .key = "log_level", .type = CR_OPT_CHOICE, .offset = AT(log_level),
      .def_text = "info", .choices = cr_log_levels, .help = "the least severe log lines written"},
+    {.name = "tls-cert", .key = "tls_cert", .type = CR_OPT_STRING, .offset = AT(tls_cert),
+     .def_text = "", .help = "PEM server certificate (chain) for the gRPC port; empty = plaintext"},
+    {.name = "tls-key", .key = "tls_key", .type = CR_OPT_STRING, .offset = AT(tls_key),
+     .def_text = "", .help = "PEM private key of --tls-cert"},
+    {.name = "tls-client-ca", .key = "tls_client_ca", .type = CR_OPT_STRING,
+     .offset = AT(tls_client_ca), .def_text = "",
+     .help = "PEM CA bundle: clients must present a certificate it verifies (mTLS)"},
+    {.name = "health-listen", .key = "health_listen", .type = CR_OPT_STRING,
+     .offset = AT(health_listen), .def_text = "", .valid = valid_health_listen,
+     .help = "plaintext grpc.health.v1 only, host:port (for kubelet probes); empty = off"},
+    {.name = "admin-identity", .key = "admin_identities", .type = CR_OPT_LIST,
+     .offset = AT(admin_identities), .count_offset = AT(n_admin_identities), .min = 1,
+     .max = 1024, .flags = CR_OPT_REPEATABLE,
+     .help = "client certificate SAN URI, SAN DNS or CN allowed state-changing calls (mTLS)"},
+    {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
+     .offset = AT(admin_token_file), .def_text = "",
+     .help = "file holding the bearer token allowed state-changing calls"},
 };
 
 const cr_option_table cr_server_options = CR_OPTION_TABLE("", SERVER_ROWS);

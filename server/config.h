@@ -22,6 +22,13 @@ typedef struct cr_server_config {
     double shutdown_grace_s;  /* --shutdown-grace */
     char *metrics_listen;     /* --metrics-listen host:port, or "" for off */
     cr_log_level log_level;   /* --log-level */
+    char *tls_cert;           /* --tls-cert PEM path, "" = plaintext */
+    char *tls_key;            /* --tls-key PEM path, with tls_cert */
+    char *tls_client_ca;      /* --tls-client-ca PEM path, "" = no mTLS */
+    char *health_listen;      /* --health-listen host:port, "" = off */
+    char **admin_identities;  /* --admin-identity, repeatable */
+    size_t n_admin_identities;
+    char *admin_token_file;   /* --admin-token-file path, "" = no token */
 } cr_server_config;
 
 extern const cr_option_table cr_server_options;

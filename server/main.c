@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "authz.h"
 #include "config.h"
 #include "descriptor_set.h"
 #include "handlers.h"
@@ -14,6 +15,7 @@
 #include "observe.h"
 #include "reflection.h"
 #include "rpc.h"
+#include "security.h"
 #include "watch.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
@@ -26,31 +28,41 @@ typedef struct sidecar {
     cr_metrics *metrics;
     cr_watch_hub *watch; /* WatchDecisions */
     cr_observer observer;
+    cr_security security;
 } sidecar;
 
 enum { N_METHODS = 15 };
 
+/* The last columns say who may call (rpc.h cr_access): state-changing calls
+ * are an admin's once authorization is on. */
+#define OPEN CR_ACCESS_OPEN, NULL, NULL
+#define ADMIN CR_ACCESS_ADMIN, NULL, NULL
+#define ADMIN_TO_INSTALL CR_ACCESS_ADMIN_IF, cr_authz_plan_installs, "with install=true"
+
 static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
 {
     const cr_method_spec methods[N_METHODS] = {
-        {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, &s->handlers},
-        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers},
-        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_select_injection, &s->handlers},
-        {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers},
-        {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers},
-        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, &s->handlers},
-        {SERVICE "ReportOutcome", &cr_unary_kind, 1, cr_handle_report_outcome, &s->handlers},
-        {SERVICE "GetDecision", &cr_unary_kind, 0, cr_handle_get_decision, &s->handlers},
-        {SERVICE "WatchDecisions", &cr_watch_kind, 0, NULL, s->watch},
-        {SERVICE "GetStats", &cr_unary_kind, 1, cr_handle_get_stats, &s->handlers},
+        {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, &s->handlers, ADMIN_TO_INSTALL},
+        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers, OPEN},
+        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_select_injection, &s->handlers,
+         OPEN},
+        {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers, OPEN},
+        {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers, ADMIN},
+        {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, &s->handlers,
+         OPEN},
+        {SERVICE "ReportOutcome", &cr_unary_kind, 1, cr_handle_report_outcome, &s->handlers,
+         ADMIN},
+        {SERVICE "GetDecision", &cr_unary_kind, 0, cr_handle_get_decision, &s->handlers, OPEN},
+        {SERVICE "WatchDecisions", &cr_watch_kind, 0, NULL, s->watch, OPEN},
+        {SERVICE "GetStats", &cr_unary_kind, 1, cr_handle_get_stats, &s->handlers, OPEN},
         {SERVICE "ClearReservations", &cr_unary_kind, 0, cr_handle_clear_reservations,
-         &s->handlers},
-        {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health},
-        {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health},
+         &s->handlers, ADMIN},
+        {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health, OPEN},
+        {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health, OPEN},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
-         cr_reflection_handle, s->reflection},
+         cr_reflection_handle, s->reflection, OPEN},
         {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
-         cr_reflection_handle, s->reflection},
+         cr_reflection_handle, s->reflection, OPEN},
     };
     memcpy(out, methods, sizeof methods);
 }
@@ -60,18 +72,49 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
-static void log_config(const cr_config *c, int port, int metrics_port)
+static void log_config(const cr_config *c, int port, int metrics_port, int health_port)
 {
     json_t *fields = cr_config_json(c);
     json_object_set_new(fields, "port", json_integer(port));
     json_object_set_new(fields, "metrics_port", json_integer(metrics_port));
+    json_object_set_new(fields, "health_port", json_integer(health_port));
     cr_log(CR_LOG_INFO, "serving", fields);
+}
+
+/* Waits for SIGTERM or SIGINT and returns it; SIGHUP on the way reloads the
+ * TLS files. */
+static int wait_for_stop(sidecar *s, const sigset_t *signals)
+{
+    int sig = 0;
+    while (sigwait(signals, &sig) == 0 && sig == SIGHUP)
+        cr_security_reload(&s->security);
+    return sig;
+}
+
+/* --health-listen: grpc.health.v1 alone, plaintext (kubelet gRPC probes
+ * cannot speak TLS), sharing the main server's cr_health. NULL when off;
+ * on error NULL with err set and *failed. */
+static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *methods,
+                            int *failed, char *err, size_t errlen)
+{
+    cr_method_spec health[2];
+    size_t n = 0;
+    *failed = 0;
+    if (!*sc->health_listen)
+        return NULL;
+    for (size_t i = 0; i < N_METHODS && n < 2; i++)
+        if (strncmp(methods[i].path, "/grpc.health.v1.Health/", 23) == 0)
+            health[n++] = methods[i];
+    cr_rpc_options opt = {.listen = sc->health_listen, .threads = 1, .max_message_bytes = 65536,
+                          .listen_flag = "--health-listen"};
+    cr_rpc *rpc = cr_rpc_start(&opt, health, n, err, errlen);
+    *failed = rpc == NULL;
+    return rpc;
 }
 
 static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc, const sigset_t *signals)
 {
-    int sig = 0;
-    sigwait(signals, &sig);
+    int sig = wait_for_stop(s, signals);
     cr_log(CR_LOG_INFO, "shutting down",
            json_pack("{s:s,s:f,s:I}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "grace_s",
                      cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
@@ -95,19 +138,32 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         return 2;
     }
-    cr_rpc_options opt = {sc->listen, (int)sc->threads, sc->max_message_bytes, observe_rpc,
-                          s->metrics};
+    cr_rpc_options opt = {.listen = sc->listen, .threads = (int)sc->threads,
+                          .max_message_bytes = sc->max_message_bytes, .observe = observe_rpc,
+                          .observe_ctx = s->metrics};
+    cr_security_apply(&s->security, &opt);
+    int failed = 0;
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
-    if (!rpc) {
+    cr_rpc *health = rpc ? start_health(sc, methods, &failed, err, sizeof err) : NULL;
+    if (!rpc || failed) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        if (rpc) {
+            cr_rpc_shutdown(rpc, 0);
+            cr_rpc_free(rpc);
+        }
         return 2;
     }
     cr_health_set_serving(s->health, 1);
     cr_error e;
     if (cr_core_start(s->handlers.core, &e) != CR_OK)
         cr_log(CR_LOG_ERROR, "cannot start the replanner", json_pack("{s:s}", "error", e.msg));
-    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(s->metrics));
+    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(s->metrics),
+               health ? cr_rpc_port(health) : 0);
     wait_and_drain(cfg, s, rpc, signals);
+    if (health) { /* it answered NOT_SERVING through the drain */
+        cr_rpc_shutdown(health, 0);
+        cr_rpc_free(health);
+    }
     cr_metrics_stop(s->metrics);
     return 0;
 }
@@ -143,7 +199,13 @@ static int run(const cr_config *cfg, const sigset_t *signals)
     } else {
         s.observer.core = s.handlers.core;
         grpc_init();
-        rc = serve(cfg, &s, methods, signals);
+        char err[512];
+        if (cr_security_open(&s.security, &cfg->server, cr_metrics_tls_expiry, s.metrics, err,
+                             sizeof err) != 0)
+            fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        else
+            rc = serve(cfg, &s, methods, signals);
+        cr_security_close(&s.security);
         grpc_shutdown();
     }
     cr_core_free(s.handlers.core);
@@ -162,6 +224,7 @@ int main(int argc, char **argv)
     sigemptyset(&signals);
     sigaddset(&signals, SIGTERM);
     sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGHUP); /* reloads the TLS files (wait_for_stop) */
     pthread_sigmask(SIG_BLOCK, &signals, NULL);
     signal(SIGPIPE, SIG_IGN);
 

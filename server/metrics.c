@@ -40,6 +40,7 @@ struct cr_metrics {
     histogram plan_seconds;
     _Atomic uint64_t decisions[CR_INJECT_N_REASONS]; /* a reason implies its mode */
     histogram predicted[2];                   /* text, kv */
+    _Atomic double tls_not_after;             /* Unix seconds; 0 = no TLS */
     cr_metrics_http *http;
 };
 
@@ -325,6 +326,21 @@ static void render_injection(cr_metrics *m, cr_page *p)
                      &m->predicted[1]);
 }
 
+void cr_metrics_tls_expiry(void *m, double not_after)
+{
+    atomic_store(&((cr_metrics *)m)->tls_not_after, not_after);
+}
+
+static void render_tls(cr_metrics *m, cr_page *p)
+{
+    double t = atomic_load(&m->tls_not_after);
+    if (t == 0)
+        return;
+    cr_page_family(p, "cacheroute_tls_cert_expiry_timestamp_seconds", "gauge",
+                   "notAfter of the TLS certificate the gRPC port serves, Unix seconds");
+    cr_page_sample(p, "cacheroute_tls_cert_expiry_timestamp_seconds", NULL, t);
+}
+
 char *cr_metrics_render(cr_metrics *m, cr_metrics_sample_fn sample, void *ctx, size_t *len)
 {
     cr_page p = {malloc(16384), 0, 16384, 0};
@@ -333,6 +349,7 @@ char *cr_metrics_render(cr_metrics *m, cr_metrics_sample_fn sample, void *ctx, s
     render_rpcs(m, &p);
     render_planner(m, &p);
     render_injection(m, &p);
+    render_tls(m, &p);
     if (sample)
         sample(ctx, &p);
     if (p.failed) {

@@ -31,6 +31,11 @@ void cr_metrics_plan_churn(cr_metrics *m, uint64_t moved, uint64_t admitted_in,
  * there was no KV option. */
 void cr_metrics_injection(cr_metrics *m, cr_inject_reason reason, double text_s, double kv_s);
 
+/* The serving TLS certificate's notAfter, Unix seconds, shown as
+ * cacheroute_tls_cert_expiry_timestamp_seconds (absent until set). m is
+ * the cr_metrics, typed void * so that this is a cr_tls_loaded_fn. */
+void cr_metrics_tls_expiry(void *m, double not_after);
+
 /* Scrape-time values (estimator size, the installed table, probes) come from
  * a callback that writes families onto the page being rendered. */
 typedef void (*cr_metrics_sample_fn)(void *ctx, cr_page *page);

@@ -140,6 +140,22 @@ void cr_call_observe(cr_call *c, grpc_status_code status)
                          "duration_ms", seconds * 1e3));
 }
 
+int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out)
+{
+    const cr_method_spec *m = &c->method->spec;
+    const cr_rpc_options *o = &c->rpc->opt;
+    if (!o->is_admin || m->access == CR_ACCESS_OPEN ||
+        (m->access == CR_ACCESS_ADMIN_IF && !m->admin_if(req, len)) ||
+        o->is_admin(o->admin_ctx, c->call, &c->metadata))
+        return 1;
+    int conditional = m->access == CR_ACCESS_ADMIN_IF && m->admin_when;
+    cr_reply_error(out, GRPC_STATUS_PERMISSION_DENIED,
+                   "%s%s%s needs an admin: a client certificate identity in --admin-identity, "
+                   "or the --admin-token-file token as 'authorization: Bearer' metadata",
+                   m->path, conditional ? " " : "", conditional ? m->admin_when : "");
+    return 0;
+}
+
 /* ---- unknown methods ---- */
 
 static void unknown_arrived(cr_tag *tag, int ok);
@@ -237,6 +253,22 @@ static grpc_server *create_server(const cr_rpc_options *opt)
     return grpc_server_create(&chargs, NULL);
 }
 
+/* The listener, with the caller's credentials or plaintext. */
+static int bind_port(cr_rpc *rpc, char *err, size_t errlen)
+{
+    grpc_server_credentials *creds =
+        rpc->opt.creds ? rpc->opt.creds : grpc_insecure_server_credentials_create();
+    rpc->port = grpc_server_add_http2_port(rpc->server, rpc->opt.listen, creds);
+    if (!rpc->opt.creds)
+        grpc_server_credentials_release(creds);
+    if (rpc->port == 0) {
+        snprintf(err, errlen, "%s: cannot listen on '%s' (bad address, or in use)",
+                 rpc->opt.listen_flag ? rpc->opt.listen_flag : "--listen", rpc->opt.listen);
+        return -1;
+    }
+    return 0;
+}
+
 static int bind_and_register(cr_rpc *rpc, const cr_method_spec *specs, char *err, size_t errlen)
 {
     for (size_t i = 0; i < rpc->n_methods; i++) {
@@ -255,15 +287,7 @@ static int bind_and_register(cr_rpc *rpc, const cr_method_spec *specs, char *err
     }
     rpc->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(rpc->server, rpc->shutdown_cq, NULL);
-    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-    rpc->port = grpc_server_add_http2_port(rpc->server, rpc->opt.listen, creds);
-    grpc_server_credentials_release(creds);
-    if (rpc->port == 0) {
-        snprintf(err, errlen, "--listen: cannot listen on '%s' (bad address, or in use)",
-                 rpc->opt.listen);
-        return -1;
-    }
-    return 0;
+    return bind_port(rpc, err, errlen);
 }
 
 cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, size_t n,

@@ -36,12 +36,26 @@ typedef void (*cr_handler_fn)(void *ctx, const uint8_t *req, size_t len, cr_repl
 typedef struct cr_rpc cr_rpc;
 typedef struct cr_call_kind cr_call_kind;
 
+/* Who may call a method once authorization is on (cr_rpc_options.is_admin
+ * set): anyone, admins only, or admins only when admin_if holds for the
+ * request (Plan with install). Without is_admin every call is allowed. */
+typedef enum cr_access {
+    CR_ACCESS_OPEN = 0,
+    CR_ACCESS_ADMIN,
+    CR_ACCESS_ADMIN_IF
+} cr_access;
+
 typedef struct cr_method_spec {
     const char *path; /* "/package.Service/Method" */
     const cr_call_kind *kind;
     int slow; /* unary only: run on the pool */
     cr_handler_fn fn;
     void *ctx;
+    cr_access access;
+    /* CR_ACCESS_ADMIN_IF: 1 when this serialized request needs an admin;
+     * admin_when says which ("with install=true") in the denial. */
+    int (*admin_if)(const uint8_t *req, size_t len);
+    const char *admin_when;
 } cr_method_spec;
 
 typedef struct cr_method {
@@ -76,12 +90,22 @@ extern const cr_call_kind cr_bidi_each_kind; /* a stream: one reply per message 
 typedef void (*cr_rpc_observer)(void *ctx, size_t method, grpc_status_code status,
                                 double seconds);
 
+/* 1 when the call's client is an admin; md is its initial metadata. From
+ * any worker or pool thread. */
+typedef int (*cr_rpc_admin_fn)(void *ctx, grpc_call *call, const grpc_metadata_array *md);
+
 typedef struct cr_rpc_options {
     const char *listen;
     int threads;
     long max_message_bytes;
     cr_rpc_observer observe; /* optional */
     void *observe_ctx;
+    /* The listener's credentials (the caller's; kept referenced by gRPC
+     * once added), NULL for plaintext. */
+    grpc_server_credentials *creds;
+    const char *listen_flag; /* names listen in errors; NULL: "--listen" */
+    cr_rpc_admin_fn is_admin; /* NULL: no authorization, all calls open */
+    void *admin_ctx;
 } cr_rpc_options;
 
 /* Binds, registers the methods (specs must outlive the server) and starts
@@ -111,6 +135,9 @@ struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
+/* 1 when c may run with this request (see cr_access); otherwise 0 with out
+ * set to PERMISSION_DENIED naming the method and what it needs. */
+int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out);
 /* cr_wire_read (proto/wire.h) by its old name: bb whole in *out; 0, or -1. */
 static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
 {

@@ -445,6 +445,12 @@ static int alternatives(const cr_option *o, alt *out)
         {"model-config", CR_TEST_MODEL_CONFIGS "/Llama-3.1-8B.json",
          CR_TEST_MODEL_CONFIGS "/Mixtral-8x7B.json", NULL, NULL},
         {"kv-source", "a=1 b=2,3", "c=4", "a=1,0.2 b=2,3", "c=4,0.2"},
+        {"tls-cert", "/tmp/cr-a.pem", "/tmp/cr-b.pem", NULL, NULL},
+        {"tls-key", "/tmp/cr-a.key", "/tmp/cr-b.key", NULL, NULL},
+        {"tls-client-ca", "/tmp/cr-ca-a.pem", "/tmp/cr-ca-b.pem", NULL, NULL},
+        {"health-listen", "127.0.0.1:4", "[::1]:5", NULL, NULL},
+        {"admin-identity", "spiffe://a/admin admin.example", "cn-admin", NULL, NULL},
+        {"admin-token-file", "/tmp/cr-token-a", "/tmp/cr-token-b", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {

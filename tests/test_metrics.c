@@ -115,6 +115,23 @@ static void test_samples_and_escaping(void)
     cr_metrics_free(m);
 }
 
+/* The serving certificate's notAfter: no family without TLS, then the
+ * exact Unix seconds last set (a rotation moves it). */
+static void test_tls_expiry_gauge(void)
+{
+    cr_metrics *m = cr_metrics_new(paths, 2);
+    char *t = render(m, NULL, NULL);
+    CU_ASSERT_PTR_NULL(strstr(t, "cacheroute_tls_cert_expiry_timestamp_seconds"));
+    free(t);
+    cr_metrics_tls_expiry(m, 1798761600);
+    cr_metrics_tls_expiry(m, 1893456000);
+    t = render(m, NULL, NULL);
+    assert_line(t, "# TYPE cacheroute_tls_cert_expiry_timestamp_seconds gauge");
+    assert_line(t, "cacheroute_tls_cert_expiry_timestamp_seconds 1893456000");
+    free(t);
+    cr_metrics_free(m);
+}
+
 static cr_metrics *shared;
 
 static void *hammer(void *arg)
@@ -152,6 +169,7 @@ static const cr_test_case metrics_tests[] = {
     {"rpc counters and histogram", test_rpc_counters_and_histogram},
     {"planner and injection", test_planner_and_injection},
     {"samples and escaping", test_samples_and_escaping},
+    {"tls expiry gauge", test_tls_expiry_gauge},
     {"concurrent updates", test_concurrent_updates},
     {NULL, NULL},
 };

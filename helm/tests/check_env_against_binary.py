@@ -28,7 +28,8 @@ import yaml
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_chart import CHART, CI, CONFIG_FLAGS, HOST_KEYS, REPO, env_name, render, pod_spec  # noqa: E402
+from test_chart import (CHART, CI, CONFIG_FLAGS, HOST_KEYS, REPO, SECRET_FLAGS, env_name,  # noqa: E402
+                        render, pod_spec)
 
 passed = failed = 0
 
@@ -86,7 +87,8 @@ def main():
     p = run_help(binary, {})
     report(p.returncode == 0, "%s --help exits 0" % os.path.basename(binary), p.stderr)
     binary_vars = set(re.findall(r"\benv (CACHEROUTE_[A-Z0-9_]+)", p.stdout))
-    chart_vars = {env_name(f) for f in list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values())}
+    chart_vars = {env_name(f) for f in
+                  list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values()) + SECRET_FLAGS}
     report(binary_vars - chart_vars == set(),
            "every variable the binary reads has a chart value",
            "no chart value for: %s" % " ".join(sorted(binary_vars - chart_vars)))

@@ -41,6 +41,8 @@ SIDECAR_FLAGS = [
     "calibrate", "calibration-half-life", "calibration-min-samples",
     "max-reservation-ms", "reservation-horizon-s",
     "probe-interval", "nic", "sysfs-root",
+    "tls-cert", "tls-key", "tls-client-ca", "health-listen", "admin-identity",
+    "admin-token-file",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -96,9 +98,14 @@ CONFIG_FLAGS = {
     "probeInterval": "probe-interval",
     "nics": "nic",
     "sysfsRoot": "sysfs-root",
+    "adminIdentities": "admin-identity",
 }
 # Keys that compose a flag with a port.
-HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen"}
+HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen",
+             "healthListenHost": "health-listen"}
+# Flags rendered from cacheroute.tls and cacheroute.adminToken (files in
+# mounted Secrets), not from cacheroute.config.
+SECRET_FLAGS = ["tls-cert", "tls-key", "tls-client-ca", "admin-token-file"]
 
 
 def env_name(flag):
@@ -218,7 +225,7 @@ class ChartTest(unittest.TestCase):
 
     # --- the values files -------------------------------------------------
     def test_flags_table_covers_every_sidecar_flag(self):
-        flags = set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values())
+        flags = set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
@@ -266,7 +273,7 @@ class ChartTest(unittest.TestCase):
     def test_grpc_probes(self):
         c = containers(pod_spec(self.all))["cacheroute"]
         cr = self.all_values["cacheroute"]
-        port = cr["ports"]["grpc"]
+        port = cr["ports"]["health"]  # TLS is on: the plaintext health port
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
             want = cr[probe]
             got = c[probe]
@@ -285,6 +292,12 @@ class ChartTest(unittest.TestCase):
         expected = {
             "CACHEROUTE_LISTEN": "%s:%d" % (cfg["listenHost"], cr["ports"]["grpc"]),
             "CACHEROUTE_METRICS_LISTEN": "%s:%d" % (cfg["metricsListenHost"], cr["ports"]["metrics"]),
+            "CACHEROUTE_HEALTH_LISTEN": "%s:%d" % (cfg["healthListenHost"], cr["ports"]["health"]),
+            "CACHEROUTE_TLS_CERT": cr["tls"]["mountPath"] + "/tls.crt",
+            "CACHEROUTE_TLS_KEY": cr["tls"]["mountPath"] + "/tls.key",
+            "CACHEROUTE_TLS_CLIENT_CA": cr["tls"]["mountPath"] + "-ca/ca.crt",
+            "CACHEROUTE_ADMIN_TOKEN_FILE": "%s/%s" % (cr["adminToken"]["mountPath"],
+                                                      cr["adminToken"]["key"]),
         }
         for key, flag in CONFIG_FLAGS.items():
             expected[env_name(flag)] = expected_flag_value(key, cfg[key])
@@ -414,16 +427,21 @@ class ChartTest(unittest.TestCase):
     def test_defaults_render_only_required_env(self):
         c = containers(pod_spec(self.default))["cacheroute"]
         env = env_of(c)
+        # Sidecar mode: gRPC and metrics on loopback (the engine is in the
+        # pod), plaintext health on the pod IP for the kubelet.
         self.assertEqual({n: v for n, v in env.items() if n.startswith("CACHEROUTE_")}, {
-            "CACHEROUTE_LISTEN": "0.0.0.0:50051",
-            "CACHEROUTE_METRICS_LISTEN": "0.0.0.0:9090",
+            "CACHEROUTE_LISTEN": "127.0.0.1:50051",
+            "CACHEROUTE_METRICS_LISTEN": "127.0.0.1:9090",
+            "CACHEROUTE_HEALTH_LISTEN": "0.0.0.0:8081",
             "CACHEROUTE_SHUTDOWN_GRACE": "10",
         })
         self.assertEqual(c["image"], "cacheroute/cacheroute-sidecar:%s" % self.chart_meta["appVersion"])
         self.assertEqual({p["name"]: p["containerPort"] for p in c["ports"]},
-                         {"grpc": 50051, "metrics": 9090})
-        self.assertEqual(c["livenessProbe"]["grpc"], {"port": 50051, "service": ""})
-        self.assertEqual(c["readinessProbe"]["grpc"], {"port": 50051, "service": "cacheroute.v1.CacheRoute"})
+                         {"grpc": 50051, "metrics": 9090, "health": 8081})
+        self.assertEqual(c["livenessProbe"]["grpc"], {"port": 8081, "service": ""})
+        self.assertEqual(c["readinessProbe"]["grpc"], {"port": 8081, "service": "cacheroute.v1.CacheRoute"})
+        self.assertNotIn("Service", self.default)  # not unless asked, in sidecar mode
+        self.assertNotIn("NetworkPolicy", self.default)
         self.assertEqual([x["name"] for x in pod_spec(self.default)["containers"]],
                          ["inference", "cacheroute"])
 
@@ -459,10 +477,10 @@ class ChartTest(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
 
     def test_metrics_disabled(self):
-        _, by_kind = render("--set", "metrics.enabled=false")
+        _, by_kind = render("--set", "metrics.enabled=false", "--set", "service.enabled=true")
         c = containers(pod_spec(by_kind))["cacheroute"]
         self.assertEqual(env_of(c)["CACHEROUTE_METRICS_LISTEN"], "")
-        self.assertEqual([p["name"] for p in c["ports"]], ["grpc"])
+        self.assertEqual([p["name"] for p in c["ports"]], ["grpc", "health"])
         self.assertNotIn("metrics", [p["name"] for p in one(by_kind, "Service")["spec"]["ports"]])
 
     def test_ipv6_listen(self):
@@ -550,8 +568,97 @@ class ChartTest(unittest.TestCase):
             (["--set", "cacheroute.extraEnv[0].name=NVIDIA_VISIBLE_DEVICES",
               "--set-string", "cacheroute.extraEnv[0].value=0"], "cacheroute.extraEnv sets NVIDIA_VISIBLE_DEVICES"),
             (["--set", "podDisruptionBudget.maxUnavailable=null"], "podDisruptionBudget: set one of"),
-            (["--set", "inference.ports[0].name=grpc", "--set", "inference.ports[0].containerPort=8000"],
+            (["--set", "service.enabled=true", "--set", "inference.ports[0].name=grpc",
+              "--set", "inference.ports[0].containerPort=8000"],
              "clashes with a cacheroute port"),
+        ]
+        for args, message in cases:
+            p = helm("template", "cr", CHART, *args, check=False)
+            self.assertNotEqual(p.returncode, 0, args)
+            self.assertIn(message, p.stderr, args)
+
+    # --- security -----------------------------------------------------------
+    def test_tls_secrets_and_admins(self):
+        spec = pod_spec(self.all)
+        c = containers(spec)["cacheroute"]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        self.assertEqual(mounts["cacheroute-tls"],
+                         {"name": "cacheroute-tls", "mountPath": "/etc/cr/tls", "readOnly": True})
+        self.assertEqual(mounts["cacheroute-tls-ca"]["mountPath"], "/etc/cr/tls-ca")
+        self.assertEqual(mounts["cacheroute-admin-token"]["mountPath"], "/etc/cr/admin")
+        vols = {v["name"]: v for v in spec["volumes"]}
+        self.assertEqual(vols["cacheroute-tls"]["secret"], {
+            "secretName": "cacheroute-tls",
+            "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]})
+        self.assertEqual(vols["cacheroute-tls-ca"]["secret"], {
+            "secretName": "cacheroute-client-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]})
+        self.assertEqual(vols["cacheroute-admin-token"]["secret"], {
+            "secretName": "cacheroute-admin",
+            "items": [{"key": "admin-token", "path": "admin-token"}]})
+        env = env_of(c)
+        self.assertEqual(env["CACHEROUTE_ADMIN_IDENTITY"],
+                         "spiffe://cluster.local/ns/serving/sa/operator ops.example.com")
+        # mTLS with the CA from the certificate's own Secret (cert-manager's ca.crt).
+        _, by_kind = render("--set", "cacheroute.tls.enabled=true",
+                            "--set", "cacheroute.tls.secretName=s", "--set", "cacheroute.tls.mutual=true")
+        spec = pod_spec(by_kind)
+        env = env_of(containers(spec)["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_TLS_CLIENT_CA"], "/etc/cacheroute/tls/ca.crt")
+        vols = {v["name"]: v for v in spec["volumes"]}
+        self.assertIn({"key": "ca.crt", "path": "ca.crt"}, vols["cacheroute-tls"]["secret"]["items"])
+        self.assertNotIn("cacheroute-tls-ca", vols)
+        self.assertNotIn("CACHEROUTE_ADMIN_TOKEN_FILE", env)
+
+    def test_probes_use_health_listen_with_tls(self):
+        # Standalone without TLS: the gRPC port binds every address; probes use it.
+        _, by_kind = render("--set", "mode=standalone")
+        c = containers(pod_spec(by_kind))["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["CACHEROUTE_LISTEN"], "0.0.0.0:50051")
+        self.assertEqual(env["CACHEROUTE_METRICS_LISTEN"], "0.0.0.0:9090")
+        self.assertNotIn("CACHEROUTE_HEALTH_LISTEN", env)
+        self.assertEqual(c["readinessProbe"]["grpc"]["port"], 50051)
+        self.assertIn("Service", by_kind)
+        # With TLS the kubelet (which cannot speak TLS) probes the health port.
+        _, by_kind = render("--set", "mode=standalone", "--set", "cacheroute.tls.enabled=true",
+                            "--set", "cacheroute.tls.secretName=s")
+        c = containers(pod_spec(by_kind))["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["CACHEROUTE_HEALTH_LISTEN"], "0.0.0.0:8081")
+        self.assertEqual(env["CACHEROUTE_TLS_CERT"], "/etc/cacheroute/tls/tls.crt")
+        self.assertNotIn("CACHEROUTE_TLS_CLIENT_CA", env)
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertEqual(c[probe]["grpc"]["port"], 8081, probe)
+        self.assertIn({"name": "health", "containerPort": 8081, "protocol": "TCP"}, c["ports"])
+        # Sidecar mode with a ServiceMonitor: metrics on every address, and a Service.
+        _, by_kind = render("--set", "metrics.serviceMonitor.enabled=true")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_METRICS_LISTEN"], "0.0.0.0:9090")
+        self.assertEqual(env["CACHEROUTE_LISTEN"], "127.0.0.1:50051")
+        self.assertIn("Service", by_kind)
+
+    def test_network_policy(self):
+        np = one(self.all, "NetworkPolicy")
+        dep = one(self.all, "Deployment")
+        self.assertEqual(np["spec"]["podSelector"]["matchLabels"], dep["spec"]["selector"]["matchLabels"])
+        self.assertEqual(np["spec"]["policyTypes"], ["Ingress"])
+        rules = {r["ports"][0]["port"]: r for r in np["spec"]["ingress"]}
+        self.assertEqual(rules["grpc"]["from"], self.all_values["networkPolicy"]["grpcFrom"])
+        self.assertEqual(rules["metrics"]["from"], self.all_values["networkPolicy"]["metricsFrom"])
+        self.assertNotIn("from", rules["health"])  # the kubelet's probes
+        _, by_kind = render("--set", "mode=standalone", "--set", "networkPolicy.enabled=true")
+        rules = {r["ports"][0]["port"]: r for r in one(by_kind, "NetworkPolicy")["spec"]["ingress"]}
+        self.assertEqual(rules["grpc"]["from"], [{"podSelector": {}}])
+        self.assertEqual(set(rules), {"grpc", "metrics"})
+
+    def test_security_render_failures(self):
+        cases = [
+            (["--set", "cacheroute.tls.enabled=true"], "needs cacheroute.tls.secretName"),
+            (["--set", "cacheroute.config.adminIdentities[0]=x"], "adminIdentities needs"),
+            (["--set", "cacheroute.tls.enabled=true", "--set", "cacheroute.tls.secretName=s",
+              "--set", "cacheroute.config.adminIdentities[0]=x"], "adminIdentities needs"),
+            (["--set", "cacheroute.extraEnv[0].name=CACHEROUTE_TLS_CERT",
+              "--set-string", "cacheroute.extraEnv[0].value=/x"], "cacheroute.extraEnv sets"),
         ]
         for args, message in cases:
             p = helm("template", "cr", CHART, *args, check=False)
@@ -602,7 +709,7 @@ class ChartTest(unittest.TestCase):
 
     def test_notes(self):
         notes = self.render_notes()
-        self.assertIn("kubectl -n serving port-forward svc/cr-cacheroute 50051:50051", notes)
+        self.assertIn("kubectl -n serving port-forward deployment/cr-cacheroute 50051:50051", notes)
         self.assertIn("grpcurl -plaintext 127.0.0.1:50051 list", notes)
         self.assertIn("grpc.health.v1.Health/Check", notes)
         m = re.search(r"grpcurl -plaintext -d '([^']*)' \\\n\s*127\.0\.0\.1:50051 cacheroute\.v1\.CacheRoute/Plan",
@@ -612,11 +719,20 @@ class ChartTest(unittest.TestCase):
         self.assertTrue(body["rates"])
         self.check_plan_request_json(m.group(1))
         self.assertIn("curl -s http://127.0.0.1:9090/metrics", notes)
+        notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"))
+        self.assertIn("kubectl -n serving port-forward svc/cr-cacheroute 50051:50051", notes)
         notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"),
                                   "--set", "service.enabled=false",
                                   "--set", "metrics.serviceMonitor.enabled=false")
         self.assertIn("port-forward deployment/cr-cacheroute 50051:50051", notes)
         self.assertIn("standalone", notes)
+        self.assertIn("Every call is open", notes)
+        notes = self.render_notes("-f", os.path.join(CI, "all-options-values.yaml"))
+        self.assertNotIn("-plaintext", notes)
+        self.assertIn("grpcurl -cacert ca.crt -cert client.crt -key client.key 127.0.0.1:50051 list",
+                      notes)
+        self.assertIn("cacheroute --target 127.0.0.1:8082 health", notes)
+        self.assertNotIn("Every call is open", notes)
 
 
 if __name__ == "__main__":

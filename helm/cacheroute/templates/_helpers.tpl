@@ -105,7 +105,8 @@ host:port, bracketing IPv6 hosts. Call with (list HOST PORT).
 The sidecar flags the chart passes through from cacheroute.config, in flag
 order: "<values key>=<flag name>". The environment variable is
 CACHEROUTE_ + the flag name upper-cased with '-' -> '_'. listen,
-metrics-listen, shutdown-grace, sysfs-root and state-file are rendered
+metrics-listen, health-listen, shutdown-grace, sysfs-root, state-file and the
+TLS and token files (cacheroute.tls, cacheroute.adminToken) are rendered
 separately.
 */}}
 {{- define "cacheroute.configFlags" -}}
@@ -156,6 +157,95 @@ separately.
 - reservationHorizonS=reservation-horizon-s
 - probeInterval=probe-interval
 - nics=nic
+- adminIdentities=admin-identity
+{{- end }}
+
+{{/*
+Flags rendered from values outside cacheroute.config.
+*/}}
+{{- define "cacheroute.ownedFlags" -}}
+- listen
+- metrics-listen
+- health-listen
+- shutdown-grace
+- sysfs-root
+- tls-cert
+- tls-key
+- tls-client-ca
+- admin-token-file
+- state-file
+{{- end }}
+
+{{/*
+The gRPC listen host: config.listenHost, else 127.0.0.1 in sidecar mode
+(only the engine in the same pod needs it) and 0.0.0.0 standalone.
+*/}}
+{{- define "cacheroute.listenHost" -}}
+{{- $h := .Values.cacheroute.config.listenHost | default "" | toString }}
+{{- if $h }}{{ $h }}{{ else if eq .Values.mode "sidecar" }}127.0.0.1{{ else }}0.0.0.0{{ end }}
+{{- end }}
+
+{{/*
+The metrics listen host: config.metricsListenHost, else 127.0.0.1 in
+sidecar mode without a ServiceMonitor, 0.0.0.0 otherwise.
+*/}}
+{{- define "cacheroute.metricsListenHost" -}}
+{{- $h := .Values.cacheroute.config.metricsListenHost | default "" | toString }}
+{{- if $h }}{{ $h }}{{ else if and (eq .Values.mode "sidecar") (not .Values.metrics.serviceMonitor.enabled) }}127.0.0.1{{ else }}0.0.0.0{{ end }}
+{{- end }}
+
+{{/*
+"true" when --health-listen is rendered (and the probes use it): with TLS,
+or when the gRPC port binds loopback (the kubelet probes the pod IP).
+*/}}
+{{- define "cacheroute.healthListener" -}}
+{{- $h := include "cacheroute.listenHost" . }}
+{{- if or .Values.cacheroute.tls.enabled (has $h (list "127.0.0.1" "::1" "localhost")) }}true{{ end }}
+{{- end }}
+
+{{/*
+The port the kubelet's gRPC probes use.
+*/}}
+{{- define "cacheroute.probePort" -}}
+{{- ternary .Values.cacheroute.ports.health .Values.cacheroute.ports.grpc (eq (include "cacheroute.healthListener" .) "true") | int }}
+{{- end }}
+
+{{/*
+Whether the Service is rendered: service.enabled, or by default in
+standalone mode, or when a ServiceMonitor needs one.
+*/}}
+{{- define "cacheroute.serviceEnabled" -}}
+{{- $e := .Values.service.enabled }}
+{{- if kindIs "invalid" $e }}{{ if or (eq .Values.mode "standalone") .Values.metrics.serviceMonitor.enabled }}true{{ end }}{{ else if $e }}true{{ end }}
+{{- end }}
+
+{{/*
+The TLS and admin-token flags as env entries (a list of dicts, as YAML).
+Fails when TLS is on without a Secret, or admin identities without mTLS.
+*/}}
+{{- define "cacheroute.securityEnv" -}}
+{{- $tls := .Values.cacheroute.tls }}
+{{- $env := list }}
+{{- if $tls.enabled }}
+{{- if not $tls.secretName }}
+{{- fail "cacheroute.tls.enabled needs cacheroute.tls.secretName (a kubernetes.io/tls Secret)" }}
+{{- end }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "tls-cert") "value" (printf "%s/tls.crt" $tls.mountPath)) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "tls-key") "value" (printf "%s/tls.key" $tls.mountPath)) }}
+{{- if $tls.mutual }}
+{{- $ca := ternary (printf "%s-ca/ca.crt" $tls.mountPath) (printf "%s/ca.crt" $tls.mountPath) (ne $tls.clientCASecretName "") }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "tls-client-ca") "value" $ca) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.cacheroute.config.adminIdentities (not (and $tls.enabled $tls.mutual)) }}
+{{- fail "cacheroute.config.adminIdentities needs cacheroute.tls.enabled and cacheroute.tls.mutual (identities come from verified client certificates)" }}
+{{- end }}
+{{- with .Values.cacheroute.adminToken }}
+{{- if .secretName }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "admin-token-file") "value" (printf "%s/%s" .mountPath .key)) }}
+{{- end }}
+{{- end }}
+{{- toYaml $env }}
 {{- end }}
 
 {{/*
@@ -253,9 +343,13 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- define "cacheroute.env" -}}
 {{- $cfg := .Values.cacheroute.config }}
 {{- $env := list }}
-{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "listen") "value" (include "cacheroute.hostPort" (list $cfg.listenHost .Values.cacheroute.ports.grpc))) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "listen") "value" (include "cacheroute.hostPort" (list (include "cacheroute.listenHost" .) .Values.cacheroute.ports.grpc))) }}
+{{- if eq (include "cacheroute.healthListener" .) "true" }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "health-listen") "value" (include "cacheroute.hostPort" (list $cfg.healthListenHost .Values.cacheroute.ports.health))) }}
+{{- end }}
+{{- $env = concat $env (include "cacheroute.securityEnv" . | fromYamlArray) }}
 {{- if .Values.metrics.enabled }}
-{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "metrics-listen") "value" (include "cacheroute.hostPort" (list $cfg.metricsListenHost .Values.cacheroute.ports.metrics))) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "metrics-listen") "value" (include "cacheroute.hostPort" (list (include "cacheroute.metricsListenHost" .) .Values.cacheroute.ports.metrics))) }}
 {{- else }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "metrics-listen") "value" "") }}
 {{- end }}
@@ -288,7 +382,7 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- $names = append $names .name }}
 {{- end }}
 {{- /* Flags the chart knows are owned by values, set or not. */}}
-{{- range (list "listen" "metrics-listen" "shutdown-grace" "sysfs-root" "state-file") }}
+{{- range (include "cacheroute.ownedFlags" . | fromYamlArray) }}
 {{- $names = append $names (include "cacheroute.flagEnvName" .) }}
 {{- end }}
 {{- range (include "cacheroute.configFlags" . | fromYamlArray) }}
@@ -340,19 +434,24 @@ ports:
     containerPort: {{ .Values.cacheroute.ports.metrics | int }}
     protocol: TCP
   {{- end }}
+  {{- if eq (include "cacheroute.healthListener" .) "true" }}
+  - name: health
+    containerPort: {{ .Values.cacheroute.ports.health | int }}
+    protocol: TCP
+  {{- end }}
 env:
   {{- include "cacheroute.env" . | nindent 2 }}
 {{- if .Values.cacheroute.startupProbe.enabled }}
 startupProbe:
-  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.startupProbe "port" .Values.cacheroute.ports.grpc) | nindent 2 }}
+  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.startupProbe "port" (include "cacheroute.probePort" .)) | nindent 2 }}
 {{- end }}
 {{- if .Values.cacheroute.livenessProbe.enabled }}
 livenessProbe:
-  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.livenessProbe "port" .Values.cacheroute.ports.grpc) | nindent 2 }}
+  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.livenessProbe "port" (include "cacheroute.probePort" .)) | nindent 2 }}
 {{- end }}
 {{- if .Values.cacheroute.readinessProbe.enabled }}
 readinessProbe:
-  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.readinessProbe "port" .Values.cacheroute.ports.grpc) | nindent 2 }}
+  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.readinessProbe "port" (include "cacheroute.probePort" .)) | nindent 2 }}
 {{- end }}
 {{- with .Values.cacheroute.resources }}
 resources:
@@ -374,6 +473,7 @@ volumeMounts:
   - name: cacheroute-state
     mountPath: {{ .Values.cacheroute.state.mountPath }}
   {{- end }}
+  {{- include "cacheroute.securityMounts" . }}
   {{- with .Values.cacheroute.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -408,5 +508,62 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- with $c }}
 {{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Volume mounts for the TLS and token Secrets (indented for the container).
+*/}}
+{{- define "cacheroute.securityMounts" -}}
+{{- $tls := .Values.cacheroute.tls }}
+{{- if $tls.enabled }}
+  - name: cacheroute-tls
+    mountPath: {{ $tls.mountPath }}
+    readOnly: true
+{{- if and $tls.mutual $tls.clientCASecretName }}
+  - name: cacheroute-tls-ca
+    mountPath: {{ printf "%s-ca" $tls.mountPath }}
+    readOnly: true
+{{- end }}
+{{- end }}
+{{- if .Values.cacheroute.adminToken.secretName }}
+  - name: cacheroute-admin-token
+    mountPath: {{ .Values.cacheroute.adminToken.mountPath }}
+    readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+Pod volumes for the TLS and token Secrets (indented for the pod spec).
+Only the keys the sidecar reads are projected.
+*/}}
+{{- define "cacheroute.securityVolumes" -}}
+{{- $tls := .Values.cacheroute.tls }}
+{{- if $tls.enabled }}
+        - name: cacheroute-tls
+          secret:
+            secretName: {{ $tls.secretName }}
+            items:
+              - {key: tls.crt, path: tls.crt}
+              - {key: tls.key, path: tls.key}
+              {{- if and $tls.mutual (not $tls.clientCASecretName) }}
+              - {key: ca.crt, path: ca.crt}
+              {{- end }}
+{{- if and $tls.mutual $tls.clientCASecretName }}
+        - name: cacheroute-tls-ca
+          secret:
+            secretName: {{ $tls.clientCASecretName }}
+            items:
+              - {key: ca.crt, path: ca.crt}
+{{- end }}
+{{- end }}
+{{- with .Values.cacheroute.adminToken }}
+{{- if .secretName }}
+        - name: cacheroute-admin-token
+          secret:
+            secretName: {{ .secretName }}
+            items:
+              - {key: {{ .key }}, path: {{ .key }}}
+{{- end }}
 {{- end }}
 {{- end }}

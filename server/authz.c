@@ -1,0 +1,276 @@
+/* Admin checks (authz.h). */
+#include "authz.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <grpc/grpc_security.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cacheroute/v1/cacheroute.pb-c.h"
+#include "filesig.h"
+#include "log.h"
+
+struct cr_authz {
+    char **identities;
+    size_t n_identities;
+    char *token_path; /* NULL: no token */
+    pthread_mutex_t mu; /* guards the token's digest and signature */
+    int mu_ready;
+    cr_filesig token_sig;           /* when the token was last read */
+    unsigned char token_digest[32]; /* SHA-256 of the token */
+};
+
+static void sha256(const void *data, size_t len, unsigned char out[32])
+{
+    unsigned int n = 32;
+    if (!EVP_Digest(data, len, out, &n, EVP_sha256(), NULL))
+        memset(out, 0xff, 32); /* never matches a real digest by accident */
+}
+
+/* The token in path, as its SHA-256 in digest; 0, or -1 with err set. */
+static int read_token(const char *path, unsigned char digest[32], char *err, size_t errlen)
+{
+    char buf[CR_AUTHZ_MAX_TOKEN_BYTES + 2];
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "--admin-token-file %s: cannot read: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    while (n > 0 && isspace((unsigned char)buf[n - 1]))
+        n--;
+    const char *why = n == 0                         ? "empty token"
+                      : n > CR_AUTHZ_MAX_TOKEN_BYTES ? "token over 4096 bytes"
+                                                     : NULL;
+    for (size_t i = 0; !why && i < n; i++)
+        if (buf[i] <= ' ' || buf[i] > '~')
+            why = "the token must be printable ASCII without spaces";
+    if (!why)
+        sha256(buf, n, digest);
+    OPENSSL_cleanse(buf, sizeof buf);
+    if (why) {
+        snprintf(err, errlen, "--admin-token-file %s: %s", path, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Re-reads the token; returns as cr_authz_reload. Under a->mu. */
+static int reload_locked(cr_authz *a, char *err, size_t errlen)
+{
+    unsigned char d[32];
+    cr_filesig_read(a->token_path, &a->token_sig);
+    if (read_token(a->token_path, d, err, errlen) != 0)
+        return -1;
+    int changed = memcmp(d, a->token_digest, sizeof d) != 0;
+    memcpy(a->token_digest, d, sizeof d);
+    OPENSSL_cleanse(d, sizeof d);
+    return changed;
+}
+
+static void log_reload(int rc, const char *why)
+{
+    if (rc > 0)
+        cr_log(CR_LOG_INFO, "admin token reloaded", NULL);
+    else if (rc < 0)
+        cr_log(CR_LOG_ERROR, "admin token file refused, the previous token stays",
+               json_pack("{s:s}", "error", why));
+}
+
+/* A rotated token file (a Secret update) is read before the next check. */
+static void refresh_locked(cr_authz *a)
+{
+    cr_filesig now;
+    char why[512];
+    cr_filesig_read(a->token_path, &now);
+    if (!cr_filesig_same(&now, &a->token_sig))
+        log_reload(reload_locked(a, why, sizeof why), why);
+}
+
+int cr_authz_reload(cr_authz *a, char *err, size_t errlen)
+{
+    if (!a || !a->token_path)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    int rc = reload_locked(a, err, errlen);
+    pthread_mutex_unlock(&a->mu);
+    log_reload(rc, err);
+    return rc;
+}
+
+cr_authz *cr_authz_new(const cr_authz_config *c, char *err, size_t errlen)
+{
+    cr_authz *a = calloc(1, sizeof *a);
+    if (a && c->n_identities)
+        a->identities = calloc(c->n_identities, sizeof *a->identities);
+    int ok = a && (!c->n_identities || a->identities);
+    for (size_t i = 0; ok && i < c->n_identities; i++, a->n_identities++)
+        ok = (a->identities[i] = strdup(c->identities[i])) != NULL;
+    if (!ok) {
+        snprintf(err, errlen, "out of memory");
+        cr_authz_free(a);
+        return NULL;
+    }
+    if (c->token_file && *c->token_file) {
+        if (!(a->token_path = strdup(c->token_file))) {
+            snprintf(err, errlen, "out of memory");
+            cr_authz_free(a);
+            return NULL;
+        }
+        pthread_mutex_init(&a->mu, NULL);
+        a->mu_ready = 1;
+        if (reload_locked(a, err, errlen) < 0) {
+            cr_authz_free(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+void cr_authz_free(cr_authz *a)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->n_identities; i++)
+        free(a->identities[i]);
+    free(a->identities);
+    if (a->mu_ready)
+        pthread_mutex_destroy(&a->mu);
+    free(a->token_path);
+    OPENSSL_cleanse(a->token_digest, sizeof a->token_digest);
+    free(a);
+}
+
+int cr_authz_has_admins(const cr_authz *a) { return a->n_identities > 0 || a->token_path; }
+
+/* ---- certificate identities ---- */
+
+/* The verified peer's identity properties that name it. */
+static const char *const IDENTITY_PROPERTIES[] = {
+    GRPC_PEER_URI_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
+    GRPC_X509_CN_PROPERTY_NAME};
+
+static int listed(const cr_authz *a, const char *value, size_t len)
+{
+    for (size_t i = 0; i < a->n_identities; i++)
+        if (strlen(a->identities[i]) == len && memcmp(a->identities[i], value, len) == 0)
+            return 1;
+    return 0;
+}
+
+static int identity_is_admin(const cr_authz *a, grpc_call *call)
+{
+    grpc_auth_context *ctx = a->n_identities ? grpc_call_auth_context(call) : NULL;
+    int found = 0;
+    if (ctx && grpc_auth_context_peer_is_authenticated(ctx)) {
+        for (size_t k = 0; !found && k < sizeof IDENTITY_PROPERTIES / sizeof *IDENTITY_PROPERTIES;
+             k++) {
+            grpc_auth_property_iterator it =
+                grpc_auth_context_find_properties_by_name(ctx, IDENTITY_PROPERTIES[k]);
+            const grpc_auth_property *p;
+            while (!found && (p = grpc_auth_property_iterator_next(&it)))
+                found = listed(a, p->value, p->value_length);
+        }
+    }
+    if (ctx)
+        grpc_auth_context_release(ctx);
+    return found;
+}
+
+/* ---- bearer token ---- */
+
+static int token_is_admin(cr_authz *a, const grpc_metadata_array *md)
+{
+    static const char scheme[] = "bearer ";
+    const size_t n = sizeof scheme - 1;
+    unsigned char want[32];
+    int match = 0;
+    if (!a->token_path)
+        return 0;
+    pthread_mutex_lock(&a->mu);
+    refresh_locked(a);
+    memcpy(want, a->token_digest, sizeof want);
+    pthread_mutex_unlock(&a->mu);
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_metadata *m = &md->metadata[i];
+        const char *v = (const char *)GRPC_SLICE_START_PTR(m->value);
+        size_t len = GRPC_SLICE_LENGTH(m->value);
+        if (!grpc_slice_str_cmp(m->key, "authorization") && len > n &&
+            strncasecmp(v, scheme, n) == 0) {
+            unsigned char d[32];
+            sha256(v + n, len - n, d);
+            match |= CRYPTO_memcmp(d, want, sizeof d) == 0;
+        }
+    }
+    OPENSSL_cleanse(want, sizeof want);
+    return match;
+}
+
+int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
+{
+    cr_authz *a = ctx;
+    return token_is_admin(a, md) || identity_is_admin(a, call);
+}
+
+/* ---- requests that need an admin ---- */
+
+/* Skips one field's value of wire type wt at *p; -1 when it runs past end. */
+static int skip_value(const uint8_t **p, const uint8_t *end, unsigned wt, uint64_t *varint)
+{
+    uint64_t v = 0;
+    switch (wt) {
+    case 0:
+    case 2:
+        for (int shift = 0;; shift += 7) {
+            if (*p >= end || shift > 63)
+                return -1;
+            uint8_t b = *(*p)++;
+            v |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80))
+                break;
+        }
+        *varint = v;
+        if (wt == 0)
+            return 0;
+        if (v > (uint64_t)(end - *p))
+            return -1;
+        *p += v;
+        return 0;
+    case 1:
+    case 5: {
+        size_t w = wt == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < w)
+            return -1;
+        *p += w;
+        return 0;
+    }
+    default:
+        return -1;
+    }
+}
+
+int cr_authz_plan_installs(const uint8_t *req, size_t len)
+{
+    const uint32_t field =
+        protobuf_c_message_descriptor_get_field_by_name(&cacheroute__v1__plan_request__descriptor,
+                                                        "install")
+            ->id;
+    if (len == 0) /* an empty message: req may be NULL */
+        return 0;
+    const uint8_t *p = req, *end = req + len;
+    int install = 0;
+    while (p < end) {
+        uint64_t key = 0, value = 0;
+        if (skip_value(&p, end, 0, &key) != 0 || skip_value(&p, end, key & 7, &value) != 0)
+            return 1;
+        if ((key >> 3) == field)
+            install = (key & 7) != 0 || value != 0; /* a bool sent some other way: refuse */
+    }
+    return install;
+}

@@ -1,0 +1,492 @@
+"""TLS, mTLS, certificate checks and rotation, --health-listen, authorization.
+
+Every certificate is made here with the openssl CLI in a temp dir: a CA, a
+server certificate for 127.0.0.1, client certificates with SAN URI, SAN DNS
+or only a CN, and a second CA for the refusals."""
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import grpc  # noqa: E402
+
+import harness as h  # noqa: E402
+from harness import P  # noqa: E402
+
+ADMIN_URI = "spiffe://cacheroute.test/admin"
+ADMIN_DNS = "admin.cacheroute.test"
+ADMIN_CN = "cn-admin"
+TOKEN = "s3cret-token_0123456789"
+NO_SECURITY = "no transport security and no authorization: every call is open"
+
+
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, timeout=60,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+class Pki:
+    """Certificates under one temp dir; each path returned is a file."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="cr-tls-")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def ca(self, name):
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", self.path(name + ".key"), "-out", self.path(name + ".pem"),
+                "-days", "30", "-subj", "/CN=" + name)
+        return self.path(name + ".pem")
+
+    def leaf(self, name, ca, cn, san=None, days="30"):
+        """A key and a certificate signed by ca (a name given to ca())."""
+        cmd = ["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+               "-nodes", "-keyout", self.path(name + ".key"), "-out", self.path(name + ".csr"),
+               "-subj", "/CN=" + cn]
+        if san:
+            cmd += ["-addext", "subjectAltName=" + san]
+        openssl(*cmd)
+        openssl("x509", "-req", "-in", self.path(name + ".csr"), "-CA", self.path(ca + ".pem"),
+                "-CAkey", self.path(ca + ".key"), "-CAcreateserial", "-days", days,
+                "-copy_extensions", "copy", "-out", self.path(name + ".pem"))
+        return self.path(name + ".pem"), self.path(name + ".key")
+
+    def future(self, name, ca):
+        """A certificate valid from 2030 (openssl ca sets the start date)."""
+        db = self.path(name + "-db")
+        os.makedirs(db)
+        open(os.path.join(db, "index.txt"), "w").close()
+        with open(os.path.join(db, "serial"), "w") as f:
+            f.write("01\n")
+        cnf = self.path(name + ".cnf")
+        with open(cnf, "w") as f:
+            f.write("[ca]\ndefault_ca = t\n[t]\ndatabase = %s/index.txt\nnew_certs_dir = %s\n"
+                    "serial = %s/serial\ndefault_md = sha256\npolicy = any\n"
+                    "copy_extensions = copy\n[any]\ncommonName = supplied\n" % (db, db, db))
+        openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", self.path(name + ".key"), "-out", self.path(name + ".csr"),
+                "-subj", "/CN=" + name)
+        openssl("ca", "-batch", "-config", cnf, "-cert", self.path(ca + ".pem"), "-keyfile",
+                self.path(ca + ".key"), "-in", self.path(name + ".csr"), "-out",
+                self.path(name + ".pem"), "-startdate", "20300101000000Z", "-enddate",
+                "20310101000000Z")
+
+    def read(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def not_after(self, cert):
+        out = subprocess.run(["openssl", "x509", "-in", cert, "-noout", "-enddate"], check=True,
+                             capture_output=True, text=True, timeout=60).stdout
+        return ssl.cert_time_to_seconds(out.strip().split("=", 1)[1])
+
+    def install(self, src, dst):
+        """Replaces dst by src atomically (as a Secret update does)."""
+        tmp = dst + ".tmp"
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+
+    def overwrite_unseen(self, src, dst):
+        """Writes src's bytes into dst in place, keeping what stat shows
+        (inode, size, mtime): a change only a forced re-read can see."""
+        st = os.stat(dst)
+        data = self.read(src)
+        if len(data) != st.st_size:
+            raise AssertionError("%s and %s differ in size" % (src, dst))
+        with open(dst, "r+b") as f:
+            f.write(data)
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+PKI = None
+
+
+def setUpModule():
+    global PKI
+    PKI = Pki()
+    for ca in ("ca", "ca2"):
+        PKI.ca(ca)
+    PKI.leaf("server", "ca", "server", "IP:127.0.0.1,DNS:localhost")
+    PKI.leaf("server2", "ca2", "server2", "IP:127.0.0.1,DNS:localhost")
+    PKI.leaf("expired", "ca", "expired", "IP:127.0.0.1", days="-1")
+    PKI.future("future", "ca")
+    PKI.leaf("admin_uri", "ca", "uri-client", "URI:" + ADMIN_URI)
+    PKI.leaf("admin_dns", "ca", "dns-client", "DNS:" + ADMIN_DNS)
+    PKI.leaf("admin_cn", "ca", ADMIN_CN)
+    PKI.leaf("other", "ca", "other-client", "URI:spiffe://cacheroute.test/other")
+    PKI.leaf("foreign", "ca2", "foreign-client", "URI:" + ADMIN_URI)
+    with open(PKI.path("token"), "w") as f:
+        f.write(TOKEN + "\n")
+    with open(PKI.path("garbage.pem"), "w") as f:
+        f.write("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+
+
+def tearDownModule():
+    shutil.rmtree(PKI.dir, True)
+
+
+def tls_flags(cert="server", client_ca=None):
+    f = ["--tls-cert", PKI.path(cert + ".pem"), "--tls-key", PKI.path(cert + ".key")]
+    if client_ca:
+        f += ["--tls-client-ca", PKI.path(client_ca + ".pem")]
+    return f
+
+
+def secure_channel(sc, ca="ca", client=None, port=None):
+    """A TLS channel of its own (no subchannel shared with other channels)."""
+    key = chain = None
+    if client:
+        chain, key = PKI.read(PKI.path(client + ".pem")), PKI.read(PKI.path(client + ".key"))
+    creds = grpc.ssl_channel_credentials(PKI.read(PKI.path(ca + ".pem")), key, chain)
+    ch = grpc.secure_channel("127.0.0.1:%d" % (port or sc.port), creds,
+                             options=[("grpc.use_local_subchannel_pool", 1),
+                                      ("grpc.enable_retries", 0)])
+    sc._channels.append(ch)
+    return ch
+
+
+def check(ch, timeout=h.RPC_TIMEOUT):
+    return P.health_grpc.HealthStub(ch).Check(P.health.HealthCheckRequest(), timeout=timeout)
+
+
+class TlsTest(unittest.TestCase):
+    def start(self, *flags, **kw):
+        sc = h.Sidecar(*flags, **kw)
+        self.addCleanup(sc.kill)
+        return sc
+
+    def assertUnavailable(self, ch):
+        with self.assertRaises(grpc.RpcError) as cm:
+            check(ch)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+
+    def test_tls_only(self):
+        sc = self.start(*tls_flags())
+        ch = secure_channel(sc)
+        self.assertEqual(check(ch).status, P.health.HealthCheckResponse.SERVING)
+        r = sc.stub(ch).RecordArrival(P.cr.RecordArrivalRequest(owners=[7]),
+                                      timeout=h.RPC_TIMEOUT)
+        self.assertEqual(r.recorded, 1)
+        self.assertUnavailable(sc.channel())  # plaintext on a TLS port
+        self.assertUnavailable(secure_channel(sc, ca="ca2"))  # a server we do not trust
+        sc.assert_clean_exit(self)
+
+    def test_mtls_requires_a_verified_client(self):
+        sc = self.start(*tls_flags(client_ca="ca"))
+        self.assertEqual(check(secure_channel(sc, client="other")).status,
+                         P.health.HealthCheckResponse.SERVING)
+        self.assertUnavailable(secure_channel(sc))  # no client certificate
+        self.assertUnavailable(secure_channel(sc, client="foreign"))  # another CA's
+        sc.assert_clean_exit(self)
+
+    def run_sidecar(self, *flags):
+        return subprocess.run([h.ARGS.sidecar, "--listen", "127.0.0.1:0", "--metrics-listen", ""]
+                              + list(flags), capture_output=True, text=True,
+                              env=h.clean_env(), timeout=h.START_TIMEOUT)
+
+    def test_start_up_checks_name_the_file(self):
+        srv, key = PKI.path("server.pem"), PKI.path("server.key")
+        missing = PKI.path("missing.pem")
+        cases = [
+            (["--tls-cert", srv, "--tls-key", PKI.path("other.key")],
+             "--tls-key " + PKI.path("other.key"), "does not match"),
+            (["--tls-cert", PKI.path("expired.pem"), "--tls-key", PKI.path("expired.key")],
+             "--tls-cert " + PKI.path("expired.pem"), "expired at"),
+            (["--tls-cert", PKI.path("future.pem"), "--tls-key", PKI.path("future.key")],
+             "--tls-cert " + PKI.path("future.pem"), "not valid before 2030-01-01 00:00:00 UTC"),
+            (["--tls-cert", missing, "--tls-key", key], "--tls-cert " + missing,
+             "cannot read"),
+            (["--tls-cert", srv, "--tls-key", PKI.dir], "--tls-key " + PKI.dir, "cannot read"),
+            (["--tls-cert", srv, "--tls-key", srv], "--tls-key " + srv, "no PEM private key"),
+            (["--tls-cert", key, "--tls-key", key], "--tls-cert " + key, "no PEM certificate"),
+            (tls_flags() + ["--tls-client-ca", PKI.path("garbage.pem")],
+             "--tls-client-ca " + PKI.path("garbage.pem"), "PEM certificates"),
+            (tls_flags() + ["--tls-client-ca", PKI.path("token")],
+             "--tls-client-ca " + PKI.path("token"), "no PEM certificate"),
+            (["--tls-cert", srv], "--tls-cert needs --tls-key", ""),
+            (["--admin-identity", ADMIN_URI] + tls_flags(),
+             "--admin-identity needs --tls-client-ca", ""),
+            (["--admin-token-file", missing], "--admin-token-file " + missing, "cannot read"),
+        ]
+        for flags, name, why in cases:
+            p = self.run_sidecar(*flags)
+            self.assertEqual(p.returncode, 2, (flags, p.stderr))
+            # One line that is not a JSON log line (gRPC core may still log
+            # while it shuts down).
+            plain = [ln for ln in p.stderr.splitlines() if not ln.startswith("{")]
+            self.assertEqual(len(plain), 1, p.stderr)
+            self.assertTrue(plain[0].startswith("cacheroute-sidecar: "), plain[0])
+            self.assertIn(name, plain[0])
+            self.assertIn(why, plain[0])
+
+    def test_expiry_gauge_is_not_after(self):
+        sc = self.start(*tls_flags(), "--metrics-listen", "127.0.0.1:0", metrics=False)
+        want = PKI.not_after(PKI.path("server.pem"))
+        url = "http://127.0.0.1:%d/metrics" % sc.config["metrics_port"]
+        text = urllib.request.urlopen(url, timeout=h.RPC_TIMEOUT).read().decode()
+        m = re.search(r"^cacheroute_tls_cert_expiry_timestamp_seconds (\S+)$", text, re.M)
+        self.assertIsNotNone(m, text[-2000:])
+        self.assertEqual(float(m.group(1)), want)
+        self.assertIn("# TYPE cacheroute_tls_cert_expiry_timestamp_seconds gauge", text)
+        sc.assert_clean_exit(self)
+
+    def test_rotation_under_live_connections(self):
+        work = tempfile.mkdtemp(dir=PKI.dir)
+        cert, key = os.path.join(work, "tls.crt"), os.path.join(work, "tls.key")
+        PKI.install(PKI.path("server.pem"), cert)
+        PKI.install(PKI.path("server.key"), key)
+        sc = self.start("--tls-cert", cert, "--tls-key", key, "--metrics-listen", "127.0.0.1:0",
+                        metrics=False)
+        old = secure_channel(sc)
+        stub = sc.stub(old)
+        stub.RecordArrival(P.cr.RecordArrivalRequest(owners=[1]), timeout=h.RPC_TIMEOUT)
+        # A watch stays open across the rotation.
+        watch = P.health_grpc.HealthStub(old).Watch(P.health.HealthCheckRequest(),
+                                                    timeout=60)
+        self.assertEqual(next(watch).status, P.health.HealthCheckResponse.SERVING)
+
+        # Rotate to another CA's certificate, key first (as a Secret swap may).
+        PKI.install(PKI.path("server2.key"), key)
+        PKI.install(PKI.path("server2.pem"), cert)
+        new = secure_channel(sc, ca="ca2")
+        self.assertEqual(check(new).status, P.health.HealthCheckResponse.SERVING)
+        self.assertUnavailable(secure_channel(sc, ca="ca"))  # new handshakes: the new cert
+        for i in range(3):  # the old connection still works
+            stub.RecordArrival(P.cr.RecordArrivalRequest(owners=[2 + i]),
+                               timeout=h.RPC_TIMEOUT)
+        self.assertTrue(watch.is_active())
+        sc.wait_for(lambda e: e.get("msg") == "tls files reloaded", 10)
+        url = "http://127.0.0.1:%d/metrics" % sc.config["metrics_port"]
+        text = urllib.request.urlopen(url, timeout=h.RPC_TIMEOUT).read().decode()
+        self.assertIn("cacheroute_tls_cert_expiry_timestamp_seconds %d\n"
+                      % PKI.not_after(PKI.path("server2.pem")), text)
+
+        # A rotated pair that does not match is refused; the last good stays.
+        PKI.install(PKI.path("server.pem"), cert)
+        self.assertEqual(check(secure_channel(sc, ca="ca2")).status,
+                         P.health.HealthCheckResponse.SERVING)
+        err = sc.wait_for(lambda e: e.get("msg", "").startswith("tls files refused"), 10)
+        self.assertEqual(err["level"], "error")
+        self.assertIn("does not match", err["error"])
+
+        # SIGHUP re-reads the files, even a change stat cannot see (EC keys
+        # are all 241 bytes); it never stops the sidecar.
+        PKI.overwrite_unseen(PKI.path("server.key"), key)
+        sc.send(signal.SIGHUP)
+        sc.wait_for(lambda e: e.get("msg") == "tls files reloaded"
+                    and e.get("trigger") == "reload", 10)
+        self.assertEqual(check(secure_channel(sc, ca="ca")).status,
+                         P.health.HealthCheckResponse.SERVING)
+        watch.cancel()
+        sc.assert_clean_exit(self)
+
+    def test_health_listen_is_plaintext_health_only(self):
+        sc = self.start(*tls_flags(client_ca="ca"), "--health-listen", "127.0.0.1:0")
+        port = sc.config["health_port"]
+        self.assertGreater(port, 0)
+        plain = grpc.insecure_channel("127.0.0.1:%d" % port)
+        sc._channels.append(plain)
+        self.assertEqual(check(plain).status, P.health.HealthCheckResponse.SERVING)
+        with self.assertRaises(grpc.RpcError) as cm:
+            sc.stub(plain).GetStats(P.cr.GetStatsRequest(), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        self.assertUnavailable(sc.channel())  # the main port stays TLS only
+        sc.assert_clean_exit(self)
+
+
+class Call:
+    """One guarded or open call, made with or without a bearer token."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+
+def guarded_calls():
+    return [
+        Call("Plan", lambda s, md: s.Plan(P.cr.PlanRequest(from_estimator=True, install=True),
+                                          metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("Forget", lambda s, md: s.Forget(P.cr.ForgetRequest(owners=[1]), metadata=md,
+                                              timeout=h.RPC_TIMEOUT)),
+        Call("ReportOutcome", lambda s, md: s.ReportOutcome(
+            P.cr.ReportOutcomeRequest(outcomes=[P.cr.Outcome(request_id="r", ttft_ms=5)]),
+            metadata=md, timeout=h.RPC_TIMEOUT)),
+    ]
+
+
+def open_calls():
+    return [
+        Call("Plan", lambda s, md: s.Plan(P.cr.PlanRequest(from_estimator=True), metadata=md,
+                                          timeout=h.RPC_TIMEOUT)),
+        Call("RecordArrival", lambda s, md: s.RecordArrival(
+            P.cr.RecordArrivalRequest(owners=[3]), metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("GetRates", lambda s, md: s.GetRates(P.cr.GetRatesRequest(), metadata=md,
+                                                  timeout=h.RPC_TIMEOUT)),
+        Call("SelectInjection", lambda s, md: s.SelectInjection(
+            P.cr.SelectInjectionRequest(prompt_tokens=100, knowledge_tokens=100, dry_run=True),
+            metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("GetStats", lambda s, md: s.GetStats(P.cr.GetStatsRequest(), metadata=md,
+                                                  timeout=h.RPC_TIMEOUT)),
+        Call("GetNodeProfile", lambda s, md: s.GetNodeProfile(
+            P.cr.GetNodeProfileRequest(), metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("GetDecision", lambda s, md: s.GetDecision(  # NOT_FOUND, but not refused
+            P.cr.GetDecisionRequest(request_id="none"), metadata=md, timeout=h.RPC_TIMEOUT)),
+    ]
+
+
+BEARER = (("authorization", "Bearer " + TOKEN),)
+
+
+class AuthzTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sc = h.Sidecar(*tls_flags(client_ca="ca"), "--admin-identity", ADMIN_URI,
+                           "--admin-identity", ADMIN_DNS, "--admin-identity", ADMIN_CN,
+                           "--admin-token-file", PKI.path("token"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sc.kill()
+
+    def stub(self, client):
+        return self.sc.stub(secure_channel(self.sc, client=client))
+
+    def assertAllowed(self, call, stub, md=()):
+        try:
+            call.fn(stub, md)
+        except grpc.RpcError as e:  # refused for what it asks, not for who asks
+            self.assertNotEqual(e.code(), grpc.StatusCode.PERMISSION_DENIED,
+                                (call.name, e.details()))
+
+    def assertDenied(self, call, stub, md=()):
+        with self.assertRaises(grpc.RpcError) as cm:
+            call.fn(stub, md)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED, call.name)
+        self.assertIn(h.SERVICE + call.name, cm.exception.details())
+        if call.name == "Plan":
+            self.assertIn("with install=true", cm.exception.details())
+
+    def test_admin_identities(self):
+        for client in ("admin_uri", "admin_dns", "admin_cn"):
+            stub = self.stub(client)
+            for call in guarded_calls() + open_calls():
+                self.assertAllowed(call, stub)
+
+    def test_other_identity(self):
+        stub = self.stub("other")
+        for call in guarded_calls():
+            self.assertDenied(call, stub)
+        for call in open_calls():
+            self.assertAllowed(call, stub)
+        self.assertEqual(check(secure_channel(self.sc, client="other")).status,
+                         P.health.HealthCheckResponse.SERVING)
+
+    def test_bearer_token(self):
+        stub = self.stub("other")
+        wrong = [(("authorization", "Bearer " + TOKEN[:-1]),),
+                 (("authorization", "Bearer " + TOKEN + "x"),),
+                 (("authorization", TOKEN),), (("authorization", "Bearer "),),
+                 (("x-token", TOKEN),)]
+        for call in guarded_calls():
+            self.assertAllowed(call, stub, BEARER)
+            self.assertAllowed(call, stub, (("authorization", "bearer " + TOKEN),))
+            for md in wrong:
+                self.assertDenied(call, stub, md)
+
+
+    def cli(self, *args):
+        return subprocess.run([h.ARGS.cli, "--target", self.sc.target] + list(args),
+                              capture_output=True, text=True, timeout=h.RPC_TIMEOUT * 2)
+
+    def test_cli_speaks_tls(self):
+        ca = ["--tls-ca", PKI.path("ca.pem")]
+        other = ca + ["--tls-cert", PKI.path("other.pem"), "--tls-key", PKI.path("other.key")]
+        admin = ca + ["--tls-cert", PKI.path("admin_uri.pem"), "--tls-key",
+                      PKI.path("admin_uri.key")]
+        p = self.cli(*other, "health")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("SERVING", p.stdout)
+        p = self.cli(*other, "forget", "1")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("PERMISSION_DENIED", p.stderr)
+        for args in (other + ["--token-file", PKI.path("token")], admin):
+            p = self.cli(*args, "forget", "1")
+            self.assertEqual(p.returncode, 0, (args, p.stderr))
+        self.assertEqual(self.cli("--timeout", "3", "health").returncode, 1)  # plaintext
+        self.assertEqual(self.cli(*ca, "--timeout", "3", "health").returncode, 1)  # no cert
+        p = self.cli(*ca, "--tls-cert", PKI.path("other.pem"), "health")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--tls-cert needs --tls-key", p.stderr)
+        p = self.cli("--tls-ca", PKI.path("missing.pem"), "health")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--tls-ca " + PKI.path("missing.pem"), p.stderr)
+
+
+class OpenAndTokenOnlyTest(unittest.TestCase):
+    def test_no_security_warns_once_and_stays_open(self):
+        sc = h.Sidecar()
+        self.addCleanup(sc.kill)
+        stub = sc.stub()
+        for call in guarded_calls() + open_calls():
+            try:
+                call.fn(stub, ())
+            except grpc.RpcError as e:
+                self.assertNotEqual(e.code(), grpc.StatusCode.PERMISSION_DENIED)
+        sc.assert_clean_exit(self)
+        warns = [e for e in sc.events if e.get("msg") == NO_SECURITY]
+        self.assertEqual(len(warns), 1)
+        self.assertEqual(warns[0]["level"], "warn")
+
+    def test_tls_does_not_warn(self):
+        sc = h.Sidecar(*tls_flags())
+        self.addCleanup(sc.kill)
+        sc.assert_clean_exit(self)
+        self.assertEqual([e for e in sc.events if e.get("msg") == NO_SECURITY], [])
+
+    def test_token_without_tls_and_its_rotation(self):
+        token = os.path.join(tempfile.mkdtemp(dir=PKI.dir), "token")
+        PKI.install(PKI.path("token"), token)
+        sc = h.Sidecar("--admin-token-file", token)
+        self.addCleanup(sc.kill)
+        stub = sc.stub()
+        forget = guarded_calls()[1]
+
+        def denied(md):
+            with self.assertRaises(grpc.RpcError) as cm:
+                forget.fn(stub, md)
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+        denied(())
+        forget.fn(stub, BEARER)
+        sc.stub().GetRates(P.cr.GetRatesRequest(), timeout=h.RPC_TIMEOUT)
+        # A replaced token file (a Secret update) counts from the next call.
+        with open(token + ".new", "w") as f:
+            f.write("rotated-token\n")
+        os.replace(token + ".new", token)
+        denied(BEARER)
+        forget.fn(stub, (("authorization", "Bearer rotated-token"),))
+        sc.wait_for(lambda e: e.get("msg") == "admin token reloaded", 10)
+        # An empty one is refused; the last good token stays.
+        with open(token + ".new", "w") as f:
+            f.write("\n")
+        os.replace(token + ".new", token)
+        forget.fn(stub, (("authorization", "Bearer rotated-token"),))
+        err = sc.wait_for(lambda e: e.get("msg", "").startswith("admin token file refused"), 10)
+        self.assertEqual(err["level"], "error")
+        self.assertIn("empty token", err["error"])
+        sc.assert_clean_exit(self)
+
+
+if __name__ == "__main__":
+    h.main()
