@@ -322,6 +322,8 @@ def guarded_calls():
         Call("ReportOutcome", lambda s, md: s.ReportOutcome(
             P.cr.ReportOutcomeRequest(outcomes=[P.cr.Outcome(request_id="r", ttft_ms=5)]),
             metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("ClearReservations", lambda s, md: s.ClearReservations(
+            P.cr.ClearReservationsRequest(), metadata=md, timeout=h.RPC_TIMEOUT)),
     ]
 
 
