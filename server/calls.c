@@ -5,7 +5,13 @@
 
 #include "pool.h"
 #include "rpc.h"
+#include "sweep.h"
 #include "wire.h"
+
+/* A request at least this big is decoded and handled on the pool even for
+ * a quick method: decoding 64 MiB takes long enough to hold a worker (and
+ * the calls queued behind it) for a noticeable time. */
+#define INLINE_MAX_BYTES (1 << 20)
 
 typedef struct unary_call {
     cr_call base;
@@ -14,6 +20,7 @@ typedef struct unary_call {
     grpc_byte_buffer *send;
     grpc_slice details;
     int cancelled;
+    cr_sweep_entry sweep; /* listed while the answer is on its way */
 } unary_call;
 
 /* Runs the method's handler on one message; the reply is OK or an error. */
@@ -42,6 +49,7 @@ static grpc_status_code final_status(int ok, int cancelled, grpc_status_code sen
 static void unary_done(cr_tag *tag, int ok)
 {
     unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
+    cr_sweep_remove(cr_rpc_sweep(u->base.rpc), &u->sweep);
     cr_call_observe(&u->base, final_status(ok, u->cancelled, u->reply.status));
     if (u->send)
         grpc_byte_buffer_destroy(u->send);
@@ -70,13 +78,15 @@ static void unary_run(void *arg)
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &u->cancelled;
     u->done.fn = unary_done;
+    cr_sweep_add(cr_rpc_sweep(u->base.rpc), &u->sweep, u->base.call);
     if (cr_start_batch(u->base.call, ops, n, &u->done) != GRPC_CALL_OK)
         unary_done(&u->done, 0);
 }
 
 static void unary_arrived(cr_call *c)
 {
-    if (c->method->spec.slow && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
+    int big = c->payload && grpc_byte_buffer_length(c->payload) >= INLINE_MAX_BYTES;
+    if ((c->method->spec.slow || big) && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
         return;
     unary_run(c);
 }

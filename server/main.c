@@ -1,9 +1,11 @@
 /* cacheroute-sidecar: loads the configuration, builds the core, serves it
- * over gRPC until SIGTERM or SIGINT. */
+ * over gRPC until SIGTERM, SIGINT or SIGQUIT (signals.h says what the
+ * others do). */
 #include <grpc/grpc.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "descriptor_set.h"
@@ -14,9 +16,16 @@
 #include "observe.h"
 #include "reflection.h"
 #include "rpc.h"
+#include "signals.h"
 #include "watch.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
+#define HEALTH "/grpc.health.v1.Health/" /* served on its own lane: probes never wait */
+
+/* After --shutdown-grace, handlers still running get this much longer to
+ * return; then the process ends without them (README: the sidecar exits
+ * within the grace + 1 s, this and the final snapshot included). */
+#define SHUTDOWN_MARGIN_S 0.5
 
 /* What the sidecar serves; each handler's ctx is filled before serving. */
 typedef struct sidecar {
@@ -26,6 +35,9 @@ typedef struct sidecar {
     cr_metrics *metrics;
     cr_watch_hub *watch; /* WatchDecisions */
     cr_observer observer;
+    cr_rpc *rpc;             /* while serving */
+    cr_signal_hooks signals; /* SIGHUP, SIGUSR1, SIGUSR2 */
+    json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
 
 enum { N_METHODS = 14 };
@@ -58,62 +70,145 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
-static void log_config(const cr_config *c, int port, int metrics_port)
+static void log_config(const cr_config *c, const sidecar *s, int port, int metrics_port)
 {
     json_t *fields = cr_config_json(c);
     json_object_set_new(fields, "port", json_integer(port));
     json_object_set_new(fields, "metrics_port", json_integer(metrics_port));
+    json_object_set(fields, "nofile", s->nofile);
     cr_log(CR_LOG_INFO, "serving", fields);
 }
 
-static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc, const sigset_t *signals)
+static json_t *rlim_json(rlim_t v)
 {
-    int sig = 0;
-    sigwait(signals, &sig);
+    return v == RLIM_INFINITY ? json_string("unlimited") : json_integer((json_int_t)v);
+}
+
+/* gRPC core's listener stops for good when accept fails with EMFILE
+ * (Debian's 1.51), so the sidecar takes every descriptor the hard limit
+ * allows. Returns the limits before and after, for the start-up log. */
+static json_t *raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0)
+        return json_null();
+    rlim_t before = r.rlim_cur;
+    r.rlim_cur = r.rlim_max;
+    if (r.rlim_max == RLIM_INFINITY) { /* the kernel still caps it at nr_open */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+        unsigned long nr = 1048576;
+        if (f && fscanf(f, "%lu", &nr) != 1)
+            nr = 1048576;
+        if (f)
+            fclose(f);
+        r.rlim_cur = (rlim_t)nr;
+    }
+    int raised = setrlimit(RLIMIT_NOFILE, &r) == 0;
+    getrlimit(RLIMIT_NOFILE, &r);
+    return json_pack("{s:o,s:o,s:o,s:b}", "soft_at_start", rlim_json(before), "soft",
+                     rlim_json(r.rlim_cur), "hard", rlim_json(r.rlim_max), "raised", raised);
+}
+
+/* SIGUSR2: what the sidecar holds right now, in one line. */
+static void log_stats(void *ctx)
+{
+    sidecar *s = ctx;
+    cr_core_stats st;
+    cr_core_stats_read(s->handlers.core, &st);
+    cr_log(CR_LOG_INFO, "current stats",
+           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
+                     (json_int_t)cr_rpc_in_flight(s->rpc), "in_flight_by_method",
+                     cr_rpc_describe_running(s->rpc), "refused_calls",
+                     (json_int_t)cr_rpc_refused(s->rpc), "reply_timeouts",
+                     (json_int_t)cr_rpc_reply_timeouts(s->rpc), "tracked_owners",
+                     (json_int_t)st.tracked_owners, "generation", (json_int_t)st.generation,
+                     "admitted", (json_int_t)st.admitted, "imbalance", st.imbalance));
+}
+
+/* HOOK POINT: the final state snapshot. cr_core_stop stops the replanner
+ * and (with --state-file) writes the snapshot; it runs on every way out,
+ * before a forced exit too, while a handler may still be using the core
+ * (which core.h allows after cr_core_stop). */
+static void final_snapshot(sidecar *s) { cr_core_stop(s->handlers.core); }
+
+/* Handlers outlived the grace and its margin: they are not waited for, and
+ * nothing they may use is freed; the process ends here, its log lines
+ * written (each cr_log line is one write(2), so nothing is buffered). */
+static void forced_exit(sidecar *s, cr_rpc *rpc, long stuck, double waited)
+{
+    final_snapshot(s);
+    cr_log(CR_LOG_WARN, "exiting with calls still running",
+           json_pack("{s:I,s:o,s:f}", "calls", (json_int_t)stuck, "methods",
+                     cr_rpc_describe_running(rpc), "margin_s", SHUTDOWN_MARGIN_S));
+    cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f,s:b}", "drain_s", waited, "forced", 1));
+    _exit(0);
+}
+
+static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
+{
+    int sig = cr_signals_wait(&s->signals);
     cr_log(CR_LOG_INFO, "shutting down",
-           json_pack("{s:s,s:f,s:I}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "grace_s",
+           json_pack("{s:s,s:f,s:I}", "signal", cr_signal_name(sig), "grace_s",
                      cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
     cr_health_set_serving(s->health, 0);
     cr_health_end_watches(s->health);
     cr_watch_end(s->watch);
-    double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s);
+    long stuck = 0;
+    double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s, SHUTDOWN_MARGIN_S, &stuck);
+    if (stuck)
+        forced_exit(s, rpc, stuck, waited);
+    s->rpc = NULL;
     cr_rpc_free(rpc);
-    cr_core_stop(s->handlers.core);
+    final_snapshot(s);
     cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
 }
 
+static cr_rpc_limits rpc_limits(const cr_server_config *sc)
+{
+    return (cr_rpc_limits){sc->handshake_timeout_s,   sc->max_connection_idle_s,
+                           sc->max_connection_age_s,  sc->max_connection_age_grace_s,
+                           sc->max_concurrent_streams, sc->memory_quota_bytes,
+                           sc->max_calls_per_method,  sc->reply_deadline_s};
+}
+
 /* The core is running (first probe done); serve it until a signal. */
-static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods,
-                 const sigset_t *signals)
+static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods)
 {
     char err[512];
     const cr_server_config *sc = &cfg->server;
-    if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, cr_observe_gauges,
-                                                &s->observer, err, sizeof err)) {
+    cr_metrics_http_limits ml = {(unsigned)sc->metrics_timeout_s,
+                                 (unsigned)sc->metrics_max_connections,
+                                 (unsigned)sc->metrics_per_ip_connections};
+    if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, &ml,
+                                                cr_observe_gauges, &s->observer, err,
+                                                sizeof err)) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         return 2;
     }
     cr_rpc_options opt = {sc->listen, (int)sc->threads, sc->max_message_bytes, observe_rpc,
-                          s->metrics};
+                          s->metrics, rpc_limits(sc), HEALTH};
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
     if (!rpc) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         return 2;
     }
+    s->rpc = rpc;
+    cr_signals_on(&s->signals, CR_SIGNAL_STATS, "stats", log_stats, s);
     cr_health_set_serving(s->health, 1);
     cr_error e;
     if (cr_core_start(s->handlers.core, &e) != CR_OK)
         cr_log(CR_LOG_ERROR, "cannot start the replanner", json_pack("{s:s}", "error", e.msg));
-    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(s->metrics));
-    wait_and_drain(cfg, s, rpc, signals);
+    log_config(cfg, s, cr_rpc_port(rpc), cr_metrics_port(s->metrics));
+    wait_and_drain(cfg, s, rpc);
     cr_metrics_stop(s->metrics);
     return 0;
 }
 
 /* Builds the parts, serves, and tears down in reverse. */
-static int run(const cr_config *cfg, const sigset_t *signals)
+static int run(const cr_config *cfg, json_t *nofile)
 {
-    sidecar s = {.handlers.max_message = (size_t)cfg->server.max_message_bytes};
+    sidecar s = {.handlers.max_message = (size_t)cfg->server.max_message_bytes,
+                 .nofile = nofile};
     cr_method_spec methods[N_METHODS];
     const char *paths[N_METHODS];
     s.health = cr_health_new();
@@ -141,7 +236,7 @@ static int run(const cr_config *cfg, const sigset_t *signals)
     } else {
         s.observer.core = s.handlers.core;
         grpc_init();
-        rc = serve(cfg, &s, methods, signals);
+        rc = serve(cfg, &s, methods);
         grpc_shutdown();
     }
     cr_core_free(s.handlers.core);
@@ -154,14 +249,9 @@ static int run(const cr_config *cfg, const sigset_t *signals)
 
 int main(int argc, char **argv)
 {
-    /* Block the shutdown signals in every thread (gRPC's included); the main
-     * thread takes them with sigwait. */
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* Blocked in every thread (gRPC's included); the main thread takes
+     * them with sigwait. */
+    cr_signals_block();
 
     cr_config cfg;
     char err[512];
@@ -177,7 +267,9 @@ int main(int argc, char **argv)
     if (rc == 0) {
         cr_log_set_level(cfg.server.log_level);
         cr_log_capture_grpc();
-        rc = run(&cfg, &signals);
+        json_t *nofile = raise_nofile();
+        rc = run(&cfg, nofile);
+        json_decref(nofile);
     } else {
         rc = rc < 0 ? 2 : 0;
     }

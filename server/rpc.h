@@ -10,6 +10,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,8 @@ typedef struct cr_call {
     grpc_metadata_array metadata;
     grpc_byte_buffer *payload; /* first message, for kinds that read it up front */
     double started;            /* monotonic seconds */
+    grpc_slice refusal;        /* a call over its method's cap: why (rpc.c) */
+    int refusal_cancelled;
 } cr_call;
 
 struct cr_call_kind {
@@ -76,12 +79,32 @@ extern const cr_call_kind cr_bidi_each_kind; /* a stream: one reply per message 
 typedef void (*cr_rpc_observer)(void *ctx, size_t method, grpc_status_code status,
                                 double seconds);
 
+/* What one client may make the server hold; 0 in a field keeps gRPC core's
+ * default (handshake 120 s, no idle or age limit, unlimited streams, no
+ * quota) or, for the last two, no limit. */
+typedef struct cr_rpc_limits {
+    double handshake_timeout_s;        /* preface and settings of a new connection */
+    double max_connection_idle_s;      /* without calls, then GOAWAY */
+    double max_connection_age_s;       /* then GOAWAY ... */
+    double max_connection_age_grace_s; /* ... and this long for its calls */
+    long max_concurrent_streams;       /* per connection */
+    long memory_quota_bytes;           /* gRPC core's resource quota */
+    long max_calls_per_method;         /* in flight; more: RESOURCE_EXHAUSTED */
+    double reply_deadline_s;           /* unary: an answer unread this long is cancelled */
+} cr_rpc_limits;
+
 typedef struct cr_rpc_options {
     const char *listen;
     int threads;
     long max_message_bytes;
     cr_rpc_observer observe; /* optional */
     void *observe_ctx;
+    cr_rpc_limits limits;
+    /* Methods whose path starts with this (optional) are served on a
+     * completion queue and thread of their own, so that they are answered
+     * at once however busy the workers are (health probes); their handlers
+     * must be quick. */
+    const char *own_lane_prefix;
 } cr_rpc_options;
 
 /* Binds, registers the methods (specs must outlive the server) and starts
@@ -91,9 +114,21 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
                      char *err, size_t errlen);
 
 /* Stops accepting calls, lets in-flight calls finish for up to grace seconds,
- * then cancels the rest; joins every thread. Returns the number of seconds it
- * waited. cr_rpc_free afterwards. */
-double cr_rpc_shutdown(cr_rpc *rpc, double grace);
+ * then cancels the rest and gives handlers still running margin seconds
+ * more to return. Returns the number of seconds it waited. When every call
+ * ended, every thread is joined and *stuck is 0; cr_rpc_free afterwards.
+ * Otherwise *stuck is the number of calls whose handler is still running
+ * (cr_rpc_describe_running names them), threads are left running, and
+ * neither rpc nor anything its handlers use may be freed: the caller is
+ * expected to end the process. */
+double cr_rpc_shutdown(cr_rpc *rpc, double grace, double margin, long *stuck);
+/* The methods with calls in flight and how many, as a JSON object
+ * ({"/pkg.Svc/Plan": 1}); NULL when out of memory. Thread-safe. */
+json_t *cr_rpc_describe_running(cr_rpc *rpc);
+/* Calls refused over --max-calls-per-method and answers cancelled past
+ * --reply-deadline, since start. Thread-safe. */
+long cr_rpc_refused(cr_rpc *rpc);
+long cr_rpc_reply_timeouts(cr_rpc *rpc);
 /* The bound TCP port (useful with --listen host:0). */
 int cr_rpc_port(const cr_rpc *rpc);
 /* Calls that arrived and have not finished (health watches included). */
@@ -108,6 +143,7 @@ grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr
 
 /* Helpers for call kinds. */
 struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
+struct cr_sweep *cr_rpc_sweep(cr_rpc *rpc); /* NULL when reply deadlines are off */
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
