@@ -13,14 +13,17 @@
  * the calls queued behind it) for a noticeable time. */
 #define INLINE_MAX_BYTES (1 << 20)
 
+/* A unary call reads its request itself (rather than gRPC core before the
+ * call arrives) so that a stalled upload is a call we can see: it counts
+ * against its method's cap and --request-deadline cancels it. */
 typedef struct unary_call {
     cr_call base;
-    cr_tag done;
+    cr_tag received, done;
     cr_reply reply;
     grpc_byte_buffer *send;
     grpc_slice details;
     int cancelled;
-    cr_sweep_entry sweep; /* listed while the answer is on its way */
+    cr_sweep_entry sweep; /* listed while the request or the answer is on its way */
 } unary_call;
 
 /* Runs the method's handler on one message; the reply is OK or an error. */
@@ -49,7 +52,7 @@ static grpc_status_code final_status(int ok, int cancelled, grpc_status_code sen
 static void unary_done(cr_tag *tag, int ok)
 {
     unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
-    cr_sweep_remove(cr_rpc_sweep(u->base.rpc), &u->sweep);
+    cr_sweep_remove(cr_rpc_reply_sweep(u->base.rpc), &u->sweep);
     cr_call_observe(&u->base, final_status(ok, u->cancelled, u->reply.status));
     if (u->send)
         grpc_byte_buffer_destroy(u->send);
@@ -78,21 +81,40 @@ static void unary_run(void *arg)
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &u->cancelled;
     u->done.fn = unary_done;
-    cr_sweep_add(cr_rpc_sweep(u->base.rpc), &u->sweep, u->base.call);
+    cr_sweep_add(cr_rpc_reply_sweep(u->base.rpc), &u->sweep, u->base.call);
     if (cr_start_batch(u->base.call, ops, n, &u->done) != GRPC_CALL_OK)
         unary_done(&u->done, 0);
 }
 
-static void unary_arrived(cr_call *c)
+/* The request is in (or the call broke: then there is no payload, and the
+ * reply batch fails at once, which ends the call). */
+static void unary_received(cr_tag *tag, int ok)
 {
+    (void)ok;
+    unary_call *u = CR_CONTAINER_OF(tag, unary_call, received);
+    cr_call *c = &u->base;
+    cr_sweep_remove(cr_rpc_request_sweep(c->rpc), &u->sweep);
+    cr_call_log_started(c);
     int big = c->payload && grpc_byte_buffer_length(c->payload) >= INLINE_MAX_BYTES;
     if ((c->method->spec.slow || big) && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
         return;
     unary_run(c);
 }
 
-const cr_call_kind cr_unary_kind = {sizeof(unary_call), GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
-                                    unary_arrived};
+static void unary_arrived(cr_call *c)
+{
+    unary_call *u = (unary_call *)c;
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &c->payload;
+    u->received.fn = unary_received;
+    cr_sweep_add(cr_rpc_request_sweep(c->rpc), &u->sweep, c->call);
+    if (cr_start_batch(c->call, &op, 1, &u->received) != GRPC_CALL_OK)
+        unary_received(&u->received, 0);
+}
+
+const cr_call_kind cr_unary_kind = {sizeof(unary_call), GRPC_SRM_PAYLOAD_NONE, unary_arrived};
 
 /* ---- bidi each ---- */
 

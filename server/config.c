@@ -95,8 +95,12 @@ static const cr_option SERVER_ROWS[] = {
      .help = "memory gRPC core may hold for connections and messages in transit, bytes; "
              "past it, connections are closed"},
     {.name = "max-calls-per-method", .key = "max_calls_per_method", .type = CR_OPT_LONG,
-     .offset = AT(max_calls_per_method), .def = 4096, .min = 1, .max = 1000000,
+     .offset = AT(max_calls_per_method), .def = 1024, .min = 1, .max = 1000000,
      .help = "calls of one method in flight at once; more are RESOURCE_EXHAUSTED at once"},
+    {.name = "request-deadline", .key = "request_deadline_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(request_deadline_s), .def = 60, .min = 0, .max = 3600,
+     .help = "seconds a client gets to send a unary call's request once the call started; "
+             "then the call is cancelled and its buffers freed; 0 = forever"},
     {.name = "reply-deadline", .key = "reply_deadline_s", .type = CR_OPT_DOUBLE,
      .offset = AT(reply_deadline_s), .def = 60, .min = 0, .max = 3600,
      .help = "seconds a client gets to read an answer once it is sent; then the call is "

@@ -31,6 +31,7 @@ typedef struct cr_server_config {
     long max_concurrent_streams;    /* --max-concurrent-streams, per connection */
     long memory_quota_bytes;        /* --memory-quota-bytes, gRPC core's buffers */
     long max_calls_per_method;      /* --max-calls-per-method, in flight */
+    double request_deadline_s;      /* --request-deadline; 0 = off */
     double reply_deadline_s;        /* --reply-deadline; 0 = off */
     long metrics_timeout_s;         /* --metrics-timeout, idle HTTP connection */
     long metrics_max_connections;   /* --metrics-max-connections */

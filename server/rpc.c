@@ -69,7 +69,8 @@ struct cr_rpc {
     int n_workers;
     int port;
     cr_pool *pool;
-    cr_sweep *sweep;             /* reply deadlines; NULL when off */
+    cr_sweep *request_sweep;     /* request deadlines; NULL when off */
+    cr_sweep *reply_sweep;       /* reply deadlines; NULL when off */
     grpc_resource_quota *quota;  /* NULL when off */
     _Atomic long in_flight;      /* calls arrived and not yet released */
     _Atomic long *method_calls;  /* the same, per method */
@@ -130,8 +131,10 @@ static void call_arrived(cr_tag *tag, int ok)
     c->started = cr_rpc_clock();
     atomic_fetch_add(&c->rpc->in_flight, 1);
     long calls = atomic_fetch_add(&c->rpc->method_calls[method_index(c)], 1) + 1;
-    if (cr_log_enabled(CR_LOG_DEBUG))
-        cr_log(CR_LOG_DEBUG, "call started", json_pack("{s:s}", "method", c->method->spec.path));
+    /* A unary call says so once its request is in, when its handler is
+     * about to run (calls.c). */
+    if (c->method->spec.kind != &cr_unary_kind)
+        cr_call_log_started(c);
     long cap = c->rpc->opt.limits.max_calls_per_method;
     if (cap > 0 && calls > cap) {
         refuse(c);
@@ -150,6 +153,12 @@ void cr_call_release(cr_call *c)
     if (c->call)
         grpc_call_unref(c->call);
     free(c);
+}
+
+void cr_call_log_started(const cr_call *c)
+{
+    if (cr_log_enabled(CR_LOG_DEBUG))
+        cr_log(CR_LOG_DEBUG, "call started", json_pack("{s:s}", "method", c->method->spec.path));
 }
 
 void cr_call_observe(cr_call *c, grpc_status_code status)
@@ -379,10 +388,16 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
     }
     rpc->server = create_server(opt, rpc->quota);
     rpc->pool = cr_pool_new(opt->threads);
-    if (opt->limits.reply_deadline_s > 0)
-        rpc->sweep = cr_sweep_new(opt->limits.reply_deadline_s);
+    const cr_rpc_limits *l = &opt->limits;
+    if (l->request_deadline_s > 0)
+        rpc->request_sweep = cr_sweep_new(
+            l->request_deadline_s, "the request did not arrive within --request-deadline");
+    if (l->reply_deadline_s > 0)
+        rpc->reply_sweep =
+            cr_sweep_new(l->reply_deadline_s, "the answer was not read within --reply-deadline");
     if (!rpc->methods || !rpc->method_calls || !rpc->workers || !rpc->server || !rpc->pool ||
-        (opt->limits.reply_deadline_s > 0 && !rpc->sweep)) {
+        (l->request_deadline_s > 0 && !rpc->request_sweep) ||
+        (l->reply_deadline_s > 0 && !rpc->reply_sweep)) {
         snprintf(err, errlen, "out of memory starting the server");
         cr_rpc_free(rpc);
         return NULL;
@@ -413,9 +428,11 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
 }
 
 cr_pool *cr_rpc_pool(cr_rpc *rpc) { return rpc->pool; }
-cr_sweep *cr_rpc_sweep(cr_rpc *rpc) { return rpc->sweep; }
+cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc) { return rpc->request_sweep; }
+cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc) { return rpc->reply_sweep; }
 long cr_rpc_refused(cr_rpc *rpc) { return atomic_load(&rpc->refused); }
-long cr_rpc_reply_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->sweep); }
+long cr_rpc_request_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->request_sweep); }
+long cr_rpc_reply_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->reply_sweep); }
 
 json_t *cr_rpc_describe_running(cr_rpc *rpc)
 {
@@ -513,7 +530,8 @@ void cr_rpc_free(cr_rpc *rpc)
     if (rpc->shutdown_cq)
         drain_and_destroy(rpc->shutdown_cq);
     cr_pool_free(rpc->pool);
-    cr_sweep_free(rpc->sweep);
+    cr_sweep_free(rpc->request_sweep);
+    cr_sweep_free(rpc->reply_sweep);
     if (rpc->quota)
         grpc_resource_quota_unref(rpc->quota);
     free(rpc->method_calls);

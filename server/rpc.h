@@ -90,6 +90,7 @@ typedef struct cr_rpc_limits {
     long max_concurrent_streams;       /* per connection */
     long memory_quota_bytes;           /* gRPC core's resource quota */
     long max_calls_per_method;         /* in flight; more: RESOURCE_EXHAUSTED */
+    double request_deadline_s;         /* unary: a request not in this long is cancelled */
     double reply_deadline_s;           /* unary: an answer unread this long is cancelled */
 } cr_rpc_limits;
 
@@ -125,9 +126,10 @@ double cr_rpc_shutdown(cr_rpc *rpc, double grace, double margin, long *stuck);
 /* The methods with calls in flight and how many, as a JSON object
  * ({"/pkg.Svc/Plan": 1}); NULL when out of memory. Thread-safe. */
 json_t *cr_rpc_describe_running(cr_rpc *rpc);
-/* Calls refused over --max-calls-per-method and answers cancelled past
- * --reply-deadline, since start. Thread-safe. */
+/* Calls refused over --max-calls-per-method, and calls cancelled past
+ * --request-deadline and --reply-deadline, since start. Thread-safe. */
 long cr_rpc_refused(cr_rpc *rpc);
+long cr_rpc_request_timeouts(cr_rpc *rpc);
 long cr_rpc_reply_timeouts(cr_rpc *rpc);
 /* The bound TCP port (useful with --listen host:0). */
 int cr_rpc_port(const cr_rpc *rpc);
@@ -143,10 +145,14 @@ grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr
 
 /* Helpers for call kinds. */
 struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
-struct cr_sweep *cr_rpc_sweep(cr_rpc *rpc); /* NULL when reply deadlines are off */
+/* The request and reply deadlines' sweepers; NULL when off. */
+struct cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc);
+struct cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc);
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
+/* The debug "call started" line (once per call). */
+void cr_call_log_started(const cr_call *c);
 /* cr_wire_read (proto/wire.h) by its old name: bb whole in *out; 0, or -1. */
 static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
 {

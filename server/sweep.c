@@ -15,6 +15,7 @@ struct cr_sweep {
     pthread_t thread;
     cr_sweep_entry *head, *tail;
     double timeout_s;
+    const char *why;
     long cancelled;
     int stopping;
 };
@@ -49,8 +50,7 @@ static void cancel_due(cr_sweep *s, double now)
     while (s->head && s->head->due <= now) {
         cr_sweep_entry *e = s->head;
         unlink_entry(s, e);
-        grpc_call_cancel_with_status(e->call, GRPC_STATUS_DEADLINE_EXCEEDED,
-                                     "the answer was not read within --reply-deadline", NULL);
+        grpc_call_cancel_with_status(e->call, GRPC_STATUS_DEADLINE_EXCEEDED, s->why, NULL);
         s->cancelled++;
     }
 }
@@ -72,7 +72,7 @@ static void *sweep_main(void *arg)
     return NULL;
 }
 
-cr_sweep *cr_sweep_new(double timeout_s)
+cr_sweep *cr_sweep_new(double timeout_s, const char *why)
 {
     cr_sweep *s = calloc(1, sizeof *s);
     if (!s)
@@ -84,6 +84,7 @@ cr_sweep *cr_sweep_new(double timeout_s)
     pthread_condattr_destroy(&attr);
     pthread_mutex_init(&s->lock, NULL);
     s->timeout_s = timeout_s;
+    s->why = why;
     if (pthread_create(&s->thread, NULL, sweep_main, s) != 0) {
         pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->lock);

@@ -1,8 +1,9 @@
-/* Reply deadlines: gRPC core holds an answer until the client reads it, for
- * as long as the client likes, and has no server-side alarm for that. Calls
- * whose answer is on its way are listed here with a due time; one thread
- * cancels those still listed when it passes, which fails their batch and
- * frees what they hold. Thread-safe. */
+/* Request and reply deadlines: gRPC core holds a half-received request, or
+ * an answer until the client reads it, for as long as the client likes, and
+ * has no server-side alarm for that. Calls waiting on their client are
+ * listed here with a due time; one thread cancels those still listed when
+ * it passes, which fails their batch and frees what they hold.
+ * Thread-safe. */
 #ifndef CR_SWEEP_H
 #define CR_SWEEP_H
 
@@ -19,8 +20,9 @@ typedef struct cr_sweep_entry {
 } cr_sweep_entry;
 
 /* Starts the thread; calls are cancelled timeout_s (> 0) after they are
- * added. NULL when out of memory or the thread cannot start. */
-cr_sweep *cr_sweep_new(double timeout_s);
+ * added, with DEADLINE_EXCEEDED and why (static text) as the message. NULL
+ * when out of memory or the thread cannot start. */
+cr_sweep *cr_sweep_new(double timeout_s, const char *why);
 
 /* Lists e for call (which must stay referenced until cr_sweep_remove). s
  * NULL does nothing (deadlines off). */
