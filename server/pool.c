@@ -104,9 +104,11 @@ int cr_pool_drain_for(cr_pool *p, double seconds)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    double end = (double)until.tv_sec + until.tv_nsec * 1e-9 + (seconds > 0 ? seconds : 0);
-    until.tv_sec = (time_t)end;
-    until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    if (!isinf(seconds)) {
+        double end = (double)until.tv_sec + until.tv_nsec * 1e-9 + (seconds > 0 ? seconds : 0);
+        until.tv_sec = (time_t)end;
+        until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    }
     pthread_mutex_lock(&p->lock);
     p->stopping = 1;
     pthread_cond_broadcast(&p->wake);
