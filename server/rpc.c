@@ -172,6 +172,22 @@ void cr_call_observe(cr_call *c, grpc_status_code status)
                          "duration_ms", seconds * 1e3));
 }
 
+/* Ends a call that has run nothing: status with details, as one batch
+ * whose completion runs tag. */
+static grpc_call_error answer_at_once(grpc_call *call, grpc_status_code status,
+                                      grpc_slice *details, int *cancelled, cr_tag *tag)
+{
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[1].data.send_status_from_server.status = status;
+    ops[1].data.send_status_from_server.status_details = details;
+    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[2].data.recv_close_on_server.cancelled = cancelled;
+    return cr_start_batch(call, ops, 3, tag);
+}
+
 /* ---- calls over their method's cap ---- */
 
 static void refused_done(cr_tag *tag, int ok)
@@ -193,16 +209,9 @@ static void refuse(cr_call *c)
              "%s: %ld calls in flight already, the most --max-calls-per-method allows",
              c->method->spec.path, c->rpc->opt.limits.max_calls_per_method);
     c->refusal = grpc_slice_from_copied_string(text);
-    grpc_op ops[3];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[1].data.send_status_from_server.status = GRPC_STATUS_RESOURCE_EXHAUSTED;
-    ops[1].data.send_status_from_server.status_details = &c->refusal;
-    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[2].data.recv_close_on_server.cancelled = &c->refusal_cancelled;
     c->arrived.fn = refused_done;
-    if (cr_start_batch(c->call, ops, 3, &c->arrived) != GRPC_CALL_OK)
+    if (answer_at_once(c->call, GRPC_STATUS_RESOURCE_EXHAUSTED, &c->refusal,
+                       &c->refusal_cancelled, &c->arrived) != GRPC_CALL_OK)
         refused_done(&c->arrived, 0);
 }
 
@@ -255,16 +264,9 @@ static void unknown_arrived(cr_tag *tag, int ok)
     snprintf(text, sizeof text, "unknown method %s", method);
     gpr_free(method);
     u->message = grpc_slice_from_copied_string(text);
-    grpc_op ops[3];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
-    ops[1].data.send_status_from_server.status_details = &u->message;
-    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[2].data.recv_close_on_server.cancelled = &u->cancelled;
     u->done.fn = unknown_done;
-    if (cr_start_batch(u->call, ops, 3, &u->done) != GRPC_CALL_OK)
+    if (answer_at_once(u->call, GRPC_STATUS_UNIMPLEMENTED, &u->message, &u->cancelled,
+                       &u->done) != GRPC_CALL_OK)
         unknown_done(&u->done, 0);
 }
 
