@@ -20,6 +20,7 @@ struct cr_pool {
     int n_threads;
     int alive; /* threads that have not returned yet */
     pthread_t *threads;
+    unsigned char *joined; /* per thread */
 };
 
 static void *pool_main(void *arg)
@@ -52,6 +53,7 @@ cr_pool *cr_pool_new(int threads)
     if (!p)
         return NULL;
     p->threads = calloc((size_t)threads, sizeof *p->threads);
+    p->joined = calloc((size_t)threads, 1);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_condattr_t attr;
@@ -59,7 +61,7 @@ cr_pool *cr_pool_new(int threads)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&p->exited, &attr);
     pthread_condattr_destroy(&attr);
-    for (int i = 0; p->threads && i < threads; i++) {
+    for (int i = 0; p->threads && p->joined && i < threads; i++) {
         pthread_mutex_lock(&p->lock);
         p->alive++;
         pthread_mutex_unlock(&p->lock);
@@ -120,12 +122,18 @@ int cr_pool_drain_for(cr_pool *p, double seconds)
     }
     int ended = p->alive == 0;
     pthread_mutex_unlock(&p->lock);
-    if (!ended)
-        return -1;
-    for (int i = 0; i < p->n_threads; i++)
-        pthread_join(p->threads[i], NULL);
-    p->n_threads = 0;
-    return 0;
+    /* Threads that did end are joined either way (an unjoined one is a
+     * leak to ThreadSanitizer when the process ends without the others). */
+    for (int i = 0; i < p->n_threads; i++) {
+        if (p->joined[i])
+            continue;
+        if (ended)
+            pthread_join(p->threads[i], NULL);
+        else if (pthread_tryjoin_np(p->threads[i], NULL) != 0)
+            continue;
+        p->joined[i] = 1;
+    }
+    return ended ? 0 : -1;
 }
 
 void cr_pool_drain(cr_pool *p) { cr_pool_drain_for(p, INFINITY); }
@@ -139,5 +147,6 @@ void cr_pool_free(cr_pool *p)
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->exited);
     free(p->threads);
+    free(p->joined);
     free(p);
 }
