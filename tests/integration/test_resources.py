@@ -263,6 +263,31 @@ class ConnectionTest(h.SidecarTestCase):
         sc.assert_clean_exit(self)
 
 
+    def test_stream_and_idle_limits_reach_the_wire(self):
+        # --max-concurrent-streams is the server's HTTP/2 setting, and a
+        # connection without calls is sent GOAWAY after --max-connection-idle.
+        sc = self.start_sidecar("--replan-interval", "0", "--max-concurrent-streams", "7",
+                                "--max-connection-idle", "1")
+        c = RawH2(sc.port)
+        c.closed = False
+        settings, goaway = {}, None
+        deadline = time.monotonic() + 15
+        try:
+            while goaway is None and not c.closed and time.monotonic() < deadline:
+                for ftype, flags, sid, payload in c.read_frames(0.5):
+                    if ftype == 0x4 and not flags & 1:
+                        for i in range(0, len(payload) - 5, 6):
+                            key, val = struct.unpack(">HI", payload[i:i + 6])
+                            settings[key] = val
+                    elif ftype == 0x7:
+                        goaway = time.monotonic()
+        finally:
+            c.close()
+        self.assertEqual(settings.get(0x3), 7, settings)  # SETTINGS_MAX_CONCURRENT_STREAMS
+        self.assertIsNotNone(goaway, "no GOAWAY on an idle connection within 15 s")
+        sc.assert_clean_exit(self)
+
+
 # ---------------------------------------------------------------- memory
 
 
