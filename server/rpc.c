@@ -421,7 +421,8 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
             snprintf(err, errlen, "cannot start worker thread %d", i);
             long stuck;
             cr_rpc_shutdown(rpc, 0, 1, &stuck);
-            cr_rpc_free(rpc);
+            if (!stuck) /* else a thread may still use rpc: leave it */
+                cr_rpc_free(rpc);
             return NULL;
         }
         rpc->workers[i].started = 1;
