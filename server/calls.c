@@ -15,7 +15,8 @@
 
 /* A unary call reads its request itself (rather than gRPC core before the
  * call arrives) so that a stalled upload is a call we can see: it counts
- * against its method's cap and --request-deadline cancels it. */
+ * against its method's cap and --request-deadline cancels it. With the
+ * deadline off, gRPC core reads it up front (cr_call.read_up_front). */
 typedef struct unary_call {
     cr_call base;
     cr_tag received, done;
@@ -104,6 +105,10 @@ static void unary_received(cr_tag *tag, int ok)
 static void unary_arrived(cr_call *c)
 {
     unary_call *u = (unary_call *)c;
+    if (c->read_up_front) {
+        unary_received(&u->received, 1);
+        return;
+    }
     grpc_op op;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_MESSAGE;

@@ -100,7 +100,8 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "request-deadline", .key = "request_deadline_s", .type = CR_OPT_DOUBLE,
      .offset = AT(request_deadline_s), .def = 60, .min = 0, .max = 3600,
      .help = "seconds a client gets to send a unary call's request once the call started; "
-             "then the call is cancelled and its buffers freed; 0 = forever"},
+             "then the call is cancelled and its buffers freed; 0 = forever (and ~30 us "
+             "less per call: gRPC core reads requests before the call is ours)"},
     {.name = "reply-deadline", .key = "reply_deadline_s", .type = CR_OPT_DOUBLE,
      .offset = AT(reply_deadline_s), .def = 60, .min = 0, .max = 3600,
      .help = "seconds a client gets to read an answer once it is sent; then the call is "

@@ -60,6 +60,7 @@ typedef struct cr_call {
     gpr_timespec deadline;
     grpc_metadata_array metadata;
     grpc_byte_buffer *payload; /* first message, for kinds that read it up front */
+    int read_up_front;         /* gRPC core read payload before the call arrived */
     double started;            /* monotonic seconds */
     grpc_slice refusal;        /* a call over its method's cap: why (rpc.c) */
     int refusal_cancelled;
@@ -67,6 +68,8 @@ typedef struct cr_call {
 
 struct cr_call_kind {
     size_t size; /* of the kind's call struct, which starts with cr_call */
+    /* The unary kind's NONE becomes READ_INITIAL_BYTE_BUFFER without a
+     * request deadline (cr_call.read_up_front tells). */
     grpc_server_register_method_payload_handling payload;
     void (*arrived)(cr_call *c); /* a client call arrived for this method */
 };
@@ -90,7 +93,8 @@ typedef struct cr_rpc_limits {
     long max_concurrent_streams;       /* per connection */
     long memory_quota_bytes;           /* gRPC core's resource quota */
     long max_calls_per_method;         /* in flight; more: RESOURCE_EXHAUSTED */
-    double request_deadline_s;         /* unary: a request not in this long is cancelled */
+    double request_deadline_s;         /* unary: a request not in this long is cancelled;
+                                        * 0: gRPC core reads requests before the call */
     double reply_deadline_s;           /* unary: an answer unread this long is cancelled */
 } cr_rpc_limits;
 

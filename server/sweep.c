@@ -1,5 +1,8 @@
 /* The list is in due order because every entry gets the same timeout: a
- * new one goes at the tail, so the sweeper only ever looks at the head. */
+ * new one goes at the tail, so the sweeper only ever looks at the head. For
+ * the same reason adding never wakes the sweeper (a wake per call costs the
+ * hot path a context switch): with the list empty at t it sleeps until
+ * t + timeout, and nothing added after t can be due before that. */
 #include "sweep.h"
 
 #include <pthread.h>
@@ -61,12 +64,9 @@ static void *sweep_main(void *arg)
     pthread_mutex_lock(&s->lock);
     while (!s->stopping) {
         cancel_due(s, cr_rpc_clock());
-        if (s->head) {
-            struct timespec due = abs_time(s->head->due);
-            pthread_cond_timedwait(&s->wake, &s->lock, &due);
-        } else {
-            pthread_cond_wait(&s->wake, &s->lock);
-        }
+        struct timespec due =
+            abs_time(s->head ? s->head->due : cr_rpc_clock() + s->timeout_s);
+        pthread_cond_timedwait(&s->wake, &s->lock, &due);
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -105,10 +105,8 @@ void cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call)
     e->prev = s->tail;
     if (s->tail)
         s->tail->next = e;
-    else {
+    else
         s->head = e;
-        pthread_cond_signal(&s->wake); /* it was waiting for anything at all */
-    }
     s->tail = e;
     e->listed = 1;
     pthread_mutex_unlock(&s->lock);
