@@ -24,6 +24,7 @@ typedef struct unary_call {
     grpc_byte_buffer *send;
     grpc_slice details;
     int cancelled;
+    size_t reserved;      /* bytes of the answer counted as pending (rpc.h) */
     cr_sweep_entry sweep; /* listed while the request or the answer is on its way */
 } unary_call;
 
@@ -50,10 +51,28 @@ static grpc_status_code final_status(int ok, int cancelled, grpc_status_code sen
     return ok && !cancelled ? sent : GRPC_STATUS_CANCELLED;
 }
 
+/* An answer counts against --max-pending-reply-bytes until it is read (or
+ * the call ends); one that would pass it is not sent at all. */
+static void reserve_reply(unary_call *u)
+{
+    cr_reply *r = &u->reply;
+    if (r->status != GRPC_STATUS_OK || r->len == 0)
+        return;
+    if (cr_rpc_reserve_reply(u->base.rpc, r->len) == 0) {
+        u->reserved = r->len;
+        return;
+    }
+    cr_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "%s: answers not yet read by their clients hold more than "
+                   "--max-pending-reply-bytes with this one (%zu bytes); try again later",
+                   u->base.method->spec.path, r->len);
+}
+
 static void unary_done(cr_tag *tag, int ok)
 {
     unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
     cr_sweep_remove(cr_rpc_reply_sweep(u->base.rpc), &u->sweep);
+    cr_rpc_release_reply(u->base.rpc, u->reserved);
     cr_call_observe(&u->base, final_status(ok, u->cancelled, u->reply.status));
     if (u->send)
         grpc_byte_buffer_destroy(u->send);
@@ -66,6 +85,7 @@ static void unary_run(void *arg)
 {
     unary_call *u = arg;
     run_handler(&u->base, u->base.payload, &u->reply);
+    reserve_reply(u);
     grpc_op ops[4];
     size_t n = 0;
     memset(ops, 0, sizeof ops);

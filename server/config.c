@@ -106,6 +106,11 @@ static const cr_option SERVER_ROWS[] = {
      .offset = AT(reply_deadline_s), .def = 60, .min = 0, .max = 3600,
      .help = "seconds a client gets to read an answer once it is sent; then the call is "
              "cancelled and its memory freed; 0 = forever"},
+    {.name = "max-pending-reply-bytes", .key = "max_pending_reply_bytes", .type = CR_OPT_LONG,
+     .offset = AT(max_pending_reply_bytes), .def = 2147483648.0, .min = 1048576,
+     .max = CR_OPT_U64_MAX,
+     .help = "bytes of answers sent and not yet read by their clients, over all calls; an "
+             "answer past it is RESOURCE_EXHAUSTED (at least --max-message-bytes)"},
     {.name = "metrics-timeout", .key = "metrics_timeout_s", .type = CR_OPT_LONG,
      .offset = AT(metrics_timeout_s), .def = 10, .min = 1, .max = 3600,
      .help = "seconds a /metrics connection may stay silent before it is closed"},
@@ -310,6 +315,12 @@ static int check_server(const cr_server_config *s, char *err, size_t errlen)
 {
     /* gRPC core counts a message in and one out against the quota; below
      * that the largest allowed call could never be served. */
+    if (s->max_pending_reply_bytes < s->max_message_bytes) {
+        snprintf(err, errlen,
+                 "--max-pending-reply-bytes must be at least --max-message-bytes (%ld), got %ld",
+                 s->max_message_bytes, s->max_pending_reply_bytes);
+        return -1;
+    }
     if (s->memory_quota_bytes / 2 < s->max_message_bytes) {
         snprintf(err, errlen,
                  "--memory-quota-bytes must be at least twice --max-message-bytes (%ld), got %ld",

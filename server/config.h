@@ -33,6 +33,7 @@ typedef struct cr_server_config {
     long max_calls_per_method;      /* --max-calls-per-method, in flight */
     double request_deadline_s;      /* --request-deadline; 0 = off */
     double reply_deadline_s;        /* --reply-deadline; 0 = off */
+    long max_pending_reply_bytes;   /* --max-pending-reply-bytes */
     long metrics_timeout_s;         /* --metrics-timeout, idle HTTP connection */
     long metrics_max_connections;   /* --metrics-max-connections */
     long metrics_per_ip_connections; /* --metrics-per-ip-connections */

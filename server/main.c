@@ -116,11 +116,12 @@ static void log_stats(void *ctx)
     cr_core_stats st;
     cr_core_stats_read(s->handlers.core, &st);
     cr_log(CR_LOG_INFO, "current stats",
-           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
+           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
                      (json_int_t)cr_rpc_in_flight(s->rpc), "in_flight_by_method",
                      cr_rpc_describe_running(s->rpc), "refused_calls",
                      (json_int_t)cr_rpc_refused(s->rpc), "request_timeouts",
-                     (json_int_t)cr_rpc_request_timeouts(s->rpc), "reply_timeouts",
+                     (json_int_t)cr_rpc_request_timeouts(s->rpc), "pending_reply_bytes",
+                     (json_int_t)cr_rpc_pending_reply_bytes(s->rpc), "reply_timeouts",
                      (json_int_t)cr_rpc_reply_timeouts(s->rpc), "tracked_owners",
                      (json_int_t)st.tracked_owners, "generation", (json_int_t)st.generation,
                      "admitted", (json_int_t)st.admitted, "imbalance", st.imbalance));
@@ -170,7 +171,7 @@ static cr_rpc_limits rpc_limits(const cr_server_config *sc)
                            sc->max_connection_age_s,  sc->max_connection_age_grace_s,
                            sc->max_concurrent_streams, sc->memory_quota_bytes,
                            sc->max_calls_per_method,  sc->request_deadline_s,
-                           sc->reply_deadline_s};
+                           sc->reply_deadline_s,      sc->max_pending_reply_bytes};
 }
 
 /* The core is running (first probe done); serve it until a signal. */

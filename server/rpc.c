@@ -75,6 +75,7 @@ struct cr_rpc {
     _Atomic long in_flight;      /* calls arrived and not yet released */
     _Atomic long *method_calls;  /* the same, per method */
     _Atomic long refused;        /* over max_calls_per_method */
+    _Atomic long pending_reply;  /* bytes of unary answers out, not yet read */
 };
 
 /* The workers' queues and the own lane's (cr_method_spec.own_lane). */
@@ -446,6 +447,23 @@ cr_pool *cr_rpc_pool(cr_rpc *rpc) { return rpc->pool; }
 cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc) { return rpc->request_sweep; }
 cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc) { return rpc->reply_sweep; }
 long cr_rpc_refused(cr_rpc *rpc) { return atomic_load(&rpc->refused); }
+long cr_rpc_pending_reply_bytes(cr_rpc *rpc) { return atomic_load(&rpc->pending_reply); }
+
+int cr_rpc_reserve_reply(cr_rpc *rpc, size_t len)
+{
+    long cap = rpc->opt.limits.max_pending_reply_bytes;
+    long now = atomic_fetch_add(&rpc->pending_reply, (long)len) + (long)len;
+    if (cap > 0 && now > cap) {
+        atomic_fetch_sub(&rpc->pending_reply, (long)len);
+        return -1;
+    }
+    return 0;
+}
+
+void cr_rpc_release_reply(cr_rpc *rpc, size_t len)
+{
+    atomic_fetch_sub(&rpc->pending_reply, (long)len);
+}
 long cr_rpc_request_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->request_sweep); }
 long cr_rpc_reply_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->reply_sweep); }
 

@@ -96,6 +96,7 @@ typedef struct cr_rpc_limits {
     double request_deadline_s;         /* unary: a request not in this long is cancelled;
                                         * 0: gRPC core reads requests before the call */
     double reply_deadline_s;           /* unary: an answer unread this long is cancelled */
+    long max_pending_reply_bytes;      /* unary answers out and not yet read, in all */
 } cr_rpc_limits;
 
 typedef struct cr_rpc_options {
@@ -149,6 +150,12 @@ grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr
 
 /* Helpers for call kinds. */
 struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
+/* Counts len bytes of an answer against max_pending_reply_bytes until
+ * cr_rpc_release_reply: 0, or -1 (nothing counted) when they would pass it.
+ * Thread-safe. */
+int cr_rpc_reserve_reply(cr_rpc *rpc, size_t len);
+void cr_rpc_release_reply(cr_rpc *rpc, size_t len);
+long cr_rpc_pending_reply_bytes(cr_rpc *rpc);
 /* The request and reply deadlines' sweepers; NULL when off. */
 struct cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc);
 struct cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc);

@@ -327,6 +327,39 @@ class MemoryTest(h.SidecarTestCase):
                 c.close()
         sc.assert_clean_exit(self)
 
+    def test_unread_answers_share_a_byte_budget(self):
+        # However many calls a method may have, answers nobody reads hold at
+        # most --max-pending-reply-bytes: past it an answer is refused, not
+        # queued, and the budget comes back as the unread ones are cancelled.
+        owners = 500000  # a full GetRates answer is ~7.5 MB
+        sc = self.start_sidecar("--replan-interval", "0", "--reply-deadline", "2",
+                                "--max-message-bytes", str(16 << 20),
+                                "--max-pending-reply-bytes", str(20 << 20))
+        stub = sc.stub()
+        record_owners(stub, owners)
+        body = P.cr.GetRatesRequest().SerializeToString()
+        conns = [RawH2(sc.port, initial_window=0) for _ in range(2)]
+        try:
+            for c in conns:
+                c.call(h.SERVICE + "GetRates", body)
+            h.poll(lambda: stats_line(sc)["pending_reply_bytes"] > 14 << 20, 20, interval=0.2,
+                   what="two unread answers to be pending")
+            e = self.assertRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, stub.GetRates,
+                                    P.cr.GetRatesRequest())
+            self.assertRegex(e.details(), r"^/cacheroute.v1.CacheRoute/GetRates: answers not yet "
+                             r"read .*--max-pending-reply-bytes")
+            # Small answers still fit; full ones again once the unread are gone.
+            self.assertEqual(len(stub.GetRates(P.cr.GetRatesRequest(owners=[3]),
+                                               timeout=h.RPC_TIMEOUT).rates), 1)
+            h.poll(lambda: stats_line(sc)["pending_reply_bytes"] == 0, 20, interval=0.3,
+                   what="the unread answers to be cancelled")
+            r = stub.GetRates(P.cr.GetRatesRequest(), timeout=h.RPC_TIMEOUT)
+            self.assertEqual(len(r.rates), owners)
+        finally:
+            for c in conns:
+                c.close()
+        sc.assert_clean_exit(self)
+
     def test_stalled_uploads_are_bounded(self):
         # Streams announcing a big message and stalling after 1 MB used to
         # hold 1 MB each for good (1,100 of them held 1.1 GB; gRPC core's

@@ -129,6 +129,7 @@ metrics-listen, shutdown-grace and sysfs-root are rendered separately.
 - maxCallsPerMethod=max-calls-per-method
 - requestDeadline=request-deadline
 - replyDeadline=reply-deadline
+- maxPendingReplyBytes=max-pending-reply-bytes
 - metricsTimeout=metrics-timeout
 - metricsMaxConnections=metrics-max-connections
 - metricsPerIpConnections=metrics-per-ip-connections
