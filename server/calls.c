@@ -5,15 +5,27 @@
 
 #include "pool.h"
 #include "rpc.h"
+#include "sweep.h"
 #include "wire.h"
 
+/* A request at least this big is decoded and handled on the pool even for
+ * a quick method: decoding 64 MiB takes long enough to hold a worker (and
+ * the calls queued behind it) for a noticeable time. */
+#define INLINE_MAX_BYTES (1 << 20)
+
+/* A unary call reads its request itself (rather than gRPC core before the
+ * call arrives) so that a stalled upload is a call we can see: it counts
+ * against its method's cap and --request-deadline cancels it. With the
+ * deadline off, gRPC core reads it up front (cr_call.read_up_front). */
 typedef struct unary_call {
     cr_call base;
-    cr_tag done;
+    cr_tag received, done;
     cr_reply reply;
     grpc_byte_buffer *send;
     grpc_slice details;
     int cancelled;
+    size_t reserved;      /* bytes of the answer counted as pending (rpc.h) */
+    cr_sweep_entry sweep; /* listed while the request or the answer is on its way */
 } unary_call;
 
 /* Runs the method's handler on one message; the reply is OK or an error. */
@@ -40,9 +52,28 @@ static grpc_status_code final_status(int ok, int cancelled, grpc_status_code sen
     return ok && !cancelled ? sent : GRPC_STATUS_CANCELLED;
 }
 
+/* An answer counts against --max-pending-reply-bytes until it is read (or
+ * the call ends); one that would pass it is not sent at all. */
+static void reserve_reply(unary_call *u)
+{
+    cr_reply *r = &u->reply;
+    if (r->status != GRPC_STATUS_OK || r->len == 0)
+        return;
+    if (cr_rpc_reserve_reply(u->base.rpc, r->len) == 0) {
+        u->reserved = r->len;
+        return;
+    }
+    cr_reply_error(r, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "%s: answers not yet read by their clients hold more than "
+                   "--max-pending-reply-bytes with this one (%zu bytes); try again later",
+                   u->base.method->spec.path, r->len);
+}
+
 static void unary_done(cr_tag *tag, int ok)
 {
     unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
+    cr_sweep_remove(cr_rpc_reply_sweep(u->base.rpc), &u->sweep);
+    cr_rpc_release_reply(u->base.rpc, u->reserved);
     cr_call_observe(&u->base, final_status(ok, u->cancelled, u->reply.status));
     if (u->send)
         grpc_byte_buffer_destroy(u->send);
@@ -55,6 +86,7 @@ static void unary_run(void *arg)
 {
     unary_call *u = arg;
     run_handler(&u->base, u->base.payload, &u->reply);
+    reserve_reply(u);
     grpc_op ops[4];
     size_t n = 0;
     memset(ops, 0, sizeof ops);
@@ -71,19 +103,44 @@ static void unary_run(void *arg)
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &u->cancelled;
     u->done.fn = unary_done;
+    cr_sweep_add(cr_rpc_reply_sweep(u->base.rpc), &u->sweep, u->base.call);
     if (cr_start_batch(u->base.call, ops, n, &u->done) != GRPC_CALL_OK)
         unary_done(&u->done, 0);
 }
 
-static void unary_arrived(cr_call *c)
+/* The request is in (or the call broke: then there is no payload, and the
+ * reply batch fails at once, which ends the call). */
+static void unary_received(cr_tag *tag, int ok)
 {
-    if (c->method->spec.slow && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
+    (void)ok;
+    unary_call *u = CR_CONTAINER_OF(tag, unary_call, received);
+    cr_call *c = &u->base;
+    cr_sweep_remove(cr_rpc_request_sweep(c->rpc), &u->sweep);
+    cr_call_log_started(c);
+    int big = c->payload && grpc_byte_buffer_length(c->payload) >= INLINE_MAX_BYTES;
+    if ((c->method->spec.slow || big) && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
         return;
     unary_run(c);
 }
 
-const cr_call_kind cr_unary_kind = {sizeof(unary_call), GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
-                                    unary_arrived};
+static void unary_arrived(cr_call *c)
+{
+    unary_call *u = (unary_call *)c;
+    if (c->read_up_front) {
+        unary_received(&u->received, 1);
+        return;
+    }
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &c->payload;
+    u->received.fn = unary_received;
+    cr_sweep_add(cr_rpc_request_sweep(c->rpc), &u->sweep, c->call);
+    if (cr_start_batch(c->call, &op, 1, &u->received) != GRPC_CALL_OK)
+        unary_received(&u->received, 0);
+}
+
+const cr_call_kind cr_unary_kind = {sizeof(unary_call), GRPC_SRM_PAYLOAD_NONE, unary_arrived};
 
 /* ---- bidi each ---- */
 

@@ -98,6 +98,55 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
      .offset = AT(admin_token_file), .def_text = "",
      .help = "file holding the bearer token allowed state-changing calls"},
+    {.name = "handshake-timeout", .key = "handshake_timeout_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(handshake_timeout_s), .def = 10, .min = 0, .max = 3600,
+     .flags = CR_OPT_MIN_OPEN,
+     .help = "seconds a new connection gets to send its HTTP/2 preface and settings"},
+    {.name = "max-connection-idle", .key = "max_connection_idle_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(max_connection_idle_s), .def = 1800, .min = 0, .max = 2000000,
+     .help = "seconds a connection without calls is kept open; 0 = forever"},
+    {.name = "max-connection-age", .key = "max_connection_age_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(max_connection_age_s), .def = 0, .min = 0, .max = 2000000,
+     .help = "seconds after which a connection is asked to go away (clients reconnect); "
+             "0 = never"},
+    {.name = "max-connection-age-grace", .key = "max_connection_age_grace_s",
+     .type = CR_OPT_DOUBLE, .offset = AT(max_connection_age_grace_s), .def = 30, .min = 0,
+     .max = 2000000,
+     .help = "seconds calls on a connection past --max-connection-age get before it closes"},
+    {.name = "max-concurrent-streams", .key = "max_concurrent_streams", .type = CR_OPT_LONG,
+     .offset = AT(max_concurrent_streams), .def = 1000, .min = 1, .max = 2147483647.0,
+     .help = "calls open at once on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)"},
+    {.name = "memory-quota-bytes", .key = "memory_quota_bytes", .type = CR_OPT_LONG,
+     .offset = AT(memory_quota_bytes), .def = 4294967296.0, .min = 16777216,
+     .max = CR_OPT_U64_MAX,
+     .help = "memory gRPC core may hold for connections and messages in transit, bytes; "
+             "past it, connections are closed"},
+    {.name = "max-calls-per-method", .key = "max_calls_per_method", .type = CR_OPT_LONG,
+     .offset = AT(max_calls_per_method), .def = 1024, .min = 1, .max = 1000000,
+     .help = "calls of one method in flight at once; more are RESOURCE_EXHAUSTED at once"},
+    {.name = "request-deadline", .key = "request_deadline_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(request_deadline_s), .def = 60, .min = 0, .max = 3600,
+     .help = "seconds a client gets to send a unary call's request once the call started; "
+             "then the call is cancelled and its buffers freed; 0 = forever (and ~30 us "
+             "less per call: gRPC core reads requests before the call is ours)"},
+    {.name = "reply-deadline", .key = "reply_deadline_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(reply_deadline_s), .def = 60, .min = 0, .max = 3600,
+     .help = "seconds a client gets to read an answer once it is sent; then the call is "
+             "cancelled and its memory freed; 0 = forever"},
+    {.name = "max-pending-reply-bytes", .key = "max_pending_reply_bytes", .type = CR_OPT_LONG,
+     .offset = AT(max_pending_reply_bytes), .def = 2147483648.0, .min = 1048576,
+     .max = CR_OPT_U64_MAX,
+     .help = "bytes of answers sent and not yet read by their clients, over all calls; an "
+             "answer past it is RESOURCE_EXHAUSTED (at least --max-message-bytes)"},
+    {.name = "metrics-timeout", .key = "metrics_timeout_s", .type = CR_OPT_LONG,
+     .offset = AT(metrics_timeout_s), .def = 10, .min = 1, .max = 3600,
+     .help = "seconds a /metrics connection may stay silent before it is closed"},
+    {.name = "metrics-max-connections", .key = "metrics_max_connections", .type = CR_OPT_LONG,
+     .offset = AT(metrics_max_connections), .def = 128, .min = 1, .max = 4096,
+     .help = "/metrics connections open at once"},
+    {.name = "metrics-per-ip-connections", .key = "metrics_per_ip_connections",
+     .type = CR_OPT_LONG, .offset = AT(metrics_per_ip_connections), .def = 8, .min = 1,
+     .max = 4096, .help = "/metrics connections open at once from one IP address"},
 };
 
 const cr_option_table cr_server_options = CR_OPTION_TABLE("", SERVER_ROWS);
@@ -288,6 +337,26 @@ static int apply_flags(cr_config *cfg, const given *g, size_t n, char *err, size
     return 0;
 }
 
+/* The server's rules across its rows. */
+static int check_server(const cr_server_config *s, char *err, size_t errlen)
+{
+    /* gRPC core counts a message in and one out against the quota; below
+     * that the largest allowed call could never be served. */
+    if (s->max_pending_reply_bytes < s->max_message_bytes) {
+        snprintf(err, errlen,
+                 "--max-pending-reply-bytes must be at least --max-message-bytes (%ld), got %ld",
+                 s->max_message_bytes, s->max_pending_reply_bytes);
+        return -1;
+    }
+    if (s->memory_quota_bytes / 2 < s->max_message_bytes) {
+        snprintf(err, errlen,
+                 "--memory-quota-bytes must be at least twice --max-message-bytes (%ld), got %ld",
+                 s->max_message_bytes, s->memory_quota_bytes);
+        return -1;
+    }
+    return 0;
+}
+
 /* What the rows cannot see: each component's own rules across fields. */
 static int check_components(const cr_config *cfg, char *err, size_t errlen)
 {
@@ -300,7 +369,7 @@ static int check_components(const cr_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "%s", e.msg);
         return -1;
     }
-    return 0;
+    return check_server(&cfg->server, err, errlen);
 }
 
 static void set_defaults(cr_config *cfg)
@@ -476,4 +545,9 @@ void cr_config_usage(FILE *out)
                     ? "; repeatable (the variable takes a space-separated list)"
                     : "");
     }
+    fprintf(out, "\nSignals: SIGTERM, SIGINT and SIGQUIT drain: health turns NOT_SERVING, calls in\n"
+                 "flight get --shutdown-grace seconds, then are cancelled, and the sidecar exits 0\n"
+                 "within the grace + 1 s (a handler still running then is not waited for).\n"
+                 "SIGHUP reloads (certificates), SIGUSR1 writes a state snapshot, SIGUSR2 logs\n"
+                 "the current figures; none of these three stops serving.\n");
 }

@@ -29,6 +29,21 @@ typedef struct cr_server_config {
     char **admin_identities;  /* --admin-identity, repeatable */
     size_t n_admin_identities;
     char *admin_token_file;   /* --admin-token-file path, "" = no token */
+    /* Bounds on what clients can make the server hold: connections,
+     * streams, memory, calls and time (README, "Limits"). */
+    double handshake_timeout_s;     /* --handshake-timeout */
+    double max_connection_idle_s;   /* --max-connection-idle; 0 = off */
+    double max_connection_age_s;    /* --max-connection-age; 0 = off */
+    double max_connection_age_grace_s; /* --max-connection-age-grace */
+    long max_concurrent_streams;    /* --max-concurrent-streams, per connection */
+    long memory_quota_bytes;        /* --memory-quota-bytes, gRPC core's buffers */
+    long max_calls_per_method;      /* --max-calls-per-method, in flight */
+    double request_deadline_s;      /* --request-deadline; 0 = off */
+    double reply_deadline_s;        /* --reply-deadline; 0 = off */
+    long max_pending_reply_bytes;   /* --max-pending-reply-bytes */
+    long metrics_timeout_s;         /* --metrics-timeout, idle HTTP connection */
+    long metrics_max_connections;   /* --metrics-max-connections */
+    long metrics_per_ip_connections; /* --metrics-per-ip-connections */
 } cr_server_config;
 
 extern const cr_option_table cr_server_options;

@@ -1,9 +1,11 @@
 /* cacheroute-sidecar: loads the configuration, builds the core, serves it
- * over gRPC until SIGTERM or SIGINT. */
+ * over gRPC until SIGTERM, SIGINT or SIGQUIT (signals.h says what the
+ * others do). */
 #include <grpc/grpc.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "authz.h"
 #include "config.h"
@@ -16,9 +18,16 @@
 #include "reflection.h"
 #include "rpc.h"
 #include "security.h"
+#include "signals.h"
 #include "watch.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
+#define HEALTH "/grpc.health.v1.Health/" /* served on its own lane: probes never wait */
+
+/* After --shutdown-grace, handlers still running get this much longer to
+ * return; then the process ends without them (README: the sidecar exits
+ * within the grace + 1 s, this and the final snapshot included). */
+#define SHUTDOWN_MARGIN_S 0.5
 
 /* What the sidecar serves; each handler's ctx is filled before serving. */
 typedef struct sidecar {
@@ -29,6 +38,9 @@ typedef struct sidecar {
     cr_watch_hub *watch; /* WatchDecisions */
     cr_observer observer;
     cr_security security;
+    cr_rpc *rpc;             /* while serving */
+    cr_signal_hooks signals; /* SIGHUP, SIGUSR1, SIGUSR2 */
+    json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
 
 enum { N_METHODS = 15 };
@@ -72,23 +84,126 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
-static void log_config(const cr_config *c, int port, int metrics_port, int health_port)
+static void log_config(const cr_config *c, const sidecar *s, int port, int metrics_port,
+                       int health_port)
 {
     json_t *fields = cr_config_json(c);
     json_object_set_new(fields, "port", json_integer(port));
     json_object_set_new(fields, "metrics_port", json_integer(metrics_port));
     json_object_set_new(fields, "health_port", json_integer(health_port));
+    json_object_set(fields, "nofile", s->nofile);
     cr_log(CR_LOG_INFO, "serving", fields);
 }
 
-/* Waits for SIGTERM or SIGINT and returns it; SIGHUP on the way reloads the
- * TLS files. */
-static int wait_for_stop(sidecar *s, const sigset_t *signals)
+static json_t *rlim_json(rlim_t v)
 {
-    int sig = 0;
-    while (sigwait(signals, &sig) == 0 && sig == SIGHUP)
-        cr_security_reload(&s->security);
-    return sig;
+    return v == RLIM_INFINITY ? json_string("unlimited") : json_integer((json_int_t)v);
+}
+
+/* gRPC core's listener stops for good when accept fails with EMFILE
+ * (Debian's 1.51), so the sidecar takes every descriptor the hard limit
+ * allows. Returns the limits before and after, for the start-up log. */
+static json_t *raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0)
+        return json_null();
+    rlim_t before = r.rlim_cur;
+    r.rlim_cur = r.rlim_max;
+    if (r.rlim_max == RLIM_INFINITY) { /* the kernel still caps it at nr_open */
+        FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+        unsigned long nr = 1048576;
+        if (f && fscanf(f, "%lu", &nr) != 1)
+            nr = 1048576;
+        if (f)
+            fclose(f);
+        r.rlim_cur = (rlim_t)nr;
+    }
+    int raised = setrlimit(RLIMIT_NOFILE, &r) == 0;
+    getrlimit(RLIMIT_NOFILE, &r);
+    return json_pack("{s:o,s:o,s:o,s:b}", "soft_at_start", rlim_json(before), "soft",
+                     rlim_json(r.rlim_cur), "hard", rlim_json(r.rlim_max), "raised", raised);
+}
+
+/* SIGUSR2: what the sidecar holds right now, in one line. */
+static void log_stats(void *ctx)
+{
+    sidecar *s = ctx;
+    cr_core_stats st;
+    cr_core_stats_read(s->handlers.core, &st);
+    cr_log(CR_LOG_INFO, "current stats",
+           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
+                     (json_int_t)cr_rpc_in_flight(s->rpc), "in_flight_by_method",
+                     cr_rpc_describe_running(s->rpc), "refused_calls",
+                     (json_int_t)cr_rpc_refused(s->rpc), "request_timeouts",
+                     (json_int_t)cr_rpc_request_timeouts(s->rpc), "pending_reply_bytes",
+                     (json_int_t)cr_rpc_pending_reply_bytes(s->rpc), "reply_timeouts",
+                     (json_int_t)cr_rpc_reply_timeouts(s->rpc), "tracked_owners",
+                     (json_int_t)st.tracked_owners, "generation", (json_int_t)st.generation,
+                     "admitted", (json_int_t)st.admitted, "imbalance", st.imbalance));
+}
+
+/* HOOK POINT: the final state snapshot. cr_core_stop stops the replanner
+ * and (with --state-file) writes the snapshot; it runs on every way out,
+ * before a forced exit too, while a handler may still be using the core
+ * (which core.h allows after cr_core_stop). */
+static void final_snapshot(sidecar *s) { cr_core_stop(s->handlers.core); }
+
+/* Handlers outlived the grace and its margin: they are not waited for, and
+ * nothing they may use is freed; the process ends here, its log lines
+ * written (each cr_log line is one write(2), so nothing is buffered). */
+static void forced_exit(sidecar *s, cr_rpc *rpc, long stuck, double waited)
+{
+    final_snapshot(s);
+    cr_log(CR_LOG_WARN, "exiting with calls still running",
+           json_pack("{s:I,s:o,s:f}", "calls", (json_int_t)stuck, "methods",
+                     cr_rpc_describe_running(rpc), "margin_s", SHUTDOWN_MARGIN_S));
+    cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f,s:b}", "drain_s", waited, "forced", 1));
+    _exit(0);
+}
+
+/* SIGHUP: re-read the TLS files and the admin token file. */
+static void reload_security(void *ctx)
+{
+    sidecar *s = ctx;
+    cr_security_reload(&s->security);
+}
+
+/* SIGUSR1: write the state file now (a no-op without --state-file). */
+static void snapshot_now(void *ctx)
+{
+    sidecar *s = ctx;
+    cr_error e;
+    if (cr_core_snapshot(s->handlers.core, &e) != CR_OK)
+        cr_log(CR_LOG_ERROR, "cannot write the state file", json_pack("{s:s}", "error", e.msg));
+}
+
+static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
+{
+    int sig = cr_signals_wait(&s->signals);
+    cr_log(CR_LOG_INFO, "shutting down",
+           json_pack("{s:s,s:f,s:I}", "signal", cr_signal_name(sig), "grace_s",
+                     cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
+    cr_health_set_serving(s->health, 0);
+    cr_health_end_watches(s->health);
+    cr_watch_end(s->watch);
+    long stuck = 0;
+    double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s, SHUTDOWN_MARGIN_S, &stuck);
+    if (stuck)
+        forced_exit(s, rpc, stuck, waited);
+    s->rpc = NULL;
+    cr_rpc_free(rpc);
+    final_snapshot(s);
+    cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
+}
+
+static cr_rpc_limits rpc_limits(const cr_server_config *sc)
+{
+    return (cr_rpc_limits){sc->handshake_timeout_s,   sc->max_connection_idle_s,
+                           sc->max_connection_age_s,  sc->max_connection_age_grace_s,
+                           sc->max_concurrent_streams, sc->memory_quota_bytes,
+                           sc->max_calls_per_method,  sc->request_deadline_s,
+                           sc->reply_deadline_s,      sc->max_pending_reply_bytes};
 }
 
 /* --health-listen: grpc.health.v1 alone, plaintext (kubelet gRPC probes
@@ -103,44 +218,33 @@ static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *me
     if (!*sc->health_listen)
         return NULL;
     for (size_t i = 0; i < N_METHODS && n < 2; i++)
-        if (strncmp(methods[i].path, "/grpc.health.v1.Health/", 23) == 0)
+        if (strncmp(methods[i].path, HEALTH, strlen(HEALTH)) == 0)
             health[n++] = methods[i];
     cr_rpc_options opt = {.listen = sc->health_listen, .threads = 1, .max_message_bytes = 65536,
-                          .listen_flag = "--health-listen"};
+                          .listen_flag = "--health-listen", .limits = rpc_limits(sc)};
     cr_rpc *rpc = cr_rpc_start(&opt, health, n, err, errlen);
     *failed = rpc == NULL;
     return rpc;
 }
 
-static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc, const sigset_t *signals)
-{
-    int sig = wait_for_stop(s, signals);
-    cr_log(CR_LOG_INFO, "shutting down",
-           json_pack("{s:s,s:f,s:I}", "signal", sig == SIGTERM ? "SIGTERM" : "SIGINT", "grace_s",
-                     cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
-    cr_health_set_serving(s->health, 0);
-    cr_health_end_watches(s->health);
-    cr_watch_end(s->watch);
-    double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s);
-    cr_rpc_free(rpc);
-    cr_core_stop(s->handlers.core);
-    cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
-}
-
 /* The core is running (first probe done); serve it until a signal. */
-static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods,
-                 const sigset_t *signals)
+static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods)
 {
     char err[512];
     const cr_server_config *sc = &cfg->server;
-    if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, cr_observe_gauges,
-                                                &s->observer, err, sizeof err)) {
+    cr_metrics_http_limits ml = {(unsigned)sc->metrics_timeout_s,
+                                 (unsigned)sc->metrics_max_connections,
+                                 (unsigned)sc->metrics_per_ip_connections};
+    if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, &ml,
+                                                cr_observe_gauges, &s->observer, err,
+                                                sizeof err)) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         return 2;
     }
     cr_rpc_options opt = {.listen = sc->listen, .threads = (int)sc->threads,
                           .max_message_bytes = sc->max_message_bytes, .observe = observe_rpc,
-                          .observe_ctx = s->metrics};
+                          .observe_ctx = s->metrics, .limits = rpc_limits(sc),
+                          .own_lane_prefix = HEALTH};
     cr_security_apply(&s->security, &opt);
     int failed = 0;
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
@@ -148,20 +252,26 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     if (!rpc || failed) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         if (rpc) {
-            cr_rpc_shutdown(rpc, 0);
+            long stuck = 0;
+            cr_rpc_shutdown(rpc, 0, SHUTDOWN_MARGIN_S, &stuck);
             cr_rpc_free(rpc);
         }
         return 2;
     }
+    s->rpc = rpc;
+    cr_signals_on(&s->signals, CR_SIGNAL_STATS, "stats", log_stats, s);
+    cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "tls", reload_security, s);
+    cr_signals_on(&s->signals, CR_SIGNAL_SNAPSHOT, "state", snapshot_now, s);
     cr_health_set_serving(s->health, 1);
     cr_error e;
     if (cr_core_start(s->handlers.core, &e) != CR_OK)
         cr_log(CR_LOG_ERROR, "cannot start the replanner", json_pack("{s:s}", "error", e.msg));
-    log_config(cfg, cr_rpc_port(rpc), cr_metrics_port(s->metrics),
+    log_config(cfg, s, cr_rpc_port(rpc), cr_metrics_port(s->metrics),
                health ? cr_rpc_port(health) : 0);
-    wait_and_drain(cfg, s, rpc, signals);
+    wait_and_drain(cfg, s, rpc);
     if (health) { /* it answered NOT_SERVING through the drain */
-        cr_rpc_shutdown(health, 0);
+        long stuck = 0;
+        cr_rpc_shutdown(health, 0, SHUTDOWN_MARGIN_S, &stuck);
         cr_rpc_free(health);
     }
     cr_metrics_stop(s->metrics);
@@ -169,9 +279,10 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
 }
 
 /* Builds the parts, serves, and tears down in reverse. */
-static int run(const cr_config *cfg, const sigset_t *signals)
+static int run(const cr_config *cfg, json_t *nofile)
 {
-    sidecar s = {.handlers.max_message = (size_t)cfg->server.max_message_bytes};
+    sidecar s = {.handlers.max_message = (size_t)cfg->server.max_message_bytes,
+                 .nofile = nofile};
     cr_method_spec methods[N_METHODS];
     const char *paths[N_METHODS];
     s.health = cr_health_new();
@@ -204,7 +315,7 @@ static int run(const cr_config *cfg, const sigset_t *signals)
                              sizeof err) != 0)
             fprintf(stderr, "cacheroute-sidecar: %s\n", err);
         else
-            rc = serve(cfg, &s, methods, signals);
+            rc = serve(cfg, &s, methods);
         cr_security_close(&s.security);
         grpc_shutdown();
     }
@@ -218,15 +329,9 @@ static int run(const cr_config *cfg, const sigset_t *signals)
 
 int main(int argc, char **argv)
 {
-    /* Block the shutdown signals in every thread (gRPC's included); the main
-     * thread takes them with sigwait. */
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGHUP); /* reloads the TLS files (wait_for_stop) */
-    pthread_sigmask(SIG_BLOCK, &signals, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* Blocked in every thread (gRPC's included); the main thread takes
+     * them with sigwait. */
+    cr_signals_block();
 
     cr_config cfg;
     char err[512];
@@ -242,7 +347,9 @@ int main(int argc, char **argv)
     if (rc == 0) {
         cr_log_set_level(cfg.server.log_level);
         cr_log_capture_grpc();
-        rc = run(&cfg, &signals);
+        json_t *nofile = raise_nofile();
+        rc = run(&cfg, nofile);
+        json_decref(nofile);
     } else {
         rc = rc < 0 ? 2 : 0;
     }

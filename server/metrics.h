@@ -49,10 +49,19 @@ void cr_page_label(char *buf, size_t len, const char *key, const char *value);
 /* The whole page (malloc'd, *len bytes, NUL-terminated), or NULL. */
 char *cr_metrics_render(cr_metrics *m, cr_metrics_sample_fn sample, void *ctx, size_t *len);
 
-/* Serves GET /metrics on listen ("host:port", "[v6]:port"). Returns 0, or -1
- * with err naming --metrics-listen. */
-int cr_metrics_serve(cr_metrics *m, const char *listen, cr_metrics_sample_fn sample, void *ctx,
-                     char *err, size_t errlen);
+/* What a scraper, or anyone who can reach the port, may hold: a
+ * connection silent for timeout_s is closed; at most max_connections are
+ * open, at most per_ip_connections from one address (so a trickling client
+ * cannot lock the others out). 0 in a field: libmicrohttpd's default. */
+typedef struct cr_metrics_http_limits {
+    unsigned timeout_s, max_connections, per_ip_connections;
+} cr_metrics_http_limits;
+
+/* Serves GET /metrics on listen ("host:port", "[v6]:port") on one thread of
+ * its own, within limits (NULL: the defaults). Returns 0, or -1 with err
+ * naming --metrics-listen. */
+int cr_metrics_serve(cr_metrics *m, const char *listen, const cr_metrics_http_limits *limits,
+                     cr_metrics_sample_fn sample, void *ctx, char *err, size_t errlen);
 void cr_metrics_stop(cr_metrics *m);
 /* The bound port while serving (useful with port 0), else 0. */
 int cr_metrics_port(const cr_metrics *m);

@@ -75,9 +75,11 @@ static int resolve(const char *listen, struct addrinfo **out)
     return getaddrinfo(*host ? host : NULL, colon + 1, &hints, out) == 0 ? 0 : -1;
 }
 
-int cr_metrics_serve(cr_metrics *m, const char *listen, cr_metrics_sample_fn sample, void *ctx,
-                     char *err, size_t errlen)
+int cr_metrics_serve(cr_metrics *m, const char *listen, const cr_metrics_http_limits *limits,
+                     cr_metrics_sample_fn sample, void *ctx, char *err, size_t errlen)
 {
+    static const cr_metrics_http_limits defaults = {30, 64, 0};
+    const cr_metrics_http_limits *l = limits ? limits : &defaults;
     struct addrinfo *ai = NULL;
     cr_metrics_http *h = calloc(1, sizeof *h);
     if (!h || resolve(listen, &ai) != 0) {
@@ -89,9 +91,20 @@ int cr_metrics_serve(cr_metrics *m, const char *listen, cr_metrics_sample_fn sam
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR,
-                                 ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-                                 MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_END);
+    /* One polling thread serves every connection (a slow one holds a slot,
+     * never the thread); the limits bound the slots, per address too. */
+    struct MHD_OptionItem opts[5] = {{MHD_OPTION_SOCK_ADDR, 0, ai->ai_addr}};
+    size_t n = 1;
+    if (l->timeout_s)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, l->timeout_s, NULL};
+    if (l->max_connections)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, l->max_connections, NULL};
+    if (l->per_ip_connections)
+        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                                            l->per_ip_connections, NULL};
+    opts[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, answer, h, MHD_OPTION_ARRAY, opts,
+                                 MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->daemon) {
         snprintf(err, errlen, "--metrics-listen: cannot listen on '%s' (bad address, or in use)",

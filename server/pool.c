@@ -1,7 +1,9 @@
 #include "pool.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 typedef struct job {
     void (*fn)(void *);
@@ -12,10 +14,13 @@ typedef struct job {
 struct cr_pool {
     pthread_mutex_t lock;
     pthread_cond_t wake;
+    pthread_cond_t exited; /* a thread is about to return */
     job *head, *tail;
     int stopping;
     int n_threads;
+    int alive; /* threads that have not returned yet */
     pthread_t *threads;
+    unsigned char *joined; /* per thread */
 };
 
 static void *pool_main(void *arg)
@@ -36,6 +41,8 @@ static void *pool_main(void *arg)
         free(j);
         pthread_mutex_lock(&p->lock);
     }
+    p->alive--;
+    pthread_cond_broadcast(&p->exited);
     pthread_mutex_unlock(&p->lock);
     return NULL;
 }
@@ -46,11 +53,24 @@ cr_pool *cr_pool_new(int threads)
     if (!p)
         return NULL;
     p->threads = calloc((size_t)threads, sizeof *p->threads);
+    p->joined = calloc((size_t)threads, 1);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
-    for (int i = 0; p->threads && i < threads; i++) {
-        if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0)
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->exited, &attr);
+    pthread_condattr_destroy(&attr);
+    for (int i = 0; p->threads && p->joined && i < threads; i++) {
+        pthread_mutex_lock(&p->lock);
+        p->alive++;
+        pthread_mutex_unlock(&p->lock);
+        if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) {
+            pthread_mutex_lock(&p->lock);
+            p->alive--;
+            pthread_mutex_unlock(&p->lock);
             break;
+        }
         p->n_threads++;
     }
     if (p->n_threads != threads) {
@@ -82,16 +102,41 @@ int cr_pool_submit(cr_pool *p, void (*fn)(void *), void *arg)
     return 0;
 }
 
-void cr_pool_drain(cr_pool *p)
+int cr_pool_drain_for(cr_pool *p, double seconds)
 {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (!isinf(seconds)) {
+        double end = (double)until.tv_sec + until.tv_nsec * 1e-9 + (seconds > 0 ? seconds : 0);
+        until.tv_sec = (time_t)end;
+        until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+    }
     pthread_mutex_lock(&p->lock);
     p->stopping = 1;
     pthread_cond_broadcast(&p->wake);
+    while (p->alive > 0) {
+        if (isinf(seconds))
+            pthread_cond_wait(&p->exited, &p->lock);
+        else if (pthread_cond_timedwait(&p->exited, &p->lock, &until) != 0)
+            break;
+    }
+    int ended = p->alive == 0;
     pthread_mutex_unlock(&p->lock);
-    for (int i = 0; i < p->n_threads; i++)
-        pthread_join(p->threads[i], NULL);
-    p->n_threads = 0;
+    /* Threads that did end are joined either way (an unjoined one is a
+     * leak to ThreadSanitizer when the process ends without the others). */
+    for (int i = 0; i < p->n_threads; i++) {
+        if (p->joined[i])
+            continue;
+        if (ended)
+            pthread_join(p->threads[i], NULL);
+        else if (pthread_tryjoin_np(p->threads[i], NULL) != 0)
+            continue;
+        p->joined[i] = 1;
+    }
+    return ended ? 0 : -1;
 }
+
+void cr_pool_drain(cr_pool *p) { cr_pool_drain_for(p, INFINITY); }
 
 void cr_pool_free(cr_pool *p)
 {
@@ -100,6 +145,8 @@ void cr_pool_free(cr_pool *p)
     cr_pool_drain(p);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->exited);
     free(p->threads);
+    free(p->joined);
     free(p);
 }

@@ -5,6 +5,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "log.h"
 #include "pool.h"
+#include "sweep.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define CR_TSAN 1
@@ -63,12 +65,40 @@ struct cr_rpc {
     grpc_completion_queue *shutdown_cq;
     cr_method *methods;
     size_t n_methods;
-    cr_worker *workers;
+    cr_worker *workers; /* n_workers, then the own lane's (n_queues) */
     int n_workers;
     int port;
     cr_pool *pool;
-    _Atomic long in_flight; /* calls arrived and not yet released */
+    cr_sweep *request_sweep;     /* request deadlines; NULL when off */
+    cr_sweep *reply_sweep;       /* reply deadlines; NULL when off */
+    grpc_resource_quota *quota;  /* NULL when off */
+    _Atomic long in_flight;      /* calls arrived and not yet released */
+    _Atomic long *method_calls;  /* the same, per method */
+    _Atomic long refused;        /* over max_calls_per_method */
+    _Atomic long pending_reply;  /* bytes of unary answers out, not yet read */
 };
+
+/* The workers' queues and the own lane's (cr_method_spec.own_lane). */
+static int n_queues(const cr_rpc *rpc) { return rpc->n_workers + 1; }
+static int is_lane(const cr_rpc *rpc, int queue) { return queue == rpc->n_workers; }
+/* How gRPC core hands m's calls over. A unary call normally reads its own
+ * request (calls.c), one completion more per call (~30 us on loopback);
+ * without a request deadline there is nothing to gain from that, so gRPC
+ * core reads the request before the call arrives. */
+static grpc_server_register_method_payload_handling payload_of(const cr_rpc_options *opt,
+                                                               const cr_method_spec *m)
+{
+    if (m->kind == &cr_unary_kind && !(opt->limits.request_deadline_s > 0))
+        return GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
+    return m->kind->payload;
+}
+
+static int on_own_lane(const cr_rpc_options *opt, const cr_method_spec *m)
+{
+    const char *p = opt->own_lane_prefix;
+    return p && *p && strncmp(m->path, p, strlen(p)) == 0;
+}
+static size_t method_index(const cr_call *c) { return (size_t)(c->method - c->rpc->methods); }
 
 double cr_rpc_clock(void)
 {
@@ -78,6 +108,7 @@ double cr_rpc_clock(void)
 }
 
 static void call_arrived(cr_tag *tag, int ok);
+static void refuse(cr_call *c);
 
 /* Asks the server for the next call to m, delivered on cq. */
 static void request_call(cr_rpc *rpc, const cr_method *m, grpc_completion_queue *cq)
@@ -90,8 +121,8 @@ static void request_call(cr_rpc *rpc, const cr_method *m, grpc_completion_queue 
     c->method = m;
     c->cq = cq;
     grpc_metadata_array_init(&c->metadata);
-    grpc_byte_buffer **payload =
-        m->spec.kind->payload == GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER ? &c->payload : NULL;
+    c->read_up_front = payload_of(&rpc->opt, &m->spec) == GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER;
+    grpc_byte_buffer **payload = c->read_up_front ? &c->payload : NULL;
     TAG_HANDOFF(&c->arrived);
     if (grpc_server_request_registered_call(rpc->server, m->handle, &c->call, &c->deadline,
                                             &c->metadata, payload, cq, cq, &c->arrived) !=
@@ -112,13 +143,22 @@ static void call_arrived(cr_tag *tag, int ok)
     request_call(c->rpc, c->method, c->cq);
     c->started = cr_rpc_clock();
     atomic_fetch_add(&c->rpc->in_flight, 1);
-    if (cr_log_enabled(CR_LOG_DEBUG))
-        cr_log(CR_LOG_DEBUG, "call started", json_pack("{s:s}", "method", c->method->spec.path));
+    long calls = atomic_fetch_add(&c->rpc->method_calls[method_index(c)], 1) + 1;
+    /* A unary call says so once its request is in, when its handler is
+     * about to run (calls.c). */
+    if (c->method->spec.kind != &cr_unary_kind)
+        cr_call_log_started(c);
+    long cap = c->rpc->opt.limits.max_calls_per_method;
+    if (cap > 0 && calls > cap) {
+        refuse(c);
+        return;
+    }
     c->method->spec.kind->arrived(c);
 }
 
 void cr_call_release(cr_call *c)
 {
+    atomic_fetch_sub(&c->rpc->method_calls[method_index(c)], 1);
     atomic_fetch_sub(&c->rpc->in_flight, 1);
     if (c->payload)
         grpc_byte_buffer_destroy(c->payload);
@@ -128,12 +168,17 @@ void cr_call_release(cr_call *c)
     free(c);
 }
 
+void cr_call_log_started(const cr_call *c)
+{
+    if (cr_log_enabled(CR_LOG_DEBUG))
+        cr_log(CR_LOG_DEBUG, "call started", json_pack("{s:s}", "method", c->method->spec.path));
+}
+
 void cr_call_observe(cr_call *c, grpc_status_code status)
 {
     double seconds = cr_rpc_clock() - c->started;
     if (c->rpc->opt.observe)
-        c->rpc->opt.observe(c->rpc->opt.observe_ctx, (size_t)(c->method - c->rpc->methods), status,
-                            seconds);
+        c->rpc->opt.observe(c->rpc->opt.observe_ctx, method_index(c), status, seconds);
     if (cr_log_enabled(CR_LOG_DEBUG))
         cr_log(CR_LOG_DEBUG, "call finished",
                json_pack("{s:s,s:i,s:f}", "method", c->method->spec.path, "status", (int)status,
@@ -154,6 +199,49 @@ int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out)
                    "or the --admin-token-file token as 'authorization: Bearer' metadata",
                    m->path, conditional ? " " : "", conditional ? m->admin_when : "");
     return 0;
+}
+
+/* Ends a call that has run nothing: status with details, as one batch
+ * whose completion runs tag. */
+static grpc_call_error answer_at_once(grpc_call *call, grpc_status_code status,
+                                      grpc_slice *details, int *cancelled, cr_tag *tag)
+{
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[1].data.send_status_from_server.status = status;
+    ops[1].data.send_status_from_server.status_details = details;
+    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    ops[2].data.recv_close_on_server.cancelled = cancelled;
+    return cr_start_batch(call, ops, 3, tag);
+}
+
+/* ---- calls over their method's cap ---- */
+
+static void refused_done(cr_tag *tag, int ok)
+{
+    cr_call *c = CR_CONTAINER_OF(tag, cr_call, arrived);
+    cr_call_observe(c, ok && !c->refusal_cancelled ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                                                   : GRPC_STATUS_CANCELLED);
+    grpc_slice_unref(c->refusal);
+    cr_call_release(c);
+}
+
+/* Answers RESOURCE_EXHAUSTED before the kind sees the call: nothing of it
+ * runs. The arrival tag is free again, so the answer reuses it. */
+static void refuse(cr_call *c)
+{
+    char text[300];
+    atomic_fetch_add(&c->rpc->refused, 1);
+    snprintf(text, sizeof text,
+             "%s: %ld calls in flight already, the most --max-calls-per-method allows",
+             c->method->spec.path, c->rpc->opt.limits.max_calls_per_method);
+    c->refusal = grpc_slice_from_copied_string(text);
+    c->arrived.fn = refused_done;
+    if (answer_at_once(c->call, GRPC_STATUS_RESOURCE_EXHAUSTED, &c->refusal,
+                       &c->refusal_cancelled, &c->arrived) != GRPC_CALL_OK)
+        refused_done(&c->arrived, 0);
 }
 
 /* ---- unknown methods ---- */
@@ -205,16 +293,9 @@ static void unknown_arrived(cr_tag *tag, int ok)
     snprintf(text, sizeof text, "unknown method %s", method);
     gpr_free(method);
     u->message = grpc_slice_from_copied_string(text);
-    grpc_op ops[3];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[1].data.send_status_from_server.status = GRPC_STATUS_UNIMPLEMENTED;
-    ops[1].data.send_status_from_server.status_details = &u->message;
-    ops[2].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[2].data.recv_close_on_server.cancelled = &u->cancelled;
     u->done.fn = unknown_done;
-    if (cr_start_batch(u->call, ops, 3, &u->done) != GRPC_CALL_OK)
+    if (answer_at_once(u->call, GRPC_STATUS_UNIMPLEMENTED, &u->message, &u->cancelled,
+                       &u->done) != GRPC_CALL_OK)
         unknown_done(&u->done, 0);
 }
 
@@ -236,9 +317,47 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static grpc_server *create_server(const cr_rpc_options *opt)
+static int millis(double s) { return s * 1e3 >= INT_MAX ? INT_MAX : (int)(s * 1e3); }
+
+static grpc_arg int_arg(const char *key, int value)
 {
-    grpc_arg args[3];
+    grpc_arg a;
+    a.type = GRPC_ARG_INTEGER;
+    a.key = (char *)key;
+    a.value.integer = value;
+    return a;
+}
+
+/* The channel args of l (at most LIMIT_ARGS) into args; returns how many. */
+#define LIMIT_ARGS 6
+static size_t limit_args(const cr_rpc_limits *l, grpc_resource_quota *quota, grpc_arg *args)
+{
+    size_t n = 0;
+    if (l->handshake_timeout_s > 0)
+        args[n++] = int_arg(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, millis(l->handshake_timeout_s));
+    if (l->max_connection_idle_s > 0)
+        args[n++] = int_arg(GRPC_ARG_MAX_CONNECTION_IDLE_MS, millis(l->max_connection_idle_s));
+    if (l->max_connection_age_s > 0) {
+        args[n++] = int_arg(GRPC_ARG_MAX_CONNECTION_AGE_MS, millis(l->max_connection_age_s));
+        args[n++] = int_arg(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                            millis(l->max_connection_age_grace_s));
+    }
+    if (l->max_concurrent_streams > 0)
+        args[n++] = int_arg(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                            l->max_concurrent_streams > INT_MAX ? INT_MAX
+                                                                : (int)l->max_concurrent_streams);
+    if (quota) {
+        args[n].type = GRPC_ARG_POINTER;
+        args[n].key = (char *)GRPC_ARG_RESOURCE_QUOTA;
+        args[n].value.pointer.p = quota;
+        args[n++].value.pointer.vtable = grpc_resource_quota_arg_vtable();
+    }
+    return n;
+}
+
+static grpc_server *create_server(const cr_rpc_options *opt, grpc_resource_quota *quota)
+{
+    grpc_arg args[3 + LIMIT_ARGS];
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = (int)opt->max_message_bytes;
@@ -249,7 +368,7 @@ static grpc_server *create_server(const cr_rpc_options *opt)
     args[2].type = GRPC_ARG_INTEGER;
     args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
     args[2].value.integer = 0;
-    grpc_channel_args chargs = {3, args};
+    grpc_channel_args chargs = {3 + limit_args(&opt->limits, quota, args + 3), args};
     return grpc_server_create(&chargs, NULL);
 }
 
@@ -274,13 +393,13 @@ static int bind_and_register(cr_rpc *rpc, const cr_method_spec *specs, char *err
     for (size_t i = 0; i < rpc->n_methods; i++) {
         rpc->methods[i].spec = specs[i];
         rpc->methods[i].handle = grpc_server_register_method(
-            rpc->server, specs[i].path, NULL, specs[i].kind->payload, 0);
+            rpc->server, specs[i].path, NULL, payload_of(&rpc->opt, &specs[i]), 0);
         if (!rpc->methods[i].handle) {
             snprintf(err, errlen, "cannot register method %s", specs[i].path);
             return -1;
         }
     }
-    for (int i = 0; i < rpc->n_workers; i++) {
+    for (int i = 0; i < n_queues(rpc); i++) {
         rpc->workers[i].rpc = rpc;
         rpc->workers[i].cq = grpc_completion_queue_create_for_next(NULL);
         grpc_server_register_completion_queue(rpc->server, rpc->workers[i].cq, NULL);
@@ -300,10 +419,24 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
     rpc->n_methods = n;
     rpc->n_workers = opt->threads;
     rpc->methods = calloc(n, sizeof *rpc->methods);
-    rpc->workers = calloc((size_t)opt->threads, sizeof *rpc->workers);
-    rpc->server = create_server(opt);
+    rpc->method_calls = calloc(n, sizeof *rpc->method_calls);
+    rpc->workers = calloc((size_t)n_queues(rpc), sizeof *rpc->workers);
+    if (opt->limits.memory_quota_bytes > 0) {
+        rpc->quota = grpc_resource_quota_create("cacheroute");
+        grpc_resource_quota_resize(rpc->quota, (size_t)opt->limits.memory_quota_bytes);
+    }
+    rpc->server = create_server(opt, rpc->quota);
     rpc->pool = cr_pool_new(opt->threads);
-    if (!rpc->methods || !rpc->workers || !rpc->server || !rpc->pool) {
+    const cr_rpc_limits *l = &opt->limits;
+    if (l->request_deadline_s > 0)
+        rpc->request_sweep = cr_sweep_new(
+            l->request_deadline_s, "the request did not arrive within --request-deadline");
+    if (l->reply_deadline_s > 0)
+        rpc->reply_sweep =
+            cr_sweep_new(l->reply_deadline_s, "the answer was not read within --reply-deadline");
+    if (!rpc->methods || !rpc->method_calls || !rpc->workers || !rpc->server || !rpc->pool ||
+        (l->request_deadline_s > 0 && !rpc->request_sweep) ||
+        (l->reply_deadline_s > 0 && !rpc->reply_sweep)) {
         snprintf(err, errlen, "out of memory starting the server");
         cr_rpc_free(rpc);
         return NULL;
@@ -313,15 +446,20 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
         return NULL;
     }
     grpc_server_start(rpc->server);
-    for (int i = 0; i < rpc->n_workers; i++) {
+    for (int i = 0; i < n_queues(rpc); i++) {
         for (size_t m = 0; m < n; m++)
-            for (int k = 0; k < REQUESTS_PER_METHOD; k++)
+            for (int k = 0; is_lane(rpc, i) == on_own_lane(opt, &specs[m]) &&
+                            k < REQUESTS_PER_METHOD;
+                 k++)
                 request_call(rpc, &rpc->methods[m], rpc->workers[i].cq);
-        request_unknown(rpc, rpc->workers[i].cq);
+        if (!is_lane(rpc, i))
+            request_unknown(rpc, rpc->workers[i].cq);
         if (pthread_create(&rpc->workers[i].thread, NULL, worker_main, &rpc->workers[i]) != 0) {
             snprintf(err, errlen, "cannot start worker thread %d", i);
-            cr_rpc_shutdown(rpc, 0);
-            cr_rpc_free(rpc);
+            long stuck;
+            cr_rpc_shutdown(rpc, 0, 1, &stuck);
+            if (!stuck) /* else a thread may still use rpc: leave it */
+                cr_rpc_free(rpc);
             return NULL;
         }
         rpc->workers[i].started = 1;
@@ -330,15 +468,50 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
 }
 
 cr_pool *cr_rpc_pool(cr_rpc *rpc) { return rpc->pool; }
+cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc) { return rpc->request_sweep; }
+cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc) { return rpc->reply_sweep; }
+long cr_rpc_refused(cr_rpc *rpc) { return atomic_load(&rpc->refused); }
+long cr_rpc_pending_reply_bytes(cr_rpc *rpc) { return atomic_load(&rpc->pending_reply); }
+
+int cr_rpc_reserve_reply(cr_rpc *rpc, size_t len)
+{
+    long cap = rpc->opt.limits.max_pending_reply_bytes;
+    long now = atomic_fetch_add(&rpc->pending_reply, (long)len) + (long)len;
+    if (cap > 0 && now > cap) {
+        atomic_fetch_sub(&rpc->pending_reply, (long)len);
+        return -1;
+    }
+    return 0;
+}
+
+void cr_rpc_release_reply(cr_rpc *rpc, size_t len)
+{
+    atomic_fetch_sub(&rpc->pending_reply, (long)len);
+}
+long cr_rpc_request_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->request_sweep); }
+long cr_rpc_reply_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->reply_sweep); }
+
+json_t *cr_rpc_describe_running(cr_rpc *rpc)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < rpc->n_methods; i++) {
+        long k = atomic_load(&rpc->method_calls[i]);
+        if (k > 0)
+            json_object_set_new(o, rpc->methods[i].spec.path, json_integer(k));
+    }
+    return o;
+}
 int cr_rpc_port(const cr_rpc *rpc) { return rpc->port; }
 long cr_rpc_in_flight(cr_rpc *rpc) { return atomic_load(&rpc->in_flight); }
 
 /* Waits for the server's shutdown to complete, for at most grace seconds,
- * then cancels what is left. A call that raced the signal can sit in gRPC
- * core unmatched (no handler ever sees it) and would hold shutdown for the
- * whole grace: once none of our own calls is left, twice 50 ms apart,
- * whatever remains is such a call and is cancelled at once. */
-static void wait_for_drain(cr_rpc *rpc, double grace)
+ * then cancels what is left and waits for gRPC core until hard (cr_rpc_clock
+ * time). A call that raced the signal can sit in gRPC core unmatched (no
+ * handler ever sees it) and would hold shutdown for the whole grace: once
+ * none of our own calls is left, twice 50 ms apart, whatever remains is such
+ * a call and is cancelled at once. Returns 0 once gRPC core is done, -1 at
+ * hard. */
+static int wait_for_drain(cr_rpc *rpc, double grace, double hard)
 {
     double deadline = cr_rpc_clock() + grace;
     int idle_polls = 0;
@@ -349,31 +522,43 @@ static void wait_for_drain(cr_rpc *rpc, double grace)
             gpr_time_from_millis(left < 0.05 ? (int64_t)(left > 0 ? left * 1e3 : 0) : 50,
                                  GPR_TIMESPAN));
         if (grpc_completion_queue_next(rpc->shutdown_cq, slice, NULL).type == GRPC_OP_COMPLETE)
-            return;
+            return 0;
         idle_polls = atomic_load(&rpc->in_flight) == 0 ? idle_polls + 1 : 0;
         if (idle_polls >= 2 || cr_rpc_clock() >= deadline)
             break;
     }
     grpc_server_cancel_all_calls(rpc->server);
-    grpc_completion_queue_next(rpc->shutdown_cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    double left = hard - cr_rpc_clock();
+    gpr_timespec until = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                      gpr_time_from_millis(left > 0 ? (int64_t)(left * 1e3) : 0,
+                                                           GPR_TIMESPAN));
+    return grpc_completion_queue_next(rpc->shutdown_cq, until, NULL).type == GRPC_OP_COMPLETE
+               ? 0
+               : -1;
 }
 
-double cr_rpc_shutdown(cr_rpc *rpc, double grace)
+double cr_rpc_shutdown(cr_rpc *rpc, double grace, double margin, long *stuck)
 {
-    double t0 = cr_rpc_clock();
+    double t0 = cr_rpc_clock(), hard = t0 + grace + margin;
     static cr_tag shutdown_tag; /* only compared, never run */
     grpc_server_shutdown_and_notify(rpc->server, rpc->shutdown_cq, &shutdown_tag);
-    wait_for_drain(rpc, grace);
+    int done = wait_for_drain(rpc, grace, hard) == 0;
     /* gRPC is done with every call, but a handler may still be running (on
      * the pool, or inline on a worker when the pool was already draining) and
      * will start its last batch on its worker's queue: the queues may only
-     * shut down once every call we accepted has been released. */
-    cr_pool_drain(rpc->pool);
-    while (atomic_load(&rpc->in_flight) > 0)
+     * shut down once every call we accepted has been released. A handler
+     * that outlives hard is not waited for (the caller ends the process). */
+    done = done && cr_pool_drain_for(rpc->pool, hard - cr_rpc_clock()) == 0;
+    while (done && atomic_load(&rpc->in_flight) > 0 && cr_rpc_clock() < hard)
         nanosleep(&(struct timespec){0, 2000000}, NULL);
-    for (int i = 0; i < rpc->n_workers; i++)
+    *stuck = atomic_load(&rpc->in_flight);
+    if (!done && *stuck == 0)
+        *stuck = 1; /* gRPC core itself did not finish */
+    if (*stuck)
+        return cr_rpc_clock() - t0;
+    for (int i = 0; i < n_queues(rpc); i++)
         grpc_completion_queue_shutdown(rpc->workers[i].cq);
-    for (int i = 0; i < rpc->n_workers; i++)
+    for (int i = 0; i < n_queues(rpc); i++)
         if (rpc->workers[i].started) {
             pthread_join(rpc->workers[i].thread, NULL);
             rpc->workers[i].started = 0;
@@ -396,12 +581,17 @@ void cr_rpc_free(cr_rpc *rpc)
         return;
     if (rpc->server)
         grpc_server_destroy(rpc->server);
-    for (int i = 0; rpc->workers && i < rpc->n_workers; i++)
+    for (int i = 0; rpc->workers && i < n_queues(rpc); i++)
         if (rpc->workers[i].cq)
             drain_and_destroy(rpc->workers[i].cq);
     if (rpc->shutdown_cq)
         drain_and_destroy(rpc->shutdown_cq);
     cr_pool_free(rpc->pool);
+    cr_sweep_free(rpc->request_sweep);
+    cr_sweep_free(rpc->reply_sweep);
+    if (rpc->quota)
+        grpc_resource_quota_unref(rpc->quota);
+    free(rpc->method_calls);
     free(rpc->methods);
     free(rpc->workers);
     free(rpc);

@@ -10,6 +10,7 @@
 
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -73,11 +74,16 @@ typedef struct cr_call {
     gpr_timespec deadline;
     grpc_metadata_array metadata;
     grpc_byte_buffer *payload; /* first message, for kinds that read it up front */
+    int read_up_front;         /* gRPC core read payload before the call arrived */
     double started;            /* monotonic seconds */
+    grpc_slice refusal;        /* a call over its method's cap: why (rpc.c) */
+    int refusal_cancelled;
 } cr_call;
 
 struct cr_call_kind {
     size_t size; /* of the kind's call struct, which starts with cr_call */
+    /* The unary kind's NONE becomes READ_INITIAL_BYTE_BUFFER without a
+     * request deadline (cr_call.read_up_front tells). */
     grpc_server_register_method_payload_handling payload;
     void (*arrived)(cr_call *c); /* a client call arrived for this method */
 };
@@ -93,6 +99,22 @@ typedef void (*cr_rpc_observer)(void *ctx, size_t method, grpc_status_code statu
 /* 1 when the call's client is an admin; md is its initial metadata. From
  * any worker or pool thread. */
 typedef int (*cr_rpc_admin_fn)(void *ctx, grpc_call *call, const grpc_metadata_array *md);
+/* What one client may make the server hold; 0 in a field keeps gRPC core's
+ * default (handshake 120 s, no idle or age limit, unlimited streams, no
+ * quota) or, for the last two, no limit. */
+typedef struct cr_rpc_limits {
+    double handshake_timeout_s;        /* preface and settings of a new connection */
+    double max_connection_idle_s;      /* without calls, then GOAWAY */
+    double max_connection_age_s;       /* then GOAWAY ... */
+    double max_connection_age_grace_s; /* ... and this long for its calls */
+    long max_concurrent_streams;       /* per connection */
+    long memory_quota_bytes;           /* gRPC core's resource quota */
+    long max_calls_per_method;         /* in flight; more: RESOURCE_EXHAUSTED */
+    double request_deadline_s;         /* unary: a request not in this long is cancelled;
+                                        * 0: gRPC core reads requests before the call */
+    double reply_deadline_s;           /* unary: an answer unread this long is cancelled */
+    long max_pending_reply_bytes;      /* unary answers out and not yet read, in all */
+} cr_rpc_limits;
 
 typedef struct cr_rpc_options {
     const char *listen;
@@ -106,6 +128,12 @@ typedef struct cr_rpc_options {
     const char *listen_flag; /* names listen in errors; NULL: "--listen" */
     cr_rpc_admin_fn is_admin; /* NULL: no authorization, all calls open */
     void *admin_ctx;
+    cr_rpc_limits limits;
+    /* Methods whose path starts with this (optional) are served on a
+     * completion queue and thread of their own, so that they are answered
+     * at once however busy the workers are (health probes); their handlers
+     * must be quick. */
+    const char *own_lane_prefix;
 } cr_rpc_options;
 
 /* Binds, registers the methods (specs must outlive the server) and starts
@@ -115,9 +143,22 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
                      char *err, size_t errlen);
 
 /* Stops accepting calls, lets in-flight calls finish for up to grace seconds,
- * then cancels the rest; joins every thread. Returns the number of seconds it
- * waited. cr_rpc_free afterwards. */
-double cr_rpc_shutdown(cr_rpc *rpc, double grace);
+ * then cancels the rest and gives handlers still running margin seconds
+ * more to return. Returns the number of seconds it waited. When every call
+ * ended, every thread is joined and *stuck is 0; cr_rpc_free afterwards.
+ * Otherwise *stuck is the number of calls whose handler is still running
+ * (cr_rpc_describe_running names them), threads are left running, and
+ * neither rpc nor anything its handlers use may be freed: the caller is
+ * expected to end the process. */
+double cr_rpc_shutdown(cr_rpc *rpc, double grace, double margin, long *stuck);
+/* The methods with calls in flight and how many, as a JSON object
+ * ({"/pkg.Svc/Plan": 1}); NULL when out of memory. Thread-safe. */
+json_t *cr_rpc_describe_running(cr_rpc *rpc);
+/* Calls refused over --max-calls-per-method, and calls cancelled past
+ * --request-deadline and --reply-deadline, since start. Thread-safe. */
+long cr_rpc_refused(cr_rpc *rpc);
+long cr_rpc_request_timeouts(cr_rpc *rpc);
+long cr_rpc_reply_timeouts(cr_rpc *rpc);
 /* The bound TCP port (useful with --listen host:0). */
 int cr_rpc_port(const cr_rpc *rpc);
 /* Calls that arrived and have not finished (health watches included). */
@@ -132,12 +173,23 @@ grpc_call_error cr_start_batch(grpc_call *call, const grpc_op *ops, size_t n, cr
 
 /* Helpers for call kinds. */
 struct cr_pool *cr_rpc_pool(cr_rpc *rpc);
+/* Counts len bytes of an answer against max_pending_reply_bytes until
+ * cr_rpc_release_reply: 0, or -1 (nothing counted) when they would pass it.
+ * Thread-safe. */
+int cr_rpc_reserve_reply(cr_rpc *rpc, size_t len);
+void cr_rpc_release_reply(cr_rpc *rpc, size_t len);
+long cr_rpc_pending_reply_bytes(cr_rpc *rpc);
+/* The request and reply deadlines' sweepers; NULL when off. */
+struct cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc);
+struct cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc);
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
 /* 1 when c may run with this request (see cr_access); otherwise 0 with out
  * set to PERMISSION_DENIED naming the method and what it needs. */
 int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out);
+/* The debug "call started" line (once per call). */
+void cr_call_log_started(const cr_call *c);
 /* cr_wire_read (proto/wire.h) by its old name: bb whole in *out; 0, or -1. */
 static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
 {

@@ -144,9 +144,10 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime e
 class Sidecar:
     """One real cacheroute-sidecar process on 127.0.0.1:0."""
 
-    def __init__(self, *flags, env=None, listen="127.0.0.1:0", metrics=True):
+    def __init__(self, *flags, env=None, listen="127.0.0.1:0", metrics=True, prefix=()):
+        """prefix: a command the sidecar runs under (["prlimit", ...])."""
         self.flags = list(flags)
-        argv = [ARGS.sidecar]
+        argv = list(prefix) + [ARGS.sidecar]
         if listen is not None:
             argv += ["--listen", listen]
         if metrics:

@@ -1,5 +1,6 @@
 """Sidecar lifecycle: draining on SIGTERM/SIGINT, the shutdown grace, new
 calls after shutdown, and the background replanner."""
+import calendar
 import os
 import signal
 import sys
@@ -251,6 +252,103 @@ class ShutdownTest(h.SidecarTestCase):
         self.assertEqual({e["status"] for e in finished}, {0})
         # After the exit every new call is UNAVAILABLE.
         self.assertEqual(new_call_status(sc.target), grpc.StatusCode.UNAVAILABLE)
+
+
+def slow_plan_request():
+    """The 1,000,000 rates of big_request planned over 4,096 shards with
+    qcap 1 and 4,096 slots each: legitimately seconds of planning (3 s in
+    RelWithDebInfo here) for a 33 MB answer under --max-message-bytes."""
+    req = P.cr.PlanRequest.FromString(big_request())
+    req.config.CopyFrom(P.cr.PlannerConfig(n_shards=4096, qcap=1.0, warm_slots_per_shard=4096))
+    return req.SerializeToString()
+
+
+# What the README promises: the sidecar is gone within --shutdown-grace +
+# 1 s; its log says so ("shutting down" to "stopped"). The process itself
+# must be gone 2 s later at most: ThreadSanitizer alone sleeps 1 s at exit.
+EXIT_MARGIN_S = 1.0
+EXIT_SLACK_S = 2.0
+
+
+def log_seconds(event):
+    """The log line's "ts" as seconds since the epoch."""
+    t = time.strptime(event["ts"][:19], "%Y-%m-%dT%H:%M:%S")
+    return calendar.timegm(t) + int(event["ts"][20:23]) / 1000.0
+
+
+class ForcedExitTest(h.SidecarTestCase):
+    SHARED = False
+
+    def test_exit_within_grace_while_plan_runs(self):
+        # A handler still running after the grace used to hold the exit
+        # until it returned (with --shutdown-grace 1 and a 16 s Plan, ~17 s:
+        # Kubernetes kills it first). Now the process ends without it.
+        body = slow_plan_request()
+        sc = self.start_sidecar("--log-level", "debug", "--shutdown-grace", "0",
+                                "--replan-interval", "0")
+        plan = CallInThread(sc.channel(), h.SERVICE + "Plan", body)
+        sc.wait_for(is_started(h.SERVICE + "Plan"), 60, what="the Plan 'call started' line")
+        t0 = time.monotonic()
+        sc.send(signal.SIGTERM)
+        rc = sc.wait()
+        elapsed = time.monotonic() - t0
+        self.assertIsNone(sc.exit_problems(rc))
+        self.assertLess(elapsed, EXIT_MARGIN_S + EXIT_SLACK_S, "exited %.2f s after SIGTERM" %
+                        elapsed)
+        forced = sc.find_events(lambda e: e.get("msg") == "exiting with calls still running")
+        self.assertEqual(len(forced), 1, sc.stderr_text())
+        self.assertEqual(forced[0]["methods"], {h.SERVICE + "Plan": 1})
+        down = sc.find_events(lambda e: e.get("msg") == "shutting down")[0]
+        stopped = sc.find_events(lambda e: e.get("msg") == "stopped")[0]
+        self.assertTrue(stopped["forced"])
+        self.assertLess(log_seconds(stopped) - log_seconds(down), EXIT_MARGIN_S)
+        plan.wait(30)
+        self.assertIsNotNone(plan.error)
+        self.assertIn(plan.error.code(), (grpc.StatusCode.CANCELLED,
+                                          grpc.StatusCode.UNAVAILABLE), plan.error)
+
+
+class SignalTest(h.SidecarTestCase):
+    SHARED = False
+
+    def test_hup_usr1_usr2_log_and_keep_serving(self):
+        # SIGHUP, SIGUSR1 and SIGUSR2 used to kill the sidecar on the spot.
+        sc = self.start_sidecar("--replan-interval", "0")
+        stub = sc.stub()
+        expected = ((signal.SIGHUP, "reload"), (signal.SIGUSR1, "snapshot"),
+                    (signal.SIGUSR2, "stats"))
+        for sig, msg in expected:
+            mark = sc.n_events()
+            sc.send(sig)
+            ev = sc.wait_for(lambda e: e.get("msg") == msg, 20, start=mark,
+                             what="the %r line" % msg)
+            self.assertEqual(ev["signal"], signal.Signals(sig).name)
+            self.assertIsInstance(ev["hooks"], list)
+            r = stub.RecordArrival(P.cr.RecordArrivalRequest(owners=[7]), timeout=h.RPC_TIMEOUT)
+            self.assertEqual(r.recorded, 1)
+            self.assertIsNone(sc.proc.poll())
+        stats = sc.wait_for(lambda e: e.get("msg") == "current stats", 20,
+                            what="the 'current stats' line")
+        self.assertEqual(stats["tracked_owners"], 1)
+        self.assertIn("in_flight_by_method", stats)
+        sc.assert_clean_exit(self, sig=signal.SIGQUIT)
+        down = sc.find_events(lambda e: e.get("msg") == "shutting down")
+        self.assertEqual(down[0]["signal"], "SIGQUIT")
+
+    def test_sigquit_drains_in_flight_plan(self):
+        body = big_request()
+        sc = self.start_sidecar("--log-level", "debug", "--replan-interval", "0")
+        plan = CallInThread(sc.channel(), h.SERVICE + "Plan", body)
+        sc.wait_for(is_started(h.SERVICE + "Plan"), 60, what="the Plan 'call started' line")
+        sc.send(signal.SIGQUIT)
+        sc.wait_for(lambda e: e.get("msg") == "shutting down", 30, what="the 'shutting down' line")
+        # Signals during the drain change nothing.
+        for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            sc.send(sig)
+        plan.wait(120)
+        self.assertIsNone(plan.error, plan.error and plan.error.details())
+        self.assertGreater(len(P.cr.PlanResponse.FromString(plan.result).table.placements), 0)
+        sc.assert_clean_exit(self, sig=signal.SIGQUIT, close_channels=False)
 
 
 class ReplanTest(h.SidecarTestCase):

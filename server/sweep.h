@@ -1,0 +1,42 @@
+/* Request and reply deadlines: gRPC core holds a half-received request, or
+ * an answer until the client reads it, for as long as the client likes, and
+ * has no server-side alarm for that. Calls waiting on their client are
+ * listed here with a due time; one thread cancels those still listed when
+ * it passes, which fails their batch and frees what they hold.
+ * Thread-safe. */
+#ifndef CR_SWEEP_H
+#define CR_SWEEP_H
+
+#include <grpc/grpc.h>
+
+typedef struct cr_sweep cr_sweep;
+
+/* One listed call; embedded in the call's struct, owned by the caller. */
+typedef struct cr_sweep_entry {
+    struct cr_sweep_entry *prev, *next;
+    grpc_call *call;
+    double due; /* monotonic seconds */
+    int listed;
+} cr_sweep_entry;
+
+/* Starts the thread; calls are cancelled timeout_s (> 0) after they are
+ * added, with DEADLINE_EXCEEDED and why (static text) as the message. NULL
+ * when out of memory or the thread cannot start. */
+cr_sweep *cr_sweep_new(double timeout_s, const char *why);
+
+/* Lists e for call (which must stay referenced until cr_sweep_remove). s
+ * NULL does nothing (deadlines off). */
+void cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call);
+
+/* Unlists e (if the sweeper has not already). After it returns the sweeper
+ * no longer touches e or its call. s NULL does nothing. */
+void cr_sweep_remove(cr_sweep *s, cr_sweep_entry *e);
+
+/* Calls cancelled so far. */
+long cr_sweep_cancelled(cr_sweep *s);
+
+/* Stops and joins the thread; every entry must be removed already. NULL is
+ * ignored. */
+void cr_sweep_free(cr_sweep *s);
+
+#endif
