@@ -147,8 +147,10 @@ static void state(void *ctx, const cr_core_state_event *ev)
         json_object_set_new(f, "error", json_string(ev->error));
     if (ev->result == CR_STATE_REJECTED)
         json_object_set_new(f, "moved_to", ev->moved_to ? json_string(ev->moved_to) : json_null());
-    int final = ev->result == CR_STATE_WRITTEN && strcmp(ev->by, "stop") == 0;
-    cr_log(final ? CR_LOG_INFO : level[ev->result], what[ev->result], f);
+    /* Periodic writes stay at debug; the final one and those asked for
+     * (SIGUSR1, cr_core_snapshot) are worth a line. */
+    int asked = ev->result == CR_STATE_WRITTEN && strcmp(ev->by, "ticker") != 0;
+    cr_log(asked ? CR_LOG_INFO : level[ev->result], what[ev->result], f);
 }
 
 cr_core_hooks cr_observe_hooks(cr_observer *o)

@@ -152,6 +152,26 @@ class StateTest(h.SidecarTestCase):
         self.assertEqual(plan.table.generation, 3)
         sc.assert_clean_exit(self)
 
+    def test_sigusr1_writes_a_snapshot_now(self):
+        """SIGUSR1 writes the file at once (no interval, no stop), and a
+        kill -9 afterwards loses nothing it held: the restart restores it."""
+        sc = self.start("--snapshot-interval", "0")
+        self.restore_event(sc)
+        self.fill(sc.stub())
+        self.assertFalse(os.path.exists(self.path))
+        sc.send(signal.SIGUSR1)
+        ev = sc.wait_for(lambda e: e.get("msg") == "state written", 30,
+                         what="the snapshot SIGUSR1 asks for")
+        self.assertEqual((ev["by"], ev["owners"], ev["generation"]), ("call", len(OWNERS), 2))
+        _, owners, generation = parse_state(open(self.path, "rb").read())
+        self.assertEqual((len(owners), generation), (len(OWNERS), 2))
+        sc.kill()
+        sc = self.start()
+        ev = self.restore_event(sc)
+        self.assertEqual((ev["msg"], ev["owners"], ev["generation"]),
+                         ("state restored", len(OWNERS), 2))
+        sc.assert_clean_exit(self)
+
     def test_kill_during_snapshot_keeps_previous_file(self):
         sc = self.start()
         self.fill(sc.stub())
