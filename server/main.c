@@ -143,18 +143,17 @@ static void log_stats(void *ctx)
                      "admitted", (json_int_t)st.admitted, "imbalance", st.imbalance));
 }
 
-/* HOOK POINT: the final state snapshot. cr_core_stop stops the replanner
- * and (with --state-file) writes the snapshot; it runs on every way out,
- * before a forced exit too, while a handler may still be using the core
- * (which core.h allows after cr_core_stop). */
-static void final_snapshot(sidecar *s) { cr_core_stop(s->handlers.core); }
-
 /* Handlers outlived the grace and its margin: they are not waited for, and
  * nothing they may use is freed; the process ends here, its log lines
- * written (each cr_log line is one write(2), so nothing is buffered). */
+ * written (each cr_log line is one write(2), so nothing is buffered). The
+ * state file is written first, by cr_core_snapshot rather than
+ * cr_core_stop, which would also wait for a replan in progress; without
+ * --state-file it does nothing (CR_EINVAL), and a failure is reported
+ * through the core's hooks. */
 static void forced_exit(sidecar *s, cr_rpc *rpc, long stuck, double waited)
 {
-    final_snapshot(s);
+    cr_error e;
+    (void)cr_core_snapshot(s->handlers.core, &e);
     cr_log(CR_LOG_WARN, "exiting with calls still running",
            json_pack("{s:I,s:o,s:f}", "calls", (json_int_t)stuck, "methods",
                      cr_rpc_describe_running(rpc), "margin_s", SHUTDOWN_MARGIN_S));
@@ -169,13 +168,14 @@ static void reload_security(void *ctx)
     cr_security_reload(&s->security);
 }
 
-/* SIGUSR1: write the state file now (a no-op without --state-file). */
+/* SIGUSR1: write the state file now. A failed write is logged through the
+ * core's state hook; only "no --state-file" is said here. */
 static void snapshot_now(void *ctx)
 {
     sidecar *s = ctx;
     cr_error e;
-    if (cr_core_snapshot(s->handlers.core, &e) != CR_OK)
-        cr_log(CR_LOG_ERROR, "cannot write the state file", json_pack("{s:s}", "error", e.msg));
+    if (cr_core_snapshot(s->handlers.core, &e) == CR_EINVAL)
+        cr_log(CR_LOG_INFO, "no state file to write", json_pack("{s:s}", "reason", e.msg));
 }
 
 static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
@@ -193,7 +193,7 @@ static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
         forced_exit(s, rpc, stuck, waited);
     s->rpc = NULL;
     cr_rpc_free(rpc);
-    final_snapshot(s);
+    cr_core_stop(s->handlers.core); /* the replanner, then the final snapshot */
     cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
 }
 

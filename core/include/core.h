@@ -125,8 +125,9 @@ typedef struct cr_core cr_core;
  * and the injector and takes the first probe (cfg->probe's time: the node
  * probe runs here, and hooks->probed sees it); with a state file, restores
  * it (see "state" below; never an error: a bad file is moved aside and
- * reported to hooks->state). Starts no replanner: see cr_core_start. NULL with err naming the field on a bad config, out of
- * memory, or a prober that cannot start. hooks and clock are copied; NULL
+ * reported to hooks->state). Starts no replanner: see cr_core_start. NULL
+ * with err naming the field on a bad config, out of memory, or a prober
+ * that cannot start. hooks and clock are copied; NULL
  * for none / the real clock. */
 cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
                      const cr_clock_source *clock, cr_error *err);
