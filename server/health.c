@@ -49,9 +49,10 @@ void cr_health_free(cr_health *h)
     free(h);
 }
 
+/* NULL: a name that cannot be a service (not UTF-8, a NUL inside). */
 static int known_service(const char *name)
 {
-    return !strcmp(name, "") || !strcmp(name, "cacheroute.v1.CacheRoute");
+    return !name ? 0 : !strcmp(name, "") || !strcmp(name, "cacheroute.v1.CacheRoute");
 }
 
 static int status_of(const cr_health *h, const char *service)
@@ -170,12 +171,18 @@ static void watch_arrived(cr_call *c)
     w->details = grpc_empty_slice();
     Grpc__Health__V1__HealthCheckRequest *r = NULL;
     grpc_slice req;
+    int bad_name = 0;
     if (c->payload && cr_byte_buffer_read(c->payload, &req) == 0) {
+        char why[256];
+        bad_name = cr_wire_check_strings(&grpc__health__v1__health_check_request__descriptor,
+                                         GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req), why,
+                                         sizeof why) != 0;
         r = grpc__health__v1__health_check_request__unpack(NULL, GRPC_SLICE_LENGTH(req),
                                                            GRPC_SLICE_START_PTR(req));
         grpc_slice_unref(req);
     }
-    w->service = strdup(r ? r->service : "");
+    /* A name cut at a NUL could pass for another service: it is unknown. */
+    w->service = bad_name ? NULL : strdup(r ? r->service : "");
     if (r)
         grpc__health__v1__health_check_request__free_unpacked(r, NULL);
     if (cr_push_open(&w->push, &watch_ops) != 0) {

@@ -190,6 +190,11 @@ static const char *bad_request(const cr_call *c, const cr_watch_hub *h, char *bu
         return "missing request message";
     if (cr_wire_read(c->payload, &req) != 0)
         return "cannot read the request message";
+    if (cr_wire_check_strings(h->cfg.request, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),
+                              buf, len) != 0) {
+        grpc_slice_unref(req);
+        return buf;
+    }
     ProtobufCMessage *m = protobuf_c_message_unpack(h->cfg.request, NULL, GRPC_SLICE_LENGTH(req),
                                                     GRPC_SLICE_START_PTR(req));
     if (m)

@@ -345,6 +345,23 @@ class AbuseTest(h.SidecarTestCase):
                         sources=[P.cr.KvSource(name="s\u00e9", cached_tokens=0)])
         self.assertEqual(r.request_id, "r\u00e9\u4e2d\U0001f600")
 
+    def test_health_watch_of_a_cut_name_is_unknown(self):
+        """A Watch for "cacheroute.v1.CacheRoute\\0x" must not pass for the
+        CacheRoute service once C cuts it at the NUL; nor may a name that
+        is not UTF-8 pass for the server as a whole."""
+        ch = self.sidecar.channel()
+        watch = ch.unary_stream("/grpc.health.v1.Health/Watch",
+                                request_serializer=lambda b: b,
+                                response_deserializer=P.health.HealthCheckResponse.FromString)
+        unknown = P.health.HealthCheckResponse.SERVICE_UNKNOWN
+        serving = P.health.HealthCheckResponse.SERVING
+        for name, want in [(b"cacheroute.v1.CacheRoute\x00x", unknown), (b"\xff", unknown),
+                           (b"cacheroute.v1.CacheRoute", serving)]:
+            with self.subTest(name=name):
+                stream = watch(field(1, 2, name), timeout=h.RPC_TIMEOUT)
+                self.assertEqual(next(stream).status, want)
+                stream.cancel()
+
 
 if __name__ == "__main__":
     h.main()
