@@ -382,6 +382,24 @@ def raw_call(channel, path, body, timeout=RPC_TIMEOUT):
     return channel.unary_unary(path)(body, timeout=timeout)
 
 
+def varint(n):
+    """n >= 0 as a protobuf varint."""
+    out = bytearray()
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def wire_field(number, wire_type, payload):
+    """One field on the wire: payload is the varint's value (wire type 0)
+    or the bytes of a length-delimited field (wire type 2)."""
+    key = varint(number << 3 | wire_type)
+    return key + (varint(payload) if wire_type == 0 else varint(len(payload)) + payload)
+
+
 # ---------------------------------------------------------------- references
 
 MASK64 = (1 << 64) - 1

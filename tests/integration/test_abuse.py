@@ -28,21 +28,7 @@ def prefill(l):
     return A + B * l + C2 * l * l
 
 
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7f
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(number, wire_type, payload):
-    """One field on the wire: payload is the varint's value (wire type 0)
-    or the bytes of a length-delimited field (wire type 2)."""
-    key = varint(number << 3 | wire_type)
-    return key + (varint(payload) if wire_type == 0 else varint(len(payload)) + payload)
+varint, field = h.varint, h.wire_field
 
 
 def proc_status(pid, key):

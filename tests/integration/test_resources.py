@@ -445,27 +445,9 @@ class MemoryTest(h.SidecarTestCase):
 def heavy_batch(size):
     """A RecordArrivalRequest with omit_routes of about size bytes, built by
     hand (65,536 owners over and over, each a 3-byte varint)."""
-    block = bytearray()
-    for o in range(16384, 16384 + 65536):  # all 3-byte varints
-        while True:
-            b = o & 0x7F
-            o >>= 7
-            if o:
-                block.append(b | 0x80)
-            else:
-                block.append(b)
-                break
-    reps = (size - 64) // len(block)
-    owners = bytes(block) * reps
-    n = len(owners)
-    length = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        length.append(b | (0x80 if n else 0))
-        if not n:
-            break
-    return b"\x0a" + bytes(length) + owners + b"\x10\x01"  # owners = 1 (packed); omit_routes
+    block = b"".join(h.varint(o) for o in range(16384, 16384 + 65536))  # all 3-byte
+    owners = block * ((size - 64) // len(block))
+    return h.wire_field(1, 2, owners) + h.wire_field(2, 0, 1)  # owners (packed); omit_routes
 
 
 class HealthStarvationTest(h.SidecarTestCase):
