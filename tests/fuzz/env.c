@@ -1,5 +1,5 @@
-/* The fuzzed handlers' core (fuzz.h): fresh for every input, so a crash
- * replays from its input alone. */
+/* The fuzzed handlers' core (fuzz.h), seeded the same way every time so
+ * that a crash replays from its input alone. */
 #include <stdio.h>
 
 #include "fuzz.h"

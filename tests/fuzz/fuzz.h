@@ -46,7 +46,7 @@ ProtobufCMessage *cr_fuzz_check_reply(const cr_reply *r, unsigned codes,
  * its lowest (64 KiB), so answer-size limits are in reach of small inputs. */
 #define CR_FUZZ_MAX_MESSAGE (64u * 1024u)
 
-/* A fresh core in a small known state, on a virtual clock that stands
+/* A new core in a small known state, on a virtual clock that stands
  * still while the fuzzed call runs: 16 owners recorded, a plan from them
  * installed (generation 1), and decisions "r0" .. "r3" with receipts. No
  * probing of this host (cr_core_quiet_probe), no replanner thread, small
@@ -73,12 +73,27 @@ typedef struct cr_fuzz_method {
                      const ProtobufCMessage *resp);
 } cr_fuzz_method;
 
-/* Runs m's handler on data against a fresh cr_fuzz_env and checks, on top
- * of cr_fuzz_check_reply: an error (or any answer of a read-only method)
- * leaves the core's observable state (every rate, the installed table,
- * GetStats, the routes' counters) byte for byte as it was, and GetStats
- * still answers OK afterwards. Returns 0 (libFuzzer's "keep going"). */
+/* Runs m's handler on data against the seeded cr_fuzz_env and checks, on
+ * top of cr_fuzz_check_reply: an error (or any answer of a read-only
+ * method) leaves the core's observable state (every rate, the installed
+ * table, GetStats, the routes' counters, and what a fixed dry-run decision
+ * sees of the reservations) exactly as it was; after an input that changed
+ * it, GetStats still answers OK. The env is kept for the next input while it is unchanged and
+ * opened afresh once an input changed it, so every input meets the seeded
+ * state. Returns 0 (libFuzzer's "keep going"). */
 int cr_fuzz_unary(const cr_fuzz_method *m, const uint8_t *data, size_t len);
+
+/* What a method that checks its input and its answer's size may answer. */
+#define CR_FUZZ_CODES_CHECKED                                                                  \
+    (CR_CODE(GRPC_STATUS_OK) | CR_CODE(GRPC_STATUS_INVALID_ARGUMENT) |                         \
+     CR_CODE(GRPC_STATUS_RESOURCE_EXHAUSTED))
+
+/* A target file's entry point: the cr_fuzz_method named. */
+#define CR_FUZZ_UNARY_TARGET(method)                                                           \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)                               \
+    {                                                                                          \
+        return cr_fuzz_unary(&(method), data, size);                                           \
+    }
 
 /* Whether s is one of the n strings of names. */
 int cr_fuzz_one_of(const char *s, const char *const *names, size_t n);

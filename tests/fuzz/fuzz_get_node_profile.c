@@ -26,7 +26,4 @@ static const cr_fuzz_method get_node_profile = {
     .check_ok = check_ok,
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    return cr_fuzz_unary(&get_node_profile, data, size);
-}
+CR_FUZZ_UNARY_TARGET(get_node_profile)

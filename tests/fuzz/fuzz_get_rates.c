@@ -30,14 +30,10 @@ static const cr_fuzz_method get_rates = {
     .handle = cr_handle_get_rates,
     .request = &cacheroute__v1__get_rates_request__descriptor,
     .response = &cacheroute__v1__get_rates_response__descriptor,
-    .codes = CR_CODE(GRPC_STATUS_OK) | CR_CODE(GRPC_STATUS_INVALID_ARGUMENT) |
-             CR_CODE(GRPC_STATUS_RESOURCE_EXHAUSTED),
+    .codes = CR_FUZZ_CODES_CHECKED,
     .read_only = 1,
     .route_by = CR_ROUTE_PLAN,
     .check_ok = check_ok,
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    return cr_fuzz_unary(&get_rates, data, size);
-}
+CR_FUZZ_UNARY_TARGET(get_rates)

@@ -25,7 +25,4 @@ static const cr_fuzz_method get_stats = {
     .check_ok = check_ok,
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    return cr_fuzz_unary(&get_stats, data, size);
-}
+CR_FUZZ_UNARY_TARGET(get_stats)

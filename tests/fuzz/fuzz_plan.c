@@ -59,13 +59,9 @@ static const cr_fuzz_method plan = {
     .handle = cr_handle_plan,
     .request = &cacheroute__v1__plan_request__descriptor,
     .response = &cacheroute__v1__plan_response__descriptor,
-    .codes = CR_CODE(GRPC_STATUS_OK) | CR_CODE(GRPC_STATUS_INVALID_ARGUMENT) |
-             CR_CODE(GRPC_STATUS_RESOURCE_EXHAUSTED),
+    .codes = CR_FUZZ_CODES_CHECKED,
     .route_by = CR_ROUTE_PLAN,
     .check_ok = check_ok,
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    return cr_fuzz_unary(&plan, data, size);
-}
+CR_FUZZ_UNARY_TARGET(plan)

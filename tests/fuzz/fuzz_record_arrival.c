@@ -33,13 +33,9 @@ static const cr_fuzz_method record_arrival = {
     .handle = cr_handle_record_arrival,
     .request = &cacheroute__v1__record_arrival_request__descriptor,
     .response = &cacheroute__v1__record_arrival_response__descriptor,
-    .codes = CR_CODE(GRPC_STATUS_OK) | CR_CODE(GRPC_STATUS_INVALID_ARGUMENT) |
-             CR_CODE(GRPC_STATUS_RESOURCE_EXHAUSTED),
+    .codes = CR_FUZZ_CODES_CHECKED,
     .route_by = CR_ROUTE_BOUNDED,
     .check_ok = check_ok,
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    return cr_fuzz_unary(&record_arrival, data, size);
-}
+CR_FUZZ_UNARY_TARGET(record_arrival)

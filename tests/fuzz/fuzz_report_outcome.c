@@ -22,13 +22,9 @@ static const cr_fuzz_method report_outcome = {
     .handle = cr_handle_report_outcome,
     .request = &cacheroute__v1__report_outcome_request__descriptor,
     .response = &cacheroute__v1__report_outcome_response__descriptor,
-    .codes = CR_CODE(GRPC_STATUS_OK) | CR_CODE(GRPC_STATUS_INVALID_ARGUMENT) |
-             CR_CODE(GRPC_STATUS_RESOURCE_EXHAUSTED),
+    .codes = CR_FUZZ_CODES_CHECKED,
     .route_by = CR_ROUTE_BOUNDED, /* an outcome releases its route's work */
     .check_ok = check_ok,
 };
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    return cr_fuzz_unary(&report_outcome, data, size);
-}
+CR_FUZZ_UNARY_TARGET(report_outcome)
