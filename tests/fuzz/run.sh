@@ -8,7 +8,8 @@
 # time (default 1), every target by default. It starts from its seed corpus
 # (tests/fuzz/corpus/<target>, never written) and BUILD_DIR/fuzz/corpus/
 # <target> (what earlier runs found, kept); a crash's input goes to
-# BUILD_DIR/fuzz/crash-<target>-*, its log to BUILD_DIR/fuzz/<target>.log.
+# BUILD_DIR/fuzz/<target>-crash-* (or -leak-, -timeout-, -oom-), its log to
+# BUILD_DIR/fuzz/<target>.log.
 # One line a target: executions, coverage (edges), corpus size.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +28,7 @@ run_one() {
     mkdir -p "$out/corpus/$t"
     # -timeout: one input over 10 s is a hang; -rss_limit_mb: 2 GiB at most.
     if "$build/tests/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 -artifact_prefix="$out/crash-$t-" \
+        -print_final_stats=1 -artifact_prefix="$out/$t-" \
         "$out/corpus/$t" "$here/corpus/$t" >"$out/$t.log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/$t.log")
         cov=$(grep -o 'cov: [0-9]*' "$out/$t.log" | tail -n 1)
