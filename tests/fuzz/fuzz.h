@@ -30,12 +30,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 _Noreturn void cr_fuzz_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* What a strict proto3 reader refuses in m that protobuf-c takes: a string
+ * that is not UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF), or an unknown field numbered 0 (protobuf-c 1.4 unpacks one
+ * whose tag is a long varint, and packs it back short, which no reader
+ * takes, itself included); at any depth. NULL when none; else why, in buf
+ * (len bytes). */
+const char *cr_fuzz_strict_error(const ProtobufCMessage *m, char *buf, size_t len);
+
 #define CR_CODE(c) (1u << (c)) /* one grpc_status_code in a set of codes */
 
 /* The checks every reply gets: its status is in codes (a set of CR_CODE);
  * an error has a message and no body; bytes that do not decode as request
- * are INVALID_ARGUMENT saying "malformed"; an OK body decodes as response
- * and packs back to the same bytes, at most max bytes. Returns the decoded
+ * are INVALID_ARGUMENT saying "malformed"; an OK body decodes as response,
+ * strictly (cr_fuzz_strict_error), and packs back to the same bytes, at
+ * most max bytes. Returns the decoded
  * OK body (protobuf_c_message_free_unpacked it), else NULL. */
 ProtobufCMessage *cr_fuzz_check_reply(const cr_reply *r, unsigned codes,
                                       const ProtobufCMessageDescriptor *request,
