@@ -76,6 +76,9 @@ typedef struct cr_fuzz_method {
     unsigned codes;    /* the statuses it may answer, CR_CODE(GRPC_STATUS_OK) included */
     int read_only;     /* 1: even an OK answer leaves the core's state as it was */
     cr_route_by route_by;
+    /* The fuzzed call's answer limit; 0: CR_FUZZ_MAX_MESSAGE. Lower than
+     * the sidecar allows where a small input cannot reach that one. */
+    size_t max_message;
     /* The method's own invariants on an OK answer (NULL: none); req is the
      * request decoded, resp the answer; env->core is after the call. */
     void (*check_ok)(const cr_fuzz_env *env, const ProtobufCMessage *req,

@@ -50,6 +50,9 @@ static const cr_fuzz_method select_injection = {
     .response = &cacheroute__v1__select_injection_response__descriptor,
     .codes = CR_FUZZ_CODES_CHECKED,
     .route_by = CR_ROUTE_PLAN,
+    /* An answer is ~130 bytes plus request_id and the source's name (128
+     * bytes each at most): 256 puts "answer too large" in reach. */
+    .max_message = 256,
     .check_ok = check_ok,
 };
 

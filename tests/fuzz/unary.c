@@ -118,10 +118,12 @@ static void env_drop(void)
 int cr_fuzz_unary(const cr_fuzz_method *m, const uint8_t *data, size_t len)
 {
     cr_fuzz_env *env = env_for(m->route_by);
+    cr_handlers h = env->handlers;
+    h.max_message = m->max_message ? m->max_message : CR_FUZZ_MAX_MESSAGE;
     cr_reply r = {.status = GRPC_STATUS_OK};
-    m->handle(&env->handlers, data, len, &r);
+    m->handle(&h, data, len, &r);
     ProtobufCMessage *resp =
-        cr_fuzz_check_reply(&r, m->codes, m->request, m->response, data, len, CR_FUZZ_MAX_MESSAGE);
+        cr_fuzz_check_reply(&r, m->codes, m->request, m->response, data, len, h.max_message);
     state after;
     state_read(env, &after);
     const char *changed = state_change(&kept.pristine, &after);
