@@ -6,7 +6,10 @@
 #   build-tsan  clang, ThreadSanitizer, the tests labelled "concurrency"
 # after first building what scripts/setup.sh builds (build-release: Release,
 # -O3, no tests), so a warning only the optimiser sees cannot break the
-# README's first command.
+# README's first command. Last it fuzzes (build-fuzz: clang, -DCR_FUZZ=ON,
+# libFuzzer with ASan and UBSan): the targets' corpus tests, then each
+# target of tests/fuzz for CR_FUZZ_SECONDS (default 25), nproc at a time,
+# failing on any crash (about 3 minutes on 2 cores; tests/fuzz/run.sh).
 # Warnings are errors in every build, so gcc and clang both gate.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,3 +34,8 @@ ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE helm
 
 build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DCR_SANITIZE=thread
 ctest --test-dir build-tsan --output-on-failure -j "$jobs" -L concurrency
+
+cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCR_FUZZ=ON
+cmake --build build-fuzz -j "$jobs" --target cr_fuzz
+ctest --test-dir build-fuzz --output-on-failure -j "$jobs" -L fuzz
+"$root/tests/fuzz/run.sh" build-fuzz "${CR_FUZZ_SECONDS:-25}" "$jobs"

@@ -182,6 +182,19 @@ static void unlist(cr_push_call *p)
 
 static const cr_push_ops watch_ops = {watch_lock, watch_next, unlist, release_watch};
 
+const char *cr_watch_request_error(const cr_watch_hub *h, const uint8_t *req, size_t len,
+                                   char *buf, size_t buflen)
+{
+    if (cr_wire_check_strings(h->cfg.request, req, len, buf, buflen) != 0)
+        return buf;
+    ProtobufCMessage *m = protobuf_c_message_unpack(h->cfg.request, NULL, len, req);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    else
+        snprintf(buf, buflen, "malformed %s message (%zu bytes)", h->cfg.request->name, len);
+    return m ? NULL : buf;
+}
+
 /* Why the call cannot be watched, or NULL: a malformed request. */
 static const char *bad_request(const cr_call *c, const cr_watch_hub *h, char *buf, size_t len)
 {
@@ -190,20 +203,10 @@ static const char *bad_request(const cr_call *c, const cr_watch_hub *h, char *bu
         return "missing request message";
     if (cr_wire_read(c->payload, &req) != 0)
         return "cannot read the request message";
-    if (cr_wire_check_strings(h->cfg.request, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),
-                              buf, len) != 0) {
-        grpc_slice_unref(req);
-        return buf;
-    }
-    ProtobufCMessage *m = protobuf_c_message_unpack(h->cfg.request, NULL, GRPC_SLICE_LENGTH(req),
-                                                    GRPC_SLICE_START_PTR(req));
-    if (m)
-        protobuf_c_message_free_unpacked(m, NULL);
-    else
-        snprintf(buf, len, "malformed %s message (%zu bytes)", h->cfg.request->name,
-                 (size_t)GRPC_SLICE_LENGTH(req));
+    const char *bad = cr_watch_request_error(h, GRPC_SLICE_START_PTR(req),
+                                             GRPC_SLICE_LENGTH(req), buf, len);
     grpc_slice_unref(req);
-    return m ? NULL : buf;
+    return bad;
 }
 
 /* Lists w, or ends it with why not; h->lock held. */

@@ -1,0 +1,67 @@
+/* Plan: PlanRequest decode, the core's validation, planning, install, and
+ * the answer's size check. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "fuzz.h"
+
+typedef Cacheroute__V1__RoutingTable Table;
+
+static void check_placements(const Table *t)
+{
+    uint32_t r = t->n_shards;
+    uint32_t *mark = calloc(r ? r : 1, sizeof *mark); /* placement i + 1 that took it */
+    CR_FUZZ_CHECK(mark, "out of memory");
+    for (size_t i = 0; i < t->n_placements; i++) {
+        const Cacheroute__V1__Placement *p = t->placements[i];
+        int preferred = 0;
+        CR_FUZZ_CHECK(p->n_shards >= 1 && p->n_shards <= r, "owner %lld on %zu of %u shards",
+                      (long long)p->owner, p->n_shards, r);
+        for (size_t k = 0; k < p->n_shards; k++) {
+            uint32_t s = p->shards[k];
+            CR_FUZZ_CHECK(s < r && mark[s] != i + 1, "owner %lld: shard %u twice or >= %u",
+                          (long long)p->owner, s, r);
+            mark[s] = (uint32_t)(i + 1);
+            preferred |= s == p->preferred_shard;
+        }
+        CR_FUZZ_CHECK(preferred, "owner %lld prefers shard %u, not one of its own",
+                      (long long)p->owner, p->preferred_shard);
+    }
+    free(mark);
+}
+
+static void check_ok(const cr_fuzz_env *env, const ProtobufCMessage *request,
+                     const ProtobufCMessage *response)
+{
+    const Cacheroute__V1__PlanRequest *req = (const void *)request;
+    const Cacheroute__V1__PlanResponse *resp = (const void *)response;
+    const Table *t = resp->table;
+    CR_FUZZ_CHECK(t && resp->churn, "a plan without its table or churn");
+    CR_FUZZ_CHECK(t->n_shards >= 1 && t->n_shards <= CR_MAX_SHARDS &&
+                      t->n_expected_load == t->n_shards,
+                  "%u shards, %zu loads", t->n_shards, t->n_expected_load);
+    for (size_t s = 0; s < t->n_expected_load; s++)
+        CR_FUZZ_CHECK(isfinite(t->expected_load[s]) && t->expected_load[s] >= 0,
+                      "shard %zu's load %g", s, t->expected_load[s]);
+    CR_FUZZ_CHECK(isfinite(t->imbalance) && t->imbalance >= 1 - 1e-9, "imbalance %g",
+                  t->imbalance);
+    check_placements(t);
+    cr_core_plan_result cur;
+    cr_core_current(env->core, &cur);
+    uint64_t want = req->install ? 2 : 0; /* the seeded table is generation 1 */
+    CR_FUZZ_CHECK(t->generation == want && cur.generation == (req->install ? 2 : 1),
+                  "install %d: answered generation %llu, current %llu", (int)req->install,
+                  (unsigned long long)t->generation, (unsigned long long)cur.generation);
+    cr_core_plan_result_free(&cur);
+}
+
+static const cr_fuzz_method plan = {
+    .handle = cr_handle_plan,
+    .request = &cacheroute__v1__plan_request__descriptor,
+    .response = &cacheroute__v1__plan_response__descriptor,
+    .codes = CR_FUZZ_CODES_CHECKED,
+    .route_by = CR_ROUTE_PLAN,
+    .check_ok = check_ok,
+};
+
+CR_FUZZ_UNARY_TARGET(plan)

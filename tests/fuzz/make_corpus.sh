@@ -1,0 +1,166 @@
+#!/bin/sh
+# Writes the fuzz targets' seed corpora, tests/fuzz/corpus/<target>/<name>,
+# from the protobuf text below (protoc --encode) and from a few lines of the
+# Mooncake traces. The output is committed (small binary files, so a
+# checkout fuzzes and runs fuzz_corpus_* without protoc); rerun this after
+# changing a seed here and commit the result. Each target gets valid
+# requests of each shape and a few edge cases; the state they meet is
+# tests/fuzz/env.c's (owners 1..16, a plan installed, decisions r0..r3).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=$here/corpus
+grpc_proto=/usr/share/grpc-proto
+traces=${CR_TRACES:-/work/shared/traces} # the Mooncake traces (replay/README.md)
+
+# seed TARGET NAME MESSAGE PROTO INCLUDE: the text on stdin, encoded.
+seed() {
+    mkdir -p "$out/$1"
+    protoc --encode="$3" -I "$5" "$5/$4" >"$out/$1/$2"
+}
+cr() { seed "$1" "$2" "cacheroute.v1.$3" cacheroute/v1/cacheroute.proto "$root/proto"; }
+
+rm -rf "$out"
+
+cr plan rates PlanRequest <<'EOF'
+rates { owner: 1 rate: 10 } rates { owner: 2 rate: 80 }
+config { n_shards: 4 qcap: 50 warm_slots_per_shard: 200 }
+EOF
+cr plan estimator_install PlanRequest <<'EOF'
+from_estimator: true install: true
+EOF
+cr plan partial_config PlanRequest <<'EOF'
+rates { owner: 7 rate: 1e6 } rates { owner: -3 rate: 0 } config { qcap: 0.5 } install: true
+EOF
+cr plan both_sources PlanRequest <<'EOF'
+rates { owner: 1 rate: 1 } from_estimator: true
+EOF
+cr plan bad_rate PlanRequest <<'EOF'
+rates { owner: 1 rate: -1 } rates { owner: 1 rate: nan }
+EOF
+cr plan empty PlanRequest </dev/null
+
+cr record_arrival routes RecordArrivalRequest <<'EOF'
+owners: [7, 7, 42, 1, -9223372036854775808]
+EOF
+cr record_arrival weights RecordArrivalRequest <<'EOF'
+owners: [1, 2, 3] weights: [2000, 0.5, 1e9]
+EOF
+cr record_arrival omit RecordArrivalRequest <<'EOF'
+owners: [5, 6, 7, 8] omit_routes: true
+EOF
+cr record_arrival bad_weights RecordArrivalRequest <<'EOF'
+owners: [1, 2] weights: [1]
+EOF
+cr record_arrival empty RecordArrivalRequest </dev/null
+
+cr select_injection kv SelectInjectionRequest <<'EOF'
+request_id: "r9" prompt_tokens: 2000 knowledge_tokens: 8000
+sources { name: "kvstore-a" cached_tokens: 8000 } sources { name: "kvstore-b" cached_tokens: 4000 }
+EOF
+cr select_injection dry_queue SelectInjectionRequest <<'EOF'
+prompt_tokens: 100 knowledge_tokens: 50000 queue_wait_ms: 250 gpu: 0 dry_run: true
+sources { name: "s" cached_tokens: 50000 }
+EOF
+cr select_injection replace SelectInjectionRequest <<'EOF'
+request_id: "r0" prompt_tokens: 1 knowledge_tokens: 0
+EOF
+cr select_injection too_many_cached SelectInjectionRequest <<'EOF'
+request_id: "bad" prompt_tokens: 10 knowledge_tokens: 10 sources { name: "a" cached_tokens: 11 }
+EOF
+cr select_injection empty SelectInjectionRequest </dev/null
+
+cr get_rates listed GetRatesRequest <<'EOF'
+owners: [1, 16, 17, -1]
+EOF
+cr get_rates all GetRatesRequest </dev/null
+
+cr forget some ForgetRequest <<'EOF'
+owners: [1, 2, 2, 99]
+EOF
+cr forget none ForgetRequest </dev/null
+
+cr get_node_profile empty GetNodeProfileRequest </dev/null
+
+cr report_outcome matched ReportOutcomeRequest <<'EOF'
+outcomes { request_id: "r0" owner: 1 shard: 0 prompt_tokens: 10000 cached_tokens: 6000
+           queue_wait_ms: 5 prefill_ms: 300 prefilled_from: 6000 prefilled_to: 10000
+           mode: INJECTION_MODE_KV_CACHE source: "kvstore-a" transfer_ms: 40
+           transfer_bytes: 786432000 load_ms: 10 ttft_ms: 480 gpu: 0 }
+outcomes { request_id: "r1" ttft_ms: 900 mode: INJECTION_MODE_TEXT }
+EOF
+cr report_outcome unmatched ReportOutcomeRequest <<'EOF'
+outcomes { owner: 3 shard: 2 prompt_tokens: 100 cached_tokens: 50 }
+outcomes { request_id: "nobody" prefill_ms: 12 prefilled_from: 0 prefilled_to: 100 }
+EOF
+cr report_outcome rejected ReportOutcomeRequest <<'EOF'
+outcomes { request_id: "r2" prefill_ms: -1 }
+EOF
+cr report_outcome empty ReportOutcomeRequest </dev/null
+
+cr get_decision found GetDecisionRequest <<'EOF'
+request_id: "r3"
+EOF
+cr get_decision missing GetDecisionRequest <<'EOF'
+request_id: "r-not-decided"
+EOF
+cr get_decision empty GetDecisionRequest </dev/null
+
+cr get_stats empty GetStatsRequest </dev/null
+
+cr watch_decisions empty WatchDecisionsRequest </dev/null
+
+seed health_check all grpc.health.v1.HealthCheckRequest grpc/health/v1/health.proto \
+    "$grpc_proto" </dev/null
+seed health_check cacheroute grpc.health.v1.HealthCheckRequest \
+    grpc/health/v1/health.proto "$grpc_proto" <<'EOF'
+service: "cacheroute.v1.CacheRoute"
+EOF
+seed health_check unknown grpc.health.v1.HealthCheckRequest \
+    grpc/health/v1/health.proto "$grpc_proto" <<'EOF'
+service: "grpc.health.v1.Health"
+EOF
+
+refl() {
+    seed reflection "$1" grpc.reflection.v1.ServerReflectionRequest \
+        grpc/reflection/v1/reflection.proto "$grpc_proto"
+}
+refl list <<'EOF'
+host: "localhost" list_services: ""
+EOF
+refl file <<'EOF'
+file_by_filename: "cacheroute/v1/cacheroute.proto"
+EOF
+refl symbol <<'EOF'
+file_containing_symbol: "cacheroute.v1.CacheRoute.Plan"
+EOF
+refl nested_symbol <<'EOF'
+file_containing_symbol: ".grpc.health.v1.HealthCheckResponse.ServingStatus"
+EOF
+refl extension <<'EOF'
+file_containing_extension { containing_type: "cacheroute.v1.PlanRequest" extension_number: 5 }
+EOF
+refl extension_numbers <<'EOF'
+all_extension_numbers_of_type: "cacheroute.v1.Outcome"
+EOF
+refl unknown_file <<'EOF'
+file_by_filename: "nothing.proto"
+EOF
+refl empty </dev/null
+
+# Traces: a few lines of each Mooncake trace, and edge cases by hand.
+mkdir -p "$out/trace"
+head -n 4 "$traces/mooncake_conversation_trace.jsonl" >"$out/trace/conversation"
+head -n 3 "$traces/mooncake_synthetic_trace.jsonl" >"$out/trace/synthetic"
+printf '%s\n\n%s' '{"timestamp": 5.5, "input_length": 1, "output_length": 0, "hash_ids": [3]}' \
+    '{"timestamp": 1, "input_length": 600, "output_length": 2, "hash_ids": [3, 9007199254740991], "x": null}' \
+    >"$out/trace/unsorted_blank_no_newline"
+printf '%s\n' '{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": [1]}' \
+    >"$out/trace/bad_length"
+printf '%s\n' '{"timestamp": 0, "timestamp": 1, "input_length": 5, "hash_ids": []}' \
+    >"$out/trace/duplicate_key"
+printf '[1, 2]\n' >"$out/trace/not_object"
+
+# Raw bytes: an unknown field (valid: proto3 keeps going) and a truncated one.
+printf '\010\001' >"$out/watch_decisions/unknown_field"
+printf '\012\005ab' >"$out/watch_decisions/truncated"
