@@ -34,11 +34,12 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return -1;
 }
 
-/* The next field at *p; 0, or -1 at the end or on what unpack refuses. */
+/* The next field at *p; 0, or -1 at the end or on what unpack refuses.
+ * Number 0 is returned: cr_wire_check_strings names it. */
 static int next_field(const uint8_t **p, const uint8_t *end, wire_field *f)
 {
     uint64_t key, v;
-    if (*p >= end || read_varint(p, end, &key) != 0 || key >> 3 == 0 || key >> 3 > UINT32_MAX)
+    if (*p >= end || read_varint(p, end, &key) != 0 || key >> 3 > UINT32_MAX)
         return -1;
     f->number = (uint32_t)(key >> 3);
     f->type = (unsigned)(key & 7);
@@ -217,6 +218,12 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
     wire_field f;
     int rc = 0;
     while (rc == 0 && next_field(&p, end, &f) == 0) {
+        if (f.number == 0) { /* protobuf-c 1.4 takes it in a multi-byte key */
+            snprintf(w->err, w->errlen, "%s%sa field numbered 0, which protobuf does not allow",
+                     w->path, *w->path ? " has " : "the message has ");
+            rc = -1;
+            break;
+        }
         const ProtobufCFieldDescriptor *fd =
             protobuf_c_message_descriptor_get_field(d, (unsigned)f.number);
         if (fd)

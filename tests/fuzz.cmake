@@ -8,7 +8,7 @@
 if(TARGET cacheroute_server AND TARGET cacheroute_replay)
   set(CR_FUZZ_TARGETS plan record_arrival select_injection get_rates forget get_node_profile
                       report_outcome get_decision get_stats watch_decisions health_check
-                      reflection trace)
+                      reflection trace state)
   add_library(cr_fuzz_driver STATIC fuzz/driver.c fuzz/env.c fuzz/strict.c fuzz/unary.c)
   target_include_directories(cr_fuzz_driver PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
   target_link_libraries(cr_fuzz_driver PUBLIC cacheroute_server)
@@ -26,8 +26,11 @@ if(TARGET cacheroute_server AND TARGET cacheroute_replay)
     if(NOT seeds) # libFuzzer without files would fuzz for ever
       message(FATAL_ERROR "tests/fuzz/corpus/${t}/ is empty: run tests/fuzz/make_corpus.sh")
     endif()
-    add_test(NAME fuzz_corpus_${t} COMMAND fuzz_${t} ${seeds})
+    file(GLOB regressions CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/regressions/${t}-*)
+    add_test(NAME fuzz_corpus_${t} COMMAND fuzz_${t} ${seeds} ${regressions})
     set_tests_properties(fuzz_corpus_${t} PROPERTIES TIMEOUT 300 LABELS "unit;fuzz")
   endforeach()
   target_link_libraries(fuzz_trace PRIVATE cacheroute_replay)
+  pkg_check_modules(FUZZ_LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+  target_link_libraries(fuzz_state PRIVATE PkgConfig::FUZZ_LIBCRYPTO)
 endif()

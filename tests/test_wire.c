@@ -147,12 +147,33 @@ static void test_strings_named_by_path(void)
     CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, cut, sizeof cut, err, sizeof err), 0);
 }
 
+/* protobuf-c 1.4 unpacks a field numbered 0 written as a two-byte key
+ * (0x82 0x00: number 0, length-delimited); no other reader would. */
+static void test_field_zero_refused(void)
+{
+    char err[256];
+    buf src = {.n = 0}, w = {.n = 0};
+    const uint8_t zero[] = {0x82, 0x00, 0x01, 'x'};
+    memcpy(w.b, zero, sizeof zero);
+    w.n = sizeof zero;
+    CU_ASSERT_PTR_NOT_NULL(protobuf_c_message_unpack(SELECT, NULL, w.n, w.b) ? (void *)1 : NULL);
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
+    CU_ASSERT_STRING_EQUAL(err, "the message has a field numbered 0, which protobuf does not allow");
+    memcpy(src.b, zero, sizeof zero);
+    src.n = sizeof zero;
+    w.n = 0;
+    put_bytes(&w, 4, src.b, src.n);
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
+    CU_ASSERT_STRING_EQUAL(err, "sources[0] has a field numbered 0, which protobuf does not allow");
+}
+
 static const cr_test_case wire_tests[] = {
     {"count packed and unpacked", test_count_packed_and_unpacked},
     {"count stops at malformed", test_count_stops_at_malformed},
     {"last varint", test_last_varint},
     {"utf-8", test_utf8},
     {"strings named by path", test_strings_named_by_path},
+    {"field zero refused", test_field_zero_refused},
     {NULL, NULL},
 };
 
