@@ -79,7 +79,8 @@ uint64_t cr_wire_last_varint(const ProtobufCMessageDescriptor *d, const uint8_t 
  * (errlen bytes, NUL-terminated) naming the field path as the request's
  * fields spell it and the problem: "sources[1].name must be valid UTF-8,
  * not at byte 3 of 7", "request_id must not contain a NUL byte, found at
- * byte 2 of 5". A field numbered 0 is refused too, at any depth:
+ * byte 2 of 5". A field numbered 0 is refused too, at any depth, as
+ * "malformed <message> message: ...":
  * protobuf-c 1.4 accepts one written as a multi-byte key, and an answer
  * that echoes it (reflection's original_request) no reader could parse.
  * Malformed bytes are not its business: the walk stops

@@ -156,6 +156,7 @@ size_t cr_wire_utf8_error(const uint8_t *s, size_t len)
 }
 
 typedef struct string_walk {
+    const char *top; /* the request's message name */
     char path[256];
     char *err;
     size_t errlen;
@@ -219,8 +220,9 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
     int rc = 0;
     while (rc == 0 && next_field(&p, end, &f) == 0) {
         if (f.number == 0) { /* protobuf-c 1.4 takes it in a multi-byte key */
-            snprintf(w->err, w->errlen, "%s%sa field numbered 0, which protobuf does not allow",
-                     w->path, *w->path ? " has " : "the message has ");
+            snprintf(w->err, w->errlen,
+                     "malformed %s message: %s%sa field numbered 0, which protobuf does not allow",
+                     w->top, w->path, *w->path ? " has " : "");
             rc = -1;
             break;
         }
@@ -236,6 +238,6 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
 int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
                           char *err, size_t errlen)
 {
-    string_walk w = {.err = err, .errlen = errlen};
+    string_walk w = {.top = d->name, .err = err, .errlen = errlen};
     return walk_strings(&w, d, data, len, 0);
 }

@@ -185,14 +185,13 @@ static const cr_push_ops watch_ops = {watch_lock, watch_next, unlist, release_wa
 const char *cr_watch_request_error(const cr_watch_hub *h, const uint8_t *req, size_t len,
                                    char *buf, size_t buflen)
 {
-    if (cr_wire_check_strings(h->cfg.request, req, len, buf, buflen) != 0)
-        return buf;
     ProtobufCMessage *m = protobuf_c_message_unpack(h->cfg.request, NULL, len, req);
-    if (m)
-        protobuf_c_message_free_unpacked(m, NULL);
-    else
+    if (!m) {
         snprintf(buf, buflen, "malformed %s message (%zu bytes)", h->cfg.request->name, len);
-    return m ? NULL : buf;
+        return buf;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    return cr_wire_check_strings(h->cfg.request, req, len, buf, buflen) != 0 ? buf : NULL;
 }
 
 /* Why the call cannot be watched, or NULL: a malformed request. */

@@ -158,13 +158,15 @@ static void test_field_zero_refused(void)
     w.n = sizeof zero;
     CU_ASSERT_PTR_NOT_NULL(protobuf_c_message_unpack(SELECT, NULL, w.n, w.b) ? (void *)1 : NULL);
     CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
-    CU_ASSERT_STRING_EQUAL(err, "the message has a field numbered 0, which protobuf does not allow");
+    CU_ASSERT_STRING_EQUAL(err, "malformed cacheroute.v1.SelectInjectionRequest message: a field numbered 0, "
+                                "which protobuf does not allow");
     memcpy(src.b, zero, sizeof zero);
     src.n = sizeof zero;
     w.n = 0;
     put_bytes(&w, 4, src.b, src.n);
     CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
-    CU_ASSERT_STRING_EQUAL(err, "sources[0] has a field numbered 0, which protobuf does not allow");
+    CU_ASSERT_STRING_EQUAL(err, "malformed cacheroute.v1.SelectInjectionRequest message: sources[0] has a "
+                                "field numbered 0, which protobuf does not allow");
 }
 
 static const cr_test_case wire_tests[] = {

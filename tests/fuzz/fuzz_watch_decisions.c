@@ -4,6 +4,7 @@
 
 #include "fuzz.h"
 #include "watch.h"
+#include "wire.h"
 
 static cr_watch_hub *hub(void)
 {
@@ -28,7 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ProtobufCMessage *m =
         protobuf_c_message_unpack(&cacheroute__v1__watch_decisions_request__descriptor, NULL, size,
                                   data);
-    CR_FUZZ_CHECK(!bad == !!m, "decodes %d, refused '%s'", m != NULL, bad ? bad : "");
+    char why[200];
+    int clean = m && cr_wire_check_strings(&cacheroute__v1__watch_decisions_request__descriptor,
+                                           data, size, why, sizeof why) == 0;
+    CR_FUZZ_CHECK((bad == NULL) == clean, "decodes %d, clean %d, refused '%s'", m != NULL, clean,
+                  bad ? bad : "");
     CR_FUZZ_CHECK(!bad || (strstr(bad, "malformed") && strstr(bad, "WatchDecisionsRequest")),
                   "refused with '%s'", bad);
     if (m)
