@@ -156,7 +156,10 @@ static void test_field_zero_refused(void)
     const uint8_t zero[] = {0x82, 0x00, 0x01, 'x'};
     memcpy(w.b, zero, sizeof zero);
     w.n = sizeof zero;
-    CU_ASSERT_PTR_NOT_NULL(protobuf_c_message_unpack(SELECT, NULL, w.n, w.b) ? (void *)1 : NULL);
+    ProtobufCMessage *m = protobuf_c_message_unpack(SELECT, NULL, w.n, w.b);
+    CU_ASSERT_PTR_NOT_NULL(m);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
     CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
     CU_ASSERT_STRING_EQUAL(err, "malformed cacheroute.v1.SelectInjectionRequest message: a field numbered 0, "
                                 "which protobuf does not allow");
