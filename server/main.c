@@ -206,6 +206,14 @@ static cr_rpc_limits rpc_limits(const cr_server_config *sc)
                            sc->reply_deadline_s,      sc->max_pending_reply_bytes};
 }
 
+/* A server with nothing left worth waiting for: no grace. */
+static void stop_now(cr_rpc *rpc)
+{
+    long stuck = 0;
+    cr_rpc_shutdown(rpc, 0, SHUTDOWN_MARGIN_S, &stuck);
+    cr_rpc_free(rpc);
+}
+
 /* --health-listen: grpc.health.v1 alone, plaintext (kubelet gRPC probes
  * cannot speak TLS), sharing the main server's cr_health. NULL when off;
  * on error NULL with err set and *failed. */
@@ -251,11 +259,8 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     cr_rpc *health = rpc ? start_health(sc, methods, &failed, err, sizeof err) : NULL;
     if (!rpc || failed) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err);
-        if (rpc) {
-            long stuck = 0;
-            cr_rpc_shutdown(rpc, 0, SHUTDOWN_MARGIN_S, &stuck);
-            cr_rpc_free(rpc);
-        }
+        if (rpc)
+            stop_now(rpc);
         return 2;
     }
     s->rpc = rpc;
@@ -269,11 +274,8 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     log_config(cfg, s, cr_rpc_port(rpc), cr_metrics_port(s->metrics),
                health ? cr_rpc_port(health) : 0);
     wait_and_drain(cfg, s, rpc);
-    if (health) { /* it answered NOT_SERVING through the drain */
-        long stuck = 0;
-        cr_rpc_shutdown(health, 0, SHUTDOWN_MARGIN_S, &stuck);
-        cr_rpc_free(health);
-    }
+    if (health) /* it answered NOT_SERVING through the drain */
+        stop_now(health);
     cr_metrics_stop(s->metrics);
     return 0;
 }
