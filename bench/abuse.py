@@ -17,25 +17,19 @@ import time
 
 import grpc  # Debian's python3-grpcio
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+sys.dont_write_bytecode = True
+from harness import varint, wire_field  # noqa: E402
+
 SERVICE = "/cacheroute.v1.CacheRoute/"
 
 
-def varint(n):
-    out = bytearray()
-    while True:
-        out.append((n & 0x7f) | (0x80 if n > 0x7f else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
 def field(number, wire_type, payload):
-    key = varint(number << 3 | wire_type)
-    if wire_type == 0:
-        return key + varint(payload)
+    """harness.wire_field, plus wire type 1 (a double)."""
     if wire_type == 1:
-        return key + struct.pack("<d", payload)
-    return key + varint(len(payload)) + payload
+        return varint(number << 3 | 1) + struct.pack("<d", payload)
+    return wire_field(number, wire_type, payload)
 
 
 def planner_config(n_shards, qcap, slots):
