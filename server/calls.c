@@ -1,5 +1,5 @@
-/* Call kinds built on a handler: unary (one message in, one reply) and
- * "bidi each" (a stream answered message by message, as reflection is). */
+/* The unary call kind: one message in, one reply (stream.c has the
+ * streaming kind built on the same handlers). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,11 +7,6 @@
 #include "rpc.h"
 #include "sweep.h"
 #include "wire.h"
-
-/* A request at least this big is decoded and handled on the pool even for
- * a quick method: decoding 64 MiB takes long enough to hold a worker (and
- * the calls queued behind it) for a noticeable time. */
-#define INLINE_MAX_BYTES (1 << 20)
 
 /* A unary call reads its request itself (rather than gRPC core before the
  * call arrives) so that a stalled upload is a call we can see: it counts
@@ -28,8 +23,7 @@ typedef struct unary_call {
     cr_sweep_entry sweep; /* listed while the request or the answer is on its way */
 } unary_call;
 
-/* Runs the method's handler on one message; the reply is OK or an error. */
-static void run_handler(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
+void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
 {
     grpc_slice req;
     memset(reply, 0, sizeof *reply);
@@ -45,9 +39,7 @@ static void run_handler(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
     }
 }
 
-/* What the client saw: the reply's status, unless the call was cancelled
- * (by the client, its deadline, or shutdown) before the status went out. */
-static grpc_status_code final_status(int ok, int cancelled, grpc_status_code sent)
+grpc_status_code cr_call_final_status(int ok, int cancelled, grpc_status_code sent)
 {
     return ok && !cancelled ? sent : GRPC_STATUS_CANCELLED;
 }
@@ -74,7 +66,7 @@ static void unary_done(cr_tag *tag, int ok)
     unary_call *u = CR_CONTAINER_OF(tag, unary_call, done);
     cr_sweep_remove(cr_rpc_reply_sweep(u->base.rpc), &u->sweep);
     cr_rpc_release_reply(u->base.rpc, u->reserved);
-    cr_call_observe(&u->base, final_status(ok, u->cancelled, u->reply.status));
+    cr_call_observe(&u->base, cr_call_final_status(ok, u->cancelled, u->reply.status));
     if (u->send)
         grpc_byte_buffer_destroy(u->send);
     grpc_slice_unref(u->details);
@@ -85,7 +77,7 @@ static void unary_done(cr_tag *tag, int ok)
 static void unary_run(void *arg)
 {
     unary_call *u = arg;
-    run_handler(&u->base, u->base.payload, &u->reply);
+    cr_call_handle(&u->base, u->base.payload, &u->reply);
     reserve_reply(u);
     grpc_op ops[4];
     size_t n = 0;
@@ -117,7 +109,7 @@ static void unary_received(cr_tag *tag, int ok)
     cr_call *c = &u->base;
     cr_sweep_remove(cr_rpc_request_sweep(c->rpc), &u->sweep);
     cr_call_log_started(c);
-    int big = c->payload && grpc_byte_buffer_length(c->payload) >= INLINE_MAX_BYTES;
+    int big = c->payload && grpc_byte_buffer_length(c->payload) >= CR_INLINE_MAX_BYTES;
     if ((c->method->spec.slow || big) && cr_pool_submit(cr_rpc_pool(c->rpc), unary_run, c) == 0)
         return;
     unary_run(c);
@@ -141,89 +133,3 @@ static void unary_arrived(cr_call *c)
 }
 
 const cr_call_kind cr_unary_kind = {sizeof(unary_call), GRPC_SRM_PAYLOAD_NONE, unary_arrived};
-
-/* ---- bidi each ---- */
-
-typedef struct stream_call {
-    cr_call base;
-    cr_tag step;
-    grpc_byte_buffer *recv, *send;
-    grpc_slice details;
-    grpc_status_code status;
-    int cancelled, finishing;
-} stream_call;
-
-static void stream_release(stream_call *s, int ok)
-{
-    cr_call_observe(&s->base, final_status(ok, s->cancelled, s->status));
-    grpc_slice_unref(s->details);
-    if (s->recv)
-        grpc_byte_buffer_destroy(s->recv);
-    cr_call_release(&s->base);
-}
-
-static void stream_finish(stream_call *s, grpc_status_code status, const char *message)
-{
-    grpc_op ops[2];
-    memset(ops, 0, sizeof ops);
-    s->finishing = 1;
-    s->status = status;
-    s->details = grpc_slice_from_copied_string(message);
-    ops[0].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[0].data.send_status_from_server.status = status;
-    ops[0].data.send_status_from_server.status_details = &s->details;
-    ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[1].data.recv_close_on_server.cancelled = &s->cancelled;
-    if (cr_start_batch(s->base.call, ops, 2, &s->step) != GRPC_CALL_OK)
-        stream_release(s, 0);
-}
-
-/* Sends what is in s->send (if anything) and asks for the next message. */
-static void stream_continue(stream_call *s, int first)
-{
-    grpc_op ops[2];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = first ? GRPC_OP_SEND_INITIAL_METADATA : GRPC_OP_SEND_MESSAGE;
-    ops[0].data.send_message.send_message = s->send;
-    ops[1].op = GRPC_OP_RECV_MESSAGE;
-    ops[1].data.recv_message.recv_message = &s->recv;
-    if (cr_start_batch(s->base.call, ops, 2, &s->step) != GRPC_CALL_OK)
-        stream_finish(s, GRPC_STATUS_INTERNAL, "cannot continue the stream");
-}
-
-static void stream_step(cr_tag *tag, int ok)
-{
-    stream_call *s = CR_CONTAINER_OF(tag, stream_call, step);
-    if (s->send) {
-        grpc_byte_buffer_destroy(s->send);
-        s->send = NULL;
-    }
-    if (s->finishing) {
-        stream_release(s, ok);
-        return;
-    }
-    if (!ok || !s->recv) { /* the client half-closed, or the call broke */
-        stream_finish(s, GRPC_STATUS_OK, "");
-        return;
-    }
-    cr_reply reply;
-    run_handler(&s->base, s->recv, &reply);
-    grpc_byte_buffer_destroy(s->recv);
-    s->recv = NULL;
-    if (reply.status != GRPC_STATUS_OK) {
-        stream_finish(s, reply.status, reply.message);
-        return;
-    }
-    s->send = cr_reply_take_body(&reply);
-    stream_continue(s, 0);
-}
-
-static void stream_arrived(cr_call *c)
-{
-    stream_call *s = (stream_call *)c;
-    s->step.fn = stream_step;
-    s->details = grpc_empty_slice();
-    stream_continue(s, 1);
-}
-
-const cr_call_kind cr_bidi_each_kind = {sizeof(stream_call), GRPC_SRM_PAYLOAD_NONE, stream_arrived};

@@ -41,6 +41,7 @@ typedef struct cr_server_config {
     double request_deadline_s;      /* --request-deadline; 0 = off */
     double reply_deadline_s;        /* --reply-deadline; 0 = off */
     long max_pending_reply_bytes;   /* --max-pending-reply-bytes */
+    double stream_idle_timeout_s;   /* --stream-idle-timeout; 0 = off */
     long metrics_timeout_s;         /* --metrics-timeout, idle HTTP connection */
     long metrics_max_connections;   /* --metrics-max-connections */
     long metrics_per_ip_connections; /* --metrics-per-ip-connections */

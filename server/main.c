@@ -43,7 +43,7 @@ typedef struct sidecar {
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
 
-enum { N_METHODS = 15 };
+enum { N_METHODS = 16 };
 
 /* The last columns say who may call (rpc.h cr_access): state-changing calls
  * are an admin's once authorization is on. */
@@ -69,6 +69,8 @@ static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
         {SERVICE "GetStats", &cr_unary_kind, 1, cr_handle_get_stats, &s->handlers, OPEN},
         {SERVICE "ClearReservations", &cr_unary_kind, 0, cr_handle_clear_reservations,
          &s->handlers, ADMIN},
+        {SERVICE "RecordArrivals", &cr_bidi_each_kind, 0, cr_handle_record_arrival,
+         &s->handlers, OPEN},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health, OPEN},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health, OPEN},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
@@ -132,11 +134,12 @@ static void log_stats(void *ctx)
     cr_core_stats st;
     cr_core_stats_read(s->handlers.core, &st);
     cr_log(CR_LOG_INFO, "current stats",
-           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
+           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
                      (json_int_t)cr_rpc_in_flight(s->rpc), "in_flight_by_method",
                      cr_rpc_describe_running(s->rpc), "refused_calls",
                      (json_int_t)cr_rpc_refused(s->rpc), "request_timeouts",
-                     (json_int_t)cr_rpc_request_timeouts(s->rpc), "pending_reply_bytes",
+                     (json_int_t)cr_rpc_request_timeouts(s->rpc), "stream_timeouts",
+                     (json_int_t)cr_rpc_stream_timeouts(s->rpc), "pending_reply_bytes",
                      (json_int_t)cr_rpc_pending_reply_bytes(s->rpc), "reply_timeouts",
                      (json_int_t)cr_rpc_reply_timeouts(s->rpc), "tracked_owners",
                      (json_int_t)st.tracked_owners, "generation", (json_int_t)st.generation,
@@ -203,7 +206,8 @@ static cr_rpc_limits rpc_limits(const cr_server_config *sc)
                            sc->max_connection_age_s,  sc->max_connection_age_grace_s,
                            sc->max_concurrent_streams, sc->memory_quota_bytes,
                            sc->max_calls_per_method,  sc->request_deadline_s,
-                           sc->reply_deadline_s,      sc->max_pending_reply_bytes};
+                           sc->reply_deadline_s,      sc->max_pending_reply_bytes,
+                           sc->stream_idle_timeout_s};
 }
 
 /* A server with nothing left worth waiting for: no grace. */

@@ -1,5 +1,5 @@
 /* Server lifecycle, workers and call requests. Call kinds live in calls.c,
- * health.c and watch.c (the last two pushing streams, push.h). */
+ * stream.c, health.c and watch.c (the last two pushing streams, push.h). */
 #include "rpc.h"
 
 #include <grpc/grpc_security.h>
@@ -71,6 +71,7 @@ struct cr_rpc {
     cr_pool *pool;
     cr_sweep *request_sweep;     /* request deadlines; NULL when off */
     cr_sweep *reply_sweep;       /* reply deadlines; NULL when off */
+    cr_sweep *stream_sweep;      /* idle streams, and every stream at shutdown */
     grpc_resource_quota *quota;  /* NULL when off */
     _Atomic long in_flight;      /* calls arrived and not yet released */
     _Atomic long *method_calls;  /* the same, per method */
@@ -434,7 +435,12 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
     if (l->reply_deadline_s > 0)
         rpc->reply_sweep =
             cr_sweep_new(l->reply_deadline_s, "the answer was not read within --reply-deadline");
+    /* Kept without an idle limit too, for shutdown to end streams: its
+     * timeout is then longer than any process lives. */
+    rpc->stream_sweep = cr_sweep_new(l->stream_idle_s > 0 ? l->stream_idle_s : 1e9,
+                                     "the stream was idle for --stream-idle-timeout");
     if (!rpc->methods || !rpc->method_calls || !rpc->workers || !rpc->server || !rpc->pool ||
+        !rpc->stream_sweep ||
         (l->request_deadline_s > 0 && !rpc->request_sweep) ||
         (l->reply_deadline_s > 0 && !rpc->reply_sweep)) {
         snprintf(err, errlen, "out of memory starting the server");
@@ -470,6 +476,7 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
 cr_pool *cr_rpc_pool(cr_rpc *rpc) { return rpc->pool; }
 cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc) { return rpc->request_sweep; }
 cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc) { return rpc->reply_sweep; }
+cr_sweep *cr_rpc_stream_sweep(cr_rpc *rpc) { return rpc->stream_sweep; }
 long cr_rpc_refused(cr_rpc *rpc) { return atomic_load(&rpc->refused); }
 long cr_rpc_pending_reply_bytes(cr_rpc *rpc) { return atomic_load(&rpc->pending_reply); }
 
@@ -490,6 +497,7 @@ void cr_rpc_release_reply(cr_rpc *rpc, size_t len)
 }
 long cr_rpc_request_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->request_sweep); }
 long cr_rpc_reply_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->reply_sweep); }
+long cr_rpc_stream_timeouts(cr_rpc *rpc) { return cr_sweep_cancelled(rpc->stream_sweep); }
 
 json_t *cr_rpc_describe_running(cr_rpc *rpc)
 {
@@ -542,6 +550,9 @@ double cr_rpc_shutdown(cr_rpc *rpc, double grace, double margin, long *stuck)
     double t0 = cr_rpc_clock(), hard = t0 + grace + margin;
     static cr_tag shutdown_tag; /* only compared, never run */
     grpc_server_shutdown_and_notify(rpc->server, rpc->shutdown_cq, &shutdown_tag);
+    /* A stream lasts as long as its client likes: waiting for it would
+     * only spend the grace. */
+    cr_sweep_close(rpc->stream_sweep, GRPC_STATUS_UNAVAILABLE, "server shutting down");
     int done = wait_for_drain(rpc, grace, hard) == 0;
     /* gRPC is done with every call, but a handler may still be running (on
      * the pool, or inline on a worker when the pool was already draining) and
@@ -589,6 +600,7 @@ void cr_rpc_free(cr_rpc *rpc)
     cr_pool_free(rpc->pool);
     cr_sweep_free(rpc->request_sweep);
     cr_sweep_free(rpc->reply_sweep);
+    cr_sweep_free(rpc->stream_sweep);
     if (rpc->quota)
         grpc_resource_quota_unref(rpc->quota);
     free(rpc->method_calls);

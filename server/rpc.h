@@ -89,7 +89,12 @@ struct cr_call_kind {
 };
 
 extern const cr_call_kind cr_unary_kind;     /* one message in, one out */
-extern const cr_call_kind cr_bidi_each_kind; /* a stream: one reply per message */
+/* A stream answered message by message (stream.c): each inbound message
+ * goes through the method's handler as a unary request would, and its reply
+ * goes out before the next message is read. A reply that is an error ends
+ * the stream with that status, its text prefixed "message N: " (N counts
+ * from 0); the client half-closing ends it OK. */
+extern const cr_call_kind cr_bidi_each_kind;
 
 /* Called once per finished call with the method's index in the specs given
  * to cr_rpc_start, its status and its latency in seconds; from any thread. */
@@ -114,6 +119,8 @@ typedef struct cr_rpc_limits {
                                         * 0: gRPC core reads requests before the call */
     double reply_deadline_s;           /* unary: an answer unread this long is cancelled */
     long max_pending_reply_bytes;      /* unary answers out and not yet read, in all */
+    double stream_idle_s;              /* a stream neither read from nor written to this
+                                        * long is ended DEADLINE_EXCEEDED; 0: never */
 } cr_rpc_limits;
 
 typedef struct cr_rpc_options {
@@ -142,7 +149,8 @@ typedef struct cr_rpc_options {
 cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, size_t n,
                      char *err, size_t errlen);
 
-/* Stops accepting calls, lets in-flight calls finish for up to grace seconds,
+/* Stops accepting calls, ends open streams (cr_bidi_each_kind) UNAVAILABLE
+ * at once, lets other in-flight calls finish for up to grace seconds,
  * then cancels the rest and gives handlers still running margin seconds
  * more to return. Returns the number of seconds it waited. When every call
  * ended, every thread is joined and *stuck is 0; cr_rpc_free afterwards.
@@ -155,10 +163,12 @@ double cr_rpc_shutdown(cr_rpc *rpc, double grace, double margin, long *stuck);
  * ({"/pkg.Svc/Plan": 1}); NULL when out of memory. Thread-safe. */
 json_t *cr_rpc_describe_running(cr_rpc *rpc);
 /* Calls refused over --max-calls-per-method, and calls cancelled past
- * --request-deadline and --reply-deadline, since start. Thread-safe. */
+ * --request-deadline, --reply-deadline and --stream-idle-timeout, since
+ * start. Thread-safe. */
 long cr_rpc_refused(cr_rpc *rpc);
 long cr_rpc_request_timeouts(cr_rpc *rpc);
 long cr_rpc_reply_timeouts(cr_rpc *rpc);
+long cr_rpc_stream_timeouts(cr_rpc *rpc);
 /* The bound TCP port (useful with --listen host:0). */
 int cr_rpc_port(const cr_rpc *rpc);
 /* Calls that arrived and have not finished (health watches included). */
@@ -182,12 +192,25 @@ long cr_rpc_pending_reply_bytes(cr_rpc *rpc);
 /* The request and reply deadlines' sweepers; NULL when off. */
 struct cr_sweep *cr_rpc_request_sweep(cr_rpc *rpc);
 struct cr_sweep *cr_rpc_reply_sweep(cr_rpc *rpc);
+/* Open streams waiting on their client: the idle limit's sweeper, which
+ * shutdown also closes (sweep.h); never NULL. */
+struct cr_sweep *cr_rpc_stream_sweep(cr_rpc *rpc);
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
 /* 1 when c may run with this request (see cr_access); otherwise 0 with out
  * set to PERMISSION_DENIED naming the method and what it needs. */
 int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out);
+/* Runs c's handler on one message (NULL: it is missing) once
+ * cr_call_allowed lets it; reply (overwritten) is then OK or an error. */
+void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply);
+/* What the client saw: sent, unless the call was cancelled (by the client,
+ * a deadline, or shutdown) or broke (!ok) before the status went out. */
+grpc_status_code cr_call_final_status(int ok, int cancelled, grpc_status_code sent);
+/* A message at least this big is decoded and handled on the pool even for
+ * a quick method: decoding 64 MiB takes long enough to hold a worker (and
+ * the calls queued behind it) for a noticeable time. */
+#define CR_INLINE_MAX_BYTES (1 << 20)
 /* The debug "call started" line (once per call). */
 void cr_call_log_started(const cr_call *c);
 /* cr_wire_read (proto/wire.h) by its old name: bb whole in *out; 0, or -1. */

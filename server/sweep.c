@@ -21,6 +21,9 @@ struct cr_sweep {
     const char *why;
     long cancelled;
     int stopping;
+    int closed; /* cr_sweep_close: cancel with closed_status, list nothing */
+    grpc_status_code closed_status;
+    const char *closed_why;
 };
 
 static void unlink_entry(cr_sweep *s, cr_sweep_entry *e)
@@ -100,6 +103,12 @@ void cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call)
         return;
     pthread_mutex_lock(&s->lock);
     e->call = call;
+    if (s->closed) {
+        e->listed = 0;
+        grpc_call_cancel_with_status(call, s->closed_status, s->closed_why, NULL);
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
     e->due = cr_rpc_clock() + s->timeout_s;
     e->next = NULL;
     e->prev = s->tail;
@@ -119,6 +128,22 @@ void cr_sweep_remove(cr_sweep *s, cr_sweep_entry *e)
     pthread_mutex_lock(&s->lock);
     if (e->listed)
         unlink_entry(s, e);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void cr_sweep_close(cr_sweep *s, grpc_status_code status, const char *why)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->closed = 1;
+    s->closed_status = status;
+    s->closed_why = why;
+    while (s->head) {
+        cr_sweep_entry *e = s->head;
+        unlink_entry(s, e);
+        grpc_call_cancel_with_status(e->call, status, why, NULL);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -1,4 +1,4 @@
-/* Request and reply deadlines: gRPC core holds a half-received request, or
+/* Request and reply deadlines, and idle streams: gRPC core holds a half-received request, or
  * an answer until the client reads it, for as long as the client likes, and
  * has no server-side alarm for that. Calls waiting on their client are
  * listed here with a due time; one thread cancels those still listed when
@@ -32,7 +32,12 @@ void cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call);
  * no longer touches e or its call. s NULL does nothing. */
 void cr_sweep_remove(cr_sweep *s, cr_sweep_entry *e);
 
-/* Calls cancelled so far. */
+/* Cancels every listed call now with status and why (static text), and
+ * from then on every call cr_sweep_add is given, at once, instead of
+ * listing it: for shutdown. These are not counted as cancelled. */
+void cr_sweep_close(cr_sweep *s, grpc_status_code status, const char *why);
+
+/* Calls cancelled so far (past their timeout). */
 long cr_sweep_cancelled(cr_sweep *s);
 
 /* Stops and joins the thread; every entry must be removed already. NULL is
