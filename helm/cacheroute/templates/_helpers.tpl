@@ -133,6 +133,7 @@ separately.
 - requestDeadline=request-deadline
 - replyDeadline=reply-deadline
 - maxPendingReplyBytes=max-pending-reply-bytes
+- streamIdleTimeout=stream-idle-timeout
 - metricsTimeout=metrics-timeout
 - metricsMaxConnections=metrics-max-connections
 - metricsPerIpConnections=metrics-per-ip-connections
