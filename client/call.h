@@ -1,4 +1,4 @@
-/* Unary and server-streaming gRPC calls over the C core with protobuf-c messages (packed and
+/* Unary, server-streaming and bidirectional gRPC calls over the C core with protobuf-c messages (packed and
  * unpacked by proto/wire.h, which also names the status codes). */
 #ifndef CR_CLIENT_CALL_H
 #define CR_CLIENT_CALL_H
@@ -50,5 +50,20 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
                                   const ProtobufCMessageDescriptor *resp_type,
                                   cr_client_each_fn each, void *ctx,
                                   volatile sig_atomic_t *stop, char *err, size_t errlen);
+
+/* The next request of a bidirectional stream, valid until the next call;
+ * NULL when there is none (the stream is then half-closed). */
+typedef const ProtobufCMessage *(*cr_client_next_fn)(void *ctx);
+
+/* Calls a bidirectional method (bidi.c) with no deadline: sends what next
+ * gives, pipelined, until it gives NULL, and hands each answer, unpacked
+ * as resp_type, to each(ctx, m) as it comes; each returning nonzero
+ * cancels the call. Returns the stream's final status (OK when each
+ * stopped it); on anything else err holds the server's message. Both
+ * functions run on the calling thread. */
+grpc_status_code cr_client_bidi(cr_client *c, const char *method, cr_client_next_fn next,
+                                void *next_ctx, const ProtobufCMessageDescriptor *resp_type,
+                                cr_client_each_fn each, void *each_ctx, char *err,
+                                size_t errlen);
 
 #endif

@@ -30,6 +30,11 @@ static const char usage[] =
     "                        sidecar's value for this plan, the others keep the\n"
     "                        sidecar's own (its --n-shards, --qcap, ...)\n"
     "  record [--omit-routes] OWNER...   record one arrival per OWNER\n"
+    "  record --stream [--file F] [--omit-routes]\n"
+    "                        RecordArrivals: each line of F (default: stdin) is one\n"
+    "                        message, 'OWNER[=WEIGHT] ...' (spaces or commas); one JSON\n"
+    "                        line per answer, in order (no --timeout); a bad message\n"
+    "                        ends it, named by its index among the lines sent, from 0\n"
     "  rates [OWNER...]      estimated rates (all tracked owners when none given)\n"
     "  forget OWNER...       drop owners from the estimator\n"
     "  health [--service S]  grpc.health.v1 Check (exit 1 unless SERVING)\n"
@@ -57,7 +62,7 @@ typedef struct options {
     cr_client_security security;
     double timeout;
     const char *file;
-    int from_estimator, install, omit_routes, have_config;
+    int from_estimator, install, omit_routes, stream, have_config;
     Cacheroute__V1__PlannerConfig config;
     const char *service;
     uint64_t count; /* watch --count; 0 = no limit */
@@ -279,7 +284,7 @@ static int cmd_health(cr_client *c, const options *o)
 
 enum { O_TARGET = 256, O_TIMEOUT, O_FILE, O_FROM_EST, O_INSTALL, O_SHARDS, O_QCAP, O_WARM,
        O_OMIT, O_SERVICE, O_SOURCE, O_QUEUE, O_GPU, O_DRY, O_REQUEST_ID, O_COUNT, O_TLS_CA,
-       O_TLS_CERT, O_TLS_KEY, O_TOKEN };
+       O_TLS_CERT, O_TLS_KEY, O_TOKEN, O_STREAM };
 
 static const struct option long_opts[] = {
     {"target", required_argument, NULL, O_TARGET},
@@ -291,6 +296,7 @@ static const struct option long_opts[] = {
     {"qcap", required_argument, NULL, O_QCAP},
     {"warm-slots-per-shard", required_argument, NULL, O_WARM},
     {"omit-routes", no_argument, NULL, O_OMIT},
+    {"stream", no_argument, NULL, O_STREAM},
     {"service", required_argument, NULL, O_SERVICE},
     {"source", required_argument, NULL, O_SOURCE},
     {"queue-wait-ms", required_argument, NULL, O_QUEUE},
@@ -407,6 +413,7 @@ static int parse_options(int argc, char **argv, options *o)
         case O_FROM_EST: o->from_estimator = 1; break;
         case O_INSTALL: o->install = 1; break;
         case O_OMIT: o->omit_routes = 1; break;
+        case O_STREAM: o->stream = 1; break;
         case O_SERVICE: o->service = optarg; break;
         case O_COUNT: {
             int64_t n;
@@ -466,8 +473,15 @@ int main(int argc, char **argv)
     const char *cmd = argv[optind];
     char **args = argv + optind + 1;
     int n = argc - optind - 1;
-    int needs_owners = !strcmp(cmd, "record") || !strcmp(cmd, "forget");
-    if (!strcmp(cmd, "select")) {
+    int streaming = o.stream && !strcmp(cmd, "record");
+    int needs_owners = (!strcmp(cmd, "record") && !streaming) || !strcmp(cmd, "forget");
+    if (o.stream && !streaming) {
+        return fail_usage("--stream is for record, not %s", cmd);
+    } else if (streaming) {
+        if (n > 0)
+            return fail_usage("record --stream reads owners from --file or stdin, got '%s'",
+                              args[0]);
+    } else if (!strcmp(cmd, "select")) {
         if (n != 2)
             return fail_usage("%s needs PROMPT_TOKENS and KNOWLEDGE_TOKENS", cmd);
     } else if (!strcmp(cmd, "decision")) {
@@ -505,6 +519,8 @@ int main(int argc, char **argv)
         rc = cr_cli_watch(&c, o.count);
     else if (!strcmp(cmd, "stats"))
         rc = cr_cli_stats(&c);
+    else if (streaming)
+        rc = cr_cli_record_stream(&c, o.file, o.omit_routes);
     else
         rc = cmd_owners(&c, cmd, args, n, &o);
     cr_client_close(&c);

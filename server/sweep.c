@@ -97,17 +97,18 @@ cr_sweep *cr_sweep_new(double timeout_s, const char *why)
     return s;
 }
 
-void cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call)
+int cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call)
 {
     if (!s)
-        return;
+        return 0;
     pthread_mutex_lock(&s->lock);
     e->call = call;
     if (s->closed) {
         e->listed = 0;
-        grpc_call_cancel_with_status(call, s->closed_status, s->closed_why, NULL);
+        if (!e->on_close)
+            grpc_call_cancel_with_status(call, s->closed_status, s->closed_why, NULL);
         pthread_mutex_unlock(&s->lock);
-        return;
+        return -1;
     }
     e->due = cr_rpc_clock() + s->timeout_s;
     e->next = NULL;
@@ -119,6 +120,7 @@ void cr_sweep_add(cr_sweep *s, cr_sweep_entry *e, grpc_call *call)
     s->tail = e;
     e->listed = 1;
     pthread_mutex_unlock(&s->lock);
+    return 0;
 }
 
 void cr_sweep_remove(cr_sweep *s, cr_sweep_entry *e)
@@ -142,7 +144,10 @@ void cr_sweep_close(cr_sweep *s, grpc_status_code status, const char *why)
     while (s->head) {
         cr_sweep_entry *e = s->head;
         unlink_entry(s, e);
-        grpc_call_cancel_with_status(e->call, status, why, NULL);
+        if (e->on_close)
+            e->on_close(e, status, why);
+        else
+            grpc_call_cancel_with_status(e->call, status, why, NULL);
     }
     pthread_mutex_unlock(&s->lock);
 }

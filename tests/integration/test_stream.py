@@ -5,6 +5,7 @@ bounds: flow control (a client that does not read is not read from), the
 per-message size limit, the per-method call cap, the idle timeout, and
 shutdown ending streams UNAVAILABLE. Every stream has a deadline and every
 wait is bounded."""
+import json
 import os
 import queue
 import signal
@@ -161,6 +162,58 @@ class StreamTest(h.SidecarTestCase):
         self.assertRegex(cm.exception.details(), r"^message 1: ")
 
 
+class CliTest(h.SidecarTestCase):
+    SIDECAR_FLAGS = CALLS
+
+    def cli(self, stdin, *args):
+        return h.run_cli("--target", self.sidecar.target, "record", "--stream", *args,
+                         stdin=stdin)
+
+    def test_one_json_line_per_message_as_unary(self):
+        # Lines as messages: the answers are what the same RecordArrival
+        # calls would give (rates on the calls clock; weights after '=').
+        p = self.cli("7000 7001,7000\n# a comment\n\n7002=2.5 7000=1\n7003\n")
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        lines = [json.loads(x) for x in p.stdout.splitlines()]
+        self.assertEqual([x["recorded"] for x in lines], [3, 2, 1])
+        self.assertEqual([[r["owner"] for r in x["routes"]] for x in lines],
+                         [["7000", "7001", "7000"], ["7002", "7000"], ["7003"]])
+        self.assertEqual(lines[1]["routes"][0]["rate"], 2.5)
+        self.assertEqual(lines[1]["routes"][1]["rate"], h.calls_rate_exact(3, 4.0))
+        g = self.stub.GetRates(P.cr.GetRatesRequest(owners=[7000, 7001, 7003]),
+                               timeout=h.RPC_TIMEOUT)
+        self.assertEqual([x.rate for x in g.rates], [h.calls_rate_exact(3, 4.0), 1.0, 1.0])
+
+    def test_many_lines_pipelined(self):
+        n = 3000
+        p = self.cli("".join("%d\n" % (8000 + i % 50) for i in range(n)), "--omit-routes")
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        lines = p.stdout.splitlines()
+        self.assertEqual(len(lines), n)
+        self.assertEqual({json.loads(x)["recorded"] for x in lines}, {1})
+
+    def test_errors(self):
+        # The sidecar's: the stream ends naming the message; those before
+        # it were printed. A bad line: usage, after the lines before it.
+        p = self.cli("7100\n7101=-1\n7102\n", "--omit-routes")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(len(p.stdout.splitlines()), 1)
+        self.assertIn("INVALID_ARGUMENT: message 1: weights[0] must be in", p.stderr)
+        p = self.cli("7110\n7111 x\n7112\n", "--omit-routes")
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(len(p.stdout.splitlines()), 1)
+        self.assertIn("line 2: owner must be a 64-bit integer, got 'x'", p.stderr)
+        p = self.cli("7120=1 7121\n")
+        self.assertEqual((p.returncode, p.stdout), (2, ""))
+        self.assertIn("line 1: give a weight for every owner or for none", p.stderr)
+        p = self.cli("", "7130")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("reads owners from --file or stdin", p.stderr)
+        g = self.stub.GetRates(P.cr.GetRatesRequest(owners=[7100, 7101, 7102, 7110, 7112]),
+                               timeout=h.RPC_TIMEOUT)
+        self.assertEqual([x.rate for x in g.rates], [1.0, 0.0, 0.0, 1.0, 0.0])
+
+
 class BoundsTest(h.SidecarTestCase):
     SHARED = False
 
@@ -281,6 +334,22 @@ class BoundsTest(h.SidecarTestCase):
         self.assertLess(time.monotonic() - t0, 10, "streams waited for the grace")
         sc.assert_clean_exit(self, close_channels=False)
         self.assertLess(time.monotonic() - t0, 15)
+
+    def test_shutdown_with_a_client_that_does_not_read(self):
+        # Its reply cannot go out, nor the status behind it: the grace ends
+        # it (cancelled), and the sidecar still exits in time, cleanly.
+        sc = self.start_sidecar(*CALLS, "--shutdown-grace", "2")
+        lazy = sc.channel(**{"grpc.http2.bdp_probe": 0})
+        s = Stream(P.cr_grpc.CacheRouteStub(lazy), timeout=60)
+        for i in range(20):
+            s.send([9000 + i] * 8000)
+        h.poll(lambda: tracked(sc.stub()) or None, 30, what="the first message applied")
+        t0 = time.monotonic()
+        sc.assert_clean_exit(self, close_channels=False)
+        self.assertLess(time.monotonic() - t0, 2 + 5)
+        got, err = s.rest()
+        self.assertLess(len(got), 20)
+        self.assertIsNotNone(err)
 
 
 if __name__ == "__main__":
