@@ -8,8 +8,10 @@ wait is bounded."""
 import json
 import os
 import queue
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True
@@ -160,6 +162,27 @@ class StreamTest(h.SidecarTestCase):
             next(it)
         self.assertEqual(cm.exception.code(), INVALID)
         self.assertRegex(cm.exception.details(), r"^message 1: ")
+
+
+class AccessTest(h.SidecarTestCase):
+    SHARED = False
+
+    def test_open_to_non_admins_when_authorization_is_on(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        token = os.path.join(d, "token")
+        with open(token, "w") as f:
+            f.write("a-long-enough-admin-token-0123456789\n")
+        os.chmod(token, 0o600)
+        sc = self.start_sidecar(*CALLS, "--admin-token-file", token)
+        stub = sc.stub()
+        self.assertRpcError(grpc.StatusCode.PERMISSION_DENIED, stub.Forget,
+                            P.cr.ForgetRequest(owners=[1]))
+        got = list(stub.RecordArrivals(iter([P.cr.RecordArrivalRequest(owners=[1])] * 3),
+                                       timeout=h.RPC_TIMEOUT))
+        self.assertEqual([r.routes[0].rate for r in got],
+                         [h.calls_rate_exact(n, 4.0) for n in (1, 2, 3)])
+        sc.assert_clean_exit(self)
 
 
 class CliTest(h.SidecarTestCase):
