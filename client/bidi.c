@@ -94,9 +94,7 @@ static int start(bidi *b, cr_client *c, grpc_metadata_array *initial, grpc_op *f
 {
     grpc_op ops[2];
     memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].data.send_initial_metadata.count = c->has_auth ? 1 : 0;
-    ops[0].data.send_initial_metadata.metadata = c->has_auth ? &c->auth : NULL;
+    cr_client_initial_metadata(c, &ops[0]);
     ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
     ops[1].data.recv_initial_metadata.recv_initial_metadata = initial;
     int n = grpc_call_start_batch(b->call, ops, 2, tag_of(T_START), NULL) == GRPC_CALL_OK;

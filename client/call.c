@@ -31,8 +31,7 @@ int cr_client_open(cr_client *c, const char *target, double timeout,
     return 0;
 }
 
-/* The first batch's SEND_INITIAL_METADATA, with the token when there is one. */
-static void initial_metadata(cr_client *c, grpc_op *op)
+void cr_client_initial_metadata(cr_client *c, grpc_op *op)
 {
     op->op = GRPC_OP_SEND_INITIAL_METADATA;
     op->data.send_initial_metadata.count = c->has_auth ? 1 : 0;
@@ -74,7 +73,7 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     grpc_slice details = grpc_empty_slice();
     grpc_op ops[6];
     memset(ops, 0, sizeof ops);
-    initial_metadata(c, &ops[0]);
+    cr_client_initial_metadata(c, &ops[0]);
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[1].data.send_message.send_message = send;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
@@ -158,7 +157,7 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
     int start_tag, status_tag, recv_tag; /* addresses only */
     grpc_op ops[4];
     memset(ops, 0, sizeof ops);
-    initial_metadata(c, &ops[0]);
+    cr_client_initial_metadata(c, &ops[0]);
     ops[1].op = GRPC_OP_SEND_MESSAGE;
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;

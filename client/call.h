@@ -51,6 +51,10 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
                                   cr_client_each_fn each, void *ctx,
                                   volatile sig_atomic_t *stop, char *err, size_t errlen);
 
+/* The first batch's SEND_INITIAL_METADATA into op, with the token when
+ * there is one. */
+void cr_client_initial_metadata(cr_client *c, grpc_op *op);
+
 /* The next request of a bidirectional stream, valid until the next call;
  * NULL when there is none (the stream is then half-closed). */
 typedef const ProtobufCMessage *(*cr_client_next_fn)(void *ctx);
