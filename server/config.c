@@ -140,8 +140,8 @@ static const cr_option SERVER_ROWS[] = {
              "answer past it is RESOURCE_EXHAUSTED (at least --max-message-bytes)"},
     {.name = "stream-idle-timeout", .key = "stream_idle_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(stream_idle_timeout_s), .def = 60, .min = 0, .max = 86400,
-     .help = "seconds a stream (RecordArrivals, reflection) may go without a message in "
-             "and its last answer out; then it ends DEADLINE_EXCEEDED; 0 = forever"},
+     .help = "seconds a stream (RecordArrivals, reflection) may wait for its next message, "
+             "counted from its previous answer; then it ends DEADLINE_EXCEEDED; 0 = forever"},
     {.name = "metrics-timeout", .key = "metrics_timeout_s", .type = CR_OPT_LONG,
      .offset = AT(metrics_timeout_s), .def = 10, .min = 1, .max = 3600,
      .help = "seconds a /metrics connection may stay silent before it is closed"},
