@@ -117,6 +117,20 @@ class StreamTest(h.SidecarTestCase):
         s.close()
         self.assertEqual(s.rest(), ([], None))
 
+    def test_big_message_is_handled_on_the_pool_in_order(self):
+        # A message of 1 MiB or more is handled on the pool (as a unary
+        # one would be), the small ones around it inline: still in order.
+        big = [2**40 + i for i in range(250000)]  # ~1.5 MB on the wire
+        self.assertGreater(P.cr.RecordArrivalRequest(owners=big).ByteSize(), 1 << 20)
+        reqs = [P.cr.RecordArrivalRequest(owners=[2300]),
+                P.cr.RecordArrivalRequest(owners=big, omit_routes=True),
+                P.cr.RecordArrivalRequest(owners=[2301]),
+                P.cr.RecordArrivalRequest(owners=big[:3])]
+        got = list(self.stub.RecordArrivals(iter(reqs), timeout=60))
+        self.assertEqual([r.recorded for r in got], [1, 250000, 1, 3])
+        self.assertEqual([r.owner for r in got[3].routes], big[:3])
+        self.assertEqual(got[3].routes[0].rate, h.calls_rate_exact(2, 4.0))
+
     def test_empty_stream_ends_ok(self):
         self.assertEqual(list(self.stub.RecordArrivals(iter(()), timeout=h.RPC_TIMEOUT)), [])
 
