@@ -879,8 +879,11 @@ class ChartTest(unittest.TestCase):
         self.assertTrue(body["rates"])
         self.check_plan_request_json(m.group(1))
         self.assertIn("curl -s http://127.0.0.1:9090/metrics", notes)
+        self.assertNotIn("share routing state", notes)
         notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"))
         self.assertIn("kubectl -n serving port-forward svc/cr-cacheroute 50051:50051", notes)
+        self.assertIn('2 replica(s) share routing state through '
+                      'redis://redis.serving.svc.cluster.local:6379/0 as cluster "serving.cr-cacheroute"', notes)
         notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"),
                                   "--set", "service.enabled=false",
                                   "--set", "metrics.serviceMonitor.enabled=false")

@@ -363,11 +363,17 @@ Call with (list TABLE VALUES).
 {{- end }}
 
 {{/*
+The --cluster name: stateBackend.cluster, else <namespace>.<fullname>, so
+that two releases sharing one Redis never merge their rates (the binary's
+own default, "cacheroute", would be the same for both).
+*/}}
+{{- define "cacheroute.backendCluster" -}}
+{{- .Values.cacheroute.stateBackend.cluster | default (printf "%s.%s" .Release.Namespace (include "cacheroute.fullname" .)) }}
+{{- end }}
+
+{{/*
 The shared state backend's env entries (a list of dicts, as YAML), empty
-without stateBackend.url. The cluster name defaults to
-<namespace>.<fullname>, so that two releases sharing one Redis never merge
-their rates (the binary's own default, "cacheroute", would be the same for
-both). The replica id is the pod's name: unique among live pods, and kept
+without stateBackend.url. The replica id is the pod's name: unique among live pods, and kept
 across container restarts, so a restarted container takes its own counts
 back. Fails where replicas would not agree (see cacheroute.checkReplicas).
 */}}
@@ -376,7 +382,7 @@ back. Fails where replicas would not agree (see cacheroute.checkReplicas).
 {{- $env := list }}
 {{- if $sb.url }}
 {{- $values := deepCopy $sb }}
-{{- $_ := set $values "cluster" ($sb.cluster | default (printf "%s.%s" .Release.Namespace (include "cacheroute.fullname" .))) }}
+{{- $_ := set $values "cluster" (include "cacheroute.backendCluster" .) }}
 {{- $env = include "cacheroute.tableEnv" (list (include "cacheroute.backendFlags" .) $values) | fromYamlArray }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "replica-id") "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
 {{- end }}
