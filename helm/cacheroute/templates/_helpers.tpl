@@ -373,9 +373,9 @@ own default, "cacheroute", would be the same for both).
 
 {{/*
 The shared state backend's env entries (a list of dicts, as YAML), empty
-without stateBackend.url. The replica id is the pod's name: unique among live pods, and kept
-across container restarts, so a restarted container takes its own counts
-back. Fails where replicas would not agree (see cacheroute.checkReplicas).
+without stateBackend.url. The replica id is the pod's name: unique among
+live pods, and kept across container restarts, so a restarted container
+takes its own counts back.
 */}}
 {{- define "cacheroute.backendEnv" -}}
 {{- $sb := .Values.cacheroute.stateBackend }}
