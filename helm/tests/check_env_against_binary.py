@@ -11,9 +11,9 @@
    checks every variable and prints the effective configuration without
    serving, so exit 0 means each value parsed and was in range. A deliberately bad value must make it fail (the
    check is not vacuous).
-3. The schema is no looser than the binary: every numeric config value at
-   the lowest and at the highest value values.schema.json allows is
-   accepted by the binary.
+3. The schema is no looser than the binary: every numeric config and
+   stateBackend value at the lowest and at the highest value
+   values.schema.json allows is accepted by the binary.
 Needs helm (scripts/helm-tools.sh) and PyYAML (python3-yaml).
 """
 import glob
@@ -28,8 +28,8 @@ import yaml
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_chart import (CHART, CI, CONFIG_FLAGS, HOST_KEYS, REPO, SECRET_FLAGS, env_name,  # noqa: E402
-                        render, pod_spec)
+from test_chart import (BACKEND_FLAGS, BACKEND_URL, CHART, CI, CONFIG_FLAGS, HOST_KEYS,  # noqa: E402
+                        POD_FLAGS, REPO, SECRET_FLAGS, env_name, render, pod_spec)
 
 passed = failed = 0
 
@@ -78,6 +78,36 @@ def cacheroute_env(by_kind):
     raise AssertionError("no cacheroute container")
 
 
+def check_schema_bounds(binary, section, props):
+    """The binary accepts each numeric value of cacheroute.<section> at the
+    lowest and at the highest the schema allows (the state backend's with a
+    url, without which they are not rendered)."""
+    lows, highs = {}, {}
+    for key, prop in props.items():
+        types = prop.get("type", [])
+        types = [types] if isinstance(types, str) else types
+        numeric = "integer" if "integer" in types else "number" if "number" in types else None
+        if not numeric:
+            continue
+        if "minimum" in prop:
+            lows[key] = prop["minimum"]
+        elif "exclusiveMinimum" in prop:
+            lows[key] = prop["exclusiveMinimum"] + (1 if numeric == "integer" else 0.001)
+        if "maximum" in prop:
+            highs[key] = int(prop["maximum"]) if numeric == "integer" else prop["maximum"]
+    if section == "stateBackend":
+        lows["url"] = highs["url"] = BACKEND_URL
+    for name, values in (("lowest", lows), ("highest", highs)):
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            yaml.safe_dump({"cacheroute": {section: values}}, f)
+            f.flush()
+            env = cacheroute_env(render("-f", f.name)[1])
+        p = run_check(binary, env)
+        report(p.returncode == 0, "binary accepts the %s %s values the schema allows (%d values)"
+               % (name, section, len(values)), p.stderr.strip())
+
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -88,7 +118,8 @@ def main():
     report(p.returncode == 0, "%s --help exits 0" % os.path.basename(binary), p.stderr)
     binary_vars = set(re.findall(r"\benv (CACHEROUTE_[A-Z0-9_]+)", p.stdout))
     chart_vars = {env_name(f) for f in
-                  list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values()) + SECRET_FLAGS}
+                  list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values()) + SECRET_FLAGS
+                  + list(BACKEND_FLAGS.values()) + POD_FLAGS}
     report(binary_vars - chart_vars == set(),
            "every variable the binary reads has a chart value",
            "no chart value for: %s" % " ".join(sorted(binary_vars - chart_vars)))
@@ -109,7 +140,8 @@ def main():
 
     env = cacheroute_env(render("-f", os.path.join(CI, "all-options-values.yaml"))[1])
     for var, bad in (("CACHEROUTE_N_SHARDS", "0"), ("CACHEROUTE_ESTIMATOR_CLOCK", "minutes"),
-                     ("CACHEROUTE_MFU", "1.5")):
+                     ("CACHEROUTE_MFU", "1.5"), ("CACHEROUTE_STATE_BACKEND", "http://r:6379"),
+                     ("CACHEROUTE_LEASE_TTL", "0.1"), ("CACHEROUTE_BACKEND_START", "maybe")):
         if var not in binary_vars:
             continue
         p = run_check(binary, dict(env, **{var: bad}))
@@ -118,28 +150,9 @@ def main():
 
     with open(os.path.join(CHART, "values.schema.json")) as f:
         schema = json.load(f)
-    props = schema["properties"]["cacheroute"]["properties"]["config"]["properties"]
-    lows, highs = {}, {}
-    for key, prop in props.items():
-        types = prop.get("type", [])
-        types = [types] if isinstance(types, str) else types
-        numeric = "integer" if "integer" in types else "number" if "number" in types else None
-        if not numeric:
-            continue
-        if "minimum" in prop:
-            lows[key] = prop["minimum"]
-        elif "exclusiveMinimum" in prop:
-            lows[key] = prop["exclusiveMinimum"] + (1 if numeric == "integer" else 0.001)
-        if "maximum" in prop:
-            highs[key] = int(prop["maximum"]) if numeric == "integer" else prop["maximum"]
-    for name, values in (("lowest", lows), ("highest", highs)):
-        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            yaml.safe_dump({"cacheroute": {"config": values}}, f)
-            f.flush()
-            env = cacheroute_env(render("-f", f.name)[1])
-        p = run_check(binary, env)
-        report(p.returncode == 0, "binary accepts the %s values the schema allows (%d values)"
-               % (name, len(values)), p.stderr.strip())
+    sections = schema["properties"]["cacheroute"]["properties"]
+    for section in ("config", "stateBackend"):
+        check_schema_bounds(binary, section, sections[section]["properties"])
 
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

@@ -46,6 +46,8 @@ SIDECAR_FLAGS = [
     "probe-interval", "nic", "sysfs-root",
     "tls-cert", "tls-key", "tls-client-ca", "health-listen", "admin-identity",
     "admin-token-file",
+    "state-backend", "replica-id", "cluster", "sync-interval", "lease-ttl", "replica-ttl",
+    "backend-timeout", "backend-start",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -123,6 +125,19 @@ HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen",
 # Flags rendered from cacheroute.tls and cacheroute.adminToken (files in
 # mounted Secrets), not from cacheroute.config.
 SECRET_FLAGS = ["tls-cert", "tls-key", "tls-client-ca", "admin-token-file"]
+# cacheroute.stateBackend key -> flag, rendered only when url is set.
+BACKEND_FLAGS = {
+    "url": "state-backend",
+    "cluster": "cluster",
+    "syncInterval": "sync-interval",
+    "leaseTtl": "lease-ttl",
+    "replicaTtl": "replica-ttl",
+    "timeoutMs": "backend-timeout",
+    "start": "backend-start",
+}
+# Flags from the pod itself (the downward API), not from a value.
+POD_FLAGS = ["replica-id"]
+BACKEND_URL = "redis://redis.serving.svc:6379/1"
 
 
 def env_name(flag):
@@ -242,10 +257,12 @@ class ChartTest(unittest.TestCase):
 
     # --- the values files -------------------------------------------------
     def test_flags_table_covers_every_sidecar_flag(self):
-        flags = set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
+        flags = (set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
+                 | set(BACKEND_FLAGS.values()) | set(POD_FLAGS))
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
+        self.assertEqual(set(self.defaults["cacheroute"]["stateBackend"]), set(BACKEND_FLAGS))
 
     def test_all_options_file_sets_every_value(self):
         missing = []
@@ -318,6 +335,9 @@ class ChartTest(unittest.TestCase):
         }
         for key, flag in CONFIG_FLAGS.items():
             expected[env_name(flag)] = expected_flag_value(key, cfg[key])
+        for key, flag in BACKEND_FLAGS.items():
+            expected[env_name(flag)] = expected_flag_value(key, cr["stateBackend"][key])
+        expected["CACHEROUTE_REPLICA_ID"] = None  # valueFrom: test_state_backend_env
         for name, value in sorted(expected.items()):
             self.assertIn(name, env, name)
             self.assertEqual(env[name], value, name)
@@ -682,6 +702,130 @@ class ChartTest(unittest.TestCase):
             self.assertNotEqual(p.returncode, 0, args)
             self.assertIn(message, p.stderr, args)
 
+    # --- replicas over a state backend (README, "Replicas") ---------------
+    def render_fails(self, args, message):
+        p = helm("template", "cr", CHART, *args, check=False)
+        self.assertNotEqual(p.returncode, 0, args)
+        self.assertIn(message, p.stderr, args)
+
+    def test_state_backend_env(self):
+        _, by_kind = render("-f", os.path.join(CI, "standalone-values.yaml"))
+        c = containers(pod_spec(by_kind))["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["CACHEROUTE_STATE_BACKEND"],
+                         "redis://redis.serving.svc.cluster.local:6379/0")
+        # Default cluster name: namespace and release, so that two releases
+        # sharing one Redis never merge.
+        self.assertEqual(env["CACHEROUTE_CLUSTER"], "serving.cr-cacheroute")
+        # Unset tunables are left to the binary.
+        for flag in ("sync-interval", "lease-ttl", "replica-ttl", "backend-timeout", "backend-start"):
+            self.assertNotIn(env_name(flag), env)
+        # The replica id is the pod's name, from the downward API.
+        rid = [e for e in c["env"] if e["name"] == "CACHEROUTE_REPLICA_ID"]
+        self.assertEqual(rid, [{"name": "CACHEROUTE_REPLICA_ID",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+        # Every key of the all-options file, and its own cluster name.
+        env = env_of(containers(pod_spec(self.all))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_CLUSTER"], "llama-serving")
+        self.assertEqual(env["CACHEROUTE_SYNC_INTERVAL"], "0.5")
+        self.assertEqual(env["CACHEROUTE_BACKEND_TIMEOUT"], "100")
+        self.assertEqual(env["CACHEROUTE_BACKEND_START"], "require")
+        self.assertIn("CACHEROUTE_REPLICA_ID", env)
+
+    def test_state_backend_off_by_default(self):
+        # No url: no backend flag and no replica id, even with tunables set.
+        for args in ([], ["--set", "mode=standalone"],
+                     ["--set", "cacheroute.stateBackend.leaseTtl=3",
+                      "--set", "cacheroute.stateBackend.cluster=x"]):
+            _, by_kind = render(*args)
+            env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+            for flag in list(BACKEND_FLAGS.values()) + POD_FLAGS:
+                self.assertNotIn(env_name(flag), env, args)
+
+    def test_standalone_replicas_need_a_backend(self):
+        for n in ("2", "3"):
+            self.render_fails(["--set", "mode=standalone", "--set", "replicaCount=" + n],
+                              "replicaCount %s in standalone mode needs cacheroute.stateBackend.url" % n)
+        # One standalone replica plans alone, as before; so does each pod of
+        # sidecar mode without a backend.
+        for args in (["--set", "mode=standalone"], ["--set", "replicaCount=3"]):
+            _, by_kind = render(*args)
+            self.assertNotIn("CACHEROUTE_STATE_BACKEND",
+                             env_of(containers(pod_spec(by_kind))["cacheroute"]))
+        _, by_kind = render("--set", "mode=standalone", "--set", "replicaCount=3",
+                            "--set", "cacheroute.stateBackend.url=" + BACKEND_URL)
+        self.assertEqual(one(by_kind, "Deployment")["spec"]["replicas"], 3)
+
+    def test_sidecar_mode_with_a_backend(self):
+        # One cacheroute per engine pod, all sharing one Redis and one table.
+        for extra, where in (([], "containers"), (["--set", "cacheroute.nativeSidecar=true"], "initContainers")):
+            _, by_kind = render("--set", "replicaCount=4",
+                                "--set", "cacheroute.stateBackend.url=" + BACKEND_URL, *extra)
+            spec = pod_spec(by_kind)
+            c = {x["name"]: x for x in spec[where]}["cacheroute"]
+            env = env_of(c)
+            self.assertEqual(env["CACHEROUTE_STATE_BACKEND"], BACKEND_URL, where)
+            self.assertIn("CACHEROUTE_REPLICA_ID", env, where)
+            self.assertNotIn("CACHEROUTE_STATE_BACKEND", env_of(containers(spec)["inference"]))
+
+    def test_backend_refuses_calls_clock(self):
+        self.render_fails(["--set", "cacheroute.stateBackend.url=" + BACKEND_URL,
+                           "--set", "cacheroute.config.estimatorClock=calls"],
+                          "cacheroute.stateBackend.url needs cacheroute.config.estimatorClock seconds")
+        _, by_kind = render("--set", "cacheroute.config.estimatorClock=calls")  # no backend: fine
+        self.assertEqual(env_of(containers(pod_spec(by_kind))["cacheroute"])["CACHEROUTE_ESTIMATOR_CLOCK"],
+                         "calls")
+
+    def test_pdb_keeps_one_replica_serving(self):
+        base = ["--set", "mode=standalone", "--set", "cacheroute.stateBackend.url=" + BACKEND_URL]
+        for n in (2, 3, 5):
+            _, by_kind = render(*base, "--set", "replicaCount=%d" % n)
+            spec = one(by_kind, "PodDisruptionBudget")["spec"]
+            self.assertEqual(spec["selector"], one(by_kind, "Deployment")["spec"]["selector"])
+            self.assertGreaterEqual(n - spec["maxUnavailable"], 1, n)
+        # The quorum of one exactly, and the toggle.
+        _, by_kind = render(*base, "--set", "replicaCount=3", "--set", "podDisruptionBudget.minAvailable=1")
+        spec = one(by_kind, "PodDisruptionBudget")["spec"]
+        self.assertEqual(spec["minAvailable"], 1)
+        self.assertNotIn("maxUnavailable", spec)
+        _, by_kind = render(*base, "--set", "replicaCount=3", "--set", "podDisruptionBudget.enabled=false")
+        self.assertNotIn("PodDisruptionBudget", by_kind)
+
+    def test_backend_values_schema(self):
+        for url in ("redis://r:6379", "redis://10.0.0.7:6380/15", "redis://[fd00::1]:6379/0",
+                    "unix:/run/redis/redis.sock"):
+            _, by_kind = render("--set", "cacheroute.stateBackend.url=" + url)
+            self.assertEqual(env_of(containers(pod_spec(by_kind))["cacheroute"])["CACHEROUTE_STATE_BACKEND"], url)
+        # A password in the URL would sit in plain text in the values and the
+        # pod spec: refused, as are other schemes and a missing port.
+        for url in ("redis://:secret@r:6379", "redis://user:secret@r:6379", "rediss://r:6379",
+                    "http://r:6379", "redis://r", "redis://r:6379/x", "unix:", "r:6379"):
+            self.render_fails(["--set", "cacheroute.stateBackend.url=" + url],
+                              "cacheroute.stateBackend.url")
+        good = {"syncInterval": (0.05, 60), "leaseTtl": (0.5, 300), "replicaTtl": (0.5, 86400),
+                "timeoutMs": (1, 60000)}
+        bad = {"syncInterval": (0.04, 61), "leaseTtl": (0.4, 301), "replicaTtl": (0.4, 86401),
+               "timeoutMs": (0, 60001, 1.5)}
+        for key, values in good.items():
+            for v in values:
+                env = env_from_values("cacheroute:\n  stateBackend:\n    url: %s\n    %s: %s\n"
+                                      % (BACKEND_URL, key, v))
+                self.assertEqual(env[env_name(BACKEND_FLAGS[key])], fmt_scalar(v), key)
+        for key, values in bad.items():
+            for v in values:
+                self.render_fails(["--set", "cacheroute.stateBackend.url=" + BACKEND_URL,
+                                   "--set-json", "cacheroute.stateBackend.%s=%s" % (key, v)],
+                                  "cacheroute.stateBackend.%s" % key)
+        self.render_fails(["--set", "cacheroute.stateBackend.start=maybe"], "cacheroute.stateBackend.start")
+        self.render_fails(["--set", "cacheroute.stateBackend.cluster=a b"], "cacheroute.stateBackend.cluster")
+        self.render_fails(["--set", "cacheroute.stateBackend.typo=1"], "typo")
+
+    def test_backend_env_names_are_the_charts(self):
+        for name in ("CACHEROUTE_REPLICA_ID", "CACHEROUTE_STATE_BACKEND", "CACHEROUTE_LEASE_TTL"):
+            self.render_fails(["--set", "cacheroute.extraEnv[0].name=" + name,
+                               "--set-string", "cacheroute.extraEnv[0].value=x"],
+                              "cacheroute.extraEnv sets " + name)
+
     # --- NOTES.txt ----------------------------------------------------------
     def render_notes(self, *args):
         """helm template does not render NOTES.txt: render it through tpl
@@ -736,8 +880,11 @@ class ChartTest(unittest.TestCase):
         self.assertTrue(body["rates"])
         self.check_plan_request_json(m.group(1))
         self.assertIn("curl -s http://127.0.0.1:9090/metrics", notes)
+        self.assertNotIn("share routing state", notes)
         notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"))
         self.assertIn("kubectl -n serving port-forward svc/cr-cacheroute 50051:50051", notes)
+        self.assertIn('2 replica(s) share routing state through '
+                      'redis://redis.serving.svc.cluster.local:6379/0 as cluster "serving.cr-cacheroute"', notes)
         notes = self.render_notes("-f", os.path.join(CI, "standalone-values.yaml"),
                                   "--set", "service.enabled=false",
                                   "--set", "metrics.serviceMonitor.enabled=false")

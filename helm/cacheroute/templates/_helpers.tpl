@@ -175,7 +175,23 @@ separately.
 {{- end }}
 
 {{/*
-Flags rendered from values outside cacheroute.config.
+The shared state backend's flags (README, "Replicas"), from
+cacheroute.stateBackend, rendered only when its url is set: "<values
+key>=<flag name>", as configFlags.
+*/}}
+{{- define "cacheroute.backendFlags" -}}
+- url=state-backend
+- cluster=cluster
+- syncInterval=sync-interval
+- leaseTtl=lease-ttl
+- replicaTtl=replica-ttl
+- timeoutMs=backend-timeout
+- start=backend-start
+{{- end }}
+
+{{/*
+Flags rendered from values outside cacheroute.config and
+cacheroute.stateBackend (replica-id comes from the pod's name).
 */}}
 {{- define "cacheroute.ownedFlags" -}}
 - listen
@@ -188,6 +204,7 @@ Flags rendered from values outside cacheroute.config.
 - tls-client-ca
 - admin-token-file
 - state-file
+- replica-id
 {{- end }}
 
 {{/*
@@ -328,6 +345,69 @@ on or off. Call with (list KEY VALUE).
 {{- end }}
 
 {{/*
+Env entries (a list of dicts, as YAML) for a flag table ("<key>=<flag>"
+lines, as configFlags) and the values it reads; unset values are left out.
+Call with (list TABLE VALUES).
+*/}}
+{{- define "cacheroute.tableEnv" -}}
+{{- $values := index . 1 }}
+{{- $env := list }}
+{{- range (index . 0 | fromYamlArray) }}
+{{- $pair := splitList "=" . }}
+{{- $key := index $pair 0 }}
+{{- $value := include "cacheroute.flagValue" (list $key (get $values $key)) }}
+{{- if ne $value "" }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" (index $pair 1)) "value" $value) }}
+{{- end }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+The --cluster name: stateBackend.cluster, else <namespace>.<fullname>, so
+that two releases sharing one Redis never merge their rates (the binary's
+own default, "cacheroute", would be the same for both).
+*/}}
+{{- define "cacheroute.backendCluster" -}}
+{{- .Values.cacheroute.stateBackend.cluster | default (printf "%s.%s" .Release.Namespace (include "cacheroute.fullname" .)) }}
+{{- end }}
+
+{{/*
+The shared state backend's env entries (a list of dicts, as YAML), empty
+without stateBackend.url. The replica id is the pod's name: unique among
+live pods, and kept across container restarts, so a restarted container
+takes its own counts back.
+*/}}
+{{- define "cacheroute.backendEnv" -}}
+{{- $sb := .Values.cacheroute.stateBackend }}
+{{- $env := list }}
+{{- if $sb.url }}
+{{- $values := deepCopy $sb }}
+{{- $_ := set $values "cluster" (include "cacheroute.backendCluster" .) }}
+{{- $env = include "cacheroute.tableEnv" (list (include "cacheroute.backendFlags" .) $values) | fromYamlArray }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "replica-id") "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
+Fails rendering where replicas would answer different routes: several
+standalone pods without a shared state backend (each would plan from its own
+share of the arrivals), or a backend with the calls clock (per-replica call
+counts do not add up to one rate).
+*/}}
+{{- define "cacheroute.checkReplicas" -}}
+{{- $n := .Values.replicaCount | int }}
+{{- $url := .Values.cacheroute.stateBackend.url }}
+{{- if and (eq .Values.mode "standalone") (gt $n 1) (not $url) }}
+{{- fail (printf "replicaCount %d in standalone mode needs cacheroute.stateBackend.url (an existing Redis, redis://HOST:PORT[/DB] or unix:PATH): without it each replica plans from its own share of the arrivals and answers different routes for the same owner. Set it, or replicaCount: 1." $n) }}
+{{- end }}
+{{- if and $url (eq (toString .Values.cacheroute.config.estimatorClock) "calls") }}
+{{- fail "cacheroute.stateBackend.url needs cacheroute.config.estimatorClock seconds (or unset): the calls clock counts each replica's own calls, so replicas' rates cannot be added." }}
+{{- end }}
+{{- end }}
+
+{{/*
 The shutdown grace in whole seconds (rounded up).
 */}}
 {{- define "cacheroute.shutdownGrace" -}}
@@ -368,14 +448,8 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "metrics-listen") "value" "") }}
 {{- end }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "shutdown-grace") "value" (include "cacheroute.scalar" $cfg.shutdownGrace)) }}
-{{- range (include "cacheroute.configFlags" . | fromYamlArray) }}
-{{- $pair := splitList "=" . }}
-{{- $key := index $pair 0 }}
-{{- $value := include "cacheroute.flagValue" (list $key (get $cfg $key)) }}
-{{- if ne $value "" }}
-{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" (index $pair 1)) "value" $value) }}
-{{- end }}
-{{- end }}
+{{- $env = concat $env (include "cacheroute.tableEnv" (list (include "cacheroute.configFlags" .) $cfg) | fromYamlArray) }}
+{{- $env = concat $env (include "cacheroute.backendEnv" . | fromYamlArray) }}
 {{- if $cfg.sysfsRoot }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "sysfs-root") "value" $cfg.sysfsRoot) }}
 {{- else if .Values.cacheroute.hostSysfs.enabled }}
@@ -399,7 +473,7 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- range (include "cacheroute.ownedFlags" . | fromYamlArray) }}
 {{- $names = append $names (include "cacheroute.flagEnvName" .) }}
 {{- end }}
-{{- range (include "cacheroute.configFlags" . | fromYamlArray) }}
+{{- range concat (include "cacheroute.configFlags" . | fromYamlArray) (include "cacheroute.backendFlags" . | fromYamlArray) }}
 {{- $names = append $names (include "cacheroute.flagEnvName" (index (splitList "=" .) 1)) }}
 {{- end }}
 {{- range .Values.cacheroute.extraEnv }}
