@@ -1,7 +1,8 @@
 /* Snapshots (rates, export) and restores (import) of every tracked owner.
- * A snapshot copies each partition under its lock, then sorts by owner with
- * the planner's radix sort: (owner key, position) pairs, then one pass that
- * moves each element to its place. */
+ * A snapshot copies each partition under its lock as 16-byte (owner key,
+ * payload) items and sorts them by owner with the planner's radix sort;
+ * rates carry their rate and become the answer in place, an export carries
+ * positions in a copy of the slots and is gathered from it after. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,99 +10,135 @@
 #include "estimator_parts.h"
 #include "internal.h"
 
-/* Writes one tracked slot as an element of a snapshot array. */
-typedef void (*put_fn)(void *dst, const cr_estimator *e, const cr_est_entry *s, double now);
+/* The snapshot's sort item of a slot: the owner with its sign bit flipped
+ * (unsigned order of the keys is signed order of the owners) and, in prev,
+ * the bits of its rate at now (rates) or its position in a copy of the
+ * slots (export). */
+static uint64_t owner_key(int64_t owner) { return (uint64_t)owner ^ (UINT64_C(1) << 63); }
 
-/* Every tracked slot through put into a malloc'd array of elements of size
- * bytes (each starting with an int64 owner), in table order. */
-static char *gather(const cr_estimator *e, size_t size, put_fn put, double now, size_t *n)
+typedef struct gathered {
+    cr_plan_item *items;
+    cr_estimator_entry *raw; /* export only: the slots, items[i].prev = i */
+    size_t len, cap;
+} gathered;
+
+static int reserve_room(gathered *g, size_t more)
 {
-    size_t cap = atomic_load(&e->size) + 16, len = 0;
-    char *out = malloc(cap * size);
-    if (!out)
-        return NULL;
+    if (g->len + more <= g->cap)
+        return 0;
+    size_t cap = (g->len + more) * 2;
+    cr_plan_item *items = realloc(g->items, cap * sizeof *items);
+    if (items)
+        g->items = items;
+    cr_estimator_entry *raw = g->raw ? realloc(g->raw, cap * sizeof *raw) : NULL;
+    if (raw)
+        g->raw = raw;
+    if (!items || (g->raw && !raw))
+        return -1;
+    g->cap = cap;
+    return 0;
+}
+
+static void take(gathered *g, const cr_estimator *e, const cr_est_entry *s, double now)
+{
+    cr_plan_item *it = &g->items[g->len];
+    it->key = owner_key(s->owner);
+    if (g->raw) {
+        g->raw[g->len] = (cr_estimator_entry){s->owner, s->r, s->t_last};
+        it->prev = g->len;
+    } else {
+        double rate = cr_est_rate_at(e, s, now);
+        memcpy(&it->prev, &rate, sizeof rate);
+    }
+    g->len++;
+}
+
+/* Every tracked slot into g (raw set by the caller for an export), one
+ * partition at a time under its lock; -1 when out of memory. */
+static int gather(const cr_estimator *e, double now, gathered *g)
+{
     for (unsigned i = 0; i < e->n_parts; i++) {
         cr_est_part *p = (cr_est_part *)&e->parts[i];
         pthread_mutex_lock(&p->lock);
-        if (len + p->count > cap) {
-            size_t ncap = (len + p->count) * 2;
-            char *grown = realloc(out, ncap * size);
-            if (!grown) {
-                pthread_mutex_unlock(&p->lock);
-                free(out);
-                return NULL;
-            }
-            out = grown;
-            cap = ncap;
-        }
-        for (size_t j = 0; j < p->cap; j++)
+        int ok = reserve_room(g, p->count) == 0;
+        for (size_t j = 0; ok && j < p->cap; j++)
             if (p->slots[j].r != 0)
-                put(out + size * len++, e, &p->slots[j], now);
+                take(g, e, &p->slots[j], now);
         pthread_mutex_unlock(&p->lock);
+        if (!ok)
+            return -1;
     }
-    *n = len;
-    return out;
+    return 0;
 }
 
-/* v's n elements of size bytes, each starting with an int64 owner, in a
- * new malloc'd array sorted by owner; v is freed either way. NULL when
- * out of memory. */
-static void *sort_by_owner(char *v, size_t n, size_t size)
+/* g's items sorted by key in a malloc'd array (g's own items, or the
+ * scratch, the other one freed); NULL when out of memory (g's items freed). */
+static cr_plan_item *sorted_items(gathered *g)
 {
-    cr_plan_item *a = malloc((n ? n : 1) * sizeof *a), *tmp = malloc((n ? n : 1) * sizeof *tmp);
-    cr_plan_item *sorted = a && tmp ? a : NULL;
-    for (size_t i = 0; sorted && i < n; i++) {
-        int64_t owner;
-        memcpy(&owner, v + i * size, sizeof owner);
-        /* The sign bit flipped: unsigned order of the keys is signed order. */
-        a[i] = (cr_plan_item){.key = (uint64_t)owner ^ (UINT64_C(1) << 63), .prev = i};
+    if (g->len < 2)
+        return g->items;
+    cr_plan_item *tmp = malloc(g->len * sizeof *tmp);
+    cr_plan_item *sorted = tmp ? cr_plan_radix_sort(g->items, tmp, g->len) : NULL;
+    if (!sorted) {
+        free(tmp);
+        free(g->items);
+        return NULL;
     }
-    if (sorted && n)
-        sorted = cr_plan_radix_sort(a, tmp, n);
-    if (sorted) {
-        free(sorted == a ? tmp : a);
-        a = sorted;
-        tmp = NULL;
-    }
-    char *out = sorted ? malloc((n ? n : 1) * size) : NULL;
-    enum { AHEAD = 16 };
-    for (size_t k = 0; out && k < n; k++) {
-        if (k + AHEAD < n)
-            __builtin_prefetch(v + sorted[k + AHEAD].prev * size);
-        memcpy(out + k * size, v + sorted[k].prev * size, size);
-    }
-    free(a);
-    free(tmp);
-    free(v);
-    return out;
+    free(sorted == g->items ? tmp : g->items);
+    return sorted;
 }
 
-static void *snapshot(const cr_estimator *e, size_t size, put_fn put, double now, size_t *n)
+static int start(const cr_estimator *e, gathered *g, int raw)
 {
-    char *v = gather(e, size, put, now, n);
-    return v ? sort_by_owner(v, *n, size) : NULL;
-}
-
-static void put_rate(void *dst, const cr_estimator *e, const cr_est_entry *s, double now)
-{
-    *(cr_session_rate *)dst = (cr_session_rate){s->owner, cr_est_rate_at(e, s, now)};
-}
-
-static void put_entry(void *dst, const cr_estimator *e, const cr_est_entry *s, double now)
-{
-    (void)e;
-    (void)now;
-    *(cr_estimator_entry *)dst = (cr_estimator_entry){s->owner, s->r, s->t_last};
+    *g = (gathered){.cap = atomic_load(&e->size) + 16};
+    g->items = malloc(g->cap * sizeof *g->items);
+    g->raw = raw ? malloc(g->cap * sizeof *g->raw) : NULL;
+    return g->items && (!raw || g->raw) ? 0 : -1;
 }
 
 cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n)
 {
-    return snapshot(e, sizeof(cr_session_rate), put_rate, now, n);
+    gathered g;
+    cr_plan_item *it = NULL;
+    if (start(e, &g, 0) == 0 && gather(e, now, &g) == 0)
+        it = sorted_items(&g);
+    else
+        free(g.items);
+    if (!it)
+        return NULL;
+    /* In place: an item and a rate are both 16 bytes, owner then payload. */
+    _Static_assert(sizeof(cr_plan_item) == sizeof(cr_session_rate), "same size");
+    cr_session_rate *out = (cr_session_rate *)(void *)it;
+    for (size_t i = 0; i < g.len; i++) {
+        cr_plan_item x;
+        memcpy(&x, &it[i], sizeof x);
+        cr_session_rate r = {(int64_t)(x.key ^ (UINT64_C(1) << 63)), 0};
+        memcpy(&r.rate, &x.prev, sizeof r.rate);
+        memcpy(&out[i], &r, sizeof r);
+    }
+    *n = g.len;
+    return out;
 }
 
 cr_estimator_entry *cr_estimator_export(const cr_estimator *e, size_t *n)
 {
-    return snapshot(e, sizeof(cr_estimator_entry), put_entry, 0, n);
+    gathered g;
+    cr_plan_item *it = NULL;
+    if (start(e, &g, 1) == 0 && gather(e, 0, &g) == 0)
+        it = sorted_items(&g);
+    else
+        free(g.items);
+    cr_estimator_entry *out = it ? malloc((g.len ? g.len : 1) * sizeof *out) : NULL;
+    enum { AHEAD = 16 }; /* the copies are read in owner order: random */
+    for (size_t k = 0; out && k < g.len; k++) {
+        if (k + AHEAD < g.len)
+            __builtin_prefetch(&g.raw[it[k + AHEAD].prev]);
+        out[k] = g.raw[it[k].prev];
+    }
+    free(it);
+    free(g.raw);
+    *n = out ? g.len : 0;
+    return out;
 }
 
 static cr_status import_check(const cr_estimator *e, const cr_estimator_entry *v, size_t n,
@@ -134,6 +171,7 @@ static void clear_all(cr_estimator *e)
         free(e->parts[i].slots);
         e->parts[i].slots = NULL;
         e->parts[i].cap = e->parts[i].count = 0;
+        cr_est_publish(&e->parts[i]);
     }
     atomic_store(&e->size, 0);
     atomic_store(&e->empty_parts, e->n_parts);
@@ -156,6 +194,7 @@ static int presize(cr_estimator *e, const cr_estimator_entry *v, size_t n)
         free(e->parts[i].slots); /* empty: import_check saw no owner */
         e->parts[i].slots = slots;
         e->parts[i].cap = cap;
+        cr_est_publish(&e->parts[i]);
     }
     return 0;
 }
