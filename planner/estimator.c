@@ -105,6 +105,7 @@ static int grow(cr_est_part *p)
     p->slots = slots;
     p->cap = cap;
     p->hand = 0;
+    cr_est_publish(p);
     return 0;
 }
 
@@ -210,6 +211,7 @@ double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, do
     double add = cr_est_increment(e, w);
     uint64_t h = cr_mix64((uint64_t)owner);
     cr_est_part *p = &e->parts[cr_est_part_index(e, h)];
+    cr_est_prefetch(p, h); /* the likely miss overlaps taking the lock */
     pthread_mutex_lock(&p->lock);
     double r;
     while ((r = cr_est_record_locked(e, p, owner, h, add, now)) < 0) {

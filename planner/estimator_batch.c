@@ -32,26 +32,31 @@ static void group_chunk(const cr_estimator *e, const int64_t *owners, size_t m, 
         g->order[next[cr_est_part_index(e, g->h[i])]++] = (uint16_t)i;
 }
 
-static void prefetch_home(const cr_est_part *p, const group *g, unsigned pos)
+/* Prefetches the home slot of the owner at position pos of g's order,
+ * whichever partition it is in. */
+static void prefetch_at(const cr_estimator *e, const group *g, unsigned pos)
 {
-    if (p->cap)
-        __builtin_prefetch(&p->slots[cr_est_home(g->h[g->order[pos]], p->cap)]);
+    uint64_t h = g->h[g->order[pos]];
+    cr_est_prefetch(&e->parts[cr_est_part_index(e, h)], h);
 }
 
-/* Work on one partition's run [begin, end) of g's order, p locked. */
+/* Work on one partition's run [begin, end) of g's order, p locked; it
+ * calls prefetch_at(e, g, j + AHEAD) before working on position j, so the
+ * pipeline runs on across partitions. */
 typedef void (*run_fn)(cr_estimator *e, cr_est_part *p, const group *g, unsigned begin,
                        unsigned end, void *ctx);
 
 static void for_each_run(cr_estimator *e, const group *g, run_fn fn, void *ctx)
 {
+    unsigned total = g->start[e->n_parts];
+    for (unsigned j = 0; j < total && j < AHEAD; j++)
+        prefetch_at(e, g, j);
     for (unsigned k = 0; k < e->n_parts; k++) {
         unsigned begin = g->start[k], end = g->start[k + 1];
         if (begin == end)
             continue;
         cr_est_part *p = &e->parts[k];
         pthread_mutex_lock(&p->lock);
-        for (unsigned j = begin; j < end && j < begin + AHEAD; j++)
-            prefetch_home(p, g, j);
         fn(e, p, g, begin, end, ctx);
         pthread_mutex_unlock(&p->lock);
     }
@@ -69,8 +74,8 @@ static void record_run(cr_estimator *e, cr_est_part *p, const group *g, unsigned
 {
     const record_ctx *c = ctx;
     for (unsigned j = begin; j < end; j++) {
-        if (j + AHEAD < end)
-            prefetch_home(p, g, j + AHEAD);
+        if (j + AHEAD < g->start[e->n_parts])
+            prefetch_at(e, g, j + AHEAD);
         unsigned i = g->order[j];
         double add = cr_est_increment(e, c->weights ? c->weights[i] : 1.0), r;
         while ((r = cr_est_record_locked(e, p, c->owners[i], g->h[i], add, c->now)) < 0) {
@@ -130,8 +135,8 @@ static void rate_run(cr_estimator *e, cr_est_part *p, const group *g, unsigned b
 {
     const rate_ctx *c = ctx;
     for (unsigned j = begin; j < end; j++) {
-        if (j + AHEAD < end)
-            prefetch_home(p, g, j + AHEAD);
+        if (j + AHEAD < g->start[e->n_parts])
+            prefetch_at(e, g, j + AHEAD);
         unsigned i = g->order[j];
         const cr_est_entry *s = cr_est_find(p, c->owners[i], g->h[i]);
         c->rates[i] = s ? cr_est_rate_at(e, s, c->now) : 0.0;

@@ -23,6 +23,11 @@ typedef struct cr_est_part {
     size_t cap;
     size_t count;
     size_t hand; /* the CLOCK hand: where the next eviction starts looking */
+    /* slots and cap as last published, read without the lock only to
+     * prefetch a home slot before taking it (a stale pair costs a useless
+     * prefetch, never a read). */
+    _Atomic uintptr_t hint_slots;
+    _Atomic size_t hint_cap;
 } __attribute__((aligned(64))) cr_est_part;
 
 struct cr_estimator {
@@ -48,6 +53,21 @@ static inline unsigned cr_est_part_index(const cr_estimator *e, uint64_t h)
 static inline size_t cr_est_home(uint64_t h, size_t cap)
 {
     return (size_t)(((unsigned __int128)h * cap) >> 64);
+}
+
+/* Starts loading the home slot of hash h in p, locked or not. */
+static inline void cr_est_prefetch(const cr_est_part *p, uint64_t h)
+{
+    size_t cap = atomic_load_explicit(&p->hint_cap, memory_order_relaxed);
+    uintptr_t slots = atomic_load_explicit(&p->hint_slots, memory_order_relaxed);
+    __builtin_prefetch((const void *)(slots + cr_est_home(h, cap) * sizeof(cr_est_entry)));
+}
+
+/* Publishes p's slots and cap (p locked) for cr_est_prefetch. */
+static inline void cr_est_publish(cr_est_part *p)
+{
+    atomic_store_explicit(&p->hint_slots, (uintptr_t)p->slots, memory_order_relaxed);
+    atomic_store_explicit(&p->hint_cap, p->cap, memory_order_relaxed);
 }
 
 /* An arrival's increment: w * inc, never 0 (r == 0 marks an empty slot). */
