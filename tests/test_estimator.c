@@ -338,7 +338,7 @@ static void test_batch_is_sequential_bit_for_bit(void)
     double *weights = malloc(MAX * sizeof *weights), *rates = malloc(MAX * sizeof *rates);
     double *listed = malloc(RANGE * sizeof *listed);
     int64_t *all = malloc(RANGE * sizeof *all);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(owners && weights && rates && listed && all);
+    CU_ASSERT_FATAL(owners && weights && rates && listed && all);
     for (int64_t i = 0; i < RANGE; i++)
         all[i] = i;
     for (int clock = 0; clock < 2; clock++) {
@@ -458,6 +458,20 @@ static void *record_worker(void *p)
     return NULL;
 }
 
+/* record_worker's arrivals, in batches of 100 (weights 1, rates wanted). */
+static void *batch_worker(void *p)
+{
+    worker_arg *a = p;
+    int64_t owners[100];
+    double rates[100];
+    for (int i = 0; i < PER_THREAD; i += 100) {
+        for (int k = 0; k < 100; k++)
+            owners[k] = ((i + k) * 7 + a->id) % OWNERS;
+        cr_estimator_record_batch(a->e, owners, NULL, 100, i * 1e-3, rates);
+    }
+    return NULL;
+}
+
 static void *reader_worker(void *p)
 {
     worker_arg *a = p;
@@ -473,13 +487,15 @@ static void *reader_worker(void *p)
 static void test_concurrent_exact_totals(void)
 {
     /* In calls mode an owner's rate is a function of its arrival count, so
-     * exact per-owner totals can be checked after a concurrent run. */
+     * exact per-owner totals can be checked after a concurrent run. Half
+     * the writers record one by one, half in batches. */
     cr_estimator *e = make(CR_CLOCK_CALLS, 1e12, 100000);
     pthread_t th[THREADS + 1];
     worker_arg args[THREADS + 1];
     for (int t = 0; t <= THREADS; t++) {
         args[t] = (worker_arg){e, t};
-        pthread_create(&th[t], NULL, t < THREADS ? record_worker : reader_worker, &args[t]);
+        void *(*fn)(void *) = t == THREADS ? reader_worker : t % 2 ? batch_worker : record_worker;
+        pthread_create(&th[t], NULL, fn, &args[t]);
     }
     for (int t = 0; t <= THREADS; t++)
         pthread_join(th[t], NULL);
@@ -498,11 +514,18 @@ static void test_concurrent_exact_totals(void)
     cr_estimator_free(e);
 }
 
+/* 30,000 new owners, one by one (even ids) or in batches of 300 (odd). */
 static void *flood_worker(void *p)
 {
     worker_arg *a = p;
-    for (int64_t i = 0; i < 30000; i++)
-        cr_estimator_record(a->e, (int64_t)a->id << 40 | i, (double)i);
+    int64_t owners[300];
+    for (int64_t i = 0; i < 30000; i++) {
+        owners[i % 300] = (int64_t)a->id << 40 | i;
+        if (a->id % 2 == 0)
+            cr_estimator_record(a->e, owners[i % 300], (double)i);
+        else if (i % 300 == 299)
+            cr_estimator_record_batch(a->e, owners, NULL, 300, (double)i, NULL);
+    }
     return NULL;
 }
 
