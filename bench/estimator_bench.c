@@ -3,8 +3,9 @@
  * Plan from_estimator takes (with the plan itself, default config).
  *
  * usage: estimator_bench [owners] [working_set] [calls]     memory, then record()
- *        estimator_bench --owners N [--calls N] [--batch K] record() (K = 0) or
- *                                                           batches of K
+ *        estimator_bench --owners N [--calls N] [--batch K] [--max-owners M]
+ *            record() (K = 0) or batches of K over a working set of N owners in
+ *            a table of M (default max(N, 1000000); M < N: constant eviction)
  *        estimator_bench --plan [--owners N] [--repeats N]  snapshot + plan */
 #include <math.h>
 #include <stdint.h>
@@ -44,7 +45,7 @@ static void memory(uint64_t owners)
 /* calls arrivals over ws owners (ids precomputed, so the loop measures the
  * estimator, not an RNG), the clock advancing 0.1 us per arrival: one
  * record() each (batch 0) or batches of batch owners at one time each. */
-static void throughput(uint64_t ws, uint64_t calls, uint64_t batch)
+static void throughput(uint64_t ws, uint64_t calls, uint64_t batch, uint64_t max_owners)
 {
     enum { SEQ = 1 << 20 };
     batch = batch < SEQ ? batch : SEQ;
@@ -55,7 +56,7 @@ static void throughput(uint64_t ws, uint64_t calls, uint64_t batch)
         s = cr_mix64(s);
         seq[i] = (int64_t)(s % ws) * 2654435761LL;
     }
-    cr_estimator *e = make(ws > 1000000 ? ws : 1000000);
+    cr_estimator *e = make(max_owners);
     for (uint64_t i = 0; i < ws; i++)
         cr_estimator_record(e, (int64_t)i * 2654435761LL, 0);
     double sink = 0, t0 = bench_now();
@@ -72,10 +73,10 @@ static void throughput(uint64_t ws, uint64_t calls, uint64_t batch)
     }
     double dt = bench_now() - t0;
     printf("%s: %.2f million arrivals/s on one thread (%llu over %llu owners, batch %llu, "
-           "%.1f ns each)%s\n",
+           "max_owners %llu, %.1f ns each, %llu evictions)%s\n",
            batch ? "record_batch" : "record", calls / dt / 1e6, (unsigned long long)calls,
-           (unsigned long long)ws, (unsigned long long)batch, dt / calls * 1e9,
-           sink > 0 ? "" : " ");
+           (unsigned long long)ws, (unsigned long long)batch, (unsigned long long)max_owners,
+           dt / calls * 1e9, (unsigned long long)cr_estimator_evictions(e), sink > 0 ? "" : " ");
     cr_estimator_free(e);
     free(seq);
     free(rates);
@@ -143,11 +144,13 @@ int main(int argc, char **argv)
             plan(owners, (int)flag(argc, argv, "--repeats", 5));
         else
             throughput(owners, flag(argc, argv, "--calls", 50000000),
-                       flag(argc, argv, "--batch", 0));
+                       flag(argc, argv, "--batch", 0),
+                       flag(argc, argv, "--max-owners", owners > 1000000 ? owners : 1000000));
         return 0;
     }
-    memory(argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000);
+    uint64_t owners = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
+    memory(owners);
     throughput(argc > 2 ? strtoull(argv[2], NULL, 10) : 100000,
-               argc > 3 ? strtoull(argv[3], NULL, 10) : 50000000, 0);
+               argc > 3 ? strtoull(argv[3], NULL, 10) : 50000000, 0, owners);
     return 0;
 }
