@@ -196,7 +196,7 @@ static void test_eviction_bounds_table(void)
     size_t n;
     free(cr_estimator_rates(e, 0, &n));
     CU_ASSERT_EQUAL(n, 1000);
-    /* The hot owners survive: eviction takes the lowest sampled rate. */
+    /* The hot owners survive: eviction takes the lowest rate the hand sees. */
     for (int64_t h = 1; h <= 10; h++)
         CU_ASSERT_TRUE(cr_estimator_rate(e, h, 0) > 50 * log(2) / 20);
     cr_estimator_free(e);
