@@ -417,28 +417,42 @@ static void test_hot_owners_survive_a_flood(void)
     cr_estimator_free(alone);
 }
 
+/* Owner i of a snapshot test's pattern k: random 64-bit ids (every digit
+ * matters), small sequential ones (only low bits differ), ids apart in
+ * the high bits only, and a cluster of neighbours with one far outlier. */
+static int64_t pattern_owner(int k, uint64_t i)
+{
+    switch (k) {
+    case 0: return (int64_t)cr_mix64(i);
+    case 1: return (int64_t)i - 15000;
+    case 2: return (int64_t)(i << 40) - INT64_MAX / 2;
+    default: return i ? (int64_t)(i * 3) : INT64_MIN;
+    }
+}
+
 static void test_big_snapshot_sorted(void)
 {
-    /* Random 64-bit owners, negative ones too: every radix digit matters. */
     enum { N = 30000 };
-    cr_estimator *e = make(CR_CLOCK_CALLS, 20, N);
-    for (uint64_t i = 0; i < N; i++)
-        cr_estimator_record_weighted(e, (int64_t)cr_mix64(i), 1 + (double)(i % 5), 0);
-    size_t n, m;
-    cr_session_rate *all = cr_estimator_rates(e, 0, &n);
-    cr_estimator_entry *raw = cr_estimator_export(e, &m);
-    CU_ASSERT_EQUAL_FATAL(n, N);
-    CU_ASSERT_EQUAL_FATAL(m, N);
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        bad += i && all[i].owner <= all[i - 1].owner;
-        bad += raw[i].owner != all[i].owner || raw[i].count != all[i].rate;
-        bad += all[i].rate != cr_estimator_rate(e, all[i].owner, 0);
+    for (int k = 0; k < 4; k++) {
+        cr_estimator *e = make(CR_CLOCK_CALLS, 20, N);
+        for (uint64_t i = 0; i < N; i++)
+            cr_estimator_record_weighted(e, pattern_owner(k, i), 1 + (double)(i % 5), 0);
+        size_t n, m;
+        cr_session_rate *all = cr_estimator_rates(e, 0, &n);
+        cr_estimator_entry *raw = cr_estimator_export(e, &m);
+        CU_ASSERT_EQUAL_FATAL(n, N);
+        CU_ASSERT_EQUAL_FATAL(m, N);
+        int bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            bad += i && all[i].owner <= all[i - 1].owner;
+            bad += raw[i].owner != all[i].owner || raw[i].count != all[i].rate;
+            bad += all[i].rate != cr_estimator_rate(e, all[i].owner, 0);
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(all);
+        free(raw);
+        cr_estimator_free(e);
     }
-    CU_ASSERT_EQUAL(bad, 0);
-    free(all);
-    free(raw);
-    cr_estimator_free(e);
 }
 
 /* ---- concurrency ---- */
