@@ -1,8 +1,6 @@
 /* Batches: a call's owners grouped by partition, in chunks of CHUNK, so
  * each partition's lock is taken once per chunk and the home slots of the
  * next few owners are loading while one is probed. */
-#include <string.h>
-
 #include "estimator_parts.h"
 
 #define CHUNK 1024 /* entries grouped at a time: about 10 KB of stack */
