@@ -102,8 +102,8 @@ void cr_estimator_rate_batch(const cr_estimator *e, const int64_t *owners, size_
 /* Snapshot of every tracked owner's rate at now, sorted by owner id. Returns a
  * malloc'd array of *n entries (the caller frees it), or NULL on allocation
  * failure. Partitions are copied one at a time, so arrivals racing with the
- * snapshot may or may not be in it. Sorted by radix (O(n)); peak memory
- * about 3 x 16 bytes per owner. */
+ * snapshot may or may not be in it. Sorted by radix, O(n); peak memory
+ * 32 bytes per owner (the answer and the sort's scratch). */
 cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n);
 
 /* Drops owner; returns 1 if it was tracked, 0 otherwise. */
