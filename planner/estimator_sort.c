@@ -3,7 +3,8 @@
  * then each bucket, while it sits in cache, by MSD radix on 8-bit digits of
  * the bits below, down to insertion sorts of a few items. Two passes over
  * memory instead of the six of an 11-bit LSD sort of 64-bit keys; stable,
- * and at most 8 levels of O(n) whatever the keys. */
+ * and at most 8 levels of O(n) whatever the keys (about 4 KB of stack a
+ * level). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ static void sort_low(cr_plan_item *a, cr_plan_item *s, size_t n, unsigned bits)
     }
     for (size_t i = 0; i < n; i++)
         s[next[(a[i].key >> shift) & ((1u << LOW_BITS) - 1)]++] = a[i];
-    memcpy(a, s, n * sizeof *a); /* in cache: n is about 2^(LOW_BITS + 1) here */
+    memcpy(a, s, n * sizeof *a); /* a bucket of the top scatter: usually in cache */
     for (unsigned d = 0; d < (1u << LOW_BITS); d++)
         sort_low(a + start[d], s + start[d], start[d + 1] - start[d], shift);
 }
