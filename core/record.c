@@ -5,6 +5,10 @@
 
 #include "internal.h"
 
+/* Owners handed to the estimator per batch: their rates fit on the stack,
+ * and it groups as many at a time. */
+#define BATCH 1024
+
 /* In field order: owners, then weights (empty, or one each in range). */
 static cr_status check_arrivals(size_t n, const double *weights, size_t n_weights, cr_error *err)
 {
@@ -35,11 +39,13 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
         return st;
     uint64_t gen;
     cr_installed *t = cr_core_acquire(c, &gen); /* one table for every route */
-    double now = cr_core_now(c);
-    for (size_t i = 0; i < n; i++) {
-        double rate = cr_estimator_record_weighted(c->estimator, owners[i], w ? w[i] : 1.0, now);
-        if (routes)
-            routes[i] = (cr_route){.owner = owners[i], .rate = rate};
+    double now = cr_core_now(c), rates[BATCH];
+    for (size_t at = 0; at < n; at += BATCH) {
+        size_t m = n - at < BATCH ? n - at : BATCH;
+        cr_estimator_record_batch(c->estimator, owners + at, w ? w + at : NULL, m, now,
+                                  routes ? rates : NULL);
+        for (size_t i = 0; routes && i < m; i++)
+            routes[at + i] = (cr_route){.owner = owners[at + i], .rate = rates[i]};
     }
     if (routes)
         cr_core_route(c, t, w, routes, n, now);
@@ -54,8 +60,13 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
 static cr_session_rate *listed_rates(cr_core *c, const int64_t *owners, size_t n, double now)
 {
     cr_session_rate *r = malloc(n * sizeof *r);
-    for (size_t i = 0; r && i < n; i++)
-        r[i] = (cr_session_rate){owners[i], cr_estimator_rate(c->estimator, owners[i], now)};
+    double rates[BATCH];
+    for (size_t at = 0; r && at < n; at += BATCH) {
+        size_t m = n - at < BATCH ? n - at : BATCH;
+        cr_estimator_rate_batch(c->estimator, owners + at, m, now, rates);
+        for (size_t i = 0; i < m; i++)
+            r[at + i] = (cr_session_rate){owners[at + i], rates[i]};
+    }
     return r;
 }
 

@@ -43,10 +43,20 @@ cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *
     return CR_OK;
 }
 
+/* Strictly ascending owners (an estimator snapshot) hold no duplicate:
+ * one pass instead of an index of every owner. */
+static int owners_ascend(const cr_session_rate *rates, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (rates[i].owner <= rates[i - 1].owner)
+            return 0;
+    return 1;
+}
+
 cr_status cr_plan_validate(const cr_session_rate *rates, size_t n, cr_error *err)
 {
     cr_status st = cr_plan_check_rates(rates, n, err);
-    if (st != CR_OK)
+    if (st != CR_OK || owners_ascend(rates, n))
         return st;
     cr_owner_index ix;
     if (cr_owner_index_init(&ix, n, rates, sizeof *rates) != CR_OK) {

@@ -196,7 +196,7 @@ static void test_eviction_bounds_table(void)
     size_t n;
     free(cr_estimator_rates(e, 0, &n));
     CU_ASSERT_EQUAL(n, 1000);
-    /* The hot owners survive: eviction takes the lowest sampled rate. */
+    /* The hot owners survive: eviction takes the lowest rate the hand sees. */
     for (int64_t h = 1; h <= 10; h++)
         CU_ASSERT_TRUE(cr_estimator_rate(e, h, 0) > 50 * log(2) / 20);
     cr_estimator_free(e);
@@ -292,6 +292,169 @@ static void test_tiny_weight_stays_tracked(void)
     cr_estimator_free(e);
 }
 
+/* ---- batches ---- */
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* One random batch: owners from [0, range) with repeats (runs of one
+ * owner too), weights NULL or random, recorded into a by
+ * cr_estimator_record_batch and into b one by one; returns how many rates
+ * differ in any bit. */
+static int batch_round(cr_estimator *a, cr_estimator *b, unsigned *seed, int64_t range,
+                       double now, int64_t *owners, double *weights, double *rates)
+{
+    size_t n = 1 + (size_t)rand_r(seed) % 2500; /* over one 1024-owner group */
+    for (size_t i = 0; i < n; i++)
+        owners[i] = i && rand_r(seed) % 8 == 0 ? owners[i - 1] : rand_r(seed) % range;
+    int weighted = rand_r(seed) % 2, want_rates = rand_r(seed) % 4 != 0;
+    for (size_t i = 0; i < n; i++)
+        weights[i] = 1 + rand_r(seed) % 1000 / 7.0;
+    cr_estimator_record_batch(a, owners, weighted ? weights : NULL, n, now,
+                              want_rates ? rates : NULL);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = cr_estimator_record_weighted(b, owners[i], weighted ? weights[i] : 1.0, now);
+        bad += want_rates && !same_bits(r, rates[i]);
+    }
+    return bad;
+}
+
+static int same_export(const cr_estimator *a, const cr_estimator *b)
+{
+    size_t na, nb;
+    cr_estimator_entry *x = cr_estimator_export(a, &na), *y = cr_estimator_export(b, &nb);
+    int same = x && y && na == nb && memcmp(x, y, na * sizeof *x) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void test_batch_is_sequential_bit_for_bit(void)
+{
+    /* 8 partitions, 10,000 owners at most, ids from 25,000: the table
+     * fills (one by one near the bound), then every new owner evicts. */
+    enum { RANGE = 25000, MAX = 2500 };
+    int64_t *owners = malloc(MAX * sizeof *owners);
+    double *weights = malloc(MAX * sizeof *weights), *rates = malloc(MAX * sizeof *rates);
+    double *listed = malloc(RANGE * sizeof *listed);
+    int64_t *all = malloc(RANGE * sizeof *all);
+    CU_ASSERT_FATAL(owners && weights && rates && listed && all);
+    for (int64_t i = 0; i < RANGE; i++)
+        all[i] = i;
+    for (int clock = 0; clock < 2; clock++) {
+        cr_estimator *a = make((cr_clock)clock, 5, 10000), *b = make((cr_clock)clock, 5, 10000);
+        unsigned seed = 11 + clock;
+        double t = 0;
+        int bad = 0;
+        for (int round = 0; round < 200; round++) {
+            t += rand_r(&seed) % 3 * 0.37; /* some rounds at the same time */
+            bad += batch_round(a, b, &seed, RANGE, t, owners, weights, rates);
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT_EQUAL(cr_estimator_size(a), 10000);
+        CU_ASSERT_TRUE(cr_estimator_evictions(a) > 100000);
+        CU_ASSERT_EQUAL(cr_estimator_evictions(a), cr_estimator_evictions(b));
+        CU_ASSERT_TRUE(same_export(a, b));
+        /* Batched lookups read what single ones do. */
+        cr_estimator_rate_batch(a, all, RANGE, t + 3, listed);
+        int differ = 0;
+        for (int64_t i = 0; i < RANGE; i++)
+            differ += !same_bits(listed[i], cr_estimator_rate(b, i, t + 3));
+        CU_ASSERT_EQUAL(differ, 0);
+        cr_estimator_free(a);
+        cr_estimator_free(b);
+    }
+    free(owners);
+    free(weights);
+    free(rates);
+    free(listed);
+    free(all);
+}
+
+static void test_hot_owners_survive_a_flood(void)
+{
+    /* 20 hot owners in every batch of 1000 new ids, through 5M new ids in
+     * a table of 20,000: the 20 keep the top 20 rates, and each its exact
+     * rate (never evicted, so the same as in a table of its own). */
+    enum { HOT = 20, NEW = 1000, BATCHES = 5000, N = HOT + NEW };
+    cr_estimator *e = make(CR_CLOCK_SECONDS, 20, 20000), *alone = make(CR_CLOCK_SECONDS, 20, 100);
+    int64_t owners[N];
+    unsigned seed = 5;
+    int64_t next = 1000;
+    double t = 0;
+    for (int b = 0; b < BATCHES; b++, t += 0.01) {
+        for (int i = 0; i < N; i++)
+            owners[i] = next++;
+        for (int h = 0; h < HOT; h++) /* one at a random place in each 51 */
+            owners[h * (N / HOT) + rand_r(&seed) % (N / HOT)] = h;
+        cr_estimator_record_batch(e, owners, NULL, N, t, NULL);
+        for (int i = 0; i < N; i++)
+            if (owners[i] < HOT)
+                cr_estimator_record(alone, owners[i], t);
+    }
+    CU_ASSERT_EQUAL(cr_estimator_evictions(e), (uint64_t)NEW * BATCHES + HOT - 20000);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 20000);
+    size_t n;
+    cr_session_rate *all = cr_estimator_rates(e, t, &n);
+    CU_ASSERT_EQUAL_FATAL(n, 20000);
+    int lower = 0, exact = 0;
+    double coldest_hot = INFINITY, hottest_cold = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (all[i].owner < HOT) {
+            coldest_hot = fmin(coldest_hot, all[i].rate);
+            exact += same_bits(all[i].rate, cr_estimator_rate(alone, all[i].owner, t));
+        } else {
+            hottest_cold = fmax(hottest_cold, all[i].rate);
+        }
+    }
+    for (int64_t h = 0; h < HOT; h++)
+        lower += cr_estimator_rate(e, h, t) == 0;
+    CU_ASSERT_EQUAL(lower, 0);
+    CU_ASSERT_EQUAL(exact, HOT);
+    CU_ASSERT_TRUE(coldest_hot > hottest_cold);
+    free(all);
+    cr_estimator_free(e);
+    cr_estimator_free(alone);
+}
+
+/* Owner i of a snapshot test's pattern k: random 64-bit ids (every digit
+ * matters), small sequential ones (only low bits differ), ids apart in
+ * the high bits only, and a cluster of neighbours with one far outlier. */
+static int64_t pattern_owner(int k, uint64_t i)
+{
+    switch (k) {
+    case 0: return (int64_t)cr_mix64(i);
+    case 1: return (int64_t)i - 15000;
+    case 2: return (int64_t)(i << 40) - INT64_MAX / 2;
+    default: return i ? (int64_t)(i * 3) : INT64_MIN;
+    }
+}
+
+static void test_big_snapshot_sorted(void)
+{
+    enum { N = 30000 };
+    for (int k = 0; k < 4; k++) {
+        cr_estimator *e = make(CR_CLOCK_CALLS, 20, N);
+        for (uint64_t i = 0; i < N; i++)
+            cr_estimator_record_weighted(e, pattern_owner(k, i), 1 + (double)(i % 5), 0);
+        size_t n, m;
+        cr_session_rate *all = cr_estimator_rates(e, 0, &n);
+        cr_estimator_entry *raw = cr_estimator_export(e, &m);
+        CU_ASSERT_EQUAL_FATAL(n, N);
+        CU_ASSERT_EQUAL_FATAL(m, N);
+        int bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            bad += i && all[i].owner <= all[i - 1].owner;
+            bad += raw[i].owner != all[i].owner || raw[i].count != all[i].rate;
+            bad += all[i].rate != cr_estimator_rate(e, all[i].owner, 0);
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+        free(all);
+        free(raw);
+        cr_estimator_free(e);
+    }
+}
+
 /* ---- concurrency ---- */
 
 enum { THREADS = 4, PER_THREAD = 40000, OWNERS = 997 };
@@ -306,6 +469,20 @@ static void *record_worker(void *p)
     worker_arg *a = p;
     for (int i = 0; i < PER_THREAD; i++)
         cr_estimator_record(a->e, (i * 7 + a->id) % OWNERS, i * 1e-3);
+    return NULL;
+}
+
+/* record_worker's arrivals, in batches of 100 (weights 1, rates wanted). */
+static void *batch_worker(void *p)
+{
+    worker_arg *a = p;
+    int64_t owners[100];
+    double rates[100];
+    for (int i = 0; i < PER_THREAD; i += 100) {
+        for (int k = 0; k < 100; k++)
+            owners[k] = ((i + k) * 7 + a->id) % OWNERS;
+        cr_estimator_record_batch(a->e, owners, NULL, 100, i * 1e-3, rates);
+    }
     return NULL;
 }
 
@@ -324,13 +501,15 @@ static void *reader_worker(void *p)
 static void test_concurrent_exact_totals(void)
 {
     /* In calls mode an owner's rate is a function of its arrival count, so
-     * exact per-owner totals can be checked after a concurrent run. */
+     * exact per-owner totals can be checked after a concurrent run. Half
+     * the writers record one by one, half in batches. */
     cr_estimator *e = make(CR_CLOCK_CALLS, 1e12, 100000);
     pthread_t th[THREADS + 1];
     worker_arg args[THREADS + 1];
     for (int t = 0; t <= THREADS; t++) {
         args[t] = (worker_arg){e, t};
-        pthread_create(&th[t], NULL, t < THREADS ? record_worker : reader_worker, &args[t]);
+        void *(*fn)(void *) = t == THREADS ? reader_worker : t % 2 ? batch_worker : record_worker;
+        pthread_create(&th[t], NULL, fn, &args[t]);
     }
     for (int t = 0; t <= THREADS; t++)
         pthread_join(th[t], NULL);
@@ -349,11 +528,18 @@ static void test_concurrent_exact_totals(void)
     cr_estimator_free(e);
 }
 
+/* 30,000 new owners, one by one (even ids) or in batches of 300 (odd). */
 static void *flood_worker(void *p)
 {
     worker_arg *a = p;
-    for (int64_t i = 0; i < 30000; i++)
-        cr_estimator_record(a->e, (int64_t)a->id << 40 | i, (double)i);
+    int64_t owners[300];
+    for (int64_t i = 0; i < 30000; i++) {
+        owners[i % 300] = (int64_t)a->id << 40 | i;
+        if (a->id % 2 == 0)
+            cr_estimator_record(a->e, owners[i % 300], (double)i);
+        else if (i % 300 == 299)
+            cr_estimator_record_batch(a->e, owners, NULL, 300, (double)i, NULL);
+    }
     return NULL;
 }
 
@@ -389,6 +575,9 @@ static const cr_test_case estimator_tests[] = {
     {"weighted calls math", test_weighted_calls_math},
     {"weight 1 is unweighted bit for bit", test_weight_one_is_unweighted_bit_for_bit},
     {"tiny weight stays tracked", test_tiny_weight_stays_tracked},
+    {"batch is sequential bit for bit", test_batch_is_sequential_bit_for_bit},
+    {"hot owners survive 5M new ids", test_hot_owners_survive_a_flood},
+    {"big snapshot sorted by radix", test_big_snapshot_sorted},
     {"concurrent exact totals", test_concurrent_exact_totals},
     {"concurrent eviction bound", test_concurrent_eviction_bound},
     {NULL, NULL},

@@ -21,7 +21,11 @@
  * racing) counts as simultaneous with it: time never runs backwards.
  *
  * Memory is bounded by max_owners: a new owner arriving at a full table
- * evicts one of the lowest-rate owners, found by sampling (as Redis does).
+ * evicts an owner of about the lowest rate among a few neighbours in its
+ * partition, found by a CLOCK hand that sweeps the partition (the cost of
+ * an eviction is a short run of slots whatever the table's size; owners are
+ * compared by log-space keys, no exp2). The owner being recorded is never
+ * the one evicted, and owners hotter than most survive any flood of new ids.
  *
  * Thread safety: every function may be called concurrently on one estimator;
  * owners are spread over lock-striped partitions, so threads recording
@@ -73,13 +77,33 @@ double cr_estimator_record(cr_estimator *e, int64_t owner, double now);
  * count is never 0. */
 double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, double now);
 
+/* Records n arrivals at now: owners[i] of weight weights[i] (weights NULL:
+ * 1 each; each as for cr_estimator_record_weighted). rates_out, when not
+ * NULL, has n places: rates_out[i] gets the rate just after arrival i.
+ * Without other threads recording meanwhile, the same as n calls of
+ * cr_estimator_record_weighted in order, bit for bit: an owner listed twice
+ * sees its own arrivals in order. Owners are grouped by partition, up to
+ * 1024 at a time, so each partition's lock is taken once per group and
+ * home slots are prefetched ahead of their probes; while the table is
+ * filling up to max_owners (and in tables with an empty partition) the
+ * arrivals are recorded one by one instead. No allocation: about 10 KB of
+ * stack. */
+void cr_estimator_record_batch(cr_estimator *e, const int64_t *owners, const double *weights,
+                               size_t n, double now, double *rates_out);
+
 /* Current rate of owner at now; 0 for an owner not tracked. */
 double cr_estimator_rate(const cr_estimator *e, int64_t owner, double now);
+
+/* cr_estimator_rate of each of n owners into rates_out (n places), grouped
+ * by partition as cr_estimator_record_batch is. */
+void cr_estimator_rate_batch(const cr_estimator *e, const int64_t *owners, size_t n,
+                             double now, double *rates_out);
 
 /* Snapshot of every tracked owner's rate at now, sorted by owner id. Returns a
  * malloc'd array of *n entries (the caller frees it), or NULL on allocation
  * failure. Partitions are copied one at a time, so arrivals racing with the
- * snapshot may or may not be in it. */
+ * snapshot may or may not be in it. Sorted by radix, O(n); peak memory
+ * 32 bytes per owner (the answer and the sort's scratch). */
 cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n);
 
 /* Drops owner; returns 1 if it was tracked, 0 otherwise. */

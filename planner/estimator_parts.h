@@ -1,0 +1,108 @@
+/* Private to the estimator's files: the lock-striped partitions and the
+ * steps of a record that estimator.c, estimator_batch.c and
+ * estimator_snapshot.c share. */
+#ifndef CR_ESTIMATOR_PARTS_H
+#define CR_ESTIMATOR_PARTS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "estimator.h"
+#include "internal.h" /* cr_plan_item */
+
+#define CR_EST_MAX_PARTS 64
+
+typedef struct cr_est_entry {
+    int64_t owner;
+    double r;      /* decayed count at t_last; 0 = empty slot */
+    double t_last; /* seconds; unused in calls mode */
+} cr_est_entry;
+
+typedef struct cr_est_part {
+    pthread_mutex_t lock;
+    cr_est_entry *slots;
+    size_t cap;
+    size_t count;
+    size_t hand; /* the CLOCK hand: where the next eviction starts looking */
+    /* slots and cap as last published, read without the lock only to
+     * prefetch a home slot before taking it (a stale pair costs a useless
+     * prefetch, never a read). */
+    _Atomic uintptr_t hint_slots;
+    _Atomic size_t hint_cap;
+} __attribute__((aligned(64))) cr_est_part;
+
+struct cr_estimator {
+    cr_estimator_config cfg;
+    double inc;    /* added per arrival of weight 1: ln(2)/H, or 1 in calls mode */
+    double decay;  /* calls mode: 0.5^(1/H) */
+    double inv_hl; /* 1/H, for eviction keys */
+    unsigned n_parts;
+    _Atomic uint64_t size;
+    _Atomic uint64_t evictions;
+    _Atomic unsigned evict_cursor;
+    _Atomic unsigned empty_parts; /* partitions with count 0 (for batches) */
+    cr_est_part parts[CR_EST_MAX_PARTS];
+};
+
+/* The partition takes the low bits of the hash, the slot the high bits
+ * (multiply-shift range reduction, so capacities need not be powers of 2). */
+static inline unsigned cr_est_part_index(const cr_estimator *e, uint64_t h)
+{
+    return (unsigned)(h & (e->n_parts - 1));
+}
+
+static inline size_t cr_est_home(uint64_t h, size_t cap)
+{
+    return (size_t)(((unsigned __int128)h * cap) >> 64);
+}
+
+/* Starts loading the home slot of hash h in p, locked or not. */
+static inline void cr_est_prefetch(const cr_est_part *p, uint64_t h)
+{
+    size_t cap = atomic_load_explicit(&p->hint_cap, memory_order_relaxed);
+    uintptr_t slots = atomic_load_explicit(&p->hint_slots, memory_order_relaxed);
+    __builtin_prefetch((const void *)(slots + cr_est_home(h, cap) * sizeof(cr_est_entry)));
+}
+
+/* Publishes p's slots and cap (p locked) for cr_est_prefetch. */
+static inline void cr_est_publish(cr_est_part *p)
+{
+    atomic_store_explicit(&p->hint_slots, (uintptr_t)p->slots, memory_order_relaxed);
+    atomic_store_explicit(&p->hint_cap, p->cap, memory_order_relaxed);
+}
+
+/* An arrival's increment: w * inc, never 0 (r == 0 marks an empty slot). */
+double cr_est_increment(const cr_estimator *e, double w);
+
+/* One arrival of owner (hash h) adding add at now, p locked. Returns the
+ * rate just after, 0 when the arrival was dropped (out of memory), or -1
+ * when the table is full and p is empty: the caller unlocks p, calls
+ * cr_est_evict_elsewhere and tries again. */
+double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
+                            double add, double now);
+
+/* Evicts one owner with about the lowest rate from p (locked, not empty). */
+void cr_est_evict(cr_estimator *e, cr_est_part *p);
+
+/* Makes room in a full table by evicting from the next non-empty
+ * partition; called with no partition locked. */
+void cr_est_evict_elsewhere(cr_estimator *e);
+
+/* owner's slot in p (locked), or NULL. */
+cr_est_entry *cr_est_find(const cr_est_part *p, int64_t owner, uint64_t h);
+
+/* Puts s (not tracked yet, hash h) into p (locked), growing p's table
+ * at 3/4 full; -1 when out of memory (nothing changed then). */
+int cr_est_insert(cr_estimator *e, cr_est_part *p, cr_est_entry s, uint64_t h);
+
+/* Backward-shift deletion of a tracked slot of p (locked). */
+void cr_est_delete(cr_estimator *e, cr_est_part *p, cr_est_entry *victim);
+
+/* s's rate at now (its count decayed from t_last). */
+double cr_est_rate_at(const cr_estimator *e, const cr_est_entry *s, double now);
+
+/* Sorts n items by key, ascending and stable, through tmp (n items);
+ * returns the sorted array (a or tmp), or NULL when out of memory. */
+cr_plan_item *cr_est_sort_items(cr_plan_item *a, cr_plan_item *tmp, size_t n);
+
+#endif
