@@ -64,6 +64,10 @@ void cr_table_find_batch(const cr_table *t, const int64_t *owners, size_t n,
                          const cr_placement **out)
 {
     size_t pos[CR_OWNER_INDEX_GROUP];
+    if (n == 1) { /* the common RPC: nothing to overlap, so no staging */
+        out[0] = cr_table_find(t, owners[0]);
+        return;
+    }
     for (size_t i = 0; i < n; i += CR_OWNER_INDEX_GROUP) {
         size_t m = n - i < CR_OWNER_INDEX_GROUP ? n - i : CR_OWNER_INDEX_GROUP;
         cr_owner_index_find_group(&t->index, owners + i, m, pos, t->placements,
