@@ -23,18 +23,21 @@ uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
 #define CHUNK 256
 
 /* placed[i] = the placement of routes[i].owner under t (NULL: none, or no
- * table), for i < n <= CHUNK, in one batch lookup. */
-static void find_chunk(const cr_installed *t, const cr_route *routes, size_t n,
-                       const cr_placement **placed)
+ * table) for the first min(n, CHUNK) routes, in one batch lookup; returns
+ * how many. */
+static size_t find_chunk(const cr_installed *t, const cr_route *routes, size_t n,
+                         const cr_placement **placed)
 {
     int64_t owners[CHUNK];
+    n = n < CHUNK ? n : CHUNK;
     if (!t) {
         memset(placed, 0, n * sizeof *placed);
-        return;
+        return n;
     }
     for (size_t i = 0; i < n; i++)
         owners[i] = routes[i].owner;
     cr_table_find_batch(t->table, owners, n, placed);
+    return n;
 }
 
 uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted)
@@ -238,9 +241,8 @@ static int route_moving(cr_router *r, const cr_installed *t, uint32_t shards,
     if (st == 0)
         cr_inflight_expire(r->work, now);
     const cr_placement *placed[CHUNK];
-    for (size_t i = 0; st == 0 && i < n; i += CHUNK) {
-        size_t m = n - i < CHUNK ? n - i : CHUNK;
-        find_chunk(t, routes + i, m, placed);
+    for (size_t i = 0, m; st == 0 && i < n; i += m) {
+        m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++)
             route_one(r, t, placed[j], &routes[i + j], weights ? weights[i + j] : 1.0, now);
     }
@@ -255,9 +257,8 @@ void cr_core_route(cr_core *c, const cr_installed *t, const double *weights, cr_
     if (c->router && route_moving(c->router, t, shards, weights, routes, n, now) == 0)
         return;
     const cr_placement *placed[CHUNK];
-    for (size_t i = 0; i < n; i += CHUNK) {
-        size_t m = n - i < CHUNK ? n - i : CHUNK;
-        find_chunk(t, routes + i, m, placed);
+    for (size_t i = 0, m; i < n; i += m) {
+        m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++) {
             cr_route *r = &routes[i + j];
             r->admitted = placed[j] != NULL;
