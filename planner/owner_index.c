@@ -91,7 +91,8 @@ size_t cr_owner_index_insert(cr_owner_index *ix, size_t pos)
 {
     int64_t owner = owner_at(ix, pos);
     uint64_t h = cr_mix64((uint64_t)owner);
-    uint32_t tag = tag_of(ix, h), *s = &ix->slots[probe_from(ix, own(ix), owner, tag, h & ix->mask)];
+    uint32_t tag = tag_of(ix, h);
+    uint32_t *s = &ix->slots[probe_from(ix, own(ix), owner, tag, h & ix->mask)];
     if (*s)
         return pos_of(ix, *s);
     *s = tag | (uint32_t)(pos + 1);
