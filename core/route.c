@@ -18,6 +18,28 @@ uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
     return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
 }
 
+/* Routes are found in chunks of this many, so a batch lookup's reads
+ * overlap without a heap buffer per call. */
+#define CHUNK 256
+
+/* placed[i] = the placement of routes[i].owner under t (NULL: none, or no
+ * table) for the first min(n, CHUNK) routes, in one batch lookup; returns
+ * how many. */
+static size_t find_chunk(const cr_installed *t, const cr_route *routes, size_t n,
+                         const cr_placement **placed)
+{
+    int64_t owners[CHUNK];
+    n = n < CHUNK ? n : CHUNK;
+    if (!t) {
+        memset(placed, 0, n * sizeof *placed);
+        return n;
+    }
+    for (size_t i = 0; i < n; i++)
+        owners[i] = routes[i].owner;
+    cr_table_find_batch(t->table, owners, n, placed);
+    return n;
+}
+
 uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted)
 {
     const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
@@ -195,10 +217,10 @@ static uint32_t live(const cr_router *r, uint32_t first)
     return best;
 }
 
-static void route_one(cr_router *r, const cr_installed *t, cr_route *out, double weight,
-                      double now)
+/* r locked: out's route under bounded or live, p its placement. */
+static void route_one(cr_router *r, const cr_installed *t, const cr_placement *p, cr_route *out,
+                      double weight, double now)
 {
-    const cr_placement *p = t ? cr_table_find(t->table, out->owner) : NULL;
     uint32_t first = p ? p->preferred_shard
                        : cr_ring_shard(r->ring, cr_ring_start(r->ring, out->owner));
     uint32_t s = r->by == CR_ROUTE_LIVE ? live(r, first)
@@ -216,10 +238,13 @@ static int route_moving(cr_router *r, const cr_installed *t, uint32_t shards,
 {
     pthread_mutex_lock(&r->lock);
     int st = prepare(r, shards);
-    if (st == 0) {
+    if (st == 0)
         cr_inflight_expire(r->work, now);
-        for (size_t i = 0; i < n; i++)
-            route_one(r, t, &routes[i], weights ? weights[i] : 1.0, now);
+    const cr_placement *placed[CHUNK];
+    for (size_t i = 0, m; st == 0 && i < n; i += m) {
+        m = find_chunk(t, routes + i, n - i, placed);
+        for (size_t j = 0; j < m; j++)
+            route_one(r, t, placed[j], &routes[i + j], weights ? weights[i + j] : 1.0, now);
     }
     pthread_mutex_unlock(&r->lock);
     return st;
@@ -228,10 +253,19 @@ static int route_moving(cr_router *r, const cr_installed *t, uint32_t shards,
 void cr_core_route(cr_core *c, const cr_installed *t, const double *weights, cr_route *routes,
                    size_t n, double now)
 {
-    if (c->router && route_moving(c->router, t, cr_core_shards(c, t), weights, routes, n, now) == 0)
+    uint32_t shards = cr_core_shards(c, t);
+    if (c->router && route_moving(c->router, t, shards, weights, routes, n, now) == 0)
         return;
-    for (size_t i = 0; i < n; i++)
-        routes[i].preferred_shard = cr_core_route_shard(c, t, routes[i].owner, &routes[i].admitted);
+    const cr_placement *placed[CHUNK];
+    for (size_t i = 0, m; i < n; i += m) {
+        m = find_chunk(t, routes + i, n - i, placed);
+        for (size_t j = 0; j < m; j++) {
+            cr_route *r = &routes[i + j];
+            r->admitted = placed[j] != NULL;
+            r->preferred_shard = placed[j] ? placed[j]->preferred_shard
+                                           : cr_core_home_shard(c, r->owner, shards);
+        }
+    }
 }
 
 int cr_core_route_release(cr_core *c, int64_t owner, uint32_t shard, double now)

@@ -6,16 +6,20 @@
 #include "planner.h"
 
 /* Open-addressing index from owner id to a position in some array of records
- * that each start with an int64 owner (stride bytes apart). Slots hold
- * position + 1; 0 is empty. Load factor <= 1/2, linear probing. */
+ * that each start with an int64 owner (stride bytes apart). A slot holds
+ * position + 1 in its low bits (pos_mask) and a tag of the owner's hash in
+ * the others; 0 is empty. Load factor <= 1/2, linear probing. */
 typedef struct cr_owner_index {
     uint32_t *slots;
     uint64_t mask;
+    uint32_t pos_mask; /* from the capacity and the records alone */
     const char *base;
     size_t stride;
 } cr_owner_index;
 
-cr_status cr_owner_index_init(cr_owner_index *ix, size_t n, const void *base, size_t stride);
+/* Room for n owners at positions below records (>= n; < 2^32 - 1). */
+cr_status cr_owner_index_init(cr_owner_index *ix, size_t n, size_t records, const void *base,
+                              size_t stride);
 void cr_owner_index_free(cr_owner_index *ix);
 /* Inserts position pos (whose owner is read from base); returns pos, or the
  * position already holding the same owner (nothing inserted then). */
@@ -26,12 +30,23 @@ size_t cr_owner_index_find(const cr_owner_index *ix, int64_t owner);
  * slot (stage 0, some iterations ahead) or the record the slot names
  * (stage 1, once the slot has had time to arrive). Changes nothing. */
 void cr_owner_index_prefetch(const cr_owner_index *ix, int64_t owner, int stage);
+/* The most owners cr_owner_index_find_group takes at once. */
+#define CR_OWNER_INDEX_GROUP 32
+/* pos[j] = cr_owner_index_find(ix, owners[j]) for j < n <=
+ * CR_OWNER_INDEX_GROUP, with every home slot loaded before any is read,
+ * and every first candidate's record before any owner is compared. The
+ * owners are compared in records (stride bytes apart, each starting with
+ * the same owner as ix's record at the same position), so a caller that
+ * reads a larger record next can have the lookup read that one instead. */
+void cr_owner_index_find_group(const cr_owner_index *ix, const int64_t *owners, size_t n,
+                               size_t *pos, const void *records, size_t stride);
 /* Fills ix (just initialised, over other records) from another index of
- * the same capacity: a slot of from holding position p gets remap[p] (a
- * position in ix's records + 1, or 0 for a record ix does not hold), and
- * in each run of slots that lost a record the later ones are inserted
- * again, so lookups find what plain inserts would. One pass over the slots
- * instead of a random access per record. -1 when the capacities differ. */
+ * the same capacity and positions' width: a slot of from holding position p
+ * gets remap[p] (a position in ix's records + 1, or 0 for a record ix does
+ * not hold), and in each run of slots that lost a record the later ones are
+ * inserted again, so lookups find what plain inserts would. One pass over
+ * the slots instead of a random access per record. -1 when the capacities
+ * differ. */
 int cr_owner_index_remap(cr_owner_index *ix, const cr_owner_index *from, const uint32_t *remap);
 
 struct cr_table {
@@ -45,8 +60,10 @@ struct cr_table {
     double imbalance;
     cr_owner_index index; /* owner -> placement */
     int64_t *owners;      /* placements[i].owner at i: the index's records, 8 B
-                           * apart, so a lookup's second read is in a compact
-                           * array (a replan makes one per session) */
+                           * apart, so a replan's lookups (one per session)
+                           * read a compact array; a route's batch lookups
+                           * compare the placements' owners instead, the one
+                           * record a hit then reads */
 };
 
 /* ---- pieces of the plan shared by the fresh and the stable path ---- */
@@ -97,6 +114,11 @@ void cr_plan_rule7(cr_table *t);
 cr_status cr_plan_finish(cr_table *t);
 /* t's owners array and an empty owner index over it. */
 cr_status cr_plan_index_init(cr_table *t);
+
+/* malloc for an array that lookups read at random (a table's placements,
+ * an index's slots): huge pages when it is large enough. free() frees it;
+ * NULL when out of memory. */
+void *cr_plan_alloc_lookup(size_t bytes);
 
 /* Shortest "%.{15,16,17}g" text that reads back as v. */
 void cr_fmt_double(char *buf, size_t len, double v);

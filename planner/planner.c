@@ -59,7 +59,7 @@ cr_status cr_plan_validate(const cr_session_rate *rates, size_t n, cr_error *err
     if (st != CR_OK || owners_ascend(rates, n))
         return st;
     cr_owner_index ix;
-    if (cr_owner_index_init(&ix, n, rates, sizeof *rates) != CR_OK) {
+    if (cr_owner_index_init(&ix, n, n, rates, sizeof *rates) != CR_OK) {
         snprintf(err->msg, sizeof err->msg, "out of memory validating %zu rates", n);
         return CR_ENOMEM;
     }
@@ -309,11 +309,11 @@ void cr_plan_rule7(cr_table *t)
 cr_status cr_plan_index_init(cr_table *t)
 {
     size_t n = t->n_placements;
-    if (!(t->owners = malloc((n ? n : 1) * sizeof *t->owners)))
+    if (!(t->owners = cr_plan_alloc_lookup(n * sizeof *t->owners)))
         return CR_ENOMEM;
     for (size_t i = 0; i < n; i++)
         t->owners[i] = t->placements[i].owner;
-    return cr_owner_index_init(&t->index, n, t->owners, sizeof *t->owners);
+    return cr_owner_index_init(&t->index, n, n, t->owners, sizeof *t->owners);
 }
 
 cr_status cr_plan_finish(cr_table *t)
@@ -334,7 +334,7 @@ cr_table *cr_plan_table_alloc(uint32_t r, size_t m)
         return NULL;
     t->n_shards = r;
     t->load = malloc(r * sizeof *t->load);
-    t->placements = malloc((m ? m : 1) * sizeof *t->placements);
+    t->placements = cr_plan_alloc_lookup(m * sizeof *t->placements);
     if (!t->load || !t->placements) {
         cr_table_free(t);
         return NULL;

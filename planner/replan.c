@@ -101,7 +101,7 @@ static int has_duplicates(const cr_table *prev, const cr_plan_item *a, size_t n,
     uint64_t *seen = calloc((prev ? prev->n_placements : 0) / 64 + 1, sizeof *seen);
     cr_owner_index ix;
     const char *owners = (const char *)a + offsetof(cr_plan_item, owner);
-    if (!seen || cr_owner_index_init(&ix, n - n_inc, owners, sizeof *a) != CR_OK) {
+    if (!seen || cr_owner_index_init(&ix, n - n_inc, n, owners, sizeof *a) != CR_OK) {
         free(seen);
         return -1;
     }

@@ -4,6 +4,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Huge pages where the kernel grants them on request (THP "madvise"): a
+ * lookup into tens of megabytes then misses one cache line rather than
+ * also the TLB. Only the whole huge pages inside the array are advised, so
+ * it holds no more memory than malloc's would. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *cr_plan_alloc_lookup(size_t bytes)
+{
+    void *p = NULL;
+    if (bytes < HUGE_PAGE)
+        return malloc(bytes ? bytes : 1);
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* refused: only slower */
+#endif
+    return p;
+}
 
 void cr_table_free(cr_table *t)
 {
@@ -38,6 +58,23 @@ const cr_placement *cr_table_find(const cr_table *t, int64_t owner)
 {
     size_t i = cr_owner_index_find(&t->index, owner);
     return i == SIZE_MAX ? NULL : &t->placements[i];
+}
+
+void cr_table_find_batch(const cr_table *t, const int64_t *owners, size_t n,
+                         const cr_placement **out)
+{
+    size_t pos[CR_OWNER_INDEX_GROUP];
+    if (n == 1) { /* the common RPC: nothing to overlap, so no staging */
+        out[0] = cr_table_find(t, owners[0]);
+        return;
+    }
+    for (size_t i = 0; i < n; i += CR_OWNER_INDEX_GROUP) {
+        size_t m = n - i < CR_OWNER_INDEX_GROUP ? n - i : CR_OWNER_INDEX_GROUP;
+        cr_owner_index_find_group(&t->index, owners + i, m, pos, t->placements,
+                                  sizeof *t->placements);
+        for (size_t j = 0; j < m; j++)
+            out[i + j] = pos[j] == SIZE_MAX ? NULL : &t->placements[pos[j]];
+    }
 }
 
 int cr_table_is_admitted(const cr_table *t, int64_t owner)

@@ -1,10 +1,13 @@
 /* Planner: every numbered rule with hand-computed cases, validation errors,
- * determinism, and a property test against a sort-based reference. */
+ * determinism, a property test against a sort-based reference, and the
+ * table's lookups (one at a time and batched, hits, misses and repeats,
+ * before and after a save and load). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "cunit_main.h"
 #include "planner.h"
 
@@ -514,6 +517,166 @@ static void test_size_check(void)
     CU_ASSERT_EQUAL(seen.calls, 0);
 }
 
+/* ---- lookups: one at a time, in batches, after a round trip ---- */
+
+/* A plan of n sessions with owners 31 i + 1 whose budget admits half of
+ * them (kb 1 each, rates 1..1000 by i). */
+static cr_table *half_admitted(size_t n)
+{
+    cr_session_rate *r = malloc(n * sizeof *r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (cr_session_rate){(int64_t)i * 31 + 1, 1.0 + (double)(i % 1000)};
+    cr_planner_config cfg = {64, 1e9, (double)n / 2 / 64.0};
+    cr_table *t = plan_ok(&cfg, r, n);
+    free(r);
+    return t;
+}
+
+/* Owners to look up: every planned one (admitted or left out), as many
+ * never planned (31 i + 2), the extremes, then the last 1,000 again (500
+ * planned with the top rates, admitted for n >= 1,000):
+ * hits, misses and duplicates, in a count that is no multiple of a batch
+ * group. *m gets the count. */
+static int64_t *lookup_mix(size_t n, size_t *m)
+{
+    int64_t *q = malloc((2 * n + 1004) * sizeof *q);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        q[k++] = (int64_t)i * 31 + 1;
+        q[k++] = (int64_t)i * 31 + 2;
+    }
+    q[k++] = INT64_MIN;
+    q[k++] = INT64_MAX;
+    q[k++] = 0;
+    q[k++] = -1;
+    for (size_t i = 2 * n - (n < 500 ? n : 500) * 2; i < 2 * n; i++)
+        q[k++] = q[i];
+    *m = k;
+    return q;
+}
+
+/* Each owner's placement by a scan of the placements (not the index):
+ * what any lookup must answer. */
+static const cr_placement **reference(const cr_table *t, const int64_t *q, size_t m, size_t n)
+{
+    const cr_placement **by_i = calloc(n, sizeof *by_i), **want = calloc(m, sizeof *want);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(by_i);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    for (size_t i = 0; i < cr_table_n_placements(t); i++) {
+        const cr_placement *p = cr_table_placement(t, i);
+        by_i[(p->owner - 1) / 31] = p;
+    }
+    for (size_t j = 0; j < m; j++)
+        if (q[j] > 0 && (q[j] - 1) % 31 == 0 && (size_t)((q[j] - 1) / 31) < n)
+            want[j] = by_i[(q[j] - 1) / 31];
+    free(by_i);
+    return want;
+}
+
+/* cr_table_find and cr_table_find_batch (over all of q, and over every
+ * short prefix: a batch group's edges) both give want's answers. */
+static void assert_lookups(const cr_table *t, const int64_t *q, size_t m,
+                           const cr_placement **want)
+{
+    const cr_placement **got = malloc((m + 1) * sizeof *got); /* + a sentinel */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+    size_t single = 0, batch = 0;
+    cr_table_find_batch(t, q, m, got);
+    for (size_t j = 0; j < m; j++) {
+        single += cr_table_find(t, q[j]) != want[j];
+        batch += got[j] != want[j];
+    }
+    for (size_t len = 0; len <= 70 && len <= m; len++) {
+        got[len] = (const cr_placement *)got; /* a sentinel that must stay */
+        cr_table_find_batch(t, q, len, got);
+        for (size_t j = 0; j < len; j++)
+            batch += got[j] != want[j];
+        batch += got[len] != (const cr_placement *)got;
+    }
+    CU_ASSERT_EQUAL(single, 0);
+    CU_ASSERT_EQUAL(batch, 0);
+    free(got);
+}
+
+static void test_batch_lookups_equal_single(void)
+{
+    enum { N = 100000 };
+    cr_table *t = half_admitted(N);
+    CU_ASSERT_EQUAL_FATAL(cr_table_n_placements(t), N / 2);
+    size_t m;
+    int64_t *q = lookup_mix(N, &m);
+    const cr_placement **want = reference(t, q, m, N);
+    size_t hits = 0;
+    for (size_t j = 0; j < m; j++)
+        hits += want[j] != NULL;
+    CU_ASSERT_EQUAL(hits, N / 2 + 500); /* half the planned, and their repeats */
+    assert_lookups(t, q, m, want);
+    free(want);
+    free(q);
+    cr_table_free(t);
+}
+
+static void test_batch_lookups_small_tables(void)
+{
+    cr_session_rate none[] = {{5, 0}, {6, 0}}; /* rule 2: nothing admitted */
+    cr_table *t = plan_ok(&SEED_CFG, none, 2);
+    int64_t q[] = {5, 6, 5, 7, INT64_MIN};
+    const cr_placement *want[5] = {NULL}, *got[5];
+    assert_lookups(t, q, 5, want);
+    cr_table_free(t);
+    cr_session_rate one[] = {{6, 10}};
+    t = plan_ok(&SEED_CFG, one, 1);
+    want[1] = cr_table_placement(t, 0);
+    cr_table_find_batch(t, q, 5, got);
+    CU_ASSERT_PTR_EQUAL(got[1], want[1]);
+    CU_ASSERT_EQUAL(got[1]->owner, 6);
+    assert_lookups(t, q, 5, want);
+    cr_table_free(t);
+}
+
+/* Saved, loaded and saved again: the same bytes, placements in the same
+ * order, and every lookup answering the same position. */
+static void test_table_round_trip_unchanged(void)
+{
+    enum { N = 20000 };
+    cr_table *t = half_admitted(N);
+    cr_buf a = CR_BUF_INIT, b = CR_BUF_INIT;
+    cr_table_save(t, &a);
+    CU_ASSERT_FALSE_FATAL(a.failed);
+    cr_cursor c = cr_cursor_of(a.p, a.len);
+    cr_table *u = NULL;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_table_load(&c, &u, &err), CR_OK);
+    CU_ASSERT_EQUAL(c.left, 0);
+    cr_table_save(u, &b);
+    CU_ASSERT_EQUAL_FATAL(b.len, a.len);
+    CU_ASSERT_EQUAL(memcmp(a.p, b.p, a.len), 0);
+    CU_ASSERT_EQUAL_FATAL(cr_table_n_placements(u), cr_table_n_placements(t));
+    size_t m, moved = 0;
+    int64_t *q = lookup_mix(N, &m);
+    const cr_placement **want = reference(t, q, m, N), **there = reference(u, q, m, N);
+    for (size_t j = 0; j < m; j++) /* the same position in each table */
+        moved += (want[j] ? want[j] - cr_table_placement(t, 0) : -1) !=
+                 (there[j] ? there[j] - cr_table_placement(u, 0) : -1);
+    CU_ASSERT_EQUAL(moved, 0);
+    for (size_t i = 0; i < cr_table_n_placements(t); i++) {
+        const cr_placement *p = cr_table_placement(t, i), *r = cr_table_placement(u, i);
+        moved += p->owner != r->owner || p->kb != r->kb ||
+                 p->preferred_shard != r->preferred_shard;
+    }
+    CU_ASSERT_EQUAL(moved, 0);
+    assert_lookups(u, q, m, there);
+    free(want);
+    free(there);
+    free(q);
+    cr_buf_free(&a);
+    cr_buf_free(&b);
+    cr_table_free(u);
+    cr_table_free(t);
+}
+
 static const cr_test_case planner_tests[] = {
     {"seed example", test_seed_example},
     {"rule 1: rate errors", test_rule1_rate_errors},
@@ -530,6 +693,9 @@ static const cr_test_case planner_tests[] = {
     {"property vs reference", test_property_against_reference},
     {"large plan by budget", test_large_plan_admits_by_budget},
     {"size check before placing", test_size_check},
+    {"batch lookups equal single ones", test_batch_lookups_equal_single},
+    {"batch lookups in small tables", test_batch_lookups_small_tables},
+    {"table round trip unchanged", test_table_round_trip_unchanged},
     {NULL, NULL},
 };
 

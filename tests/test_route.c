@@ -2,8 +2,9 @@
  * (rates by hand, the weights' checks), --route-by bounded with outstanding
  * work set by hand (under the bound, over it to the session's next shard,
  * then its ring; the walk always ending under the bound), live, expiry and
- * release, memory under an owner flood, determinism, plan unchanged, and
- * one threaded case. */
+ * release, memory under an owner flood, determinism, plan unchanged,
+ * batched lookups (one call of many owners routing as one-owner calls),
+ * and one threaded case. */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -599,6 +600,96 @@ static void test_plan_unchanged(void)
     fixture_close(&f);
 }
 
+/* Installs a table of 3,000 sessions (owners 1..3000, kb 1) of which the
+ * budget (8 x 200) admits 1,600. */
+static void install_many(fixture *f, cr_core_plan_result *res)
+{
+    cr_session_rate rates[3000];
+    for (int i = 0; i < 3000; i++)
+        rates[i] = (cr_session_rate){i + 1, 1.0 + i % 40};
+    cr_core_plan_request req = {.rates = rates, .n_rates = 3000, .install = 1};
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_plan(f->core, &req, res, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_table_n_placements(res->table), 1600);
+}
+
+/* 700 owners for one call (more than a lookup chunk, no multiple of it):
+ * admitted, planned but left out, never planned, and repeats. */
+static void many_owners(int64_t *owners, double *weights)
+{
+    uint64_t x = 3;
+    for (int i = 0; i < 700; i++) {
+        x = cr_mix64(x);
+        owners[i] = i % 5 == 4 ? owners[i / 2] : (int64_t)(x % 4000) + 1;
+        weights[i] = 1 + (double)(x >> 54);
+    }
+}
+
+/* Under plan, one call's routes are each owner's own lookup. */
+static void test_plan_batch_routes_are_lookups(void)
+{
+    fixture f;
+    open_with(&f, CR_ROUTE_PLAN, 1.25, 60, 1000);
+    cr_core_plan_result res;
+    install_many(&f, &res);
+    int64_t owners[700];
+    double weights[700];
+    many_owners(owners, weights);
+    cr_route r[700];
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 700, weights, 700, r, NULL, &err), CR_OK);
+    int wrong = 0, admitted = 0, repeats = 0;
+    for (int i = 0; i < 700; i++) {
+        const cr_placement *p = cr_table_find(res.table, owners[i]);
+        wrong += r[i].owner != owners[i] || r[i].admitted != (p != NULL) ||
+                 r[i].preferred_shard !=
+                     (p ? p->preferred_shard : cr_core_fallback_shard(owners[i], SHARDS));
+        admitted += p != NULL;
+        repeats += i % 5 == 4 && p != NULL;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_TRUE(admitted > 100 && admitted < 600); /* hits and misses both */
+    CU_ASSERT_TRUE(repeats > 10);
+    cr_core_plan_result_free(&res);
+    fixture_close(&f);
+}
+
+/* Under bounded, one call of many owners routes as the same arrivals one
+ * call each, in order: the batch lookups change no walk. */
+static void test_bounded_batch_routes_in_order(void)
+{
+    fixture a, b;
+    open_with(&a, CR_ROUTE_BOUNDED, 1.25, 60, 100000);
+    open_with(&b, CR_ROUTE_BOUNDED, 1.25, 60, 100000);
+    cr_core_plan_result ra, rb;
+    install_many(&a, &ra);
+    install_many(&b, &rb);
+    int64_t owners[700];
+    double weights[700];
+    many_owners(owners, weights);
+    cr_route r[700];
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_record(a.core, owners, 700, weights, 700, r, NULL, &err), CR_OK);
+    int wrong = 0;
+    for (int i = 0; i < 700; i++) {
+        cr_route one;
+        CU_ASSERT_EQUAL_FATAL(
+            cr_core_record(b.core, &owners[i], 1, &weights[i], 1, &one, NULL, &err), CR_OK);
+        wrong += one.preferred_shard != r[i].preferred_shard || one.admitted != r[i].admitted;
+    }
+    CU_ASSERT_EQUAL(wrong, 0);
+    cr_core_route_stats sa, sb;
+    cr_core_route_stats_read(a.core, &sa, NULL, 0);
+    cr_core_route_stats_read(b.core, &sb, NULL, 0);
+    CU_ASSERT_EQUAL(sa.diverted, sb.diverted);
+    CU_ASSERT_TRUE(sa.diverted > 0); /* walks were taken */
+    CU_ASSERT_EQUAL(sa.outstanding, 700);
+    cr_core_plan_result_free(&ra);
+    cr_core_plan_result_free(&rb);
+    fixture_close(&a);
+    fixture_close(&b);
+}
+
 typedef struct worker {
     fixture *f;
     int id;
@@ -669,6 +760,8 @@ static const cr_test_case route_tests[] = {
     {"memory bounded under an owner flood", test_memory_bounded_under_owner_flood},
     {"same calls same routes", test_same_calls_same_routes},
     {"plan unchanged", test_plan_unchanged},
+    {"plan: batch routes are lookups", test_plan_batch_routes_are_lookups},
+    {"bounded: batch routes in order", test_bounded_batch_routes_in_order},
     {"threads account for every route", test_threads_account_for_every_route},
     {NULL, NULL},
 };
