@@ -405,6 +405,7 @@ scenario() {
   done
 }
 
+# shellcheck source=varied.sh
 source "$HERE/varied.sh"
 
 SEL_SPEC="select=bench-req-000001"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/grpc/varied.sh: scenarios e..k of run.sh, driven by
 # cacheroute-grpc-loadgen (a new body per call, owners from a seeded
 # distribution) instead of h2load. Sourced by run.sh: uses its servers
@@ -106,7 +107,7 @@ varied_scenario() {
   log "scenario $key: loadgen ${PARAMS[$key]}"
   for ((round = 1; round <= ROUNDS; round++)); do
     local order=("${targets[@]}")
-    ((round % 2)) || order=($(printf '%s\n' "${targets[@]}" | tac))
+    ((round % 2)) || mapfile -t order < <(printf '%s\n' "${targets[@]}" | tac)
     for target in "${order[@]}"; do
       local check=()
       [[ $target == ceiling ]] || check=(--check)
