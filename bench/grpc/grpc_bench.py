@@ -320,8 +320,9 @@ VARIED = [
 ]
 
 
-def _varied_table(meta, cell, ratio, RPS, P50, P99, CPU, APS):
+def _varied_table(meta, cell, ratio, idx):
     """The loadgen scenarios' table (empty when none ran)."""
+    RPS, P50, P99, CPU, APS, EFF = idx
     keys = [(k, t) for k, t in VARIED if k in meta["params"]]
     if not keys:
         return []
@@ -335,13 +336,17 @@ def _varied_table(meta, cell, ratio, RPS, P50, P99, CPU, APS):
                 ("arrivals/s", cell(ks, APS), cell(kc, APS), ratio(key, APS)),
                 ("p50 / p99 latency, µs", "%s / %s" % (cell(ks, P50), cell(ks, P99)),
                  "%s / %s" % (cell(kc, P50), cell(kc, P99)), ""),
-                ("server CPU use, %", cell(ks, CPU), cell(kc, CPU), "")]
+                ("server CPU use, %", cell(ks, CPU), cell(kc, CPU), ""),
+                ("calls per server CPU-second", cell(ks, EFF), cell(kc, EFF),
+                 ratio(key, EFF))]
         if key == "j":
             kt = (key, "sidecar_t")
             rows[1:1] = [("calls/s, 1M-session table installed", cell(kt, RPS, 1, True),
                           cell(kc, RPS, 1, True), ratio(key, RPS, True, "sidecar_t")),
                          ("with the table / without", "", "",
-                          ratio(key, RPS, True, "sidecar_t", "sidecar"))]
+                          ratio(key, RPS, True, "sidecar_t", "sidecar")),
+                         ("with / without, per server CPU-second", cell(kt, EFF), "",
+                          ratio(key, EFF, False, "sidecar_t", "sidecar"))]
         if key == "k" and "e" in meta["params"]:
             rows.append(("stream / unary (e) calls/s", "", "",
                          ratio(key, RPS, False, "sidecar", "sidecar", "e") + " (ceiling " +
@@ -354,7 +359,12 @@ def _varied_table(meta, cell, ratio, RPS, P50, P99, CPU, APS):
              "the measured seconds; every call must end OK, and the sidecar's "
              "answers are checked (`--check`: recorded = owners, one route per "
              "owner unless omit_routes). Bodies are built per call from seeded "
-             "draws (hash-like ids, splitmix64 of the index)." % meta["h2load_threads"])
+             "draws (hash-like ids, splitmix64 of the index). Where a server's CPU "
+         "use is well below 100%%, the client was the limit: compare the calls "
+         "per server CPU-second (calls/s over the server's CPU use) instead; "
+         "that ratio is the servers' cost per call, though a server that is "
+         "not saturated batches less and pays a little more per call."
+         % meta["h2load_threads"])
     return L
 
 
@@ -380,9 +390,12 @@ def cmd_report(args):
                 fails.setdefault(key, c[8])
                 continue
             noisy = len(c) > 10 and c[10] == "1"
+            rps, p50, p99, cpu = (float(x) for x in c[4:8])
             aps = float(c[11]) if len(c) > 11 and c[11] else float("nan")
-            runs.setdefault(key, []).append(
-                (noisy, tuple(float(x) for x in c[4:8]) + (aps,)))
+            # Calls per second of server CPU: the server's own cost per call,
+            # comparable even when the client, not the server, was the limit.
+            eff = rps * 100 / cpu if cpu > 0 else float("nan")
+            runs.setdefault(key, []).append((noisy, (rps, p50, p99, cpu, aps, eff)))
             if len(c) > 9 and c[9]:
                 other.append(float(c[9]))
     # Runs disturbed by other programs count only where no clean run exists.
@@ -393,7 +406,7 @@ def cmd_report(args):
             tainted.add(key)
         runs[key] = clean or [r for _, r in rs]
     has_sidecar = "sidecar" in meta["targets"]
-    RPS, P50, P99, CPU, APS = range(5)
+    RPS, P50, P99, CPU, APS, EFF = range(6)
 
     def vals(key, idx):
         return [r[idx] for r in runs.get(key, []) if r[idx] == r[idx]]
@@ -494,7 +507,7 @@ def cmd_report(args):
         rows.append(("server CPU use, % of its CPUs", cell(ks, CPU), cell(kc, CPU), ""))
         for i, (metric, a, b, r) in enumerate(rows):
             L.append("%s %s | %s | %s | %s |" % (first if i == 0 else "| | |", metric, a, b, r))
-    L.extend(_varied_table(meta, cell, ratio, RPS, P50, P99, CPU, APS))
+    L.extend(_varied_table(meta, cell, ratio, (RPS, P50, P99, CPU, APS, EFF)))
     if fails:
         L.append("")
         L.append("Failed (reported as FAILED, not as numbers):")
