@@ -348,9 +348,10 @@ def _varied_table(meta, cell, ratio, idx):
                          ("with / without, per server CPU-second", cell(kt, EFF), "",
                           ratio(key, EFF, False, "sidecar_t", "sidecar"))]
         if key == "k" and "e" in meta["params"]:
-            rows.append(("stream / unary (e) calls/s", "", "",
-                         ratio(key, RPS, False, "sidecar", "sidecar", "e") + " (ceiling " +
-                         ratio(key, RPS, False, "ceiling", "ceiling", "e") + ")"))
+            for metric, i in (("calls/s", RPS), ("per server CPU-second", EFF)):
+                rows.append(("stream / unary (e), " + metric, "", "",
+                             ratio(key, i, False, "sidecar", "sidecar", "e") + " (ceiling " +
+                             ratio(key, i, False, "ceiling", "ceiling", "e") + ")"))
         first = "| %s | `%s` |" % (title, meta["params"][key])
         for i, (metric, a, b, r) in enumerate(rows):
             L.append("%s %s | %s | %s | %s |" % (first if i == 0 else "| | |", metric, a, b, r))
