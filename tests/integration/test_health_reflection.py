@@ -31,6 +31,7 @@ CR_METHODS = {
     "WatchDecisions": ("WatchDecisionsRequest", "DecisionReceipt"),
     "GetStats": ("GetStatsRequest", "GetStatsResponse"),
     "ClearReservations": ("ClearReservationsRequest", "ClearReservationsResponse"),
+    "RecordArrivals": ("RecordArrivalRequest", "RecordArrivalResponse"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 
