@@ -42,6 +42,13 @@ struct Shared {
   std::vector<grpc::ByteBuffer> ring;
 };
 
+// A call deadline `seconds` from now.
+std::chrono::system_clock::time_point After(double seconds) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             std::chrono::duration<double>(seconds));
+}
+
 grpc::ByteBuffer ToBuffer(const std::string& s) {
   grpc::Slice slice(s);
   return grpc::ByteBuffer(&slice, 1);
@@ -159,9 +166,7 @@ class UnaryCall final : public Tag {
 
   void Start() {
     ctx_ = std::make_unique<grpc::ClientContext>();
-    ctx_->set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                           std::chrono::duration<double>(w_->o().deadline_s)));
+    ctx_->set_deadline(After(w_->o().deadline_s));
     resp_.Clear();
     start_ = Clock::now();
     rpc_ = w_->NextStub()->PrepareUnaryCall(ctx_.get(), kUnary, w_->Body(), w_->cq());
@@ -198,9 +203,7 @@ class StreamCall {
         finish_(this, &StreamCall::Finished) {}
 
   void Start(double seconds) {
-    ctx_.set_deadline(std::chrono::system_clock::now() +
-                      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                          std::chrono::duration<double>(seconds)));
+    ctx_.set_deadline(After(seconds));
     rw_ = w_->NextStub()->PrepareCall(&ctx_, kStream, w_->cq());
     rw_->StartCall(&start_);
   }
@@ -357,8 +360,7 @@ bool RunLoad(const Options& o, Result* r) {
   std::vector<std::shared_ptr<grpc::Channel>> chans;
   for (int i = 0; i < nconn; ++i) {
     chans.push_back(Connect(o, i));
-    if (!chans.back()->WaitForConnected(std::chrono::system_clock::now() +
-                                        std::chrono::seconds(10))) {
+    if (!chans.back()->WaitForConnected(After(10))) {
       r->first_error = "cannot connect to " + o.target;
       r->errors = 1;
       return false;
@@ -377,8 +379,8 @@ bool RunLoad(const Options& o, Result* r) {
   };
   sh.measure_from = t0 + to(o.warmup_s);
   sh.stop_at = sh.measure_from + to(o.duration_s);
-  std::vector<std::unique_ptr<UnaryCall>> calls[64];
-  std::vector<std::unique_ptr<StreamCall>> streams[64];
+  std::vector<std::vector<std::unique_ptr<UnaryCall>>> calls(o.threads);
+  std::vector<std::vector<std::unique_ptr<StreamCall>>> streams(o.threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < o.threads; ++t)
     pool.emplace_back(Launch, std::cref(o), t, workers[t].get(), &calls[t], &streams[t]);
