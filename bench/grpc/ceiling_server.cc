@@ -213,11 +213,8 @@ class StreamCall final : public Tag {
     } else {
       --pending_;
     }
-    if (pending_ > 0) {
-      Write();
-    } else if (!read_closed_ && !reading_) {
-      Read();
-    }
+    if (pending_ > 0) Write();
+    if (!read_closed_ && !reading_ && pending_ < kMaxPending) Read();
     MaybeFinish();
   }
 
