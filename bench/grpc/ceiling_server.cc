@@ -2,14 +2,16 @@
 //
 // Serves cacheroute.v1.CacheRoute's RecordArrival and SelectInjection with
 // the C++ completion-queue async API, doing no work: every call is answered
-// with an empty response message and status OK. The throughput and latency it
+// with an empty response message and status OK, and every message of a
+// RecordArrivals stream with one empty response. The throughput and latency it
 // reaches are what the gRPC stack alone allows on this machine, the ceiling
 // the C sidecar is compared against. The other methods answer UNIMPLEMENTED
 // (from one requested call per queue each).
 //
 // Layout: one ServerCompletionQueue and one thread per --threads; each queue
-// keeps --outstanding requested calls per method. A call object is reused for
-// the next call once it has finished (its request message keeps its capacity).
+// keeps --outstanding requested calls (or streams) per served method. A call
+// object is reused for the next call once it has finished (its request
+// message keeps its capacity).
 //
 // Stops cleanly on SIGTERM or SIGINT: the server is shut down (in-flight calls
 // get a short grace period), then every queue is drained by its own thread.
@@ -122,6 +124,124 @@ class UnaryCall final : public Tag {
   const Resp response_;  // always empty
 };
 
+// A RecordArrivals stream slot: each inbound message is answered with one
+// empty response, in order. One read and one write may be in flight at once
+// (gRPC's rule per stream), so reads and writes complete on their own tags;
+// answers not yet written are a count, and past kMaxPending of them the slot
+// stops reading, which lets HTTP/2 flow control push back on the client.
+class StreamCall final : public Tag {
+ public:
+  StreamCall(Service* service, Worker* worker)
+      : service_(service), worker_(worker), read_(this), write_(this) {
+    Arm();
+  }
+
+  // The call arrived (or, with ok false, the server is shutting down).
+  void Proceed(bool ok) override {
+    if (state_ == kRequested) {
+      if (!ok) {
+        delete this;
+        return;
+      }
+      state_ = kOpen;
+      Read();
+      return;
+    }
+    // Finish completed.
+    if (worker_->draining) {
+      delete this;
+      return;
+    }
+    Arm();
+  }
+
+ private:
+  static constexpr int kMaxPending = 64;
+  enum State { kRequested, kOpen, kFinishing };
+
+  // Completion of a read or of a write, forwarded to the call.
+  class Op final : public Tag {
+   public:
+    explicit Op(StreamCall* call) : call_(call) {}
+    void Proceed(bool ok) override {
+      this == &call_->read_ ? call_->ReadDone(ok) : call_->WriteDone(ok);
+    }
+
+   private:
+    StreamCall* call_;
+  };
+
+  void Arm() {
+    state_ = kRequested;
+    reading_ = writing_ = false;
+    read_closed_ = false;
+    pending_ = 0;
+    stream_.reset();
+    ctx_.emplace();
+    stream_.emplace(&*ctx_);
+    service_->RequestRecordArrivals(&*ctx_, &*stream_, worker_->cq.get(),
+                                    worker_->cq.get(), this);
+  }
+
+  void Read() {
+    reading_ = true;
+    stream_->Read(&request_, &read_);
+  }
+
+  void Write() {
+    writing_ = true;
+    stream_->Write(response_, &write_);
+  }
+
+  void ReadDone(bool ok) {
+    reading_ = false;
+    if (!ok) {  // the client half-closed, or the call is gone
+      read_closed_ = true;
+      MaybeFinish();
+      return;
+    }
+    ++pending_;
+    if (!writing_) Write();
+    if (pending_ < kMaxPending) Read();
+  }
+
+  void WriteDone(bool ok) {
+    writing_ = false;
+    if (!ok) {  // the call is gone: stop answering, let the read fail too
+      pending_ = 0;
+      ctx_->TryCancel();
+    } else {
+      --pending_;
+    }
+    if (pending_ > 0) Write();
+    if (!read_closed_ && !reading_ && pending_ < kMaxPending) Read();
+    MaybeFinish();
+  }
+
+  void MaybeFinish() {
+    if (state_ != kOpen || !read_closed_ || reading_ || writing_ || pending_)
+      return;
+    state_ = kFinishing;
+    stream_->Finish(grpc::Status::OK, this);
+  }
+
+  Service* service_;
+  Worker* worker_;
+  Op read_;
+  Op write_;
+  State state_ = kRequested;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool read_closed_ = false;
+  int pending_ = 0;
+  std::optional<grpc::ServerContext> ctx_;
+  std::optional<grpc::ServerAsyncReaderWriter<pb::RecordArrivalResponse,
+                                              pb::RecordArrivalRequest>>
+      stream_;
+  pb::RecordArrivalRequest request_;
+  const pb::RecordArrivalResponse response_;  // always empty
+};
+
 using RecordArrivalCall =
     UnaryCall<pb::RecordArrivalRequest, pb::RecordArrivalResponse,
               &Service::RequestRecordArrival>;
@@ -225,6 +345,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < outstanding; ++i) {
       new RecordArrivalCall(&service, &w);
       new SelectInjectionCall(&service, &w);
+      new StreamCall(&service, &w);
     }
     new PlanCall(&service, &w);
     new GetRatesCall(&service, &w);

@@ -15,6 +15,9 @@ python3-grpcio for the `wait` and `call` commands).
                                  check an h2load run (N requests all succeeded,
                                  all 2xx, each response carried a message) and
                                  print: rps p50_us p99_us resp_bytes
+  loadgen JSON RC STDERR         check a cacheroute-grpc-loadgen run (exit
+                                 status RC, no error) and print: calls_per_s
+                                 p50_us p99_us arrivals_per_s
   report RESULTS.tsv META.json   print the Markdown results table
 """
 
@@ -270,6 +273,28 @@ def cmd_h2load(args):
     return 0
 
 
+def cmd_loadgen(args):
+    path, rc, err_path = args[0], int(args[1]), args[2]
+    with open(err_path, errors="replace") as f:
+        err = " ".join(f.read().split())[-300:]
+    try:
+        with open(path) as f:
+            r = json.loads(f.read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        print("FAIL no result line (exit status %d): %s" % (rc, err))
+        return 1
+    if rc == 124:
+        print("FAIL timed out")
+        return 1
+    if rc != 0 or r["errors"] or r["calls"] == 0:
+        print("FAIL exit status %d, %d of the calls failed: %s %s"
+              % (rc, r["errors"], r["first_error"], err))
+        return 1
+    print("OK %.0f %.1f %.1f %.0f" % (r["calls_per_s"], r["p50_us"], r["p99_us"],
+                                      r["arrivals_per_s"]))
+    return 0
+
+
 # ---- report -----------------------------------------------------------------
 
 SCENARIOS = [
@@ -281,6 +306,67 @@ SCENARIOS = [
     ("d_dry", "d. SelectInjection dry_run=true, throughput"),
     ("d_live", "d. SelectInjection dry_run=false, throughput"),
 ]
+
+
+# Scenarios e..k (varied.sh): key, title.
+VARIED = [
+    ("e", "e. 1 owner/call, the same owner (as a)"),
+    ("f", "f. 1 owner/call, uniform over 1M tracked"),
+    ("g", "g. 16 owners/call, uniform over 1M tracked"),
+    ("h", "h. 1,000 owners/call, uniform over 1M tracked, omit_routes"),
+    ("i", "i. 1,000 owners/call, uniform over 10M ids, --max-owners 1M (evicts)"),
+    ("j", "j. 1,000 owners/call, uniform over 1M tracked, routes on"),
+    ("k", "k. RecordArrivals stream, 1 owner/message, the same owner"),
+]
+
+
+def _varied_table(meta, cell, ratio, idx):
+    """The loadgen scenarios' table (empty when none ran)."""
+    RPS, P50, P99, CPU, APS, EFF = idx
+    keys = [(k, t) for k, t in VARIED if k in meta["params"]]
+    if not keys:
+        return []
+    L = ["", "#### Varied owners (cacheroute-grpc-loadgen, a new body per call)", "",
+         "| Scenario | loadgen parameters | Metric | sidecar | ceiling | sidecar/ceiling |",
+         "|---|---|---|---:|---:|---:|"]
+    for key, title in keys:
+        ks, kc = (key, "sidecar"), (key, "ceiling")
+        rows = [("calls/s", cell(ks, RPS, 1, True), cell(kc, RPS, 1, True),
+                 ratio(key, RPS, True)),
+                ("arrivals/s", cell(ks, APS), cell(kc, APS), ratio(key, APS)),
+                ("p50 / p99 latency, µs", "%s / %s" % (cell(ks, P50), cell(ks, P99)),
+                 "%s / %s" % (cell(kc, P50), cell(kc, P99)), ""),
+                ("server CPU use, %", cell(ks, CPU), cell(kc, CPU), ""),
+                ("calls per server CPU-second", cell(ks, EFF), cell(kc, EFF),
+                 ratio(key, EFF))]
+        if key == "j":
+            kt = (key, "sidecar_t")
+            rows[1:1] = [("calls/s, 1M-session table installed", cell(kt, RPS, 1, True),
+                          cell(kc, RPS, 1, True), ratio(key, RPS, True, "sidecar_t")),
+                         ("with the table / without", "", "",
+                          ratio(key, RPS, True, "sidecar_t", "sidecar")),
+                         ("with / without, per server CPU-second", cell(kt, EFF), "",
+                          ratio(key, EFF, False, "sidecar_t", "sidecar"))]
+        if key == "k" and "e" in meta["params"]:
+            for metric, i in (("calls/s", RPS), ("per server CPU-second", EFF)):
+                rows.append(("stream / unary (e), " + metric, "", "",
+                             ratio(key, i, False, "sidecar", "sidecar", "e") + " (ceiling " +
+                             ratio(key, i, False, "ceiling", "ceiling", "e") + ")"))
+        first = "| %s | `%s` |" % (title, meta["params"][key])
+        for i, (metric, a, b, r) in enumerate(rows):
+            L.append("%s %s | %s | %s | %s |" % (first if i == 0 else "| | |", metric, a, b, r))
+    L.append("")
+    L.append("Each loadgen run: `--threads %s` (one per client CPU), a warm-up, then "
+             "the measured seconds; every call must end OK, and the sidecar's "
+             "answers are checked (`--check`: recorded = owners, one route per "
+             "owner unless omit_routes). Bodies are built per call from seeded "
+             "draws (hash-like ids, splitmix64 of the index). Where a server's CPU "
+         "use is well below 100%%, the client was the limit: compare the calls "
+         "per server CPU-second (calls/s over the server's CPU use) instead; "
+         "that ratio is the servers' cost per call, though a server that is "
+         "not saturated batches less and pays a little more per call."
+         % meta["h2load_threads"])
+    return L
 
 
 def _fmt(v, nd=0):
@@ -305,7 +391,12 @@ def cmd_report(args):
                 fails.setdefault(key, c[8])
                 continue
             noisy = len(c) > 10 and c[10] == "1"
-            runs.setdefault(key, []).append((noisy, tuple(float(x) for x in c[4:8])))
+            rps, p50, p99, cpu = (float(x) for x in c[4:8])
+            aps = float(c[11]) if len(c) > 11 and c[11] else float("nan")
+            # Calls per second of server CPU: the server's own cost per call,
+            # comparable even when the client, not the server, was the limit.
+            eff = rps * 100 / cpu if cpu > 0 else float("nan")
+            runs.setdefault(key, []).append((noisy, (rps, p50, p99, cpu, aps, eff)))
             if len(c) > 9 and c[9]:
                 other.append(float(c[9]))
     # Runs disturbed by other programs count only where no clean run exists.
@@ -316,7 +407,7 @@ def cmd_report(args):
             tainted.add(key)
         runs[key] = clean or [r for _, r in rs]
     has_sidecar = "sidecar" in meta["targets"]
-    RPS, P50, P99, CPU = range(4)
+    RPS, P50, P99, CPU, APS, EFF = range(6)
 
     def vals(key, idx):
         return [r[idx] for r in runs.get(key, []) if r[idx] == r[idx]]
@@ -340,8 +431,8 @@ def cmd_report(args):
             s += " †"
         return s
 
-    def ratio(key, idx, best=False):
-        ks, kc = (key, "sidecar"), (key, "ceiling")
+    def ratio(key, idx, best=False, num="sidecar", den="ceiling", den_key=None):
+        ks, kc = (key, num), (den_key or key, den)
         if not has_sidecar or ks in fails or kc in fails:
             return "-"
         s, c = med(ks, idx), med(kc, idx)
@@ -417,6 +508,7 @@ def cmd_report(args):
         rows.append(("server CPU use, % of its CPUs", cell(ks, CPU), cell(kc, CPU), ""))
         for i, (metric, a, b, r) in enumerate(rows):
             L.append("%s %s | %s | %s | %s |" % (first if i == 0 else "| | |", metric, a, b, r))
+    L.extend(_varied_table(meta, cell, ratio, (RPS, P50, P99, CPU, APS, EFF)))
     if fails:
         L.append("")
         L.append("Failed (reported as FAILED, not as numbers):")
@@ -442,7 +534,8 @@ def main():
         sys.stderr.write(__doc__)
         return 2
     cmd = {"freeport": cmd_freeport, "bodies": cmd_bodies, "wait": cmd_wait,
-           "call": cmd_call, "h2load": cmd_h2load, "report": cmd_report}.get(sys.argv[1])
+           "call": cmd_call, "h2load": cmd_h2load, "loadgen": cmd_loadgen,
+           "report": cmd_report}.get(sys.argv[1])
     if cmd is None:
         sys.stderr.write(__doc__)
         return 2

@@ -22,7 +22,12 @@ usage: bench/grpc/run.sh [options]
   --ceiling-only       do not run the sidecar (ceiling figures only)
   --quick              small request counts, one round (smoke run, ~15 s)
   --rounds N           measured rounds per scenario and target (default 5)
-  --scenarios LIST     comma-separated subset of a,b,c,d (default a,b,c,d)
+  --scenarios LIST     comma-separated subset of a,b,c,d (h2load, one fixed
+                       body) and e,f,g,h,i,j,k (cacheroute-grpc-loadgen,
+                       varied owners; see README.md) (default a,b,c,d)
+  --loadgen BIN        load generator for e..k (default: built with the
+                       ceiling)
+  --lg-seconds S       measured seconds per loadgen run (default 3; --quick 0.5)
   --out FILE           also write the Markdown results table to FILE
   --threads N          server threads, both servers (default: number of
                        server CPUs)
@@ -41,7 +46,7 @@ usage: bench/grpc/run.sh [options]
 EOF
 }
 
-SIDECAR="" CEILING="" CEILING_ONLY=0 QUICK=0 ROUNDS="" SCENARIOS="a,b,c,d"
+SIDECAR="" CEILING="" LOADGEN="" LG_SECONDS="" CEILING_ONLY=0 QUICK=0 ROUNDS="" SCENARIOS="a,b,c,d"
 OUT="" THREADS="" SERVER_CPUS="" CLIENT_CPUS="" H2_THREADS="" PIN=1
 RESPONSE_CHECK=1 H2_TIMEOUT=120 LAT_SAME_CPU=0 QUIET_BUDGET="" MAX_ATTEMPTS=""
 SIDECAR_ARGS=()
@@ -50,6 +55,8 @@ while (($#)); do
     --sidecar) SIDECAR=$2; shift 2 ;;
     --sidecar-arg) SIDECAR_ARGS+=("$2"); shift 2 ;;
     --ceiling) CEILING=$2; shift 2 ;;
+    --loadgen) LOADGEN=$2; shift 2 ;;
+    --lg-seconds) LG_SECONDS=$2; shift 2 ;;
     --ceiling-only) CEILING_ONLY=1; shift ;;
     --quick) QUICK=1; shift ;;
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -94,17 +101,19 @@ if ((!CEILING_ONLY)); then
   [[ -x $SIDECAR ]] || die "sidecar '$SIDECAR' is not an executable"
   SIDECAR=$(cd "$(dirname "$SIDECAR")" && pwd)/$(basename "$SIDECAR")
 fi
-if [[ -z $CEILING ]]; then
-  log "building the ceiling server in $ROOT/build-bench-grpc"
+if [[ -z $CEILING || -z $LOADGEN ]]; then
+  log "building the ceiling server and the load generator in $ROOT/build-bench-grpc"
   build_log=$(mktemp)
   if ! { cmake -S "$HERE" -B "$ROOT/build-bench-grpc" -DCMAKE_BUILD_TYPE=Release &&
-         cmake --build "$ROOT/build-bench-grpc" --target cacheroute-grpc-ceiling -j "$(nproc)"; } >"$build_log" 2>&1; then
+         cmake --build "$ROOT/build-bench-grpc" --target cacheroute-grpc-ceiling cacheroute-grpc-loadgen -j "$(nproc)"; } >"$build_log" 2>&1; then
     cat "$build_log" >&2; rm -f "$build_log"; die "building the ceiling server failed"
   fi
   rm -f "$build_log"
-  CEILING=$ROOT/build-bench-grpc/cacheroute-grpc-ceiling
+  [[ -n $CEILING ]] || CEILING=$ROOT/build-bench-grpc/cacheroute-grpc-ceiling
+  [[ -n $LOADGEN ]] || LOADGEN=$ROOT/build-bench-grpc/cacheroute-grpc-loadgen
 fi
 [[ -x $CEILING ]] || die "ceiling '$CEILING' is not an executable"
+[[ -x $LOADGEN ]] || die "load generator '$LOADGEN' is not an executable"
 CEILING=$(cd "$(dirname "$CEILING")" && pwd)/$(basename "$CEILING")
 
 # ---- CPU placement -----------------------------------------------------------
@@ -278,6 +287,18 @@ check() {
   return 1
 }
 
+# run_load SERVER_TICKS0 SERVER_TICKS1 BUSY0 BUSY1 NS0 NS1 -> "cpu other":
+# the server's CPU use in % of its CPUs, and the load other programs added in
+# CPUs: the machine's busy time minus the server's and this shell's finished
+# children's (the client, timeout, taskset; from `times` in $WORK/times0/1).
+run_load() {
+  awk -v d="$(($2 - $1))" -v b="$(($4 - $3))" \
+      -v h0="$(child_seconds "$WORK/times0")" -v h1="$(child_seconds "$WORK/times1")" \
+      -v hz="$CLK_TCK" -v ns="$(($6 - $5))" -v k="$SERVER_NCPU" 'BEGIN {
+        w = ns / 1e9; o = ((b - d) / hz - (h1 - h0)) / w; if (o < 0) o = 0
+        printf "%.0f %.2f\n", 100 * d / hz / w / k, o }'
+}
+
 over_limit() { awk -v o="$1" -v l="$OTHER_LIMIT" 'BEGIN { exit !(o > l) }'; }
 budget_left() { ((SECONDS < QUIET_DEADLINE)); }
 # Wait (within the budget) until the machine has been quiet for 0.5 s: our
@@ -320,11 +341,7 @@ measure() {
     t1=$(date +%s%N); times >"$WORK/times1"; c1=$(cpu_ticks "${PID[$target]}"); b1=$(busy_ticks)
     # Server CPU use in % of its CPUs; other load in CPUs: the machine's busy
     # time minus the server's and h2load's (+ timeout, taskset).
-    read -r cpu other < <(awk -v d="$((c1 - c0))" -v b="$((b1 - b0))" \
-        -v h0="$(child_seconds "$WORK/times0")" -v h1="$(child_seconds "$WORK/times1")" \
-        -v hz="$CLK_TCK" -v ns="$((t1 - t0))" -v k="$SERVER_NCPU" 'BEGIN {
-          w = ns / 1e9; o = ((b - d) / hz - (h1 - h0)) / w; if (o < 0) o = 0
-          printf "%.0f %.2f\n", 100 * d / hz / w / k, o }')
+    read -r cpu other < <(run_load "$c0" "$c1" "$b0" "$b1" "$t0" "$t1")
     if ((rc == 124)); then
       res="FAIL h2load timed out after ${H2_TIMEOUT}s"
     elif ((rc != 0)); then
@@ -388,6 +405,9 @@ scenario() {
   done
 }
 
+# shellcheck source=varied.sh
+source "$HERE/varied.sh"
+
 SEL_SPEC="select=bench-req-000001"
 IFS=, read -ra WANT <<<"$SCENARIOS"
 for s in "${WANT[@]}"; do
@@ -399,7 +419,8 @@ for s in "${WANT[@]}"; do
     d) scenario d_dry SelectInjection sel_dry "$SEL_SPEC" "$N_TPUT" "$TPUT_C" "$TPUT_M"
        # Last: dry_run=false reserves GPU/link time in the sidecar's timeline.
        scenario d_live SelectInjection sel_live "$SEL_SPEC" "$N_TPUT" "$TPUT_C" "$TPUT_M" ;;
-    *) die "unknown scenario '$s' (a, b, c, d)" ;;
+    [e-k]) varied_scenario "$s" ;;
+    *) die "unknown scenario '$s' (a, b, c, d, e, ..., k)" ;;
   esac
 done
 
