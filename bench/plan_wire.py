@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Plan over the wire against the library's own time, on the same rates.
+
+    bench/plan_wire.py SIDECAR PLANNER_BENCH [--sessions N] [--shards R]
+                       [--rounds K] [--calls M]
+
+The rates are planner_bench's (Zipf(1) over N sessions with qcap 10 and a
+budget that admits all, owners cr_mix64(i), shuffled with the same seeded
+generator), sent as one PlanRequest with that config. Each round runs
+PLANNER_BENCH (its "plan: X ms (best of 3)" line: the library's
+cr_planner_plan) and then M Plan calls over loopback to SIDECAR (started
+once on 127.0.0.1:0), best of M, so the two are interleaved and a busy
+spell hits both. The client sends pre-encoded bytes and keeps the answer's
+bytes (no Python protobuf on either side of the timing). Prints each
+round's library time, wire time and ratio, then the best of each.
+Figures and dates: bench/README.md, "Plan over the wire"."""
+import argparse
+import json
+import re
+import struct
+import subprocess
+import sys
+import time
+
+import grpc  # Debian's python3-grpcio
+
+MASK64 = (1 << 64) - 1
+PLAN = "/cacheroute.v1.CacheRoute/Plan"
+
+
+def mix64(x):
+    """cr_mix64 (common/base.c): splitmix64."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & MASK64
+    return x ^ (x >> 31)
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def sessions(n, shards, qcap=10.0):
+    """planner_bench's make_sessions: (owner as uint64, rate) pairs."""
+    top = qcap * shards * 4
+    r = [(mix64(i), top / (i + 1)) for i in range(n)]
+    s = 42
+    for i in range(n - 1, 0, -1):
+        s = mix64(s)
+        j = s % (i + 1)
+        r[i], r[j] = r[j], r[i]
+    return r
+
+
+def plan_request(rates, shards, qcap=10.0, slots=1e12):
+    config = b"\x08" + varint(shards) + b"\x11" + struct.pack("<d", qcap) + \
+        b"\x19" + struct.pack("<d", slots)
+    parts = [b"\x0a" + varint(len(config)) + config]
+    for owner, rate in rates:
+        body = b"\x08" + varint(owner) + b"\x11" + struct.pack("<d", rate)
+        parts.append(b"\x12" + varint(len(body)) + body)
+    return b"".join(parts)
+
+
+def start(binary, max_bytes):
+    p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--metrics-listen", "",
+                          "--replan-interval", "0", "--sysfs-root", "/nonexistent",
+                          "--max-message-bytes", str(max_bytes),
+                          "--max-pending-reply-bytes", str(max_bytes),
+                          "--memory-quota-bytes", str(4 * max_bytes)],
+                         stderr=subprocess.PIPE, text=True)
+    for line in p.stderr:
+        if '"serving"' in line:
+            return p, json.loads(line)["port"]
+    raise SystemExit("%s exited before serving" % binary)
+
+
+def library_ms(planner_bench, n, shards):
+    out = subprocess.run([planner_bench, str(n), str(shards), "3"], capture_output=True,
+                         text=True, check=True).stdout
+    return float(re.search(r"^plan: ([0-9.]+) ms", out, re.M).group(1))
+
+
+def wire_ms(call, body, calls):
+    best = float("inf")
+    size = 0
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        answer = call(body, timeout=300)
+        best = min(best, time.perf_counter() - t0)
+        size = len(answer)
+    return best * 1e3, size
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sidecar")
+    ap.add_argument("planner_bench")
+    ap.add_argument("--sessions", type=int, default=1000000)
+    ap.add_argument("--shards", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=3)
+    a = ap.parse_args()
+    body = plan_request(sessions(a.sessions, a.shards), a.shards)
+    max_bytes = 128 << 20
+    p, port = start(a.sidecar, max_bytes)
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port,
+                               options=[("grpc.max_send_message_length", -1),
+                                        ("grpc.max_receive_message_length", -1)])
+    call = ch.unary_unary(PLAN)
+    print("request %d bytes, %d sessions, %d shards" % (len(body), a.sessions, a.shards))
+    libs, wires = [], []
+    try:
+        call(body, timeout=300)  # warm-up: first-touch of the server's heap
+        for k in range(a.rounds):
+            lib = library_ms(a.planner_bench, a.sessions, a.shards)
+            wire, size = wire_ms(call, body, a.calls)
+            libs.append(lib)
+            wires.append(wire)
+            print("round %d: library %.1f ms, wire %.1f ms (answer %d bytes), wire/library %.2f"
+                  % (k + 1, lib, wire, size, wire / lib), flush=True)
+    finally:
+        ch.close()
+        p.terminate()
+        p.wait(30)
+    print("best: library %.1f ms, wire %.1f ms, wire/library %.2f (target <= 1.5)"
+          % (min(libs), min(wires), min(wires) / min(libs)))
+    ratios = sorted(w / l for w, l in zip(wires, libs))
+    print("per-round ratio: median %.2f, min %.2f, max %.2f"
+          % (ratios[len(ratios) // 2], ratios[0], ratios[-1]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
