@@ -16,6 +16,7 @@ round's library time, wire time and ratio, then the best of each.
 Figures and dates: bench/README.md, "Plan over the wire"."""
 import argparse
 import json
+import os
 import re
 import struct
 import subprocess
@@ -87,15 +88,26 @@ def library_ms(planner_bench, n, shards):
     return float(re.search(r"^plan: ([0-9.]+) ms", out, re.M).group(1))
 
 
-def wire_ms(call, body, calls):
+def cpu_s(pid):
+    """The process's user + system CPU seconds, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wire_ms(call, body, calls, pid):
+    """Best wall time of calls Plan calls, the answer's size, and the
+    sidecar's CPU time per call (all its threads: less sensitive to a
+    shared machine than wall time, though not to a shared cache)."""
     best = float("inf")
     size = 0
+    c0 = cpu_s(pid)
     for _ in range(calls):
         t0 = time.perf_counter()
         answer = call(body, timeout=300)
         best = min(best, time.perf_counter() - t0)
         size = len(answer)
-    return best * 1e3, size
+    return best * 1e3, size, (cpu_s(pid) - c0) / calls * 1e3
 
 
 def main():
@@ -120,11 +132,12 @@ def main():
         call(body, timeout=300)  # warm-up: first-touch of the server's heap
         for k in range(a.rounds):
             lib = library_ms(a.planner_bench, a.sessions, a.shards)
-            wire, size = wire_ms(call, body, a.calls)
+            wire, size, cpu = wire_ms(call, body, a.calls, p.pid)
             libs.append(lib)
             wires.append(wire)
-            print("round %d: library %.1f ms, wire %.1f ms (answer %d bytes), wire/library %.2f"
-                  % (k + 1, lib, wire, size, wire / lib), flush=True)
+            print("round %d: library %.1f ms, wire %.1f ms (answer %d bytes, sidecar CPU %.1f "
+                  "ms/call), wire/library %.2f" % (k + 1, lib, wire, size, cpu, wire / lib),
+                  flush=True)
     finally:
         ch.close()
         p.terminate()

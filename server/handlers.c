@@ -7,13 +7,13 @@
 #include <stdlib.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
+#include "plan_answer.h"
 #include "reply.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;
 typedef Cacheroute__V1__RecordArrivalRequest RecordArrivalRequest;
 typedef Cacheroute__V1__GetRatesRequest GetRatesRequest;
 typedef Cacheroute__V1__ForgetRequest ForgetRequest;
-typedef Cacheroute__V1__Placement Placement;
 typedef Cacheroute__V1__Route Route;
 typedef Cacheroute__V1__SessionRate SessionRate;
 
@@ -33,56 +33,21 @@ void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
 
 /* ---- Plan ---- */
 
-typedef struct table_msg {
-    Cacheroute__V1__PlanResponse resp;
-    Cacheroute__V1__RoutingTable rt;
-    Cacheroute__V1__PlanChurn churn;
-    Placement *placements;
-    Placement **ptrs;
-} table_msg;
-
-/* Points a PlanResponse at t's arrays (t must outlive the message); its
- * own arrays come from scratch. */
-static int table_msg_init(table_msg *m, const cr_table *t, cr_arena *scratch)
-{
-    size_t n = cr_table_n_placements(t);
-    cacheroute__v1__plan_response__init(&m->resp);
-    cacheroute__v1__routing_table__init(&m->rt);
-    cacheroute__v1__plan_churn__init(&m->churn);
-    m->resp.table = &m->rt;
-    m->resp.churn = &m->churn;
-    m->placements = cr_arena_alloc(scratch, n * sizeof *m->placements);
-    m->ptrs = cr_arena_alloc(scratch, n * sizeof *m->ptrs);
-    if (!m->placements || !m->ptrs)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        const cr_placement *p = cr_table_placement(t, i);
-        Placement *pm = &m->placements[i];
-        cacheroute__v1__placement__init(pm);
-        pm->owner = p->owner;
-        pm->n_shards = p->kb;
-        pm->shards = (uint32_t *)cr_table_shards(t, p);
-        pm->preferred_shard = p->preferred_shard;
-        m->ptrs[i] = pm;
-    }
-    m->rt.n_placements = n;
-    m->rt.placements = m->ptrs;
-    m->rt.n_expected_load = cr_table_n_shards(t);
-    m->rt.expected_load = (double *)cr_table_expected_load(t);
-    m->rt.n_shards = cr_table_n_shards(t);
-    m->rt.admitted_rate_total = cr_table_admitted_rate_total(t);
-    m->rt.unadmitted_rate_total = cr_table_unadmitted_rate_total(t);
-    m->rt.imbalance = cr_table_imbalance(t);
-    return 0;
-}
-
 typedef struct plan_answer {
-    table_msg m;
+    cr_plan_answer m;
+    int ready;    /* m sized (plan_fits ran) */
     size_t max;
     size_t bound; /* the answer's size with the widest generation and churn */
     cr_arena *scratch;
     cr_reply *out;
 } plan_answer;
+
+static void widest(cr_plan_answer *m, int install)
+{
+    m->rest.generation = install ? UINT64_MAX : 0;
+    m->churn.moved = m->churn.admitted_in = m->churn.admitted_out = UINT64_MAX;
+    m->churn.compared_generation = UINT64_MAX;
+}
 
 /* The core's last check before install: the answer must fit, sized with the
  * widest generation and churn, so a plan too large to answer is not
@@ -91,21 +56,40 @@ typedef struct plan_answer {
 static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
 {
     plan_answer *a = ctx;
-    if (table_msg_init(&a->m, t, a->scratch) != 0) {
+    if (cr_plan_answer_init(&a->m, t, a->scratch) != 0) {
         cr_fail(err, CR_ENOMEM, "out of memory encoding the plan");
         cr_reply_core_error(a->out, CR_ENOMEM, err);
         return -1;
     }
-    a->m.rt.generation = install ? UINT64_MAX : 0;
-    a->m.churn.moved = a->m.churn.admitted_in = a->m.churn.admitted_out = UINT64_MAX;
-    a->m.churn.compared_generation = UINT64_MAX;
-    a->bound = protobuf_c_message_get_packed_size(&a->m.resp.base);
-    if (a->bound <= a->max)
+    widest(&a->m, install);
+    a->bound = cr_plan_answer_size(&a->m);
+    if (a->bound <= a->max) {
+        a->ready = 1;
         return 0;
-    cr_reply_too_big(a->out, a->m.resp.base.descriptor, a->bound, a->max,
+    }
+    cr_reply_too_big(a->out, &cacheroute__v1__plan_response__descriptor, a->bound, a->max,
                      "plan fewer sessions");
     cr_fail(err, CR_ENOMEM, "%s", a->out->message);
     return -1;
+}
+
+/* The answer, packed into the bound plan_fits sized. */
+static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
+{
+    a->m.rest.generation = res->generation;
+    a->m.churn.moved = res->churn.moved;
+    a->m.churn.admitted_in = res->churn.admitted_in;
+    a->m.churn.admitted_out = res->churn.admitted_out;
+    a->m.churn.compared_generation = res->churn_generation;
+    uint8_t *body = a->ready ? malloc(a->bound ? a->bound : 1) : NULL;
+    if (!body) {
+        cr_reply_error(a->out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s",
+                       cacheroute__v1__plan_response__descriptor.name);
+        return;
+    }
+    a->out->status = GRPC_STATUS_OK;
+    a->out->body = body;
+    a->out->len = cr_plan_answer_pack(&a->m, body);
 }
 
 static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
@@ -141,12 +125,7 @@ static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *ou
     cr_error err;
     cr_status st = cr_core_plan(h->core, &pr, &res, &err);
     if (st == CR_OK) {
-        a.m.rt.generation = res.generation;
-        a.m.churn.moved = res.churn.moved;
-        a.m.churn.admitted_in = res.churn.admitted_in;
-        a.m.churn.admitted_out = res.churn.admitted_out;
-        a.m.churn.compared_generation = res.churn_generation;
-        cr_reply_packed(out, &a.m.resp.base, a.bound);
+        plan_answered(&a, &res);
     } else if (out->status == GRPC_STATUS_OK) { /* not already answered by plan_fits */
         cr_reply_core_error(out, st, &err);
     }

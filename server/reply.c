@@ -1,7 +1,5 @@
 #include "reply.h"
 
-#include <stdlib.h>
-
 /* Decodes into the thread's arena (or, nested in another decoded call, one
  * of its own), then runs fn or fn_in, then gives the arena back. */
 static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
@@ -42,18 +40,6 @@ void cr_run_decoded_in(void *ctx, const ProtobufCMessageDescriptor *d, const uin
                        size_t len, cr_reply *out, cr_decoded_in_fn fn)
 {
     run_decoded(ctx, d, data, len, out, NULL, fn);
-}
-
-void cr_reply_packed(cr_reply *out, const ProtobufCMessage *msg, size_t bound)
-{
-    out->body = malloc(bound ? bound : 1);
-    if (!out->body) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s",
-                       msg->descriptor->name);
-        return;
-    }
-    out->status = GRPC_STATUS_OK;
-    out->len = protobuf_c_message_pack(msg, out->body);
 }
 
 void cr_reply_too_big(cr_reply *out, const ProtobufCMessageDescriptor *d, size_t len,

@@ -63,12 +63,4 @@ void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, co
 void cr_reply_too_big(cr_reply *out, const ProtobufCMessageDescriptor *d, size_t len,
                       size_t max, const char *hint);
 
-/* Packs msg as the reply body when its size is known already: bound, from
- * protobuf_c_message_get_packed_size of msg or of a message like it with
- * every field at least as wide, is the buffer's size (the body's length is
- * what packing took). Saves the second walk over a large answer that
- * cr_reply_message would size again. The caller checked bound against its
- * limit; RESOURCE_EXHAUSTED only when out of memory. */
-void cr_reply_packed(cr_reply *out, const ProtobufCMessage *msg, size_t bound);
-
 #endif
