@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -39,18 +40,53 @@ static cr_arena_chunk *huge_chunk(size_t size)
     madvise(c, len, MADV_HUGEPAGE); /* advice only: 4 KiB pages if refused */
 #endif
     c->mapped = len;
+    c->size = len - sizeof *c;
     return c;
+}
+
+/* The process's one spare huge chunk (or NULL): the last big call's,
+ * lazily freed (park), for the next big call on any thread (unpark). One
+ * for the whole process, so what it holds does not grow with the threads. */
+static _Atomic(cr_arena_chunk *) spare;
+
+static void free_chunk(cr_arena_chunk *c);
+
+static void park(cr_arena_chunk *c)
+{
+#ifdef MADV_FREE
+    /* Its pages past the first huge page (which holds its header) are the
+     * kernel's to reclaim whenever it needs memory; until it does, the next
+     * big call reuses them without a fault or zeroing. */
+    madvise((unsigned char *)c + HUGE_PAGE, c->mapped - HUGE_PAGE, MADV_FREE);
+    free_chunk(atomic_exchange(&spare, c));
+#else
+    free_chunk(c);
+#endif
+}
+
+static cr_arena_chunk *unpark(size_t size)
+{
+    cr_arena_chunk *c = atomic_exchange(&spare, NULL);
+    if (c && c->size >= size)
+        return c;
+    if (c)
+        park(c); /* too small for this call: left for the next */
+    return NULL;
 }
 
 static cr_arena_chunk *new_chunk(size_t size)
 {
     if (size > SIZE_MAX - sizeof(cr_arena_chunk))
         return NULL;
-    if (size >= HUGE_PAGE)
-        return huge_chunk(size);
+    if (size >= HUGE_PAGE) {
+        cr_arena_chunk *c = unpark(size);
+        return c ? c : huge_chunk(size);
+    }
     cr_arena_chunk *c = malloc(sizeof *c + size);
-    if (c)
+    if (c) {
         c->mapped = 0;
+        c->size = size;
+    }
     return c;
 }
 
@@ -85,7 +121,6 @@ static int grow(cr_arena *a, size_t n)
     if (!c)
         return -1;
     c->next = a->head;
-    c->size = size;
     a->head = c;
     a->used = 0;
     return 0;
@@ -105,18 +140,24 @@ void *cr_arena_alloc(cr_arena *a, size_t n)
     return p;
 }
 
+/* The arena keeps its largest small chunk; its largest mapped one (up to
+ * CR_ARENA_KEEP_LAZY) becomes the process's spare; the rest is freed. */
 void cr_arena_reset(cr_arena *a)
 {
-    cr_arena_chunk *keep = NULL;
+    cr_arena_chunk *keep = NULL, *big = NULL;
     for (cr_arena_chunk *c = a->head, *next; c; c = next) {
         next = c->next;
-        if (c->size <= CR_ARENA_KEEP && (!keep || c->size > keep->size)) {
-            free_chunk(keep);
-            keep = c;
+        cr_arena_chunk **slot = c->mapped ? &big : &keep;
+        size_t cap = c->mapped ? CR_ARENA_KEEP_LAZY : CR_ARENA_KEEP;
+        if (c->size <= cap && (!*slot || c->size > (*slot)->size)) {
+            free_chunk(*slot);
+            *slot = c;
         } else {
             free_chunk(c);
         }
     }
+    if (big)
+        park(big);
     if (keep)
         keep->next = NULL;
     a->head = keep;

@@ -3,18 +3,26 @@
  * back in one go when the call ends, so a request of a million sub-messages
  * costs a few chunk allocations instead of a million mallocs and frees.
  *
- * Bounded: an arena holds what was asked of it (and the chunk it grows by,
- * at most as much again), and the requests that decode into it are already
- * bounded by their size (reply.h, cr_decode_limit). Between calls a thread
- * keeps one chunk of at most CR_ARENA_KEEP bytes, so the next small call
- * mallocs nothing; what a big call took beyond that goes back at once. */
+ * Bounded: an arena holds under twice what was asked of it, plus at most
+ * CR_ARENA_KEEP_LAZY when it reuses the spare below; the requests that
+ * decode into it are bounded by their size already (reply.h,
+ * cr_decode_limit). Between calls a thread keeps one chunk of at most
+ * CR_ARENA_KEEP bytes, so the next small call mallocs nothing; and the
+ * process keeps one spare huge-page chunk of at most CR_ARENA_KEEP_LAZY
+ * bytes, the last big call's (Linux, MADV_FREE), whose pages past the
+ * first 2 MiB the kernel may reclaim whenever it needs memory: until it
+ * does, the next big call on any thread (a 1M-session Plan decodes ~64 MB)
+ * reuses them without faulting in and zeroing fresh pages. Those pages
+ * count in the process's RSS until reclaimed. Everything else a call took
+ * goes back when it ends. */
 #ifndef CR_ARENA_H
 #define CR_ARENA_H
 
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 
-#define CR_ARENA_KEEP (256u << 10) /* bytes a thread keeps between calls */
+#define CR_ARENA_KEEP (256u << 10)            /* bytes a thread keeps between calls */
+#define CR_ARENA_KEEP_LAZY ((size_t)256 << 20) /* the process's spare, reclaimable */
 
 typedef struct cr_arena_chunk cr_arena_chunk;
 
@@ -34,7 +42,9 @@ void cr_arena_init(cr_arena *a);
 void *cr_arena_alloc(cr_arena *a, size_t n);
 
 /* Everything a handed out is gone; a keeps its largest chunk of at most
- * CR_ARENA_KEEP bytes for the next call and frees the others. */
+ * CR_ARENA_KEEP bytes for the next call, its largest huge one (up to
+ * CR_ARENA_KEEP_LAZY) becomes the process's spare, the others are freed.
+ * Thread-safe as to the spare. */
 void cr_arena_reset(cr_arena *a);
 
 /* Bytes a holds in its chunks now (what it handed out and the unused rest
