@@ -1,18 +1,20 @@
 #!/usr/bin/python3
 """Plan over the wire against the library's own time, on the same rates.
 
-    bench/plan_wire.py SIDECAR PLANNER_BENCH [--sessions N] [--shards R]
-                       [--rounds K] [--calls M]
+    bench/plan_wire.py PLANNER_BENCH SIDECAR [SIDECAR ...] [--sessions N]
+                       [--shards R] [--rounds K] [--calls M]
 
 The rates are planner_bench's (Zipf(1) over N sessions with qcap 10 and a
 budget that admits all, owners cr_mix64(i), shuffled with the same seeded
 generator), sent as one PlanRequest with that config. Each round runs
 PLANNER_BENCH (its "plan: X ms (best of 3)" line: the library's
-cr_planner_plan) and then M Plan calls over loopback to SIDECAR (started
-once on 127.0.0.1:0), best of M, so the two are interleaved and a busy
-spell hits both. The client sends pre-encoded bytes and keeps the answer's
+cr_planner_plan) and then M Plan calls over loopback to each SIDECAR
+(each started once on 127.0.0.1:0), best of M, so they are interleaved
+and a busy spell hits all of them (give a build before and one after a
+change to compare them). The client sends pre-encoded bytes and keeps the answer's
 bytes (no Python protobuf on either side of the timing). Prints each
-round's library time, wire time and ratio, then the best of each.
+round's library time and each sidecar's wire time, ratio and CPU seconds
+per call, then per sidecar the best of each and the per-round ratios.
 Figures and dates: bench/README.md, "Plan over the wire"."""
 import argparse
 import json
@@ -110,43 +112,63 @@ def wire_ms(call, body, calls, pid):
     return best * 1e3, size, (cpu_s(pid) - c0) / calls * 1e3
 
 
+class Sidecar:
+    """One sidecar binary serving on 127.0.0.1:0, its channel and Plan."""
+
+    def __init__(self, binary, max_bytes):
+        self.binary = binary
+        self.p, port = start(binary, max_bytes)
+        self.ch = grpc.insecure_channel("127.0.0.1:%d" % port,
+                                        options=[("grpc.max_send_message_length", -1),
+                                                 ("grpc.max_receive_message_length", -1)])
+        self.call = self.ch.unary_unary(PLAN)
+        self.wires = []
+
+    def close(self):
+        self.ch.close()
+        self.p.terminate()
+        self.p.wait(30)
+
+
+def summary(name, libs, wires):
+    ratios = sorted(w / l for w, l in zip(wires, libs))
+    print("%s: best library %.1f ms, best wire %.1f ms, wire/library %.2f (target <= 1.5); "
+          "per-round ratio median %.2f, min %.2f, max %.2f"
+          % (name, min(libs), min(wires), min(wires) / min(libs), ratios[len(ratios) // 2],
+             ratios[0], ratios[-1]))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("sidecar")
     ap.add_argument("planner_bench")
+    ap.add_argument("sidecars", nargs="+", help="one or more sidecar binaries, interleaved")
     ap.add_argument("--sessions", type=int, default=1000000)
     ap.add_argument("--shards", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=3)
     a = ap.parse_args()
     body = plan_request(sessions(a.sessions, a.shards), a.shards)
-    max_bytes = 128 << 20
-    p, port = start(a.sidecar, max_bytes)
-    ch = grpc.insecure_channel("127.0.0.1:%d" % port,
-                               options=[("grpc.max_send_message_length", -1),
-                                        ("grpc.max_receive_message_length", -1)])
-    call = ch.unary_unary(PLAN)
     print("request %d bytes, %d sessions, %d shards" % (len(body), a.sessions, a.shards))
-    libs, wires = [], []
+    sidecars = []
+    libs = []
     try:
-        call(body, timeout=300)  # warm-up: first-touch of the server's heap
+        for b in a.sidecars:
+            sidecars.append(Sidecar(b, 128 << 20))
+            sidecars[-1].call(body, timeout=300)  # warm-up: first touch of its heap
         for k in range(a.rounds):
             lib = library_ms(a.planner_bench, a.sessions, a.shards)
-            wire, size, cpu = wire_ms(call, body, a.calls, p.pid)
             libs.append(lib)
-            wires.append(wire)
-            print("round %d: library %.1f ms, wire %.1f ms (answer %d bytes, sidecar CPU %.1f "
-                  "ms/call), wire/library %.2f" % (k + 1, lib, wire, size, cpu, wire / lib),
-                  flush=True)
+            print("round %d: library %.1f ms" % (k + 1, lib), flush=True)
+            for s in sidecars:
+                wire, size, cpu = wire_ms(s.call, body, a.calls, s.p.pid)
+                s.wires.append(wire)
+                print("  %s: wire %.1f ms (answer %d bytes, sidecar CPU %.1f ms/call), "
+                      "wire/library %.2f" % (s.binary, wire, size, cpu, wire / lib), flush=True)
     finally:
-        ch.close()
-        p.terminate()
-        p.wait(30)
-    print("best: library %.1f ms, wire %.1f ms, wire/library %.2f (target <= 1.5)"
-          % (min(libs), min(wires), min(wires) / min(libs)))
-    ratios = sorted(w / l for w, l in zip(wires, libs))
-    print("per-round ratio: median %.2f, min %.2f, max %.2f"
-          % (ratios[len(ratios) // 2], ratios[0], ratios[-1]))
+        for s in sidecars:
+            s.close()
+    for s in sidecars:
+        summary(s.binary, libs, s.wires)
 
 
 if __name__ == "__main__":
