@@ -9,7 +9,6 @@
 #include "wire.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 32 /* nesting the string check follows; ours is 3 deep */
