@@ -241,12 +241,23 @@ static int walk_field(string_walk *w, const ProtobufCFieldDescriptor *fd, const 
     return rc;
 }
 
+/* 1 when d has no string or message field: nothing in its bytes but its
+ * keys to check (a SessionRate, say, a million of them in a Plan). */
+static int keys_only(const ProtobufCMessageDescriptor *d)
+{
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (d->fields[i].type == PROTOBUF_C_TYPE_STRING ||
+            d->fields[i].type == PROTOBUF_C_TYPE_MESSAGE)
+            return 0;
+    return 1;
+}
+
 static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                         size_t len, int depth)
 {
     const uint8_t *p = data, *end = data + len, *at = p;
     wire_field f;
-    int rc = 0;
+    int rc = 0, look = !keys_only(d);
     while (rc == 0 && next_field(&p, end, &f) == 0) {
         if (f.number == 0) { /* protobuf-c 1.4 takes it in a multi-byte key */
             const char *path = spell_path(w);
@@ -257,7 +268,7 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
             break;
         }
         const ProtobufCFieldDescriptor *fd =
-            protobuf_c_message_descriptor_get_field(d, (unsigned)f.number);
+            look ? protobuf_c_message_descriptor_get_field(d, (unsigned)f.number) : NULL;
         if (fd)
             rc = walk_field(w, fd, &f, data, at, depth);
         at = p;
