@@ -172,6 +172,18 @@ size_t cr_arena_held(const cr_arena *a)
     return n;
 }
 
+int cr_arena_owns(const cr_arena *a, const void *p)
+{
+    const unsigned char *q = p;
+    for (const cr_arena_chunk *c = a->head; c; c = c->next) {
+        size_t used = c == a->head ? a->used : c->size;
+        /* compared as integers: p may point into another object entirely */
+        if ((uintptr_t)q >= (uintptr_t)c->data && (uintptr_t)q < (uintptr_t)c->data + used)
+            return 1;
+    }
+    return 0;
+}
+
 void cr_arena_destroy(cr_arena *a)
 {
     for (cr_arena_chunk *c = a->head, *next; c; c = next) {

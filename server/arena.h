@@ -51,6 +51,10 @@ void cr_arena_reset(cr_arena *a);
  * of its chunks). */
 size_t cr_arena_held(const cr_arena *a);
 
+/* 1 when p points into memory a handed out since its last reset (what a
+ * test checks a decoded message against), else 0. O(chunks). */
+int cr_arena_owns(const cr_arena *a, const void *p);
+
 /* Frees all of a (it may be initialised again). */
 void cr_arena_destroy(cr_arena *a);
 

@@ -192,6 +192,14 @@ static void outer(void *ctx, const void *message, cr_arena *scratch, cr_reply *o
     s->owner_last = m->rates[m->n_rates - 1]->owner;
     s->rate_last = m->rates[m->n_rates - 1]->rate;
     s->install = m->install;
+    /* no malloc per element: the message, its array and every entry are
+     * the arena's */
+    int all_in = cr_arena_owns(scratch, m) && cr_arena_owns(scratch, m->rates);
+    for (size_t i = 0; i < m->n_rates; i++)
+        all_in &= cr_arena_owns(scratch, m->rates[i]);
+    CU_ASSERT_EQUAL(all_in, 1);
+    int local;
+    CU_ASSERT_EQUAL(cr_arena_owns(scratch, &local), 0);
     CU_ASSERT_PTR_NOT_NULL(cr_arena_alloc(scratch, 1000));
     cr_reply inner_out;
     memset(&inner_out, 0, sizeof inner_out);
