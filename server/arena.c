@@ -24,9 +24,9 @@ struct cr_arena_chunk {
  * own work (bench/README.md, "Plan over the wire"). */
 static cr_arena_chunk *huge_chunk(size_t size)
 {
+    if (size > SIZE_MAX - sizeof(cr_arena_chunk) - 2 * HUGE_PAGE)
+        return NULL; /* len below, and len + HUGE_PAGE, would wrap */
     size_t len = (sizeof(cr_arena_chunk) + size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    if (len < size)
-        return NULL;
     unsigned char *p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)

@@ -75,6 +75,8 @@ static void test_overflow_refused(void)
     cr_arena_init(&a);
     CU_ASSERT_PTR_NULL(cr_arena_alloc(&a, SIZE_MAX));
     CU_ASSERT_PTR_NULL(cr_arena_alloc(&a, SIZE_MAX - 8));
+    CU_ASSERT_PTR_NULL(cr_arena_alloc(&a, SIZE_MAX - (3u << 20))); /* the mapping's size */
+    CU_ASSERT_PTR_NULL(cr_arena_alloc(&a, SIZE_MAX / 2));           /* no such memory */
     CU_ASSERT_PTR_NOT_NULL(cr_arena_alloc(&a, 8)); /* still usable */
     cr_arena_destroy(&a);
 }
