@@ -9,7 +9,6 @@
 #include "wire.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 32 /* nesting the string check follows; ours is 3 deep */
@@ -155,12 +154,55 @@ size_t cr_wire_utf8_error(const uint8_t *s, size_t len)
     return len;
 }
 
+/* One message the walk is inside: entered through field fd, which starts
+ * at at in its parent message, whose bytes start at parent. */
+typedef struct walk_frame {
+    const ProtobufCFieldDescriptor *fd;
+    const uint8_t *parent, *at;
+} walk_frame;
+
+/* The path ("sources[1].name") is spelled only when there is an error to
+ * report: a request of a million sub-messages walks without formatting or
+ * allocating anything. */
 typedef struct string_walk {
     const char *top; /* the request's message name */
+    walk_frame frames[MAX_DEPTH + 1];
+    int depth;
     char path[256];
     char *err;
     size_t errlen;
 } string_walk;
+
+/* How many fields numbered number come before at in the message at p. */
+static size_t occurrences(const uint8_t *p, const uint8_t *at, uint32_t number)
+{
+    wire_field f;
+    size_t n = 0;
+    const uint8_t *q = p;
+    while (q < at && next_field(&q, at, &f) == 0)
+        n += f.number == number;
+    return n;
+}
+
+/* w->path: the fields w's frames went through, each repeated one with its
+ * index among its field's occurrences. */
+static const char *spell_path(string_walk *w)
+{
+    size_t at = 0;
+    w->path[0] = '\0';
+    for (int i = 0; i < w->depth && at < sizeof w->path; i++) {
+        const walk_frame *fr = &w->frames[i];
+        size_t room = sizeof w->path - at;
+        int n;
+        if (fr->fd->label == PROTOBUF_C_LABEL_REPEATED)
+            n = snprintf(w->path + at, room, "%s%s[%zu]", at ? "." : "", fr->fd->name,
+                         occurrences(fr->parent, fr->at, fr->fd->id));
+        else
+            n = snprintf(w->path + at, room, "%s%s", at ? "." : "", fr->fd->name);
+        at = n < 0 ? sizeof w->path : at + (size_t)n;
+    }
+    return w->path;
+}
 
 static int check_string(string_walk *w, const wire_field *f)
 {
@@ -168,12 +210,12 @@ static int check_string(string_walk *w, const wire_field *f)
     size_t bad = cr_wire_utf8_error(f->value, f->len);
     if (nul) {
         snprintf(w->err, w->errlen, "%s must not contain a NUL byte, found at byte %zu of %zu",
-                 w->path, (size_t)((const uint8_t *)nul - f->value), f->len);
+                 spell_path(w), (size_t)((const uint8_t *)nul - f->value), f->len);
         return -1;
     }
     if (bad < f->len) {
-        snprintf(w->err, w->errlen, "%s must be valid UTF-8, not at byte %zu of %zu", w->path,
-                 bad, f->len);
+        snprintf(w->err, w->errlen, "%s must be valid UTF-8, not at byte %zu of %zu",
+                 spell_path(w), bad, f->len);
         return -1;
     }
     return 0;
@@ -182,56 +224,55 @@ static int check_string(string_walk *w, const wire_field *f)
 static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                         size_t len, int depth);
 
-/* Appends fd's name (with [index] when repeated) to the path at at. */
-static void name_field(string_walk *w, size_t at, const ProtobufCFieldDescriptor *fd,
-                       size_t index)
-{
-    size_t room = at < sizeof w->path ? sizeof w->path - at : 0;
-    if (fd->label == PROTOBUF_C_LABEL_REPEATED)
-        snprintf(w->path + at, room, "%s%s[%zu]", at ? "." : "", fd->name, index);
-    else
-        snprintf(w->path + at, room, "%s%s", at ? "." : "", fd->name);
-}
-
+/* f is fd's occurrence starting at at in the message whose bytes start at
+ * parent. */
 static int walk_field(string_walk *w, const ProtobufCFieldDescriptor *fd, const wire_field *f,
-                      size_t index, int depth)
+                      const uint8_t *parent, const uint8_t *at, int depth)
 {
     int text = fd->type == PROTOBUF_C_TYPE_STRING;
     int sub = fd->type == PROTOBUF_C_TYPE_MESSAGE && depth < MAX_DEPTH;
     if (f->type != 2 || (!text && !sub))
         return 0;
-    size_t at = strlen(w->path);
-    name_field(w, at, fd, index);
+    w->frames[w->depth++] = (walk_frame){fd, parent, at};
     int rc = text ? check_string(w, f)
                   : walk_strings(w, fd->descriptor, f->value, f->len, depth + 1);
     if (rc == 0)
-        w->path[at] = '\0';
+        w->depth--;
     return rc;
+}
+
+/* 1 when d has no string or message field: nothing in its bytes but its
+ * keys to check (a SessionRate, say, a million of them in a Plan). */
+static int keys_only(const ProtobufCMessageDescriptor *d)
+{
+    for (unsigned i = 0; i < d->n_fields; i++)
+        if (d->fields[i].type == PROTOBUF_C_TYPE_STRING ||
+            d->fields[i].type == PROTOBUF_C_TYPE_MESSAGE)
+            return 0;
+    return 1;
 }
 
 static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                         size_t len, int depth)
 {
-    size_t *seen = calloc(d->n_fields + 1, sizeof *seen); /* occurrences per field */
-    if (!seen)
-        return 0; /* unpack will run out of memory too, and say so */
-    const uint8_t *p = data, *end = data + len;
+    const uint8_t *p = data, *end = data + len, *at = p;
     wire_field f;
-    int rc = 0;
+    int rc = 0, look = !keys_only(d);
     while (rc == 0 && next_field(&p, end, &f) == 0) {
         if (f.number == 0) { /* protobuf-c 1.4 takes it in a multi-byte key */
+            const char *path = spell_path(w);
             snprintf(w->err, w->errlen,
                      "malformed %s message: %s%sa field numbered 0, which protobuf does not allow",
-                     w->top, w->path, *w->path ? " has " : "");
+                     w->top, path, *path ? " has " : "");
             rc = -1;
             break;
         }
         const ProtobufCFieldDescriptor *fd =
-            protobuf_c_message_descriptor_get_field(d, (unsigned)f.number);
+            look ? protobuf_c_message_descriptor_get_field(d, (unsigned)f.number) : NULL;
         if (fd)
-            rc = walk_field(w, fd, &f, seen[fd - d->fields]++, depth);
+            rc = walk_field(w, fd, &f, data, at, depth);
+        at = p;
     }
-    free(seen);
     return rc;
 }
 

@@ -7,13 +7,13 @@
 #include <stdlib.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
+#include "plan_answer.h"
 #include "reply.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;
 typedef Cacheroute__V1__RecordArrivalRequest RecordArrivalRequest;
 typedef Cacheroute__V1__GetRatesRequest GetRatesRequest;
 typedef Cacheroute__V1__ForgetRequest ForgetRequest;
-typedef Cacheroute__V1__Placement Placement;
 typedef Cacheroute__V1__Route Route;
 typedef Cacheroute__V1__SessionRate SessionRate;
 
@@ -33,81 +33,71 @@ void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
 
 /* ---- Plan ---- */
 
-typedef struct table_msg {
-    Cacheroute__V1__PlanResponse resp;
-    Cacheroute__V1__RoutingTable rt;
-    Cacheroute__V1__PlanChurn churn;
-    Placement *placements;
-    Placement **ptrs;
-} table_msg;
-
-/* Points a PlanResponse at t's arrays (t must outlive the message). */
-static int table_msg_init(table_msg *m, const cr_table *t)
-{
-    size_t n = cr_table_n_placements(t);
-    cacheroute__v1__plan_response__init(&m->resp);
-    cacheroute__v1__routing_table__init(&m->rt);
-    cacheroute__v1__plan_churn__init(&m->churn);
-    m->resp.table = &m->rt;
-    m->resp.churn = &m->churn;
-    m->placements = malloc((n ? n : 1) * sizeof *m->placements);
-    m->ptrs = malloc((n ? n : 1) * sizeof *m->ptrs);
-    if (!m->placements || !m->ptrs)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        const cr_placement *p = cr_table_placement(t, i);
-        Placement *pm = &m->placements[i];
-        cacheroute__v1__placement__init(pm);
-        pm->owner = p->owner;
-        pm->n_shards = p->kb;
-        pm->shards = (uint32_t *)cr_table_shards(t, p);
-        pm->preferred_shard = p->preferred_shard;
-        m->ptrs[i] = pm;
-    }
-    m->rt.n_placements = n;
-    m->rt.placements = m->ptrs;
-    m->rt.n_expected_load = cr_table_n_shards(t);
-    m->rt.expected_load = (double *)cr_table_expected_load(t);
-    m->rt.n_shards = cr_table_n_shards(t);
-    m->rt.admitted_rate_total = cr_table_admitted_rate_total(t);
-    m->rt.unadmitted_rate_total = cr_table_unadmitted_rate_total(t);
-    m->rt.imbalance = cr_table_imbalance(t);
-    return 0;
-}
-
 typedef struct plan_answer {
-    table_msg m;
+    cr_plan_answer m;
+    int ready;    /* m sized (plan_fits ran) */
     size_t max;
+    size_t bound; /* the answer's size with the widest generation and churn */
+    cr_arena *scratch;
     cr_reply *out;
 } plan_answer;
 
+static void widest(cr_plan_answer *m, int install)
+{
+    m->rest.generation = install ? UINT64_MAX : 0;
+    m->churn.moved = m->churn.admitted_in = m->churn.admitted_out = UINT64_MAX;
+    m->churn.compared_generation = UINT64_MAX;
+}
+
 /* The core's last check before install: the answer must fit, sized with the
  * widest generation and churn, so a plan too large to answer is not
- * installed either. */
+ * installed either. That size is the answer's one size computation: the
+ * real answer, its numbers no wider, is packed into a buffer of it. */
 static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
 {
     plan_answer *a = ctx;
-    if (table_msg_init(&a->m, t) != 0) {
+    if (cr_plan_answer_init(&a->m, t, a->scratch) != 0) {
         cr_fail(err, CR_ENOMEM, "out of memory encoding the plan");
         cr_reply_core_error(a->out, CR_ENOMEM, err);
         return -1;
     }
-    a->m.rt.generation = install ? UINT64_MAX : 0;
-    a->m.churn.moved = a->m.churn.admitted_in = a->m.churn.admitted_out = UINT64_MAX;
-    a->m.churn.compared_generation = UINT64_MAX;
-    if (protobuf_c_message_get_packed_size(&a->m.resp.base) <= a->max)
+    widest(&a->m, install);
+    a->bound = cr_plan_answer_size(&a->m);
+    if (a->bound <= a->max) {
+        a->ready = 1;
         return 0;
-    cr_reply_message(a->out, &a->m.resp.base, a->max, "plan fewer sessions");
+    }
+    cr_reply_too_big(a->out, &cacheroute__v1__plan_response__descriptor, a->bound, a->max,
+                     "plan fewer sessions");
     cr_fail(err, CR_ENOMEM, "%s", a->out->message);
     return -1;
 }
 
-static void plan(void *ctx, const void *message, cr_reply *out)
+/* The answer, packed into the bound plan_fits sized. */
+static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
+{
+    a->m.rest.generation = res->generation;
+    a->m.churn.moved = res->churn.moved;
+    a->m.churn.admitted_in = res->churn.admitted_in;
+    a->m.churn.admitted_out = res->churn.admitted_out;
+    a->m.churn.compared_generation = res->churn_generation;
+    uint8_t *body = a->ready ? malloc(a->bound ? a->bound : 1) : NULL;
+    if (!body) {
+        cr_reply_error(a->out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s",
+                       cacheroute__v1__plan_response__descriptor.name);
+        return;
+    }
+    a->out->status = GRPC_STATUS_OK;
+    a->out->body = body;
+    a->out->len = cr_plan_answer_pack(&a->m, body);
+}
+
+static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
 {
     const cr_handlers *h = ctx;
     const PlanRequest *req = message;
     const Cacheroute__V1__PlannerConfig *pc = req->config;
-    cr_session_rate *rates = malloc((req->n_rates ? req->n_rates : 1) * sizeof *rates);
+    cr_session_rate *rates = cr_arena_alloc(scratch, req->n_rates * sizeof *rates);
     if (!rates) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading %zu rates",
                        req->n_rates);
@@ -115,7 +105,7 @@ static void plan(void *ctx, const void *message, cr_reply *out)
     }
     for (size_t i = 0; i < req->n_rates; i++)
         rates[i] = (cr_session_rate){req->rates[i]->owner, req->rates[i]->rate};
-    plan_answer a = {.max = h->max_message, .out = out};
+    plan_answer a = {.max = h->max_message, .scratch = scratch, .out = out};
     cr_core_plan_request pr = {
         .rates = rates,
         .n_rates = req->n_rates,
@@ -135,19 +125,11 @@ static void plan(void *ctx, const void *message, cr_reply *out)
     cr_error err;
     cr_status st = cr_core_plan(h->core, &pr, &res, &err);
     if (st == CR_OK) {
-        a.m.rt.generation = res.generation;
-        a.m.churn.moved = res.churn.moved;
-        a.m.churn.admitted_in = res.churn.admitted_in;
-        a.m.churn.admitted_out = res.churn.admitted_out;
-        a.m.churn.compared_generation = res.churn_generation;
-        cr_reply_message(out, &a.m.resp.base, h->max_message, NULL);
+        plan_answered(&a, &res);
     } else if (out->status == GRPC_STATUS_OK) { /* not already answered by plan_fits */
         cr_reply_core_error(out, st, &err);
     }
     cr_core_plan_result_free(&res);
-    free(a.m.placements);
-    free(a.m.ptrs);
-    free(rates);
 }
 
 void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
@@ -159,36 +141,29 @@ void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
                           cr_decode_limit(h->max_message, each), GRPC_STATUS_RESOURCE_EXHAUSTED,
                           CR_DECODE_HINT) != 0)
         return;
-    cr_run_decoded(ctx, d, data, len, out, plan);
+    cr_run_decoded_in(ctx, d, data, len, out, plan);
 }
 
 /* ---- RecordArrival ---- */
 
-/* The answer's messages, allocated before anything is recorded so that a
- * call that could not be answered records nothing (only the encoded body is
- * allocated after). routes NULL with omit_routes. */
+/* The answer's messages, allocated (in the call's arena) before anything is
+ * recorded so that a call that could not be answered records nothing (only
+ * the encoded body is allocated after). routes NULL with omit_routes. */
 typedef struct routes_answer {
     cr_route *routes;
     Route *msgs;
     Route **ptrs;
 } routes_answer;
 
-static int routes_answer_alloc(routes_answer *a, size_t n, int omit)
+static int routes_answer_alloc(routes_answer *a, size_t n, int omit, cr_arena *scratch)
 {
     *a = (routes_answer){NULL, NULL, NULL};
     if (omit)
         return 0;
-    a->routes = malloc((n ? n : 1) * sizeof *a->routes);
-    a->msgs = malloc((n ? n : 1) * sizeof *a->msgs);
-    a->ptrs = malloc((n ? n : 1) * sizeof *a->ptrs);
+    a->routes = cr_arena_alloc(scratch, n * sizeof *a->routes);
+    a->msgs = cr_arena_alloc(scratch, n * sizeof *a->msgs);
+    a->ptrs = cr_arena_alloc(scratch, n * sizeof *a->ptrs);
     return a->routes && a->msgs && a->ptrs ? 0 : -1;
-}
-
-static void routes_answer_free(routes_answer *a)
-{
-    free(a->routes);
-    free(a->msgs);
-    free(a->ptrs);
 }
 
 static void answer_routes(const cr_handlers *h, const routes_answer *a, size_t n,
@@ -210,7 +185,7 @@ static void answer_routes(const cr_handlers *h, const routes_answer *a, size_t n
     cr_reply_message(out, &resp.base, h->max_message, NULL);
 }
 
-static void record_arrival(void *ctx, const void *message, cr_reply *out)
+static void record_arrival(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
 {
     const cr_handlers *h = ctx;
     const RecordArrivalRequest *req = message;
@@ -219,14 +194,13 @@ static void record_arrival(void *ctx, const void *message, cr_reply *out)
     uint64_t generation;
     cr_error err;
     cr_status st;
-    if (routes_answer_alloc(&a, n, req->omit_routes) != 0)
+    if (routes_answer_alloc(&a, n, req->omit_routes, scratch) != 0)
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
     else if ((st = cr_core_record(h->core, req->owners, n, req->weights, req->n_weights,
                                   a.routes, &generation, &err)) != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
         answer_routes(h, &a, n, generation, out);
-    routes_answer_free(&a);
 }
 
 /* Routed owners bound the answer: counted on the wire, before decoding. */
@@ -245,12 +219,12 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
                        n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
         return;
     }
-    cr_run_decoded(ctx, d, data, len, out, record_arrival);
+    cr_run_decoded_in(ctx, d, data, len, out, record_arrival);
 }
 
 /* ---- GetRates ---- */
 
-static void get_rates(void *ctx, const void *message, cr_reply *out)
+static void get_rates(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
 {
     const cr_handlers *h = ctx;
     const GetRatesRequest *req = message;
@@ -263,8 +237,8 @@ static void get_rates(void *ctx, const void *message, cr_reply *out)
         cr_reply_core_error(out, st, &err);
         return;
     }
-    SessionRate *rates = malloc((n ? n : 1) * sizeof *rates);
-    SessionRate **ptrs = malloc((n ? n : 1) * sizeof *ptrs);
+    SessionRate *rates = cr_arena_alloc(scratch, n * sizeof *rates);
+    SessionRate **ptrs = cr_arena_alloc(scratch, n * sizeof *ptrs);
     if (!rates || !ptrs) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu rates", n);
         goto done;
@@ -283,8 +257,6 @@ static void get_rates(void *ctx, const void *message, cr_reply *out)
                      "list the owners to read, or raise --max-message-bytes");
 done:
     free(all);
-    free(rates);
-    free(ptrs);
 }
 
 /* Each listed owner is answered, so their count bounds the answer: refused
@@ -303,7 +275,7 @@ void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *o
     if (cr_refuse_entries(out, "owners", n, (h->max_message - RESPONSE_SLACK) / RATE_MAX_BYTES,
                           GRPC_STATUS_RESOURCE_EXHAUSTED, why) != 0)
         return;
-    cr_run_decoded(ctx, d, data, len, out, get_rates);
+    cr_run_decoded_in(ctx, d, data, len, out, get_rates);
 }
 
 /* ---- Forget ---- */

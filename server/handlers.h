@@ -12,7 +12,15 @@ typedef struct cr_handlers {
     size_t max_message; /* --max-message-bytes: the largest answer */
 } cr_handlers;
 
+/* Each handler takes one serialized request (len bytes at data, the
+ * caller's) and fills out: OK with the serialized answer in out->body, or
+ * an error status and message, state unchanged. Thread-safe; decoding and
+ * the handler's scratch use the calling thread's arena (arena.h), so no
+ * call mallocs per element. */
 void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+/* One RecordArrivalRequest to its RecordArrivalResponse, wire checks
+ * included: what a stream handler calls per inbound message too (out must
+ * start zeroed, as run_handler's does; its body is the caller's). */
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out);

@@ -1,23 +1,54 @@
 #include "reply.h"
 
-void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
-                    size_t len, cr_reply *out, cr_decoded_fn fn)
+/* Decodes into the thread's arena (or, nested in another decoded call, one
+ * of its own), then runs fn or fn_in, then gives the arena back. */
+static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                        size_t len, cr_reply *out, cr_decoded_fn fn, cr_decoded_in_fn fn_in)
 {
     /* Bytes protobuf-c refuses are malformed whatever their strings hold;
      * what it takes may still cut a string at a NUL, echo one that is not
      * UTF-8, or keep a field numbered 0, which the check refuses. */
     char why[sizeof out->message];
-    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, data);
-    if (!m) {
+    cr_arena own, *a = cr_arena_take();
+    if (!a) {
+        cr_arena_init(&own);
+        a = &own;
+    }
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, &a->pc, len, data);
+    if (!m)
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s message (%zu bytes)",
                        d->name, len);
-        return;
-    }
-    if (cr_wire_check_strings(d, data, len, why, sizeof why) != 0)
+    else if (cr_wire_check_strings(d, data, len, why, sizeof why) != 0)
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
-    else
+    else if (fn)
         fn(ctx, m, out);
-    protobuf_c_message_free_unpacked(m, NULL);
+    else
+        fn_in(ctx, m, a, out);
+    if (a == &own)
+        cr_arena_destroy(&own);
+    else
+        cr_arena_put(a);
+}
+
+void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                    size_t len, cr_reply *out, cr_decoded_fn fn)
+{
+    run_decoded(ctx, d, data, len, out, fn, NULL);
+}
+
+void cr_run_decoded_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                       size_t len, cr_reply *out, cr_decoded_in_fn fn)
+{
+    run_decoded(ctx, d, data, len, out, NULL, fn);
+}
+
+void cr_reply_too_big(cr_reply *out, const ProtobufCMessageDescriptor *d, size_t len,
+                      size_t max, const char *hint)
+{
+    cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                   "%s would be %zu bytes, over the %zu-byte message limit "
+                   "(--max-message-bytes)%s%s",
+                   d->name, len, max, hint ? "; " : "", hint ? hint : "");
 }
 
 void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, const char *hint)
@@ -29,10 +60,7 @@ void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, co
         out->body = body;
         out->len = len;
     } else if (len > max) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                       "%s would be %zu bytes, over the %zu-byte message limit "
-                       "(--max-message-bytes)%s%s",
-                       msg->descriptor->name, len, max, hint ? "; " : "", hint ? hint : "");
+        cr_reply_too_big(out, msg->descriptor, len, max, hint);
     } else {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s",
                        msg->descriptor->name);

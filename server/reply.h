@@ -4,16 +4,27 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "arena.h"
 #include "rpc.h"
 #include "wire.h"
 
 /* Decodes data as type d and runs fn(ctx, message, out) on it, then frees
  * the message. A string field anywhere in it that is not UTF-8 or holds a
  * NUL gets INVALID_ARGUMENT naming the field path (cr_wire_check_strings),
- * malformed bytes INVALID_ARGUMENT naming the message type; no call then. */
+ * malformed bytes INVALID_ARGUMENT naming the message type; no call then.
+ * The message lives in the calling thread's arena (arena.h: no malloc per
+ * element) and only until fn returns. Thread-safe; may nest (a nested call
+ * decodes into an arena of its own). */
 typedef void (*cr_decoded_fn)(void *ctx, const void *message, cr_reply *out);
 void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                     size_t len, cr_reply *out, cr_decoded_fn fn);
+
+/* The same, handing fn the arena the message is in, for the handler's own
+ * scratch (cr_arena_alloc): freed with the message when fn returns. */
+typedef void (*cr_decoded_in_fn)(void *ctx, const void *message, cr_arena *scratch,
+                                 cr_reply *out);
+void cr_run_decoded_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                       size_t len, cr_reply *out, cr_decoded_in_fn fn);
 
 /* Before decoding, with n a request's entries in field as cr_wire_count
  * counts them on the wire: 0 when n <= limit; else -1 with out set to code
@@ -45,5 +56,11 @@ static inline int cr_pack(const ProtobufCMessage *msg, size_t max, uint8_t **bod
 /* Packs msg as the reply body; a message over max bytes becomes
  * RESOURCE_EXHAUSTED naming the size and the limit (hint says what to do). */
 void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, const char *hint);
+
+/* RESOURCE_EXHAUSTED: "TYPE would be LEN bytes, over the MAX-byte message
+ * limit (--max-message-bytes); HINT" (hint may be NULL), as
+ * cr_reply_message answers a message over max. */
+void cr_reply_too_big(cr_reply *out, const ProtobufCMessageDescriptor *d, size_t len,
+                      size_t max, const char *hint);
 
 #endif

@@ -1,0 +1,113 @@
+/* The Plan answer encoded straight from the table (server/plan_answer.c)
+ * is byte for byte what protobuf-c packs from the same PlanResponse: tables
+ * with negative, zero and large owners, one shard and 300 (two-byte ids),
+ * preferred shard 0 and not, no placement at all, and generation and churn
+ * from 0 to UINT64_MAX; its size is the packed size. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "cunit_main.h"
+#include "plan_answer.h"
+
+/* protobuf-c's own encoding of the answer, for comparison. */
+static uint8_t *reference(const cr_plan_answer *a, size_t *len)
+{
+    const cr_table *t = a->table;
+    size_t n = cr_table_n_placements(t);
+    Cacheroute__V1__Placement *pm = calloc(n + 1, sizeof *pm);
+    Cacheroute__V1__Placement **ptrs = calloc(n + 1, sizeof *ptrs);
+    for (size_t i = 0; i < n; i++) {
+        const cr_placement *p = cr_table_placement(t, i);
+        cacheroute__v1__placement__init(&pm[i]);
+        pm[i].owner = p->owner;
+        pm[i].n_shards = p->kb;
+        pm[i].shards = (uint32_t *)cr_table_shards(t, p);
+        pm[i].preferred_shard = p->preferred_shard;
+        ptrs[i] = &pm[i];
+    }
+    Cacheroute__V1__RoutingTable rt = a->rest;
+    rt.n_placements = n;
+    rt.placements = ptrs;
+    Cacheroute__V1__PlanChurn churn = a->churn;
+    Cacheroute__V1__PlanResponse resp = CACHEROUTE__V1__PLAN_RESPONSE__INIT;
+    resp.table = &rt;
+    resp.churn = &churn;
+    *len = protobuf_c_message_get_packed_size(&resp.base);
+    uint8_t *out = malloc(*len + 1);
+    CU_ASSERT_EQUAL(protobuf_c_message_pack(&resp.base, out), *len);
+    free(pm);
+    free(ptrs);
+    return out;
+}
+
+static void same_bytes(const cr_plan_answer *a)
+{
+    size_t ref_len, size = cr_plan_answer_size(a);
+    uint8_t *ref = reference(a, &ref_len);
+    uint8_t *ours = malloc(size + 1);
+    CU_ASSERT_EQUAL(size, ref_len);
+    CU_ASSERT_EQUAL(cr_plan_answer_pack(a, ours), ref_len);
+    CU_ASSERT(memcmp(ours, ref, ref_len) == 0);
+    free(ref);
+    free(ours);
+}
+
+/* n sessions with owners from owner_of, rates spread so that some need one
+ * shard and the hottest all of them. */
+static cr_table *plan(size_t n, uint32_t shards, int64_t (*owner_of)(size_t))
+{
+    cr_session_rate *r = malloc((n ? n : 1) * sizeof *r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = (cr_session_rate){owner_of(i), 10.0 * shards / (double)(i + 1)};
+    cr_planner_config cfg = {shards, 10.0, 1e12};
+    cr_table *t = NULL;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_planner_plan(&cfg, r, n, &t, &err), CR_OK);
+    free(r);
+    return t;
+}
+
+static int64_t mixed(size_t i) { return (int64_t)cr_mix64(i); } /* half negative */
+static int64_t small(size_t i) { return (int64_t)i; }           /* owner 0 included */
+
+static void check_table(cr_table *t)
+{
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    cr_arena arena;
+    cr_arena_init(&arena);
+    cr_plan_answer a;
+    CU_ASSERT_EQUAL_FATAL(cr_plan_answer_init(&a, t, &arena), 0);
+    same_bytes(&a);
+    a.rest.generation = 1;
+    a.churn.admitted_in = 300;
+    same_bytes(&a);
+    a.rest.generation = UINT64_MAX;
+    a.churn.moved = a.churn.admitted_in = a.churn.admitted_out = UINT64_MAX;
+    a.churn.compared_generation = UINT64_MAX;
+    size_t widest = cr_plan_answer_size(&a);
+    same_bytes(&a);
+    a.rest.generation = 7;
+    a.churn.moved = 0;
+    CU_ASSERT(cr_plan_answer_size(&a) <= widest); /* what the handler relies on */
+    same_bytes(&a);
+    cr_arena_destroy(&arena);
+    cr_table_free(t);
+}
+
+static void test_mixed_owners(void) { check_table(plan(5000, 64, mixed)); }
+static void test_small_owners_many_shards(void) { check_table(plan(3000, 300, small)); }
+static void test_one_shard(void) { check_table(plan(100, 1, small)); }
+static void test_empty(void) { check_table(plan(0, 8, small)); }
+
+static const cr_test_case ANSWER[] = {
+    {"negative and large owners, 64 shards", test_mixed_owners},
+    {"owner 0, two-byte shard ids", test_small_owners_many_shards},
+    {"one shard (preferred 0 everywhere)", test_one_shard},
+    {"no placement", test_empty},
+    {NULL, NULL},
+};
+
+static const cr_test_suite SUITES[] = {{"plan answer", ANSWER}};
+CR_TEST_MAIN(SUITES)
