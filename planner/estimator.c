@@ -451,3 +451,15 @@ cr_status cr_estimator_import(cr_estimator *e, const cr_estimator_entry *v, size
     atomic_store(&e->size, n);
     return CR_OK;
 }
+
+int cr_estimator_lookup(const cr_estimator *e, int64_t owner, cr_estimator_entry *out)
+{
+    uint64_t h = cr_mix64((uint64_t)owner);
+    part *p = part_of(e, h);
+    pthread_mutex_lock(&p->lock);
+    const entry *s = find(p, owner, h);
+    if (s)
+        *out = (cr_estimator_entry){s->owner, s->r, s->t_last};
+    pthread_mutex_unlock(&p->lock);
+    return s != NULL;
+}
