@@ -1,0 +1,95 @@
+/* Internal to the replica: the Redis link (link.c), the scripts
+ * (scripts.c), the thread's state (replica.c) and one sync (sync.c). */
+#ifndef CR_REPLICA_INTERNAL_H
+#define CR_REPLICA_INTERNAL_H
+
+#include <hiredis.h>
+#include <pthread.h>
+
+#include "replica.h"
+
+/* ---- link.c: one connection with backoff ---- */
+
+typedef struct cr_link {
+    redisContext *ctx; /* NULL while down */
+    cr_replica_url url;
+    double timeout_s;
+    double next_try, backoff; /* cr_mono_s; seconds */
+    char why[CR_ERRLEN];      /* the last failure */
+    uint64_t round_trips;
+} cr_link;
+
+/* Connected (1) or not (0) after trying once when the backoff allows. */
+int cr_link_up(cr_link *l);
+/* Drops the connection, keeping why, and backs off. */
+void cr_link_fail(cr_link *l, const char *why);
+void cr_link_close(cr_link *l);
+/* One command (argv form); NULL when the link failed (l->why says; the
+ * link is down). A Redis error reply is returned as a reply. */
+redisReply *cr_link_argv(cr_link *l, int argc, const char **argv, const size_t *len);
+/* printf-style, for commands of short text arguments. */
+redisReply *cr_link_cmd(cr_link *l, const char *fmt, ...);
+/* Pipelines: append, then read n replies (each freed unless kept). */
+int cr_link_append(cr_link *l, int argc, const char **argv, const size_t *len);
+redisReply *cr_link_read(cr_link *l);
+
+/* ---- scripts.c: the lease and the fence ---- */
+
+/* Takes the lease (SET NX PX) or renews it when ours (Lua check-and-
+ * extend): 1 ours now, 0 another's, -1 link failed. */
+int cr_script_lease(cr_link *l, const char *key, const char *id, int held, double ttl_s);
+/* Gives the lease up when ours. */
+void cr_script_release(cr_link *l, const char *key, const char *id);
+typedef struct cr_publish_keys {
+    const char *lease, *table, *channel, *id;
+} cr_publish_keys;
+/* Publishes blob into table as the next generation (above Redis's and
+ * above), only while lease holds id, and PUBLISHes it on channel: the
+ * generation (>= 1), 0 when the fence refused, -1 when the link failed. */
+long long cr_script_publish(cr_link *l, const cr_publish_keys *k, const uint8_t *blob,
+                            size_t len, uint64_t above);
+
+/* ---- the replica ---- */
+
+typedef struct cr_merged {
+    cr_session_rate *rates; /* ascending owner */
+    size_t n;
+    double at; /* wall time of the merge */
+} cr_merged;
+
+struct cr_replica {
+    cr_replica_config cfg; /* strings copied below */
+    char id[CR_REPLICA_ID_MAX + 1];
+    char k_mine[300], k_tmp[300], k_set[300], k_lease[300], k_table[300], k_notify[300];
+    cr_core *core;
+    double half_life, replan_interval_s;
+    cr_replica_hooks hooks;
+    cr_link link;
+    pthread_t thread;
+    pthread_mutex_t lock; /* guards stop, stats and merged */
+    pthread_cond_t wake;
+    int stop, started;
+    /* thread-only */
+    int need_full, skewed, was_up, up_known;
+    double last_full, last_plan, lease_until; /* cr_mono_s */
+    /* shared, under lock */
+    cr_replica_stats stats;
+    double last_push_mono;
+    double merged_wanted_until;
+    cr_merged merged;
+    char down_why[CR_ERRLEN];
+};
+
+double cr_replica_wall(void);
+void cr_replica_event_to(cr_replica *r, cr_replica_event_kind kind, const char *detail,
+                         double skew_s, uint64_t generation);
+/* sync.c: one cycle (push, lease, merge, plan, publish or fetch); the
+ * first with seed: also installs the table and seeds the estimator. */
+void cr_replica_sync(cr_replica *r, int push_due);
+/* lead.c: the leader's merge, plan and publish, or the follower's fetch
+ * (and merge while merged rates are asked for). */
+void cr_replica_lead_or_follow(cr_replica *r, double wall);
+int cr_replica_fetch_table(cr_replica *r);
+void cr_replica_seed(cr_replica *r);
+
+#endif
