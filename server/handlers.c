@@ -250,6 +250,29 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
 
 /* ---- GetRates ---- */
 
+/* merged: the cluster's rates from the replica; 0, or -1 with the reply
+ * made (no backend, backend down, out of memory). */
+static int merged_rates(const cr_handlers *h, const GetRatesRequest *req, cr_session_rate **all,
+                        size_t *n, uint64_t *tracked, cr_reply *out)
+{
+    cr_error err;
+    if (!h->replica) {
+        cr_reply_error(out, GRPC_STATUS_FAILED_PRECONDITION,
+                       "merged needs --state-backend (this sidecar is standalone)");
+        return -1;
+    }
+    switch (cr_replica_rates(h->replica, req->owners, req->n_owners, all, n, tracked, &err)) {
+    case CR_REPLICA_RATES:
+        return 0;
+    case CR_REPLICA_UNAVAILABLE:
+        cr_reply_error(out, GRPC_STATUS_UNAVAILABLE, "%s", err.msg);
+        return -1;
+    default:
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.msg);
+        return -1;
+    }
+}
+
 static void get_rates(void *ctx, const void *message, cr_reply *out)
 {
     const cr_handlers *h = ctx;
@@ -258,7 +281,11 @@ static void get_rates(void *ctx, const void *message, cr_reply *out)
     size_t n;
     uint64_t tracked;
     cr_error err;
-    cr_status st = cr_core_rates(h->core, req->owners, req->n_owners, &all, &n, &tracked, &err);
+    if (req->merged && merged_rates(h, req, &all, &n, &tracked, out) != 0)
+        return;
+    cr_status st = req->merged ? CR_OK
+                               : cr_core_rates(h->core, req->owners, req->n_owners, &all, &n,
+                                               &tracked, &err);
     if (st != CR_OK) {
         cr_reply_core_error(out, st, &err);
         return;

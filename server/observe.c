@@ -318,4 +318,6 @@ void cr_observe_gauges(void *ctx, cr_page *p)
                    st.imbalance);
     probe_gauges(core, p);
     loop_gauges(o, p);
+    if (o->replica)
+        cr_observe_replica_gauges(o->replica, p);
 }
