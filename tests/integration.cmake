@@ -5,7 +5,7 @@
 # own sidecars on port 0 and kills them when done.
 if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   foreach(suite rpc errors health_reflection config lifecycle cli injection observability
-                outcomes abuse state tls resources)
+                outcomes abuse state tls resources replicas)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
