@@ -43,11 +43,11 @@ static const cr_option ROWS[] = {
      .help = "Redis the replicas share: redis://HOST:PORT[/DB] or unix:PATH[?db=N]; "
              "empty = standalone (needs --estimator-clock seconds)"},
     {.name = "replica-id", .key = "replica_id", .type = CR_OPT_STRING, .offset = AT(replica_id),
-     .def_text = "", .valid = valid_id,
+     .def_text = "", .min = 0, .max = CR_REPLICA_ID_MAX, .valid = valid_id,
      .help = "this replica's name in the backend, 1..128 of [A-Za-z0-9._-]; empty = the host "
              "name"},
     {.name = "cluster", .key = "cluster", .type = CR_OPT_STRING, .offset = AT(cluster),
-     .def_text = "cacheroute", .valid = valid_cluster,
+     .def_text = "cacheroute", .min = 1, .max = CR_REPLICA_ID_MAX, .valid = valid_cluster,
      .help = "the replicas' group: their Redis keys start with cr:{NAME}:"},
     {.name = "sync-interval", .key = "sync_interval_s", .type = CR_OPT_DOUBLE,
      .offset = AT(sync_interval_s), .def = 1, .min = 0.05, .max = 60,
