@@ -70,7 +70,8 @@ struct cr_replica {
     pthread_cond_t wake;
     int stop, started;
     /* thread-only */
-    int need_full, skewed, was_up, up_known;
+    int need_full, skewed, was_up, up_known, offset_known;
+    double offset; /* wall minus the core's clock: see cr_replica_offset */
     double last_full, last_plan, lease_until; /* cr_mono_s */
     /* shared, under lock */
     cr_replica_stats stats;
@@ -81,6 +82,10 @@ struct cr_replica {
 };
 
 double cr_replica_wall(void);
+/* Wall time minus the core's clock, measured afresh but kept while within
+ * 1 ms of the kept one, so an owner's pushed t_i does not jitter from push
+ * to push (an error of 2^(jitter/H)); it follows real steps and slews. */
+double cr_replica_offset(cr_replica *r);
 void cr_replica_event_to(cr_replica *r, cr_replica_event_kind kind, const char *detail,
                          double skew_s, uint64_t generation);
 /* sync.c: one cycle (push, lease, merge, plan, publish or fetch); the

@@ -219,7 +219,7 @@ void cr_replica_seed(cr_replica *r)
     cr_estimator_entry *v = malloc((h->elements / 2 + 1) * sizeof *v);
     size_t n = v ? decode_hash(r, h, v) : 0;
     freeReplyObject(h);
-    double offset = cr_replica_wall() - cr_core_now(r->core);
+    double offset = cr_replica_offset(r);
     for (size_t i = 0; i < n; i++)
         v[i].t_last -= offset; /* back onto the core's clock */
     if (v)

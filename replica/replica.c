@@ -1,5 +1,6 @@
 /* The replica's life: start (the first contact, the seed), the thread, the
  * figures and the merged rates it offers, stop. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +10,23 @@
 #include "internal.h"
 
 #define MERGE_DEMAND_S 30.0 /* a merged GetRates keeps followers merging this long */
+#define OFFSET_SLACK_S 1e-3
 
 double cr_replica_wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double cr_replica_offset(cr_replica *r)
+{
+    double fresh = cr_replica_wall() - cr_core_now(r->core);
+    if (!r->offset_known || fabs(fresh - r->offset) > OFFSET_SLACK_S) {
+        r->offset = fresh;
+        r->offset_known = 1;
+    }
+    return r->offset;
 }
 
 void cr_replica_event_to(cr_replica *r, cr_replica_event_kind kind, const char *detail,

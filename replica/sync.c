@@ -172,7 +172,7 @@ static int push(cr_replica *r, double wall)
     int full;
     cr_estimator_entry *v = take(r, &n, &full);
     uint8_t *bytes = malloc(n * 24 + 1);
-    double offset = wall - cr_core_now(r->core);
+    double offset = cr_replica_offset(r);
     for (size_t i = 0; v && i < n; i++)
         v[i].t_last += offset;
     int k = -1;
@@ -219,7 +219,9 @@ void cr_replica_sync(cr_replica *r, int push_due)
         return;
     }
     double wall = check_skew(r);
-    if (!isnan(wall) && (!push_due || push(r, wall) == 0))
+    if (!isnan(wall) && push_due)
+        push(r, wall);
+    if (r->link.ctx)
         lease(r);
     if (r->link.ctx)
         cr_replica_lead_or_follow(r, wall);

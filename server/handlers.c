@@ -107,6 +107,12 @@ static void plan(void *ctx, const void *message, cr_reply *out)
     const cr_handlers *h = ctx;
     const PlanRequest *req = message;
     const Cacheroute__V1__PlannerConfig *pc = req->config;
+    if (req->install && h->replica) {
+        cr_reply_error(out, GRPC_STATUS_FAILED_PRECONDITION,
+                       "install=true with --state-backend: every replica routes by the "
+                       "leader's published table (plan with install=false)");
+        return;
+    }
     cr_session_rate *rates = malloc((req->n_rates ? req->n_rates : 1) * sizeof *rates);
     if (!rates) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading %zu rates",

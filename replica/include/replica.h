@@ -38,7 +38,9 @@
  * from Redis TIME by more than CR_REPLICA_SKEW_WARN_S is reported.
  *
  * Thread safety: cr_replica_stats_read and cr_replica_rates may run from
- * any thread at any time between start and stop. */
+ * any thread at any time between start and stop. The process must ignore
+ * SIGPIPE (hiredis writes to a socket Redis may have closed); the sidecar
+ * does (server/signals.h). */
 #ifndef CR_REPLICA_H
 #define CR_REPLICA_H
 

@@ -173,6 +173,9 @@ class FaultTest(ReplicaTestCase):
                                       timeout=h.RPC_TIMEOUT)
             plan = sc.stub().Plan(h.plan_request(from_estimator=True), timeout=h.RPC_TIMEOUT)
             self.assertEqual(plan.table.generation, 0)  # not installed
+            self.assertRpcError(h.grpc.StatusCode.FAILED_PRECONDITION, sc.stub().Plan,
+                                h.plan_request(from_estimator=True, install=True),
+                                details_re="leader's published table")
             self.assertLess(time.monotonic() - t0, 1.0, "an RPC waited on Redis")
             self.assertEqual(len([e for e in sc.events
                                   if e.get("msg", "").startswith("state backend down")]), 1)
