@@ -5,13 +5,13 @@
 
 #include "internal.h"
 
-cr_status cr_core_track_touched(cr_core *c, size_t max_owners, cr_error *err)
+cr_status cr_core_track_touched(cr_core *c, size_t max_entries, cr_error *err)
 {
     if (atomic_load(&c->touched))
         return cr_fail(err, CR_EINVAL, "the core already tracks touched owners");
-    cr_touched *t = cr_touched_new(max_owners ? max_owners : 1);
+    cr_touched *t = cr_touched_new(max_entries ? max_entries : 1);
     if (!t)
-        return cr_fail(err, CR_ENOMEM, "out of memory tracking %zu touched owners", max_owners);
+        return cr_fail(err, CR_ENOMEM, "out of memory tracking %zu touched owners", max_entries);
     atomic_store_explicit(&c->touched, t, memory_order_release);
     return CR_OK;
 }

@@ -4,6 +4,6 @@
 if(TARGET cacheroute_replica)
   pkg_check_modules(TEST_HIREDIS REQUIRED IMPORTED_TARGET hiredis)
   cr_add_cunit_test(test_replica SOURCES test_replica.c
-                    LIBS cacheroute_replica PkgConfig::TEST_HIREDIS)
+                    LIBS cacheroute_replica PkgConfig::TEST_HIREDIS LABELS concurrency)
   target_include_directories(test_replica PRIVATE ${CMAKE_SOURCE_DIR}/replica)
 endif()

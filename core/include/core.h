@@ -660,12 +660,13 @@ cr_status cr_core_state_check(cr_core *c, const void *bytes, size_t len, cr_erro
  * the merged rates and every replica installs the leader's table with the
  * leader's generation. These calls are that thread's view of the core. */
 
-/* Starts keeping the owners cr_core_record touches, at most max_owners
- * (>= 1) between two cr_core_touched_take calls (16 B of set per owner,
- * allocated here); past that the set only remembers it overflowed. Call
- * once, before the core serves. CR_ENOMEM when out of memory, CR_EINVAL
- * when already tracking. */
-cr_status cr_core_track_touched(cr_core *c, size_t max_owners, cr_error *err);
+/* Starts keeping the owners cr_core_record touches: at most max_entries
+ * (>= 1) owners, repeats counted, between two cr_core_touched_take calls
+ * (8 B each, allocated here; appended on the hot path, made distinct at
+ * the take); past that it only remembers it overflowed. Call once, before
+ * the core serves. CR_ENOMEM when out of memory, CR_EINVAL when already
+ * tracking. */
+cr_status cr_core_track_touched(cr_core *c, size_t max_entries, cr_error *err);
 
 /* The raw estimator state (cr_estimator_lookup: count and t_last on the
  * core's clock) of every owner touched since the last take, in a malloc'd
