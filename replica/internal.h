@@ -82,6 +82,8 @@ struct cr_replica {
 };
 
 double cr_replica_wall(void);
+/* qsort order of cr_estimator_entry by owner (merge.c). */
+int cr_replica_by_owner(const void *a, const void *b);
 /* Wall time minus the core's clock, measured afresh but kept while within
  * 1 ms of the kept one, so an owner's pushed t_i does not jitter from push
  * to push (an error of 2^(jitter/H)); it follows real steps and slews. */

@@ -202,13 +202,6 @@ void cr_replica_lead_or_follow(cr_replica *r, double wall)
     free(rates);
 }
 
-static int by_owner(const void *a, const void *b)
-{
-    int64_t x = ((const cr_estimator_entry *)a)->owner;
-    int64_t y = ((const cr_estimator_entry *)b)->owner;
-    return (x > y) - (x < y);
-}
-
 void cr_replica_seed(cr_replica *r)
 {
     redisReply *h = cr_link_cmd(&r->link, "HGETALL %s", r->k_mine);
@@ -223,7 +216,7 @@ void cr_replica_seed(cr_replica *r)
     for (size_t i = 0; i < n; i++)
         v[i].t_last -= offset; /* back onto the core's clock */
     if (v)
-        qsort(v, n, sizeof *v, by_owner);
+        qsort(v, n, sizeof *v, cr_replica_by_owner);
     cr_error e;
     if (v && n && cr_core_seed(r->core, v, n, &e) != CR_OK)
         cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "replica.h"
+#include "internal.h"
 
 double cr_replica_decayed(double count, double t_i, double t, double half_life)
 {
@@ -11,7 +11,7 @@ double cr_replica_decayed(double count, double t_i, double t, double half_life)
     return dt > 0 ? count * exp2(-dt / half_life) : count;
 }
 
-static int by_owner(const void *a, const void *b)
+int cr_replica_by_owner(const void *a, const void *b)
 {
     int64_t x = ((const cr_estimator_entry *)a)->owner;
     int64_t y = ((const cr_estimator_entry *)b)->owner;
@@ -25,7 +25,7 @@ cr_status cr_replica_merge(cr_estimator_entry *v, size_t n, double t, double hal
     *n_out = 0;
     if (!*out)
         return cr_fail(err, CR_ENOMEM, "out of memory merging %zu counts", n);
-    qsort(v, n, sizeof *v, by_owner);
+    qsort(v, n, sizeof *v, cr_replica_by_owner);
     for (size_t i = 0; i < n; i++) {
         double r = cr_replica_decayed(v[i].count, v[i].t_last, t, half_life);
         if (*n_out && (*out)[*n_out - 1].owner == v[i].owner)

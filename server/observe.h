@@ -25,6 +25,10 @@ cr_core_hooks cr_observe_hooks(cr_observer *o);
  * tokens, prediction errors, regret, receipts, watchers). */
 void cr_observe_gauges(void *ctx, cr_page *page);
 
+/* One counter or gauge family with a single unlabeled sample. */
+void cr_observe_single(cr_page *p, const char *name, const char *type, const char *help,
+                       double v);
+
 /* observe_replica.c: hooks that log each replica event once (backend up
  * and down, leader and follower, skewed pushes, refused publishes), and
  * the cacheroute_state_backend_up and cacheroute_replica_* gauges (none
