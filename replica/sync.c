@@ -212,6 +212,8 @@ static void lease(cr_replica *r)
 
 void cr_replica_sync(cr_replica *r, int push_due)
 {
+    if (!r->link.ctx) /* a new connection may be to a Redis that lost everything */
+        r->need_full = 1;
     if (!cr_link_up(&r->link)) {
         if (r->stats.leader && cr_mono_s() >= r->lease_until)
             set_leader(r, 0, r->stats.generation);

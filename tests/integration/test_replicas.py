@@ -8,6 +8,7 @@ the flags say, and never crash."""
 import os
 import random
 import re
+import struct
 import sys
 import tempfile
 import time
@@ -22,6 +23,7 @@ from harness import P  # noqa: E402
 H = 1e9  # --half-life: ms between the replicas' and the reference's calls cost < 1e-12
 LEASE = 1.0
 OWNERS = list(range(-20, 40))
+QUIET = 999
 FAST = ("--half-life", "%g" % H, "--sync-interval", "0.1", "--lease-ttl", "%g" % LEASE,
         "--replica-ttl", "5", "--backend-timeout", "200", "--n-shards", "4",
         "--warm-slots-per-shard", "4")
@@ -157,8 +159,13 @@ class FaultTest(ReplicaTestCase):
 
     def test_redis_killed_every_replica_serves_then_recovers(self):
         redis = self.redis()
-        scs = self.replicas(redis, 3, "--replan-interval", "0.2")
+        # --replica-ttl 60: no periodic full push (every 30 s) within the test.
+        scs = self.replicas(redis, 3, "--replan-interval", "0.2", "--replica-ttl", "60")
         h.poll(lambda: agree(scs), 10, interval=0.05, what="tables that agree")
+        for sc in scs:  # an owner touched only before Redis goes
+            sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[QUIET]),
+                                    timeout=h.RPC_TIMEOUT)
+        time.sleep(0.3)
         redis.kill()
         for sc in scs:
             h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 0, 5,
@@ -185,8 +192,15 @@ class FaultTest(ReplicaTestCase):
         for sc in scs:
             h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 1, 10,
                    what="backend_up 1")
-        gen2, _ = h.poll(lambda: agree(scs), 10, interval=0.05, what="tables that agree")
-        self.assertGreater(gen2, gen)
+        # A table published to the new Redis, above every generation before.
+        h.poll(lambda: (lambda a: a and a[0] > gen)(agree(scs)), 10, interval=0.05,
+               what="tables that agree, newer than Redis's loss")
+        # The new, empty Redis gets every replica's counts back (a full push),
+        # the owner untouched since too.
+        for i in range(3):
+            h.poll(lambda: back.cmd("HEXISTS", "cr:{t}:r:r%d" % i, struct.pack("<q", QUIET)), 5,
+                   what="replica r%d's counts pushed again" % i)
+            self.assertEqual(back.cmd("HLEN", "cr:{t}:r:r%d" % i), len(OWNERS) + 1)
         self.assertIsNotNone(back.cmd("HGET", "cr:{t}:table", "generation"))
         for sc in scs:
             sc.assert_clean_exit(self)
