@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,8 @@ typedef struct recorder {
     int64_t base;
 } recorder;
 
+static atomic_int recorders_done;
+
 static void *record_many(void *arg)
 {
     recorder *r = arg;
@@ -254,6 +257,7 @@ static void *record_many(void *arg)
         int64_t o = r->base + i % 500;
         cr_core_record(r->core, &o, 1, NULL, 0, NULL, NULL, &err);
     }
+    atomic_fetch_add(&recorders_done, 1);
     return NULL;
 }
 
@@ -271,8 +275,9 @@ static void test_touched_concurrent(void)
     }
     static unsigned char seen[4000];
     memset(seen, 0, sizeof seen);
-    int running = 4, all_seen = 0;
-    while (running) {
+    int all_seen = 0, finished = 0;
+    while (!finished) {
+        finished = atomic_load(&recorders_done) == 4; /* then one more take */
         size_t n;
         int all;
         cr_estimator_entry *v = cr_core_touched_take(c, &n, &all);
@@ -280,16 +285,9 @@ static void test_touched_concurrent(void)
         for (size_t i = 0; i < n; i++)
             seen[v[i].owner] = 1;
         free(v);
-        running = 0;
-        for (int i = 0; i < 4; i++)
-            running |= pthread_tryjoin_np(r[i].t, NULL) != 0;
     }
-    size_t n;
-    int all;
-    cr_estimator_entry *v = cr_core_touched_take(c, &n, &all);
-    for (size_t i = 0; i < n; i++)
-        seen[v[i].owner] = 1;
-    free(v);
+    for (int i = 0; i < 4; i++)
+        pthread_join(r[i].t, NULL);
     for (int i = 0; i < 4; i++)
         for (int k = 0; k < 500; k++)
             all_seen += seen[i * 1000 + k];
