@@ -7,42 +7,72 @@
 #include "bytes.h"
 #include "replica.h"
 
-/* An 8-byte little-endian word, as bytes.h writes one. */
-static void put_le64(uint8_t *p, uint64_t v)
+cr_status cr_replica_chunk_encode(const cr_estimator_entry *v, size_t n, uint8_t **out,
+                                  size_t *len, cr_error *err)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    if (n > CR_REPLICA_CHUNK_MAX)
+        return cr_fail(err, CR_EINVAL, "a chunk holds at most %d owners, got %zu",
+                       CR_REPLICA_CHUNK_MAX, n);
+    cr_buf b = CR_BUF_INIT;
+    cr_buf_reserve(&b, 12 + n * CR_REPLICA_ENTRY_BYTES);
+    cr_buf_u32(&b, CR_REPLICA_CHUNK_VERSION);
+    cr_buf_u64(&b, n);
+    for (size_t i = 0; i < n; i++) {
+        cr_buf_u64(&b, (uint64_t)v[i].owner);
+        cr_buf_f64(&b, v[i].count);
+        cr_buf_f64(&b, v[i].t_last);
+    }
+    if (b.failed) {
+        cr_buf_free(&b);
+        return cr_fail(err, CR_ENOMEM, "out of memory encoding %zu owners", n);
+    }
+    *out = b.p;
+    *len = b.len;
+    return CR_OK;
 }
 
-void cr_replica_encode(const cr_estimator_entry *e, uint8_t field[CR_REPLICA_FIELD_BYTES],
-                       uint8_t value[CR_REPLICA_VALUE_BYTES])
+static cr_status check_entry(const cr_estimator_entry *e, uint64_t i, cr_error *err)
 {
-    uint64_t count, t;
-    memcpy(&count, &e->count, 8);
-    memcpy(&t, &e->t_last, 8);
-    put_le64(field, (uint64_t)e->owner);
-    put_le64(value, count);
-    put_le64(value + 8, t);
-}
-
-cr_status cr_replica_decode(const void *field, size_t field_len, const void *value,
-                            size_t value_len, cr_estimator_entry *out, cr_error *err)
-{
-    if (field_len != CR_REPLICA_FIELD_BYTES || value_len != CR_REPLICA_VALUE_BYTES)
+    if (!(isfinite(e->count) && e->count > 0))
         return cr_fail(err, CR_EINVAL,
-                       "a pushed owner must be a %d-byte field and a %d-byte value, got %zu "
-                       "and %zu",
-                       CR_REPLICA_FIELD_BYTES, CR_REPLICA_VALUE_BYTES, field_len, value_len);
-    cr_cursor f = cr_cursor_of(field, field_len), v = cr_cursor_of(value, value_len);
-    out->owner = (int64_t)cr_get_u64(&f);
-    out->count = cr_get_f64(&v);
-    out->t_last = cr_get_f64(&v);
-    if (!(isfinite(out->count) && out->count > 0))
-        return cr_fail(err, CR_EINVAL, "owner %lld's count must be finite and > 0, got %g",
-                       (long long)out->owner, out->count);
-    if (!isfinite(out->t_last))
-        return cr_fail(err, CR_EINVAL, "owner %lld's time must be finite, got %g",
-                       (long long)out->owner, out->t_last);
+                       "chunk owners[%llu] %lld: count must be finite and > 0, got %g",
+                       (unsigned long long)i, (long long)e->owner, e->count);
+    if (!isfinite(e->t_last))
+        return cr_fail(err, CR_EINVAL, "chunk owners[%llu] %lld: time must be finite, got %g",
+                       (unsigned long long)i, (long long)e->owner, e->t_last);
+    return CR_OK;
+}
+
+cr_status cr_replica_chunk_decode(const void *p, size_t len, cr_estimator_entry **out,
+                                  size_t *n, cr_error *err)
+{
+    cr_cursor c = cr_cursor_of(p, len);
+    uint32_t version = cr_get_u32(&c);
+    uint64_t k = cr_get_u64(&c);
+    *out = NULL;
+    *n = 0;
+    if (c.failed || version != CR_REPLICA_CHUNK_VERSION)
+        return cr_fail(err, CR_EINVAL, "a pushed chunk must be version %d, got %s%u",
+                       CR_REPLICA_CHUNK_VERSION, c.failed ? "a short chunk " : "", version);
+    if (k > CR_REPLICA_CHUNK_MAX || c.left != k * CR_REPLICA_ENTRY_BYTES)
+        return cr_fail(err, CR_EINVAL, "a chunk of %llu owners must hold %llu bytes, got %zu",
+                       (unsigned long long)k, (unsigned long long)k * CR_REPLICA_ENTRY_BYTES,
+                       c.left);
+    cr_estimator_entry *v = k ? malloc(k * sizeof *v) : NULL;
+    if (k && !v)
+        return cr_fail(err, CR_ENOMEM, "out of memory decoding %llu owners",
+                       (unsigned long long)k);
+    for (uint64_t i = 0; i < k; i++) {
+        v[i].owner = (int64_t)cr_get_u64(&c);
+        v[i].count = cr_get_f64(&c);
+        v[i].t_last = cr_get_f64(&c);
+        if (check_entry(&v[i], i, err) != CR_OK) {
+            free(v);
+            return CR_EINVAL;
+        }
+    }
+    *out = v;
+    *n = (size_t)k;
     return CR_OK;
 }
 

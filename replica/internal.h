@@ -60,7 +60,7 @@ typedef struct cr_merged {
 struct cr_replica {
     cr_replica_config cfg; /* strings copied below */
     char id[CR_REPLICA_ID_MAX + 1];
-    char k_mine[300], k_tmp[300], k_set[300], k_lease[300], k_table[300], k_notify[300];
+    char k_mine[300], k_set[300], k_lease[300], k_table[300], k_notify[300];
     cr_core *core;
     double half_life, replan_interval_s;
     cr_replica_hooks hooks;
@@ -72,6 +72,7 @@ struct cr_replica {
     /* thread-only */
     int need_full, skewed, was_up, up_known, offset_known;
     double offset; /* wall minus the core's clock: see cr_replica_offset */
+    size_t base_entries, log_entries; /* owners in our list's base and deltas */
     double last_full, last_plan, lease_until; /* cr_mono_s */
     /* shared, under lock */
     cr_replica_stats stats;
@@ -82,8 +83,6 @@ struct cr_replica {
 };
 
 double cr_replica_wall(void);
-/* qsort order of cr_estimator_entry by owner (merge.c). */
-int cr_replica_by_owner(const void *a, const void *b);
 /* Wall time minus the core's clock, measured afresh but kept while within
  * 1 ms of the kept one, so an owner's pushed t_i does not jitter from push
  * to push (an error of 2^(jitter/H)); it follows real steps and slews. */

@@ -9,65 +9,103 @@
 
 #include "internal.h"
 
-/* Decodes an HGETALL reply's pairs onto v (room checked by the caller);
- * returns how many; a bad pair is reported once and skipped. */
-static size_t decode_hash(cr_replica *r, const redisReply *h, cr_estimator_entry *v)
+/* One replica's list (its chunks in push order) as each owner's last
+ * state, ascending, in a malloc'd array of *n; NULL when out of memory. A
+ * bad chunk is reported and skipped. */
+static cr_estimator_entry *decode_list(cr_replica *r, const redisReply *l, size_t *n)
 {
-    size_t n = 0;
-    int reported = 0;
-    for (size_t i = 0; i + 1 < h->elements; i += 2) {
-        const redisReply *f = h->element[i], *x = h->element[i + 1];
-        cr_error e;
-        if (cr_replica_decode(f->str, f->len, x->str, x->len, &v[n], &e) == CR_OK)
-            n++;
-        else if (!reported++)
-            cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);
-    }
-    return n;
-}
-
-/* HGETALL of every id in ids, pipelined, decoded into one array. */
-static cr_estimator_entry *read_hashes(cr_replica *r, const redisReply *ids, size_t *n)
-{
-    const char *prefix_end = strstr(r->k_mine, ":r:");
-    size_t plen = (size_t)(prefix_end - r->k_mine) + 3;
-    char key[300];
-    for (size_t i = 0; i < ids->elements; i++) {
-        snprintf(key, sizeof key, "%.*s%s", (int)plen, r->k_mine, ids->element[i]->str);
-        const char *argv[2] = {"HGETALL", key};
-        size_t lens[2] = {7, strlen(key)};
-        if (cr_link_append(&r->link, 2, argv, lens) != 0)
-            return NULL;
-    }
-    r->link.round_trips++;
     cr_estimator_entry *v = NULL;
     size_t cap = 0;
     *n = 0;
-    for (size_t i = 0; i < ids->elements; i++) {
-        redisReply *h = cr_link_read(&r->link);
-        if (!h) {
-            free(v);
-            return NULL;
+    for (size_t i = 0; l->type == REDIS_REPLY_ARRAY && i < l->elements; i++) {
+        const redisReply *c = l->element[i];
+        cr_estimator_entry *part;
+        size_t k;
+        cr_error e;
+        if (c->type != REDIS_REPLY_STRING ||
+            cr_replica_chunk_decode(c->str, c->len, &part, &k, &e) != CR_OK) {
+            cr_replica_event_to(r, CR_REPLICA_ERROR,
+                                c->type == REDIS_REPLY_STRING ? e.msg : "a chunk not a string",
+                                0, 0);
+            continue;
         }
-        size_t want = *n + h->elements / 2 + 1;
-        if (h->type == REDIS_REPLY_ARRAY && want > cap) {
-            cap = want * 2;
-            cr_estimator_entry *g = realloc(v, cap * sizeof *v);
+        if (*n + k > cap) {
+            cap = (*n + k) * 2;
+            cr_estimator_entry *g = realloc(v, (cap ? cap : 1) * sizeof *v);
             if (!g) {
-                freeReplyObject(h);
+                free(part);
                 free(v);
-                cr_link_fail(&r->link, "out of memory reading the replicas' counts");
                 return NULL;
             }
             v = g;
         }
-        if (h->type == REDIS_REPLY_ARRAY)
-            *n += decode_hash(r, h, v + *n);
-        freeReplyObject(h);
+        memcpy(v + *n, part, k * sizeof *part);
+        *n += k;
+        free(part);
     }
-    if (!v)
-        v = malloc(sizeof *v);
-    return v;
+    long kept = cr_replica_keep_latest(v, *n);
+    if (kept < 0) {
+        free(v);
+        return NULL;
+    }
+    *n = (size_t)kept;
+    return v ? v : malloc(sizeof *v);
+}
+
+/* Appends src[0..k) to the growing *v. 0, or -1 out of memory (*v freed). */
+static int append_entries(cr_estimator_entry **v, size_t *n, size_t *cap,
+                          const cr_estimator_entry *src, size_t k)
+{
+    if (*n + k > *cap) {
+        *cap = (*n + k) * 2 + 1;
+        cr_estimator_entry *g = realloc(*v, *cap * sizeof **v);
+        if (!g) {
+            free(*v);
+            *v = NULL;
+            return -1;
+        }
+        *v = g;
+    }
+    memcpy(*v + *n, src, k * sizeof *src);
+    *n += k;
+    return 0;
+}
+
+/* Every id's list, pipelined, each reduced to its owners' last states and
+ * all of them in one array (an owner once per replica). */
+static cr_estimator_entry *read_lists(cr_replica *r, const redisReply *ids, size_t *n)
+{
+    const char *prefix_end = strstr(r->k_mine, ":r:");
+    size_t plen = (size_t)(prefix_end - r->k_mine) + 3, cap = 0;
+    char key[300];
+    for (size_t i = 0; i < ids->elements; i++) {
+        snprintf(key, sizeof key, "%.*s%s", (int)plen, r->k_mine, ids->element[i]->str);
+        const char *argv[4] = {"LRANGE", key, "0", "-1"};
+        size_t lens[4] = {6, strlen(key), 1, 2};
+        if (cr_link_append(&r->link, 4, argv, lens) != 0)
+            return NULL;
+    }
+    r->link.round_trips++;
+    cr_estimator_entry *all = malloc(sizeof *all);
+    int failed = all == NULL;
+    *n = 0;
+    for (size_t i = 0; i < ids->elements; i++) { /* every reply read, to stay in step */
+        redisReply *l = cr_link_read(&r->link);
+        size_t k = 0;
+        cr_estimator_entry *v = l && !failed ? decode_list(r, l, &k) : NULL;
+        failed |= !l || !v || append_entries(&all, n, &cap, v, k) != 0;
+        free(v);
+        freeReplyObject(l);
+        if (!l)
+            break;
+    }
+    if (failed) {
+        free(all);
+        if (r->link.ctx)
+            cr_link_fail(&r->link, "out of memory reading the replicas' counts");
+        return NULL;
+    }
+    return all;
 }
 
 /* Merges at wall; the merged rates kept for cr_replica_rates and (through
@@ -83,7 +121,7 @@ static int merge(cr_replica *r, double wall, cr_session_rate **out, size_t *n_ou
         return -1;
     }
     size_t n = 0, live = ids->elements;
-    cr_estimator_entry *v = read_hashes(r, ids, &n);
+    cr_estimator_entry *v = read_lists(r, ids, &n);
     freeReplyObject(ids);
     cr_session_rate *rates = NULL;
     size_t k = 0;
@@ -204,19 +242,13 @@ void cr_replica_lead_or_follow(cr_replica *r, double wall)
 
 void cr_replica_seed(cr_replica *r)
 {
-    redisReply *h = cr_link_cmd(&r->link, "HGETALL %s", r->k_mine);
-    if (!h || h->type != REDIS_REPLY_ARRAY || !h->elements) {
-        freeReplyObject(h);
-        return;
-    }
-    cr_estimator_entry *v = malloc((h->elements / 2 + 1) * sizeof *v);
-    size_t n = v ? decode_hash(r, h, v) : 0;
-    freeReplyObject(h);
+    redisReply *l = cr_link_cmd(&r->link, "LRANGE %s 0 -1", r->k_mine);
+    size_t n = 0;
+    cr_estimator_entry *v = l && l->type == REDIS_REPLY_ARRAY ? decode_list(r, l, &n) : NULL;
+    freeReplyObject(l);
     double offset = cr_replica_offset(r);
-    for (size_t i = 0; i < n; i++)
-        v[i].t_last -= offset; /* back onto the core's clock */
-    if (v)
-        qsort(v, n, sizeof *v, cr_replica_by_owner);
+    for (size_t i = 0; v && i < n; i++)
+        v[i].t_last -= offset; /* back onto the core's clock; still ascending */
     cr_error e;
     if (v && n && cr_core_seed(r->core, v, n, &e) != CR_OK)
         cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);

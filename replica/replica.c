@@ -87,7 +87,6 @@ static cr_status resolve_id(cr_replica *r, const cr_replica_config *cfg, cr_erro
 static void make_keys(cr_replica *r, const char *cluster)
 {
     snprintf(r->k_mine, sizeof r->k_mine, "cr:{%s}:r:%s", cluster, r->id);
-    snprintf(r->k_tmp, sizeof r->k_tmp, "cr:{%s}:r:%s:tmp", cluster, r->id);
     snprintf(r->k_set, sizeof r->k_set, "cr:{%s}:replicas", cluster);
     snprintf(r->k_lease, sizeof r->k_lease, "cr:{%s}:lease", cluster);
     snprintf(r->k_table, sizeof r->k_table, "cr:{%s}:table", cluster);

@@ -9,8 +9,8 @@
 
 #include "internal.h"
 
-#define PAIRS_PER_HSET 1000 /* owners per HSET: argv of 2 + 2000 */
 #define FULL_PUSH_MAX_S 60.0
+#define MIN_BASE 1024 /* deltas up to this many owners never force a full push */
 
 static void set_up(cr_replica *r, int up)
 {
@@ -63,75 +63,75 @@ static double check_skew(cr_replica *r)
     return wall;
 }
 
-/* What this push sends: the touched owners, or every owner (full). */
+/* What this push sends: the touched owners, or every owner (full: see
+ * replica.h for when). */
 static cr_estimator_entry *take(cr_replica *r, size_t *n, int *full)
 {
     int all = 0;
     double every = fmin(r->cfg.replica_ttl_s / 2, FULL_PUSH_MAX_S);
-    *full = r->need_full || cr_mono_s() - r->last_full >= every;
     cr_estimator_entry *v = cr_core_touched_take(r->core, n, &all);
+    size_t base = r->base_entries > MIN_BASE ? r->base_entries : MIN_BASE;
+    *full = all || r->need_full || cr_mono_s() - r->last_full >= every ||
+            r->log_entries + *n > base;
     if (*full && !all) { /* taken first, so nothing touched in between is lost */
         free(v);
         v = cr_core_export(r->core, n);
     }
-    *full |= all;
     return v;
 }
 
-/* Appends the HSETs of v (t_last already wall time) to key. */
-static int append_hsets(cr_replica *r, const char *key, const cr_estimator_entry *v, size_t n,
-                        uint8_t *bytes)
+static int append_argv(cr_replica *r, int argc, const char **argv)
 {
-    const char *argv[2 + 2 * PAIRS_PER_HSET];
-    size_t lens[2 + 2 * PAIRS_PER_HSET];
-    int sent = 0;
-    for (size_t i = 0; i < n; i += PAIRS_PER_HSET) {
-        size_t k = n - i < PAIRS_PER_HSET ? n - i : PAIRS_PER_HSET;
-        argv[0] = "HSET", lens[0] = 4, argv[1] = key, lens[1] = strlen(key);
-        for (size_t j = 0; j < k; j++) {
-            uint8_t *f = bytes + (i + j) * 24;
-            cr_replica_encode(&v[i + j], f, f + 8);
-            argv[2 + 2 * j] = (const char *)f, lens[2 + 2 * j] = 8;
-            argv[3 + 2 * j] = (const char *)f + 8, lens[3 + 2 * j] = 16;
-        }
-        if (cr_link_append(&r->link, (int)(2 + 2 * k), argv, lens) != 0)
-            return -1;
-        sent++;
-    }
-    return sent;
-}
-
-static int append_text(cr_replica *r, const char *fmt, const char *a, const char *b,
-                       const char *c)
-{
-    const char *argv[4] = {fmt, a, b, c};
     size_t lens[4];
-    int argc = c ? 4 : b ? 3 : 2;
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
     return cr_link_append(&r->link, argc, argv, lens);
 }
 
-/* The tail of a push: expiry, our score in the replica set, the count of
- * live replicas. Returns the commands appended, or -1. */
-static int append_tail(cr_replica *r, double wall, int full, int any)
+#define APPEND(r, ...) append_argv((r), sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *), \
+                                   (const char *[]){__VA_ARGS__})
+
+/* RPUSHes v (t_last already wall time) onto our list, a chunk a command;
+ * returns the commands appended, or -1. */
+static int append_chunks(cr_replica *r, const cr_estimator_entry *v, size_t n)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i += CR_REPLICA_CHUNK_MAX, k++) {
+        size_t m = n - i < CR_REPLICA_CHUNK_MAX ? n - i : CR_REPLICA_CHUNK_MAX, len;
+        uint8_t *blob;
+        cr_error e;
+        if (cr_replica_chunk_encode(v + i, m, &blob, &len, &e) != CR_OK)
+            return -1;
+        const char *argv[3] = {"RPUSH", r->k_mine, (const char *)blob};
+        size_t lens[3] = {5, strlen(r->k_mine), len};
+        int rc = cr_link_append(&r->link, 3, argv, lens); /* hiredis copies it */
+        free(blob);
+        if (rc != 0)
+            return -1;
+    }
+    return k;
+}
+
+/* The push's commands: a full one replaces the list in one MULTI; then
+ * expiry, our score in the replica set and the count of live replicas.
+ * Returns the replies to read, or -1. */
+static int append_push(cr_replica *r, const cr_estimator_entry *v, size_t n, int full,
+                       double wall)
 {
     char ttl[32], score[32], oldest[32];
     snprintf(ttl, sizeof ttl, "%lld", (long long)(r->cfg.replica_ttl_s * 1e3));
     snprintf(score, sizeof score, "%lld", (long long)(wall * 1e3));
     snprintf(oldest, sizeof oldest, "(%lld", (long long)((wall - r->cfg.replica_ttl_s) * 1e3));
-    int k = 0;
-    if (full && (any ? append_text(r, "RENAME", r->k_tmp, r->k_mine, NULL)
-                     : append_text(r, "DEL", r->k_mine, NULL, NULL)) == 0)
-        k++;
-    if (append_text(r, "PEXPIRE", r->k_mine, ttl, NULL) == 0 &&
-        append_text(r, "ZADD", r->k_set, score, r->id) == 0 &&
-        append_text(r, "ZREMRANGEBYSCORE", r->k_set, "-inf", oldest) == 0 &&
-        append_text(r, "ZCARD", r->k_set, NULL, NULL) == 0)
-        return k + 4;
-    return -1;
+    if (full && (APPEND(r, "MULTI") != 0 || APPEND(r, "DEL", r->k_mine) != 0))
+        return -1;
+    int chunks = append_chunks(r, v, n);
+    if (chunks < 0 || APPEND(r, "PEXPIRE", r->k_mine, ttl) != 0 ||
+        (full && APPEND(r, "EXEC") != 0) || APPEND(r, "ZADD", r->k_set, score, r->id) != 0 ||
+        APPEND(r, "ZREMRANGEBYSCORE", r->k_set, "-inf", oldest) != 0 ||
+        APPEND(r, "ZCARD", r->k_set) != 0)
+        return -1;
+    return chunks + 4 + (full ? 3 : 0);
 }
-
 /* Reads k replies; the last one's integer into *last. -1 on a failed link
  * or an error reply. */
 static int read_replies(cr_replica *r, int k, long long *last)
@@ -171,27 +171,27 @@ static int push(cr_replica *r, double wall)
     size_t n = 0;
     int full;
     cr_estimator_entry *v = take(r, &n, &full);
-    uint8_t *bytes = malloc(n * 24 + 1);
     double offset = cr_replica_offset(r);
     for (size_t i = 0; v && i < n; i++)
         v[i].t_last += offset;
-    int k = -1;
     long long live = 0;
     r->need_full = 1;
-    if (bytes && (n == 0 || v) &&
-        (!full || append_text(r, "DEL", r->k_tmp, NULL, NULL) == 0)) {
-        int h = append_hsets(r, full ? r->k_tmp : r->k_mine, v, n, bytes);
-        int t = h >= 0 ? append_tail(r, wall, full, n > 0) : -1;
-        k = t >= 0 ? h + t + full : -1;
-    }
+    int k = n && !v ? -1 : append_push(r, v, n, full, wall);
     int ok = k > 0 && read_replies(r, k, &live) == 0;
-    free(bytes);
     free(v);
-    if (!ok)
+    if (!ok) {
+        if (r->link.ctx) /* half a pipeline read: the connection is out of step */
+            cr_link_fail(&r->link, "a push failed");
         return -1;
+    }
     r->need_full = 0;
-    if (full)
+    if (full) {
         r->last_full = cr_mono_s();
+        r->base_entries = n;
+        r->log_entries = 0;
+    } else {
+        r->log_entries += n;
+    }
     pushed(r, n, full, live);
     return 0;
 }

@@ -70,29 +70,64 @@ static void test_config_checks(void)
 
 static void test_encoding(void)
 {
-    cr_estimator_entry e = {-1234567890123LL, 0.1 + 0.2, 1764547200.123456}, back;
-    uint8_t f[CR_REPLICA_FIELD_BYTES], v[CR_REPLICA_VALUE_BYTES];
+    cr_estimator_entry e[3] = {{-1234567890123LL, 0.1 + 0.2, 1764547200.123456},
+                               {7, 5e-324, -1},
+                               {INT64_MAX, 1e300, 0}},
+                       *back;
+    uint8_t *p;
+    size_t len, n;
     cr_error err;
-    cr_replica_encode(&e, f, v);
+    CU_ASSERT_EQUAL_FATAL(cr_replica_chunk_encode(e, 3, &p, &len, &err), CR_OK);
+    CU_ASSERT_EQUAL(len, 12 + 3 * CR_REPLICA_ENTRY_BYTES);
     /* Little-endian, as bytes.h reads it. */
-    cr_cursor c = cr_cursor_of(f, sizeof f);
-    CU_ASSERT_EQUAL((int64_t)cr_get_u64(&c), e.owner);
-    CU_ASSERT_EQUAL(cr_replica_decode(f, sizeof f, v, sizeof v, &back, &err), CR_OK);
-    CU_ASSERT(memcmp(&back, &e, sizeof e) == 0); /* bit for bit */
-    CU_ASSERT_EQUAL(cr_replica_decode(f, 7, v, sizeof v, &back, &err), CR_EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "got 7 and 16"));
-    CU_ASSERT_EQUAL(cr_replica_decode(f, sizeof f, v, 15, &back, &err), CR_EINVAL);
+    cr_cursor c = cr_cursor_of(p, len);
+    CU_ASSERT_EQUAL(cr_get_u32(&c), CR_REPLICA_CHUNK_VERSION);
+    CU_ASSERT_EQUAL(cr_get_u64(&c), 3);
+    CU_ASSERT_EQUAL((int64_t)cr_get_u64(&c), e[0].owner);
+    CU_ASSERT_EQUAL_FATAL(cr_replica_chunk_decode(p, len, &back, &n, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT(memcmp(back, e, sizeof e) == 0); /* bit for bit */
+    free(back);
+    for (size_t cut = 0; cut < len; cut++) {
+        CU_ASSERT_EQUAL(cr_replica_chunk_decode(p, cut, &back, &n, &err), CR_EINVAL);
+        CU_ASSERT_PTR_NULL(back);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "must hold 72 bytes, got 71"));
+    p[0] = 2;
+    CU_ASSERT_EQUAL(cr_replica_chunk_decode(p, len, &back, &n, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "version 1, got 2"));
+    free(p);
     const double counts[] = {0, -1, NAN, INFINITY};
     for (size_t i = 0; i < 4; i++) {
-        cr_estimator_entry b = e;
-        b.count = counts[i];
-        cr_replica_encode(&b, f, v);
-        CU_ASSERT_EQUAL(cr_replica_decode(f, sizeof f, v, sizeof v, &back, &err), CR_EINVAL);
-        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "count must be finite and > 0"));
+        cr_estimator_entry b[3];
+        memcpy(b, e, sizeof b);
+        b[1].count = counts[i];
+        CU_ASSERT_EQUAL_FATAL(cr_replica_chunk_encode(b, 3, &p, &len, &err), CR_OK);
+        CU_ASSERT_EQUAL(cr_replica_chunk_decode(p, len, &back, &n, &err), CR_EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "owners[1] 7: count must be finite and > 0"));
+        free(p);
     }
-    e.t_last = NAN;
-    cr_replica_encode(&e, f, v);
-    CU_ASSERT_EQUAL(cr_replica_decode(f, sizeof f, v, sizeof v, &back, &err), CR_EINVAL);
+    e[2].t_last = NAN;
+    CU_ASSERT_EQUAL_FATAL(cr_replica_chunk_encode(e, 3, &p, &len, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_replica_chunk_decode(p, len, &back, &n, &err), CR_EINVAL);
+    free(p);
+    CU_ASSERT_EQUAL(cr_replica_chunk_encode(e, CR_REPLICA_CHUNK_MAX + 1, &p, &len, &err),
+                    CR_EINVAL);
+    /* A count the bytes do not hold is refused before anything is allocated. */
+    uint8_t huge[12] = {1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+    CU_ASSERT_EQUAL(cr_replica_chunk_decode(huge, sizeof huge, &back, &n, &err), CR_EINVAL);
+}
+
+/* Pushes in order: each owner's last one is its state. */
+static void test_keep_latest(void)
+{
+    cr_estimator_entry v[] = {{5, 1, 10}, {3, 1, 10}, {5, 2, 11}, {9, 1, 10}, {3, 4, 12},
+                              {5, 3, 12}};
+    CU_ASSERT_EQUAL(cr_replica_keep_latest(v, 6), 3);
+    CU_ASSERT(v[0].owner == 3 && v[0].count == 4 && v[0].t_last == 12);
+    CU_ASSERT(v[1].owner == 5 && v[1].count == 3 && v[1].t_last == 12);
+    CU_ASSERT(v[2].owner == 9 && v[2].count == 1);
+    CU_ASSERT_EQUAL(cr_replica_keep_latest(v, 0), 0);
 }
 
 static cr_estimator *estimator(double h)
@@ -388,7 +423,8 @@ static void test_lease_and_fence(void)
 static const cr_test_case pure_tests[] = {
     {"backend URLs", test_urls},
     {"config checks", test_config_checks},
-    {"pushed encoding", test_encoding},
+    {"pushed chunks", test_encoding},
+    {"each owner's last push", test_keep_latest},
     {"merge is exact", test_merge_is_exact},
     {"table blob", test_table_blob},
     {"touched owners", test_touched},

@@ -10,10 +10,16 @@
  *
  * In Redis, under the prefix cr:{CLUSTER}: (a hash tag: one slot, so the
  * scripts may touch several keys):
- *   r:ID        hash, one field per owner: field i64 owner, value f64 count
- *               and f64 t_i (wall-clock Unix seconds), little-endian
- *               (bytes.h; cr_replica_encode). PEXPIREd by --replica-ttl at
- *               each push, so a dead replica's counts go by themselves.
+ *   r:ID        list of chunks (cr_replica_chunk_encode): the base (every
+ *               owner of a full push) then one delta per push since (the
+ *               owners touched), so an owner's last entry is its state.
+ *               PEXPIREd by --replica-ttl at each push, so a dead replica's
+ *               counts go by themselves. A full push replaces the list in
+ *               one MULTI; it happens on the first push, after a failed
+ *               one or a new connection, when the touched set overflowed,
+ *               when the deltas since the base would hold more owners than
+ *               the base (so the list stays under twice the owners
+ *               tracked), and every min(--replica-ttl / 2, 60 s).
  *   replicas    sorted set: ID scored by its last push, wall ms
  *   lease       the leader's ID, SET NX PX --lease-ttl, renewed by a Lua
  *               check-and-extend
@@ -21,16 +27,16 @@
  *               leader; written only by the fenced publish script, which
  *               checks the lease is still the caller's
  *   notify      channel: the generation, PUBLISHed by each publish
+ * Chunks rather than a hash field per owner: Redis spends ~4 us of its one
+ * thread on each HSET field on a loaded machine but copies a 24 MB string
+ * in milliseconds (bench/README.md).
  *
- * Every --sync-interval a replica pushes the owners it touched since its
- * last push (all of them on its first push, after a failed push, when the
- * touched set overflowed, and every min(--replica-ttl / 2, 60 s), which
- * rewrites its hash and so bounds it by --max-owners), renews or takes the
- * lease, then: the leader merges every live replica's hash at its wall
- * time and, every --replan-interval, plans the merged rates
- * (cr_core_cluster_plan) and publishes; a follower fetches the table when
- * its generation moved and installs it under the same generation. One
- * background thread does all of it; no RPC ever waits on Redis.
+ * Every --sync-interval a replica pushes, renews or takes the lease, then:
+ * the leader merges every live replica's list at its wall time and, every
+ * --replan-interval, plans the merged rates (cr_core_cluster_plan) and
+ * publishes; a follower fetches the table when its generation moved and
+ * installs it under the same generation. One background thread does all
+ * of it; no RPC ever waits on Redis.
  *
  * Clock skew: t_i are each replica's wall clock. A replica whose clock runs
  * s seconds ahead of the leader's has its contribution weighed 2^(s/H)
@@ -94,16 +100,28 @@ typedef struct cr_replica_url {
  * redis://HOST:PORT[/DB] or unix:PATH[?db=N] (...), got \"VALUE\"". */
 cr_status cr_replica_parse_url(const char *url, cr_replica_url *out, cr_error *err);
 
-/* An owner's pushed state: field (8 bytes) and value (16 bytes) of r:ID.
- * e->t_last is wall-clock Unix seconds here. */
-#define CR_REPLICA_FIELD_BYTES 8
-#define CR_REPLICA_VALUE_BYTES 16
-void cr_replica_encode(const cr_estimator_entry *e, uint8_t field[CR_REPLICA_FIELD_BYTES],
-                       uint8_t value[CR_REPLICA_VALUE_BYTES]);
-/* The reverse; CR_EINVAL naming the length or the number that is wrong
- * (count finite and > 0, t finite). */
-cr_status cr_replica_decode(const void *field, size_t field_len, const void *value,
-                            size_t value_len, cr_estimator_entry *out, cr_error *err);
+/* A pushed chunk: u32 CR_REPLICA_CHUNK_VERSION, u64 owners, then per
+ * owner i64 owner, f64 count, f64 t_i (wall-clock Unix seconds: e->t_last
+ * here), little-endian (bytes.h): 24 B an owner, at most
+ * CR_REPLICA_CHUNK_MAX owners (24 MB), far below Redis's 512 MB strings. */
+#define CR_REPLICA_CHUNK_VERSION 1
+#define CR_REPLICA_CHUNK_MAX 1000000
+#define CR_REPLICA_ENTRY_BYTES 24
+/* n <= CR_REPLICA_CHUNK_MAX entries into a malloc'd *out of *len bytes.
+ * CR_ENOMEM out of memory, CR_EINVAL for n over the bound. */
+cr_status cr_replica_chunk_encode(const cr_estimator_entry *v, size_t n, uint8_t **out,
+                                  size_t *len, cr_error *err);
+/* The reverse, into a malloc'd *out of *n entries (NULL when 0). CR_EINVAL
+ * naming what is wrong (version, a count the bytes do not hold, a count
+ * not finite and > 0, a time not finite: nothing is returned then),
+ * CR_ENOMEM out of memory. */
+cr_status cr_replica_chunk_decode(const void *p, size_t len, cr_estimator_entry **out,
+                                  size_t *n, cr_error *err);
+
+/* v holds a replica's pushes in push order (an owner may repeat): keeps
+ * each owner's last one, ascending by owner; returns how many are left.
+ * -1 when out of memory (v unchanged). */
+long cr_replica_keep_latest(cr_estimator_entry *v, size_t n);
 
 /* count as of t_i, decayed to t: count 2^(-(t - t_i)/H), never grown (a t_i
  * ahead of t counts as t), bit for bit the estimator's own rate. */

@@ -51,6 +51,16 @@ def routes(sc, owners=OWNERS):
     return r.table_generation, [(x.owner, x.admitted, x.preferred_shard) for x in r.routes]
 
 
+def pushed_owners(redis, rid, cluster="t"):
+    """The owners in a replica's list of pushed chunks (replica.h)."""
+    owners = set()
+    for chunk in redis.cmd("LRANGE", "cr:{%s}:r:%s" % (cluster, rid), 0, -1) or ():
+        version, n = struct.unpack_from("<IQ", chunk)
+        assert version == 1 and len(chunk) == 12 + 24 * n, (version, n, len(chunk))
+        owners.update(struct.unpack_from("<q", chunk, 12 + 24 * k)[0] for k in range(n))
+    return owners
+
+
 def own_rate(sc, owner=OWNERS[0]):
     return sc.stub().GetRates(P.cr.GetRatesRequest(owners=[owner]),
                               timeout=h.RPC_TIMEOUT).rates[0].rate
@@ -198,9 +208,9 @@ class FaultTest(ReplicaTestCase):
         # The new, empty Redis gets every replica's counts back (a full push),
         # the owner untouched since too.
         for i in range(3):
-            h.poll(lambda: back.cmd("HEXISTS", "cr:{t}:r:r%d" % i, struct.pack("<q", QUIET)), 5,
+            h.poll(lambda: QUIET in pushed_owners(back, "r%d" % i), 5,
                    what="replica r%d's counts pushed again" % i)
-            self.assertEqual(back.cmd("HLEN", "cr:{t}:r:r%d" % i), len(OWNERS) + 1)
+            self.assertEqual(pushed_owners(back, "r%d" % i), set(OWNERS) | {QUIET})
         self.assertIsNotNone(back.cmd("HGET", "cr:{t}:table", "generation"))
         for sc in scs:
             sc.assert_clean_exit(self)
