@@ -173,12 +173,13 @@ typedef struct cr_replica cr_replica;
 /* Checks cfg, resolves the id, starts tracking touched owners in core
  * (max_owners of them: the estimator's bound), then tries the backend once
  * (within --backend-timeout): installs the published table and seeds an
- * empty estimator with this replica's own previous counts (its hash, if
+ * empty estimator with this replica's own previous counts (its list, if
  * still live). Unreachable: with require, NULL and err "--state-backend
  * URL: cannot reach Redis: why (--backend-start require)"; with degraded,
  * it starts anyway and retries. Then starts the thread. replan_interval_s:
  * how often the leader plans (0 = never). NULL with err on a bad config or
- * out of memory. core must outlive the replica. */
+ * out of memory. core, and the strings cfg points to, must outlive the
+ * replica. */
 cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
                              double replan_interval_s, const cr_replica_hooks *hooks,
                              cr_error *err);
