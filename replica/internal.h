@@ -73,7 +73,7 @@ struct cr_replica {
     int need_full, skewed, was_up, up_known, offset_known;
     double offset; /* wall minus the core's clock: see cr_replica_offset */
     size_t base_entries, log_entries; /* owners in our list's base and deltas */
-    double last_full, last_plan, lease_until; /* cr_mono_s */
+    double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */
     /* shared, under lock */
     cr_replica_stats stats;
     double last_push_mono;
@@ -92,6 +92,9 @@ void cr_replica_event_to(cr_replica *r, cr_replica_event_kind kind, const char *
 /* sync.c: one cycle (push, lease, merge, plan, publish or fetch); the
  * first with seed: also installs the table and seeds the estimator. */
 void cr_replica_sync(cr_replica *r, int push_due);
+/* Leader or follower now: counted and reported when it changed; a new
+ * leader plans at its next sync. */
+void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation);
 /* lead.c: the leader's merge, plan and publish, or the follower's fetch
  * (and merge while merged rates are asked for). */
 void cr_replica_lead_or_follow(cr_replica *r, double wall);

@@ -185,11 +185,7 @@ static void plan_publish(cr_replica *r, const cr_session_rate *rates, size_t n)
     if (g == 0) {
         cr_replica_event_to(r, CR_REPLICA_REFUSED, "the lease is no longer ours", 0,
                             r->stats.generation);
-        pthread_mutex_lock(&r->lock);
-        r->stats.leader = 0;
-        r->stats.lease_changes++;
-        pthread_mutex_unlock(&r->lock);
-        cr_replica_event_to(r, CR_REPLICA_FOLLOWER, r->id, 0, r->stats.generation);
+        cr_replica_set_leader(r, 0, r->stats.generation);
     }
 }
 
@@ -223,7 +219,10 @@ void cr_replica_lead_or_follow(cr_replica *r, double wall)
 {
     double now = cr_mono_s();
     pthread_mutex_lock(&r->lock);
-    int wanted = now < r->merged_wanted_until;
+    /* Merges for GetRates come at most every 4 merge durations, so a large
+     * merge never crowds out the lease renewals. */
+    int wanted = now < r->merged_wanted_until &&
+                 now - r->last_merge >= 4 * r->stats.merge_seconds;
     pthread_mutex_unlock(&r->lock);
     int plan = r->stats.leader && r->replan_interval_s > 0 &&
                now - r->last_plan >= r->replan_interval_s;
@@ -233,6 +232,7 @@ void cr_replica_lead_or_follow(cr_replica *r, double wall)
         return;
     cr_session_rate *rates = NULL;
     size_t n = 0;
+    r->last_merge = now;
     if (merge(r, wall, plan ? &rates : NULL, &n) == 0 && plan) {
         r->last_plan = now;
         plan_publish(r, rates, n);

@@ -27,7 +27,7 @@ static void set_up(cr_replica *r, int up)
                         up ? r->cfg.state_backend : r->link.why, 0, 0);
 }
 
-static void set_leader(cr_replica *r, int leader, uint64_t generation)
+void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation)
 {
     if (r->stats.leader == leader)
         return;
@@ -207,7 +207,7 @@ static void lease(cr_replica *r)
         return;
     if (got)
         r->lease_until = t0 + r->cfg.lease_ttl_s;
-    set_leader(r, got, r->stats.generation);
+    cr_replica_set_leader(r, got, r->stats.generation);
 }
 
 void cr_replica_sync(cr_replica *r, int push_due)
@@ -216,7 +216,7 @@ void cr_replica_sync(cr_replica *r, int push_due)
         r->need_full = 1;
     if (!cr_link_up(&r->link)) {
         if (r->stats.leader && cr_mono_s() >= r->lease_until)
-            set_leader(r, 0, r->stats.generation);
+            cr_replica_set_leader(r, 0, r->stats.generation);
         set_up(r, 0);
         return;
     }
