@@ -226,7 +226,7 @@ class FaultTest(ReplicaTestCase):
                                       timeout=h.RPC_TIMEOUT)
         gen, want = h.poll(lambda: agree(scs, admitting=True), 10, interval=0.05,
                            what="tables that agree and admit")
-        own = own_rate(follower)
+        own, t_own = own_rate(follower), time.time()
         time.sleep(0.3)  # a push after the last arrival
         follower.assert_clean_exit(self)
         published = int(redis.cmd("HGET", "cr:{t}:table", "generation"))
@@ -236,7 +236,10 @@ class FaultTest(ReplicaTestCase):
         self.assertGreaterEqual(gen2, published)
         self.assertEqual(got, want)  # the same rates replan to the same table
         # Its own counts came back too (not the merged ones: it had none).
-        self.assertAlmostEqual(own_rate(again) / own, 1, delta=1e-9)
+        # Decayed by the time the restart took, no more (H = 1e9 s).
+        ratio, elapsed = own_rate(again) / own, time.time() - t_own
+        self.assertLessEqual(ratio, 1 + 1e-12)
+        self.assertGreaterEqual(ratio, 2 ** (-elapsed / H) - 1e-12)
         again.assert_clean_exit(self)
         lead.assert_clean_exit(self)
 
