@@ -49,6 +49,16 @@ typedef struct cr_publish_keys {
 long long cr_script_publish(cr_link *l, const cr_publish_keys *k, const uint8_t *blob,
                             size_t len, uint64_t above);
 
+/* ---- notify.c: the wait between syncs ---- */
+
+struct cr_replica;
+/* Waits until until (cr_mono_s), a stop or a notification: 1 for a
+ * notification (a table was published: fetch it now), else 0. */
+int cr_replica_wait(struct cr_replica *r, double until);
+int cr_replica_wake_open(struct cr_replica *r); /* 0, or -1 */
+void cr_replica_wake(struct cr_replica *r);     /* cuts the wait short */
+void cr_replica_wake_close(struct cr_replica *r);
+
 /* ---- the replica ---- */
 
 typedef struct cr_merged {
@@ -65,9 +75,10 @@ struct cr_replica {
     double half_life, replan_interval_s;
     cr_replica_hooks hooks;
     cr_link link;
+    cr_link sub;    /* the publish channel, subscribed (notify.c) */
+    int wake_fd[2]; /* stop's pipe into the wait */
     pthread_t thread;
     pthread_mutex_t lock; /* guards stop, stats and merged */
-    pthread_cond_t wake;
     int stop, started;
     /* thread-only */
     int need_full, skewed, was_up, up_known, offset_known;

@@ -46,13 +46,19 @@ static double period_of(const cr_replica *r)
     return p < r->cfg.sync_interval_s ? p : r->cfg.sync_interval_s;
 }
 
+static int stopping(cr_replica *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int stop = r->stop;
+    pthread_mutex_unlock(&r->lock);
+    return stop;
+}
+
 static void *run(void *arg)
 {
     cr_replica *r = arg;
     double next_push = cr_mono_s() + r->cfg.sync_interval_s;
-    pthread_mutex_lock(&r->lock);
-    while (!r->stop) {
-        pthread_mutex_unlock(&r->lock);
+    while (!stopping(r)) {
         double now = cr_mono_s();
         int push_due = now >= next_push;
         if (push_due)
@@ -61,12 +67,10 @@ static void *run(void *arg)
         double until = cr_mono_s() + period_of(r);
         if (until > next_push)
             until = next_push;
-        struct timespec ts = cr_timespec_of(until);
-        pthread_mutex_lock(&r->lock);
-        while (!r->stop && cr_mono_s() < until)
-            pthread_cond_timedwait(&r->wake, &r->lock, &ts);
+        while (cr_mono_s() < until && !stopping(r))
+            if (cr_replica_wait(r, until) && !r->stats.leader && r->link.ctx)
+                cr_replica_fetch_table(r);
     }
-    pthread_mutex_unlock(&r->lock);
     return NULL;
 }
 
@@ -121,8 +125,8 @@ static cr_status first_contact(cr_replica *r, cr_error *err)
 static cr_replica *fail(cr_replica *r)
 {
     cr_link_close(&r->link);
+    cr_replica_wake_close(r);
     pthread_mutex_destroy(&r->lock);
-    pthread_cond_destroy(&r->wake);
     free(r);
     return NULL;
 }
@@ -140,11 +144,7 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
         return NULL;
     }
     pthread_mutex_init(&r->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&r->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    r->wake_fd[0] = r->wake_fd[1] = -1;
     r->cfg = *cfg;
     r->core = core;
     r->half_life = ec->half_life;
@@ -157,6 +157,12 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
     r->last_plan = -1e300;
     cr_replica_parse_url(cfg->state_backend, &r->link.url, err);
     r->link.timeout_s = (double)cfg->backend_timeout_ms / 1e3;
+    r->sub.url = r->link.url;
+    r->sub.timeout_s = r->link.timeout_s;
+    if (cr_replica_wake_open(r) != 0) {
+        cr_fail(err, CR_ENOMEM, "cannot open the replica's wake pipe");
+        return fail(r);
+    }
     if (resolve_id(r, cfg, err) != CR_OK)
         return fail(r);
     make_keys(r, cfg->cluster);
@@ -177,8 +183,8 @@ void cr_replica_stop(cr_replica *r)
         return;
     pthread_mutex_lock(&r->lock);
     r->stop = 1;
-    pthread_cond_broadcast(&r->wake);
     pthread_mutex_unlock(&r->lock);
+    cr_replica_wake(r);
     if (r->started)
         pthread_join(r->thread, NULL);
     if (r->stats.leader && r->link.ctx) /* a successor need not wait for the TTL */

@@ -35,7 +35,8 @@
  * the leader merges every live replica's list at its wall time and, every
  * --replan-interval, plans the merged rates (cr_core_cluster_plan) and
  * publishes; a follower fetches the table when its generation moved and
- * installs it under the same generation. One background thread does all
+ * installs it under the same generation, at once when notified (it waits
+ * between syncs on a subscription to notify) and at each sync anyway. One background thread does all
  * of it; no RPC ever waits on Redis.
  *
  * Clock skew: t_i are each replica's wall clock. A replica whose clock runs
