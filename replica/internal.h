@@ -83,6 +83,8 @@ struct cr_replica {
     /* thread-only */
     int need_full, skewed, was_up, up_known, offset_known;
     double offset; /* wall minus the core's clock: see cr_replica_offset */
+    double test_skew_s; /* CACHEROUTE_TEST_CLOCK_SKEW_S (replica.h) */
+    double redis_time;  /* Redis TIME at this sync, Unix seconds */
     size_t base_entries, log_entries; /* owners in our list's base and deltas */
     double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */
     /* shared, under lock */
@@ -94,6 +96,9 @@ struct cr_replica {
 };
 
 double cr_replica_wall(void);
+struct cr_replica;
+/* This replica's wall clock: cr_replica_wall plus the test hook's skew. */
+double cr_replica_clock(const struct cr_replica *r);
 /* Wall time minus the core's clock, measured afresh but kept while within
  * 1 ms of the kept one, so an owner's pushed t_i does not jitter from push
  * to push (an error of 2^(jitter/H)); it follows real steps and slews. */
@@ -106,6 +111,9 @@ void cr_replica_sync(cr_replica *r, int push_due);
 /* Leader or follower now: counted and reported when it changed; a new
  * leader plans at its next sync. */
 void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation);
+/* "(MS": the replica set's exclusive lower bound of live scores, Redis's
+ * time minus --replica-ttl, for ZRANGEBYSCORE and ZREMRANGEBYSCORE. */
+void cr_replica_oldest(const cr_replica *r, char *buf, size_t len);
 /* lead.c: the leader's merge, plan and publish, or the follower's fetch
  * (and merge while merged rates are asked for). */
 void cr_replica_lead_or_follow(cr_replica *r, double wall);

@@ -114,7 +114,7 @@ static int merge(cr_replica *r, double wall, cr_session_rate **out, size_t *n_ou
 {
     double t0 = cr_mono_s();
     char oldest[32];
-    snprintf(oldest, sizeof oldest, "(%lld", (long long)((wall - r->cfg.replica_ttl_s) * 1e3));
+    cr_replica_oldest(r, oldest, sizeof oldest);
     redisReply *ids = cr_link_cmd(&r->link, "ZRANGEBYSCORE %s %s +inf", r->k_set, oldest);
     if (!ids || ids->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(ids);

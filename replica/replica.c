@@ -19,9 +19,14 @@ double cr_replica_wall(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double cr_replica_clock(const cr_replica *r)
+{
+    return cr_replica_wall() + r->test_skew_s;
+}
+
 double cr_replica_offset(cr_replica *r)
 {
-    double fresh = cr_replica_wall() - cr_core_now(r->core);
+    double fresh = cr_replica_clock(r) - cr_core_now(r->core);
     if (!r->offset_known || fabs(fresh - r->offset) > OFFSET_SLACK_S) {
         r->offset = fresh;
         r->offset_known = 1;
@@ -157,6 +162,8 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
     r->last_plan = -1e300;
     cr_replica_parse_url(cfg->state_backend, &r->link.url, err);
     r->link.timeout_s = (double)cfg->backend_timeout_ms / 1e3;
+    const char *skew = getenv("CACHEROUTE_TEST_CLOCK_SKEW_S");
+    r->test_skew_s = skew ? atof(skew) : 0;
     r->sub.url = r->link.url;
     r->sub.timeout_s = r->link.timeout_s;
     if (cr_replica_wake_open(r) != 0) {
@@ -213,7 +220,7 @@ static cr_replica_answer copy_rates(cr_replica *r, const int64_t *owners, size_t
 {
     const cr_merged *m = &r->merged;
     size_t k = n ? n : m->n;
-    double now = cr_replica_wall();
+    double now = cr_replica_clock(r);
     *out = malloc((k ? k : 1) * sizeof **out);
     if (!*out) {
         cr_fail(err, CR_ENOMEM, "out of memory for %zu merged rates", k);

@@ -27,6 +27,11 @@ static void set_up(cr_replica *r, int up)
                         up ? r->cfg.state_backend : r->link.why, 0, 0);
 }
 
+void cr_replica_oldest(const cr_replica *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "(%lld", (long long)((r->redis_time - r->cfg.replica_ttl_s) * 1e3));
+}
+
 void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation)
 {
     if (r->stats.leader == leader)
@@ -45,14 +50,16 @@ void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation)
  * wall time, or NAN when the link failed. */
 static double check_skew(cr_replica *r)
 {
-    double before = cr_replica_wall();
+    double before = cr_replica_clock(r);
     redisReply *t = cr_link_cmd(&r->link, "TIME");
-    double after = cr_replica_wall(), wall = (before + after) / 2;
+    double after = cr_replica_clock(r), wall = (before + after) / 2;
     if (!t)
         return NAN;
+    r->redis_time = wall; /* unless Redis says otherwise */
     if (t->type == REDIS_REPLY_ARRAY && t->elements == 2) {
         double redis = atof(t->element[0]->str) + atof(t->element[1]->str) * 1e-6;
         double skew = wall - redis;
+        r->redis_time = redis;
         int skewed = fabs(skew) > CR_REPLICA_SKEW_WARN_S;
         if (skewed != r->skewed)
             cr_replica_event_to(r, skewed ? CR_REPLICA_SKEWED : CR_REPLICA_UNSKEWED, r->id,
@@ -113,15 +120,15 @@ static int append_chunks(cr_replica *r, const cr_estimator_entry *v, size_t n)
 }
 
 /* The push's commands: a full one replaces the list in one MULTI; then
- * expiry, our score in the replica set and the count of live replicas.
- * Returns the replies to read, or -1. */
-static int append_push(cr_replica *r, const cr_estimator_entry *v, size_t n, int full,
-                       double wall)
+ * expiry, our score in the replica set (Redis's time, so a skewed clock
+ * never looks dead or immortal) and the count of live replicas. Returns
+ * the replies to read, or -1. */
+static int append_push(cr_replica *r, const cr_estimator_entry *v, size_t n, int full)
 {
     char ttl[32], score[32], oldest[32];
     snprintf(ttl, sizeof ttl, "%lld", (long long)(r->cfg.replica_ttl_s * 1e3));
-    snprintf(score, sizeof score, "%lld", (long long)(wall * 1e3));
-    snprintf(oldest, sizeof oldest, "(%lld", (long long)((wall - r->cfg.replica_ttl_s) * 1e3));
+    snprintf(score, sizeof score, "%lld", (long long)(r->redis_time * 1e3));
+    cr_replica_oldest(r, oldest, sizeof oldest);
     if (full && (APPEND(r, "MULTI") != 0 || APPEND(r, "DEL", r->k_mine) != 0))
         return -1;
     int chunks = append_chunks(r, v, n);
@@ -166,7 +173,7 @@ static void pushed(cr_replica *r, size_t n, int full, long long live)
 }
 
 /* Pushes; a failed push makes the next one full, so nothing is lost. */
-static int push(cr_replica *r, double wall)
+static int push(cr_replica *r)
 {
     size_t n = 0;
     int full;
@@ -176,7 +183,7 @@ static int push(cr_replica *r, double wall)
         v[i].t_last += offset;
     long long live = 0;
     r->need_full = 1;
-    int k = n && !v ? -1 : append_push(r, v, n, full, wall);
+    int k = n && !v ? -1 : append_push(r, v, n, full);
     int ok = k > 0 && read_replies(r, k, &live) == 0;
     free(v);
     if (!ok) {
@@ -222,7 +229,7 @@ void cr_replica_sync(cr_replica *r, int push_due)
     }
     double wall = check_skew(r);
     if (!isnan(wall) && push_due)
-        push(r, wall);
+        push(r);
     if (r->link.ctx)
         lease(r);
     if (r->link.ctx)

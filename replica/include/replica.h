@@ -20,7 +20,7 @@
  *               when the deltas since the base would hold more owners than
  *               the base (so the list stays under twice the owners
  *               tracked), and every min(--replica-ttl / 2, 60 s).
- *   replicas    sorted set: ID scored by its last push, wall ms
+ *   replicas    sorted set: ID scored by its last push, Redis TIME in ms
  *   lease       the leader's ID, SET NX PX --lease-ttl, renewed by a Lua
  *               check-and-extend
  *   table       hash: generation (HINCRBY), blob (cr_replica_table_encode),
@@ -40,9 +40,14 @@
  * of it; no RPC ever waits on Redis.
  *
  * Clock skew: t_i are each replica's wall clock. A replica whose clock runs
- * s seconds ahead of the leader's has its contribution weighed 2^(s/H)
- * times too much (too little when behind). A push whose wall time differs
+ * s seconds behind the leader's has its contribution weighed 2^(-s/H); one
+ * s seconds ahead up to 2^(s/H) (a t_i ahead of the merge counts as the
+ * merge's time, so exactly 2^(s/H) once s has passed since its push). A push whose wall time differs
  * from Redis TIME by more than CR_REPLICA_SKEW_WARN_S is reported.
+ *
+ * Test hook: CACHEROUTE_TEST_CLOCK_SKEW_S=S adds S seconds to this
+ * replica's wall clock (for the skew test). Test only: never set it in
+ * production.
  *
  * Thread safety: cr_replica_stats_read and cr_replica_rates may run from
  * any thread at any time between start and stop. The process must ignore
