@@ -9,6 +9,25 @@
 
 #include "internal.h"
 
+/* Appends src[0..k) to the growing *v. 0, or -1 out of memory (*v freed). */
+static int append_entries(cr_estimator_entry **v, size_t *n, size_t *cap,
+                          const cr_estimator_entry *src, size_t k)
+{
+    if (*n + k > *cap) {
+        *cap = (*n + k) * 2 + 1;
+        cr_estimator_entry *g = realloc(*v, *cap * sizeof **v);
+        if (!g) {
+            free(*v);
+            *v = NULL;
+            return -1;
+        }
+        *v = g;
+    }
+    memcpy(*v + *n, src, k * sizeof *src);
+    *n += k;
+    return 0;
+}
+
 /* One replica's list (its chunks in push order) as each owner's last
  * state, ascending, in a malloc'd array of *n; NULL when out of memory. A
  * bad chunk is reported and skipped. */
@@ -29,19 +48,10 @@ static cr_estimator_entry *decode_list(cr_replica *r, const redisReply *l, size_
                                 0, 0);
             continue;
         }
-        if (*n + k > cap) {
-            cap = (*n + k) * 2;
-            cr_estimator_entry *g = realloc(v, (cap ? cap : 1) * sizeof *v);
-            if (!g) {
-                free(part);
-                free(v);
-                return NULL;
-            }
-            v = g;
-        }
-        memcpy(v + *n, part, k * sizeof *part);
-        *n += k;
+        int failed = append_entries(&v, n, &cap, part, k);
         free(part);
+        if (failed)
+            return NULL;
     }
     long kept = cr_replica_keep_latest(v, *n);
     if (kept < 0) {
@@ -50,25 +60,6 @@ static cr_estimator_entry *decode_list(cr_replica *r, const redisReply *l, size_
     }
     *n = (size_t)kept;
     return v ? v : malloc(sizeof *v);
-}
-
-/* Appends src[0..k) to the growing *v. 0, or -1 out of memory (*v freed). */
-static int append_entries(cr_estimator_entry **v, size_t *n, size_t *cap,
-                          const cr_estimator_entry *src, size_t k)
-{
-    if (*n + k > *cap) {
-        *cap = (*n + k) * 2 + 1;
-        cr_estimator_entry *g = realloc(*v, *cap * sizeof **v);
-        if (!g) {
-            free(*v);
-            *v = NULL;
-            return -1;
-        }
-        *v = g;
-    }
-    memcpy(*v + *n, src, k * sizeof *src);
-    *n += k;
-    return 0;
 }
 
 /* Every id's list, pipelined, each reduced to its owners' last states and
