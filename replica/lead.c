@@ -233,6 +233,10 @@ void cr_replica_lead_or_follow(cr_replica *r, double wall)
 
 void cr_replica_seed(cr_replica *r)
 {
+    cr_core_stats st;
+    cr_core_stats_read(r->core, &st);
+    if (st.tracked_owners) /* restored from --state-file: those counts are ours already */
+        return;
     redisReply *l = cr_link_cmd(&r->link, "LRANGE %s 0 -1", r->k_mine);
     size_t n = 0;
     cr_estimator_entry *v = l && l->type == REDIS_REPLY_ARRAY ? decode_list(r, l, &n) : NULL;
