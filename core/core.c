@@ -132,6 +132,7 @@ void cr_core_free(cr_core *c)
     pthread_mutex_destroy(&c->install_lock);
     pthread_mutex_destroy(&c->state_lock);
     free(c->state_path);
+    cr_touched_free(atomic_load(&c->touched));
     free(c);
 }
 

@@ -9,6 +9,7 @@
 #include "loop.h"
 #include "route.h"
 #include "state.h"
+#include "touched.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -42,6 +43,7 @@ struct cr_core {
     cr_ticker *snapshotter;
     pthread_mutex_t state_lock; /* one snapshot at a time */
     int started, final_snapshot; /* cr_core_start ran; the stop's snapshot was taken */
+    _Atomic(cr_touched *) touched; /* replicas: owners since the last push; NULL = off */
 };
 
 /* The installed table with a reference, or NULL before the first install. */

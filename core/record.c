@@ -50,6 +50,9 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
     if (routes)
         cr_core_route(c, t, w, routes, n, now);
     cr_installed_release(t);
+    cr_touched *touched = atomic_load_explicit(&c->touched, memory_order_acquire);
+    if (touched)
+        cr_touched_add(touched, owners, n);
     if (generation)
         *generation = gen;
     if (c->hooks.recorded)

@@ -247,3 +247,15 @@ int cr_estimator_forget(cr_estimator *e, int64_t owner)
     pthread_mutex_unlock(&p->lock);
     return s != NULL;
 }
+
+int cr_estimator_lookup(const cr_estimator *e, int64_t owner, cr_estimator_entry *out)
+{
+    uint64_t h = cr_mix64((uint64_t)owner);
+    cr_est_part *p = (cr_est_part *)&e->parts[cr_est_part_index(e, h)];
+    pthread_mutex_lock(&p->lock);
+    const cr_est_entry *s = cr_est_find(p, owner, h);
+    if (s)
+        *out = (cr_estimator_entry){s->owner, s->r, s->t_last};
+    pthread_mutex_unlock(&p->lock);
+    return s != NULL;
+}

@@ -163,6 +163,7 @@ const cr_config_part cr_config_parts[] = {
     {&cr_estimator_options, offsetof(cr_config, core.estimator)},
     {&cr_inject_options, offsetof(cr_config, core.inject)},
     {&cr_probe_options, offsetof(cr_config, core.probe)},
+    {&cr_replica_options, offsetof(cr_config, replica)},
 };
 const size_t cr_config_n_parts = sizeof cr_config_parts / sizeof cr_config_parts[0];
 
@@ -369,7 +370,8 @@ static int check_components(const cr_config *cfg, char *err, size_t errlen)
     if (cr_planner_config_check(&c->planner, &e) != CR_OK ||
         cr_estimator_config_check(&c->estimator, &e) != CR_OK ||
         cr_inject_config_check(&c->inject, &e) != CR_OK ||
-        cr_probe_config_check(&c->probe, &e) != CR_OK) {
+        cr_probe_config_check(&c->probe, &e) != CR_OK ||
+        cr_replica_config_check(&cfg->replica, c->estimator.clock, &e) != CR_OK) {
         snprintf(err, errlen, "%s", e.msg);
         return -1;
     }
@@ -381,6 +383,7 @@ static void set_defaults(cr_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cr_options_defaults(&cr_server_options, &cfg->server);
     cr_core_config_default(&cfg->core);
+    cr_replica_config_default(&cfg->replica);
     cfg->core.probe.nic_sample_s = SIDECAR_NIC_SAMPLE_S;
 }
 

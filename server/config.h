@@ -13,6 +13,7 @@
 #include "core.h"
 #include "log.h"
 #include "options.h"
+#include "replica.h"
 
 /* The gRPC server's own settings (its rows: cr_server_options). */
 typedef struct cr_server_config {
@@ -61,6 +62,7 @@ typedef enum cr_config_source {
 typedef struct cr_config {
     cr_server_config server;
     cr_core_config core;
+    cr_replica_config replica;
     /* cr_config_source of each row, in --help order (the tables of
      * cr_config_parts in order, each table's rows in order). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];

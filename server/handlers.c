@@ -97,6 +97,12 @@ static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *ou
     const cr_handlers *h = ctx;
     const PlanRequest *req = message;
     const Cacheroute__V1__PlannerConfig *pc = req->config;
+    if (req->install && h->replica) {
+        cr_reply_error(out, GRPC_STATUS_FAILED_PRECONDITION,
+                       "install=true with --state-backend: every replica routes by the "
+                       "leader's published table (plan with install=false)");
+        return;
+    }
     cr_session_rate *rates = cr_arena_alloc(scratch, req->n_rates * sizeof *rates);
     if (!rates) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading %zu rates",
@@ -224,6 +230,29 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
 
 /* ---- GetRates ---- */
 
+/* merged: the cluster's rates from the replica; 0, or -1 with the reply
+ * made (no backend, backend down, out of memory). */
+static int merged_rates(const cr_handlers *h, const GetRatesRequest *req, cr_session_rate **all,
+                        size_t *n, uint64_t *tracked, cr_reply *out)
+{
+    cr_error err;
+    if (!h->replica) {
+        cr_reply_error(out, GRPC_STATUS_FAILED_PRECONDITION,
+                       "merged needs --state-backend (this sidecar is standalone)");
+        return -1;
+    }
+    switch (cr_replica_rates(h->replica, req->owners, req->n_owners, all, n, tracked, &err)) {
+    case CR_REPLICA_RATES:
+        return 0;
+    case CR_REPLICA_UNAVAILABLE:
+        cr_reply_error(out, GRPC_STATUS_UNAVAILABLE, "%s", err.msg);
+        return -1;
+    default:
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", err.msg);
+        return -1;
+    }
+}
+
 static void get_rates(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
 {
     const cr_handlers *h = ctx;
@@ -232,7 +261,11 @@ static void get_rates(void *ctx, const void *message, cr_arena *scratch, cr_repl
     size_t n;
     uint64_t tracked;
     cr_error err;
-    cr_status st = cr_core_rates(h->core, req->owners, req->n_owners, &all, &n, &tracked, &err);
+    if (req->merged && merged_rates(h, req, &all, &n, &tracked, out) != 0)
+        return;
+    cr_status st = req->merged ? CR_OK
+                               : cr_core_rates(h->core, req->owners, req->n_owners, &all, &n,
+                                               &tracked, &err);
     if (st != CR_OK) {
         cr_reply_core_error(out, st, &err);
         return;

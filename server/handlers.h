@@ -5,11 +5,13 @@
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "core.h"
+#include "replica.h"
 #include "rpc.h"
 
 typedef struct cr_handlers {
     cr_core *core;
     size_t max_message; /* --max-message-bytes: the largest answer */
+    cr_replica *replica; /* --state-backend's; NULL when standalone */
 } cr_handlers;
 
 /* Each handler takes one serialized request (len bytes at data, the

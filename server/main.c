@@ -284,6 +284,19 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     return 0;
 }
 
+/* With --state-backend, the replica over the built core: the published
+ * table installed before serving (or a degraded start); 0, or -1 with e. */
+static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (!*cfg->replica.state_backend)
+        return 0;
+    cr_replica_hooks hooks = cr_observe_replica_hooks(&s->observer);
+    s->handlers.replica =
+        cr_replica_start(&cfg->replica, s->handlers.core, cfg->core.replan_interval_s, &hooks, e);
+    s->observer.replica = s->handlers.replica;
+    return s->handlers.replica ? 0 : -1;
+}
+
 /* Builds the parts, serves, and tears down in reverse. */
 static int run(const cr_config *cfg, json_t *nofile)
 {
@@ -307,14 +320,18 @@ static int run(const cr_config *cfg, json_t *nofile)
     int rc = 2;
     cr_error e;
     cr_core_hooks hooks;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL};
+    cr_core_config core_cfg = cfg->core;
+    if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
+        core_cfg.replan_interval_s = 0;
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
-               !(s.handlers.core = cr_core_new(&cfg->core, &hooks, NULL, &e))) {
+               !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
+    } else if (s.observer.core = s.handlers.core, start_replica(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
-        s.observer.core = s.handlers.core;
         grpc_init();
         char err[512];
         if (cr_security_open(&s.security, &cfg->server, cr_metrics_tls_expiry, s.metrics, err,
@@ -325,6 +342,7 @@ static int run(const cr_config *cfg, json_t *nofile)
         cr_security_close(&s.security);
         grpc_shutdown();
     }
+    cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */
     cr_metrics_free(s.metrics);

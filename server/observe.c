@@ -164,8 +164,7 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .ctx = o};
 }
 
-/* One counter or gauge family with a single unlabeled sample. */
-static void single(cr_page *p, const char *name, const char *type, const char *help, double v)
+void cr_observe_single(cr_page *p, const char *name, const char *type, const char *help, double v)
 {
     cr_page_family(p, name, type, help);
     cr_page_sample(p, name, NULL, v);
@@ -185,7 +184,7 @@ static void served_gauges(const cr_core_loop_stats *st, cr_page *p)
             cr_page_sample(p, "cacheroute_served_prompt_tokens_total", labels,
                            (double)st->served_tokens[a][c]);
         }
-    single(p, "cacheroute_served_hit_ratio", "gauge",
+    cr_observe_single(p, "cacheroute_served_hit_ratio", "gauge",
            "Rolling token-weighted prefix-cache hit ratio of served requests (half-life 60 s).",
            st->hit_ratio);
 }
@@ -231,20 +230,20 @@ static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
 
 static void receipt_gauges(const cr_core_loop_stats *st, cr_page *p)
 {
-    single(p, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now.",
+    cr_observe_single(p, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now.",
            (double)st->receipts);
-    single(p, "cacheroute_decision_receipts_capacity", "gauge",
+    cr_observe_single(p, "cacheroute_decision_receipts_capacity", "gauge",
            "Decision receipts kept at most (--receipts).", (double)st->receipts_capacity);
-    single(p, "cacheroute_decision_receipts_made_total", "counter",
+    cr_observe_single(p, "cacheroute_decision_receipts_made_total", "counter",
            "Decision receipts made (decisions with a request_id, not dry runs).",
            (double)st->receipts_made);
-    single(p, "cacheroute_decision_receipts_evicted_total", "counter",
+    cr_observe_single(p, "cacheroute_decision_receipts_evicted_total", "counter",
            "Decision receipts evicted, oldest first, at the --receipts bound.",
            (double)st->receipts_evicted);
-    single(p, "cacheroute_decision_receipts_replaced_total", "counter",
+    cr_observe_single(p, "cacheroute_decision_receipts_replaced_total", "counter",
            "Decision receipts replaced by a later decision with the same request_id.",
            (double)st->receipts_replaced);
-    single(p, "cacheroute_decision_receipt_bytes", "gauge",
+    cr_observe_single(p, "cacheroute_decision_receipt_bytes", "gauge",
            "Memory of the receipt store now.", (double)st->receipt_bytes);
     cr_page_family(p, "cacheroute_outcomes_total", "counter",
                    "ReportOutcome entries: matched to a receipt, accepted unmatched, rejected.");
@@ -254,7 +253,7 @@ static void receipt_gauges(const cr_core_loop_stats *st, cr_page *p)
                    (double)(st->outcomes_accepted - st->outcomes_matched));
     cr_page_sample(p, "cacheroute_outcomes_total", "result=\"rejected\"",
                    (double)st->outcomes_rejected);
-    single(p, "cacheroute_calibration_observations_total", "counter",
+    cr_observe_single(p, "cacheroute_calibration_observations_total", "counter",
            "Outcome measurements fed to the cost model's calibration.",
            (double)st->observations);
 }
@@ -263,14 +262,14 @@ static void watch_gauges(cr_watch_hub *hub, cr_page *p)
 {
     cr_watch_stats ws;
     cr_watch_stats_read(hub, &ws);
-    single(p, "cacheroute_decision_watchers", "gauge", "Open WatchDecisions streams.",
+    cr_observe_single(p, "cacheroute_decision_watchers", "gauge", "Open WatchDecisions streams.",
            (double)ws.watchers);
-    single(p, "cacheroute_decision_watch_sent_total", "counter",
+    cr_observe_single(p, "cacheroute_decision_watch_sent_total", "counter",
            "Receipts sent to WatchDecisions streams, over every watcher.", (double)ws.sent);
-    single(p, "cacheroute_decision_watch_lost_total", "counter",
+    cr_observe_single(p, "cacheroute_decision_watch_lost_total", "counter",
            "Receipts dropped from slow watchers' full buffers, over every watcher.",
            (double)ws.lost);
-    single(p, "cacheroute_decision_watch_refused_total", "counter",
+    cr_observe_single(p, "cacheroute_decision_watch_refused_total", "counter",
            "WatchDecisions calls refused at the watcher limit.", (double)ws.refused);
 }
 
@@ -318,4 +317,6 @@ void cr_observe_gauges(void *ctx, cr_page *p)
                    st.imbalance);
     probe_gauges(core, p);
     loop_gauges(o, p);
+    if (o->replica)
+        cr_observe_replica_gauges(o->replica, p);
 }

@@ -5,6 +5,7 @@
 
 #include "core.h"
 #include "metrics.h"
+#include "replica.h"
 #include "watch.h"
 
 /* Where the reports go and the gauges come from. */
@@ -12,6 +13,7 @@ typedef struct cr_observer {
     cr_metrics *metrics;
     cr_watch_hub *watch; /* WatchDecisions: each receipt, encoded, when watched */
     cr_core *core;       /* for the gauges: set once the core is built */
+    cr_replica *replica; /* --state-backend's, once started; NULL when standalone */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -22,5 +24,16 @@ cr_core_hooks cr_observe_hooks(cr_observer *o);
  * table, probed node and cost-model gauges, and the closed loop's (served
  * tokens, prediction errors, regret, receipts, watchers). */
 void cr_observe_gauges(void *ctx, cr_page *page);
+
+/* One counter or gauge family with a single unlabeled sample. */
+void cr_observe_single(cr_page *p, const char *name, const char *type, const char *help,
+                       double v);
+
+/* observe_replica.c: hooks that log each replica event once (backend up
+ * and down, leader and follower, skewed pushes, refused publishes), and
+ * the cacheroute_state_backend_up and cacheroute_replica_* gauges (none
+ * when standalone). */
+cr_replica_hooks cr_observe_replica_hooks(cr_observer *o);
+void cr_observe_replica_gauges(cr_replica *r, cr_page *page);
 
 #endif

@@ -5,7 +5,7 @@
 # own sidecars on port 0 and kills them when done.
 if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   foreach(suite rpc errors health_reflection config lifecycle cli injection observability
-                outcomes abuse state tls resources stream)
+                outcomes abuse state tls resources stream replicas)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
@@ -18,7 +18,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   # also run in the "concurrency" pass. Races reported inside Debian's
   # uninstrumented gRPC are suppressed (tsan.supp); races in our code are not.
   if(CR_SANITIZE STREQUAL "thread")
-    foreach(suite rpc lifecycle health_reflection observability outcomes tls stream)
+    foreach(suite rpc lifecycle health_reflection observability outcomes tls stream replicas)
       set_tests_properties(integration_${suite} PROPERTIES
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")

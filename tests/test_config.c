@@ -350,6 +350,7 @@ static void test_defaults_come_from_rows(void)
     memset(&from_components, 0, sizeof from_components);
     cr_options_defaults(&cr_server_options, &from_components.server);
     cr_core_config_default(&from_components.core);
+    cr_replica_config_default(&from_components.replica);
     CU_ASSERT_EQUAL_FATAL(load(&loaded, err, NULL, NULL, NULL), 0);
     json_t *j = cr_config_json(&loaded);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -451,6 +452,9 @@ static int alternatives(const cr_option *o, alt *out)
         {"health-listen", "127.0.0.1:4", "[::1]:5", NULL, NULL},
         {"admin-identity", "spiffe://a/admin admin.example", "cn-admin", NULL, NULL},
         {"admin-token-file", "/tmp/cr-token-a", "/tmp/cr-token-b", NULL, NULL},
+        {"state-backend", "redis://127.0.0.1:6379", "unix:/tmp/cr-r.sock?db=2", NULL, NULL},
+        {"replica-id", "replica-0", "r.1_x", NULL, NULL},
+        {"cluster", "c1", "prod.east-2", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -553,6 +557,15 @@ static void test_precedence(void)
     }
 }
 
+/* A value the row's own check refuses: an address without a port, or
+ * for a name a character outside [A-Za-z0-9._-]. */
+static const char *refused_by_valid(const cr_option *o)
+{
+    if (!strcmp(o->name, "replica-id") || !strcmp(o->name, "cluster"))
+        return "name/with/slash";
+    return "host-without-port";
+}
+
 /* Each bad value is an error naming the flag (or the variable) and the
  * value. */
 static void test_bad_values(void)
@@ -574,7 +587,7 @@ static void test_bad_values(void)
             if (o->min >= 1)
                 bad[n++][0] = '\0';
             if (o->valid)
-                snprintf(bad[n++], sizeof bad[0], "%s", "host-without-port");
+                snprintf(bad[n++], sizeof bad[0], "%s", refused_by_valid(o));
         } else if (o->type == CR_OPT_CHOICE) {
             n = 2;
             snprintf(bad[1], sizeof bad[1], "%c%s", 'X', o->def_text);

@@ -653,6 +653,57 @@ cr_status cr_core_snapshot(cr_core *c, cr_error *err);
  * as the loader is. Thread-safe. */
 cr_status cr_core_state_check(cr_core *c, const void *bytes, size_t len, cr_error *err);
 
+/* ---- replicas: what replica.h's sync thread needs (core/cluster.c) -------
+ *
+ * Several sidecars over one state backend each record arrivals locally; a
+ * background thread pushes the owners each touched, the leader plans from
+ * the merged rates and every replica installs the leader's table with the
+ * leader's generation. These calls are that thread's view of the core. */
+
+/* Starts keeping the owners cr_core_record touches: at most max_entries
+ * (>= 1) owners, repeats counted, between two cr_core_touched_take calls
+ * (8 B each, allocated here; appended on the hot path, made distinct at
+ * the take); past that it only remembers it overflowed. Call once, before
+ * the core serves. CR_ENOMEM when out of memory, CR_EINVAL when already
+ * tracking. */
+cr_status cr_core_track_touched(cr_core *c, size_t max_entries, cr_error *err);
+
+/* The raw estimator state (cr_estimator_lookup: count and t_last on the
+ * core's clock) of every owner touched since the last take, in a malloc'd
+ * array of *n (the caller frees it; NULL with *n 0 when none), and empties
+ * the set. *all = 1 when the set overflowed (or memory ran out) since the
+ * last take: the array then holds every tracked owner
+ * (cr_estimator_export), so nothing touched is missed. Owners touched and
+ * since evicted are left out. Thread-safe. */
+cr_estimator_entry *cr_core_touched_take(cr_core *c, size_t *n, int *all);
+
+/* Every tracked owner's raw state (cr_estimator_export); NULL when out of
+ * memory. */
+cr_estimator_entry *cr_core_export(cr_core *c, size_t *n);
+
+/* Plans rates (the cluster's merged rates, any order, each owner once) as
+ * the replanner would: the configured planner and --replan mode, from the
+ * installed table. Installs nothing. *out for the caller (cr_table_free).
+ * Errors as cr_planner_replan. Thread-safe. */
+cr_status cr_core_cluster_plan(cr_core *c, const cr_session_rate *rates, size_t n,
+                               cr_table **out, cr_error *err);
+
+/* Makes t (ownership taken, even on error) the installed table with
+ * generation (>= 1): every route from then on reads it, and later local
+ * installs count on from generation. CR_ENOMEM when out of memory,
+ * CR_EINVAL for generation 0. Thread-safe. */
+cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_error *err);
+
+/* Puts a replica's own previous counts (ascending owners, t_last on the
+ * core's clock) into the estimator when it tracks no owner yet (a restart):
+ * cr_estimator_import's checks and errors. Only its own: merged counts
+ * would be pushed back as its own and counted twice. Not concurrent with
+ * cr_core_record. */
+cr_status cr_core_seed(cr_core *c, const cr_estimator_entry *v, size_t n, cr_error *err);
+
+/* The estimator's configuration (its clock and half-life). */
+const cr_estimator_config *cr_core_estimator_config(const cr_core *c);
+
 /* ---- scrape-time figures ------------------------------------------------ */
 
 typedef struct cr_core_stats {

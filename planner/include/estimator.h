@@ -138,4 +138,9 @@ uint64_t cr_estimator_size(const cr_estimator *e);      /* owners tracked now */
 uint64_t cr_estimator_evictions(const cr_estimator *e); /* since creation */
 const cr_estimator_config *cr_estimator_get_config(const cr_estimator *e);
 
+/* One owner's raw state into *out: 1 when owner is tracked, 0 (out
+ * untouched) when not. For replicas, which push each touched owner's own
+ * count and t_last. Thread-safe; one partition lock. */
+int cr_estimator_lookup(const cr_estimator *e, int64_t owner, cr_estimator_entry *out);
+
 #endif

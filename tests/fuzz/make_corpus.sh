@@ -74,6 +74,9 @@ cr get_rates listed GetRatesRequest <<'EOF'
 owners: [1, 16, 17, -1]
 EOF
 cr get_rates all GetRatesRequest </dev/null
+cr get_rates merged GetRatesRequest <<'EOF'
+owners: [1] merged: true
+EOF
 
 cr forget some ForgetRequest <<'EOF'
 owners: [1, 2, 2, 99]

@@ -572,3 +572,69 @@ def poll(fn, timeout, interval=0.02, what="a condition"):
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+# ---------------------------------------------------------------- redis
+
+class Redis:
+    """A real redis-server for the replica suites: on a free loopback port
+    (or the given one, to bring one back where it was) and, with unix, also
+    on that socket; no persistence (--save "", no AOF). Killed at exit."""
+
+    def __init__(self, port=None, unix=None):
+        self.port = port or free_port()
+        self.unix = unix
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no"]
+        if unix:
+            argv += ["--unixsocket", unix, "--unixsocketperm", "700"]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        _LIVE.append(self)
+        self.url = "redis://127.0.0.1:%d" % self.port
+        poll(lambda: self._ping(), START_TIMEOUT, what="redis-server answering PING")
+
+    def _ping(self):
+        try:
+            return self.cmd("PING") == "PONG"
+        except OSError:
+            return False
+
+    def cmd(self, *args):
+        """One command over a fresh connection; the reply decoded (RESP)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            out = b"*%d\r\n" % len(args)
+            for a in args:
+                a = a if isinstance(a, bytes) else str(a).encode()
+                out += b"$%d\r\n%s\r\n" % (len(a), a)
+            s.sendall(out)
+            return _resp(s.makefile("rb"))
+
+    def kill(self):
+        """SIGKILL and reap (idempotent)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self in _LIVE:
+            _LIVE.remove(self)
+
+
+def _resp(f):
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"+":
+        return rest.decode()
+    if kind == b"-":
+        raise RuntimeError(rest.decode())
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)[:-2]
+        return data
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_resp(f) for _ in range(n)]
+    raise OSError("bad RESP reply %r" % line)

@@ -1,0 +1,226 @@
+/* cacheroute replicas: several sidecars over one Redis that plan from the
+ * cluster's merged rates and answer routes from one table.
+ *
+ * Why merging is exact: under --estimator-clock seconds an owner's rate is
+ * a sum of one decaying kernel per arrival, so the rate of the union of
+ * every replica's arrivals at time t is sum_i r_i 2^(-(t - t_i)/H), r_i
+ * the replica's own decayed count as of its t_i (cr_replica_decayed, in
+ * one place). The calls clock is not linear in the arrivals and cannot be
+ * merged: cr_replica_config_check refuses it with a backend.
+ *
+ * In Redis, under the prefix cr:{CLUSTER}: (a hash tag: one slot, so the
+ * scripts may touch several keys):
+ *   r:ID        list of chunks (cr_replica_chunk_encode): the base (every
+ *               owner of a full push) then one delta per push since (the
+ *               owners touched), so an owner's last entry is its state.
+ *               PEXPIREd by --replica-ttl at each push, so a dead replica's
+ *               counts go by themselves. A full push replaces the list in
+ *               one MULTI; it happens on the first push, after a failed
+ *               one or a new connection, when the touched set overflowed,
+ *               when the deltas since the base would hold more owners than
+ *               the base (so the list stays under twice the owners
+ *               tracked), and every min(--replica-ttl / 2, 60 s).
+ *   replicas    sorted set: ID scored by its last push, Redis TIME in ms
+ *   lease       the leader's ID, SET NX PX --lease-ttl, renewed by a Lua
+ *               check-and-extend
+ *   table       hash: generation (HINCRBY), blob (cr_replica_table_encode),
+ *               leader; written only by the fenced publish script, which
+ *               checks the lease is still the caller's
+ *   notify      channel: the generation, PUBLISHed by each publish
+ * Chunks rather than a hash field per owner: Redis spends ~4 us of its one
+ * thread on each HSET field on a loaded machine but copies a 24 MB string
+ * in milliseconds (bench/README.md).
+ *
+ * Every --sync-interval a replica pushes, renews or takes the lease, then:
+ * the leader merges every live replica's list at its wall time and, every
+ * --replan-interval, plans the merged rates (cr_core_cluster_plan) and
+ * publishes; a follower fetches the table when its generation moved and
+ * installs it under the same generation, at once when notified (it waits
+ * between syncs on a subscription to notify) and at each sync anyway. One background thread does all
+ * of it; no RPC ever waits on Redis.
+ *
+ * Clock skew: t_i are each replica's wall clock. A replica whose clock runs
+ * s seconds behind the leader's has its contribution weighed 2^(-s/H); one
+ * s seconds ahead up to 2^(s/H) (a t_i ahead of the merge counts as the
+ * merge's time, so exactly 2^(s/H) once s has passed since its push). A push whose wall time differs
+ * from Redis TIME by more than CR_REPLICA_SKEW_WARN_S is reported.
+ *
+ * Test hook: CACHEROUTE_TEST_CLOCK_SKEW_S=S adds S seconds to this
+ * replica's wall clock (for the skew test). Test only: never set it in
+ * production.
+ *
+ * Thread safety: cr_replica_stats_read and cr_replica_rates may run from
+ * any thread at any time between start and stop. The process must ignore
+ * SIGPIPE (hiredis writes to a socket Redis may have closed); the sidecar
+ * does (server/signals.h). */
+#ifndef CR_REPLICA_H
+#define CR_REPLICA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+
+#define CR_REPLICA_ID_MAX 128        /* bytes of --replica-id and --cluster */
+#define CR_REPLICA_SKEW_WARN_S 1.0   /* a push this far from Redis TIME is skewed */
+#define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
+
+typedef enum cr_backend_start { CR_BACKEND_DEGRADED, CR_BACKEND_REQUIRE } cr_backend_start;
+
+/* Defaults and bounds: the rows of cr_replica_options. */
+typedef struct cr_replica_config {
+    char *state_backend;     /* --state-backend: redis://HOST:PORT[/DB], unix:PATH[?db=N];
+                              * "" = standalone (no replica) */
+    char *replica_id;        /* --replica-id; "" = the host name */
+    char *cluster;           /* --cluster */
+    double sync_interval_s;  /* --sync-interval */
+    double lease_ttl_s;      /* --lease-ttl */
+    double replica_ttl_s;    /* --replica-ttl, >= lease_ttl_s */
+    long backend_timeout_ms; /* --backend-timeout: connect and each command */
+    int backend_start;       /* cr_backend_start; --backend-start */
+} cr_replica_config;
+
+/* The rows (--state-backend, --replica-id, --cluster, --sync-interval,
+ * --lease-ttl, --replica-ttl, --backend-timeout, --backend-start); group
+ * "replica". */
+extern const cr_option_table cr_replica_options;
+
+void cr_replica_config_default(cr_replica_config *cfg);
+
+/* The rows' bounds, then what they cannot see: --replica-ttl >=
+ * --lease-ttl, and with a backend the estimator's clock must be seconds.
+ * CR_EINVAL with err naming the flag and the value. */
+cr_status cr_replica_config_check(const cr_replica_config *cfg, cr_clock clock, cr_error *err);
+
+/* ---- pure parts (unit-tested on their own) ---- */
+
+typedef struct cr_replica_url {
+    int is_unix;
+    char host[256]; /* redis:// */
+    int port;
+    char path[108]; /* unix: (sun_path) */
+    int db;         /* SELECTed when > 0 */
+} cr_replica_url;
+
+/* Parses --state-backend. CR_EINVAL with err "--state-backend must be
+ * redis://HOST:PORT[/DB] or unix:PATH[?db=N] (...), got \"VALUE\"". */
+cr_status cr_replica_parse_url(const char *url, cr_replica_url *out, cr_error *err);
+
+/* A pushed chunk: u32 CR_REPLICA_CHUNK_VERSION, u64 owners, then per
+ * owner i64 owner, f64 count, f64 t_i (wall-clock Unix seconds: e->t_last
+ * here), little-endian (bytes.h): 24 B an owner, at most
+ * CR_REPLICA_CHUNK_MAX owners (24 MB), far below Redis's 512 MB strings. */
+#define CR_REPLICA_CHUNK_VERSION 1
+#define CR_REPLICA_CHUNK_MAX 1000000
+#define CR_REPLICA_ENTRY_BYTES 24
+/* n <= CR_REPLICA_CHUNK_MAX entries into a malloc'd *out of *len bytes.
+ * CR_ENOMEM out of memory, CR_EINVAL for n over the bound. */
+cr_status cr_replica_chunk_encode(const cr_estimator_entry *v, size_t n, uint8_t **out,
+                                  size_t *len, cr_error *err);
+/* The reverse, into a malloc'd *out of *n entries (NULL when 0). CR_EINVAL
+ * naming what is wrong (version, a count the bytes do not hold, a count
+ * not finite and > 0, a time not finite: nothing is returned then),
+ * CR_ENOMEM out of memory. */
+cr_status cr_replica_chunk_decode(const void *p, size_t len, cr_estimator_entry **out,
+                                  size_t *n, cr_error *err);
+
+/* v holds a replica's pushes in push order (an owner may repeat): keeps
+ * each owner's last one, ascending by owner; returns how many are left.
+ * -1 when out of memory (v unchanged). */
+long cr_replica_keep_latest(cr_estimator_entry *v, size_t n);
+
+/* count as of t_i, decayed to t: count 2^(-(t - t_i)/H), never grown (a t_i
+ * ahead of t counts as t), bit for bit the estimator's own rate. */
+double cr_replica_decayed(double count, double t_i, double t, double half_life);
+
+/* The merged rate of each owner at wall time t from n contributions (any
+ * order, several per owner; v is sorted in place), ascending by owner, in
+ * a malloc'd *out of *n_out. CR_ENOMEM when out of memory. */
+cr_status cr_replica_merge(cr_estimator_entry *v, size_t n, double t, double half_life,
+                           cr_session_rate **out, size_t *n_out, cr_error *err);
+
+/* A table as the published blob: u32 CR_REPLICA_TABLE_VERSION then the
+ * table's section (cr_table_save). *out malloc'd. CR_ENOMEM out of memory. */
+cr_status cr_replica_table_encode(const cr_table *t, uint8_t **out, size_t *len, cr_error *err);
+/* The reverse, checked as cr_table_load checks (and the version, and no
+ * trailing bytes). */
+cr_status cr_replica_table_decode(const void *p, size_t len, cr_table **out, cr_error *err);
+
+/* ---- the running replica ---- */
+
+typedef enum cr_replica_event_kind {
+    CR_REPLICA_BACKEND_UP,
+    CR_REPLICA_BACKEND_DOWN, /* detail: why */
+    CR_REPLICA_LEADER,
+    CR_REPLICA_FOLLOWER,
+    CR_REPLICA_SKEWED,       /* skew_s: our wall time minus Redis TIME */
+    CR_REPLICA_UNSKEWED,
+    CR_REPLICA_REFUSED,      /* a publish refused by the fence; detail */
+    CR_REPLICA_ERROR         /* anything else that went wrong; detail */
+} cr_replica_event_kind;
+
+typedef struct cr_replica_event {
+    cr_replica_event_kind kind;
+    const char *detail; /* valid for the call; may be "" */
+    double skew_s;
+    uint64_t generation; /* LEADER, REFUSED: the table's */
+} cr_replica_event;
+
+/* Called on the replica's thread (or in cr_replica_start) once per change
+ * of state (up/down, leader/follower, skewed/not) and per refused publish
+ * or error; must not block. */
+typedef struct cr_replica_hooks {
+    void (*event)(void *ctx, const cr_replica_event *ev);
+    void *ctx;
+} cr_replica_hooks;
+
+typedef struct cr_replica cr_replica;
+
+/* Checks cfg, resolves the id, starts tracking touched owners in core
+ * (max_owners of them: the estimator's bound), then tries the backend once
+ * (within --backend-timeout): installs the published table and seeds an
+ * empty estimator with this replica's own previous counts (its list, if
+ * still live). Unreachable: with require, NULL and err "--state-backend
+ * URL: cannot reach Redis: why (--backend-start require)"; with degraded,
+ * it starts anyway and retries. Then starts the thread. replan_interval_s:
+ * how often the leader plans (0 = never). NULL with err on a bad config or
+ * out of memory. core, and the strings cfg points to, must outlive the
+ * replica. */
+cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
+                             double replan_interval_s, const cr_replica_hooks *hooks,
+                             cr_error *err);
+
+/* Stops the thread (a cycle in progress finishes first; bounded by the
+ * backend timeout), gives up the lease if held, frees. NULL ignored. */
+void cr_replica_stop(cr_replica *r);
+
+typedef struct cr_replica_stats {
+    int backend_up;
+    int leader;
+    double last_sync_age_s;       /* since the last successful push; -1 never */
+    uint64_t lease_changes;       /* leader <-> follower */
+    uint64_t tables_published, tables_installed;
+    double merge_seconds;         /* the last merge's duration */
+    uint64_t replicas_seen;       /* live in the last push or merge */
+    uint64_t generation;          /* the last cluster table installed */
+    uint64_t pushes, pushed_owners, full_pushes, round_trips;
+} cr_replica_stats;
+
+void cr_replica_stats_read(cr_replica *r, cr_replica_stats *out);
+
+typedef enum cr_replica_answer {
+    CR_REPLICA_RATES,       /* *out filled */
+    CR_REPLICA_UNAVAILABLE, /* the backend is down or nothing merged yet; err says */
+    CR_REPLICA_NOMEM
+} cr_replica_answer;
+
+/* The cluster's merged rates now (wall time): of the n listed owners (0
+ * for unknown ones), or with n 0 of every merged owner ascending; from the
+ * last merge, decayed to now. Asking makes a follower merge at each sync
+ * for the next 30 s (the leader merges when it plans). *out malloc'd;
+ * *merged_owners = owners in the merge. Never touches Redis. */
+cr_replica_answer cr_replica_rates(cr_replica *r, const int64_t *owners, size_t n,
+                                   cr_session_rate **out, size_t *n_out,
+                                   uint64_t *merged_owners, cr_error *err);
+
+#endif

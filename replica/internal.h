@@ -1,0 +1,123 @@
+/* Internal to the replica: the Redis link (link.c), the scripts
+ * (scripts.c), the thread's state (replica.c) and one sync (sync.c). */
+#ifndef CR_REPLICA_INTERNAL_H
+#define CR_REPLICA_INTERNAL_H
+
+#include <hiredis.h>
+#include <pthread.h>
+
+#include "replica.h"
+
+/* ---- link.c: one connection with backoff ---- */
+
+typedef struct cr_link {
+    redisContext *ctx; /* NULL while down */
+    cr_replica_url url;
+    double timeout_s;
+    double next_try, backoff; /* cr_mono_s; seconds */
+    char why[CR_ERRLEN];      /* the last failure */
+    uint64_t round_trips;
+} cr_link;
+
+/* Connected (1) or not (0) after trying once when the backoff allows. */
+int cr_link_up(cr_link *l);
+/* Drops the connection, keeping why, and backs off. */
+void cr_link_fail(cr_link *l, const char *why);
+void cr_link_close(cr_link *l);
+/* One command (argv form); NULL when the link failed (l->why says; the
+ * link is down). A Redis error reply is returned as a reply. */
+redisReply *cr_link_argv(cr_link *l, int argc, const char **argv, const size_t *len);
+/* printf-style, for commands of short text arguments. */
+redisReply *cr_link_cmd(cr_link *l, const char *fmt, ...);
+/* Pipelines: append, then read n replies (each freed unless kept). */
+int cr_link_append(cr_link *l, int argc, const char **argv, const size_t *len);
+redisReply *cr_link_read(cr_link *l);
+
+/* ---- scripts.c: the lease and the fence ---- */
+
+/* Takes the lease (SET NX PX) or renews it when ours (Lua check-and-
+ * extend): 1 ours now, 0 another's, -1 link failed. */
+int cr_script_lease(cr_link *l, const char *key, const char *id, int held, double ttl_s);
+/* Gives the lease up when ours. */
+void cr_script_release(cr_link *l, const char *key, const char *id);
+typedef struct cr_publish_keys {
+    const char *lease, *table, *channel, *id;
+} cr_publish_keys;
+/* Publishes blob into table as the next generation (above Redis's and
+ * above), only while lease holds id, and PUBLISHes it on channel: the
+ * generation (>= 1), 0 when the fence refused, -1 when the link failed. */
+long long cr_script_publish(cr_link *l, const cr_publish_keys *k, const uint8_t *blob,
+                            size_t len, uint64_t above);
+
+/* ---- notify.c: the wait between syncs ---- */
+
+struct cr_replica;
+/* Waits until until (cr_mono_s), a stop or a notification: 1 for a
+ * notification (a table was published: fetch it now), else 0. */
+int cr_replica_wait(struct cr_replica *r, double until);
+int cr_replica_wake_open(struct cr_replica *r); /* 0, or -1 */
+void cr_replica_wake(struct cr_replica *r);     /* cuts the wait short */
+void cr_replica_wake_close(struct cr_replica *r);
+
+/* ---- the replica ---- */
+
+typedef struct cr_merged {
+    cr_session_rate *rates; /* ascending owner */
+    size_t n;
+    double at; /* wall time of the merge */
+} cr_merged;
+
+struct cr_replica {
+    cr_replica_config cfg; /* strings copied below */
+    char id[CR_REPLICA_ID_MAX + 1];
+    char k_mine[300], k_set[300], k_lease[300], k_table[300], k_notify[300];
+    cr_core *core;
+    double half_life, replan_interval_s;
+    cr_replica_hooks hooks;
+    cr_link link;
+    cr_link sub;    /* the publish channel, subscribed (notify.c) */
+    int wake_fd[2]; /* stop's pipe into the wait */
+    pthread_t thread;
+    pthread_mutex_t lock; /* guards stop, stats and merged */
+    int stop, started;
+    /* thread-only */
+    int need_full, skewed, was_up, up_known, offset_known;
+    double offset; /* wall minus the core's clock: see cr_replica_offset */
+    double test_skew_s; /* CACHEROUTE_TEST_CLOCK_SKEW_S (replica.h) */
+    double redis_time;  /* Redis TIME at this sync, Unix seconds */
+    size_t base_entries, log_entries; /* owners in our list's base and deltas */
+    double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */
+    /* shared, under lock */
+    cr_replica_stats stats;
+    double last_push_mono;
+    double merged_wanted_until;
+    cr_merged merged;
+    char down_why[CR_ERRLEN];
+};
+
+double cr_replica_wall(void);
+struct cr_replica;
+/* This replica's wall clock: cr_replica_wall plus the test hook's skew. */
+double cr_replica_clock(const struct cr_replica *r);
+/* Wall time minus the core's clock, measured afresh but kept while within
+ * 1 ms of the kept one, so an owner's pushed t_i does not jitter from push
+ * to push (an error of 2^(jitter/H)); it follows real steps and slews. */
+double cr_replica_offset(cr_replica *r);
+void cr_replica_event_to(cr_replica *r, cr_replica_event_kind kind, const char *detail,
+                         double skew_s, uint64_t generation);
+/* sync.c: one cycle (push, lease, merge, plan, publish or fetch); the
+ * first with seed: also installs the table and seeds the estimator. */
+void cr_replica_sync(cr_replica *r, int push_due);
+/* Leader or follower now: counted and reported when it changed; a new
+ * leader plans at its next sync. */
+void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation);
+/* "(MS": the replica set's exclusive lower bound of live scores, Redis's
+ * time minus --replica-ttl, for ZRANGEBYSCORE and ZREMRANGEBYSCORE. */
+void cr_replica_oldest(const cr_replica *r, char *buf, size_t len);
+/* lead.c: the leader's merge, plan and publish, or the follower's fetch
+ * (and merge while merged rates are asked for). */
+void cr_replica_lead_or_follow(cr_replica *r, double wall);
+int cr_replica_fetch_table(cr_replica *r);
+void cr_replica_seed(cr_replica *r);
+
+#endif

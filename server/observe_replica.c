@@ -1,0 +1,72 @@
+/* The replica's reports: one log line per change of state, and its gauges
+ * at scrape time. */
+#include "log.h"
+#include "observe.h"
+
+static void event(void *ctx, const cr_replica_event *ev)
+{
+    (void)ctx;
+    switch (ev->kind) {
+    case CR_REPLICA_BACKEND_UP:
+        cr_log(CR_LOG_INFO, "state backend up", json_pack("{s:s}", "backend", ev->detail));
+        break;
+    case CR_REPLICA_BACKEND_DOWN:
+        cr_log(CR_LOG_WARN, "state backend down: serving from local state and the last table",
+               json_pack("{s:s}", "error", ev->detail));
+        break;
+    case CR_REPLICA_LEADER:
+    case CR_REPLICA_FOLLOWER:
+        cr_log(CR_LOG_INFO, ev->kind == CR_REPLICA_LEADER ? "replica leads" : "replica follows",
+               json_pack("{s:s,s:I}", "replica_id", ev->detail, "generation",
+                         (json_int_t)ev->generation));
+                      break;
+    case CR_REPLICA_SKEWED:
+    case CR_REPLICA_UNSKEWED:
+        cr_log(ev->kind == CR_REPLICA_SKEWED ? CR_LOG_WARN : CR_LOG_INFO,
+               ev->kind == CR_REPLICA_SKEWED
+                   ? "wall clock skewed against Redis TIME: merged rates err by 2^(skew/H)"
+                   : "wall clock agrees with Redis TIME again",
+               json_pack("{s:s,s:f,s:f}", "replica_id", ev->detail, "skew_s", ev->skew_s,
+                         "bound_s", CR_REPLICA_SKEW_WARN_S));
+                      break;
+    case CR_REPLICA_REFUSED:
+        cr_log(CR_LOG_WARN, "publish refused by the lease fence",
+               json_pack("{s:s,s:I}", "reason", ev->detail, "generation",
+                         (json_int_t)ev->generation));
+                      break;
+    default:
+        cr_log(CR_LOG_ERROR, "replica error", json_pack("{s:s}", "error", ev->detail));
+    }
+}
+
+cr_replica_hooks cr_observe_replica_hooks(cr_observer *o)
+{
+    return (cr_replica_hooks){.event = event, .ctx = o};
+}
+
+void cr_observe_replica_gauges(cr_replica *r, cr_page *p)
+{
+    cr_replica_stats st;
+    cr_replica_stats_read(r, &st);
+    cr_observe_single(p, "cacheroute_state_backend_up", "gauge",
+                      "1 while --state-backend answers, else 0.", st.backend_up);
+    cr_observe_single(p, "cacheroute_replica_last_sync_age_seconds", "gauge",
+                      "Seconds since this replica's last successful push; -1 before the first.",
+                      st.last_sync_age_s);
+    cr_observe_single(p, "cacheroute_replica_leader", "gauge",
+                      "1 while this replica holds the lease.", st.leader);
+    cr_observe_single(p, "cacheroute_replica_lease_changes_total", "counter",
+                      "Times this replica became leader or follower.", (double)st.lease_changes);
+    cr_observe_single(p, "cacheroute_replica_tables_published_total", "counter",
+                      "Cluster tables this replica published as leader.",
+                      (double)st.tables_published);
+    cr_observe_single(p, "cacheroute_replica_tables_installed_total", "counter",
+                      "Cluster tables this replica fetched and installed as follower.",
+                      (double)st.tables_installed);
+    cr_observe_single(p, "cacheroute_replica_merge_seconds", "gauge",
+                      "Duration of this replica's last merge of every live replica's counts.",
+                      st.merge_seconds);
+    cr_observe_single(p, "cacheroute_replica_replicas_seen", "gauge",
+                      "Live replicas (pushed within --replica-ttl) at the last push or merge.",
+                      (double)st.replicas_seen);
+}

@@ -1,0 +1,369 @@
+"""Replicas over one real redis-server (--state-backend): three sidecars
+given arrivals at random merge to exactly one sidecar's rates and answer
+the same table generation and routes; a killed leader is replaced within
+its lease; with Redis killed every replica keeps serving and recovers when
+it returns; a restarted replica answers the published routes at once; bad
+URLs, an unreachable Redis and the calls clock are refused or degrade, as
+the flags say, and never crash."""
+import os
+import random
+import re
+import struct
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import harness as h  # noqa: E402
+from harness import P  # noqa: E402
+
+H = 1e9  # --half-life: ms between the replicas' and the reference's calls cost < 1e-12
+LEASE = 1.0
+OWNERS = list(range(-20, 40))
+QUIET = 999
+FAST = ("--half-life", "%g" % H, "--sync-interval", "0.1", "--lease-ttl", "%g" % LEASE,
+        "--replica-ttl", "5", "--backend-timeout", "200", "--n-shards", "4",
+        "--warm-slots-per-shard", "4")
+
+
+def scrape(sc):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % sc.config["metrics_port"],
+                                timeout=10) as r:
+        text = r.read().decode()
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^(cacheroute_\w+) (\S+)$", text, re.M)}
+
+
+def replica(redis, rid, *flags, cluster="t"):
+    return h.Sidecar("--state-backend", redis.url, "--replica-id", rid, "--cluster", cluster,
+                     "--metrics-listen", "127.0.0.1:0", *(FAST + flags), metrics=False)
+
+
+def routes(sc, owners=OWNERS):
+    """The table generation and each owner's route, asked with arrivals of
+    weight 1e-300: rates (and so replans) stay as they were."""
+    r = sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=owners,
+                                                          weights=[1e-300] * len(owners)),
+                                timeout=h.RPC_TIMEOUT)
+    return r.table_generation, [(x.owner, x.admitted, x.preferred_shard) for x in r.routes]
+
+
+def pushed_owners(redis, rid, cluster="t"):
+    """The owners in a replica's list of pushed chunks (replica.h)."""
+    owners = set()
+    for chunk in redis.cmd("LRANGE", "cr:{%s}:r:%s" % (cluster, rid), 0, -1) or ():
+        version, n = struct.unpack_from("<IQ", chunk)
+        assert version == 1 and len(chunk) == 12 + 24 * n, (version, n, len(chunk))
+        owners.update(struct.unpack_from("<q", chunk, 12 + 24 * k)[0] for k in range(n))
+    return owners
+
+
+def own_rate(sc, owner=OWNERS[0]):
+    return sc.stub().GetRates(P.cr.GetRatesRequest(owners=[owner]),
+                              timeout=h.RPC_TIMEOUT).rates[0].rate
+
+
+def leader_of(scs):
+    lead = [sc for sc in scs if scrape(sc).get("cacheroute_replica_leader") == 1]
+    return lead[0] if len(lead) == 1 else None
+
+
+def agree(scs, admitting=False):
+    """Same generation (> 0) and same routes on every replica (admitting
+    some owner, when asked), or None."""
+    got = [routes(sc) for sc in scs]
+    if admitting and not any(adm for _, adm, _ in got[0][1]):
+        return None
+    return got[0] if got[0][0] > 0 and all(g == got[0] for g in got) else None
+
+
+class ReplicaTestCase(h.SidecarTestCase):
+    SHARED = False
+
+    def redis(self, **kw):
+        r = h.Redis(**kw)
+        self.addCleanup(r.kill)
+        return r
+
+    def replicas(self, redis, n=3, *flags, cluster="t"):
+        out = []
+        for i in range(n):
+            sc = replica(redis, "r%d" % i, *flags, cluster=cluster)
+            self.addCleanup(sc.kill)
+            out.append(sc)
+        return out
+
+
+class MergeTest(ReplicaTestCase):
+    def test_merged_rates_are_one_sidecars_and_tables_agree(self):
+        redis = self.redis()
+        scs = self.replicas(redis, 3, "--replan-interval", "0.2")
+        ref = self.start_sidecar("--half-life", "%g" % H, "--replan-interval", "0")
+        rng = random.Random(13)
+        arrivals = [rng.choice(OWNERS) for _ in range(600)]
+        parts = [[], [], []]
+        for o in arrivals:
+            parts[rng.randrange(3)].append(o)
+        for sc, part in zip(scs, parts):
+            sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=part, omit_routes=True),
+                                    timeout=h.RPC_TIMEOUT)
+        ref.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=arrivals, omit_routes=True),
+                                 timeout=h.RPC_TIMEOUT)
+        lead = h.poll(lambda: leader_of(scs), 5, what="one leader")
+        want = {r.owner: r.rate for r in
+                ref.stub().GetRates(P.cr.GetRatesRequest(), timeout=h.RPC_TIMEOUT).rates}
+
+        def merged_matches():
+            try:
+                got = lead.stub().GetRates(P.cr.GetRatesRequest(merged=True),
+                                           timeout=h.RPC_TIMEOUT)
+            except h.grpc.RpcError:
+                return None
+            rates = {r.owner: r.rate for r in got.rates}
+            if set(rates) != set(want):
+                return None
+            worst = max(abs(rates[o] - want[o]) / want[o] for o in want)
+            return worst <= 1e-9 and (worst,)
+        h.poll(merged_matches, 10, interval=0.1, what="merged rates within 1e-9 of one sidecar's")
+        # Every owner's route, from one generation on every replica.
+        gen, got = h.poll(lambda: agree(scs, admitting=True), 10, interval=0.05,
+                          what="tables that agree")
+        self.assertEqual(len(got), len(OWNERS))
+        m = scrape(lead)
+        self.assertEqual(m["cacheroute_state_backend_up"], 1)
+        self.assertEqual(m["cacheroute_replica_replicas_seen"], 3)
+        self.assertGreaterEqual(m["cacheroute_replica_tables_published_total"], 1)
+        follower = [sc for sc in scs if sc is not lead][0]
+        self.assertGreaterEqual(scrape(follower)["cacheroute_replica_tables_installed_total"], 1)
+        for sc in scs:
+            sc.assert_clean_exit(self)
+        ref.assert_clean_exit(self)
+
+    def test_a_skewed_replica_is_weighed_2_to_the_skew_over_h(self):
+        redis = self.redis()
+        lead = replica(redis, "r0", "--replan-interval", "0")
+        self.addCleanup(lead.kill)
+        h.poll(lambda: leader_of([lead]), 5, what="one leader")
+        # 1000 s behind: its arrivals weigh 2^(-1000/H), 1 - 6.9e-7 (one ahead
+        # weighs up to 2^(s/H): a time ahead of the merge counts as the merge's).
+        skew = -1000.0
+        ahead = h.Sidecar("--state-backend", redis.url, "--replica-id", "r1", "--cluster", "t",
+                          *FAST, env={"CACHEROUTE_TEST_CLOCK_SKEW_S": "%g" % skew})
+        self.addCleanup(ahead.kill)
+        ref = self.start_sidecar("--half-life", "%g" % H, "--replan-interval", "0")
+        for sc in (ahead, ref):
+            sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS * 2),
+                                    timeout=h.RPC_TIMEOUT)
+        want = own_rate(ref) * 2 ** (skew / H)
+
+        def skewed_merge():
+            try:
+                got = lead.stub().GetRates(P.cr.GetRatesRequest(owners=[OWNERS[0]], merged=True),
+                                           timeout=h.RPC_TIMEOUT).rates[0].rate
+            except h.grpc.RpcError:
+                return None
+            return abs(got / want - 1) <= 1e-9 and got
+        h.poll(skewed_merge, 10, interval=0.1, what="the merge weighed by 2^(s/H)")
+        warned = ahead.wait_for(lambda e: e.get("msg", "").startswith("wall clock skewed"), 5)
+        self.assertAlmostEqual(warned["skew_s"], skew, delta=1)
+        self.assertEqual(len(ahead.find_events(
+            lambda e: e.get("msg", "").startswith("wall clock skewed"))), 1)
+        for sc in (lead, ahead, ref):
+            sc.assert_clean_exit(self)
+
+    def test_merged_needs_a_backend(self):
+        sc = self.start_sidecar("--replan-interval", "0")
+        self.assertRpcError(h.grpc.StatusCode.FAILED_PRECONDITION, sc.stub().GetRates,
+                            P.cr.GetRatesRequest(merged=True), details_re="--state-backend")
+        sc.assert_clean_exit(self)
+
+
+class FaultTest(ReplicaTestCase):
+    def test_leader_killed_is_replaced_within_the_lease(self):
+        redis = self.redis()
+        scs = self.replicas(redis, 3, "--replan-interval", "0.2")
+        lead = h.poll(lambda: leader_of(scs), 5, what="one leader")
+        h.poll(lambda: agree(scs), 10, interval=0.05, what="tables that agree")
+        rest = [sc for sc in scs if sc is not lead]
+        t0 = time.monotonic()
+        lead.kill()
+        new = h.poll(lambda: leader_of(rest), LEASE * 4, interval=0.02, what="a new leader")
+        took = time.monotonic() - t0
+        # The lease expires within LEASE of the kill; a follower tries every LEASE / 3.
+        self.assertLess(took, LEASE * 4 / 3 + 0.3, "takeover took %.2fs" % took)
+        gen, _ = h.poll(lambda: agree(rest), 10, interval=0.05, what="tables that agree")
+        self.assertGreater(scrape(new)["cacheroute_replica_tables_published_total"], 0)
+        for sc in rest:
+            sc.assert_clean_exit(self)
+
+    def test_redis_killed_every_replica_serves_then_recovers(self):
+        redis = self.redis()
+        # --replica-ttl 60: no periodic full push (every 30 s) within the test.
+        scs = self.replicas(redis, 3, "--replan-interval", "0.2", "--replica-ttl", "60")
+        h.poll(lambda: agree(scs), 10, interval=0.05, what="tables that agree")
+        for sc in scs:  # an owner touched only before Redis goes
+            sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[QUIET]),
+                                    timeout=h.RPC_TIMEOUT)
+        time.sleep(0.3)
+        redis.kill()
+        for sc in scs:
+            h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 0, 5,
+                   what="backend_up 0")
+        for sc in scs:
+            t0 = time.monotonic()
+            gen, got = routes(sc)
+            self.assertGreater(gen, 0)
+            self.assertEqual(len(got), len(OWNERS))
+            sc.stub().SelectInjection(P.cr.SelectInjectionRequest(request_id="x",
+                                                                  prompt_tokens=10),
+                                      timeout=h.RPC_TIMEOUT)
+            plan = sc.stub().Plan(h.plan_request(from_estimator=True), timeout=h.RPC_TIMEOUT)
+            self.assertEqual(plan.table.generation, 0)  # not installed
+            self.assertRpcError(h.grpc.StatusCode.FAILED_PRECONDITION, sc.stub().Plan,
+                                h.plan_request(from_estimator=True, install=True),
+                                details_re="leader's published table")
+            self.assertLess(time.monotonic() - t0, 1.0, "an RPC waited on Redis")
+            self.assertEqual(len([e for e in sc.events
+                                  if e.get("msg", "").startswith("state backend down")]), 1)
+        self.assertRpcError(h.grpc.StatusCode.UNAVAILABLE, scs[0].stub().GetRates,
+                            P.cr.GetRatesRequest(merged=True), details_re="down")
+        back = self.redis(port=redis.port)  # empty: generations go on from the replicas'
+        for sc in scs:
+            h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 1, 10,
+                   what="backend_up 1")
+        # A table published to the new Redis, above every generation before.
+        h.poll(lambda: (lambda a: a and a[0] > gen)(agree(scs)), 10, interval=0.05,
+               what="tables that agree, newer than Redis's loss")
+        # The new, empty Redis gets every replica's counts back (a full push),
+        # the owner untouched since too.
+        for i in range(3):
+            h.poll(lambda: QUIET in pushed_owners(back, "r%d" % i), 5,
+                   what="replica r%d's counts pushed again" % i)
+            self.assertEqual(pushed_owners(back, "r%d" % i), set(OWNERS) | {QUIET})
+        self.assertIsNotNone(back.cmd("HGET", "cr:{t}:table", "generation"))
+        for sc in scs:
+            sc.assert_clean_exit(self)
+
+    def test_restarted_replica_answers_the_published_routes_at_once(self):
+        redis = self.redis()
+        scs = self.replicas(redis, 2, "--replan-interval", "0.3")
+        lead = h.poll(lambda: leader_of(scs), 5, what="one leader")
+        lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS + OWNERS[:5] * 3),
+                                  timeout=h.RPC_TIMEOUT)
+        follower = [sc for sc in scs if sc is not lead][0]
+        follower.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[OWNERS[0]] * 4),
+                                      timeout=h.RPC_TIMEOUT)
+        gen, want = h.poll(lambda: agree(scs, admitting=True), 10, interval=0.05,
+                           what="tables that agree and admit")
+        own, t_own = own_rate(follower), time.time()
+        time.sleep(0.3)  # a push after the last arrival
+        follower.assert_clean_exit(self)
+        published = int(redis.cmd("HGET", "cr:{t}:table", "generation"))
+        again = replica(redis, "r%d" % scs.index(follower), "--replan-interval", "0.3")
+        self.addCleanup(again.kill)
+        gen2, got = routes(again)  # the first call after serving
+        self.assertGreaterEqual(gen2, published)
+        self.assertEqual(got, want)  # the same rates replan to the same table
+        # Its own counts came back too (not the merged ones: it had none).
+        # Decayed by the time the restart took, no more (H = 1e9 s).
+        ratio, elapsed = own_rate(again) / own, time.time() - t_own
+        self.assertLessEqual(ratio, 1 + 1e-12)
+        self.assertGreaterEqual(ratio, 2 ** (-elapsed / H) - 1e-12)
+        again.assert_clean_exit(self)
+        lead.assert_clean_exit(self)
+
+
+class NotifyTest(ReplicaTestCase):
+    def test_followers_install_a_publish_at_once(self):
+        """With syncs 3 s apart a follower that only polled would lag the
+        leader's publish by 1.5 s on average; notified, it is there within
+        a round trip."""
+        redis = self.redis()
+        flags = ("--sync-interval", "3", "--lease-ttl", "10", "--replica-ttl", "20",
+                 "--replan-interval", "0.1")
+        lead = replica(redis, "r0", *flags)
+        self.addCleanup(lead.kill)
+        h.poll(lambda: leader_of([lead]), 10, what="one leader")
+        time.sleep(1.0)  # the follower's syncs about half a period after the leader's
+        follower = replica(redis, "r1", *flags)
+        self.addCleanup(follower.kill)
+        scs = [lead, follower]
+        lags = []
+        for _ in range(3):
+            before = routes(lead)[0]
+            gen = h.poll(lambda: (lambda g: g if g > before else None)(routes(lead)[0]), 8,
+                         interval=0.01, what="a new publish")
+            t0 = time.monotonic()
+            h.poll(lambda: routes(follower)[0] >= gen, 5, interval=0.01,
+                   what="the follower at generation %d" % gen)
+            lags.append(time.monotonic() - t0)
+        self.assertLess(max(lags), 0.5, lags)
+        for sc in scs:
+            sc.assert_clean_exit(self)
+
+
+class StartTest(ReplicaTestCase):
+    def test_bad_urls_are_config_errors(self):
+        for url in ("http://x:1", "redis://", "redis://host", "redis://:6379", "redis://h:0",
+                    "redis://h:65536", "redis://h:1/x", "redis://u@h:1", "unix:",
+                    "unix:/tmp/s?db=x", "unix:/tmp/s?x=1", "unix:" + "a" * 200):
+            for extra in ((), ("--check-config",)):
+                r = h.run_sidecar("--state-backend", url, *extra)
+                self.assertEqual(r.returncode, 2, (url, r.stderr))
+                self.assertIn("--state-backend", r.stderr)
+                self.assertIn('"%s' % url[:100], r.stderr)
+        r = h.run_sidecar("--state-backend", "redis://127.0.0.1:1", "--replica-id", "a b",
+                          "--check-config")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--replica-id", r.stderr)
+        r = h.run_sidecar("--lease-ttl", "10", "--replica-ttl", "5", "--check-config")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--replica-ttl must be at least --lease-ttl", r.stderr)
+
+    def test_calls_clock_is_refused_with_a_backend(self):
+        for extra in ((), ("--check-config",)):
+            r = h.run_sidecar("--state-backend", "redis://127.0.0.1:1", "--estimator-clock",
+                              "calls", *extra)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("not linear", r.stderr)
+        r = h.run_sidecar("--state-backend", "redis://127.0.0.1:1", "--check-config")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_unreachable_redis_degraded_or_required(self):
+        url = "redis://127.0.0.1:%d" % h.free_port()
+        r = h.run_sidecar("--state-backend", url, "--backend-start", "require")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot reach Redis", r.stderr)
+        self.assertIn("--backend-start require", r.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            r = h.run_sidecar("--state-backend", "unix:%s/none.sock" % d, "--backend-start",
+                              "require")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("cannot reach Redis", r.stderr)
+        sc = h.Sidecar("--state-backend", url, "--metrics-listen", "127.0.0.1:0", *FAST,
+                       metrics=False)
+        self.addCleanup(sc.kill)
+        self.assertEqual(scrape(sc)["cacheroute_state_backend_up"], 0)
+        gen, got = routes(sc)
+        self.assertEqual((gen, len(got)), (0, len(OWNERS)))
+        self.assertRpcError(h.grpc.StatusCode.UNAVAILABLE, sc.stub().GetRates,
+                            P.cr.GetRatesRequest(merged=True))
+        sc.assert_clean_exit(self)
+
+    def test_unix_socket_backend(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.sock")
+            redis = self.redis(unix=path)
+            sc = h.Sidecar("--state-backend", "unix:%s?db=3" % path, "--replica-id", "u",
+                           "--replan-interval", "0.2", *FAST)
+            self.addCleanup(sc.kill)
+            h.poll(lambda: routes(sc)[0] > 0, 5, what="a published table")
+            self.assertIsNone(redis.cmd("HGET", "cr:{cacheroute}:table", "generation"))
+            sc.assert_clean_exit(self)
+
+
+if __name__ == "__main__":
+    h.main()
