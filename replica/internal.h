@@ -70,7 +70,8 @@ typedef struct cr_merged {
 struct cr_replica {
     cr_replica_config cfg; /* strings copied below */
     char id[CR_REPLICA_ID_MAX + 1];
-    char k_mine[300], k_set[300], k_lease[300], k_table[300], k_notify[300];
+    char k_mine[CR_REPLICA_KEY_MAX], k_set[CR_REPLICA_KEY_MAX], k_lease[CR_REPLICA_KEY_MAX];
+    char k_table[CR_REPLICA_KEY_MAX], k_notify[CR_REPLICA_KEY_MAX];
     cr_core *core;
     double half_life, replan_interval_s;
     cr_replica_hooks hooks;

@@ -68,7 +68,7 @@ static cr_estimator_entry *read_lists(cr_replica *r, const redisReply *ids, size
 {
     const char *prefix_end = strstr(r->k_mine, ":r:");
     size_t plen = (size_t)(prefix_end - r->k_mine) + 3, cap = 0;
-    char key[300];
+    char key[CR_REPLICA_KEY_MAX];
     for (size_t i = 0; i < ids->elements; i++) {
         snprintf(key, sizeof key, "%.*s%s", (int)plen, r->k_mine, ids->element[i]->str);
         const char *argv[4] = {"LRANGE", key, "0", "-1"};

@@ -13,26 +13,27 @@ static cr_status valid_backend(const char *value, cr_error *err)
     return *value ? cr_replica_parse_url(value, &url, err) : CR_OK;
 }
 
-/* 1..CR_REPLICA_ID_MAX bytes of [A-Za-z0-9._-]; "" allowed when empty_ok. */
-static cr_status valid_name(const char *flag, const char *value, int empty_ok, cr_error *err)
+/* 1..max bytes of [A-Za-z0-9._-]; "" allowed when empty_ok. */
+static cr_status valid_name(const char *flag, const char *value, size_t max, int empty_ok,
+                            cr_error *err)
 {
     static const char OK[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
     size_t len = strlen(value);
     if ((len == 0 && empty_ok) ||
-        (len >= 1 && len <= CR_REPLICA_ID_MAX && strspn(value, OK) == len))
+        (len >= 1 && len <= max && strspn(value, OK) == len))
         return CR_OK;
-    return cr_fail(err, CR_EINVAL, "--%s must be 1..%d bytes of [A-Za-z0-9._-]%s, got \"%.160s\"",
-                   flag, CR_REPLICA_ID_MAX, empty_ok ? " (or empty)" : "", value);
+    return cr_fail(err, CR_EINVAL, "--%s must be 1..%zu bytes of [A-Za-z0-9._-]%s, got \"%.160s\"",
+                   flag, max, empty_ok ? " (or empty)" : "", value);
 }
 
 static cr_status valid_id(const char *value, cr_error *err)
 {
-    return valid_name("replica-id", value, 1, err);
+    return valid_name("replica-id", value, CR_REPLICA_ID_MAX, 1, err);
 }
 
 static cr_status valid_cluster(const char *value, cr_error *err)
 {
-    return valid_name("cluster", value, 0, err);
+    return valid_name("cluster", value, CR_REPLICA_CLUSTER_MAX, 0, err);
 }
 
 #define AT(field) offsetof(cr_replica_config, field)
@@ -44,10 +45,10 @@ static const cr_option ROWS[] = {
              "empty = standalone (needs --estimator-clock seconds)"},
     {.name = "replica-id", .key = "replica_id", .type = CR_OPT_STRING, .offset = AT(replica_id),
      .def_text = "", .min = 0, .max = CR_REPLICA_ID_MAX, .valid = valid_id,
-     .help = "this replica's name in the backend, 1..128 of [A-Za-z0-9._-]; empty = the host "
+     .help = "this replica's name in the backend, 1..253 of [A-Za-z0-9._-]; empty = the host "
              "name"},
     {.name = "cluster", .key = "cluster", .type = CR_OPT_STRING, .offset = AT(cluster),
-     .def_text = "cacheroute", .min = 1, .max = CR_REPLICA_ID_MAX, .valid = valid_cluster,
+     .def_text = "cacheroute", .min = 1, .max = CR_REPLICA_CLUSTER_MAX, .valid = valid_cluster,
      .help = "the replicas' group: their Redis keys start with cr:{NAME}:"},
     {.name = "sync-interval", .key = "sync_interval_s", .type = CR_OPT_DOUBLE,
      .offset = AT(sync_interval_s), .def = 1, .min = 0.05, .max = 60,

@@ -62,7 +62,21 @@ static void test_config_checks(void)
     c.replica_id = "a b";
     CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--replica-id"));
+    char name[CR_REPLICA_ID_MAX + 2];
+    memset(name, 'p', sizeof name - 1);
+    name[sizeof name - 1] = 0;
+    c.replica_id = name + 1; /* a pod name's longest, 253 */
+    CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_OK);
+    c.replica_id = name;
+    CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "253"));
     c.replica_id = "";
+    name[CR_REPLICA_CLUSTER_MAX + 1] = 0;
+    c.cluster = name + 1;
+    CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_OK);
+    c.cluster = name;
+    CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "128"));
     c.cluster = "x{y}";
     CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--cluster"));

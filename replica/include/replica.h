@@ -61,7 +61,12 @@
 
 #include "core.h"
 
-#define CR_REPLICA_ID_MAX 128        /* bytes of --replica-id and --cluster */
+/* Bytes of --replica-id (a Kubernetes pod name is up to 253) and of
+ * --cluster; a Redis key is cr:{CLUSTER}:r:ID, so CR_REPLICA_KEY_MAX holds
+ * the longest with room to spare. */
+#define CR_REPLICA_ID_MAX 253
+#define CR_REPLICA_CLUSTER_MAX 128
+#define CR_REPLICA_KEY_MAX (CR_REPLICA_CLUSTER_MAX + CR_REPLICA_ID_MAX + 32)
 #define CR_REPLICA_SKEW_WARN_S 1.0   /* a push this far from Redis TIME is skewed */
 #define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
 
