@@ -58,7 +58,7 @@ static void same_bytes(const cr_plan_answer *a)
  * shard and the hottest all of them. */
 static cr_table *plan(size_t n, uint32_t shards, int64_t (*owner_of)(size_t))
 {
-    cr_session_rate *r = malloc((n ? n : 1) * sizeof *r);
+    cr_session_rate *r = calloc(n ? n : 1, sizeof *r); /* gcc -O3: maybe-uninitialized */
     for (size_t i = 0; i < n; i++)
         r[i] = (cr_session_rate){owner_of(i), 10.0 * shards / (double)(i + 1)};
     cr_planner_config cfg = {shards, 10.0, 1e12};
