@@ -138,8 +138,9 @@ typedef struct cr_rpc_options {
     cr_rpc_limits limits;
     /* Methods whose path starts with this (optional) are served on a
      * completion queue and thread of their own, so that they are answered
-     * at once however busy the workers are (health probes); their handlers
-     * must be quick. */
+     * at once however busy the workers' handlers are (health probes); their
+     * handlers must be quick. The lane's queue does no I/O: the workers
+     * read its calls between theirs. */
     const char *own_lane_prefix;
 } cr_rpc_options;
 
