@@ -82,6 +82,16 @@ def channel(target):
     return grpc.insecure_channel(target, options=[("grpc.enable_retries", 0)])
 
 
+def run_clients(run, clients, done):
+    """Runs run(k) on a thread per client k; the sum of what they counted."""
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done)
+
+
 def unary_phase(target, bodies, clients, seconds):
     done = [0] * clients
     stop = time.monotonic() + seconds
@@ -97,12 +107,7 @@ def unary_phase(target, bodies, clients, seconds):
         done[k] = n
         ch.close()
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(done)
+    return run_clients(run, clients, done)
 
 
 def stream_phase(target, bodies, clients, seconds):
@@ -126,12 +131,7 @@ def stream_phase(target, bodies, clients, seconds):
         done[k] = n
         ch.close()
 
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(done)
+    return run_clients(run, clients, done)
 
 
 H2_HEADERS = ["-H", "content-type: application/grpc", "-H", "te: trailers"]

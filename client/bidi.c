@@ -119,12 +119,7 @@ grpc_status_code cr_client_bidi(cr_client *c, const char *method, cr_client_next
     grpc_metadata_array_init(&trailing);
     grpc_status_code status = GRPC_STATUS_UNKNOWN;
     grpc_slice details = grpc_empty_slice();
-    grpc_op final;
-    memset(&final, 0, sizeof final);
-    final.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    final.data.recv_status_on_client.trailing_metadata = &trailing;
-    final.data.recv_status_on_client.status = &status;
-    final.data.recv_status_on_client.status_details = &details;
+    grpc_op final = cr_client_status_op(&trailing, &status, &details);
     /* Every batch started is waited for, so nothing refers to b after. */
     for (int pending = start(&b, c, &initial, &final); pending || b.sending || b.receiving;) {
         grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);

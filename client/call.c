@@ -38,6 +38,18 @@ void cr_client_initial_metadata(cr_client *c, grpc_op *op)
     op->data.send_initial_metadata.metadata = c->has_auth ? &c->auth : NULL;
 }
 
+grpc_op cr_client_status_op(grpc_metadata_array *trailing, grpc_status_code *status,
+                            grpc_slice *details)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    op.data.recv_status_on_client.trailing_metadata = trailing;
+    op.data.recv_status_on_client.status = status;
+    op.data.recv_status_on_client.status_details = details;
+    return op;
+}
+
 void cr_client_close(cr_client *c)
 {
     cr_client_token_free(c);
@@ -81,10 +93,7 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
     ops[4].op = GRPC_OP_RECV_MESSAGE;
     ops[4].data.recv_message.recv_message = &recv;
-    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    ops[5].data.recv_status_on_client.trailing_metadata = &trailing;
-    ops[5].data.recv_status_on_client.status = &status;
-    ops[5].data.recv_status_on_client.status_details = &details;
+    ops[5] = cr_client_status_op(&trailing, &status, &details);
     *resp = NULL;
     if (packed != 0) {
         snprintf(err, errlen, "out of memory packing %s (%zu bytes)", req->descriptor->name,
@@ -162,12 +171,7 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
     ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
     ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
     ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-    grpc_op final;
-    memset(&final, 0, sizeof final);
-    final.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    final.data.recv_status_on_client.trailing_metadata = &trailing;
-    final.data.recv_status_on_client.status = &status;
-    final.data.recv_status_on_client.status_details = &details;
+    grpc_op final = cr_client_status_op(&trailing, &status, &details);
     grpc_op next;
     memset(&next, 0, sizeof next);
     next.op = GRPC_OP_RECV_MESSAGE;

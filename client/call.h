@@ -55,6 +55,11 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
  * there is one. */
 void cr_client_initial_metadata(cr_client *c, grpc_op *op);
 
+/* A RECV_STATUS_ON_CLIENT op filling the three (the caller's, alive until
+ * the op completes). */
+grpc_op cr_client_status_op(grpc_metadata_array *trailing, grpc_status_code *status,
+                            grpc_slice *details);
+
 /* The next request of a bidirectional stream, valid until the next call;
  * NULL when there is none (the stream is then half-closed). */
 typedef const ProtobufCMessage *(*cr_client_next_fn)(void *ctx);
