@@ -19,13 +19,25 @@ struct cr_pool {
     int stopping;
     int n_threads;
     int alive; /* threads that have not returned yet */
+    /* A drain timed out: threads returning from now on detach themselves,
+     * as nobody will join them (an unjoined thread that ended is a leak to
+     * ThreadSanitizer when the process ends). */
+    int abandoned;
     pthread_t *threads;
-    unsigned char *joined; /* per thread */
+    struct worker *workers;
+    unsigned char *joined;   /* per thread */
+    unsigned char *returned; /* per thread: about to return, not detached */
 };
+
+typedef struct worker {
+    cr_pool *p;
+    int i;
+} worker;
 
 static void *pool_main(void *arg)
 {
-    cr_pool *p = arg;
+    const worker *w = arg;
+    cr_pool *p = w->p;
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->head && !p->stopping)
@@ -42,6 +54,12 @@ static void *pool_main(void *arg)
         pthread_mutex_lock(&p->lock);
     }
     p->alive--;
+    if (p->abandoned) {
+        pthread_detach(pthread_self());
+        p->joined[w->i] = 1;
+    } else {
+        p->returned[w->i] = 1;
+    }
     pthread_cond_broadcast(&p->exited);
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -53,7 +71,9 @@ cr_pool *cr_pool_new(int threads)
     if (!p)
         return NULL;
     p->threads = calloc((size_t)threads, sizeof *p->threads);
+    p->workers = calloc((size_t)threads, sizeof *p->workers);
     p->joined = calloc((size_t)threads, 1);
+    p->returned = calloc((size_t)threads, 1);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_condattr_t attr;
@@ -61,11 +81,13 @@ cr_pool *cr_pool_new(int threads)
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&p->exited, &attr);
     pthread_condattr_destroy(&attr);
-    for (int i = 0; p->threads && p->joined && i < threads; i++) {
+    int ok = p->threads && p->workers && p->joined && p->returned;
+    for (int i = 0; ok && i < threads; i++) {
         pthread_mutex_lock(&p->lock);
         p->alive++;
         pthread_mutex_unlock(&p->lock);
-        if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) {
+        p->workers[i] = (worker){p, i};
+        if (pthread_create(&p->threads[i], NULL, pool_main, &p->workers[i]) != 0) {
             pthread_mutex_lock(&p->lock);
             p->alive--;
             pthread_mutex_unlock(&p->lock);
@@ -121,18 +143,20 @@ int cr_pool_drain_for(cr_pool *p, double seconds)
             break;
     }
     int ended = p->alive == 0;
-    pthread_mutex_unlock(&p->lock);
-    /* Threads that did end are joined either way (an unjoined one is a
-     * leak to ThreadSanitizer when the process ends without the others). */
+    if (!ended)
+        p->abandoned = 1; /* the rest detach themselves as they return */
+    /* Threads that returned before are joined either way: none of them
+     * detached, and each is at most finishing its return. Picked under the
+     * lock (a thread returning later marks itself), joined outside it. */
     for (int i = 0; i < p->n_threads; i++) {
-        if (p->joined[i])
-            continue;
-        if (ended)
-            pthread_join(p->threads[i], NULL);
-        else if (pthread_tryjoin_np(p->threads[i], NULL) != 0)
+        if (p->joined[i] || !p->returned[i])
             continue;
         p->joined[i] = 1;
+        pthread_mutex_unlock(&p->lock);
+        pthread_join(p->threads[i], NULL);
+        pthread_mutex_lock(&p->lock);
     }
+    pthread_mutex_unlock(&p->lock);
     return ended ? 0 : -1;
 }
 
@@ -147,6 +171,8 @@ void cr_pool_free(cr_pool *p)
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->exited);
     free(p->threads);
+    free(p->workers);
     free(p->joined);
+    free(p->returned);
     free(p);
 }
