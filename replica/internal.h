@@ -13,14 +13,21 @@
 typedef struct cr_link {
     redisContext *ctx; /* NULL while down */
     cr_replica_url url;
+    const char *password_file; /* NULL or "": no AUTH (replica.h) */
     double timeout_s;
     double next_try, backoff; /* cr_mono_s; seconds */
     char why[CR_ERRLEN];      /* the last failure */
     uint64_t round_trips;
 } cr_link;
 
-/* Connected (1) or not (0) after trying once when the backoff allows. */
+/* Connected (1) or not (0) after trying once when the backoff allows;
+ * a connection counts once AUTH (password_file re-read) and SELECT passed.
+ * A refused AUTH fails the link with why "state backend refused AUTH:
+ * Redis's error"; an unreadable file with the file's error. */
 int cr_link_up(cr_link *l);
+/* AUTH again on an open connection (the file re-read); refused, the link
+ * fails as in cr_link_up. Not for a connection in subscribe mode. */
+void cr_link_reauth(cr_link *l);
 /* Drops the connection, keeping why, and backs off. */
 void cr_link_fail(cr_link *l, const char *why);
 void cr_link_close(cr_link *l);
@@ -79,8 +86,9 @@ struct cr_replica {
     cr_link sub;    /* the publish channel, subscribed (notify.c) */
     int wake_fd[2]; /* stop's pipe into the wait */
     pthread_t thread;
-    pthread_mutex_t lock; /* guards stop, stats and merged */
+    pthread_mutex_t lock; /* guards stop, reauth, stats and merged */
     int stop, started;
+    int reauth; /* cr_replica_reload asked; the next sync takes it */
     /* thread-only */
     int need_full, skewed, was_up, up_known, offset_known;
     double offset; /* wall minus the core's clock: see cr_replica_offset */

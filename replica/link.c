@@ -1,5 +1,6 @@
 /* One Redis connection that reconnects with exponential backoff (0.1 s
- * doubling to 2 s); every command is bounded by the timeout. */
+ * doubling to 2 s), AUTHs and SELECTs as configured; every command is
+ * bounded by the timeout. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,19 +32,54 @@ void cr_link_fail(cr_link *l, const char *why)
     l->next_try = cr_mono_s() + l->backoff;
 }
 
-static int select_db(cr_link *l)
+/* 0 when r is Redis's +OK; else the link fails with why "what: Redis's
+ * error" (a failed link has already said why) and -1. */
+static int status_ok(cr_link *l, redisReply *r, const char *what)
 {
-    if (l->url.db <= 0)
-        return 0;
-    redisReply *r = cr_link_cmd(l, "SELECT %d", l->url.db);
     int ok = r && r->type == REDIS_REPLY_STATUS;
     if (r && !ok) {
         char why[CR_ERRLEN];
-        snprintf(why, sizeof why, "SELECT %d: %s", l->url.db, r->str ? r->str : "refused");
+        snprintf(why, sizeof why, "%s: %.180s", what, r->str ? r->str : "refused");
         cr_link_fail(l, why);
     }
     freeReplyObject(r);
     return ok ? 0 : -1;
+}
+
+/* AUTH from the password file, read afresh for each connection so that a
+ * rotated Secret is used at the next one; its bytes are wiped at once (the
+ * copy in hiredis's output buffer is beyond our reach). */
+static int authenticate(cr_link *l)
+{
+    if (!l->password_file || !*l->password_file)
+        return 0;
+    cr_replica_auth a;
+    cr_error e;
+    if (cr_replica_auth_read(l->password_file, &a, &e) != CR_OK) {
+        cr_link_fail(l, e.msg);
+        return -1;
+    }
+    int user = a.user[0] != '\0';
+    const char *argv[3] = {"AUTH", user ? a.user : a.pass, a.pass};
+    size_t len[3] = {4, strlen(argv[1]), strlen(a.pass)};
+    redisReply *r = cr_link_argv(l, user ? 3 : 2, argv, len);
+    cr_replica_auth_clear(&a);
+    return status_ok(l, r, "state backend refused AUTH");
+}
+
+void cr_link_reauth(cr_link *l)
+{
+    if (l->ctx)
+        authenticate(l);
+}
+
+static int select_db(cr_link *l)
+{
+    if (l->url.db <= 0)
+        return 0;
+    char what[32];
+    snprintf(what, sizeof what, "SELECT %d", l->url.db);
+    return status_ok(l, cr_link_cmd(l, "SELECT %d", l->url.db), what);
 }
 
 int cr_link_up(cr_link *l)
@@ -62,7 +98,7 @@ int cr_link_up(cr_link *l)
         return 0;
     }
     redisSetTimeout(l->ctx, tv);
-    if (select_db(l) != 0)
+    if (authenticate(l) != 0 || select_db(l) != 0)
         return 0;
     l->backoff = 0;
     return 1;

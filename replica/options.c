@@ -36,6 +36,16 @@ static cr_status valid_cluster(const char *value, cr_error *err)
     return valid_name("cluster", value, CR_REPLICA_CLUSTER_MAX, 0, err);
 }
 
+/* Read to be judged, then forgotten: the link reads it again at each
+ * connect, so a rotated Secret is used at the next one. */
+static cr_status valid_password_file(const char *path, cr_error *err)
+{
+    cr_replica_auth auth;
+    cr_status st = cr_replica_auth_read(path, &auth, err);
+    cr_replica_auth_clear(&auth);
+    return st;
+}
+
 #define AT(field) offsetof(cr_replica_config, field)
 
 static const cr_option ROWS[] = {
@@ -43,6 +53,10 @@ static const cr_option ROWS[] = {
      .offset = AT(state_backend), .def_text = "", .valid = valid_backend,
      .help = "Redis the replicas share: redis://HOST:PORT[/DB] or unix:PATH[?db=N]; "
              "empty = standalone (needs --estimator-clock seconds)"},
+    {.name = "state-backend-password-file", .key = "state_backend_password_file",
+     .type = CR_OPT_STRING, .offset = AT(state_backend_password_file), .def_text = "",
+     .help = "file holding the --state-backend AUTH: PASSWORD, or USER PASSWORD (an ACL "
+             "user), on one line; read at start and at each connect; empty = no AUTH"},
     {.name = "replica-id", .key = "replica_id", .type = CR_OPT_STRING, .offset = AT(replica_id),
      .def_text = "", .min = 0, .max = CR_REPLICA_ID_MAX, .valid = valid_id,
      .help = "this replica's name in the backend, 1..253 of [A-Za-z0-9._-]; empty = the host "
@@ -86,7 +100,9 @@ cr_status cr_replica_config_check(const cr_replica_config *cfg, cr_clock clock, 
     if (cfg->state_backend && *cfg->state_backend &&
         ((st = valid_backend(cfg->state_backend, err)) != CR_OK ||
          (st = valid_id(cfg->replica_id ? cfg->replica_id : "", err)) != CR_OK ||
-         (st = valid_cluster(cfg->cluster ? cfg->cluster : "", err)) != CR_OK))
+         (st = valid_cluster(cfg->cluster ? cfg->cluster : "", err)) != CR_OK ||
+         (cfg->state_backend_password_file && *cfg->state_backend_password_file &&
+          (st = valid_password_file(cfg->state_backend_password_file, err)) != CR_OK)))
         return st;
     if (cfg->replica_ttl_s < cfg->lease_ttl_s)
         return cr_fail(err, CR_EINVAL, "--replica-ttl must be at least --lease-ttl (%g), got %g",

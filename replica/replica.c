@@ -162,10 +162,12 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
     r->last_plan = -1e300;
     cr_replica_parse_url(cfg->state_backend, &r->link.url, err);
     r->link.timeout_s = (double)cfg->backend_timeout_ms / 1e3;
+    r->link.password_file = cfg->state_backend_password_file;
     const char *skew = getenv("CACHEROUTE_TEST_CLOCK_SKEW_S");
     r->test_skew_s = skew ? atof(skew) : 0;
     r->sub.url = r->link.url;
     r->sub.timeout_s = r->link.timeout_s;
+    r->sub.password_file = r->link.password_file;
     if (cr_replica_wake_open(r) != 0) {
         cr_fail(err, CR_ENOMEM, "cannot open the replica's wake pipe");
         return fail(r);
@@ -198,6 +200,15 @@ void cr_replica_stop(cr_replica *r)
         cr_script_release(&r->link, r->k_lease, r->id);
     free(r->merged.rates);
     fail(r);
+}
+
+void cr_replica_reload(cr_replica *r)
+{
+    if (!r || !r->cfg.state_backend_password_file || !*r->cfg.state_backend_password_file)
+        return;
+    pthread_mutex_lock(&r->lock);
+    r->reauth = 1;
+    pthread_mutex_unlock(&r->lock);
 }
 
 void cr_replica_stats_read(cr_replica *r, cr_replica_stats *out)

@@ -217,8 +217,24 @@ static void lease(cr_replica *r)
     cr_replica_set_leader(r, got, r->stats.generation);
 }
 
+/* After cr_replica_reload: the command connection AUTHs again at once, so a
+ * wrong new password shows now rather than at the next reconnect; the
+ * subscription (which takes no AUTH in subscribe mode) reconnects. */
+static void reauth_if_asked(cr_replica *r)
+{
+    pthread_mutex_lock(&r->lock);
+    int asked = r->reauth;
+    r->reauth = 0;
+    pthread_mutex_unlock(&r->lock);
+    if (!asked)
+        return;
+    cr_link_reauth(&r->link);
+    cr_link_close(&r->sub);
+}
+
 void cr_replica_sync(cr_replica *r, int push_due)
 {
+    reauth_if_asked(r);
     if (!r->link.ctx) /* a new connection may be to a Redis that lost everything */
         r->need_full = 1;
     if (!cr_link_up(&r->link)) {

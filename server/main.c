@@ -171,6 +171,13 @@ static void reload_security(void *ctx)
     cr_security_reload(&s->security);
 }
 
+/* SIGHUP: the replica re-reads its Redis password file and AUTHs again. */
+static void reload_replica(void *ctx)
+{
+    sidecar *s = ctx;
+    cr_replica_reload(s->handlers.replica);
+}
+
 /* SIGUSR1: write the state file now. A failed write is logged through the
  * core's state hook; only "no --state-file" is said here. */
 static void snapshot_now(void *ctx)
@@ -270,6 +277,7 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     s->rpc = rpc;
     cr_signals_on(&s->signals, CR_SIGNAL_STATS, "stats", log_stats, s);
     cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "tls", reload_security, s);
+    cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "state-backend", reload_replica, s);
     cr_signals_on(&s->signals, CR_SIGNAL_SNAPSHOT, "state", snapshot_now, s);
     cr_health_set_serving(s->health, 1);
     cr_error e;

@@ -3,7 +3,8 @@
  * can kill the process without a drain:
  *
  *   SIGTERM, SIGINT, SIGQUIT  drain and exit (cr_signals_wait returns)
- *   SIGHUP                    reload: run the reload hooks (certificates)
+ *   SIGHUP                    reload: run the reload hooks (certificates,
+ *                             the admin token, the Redis password)
  *   SIGUSR1                   snapshot: run the snapshot hooks (state file)
  *   SIGUSR2                   log the current figures (the stats hook)
  *

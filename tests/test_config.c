@@ -453,6 +453,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"admin-identity", "spiffe://a/admin admin.example", "cn-admin", NULL, NULL},
         {"admin-token-file", "/tmp/cr-token-a", "/tmp/cr-token-b", NULL, NULL},
         {"state-backend", "redis://127.0.0.1:6379", "unix:/tmp/cr-r.sock?db=2", NULL, NULL},
+        {"state-backend-password-file", "/tmp/cr-redis-pw-a", "/tmp/cr-redis-pw-b", NULL, NULL},
         {"replica-id", "replica-0", "r.1_x", NULL, NULL},
         {"cluster", "c1", "prod.east-2", NULL, NULL},
     };

@@ -1,6 +1,7 @@
-/* The replica's pure parts (URL, option checks, the pushed encoding, the
- * exact merge, the table blob), the core's touched set, and the lease and
- * fence scripts against a real redis-server on a unix socket. */
+/* The replica's pure parts (URL, option checks, the password file, the
+ * pushed encoding, the exact merge, the table blob), the core's touched
+ * set, and the lease and fence scripts and AUTH against a real
+ * redis-server on a unix socket. */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -80,6 +81,97 @@ static void test_config_checks(void)
     c.cluster = "x{y}";
     CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--cluster"));
+}
+
+/* A parse that must fail: CR_EINVAL naming the file and why, never the
+ * secret, and *out wiped. */
+static void auth_refused(const char *text, const char *why)
+{
+    cr_replica_auth a;
+    cr_error err;
+    memset(&a, 'x', sizeof a);
+    CU_ASSERT_EQUAL(cr_replica_auth_parse(text, strlen(text), "/run/pw", &a, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--state-backend-password-file /run/pw: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, why));
+    CU_ASSERT_PTR_NULL(strstr(err.msg, "s3cret"));
+    CU_ASSERT(a.user[0] == '\0' && a.pass[0] == '\0');
+}
+
+static void test_auth_parse(void)
+{
+    cr_replica_auth a;
+    cr_error err;
+    const char *one[] = {"s3cret", "s3cret\n", "s3cret\r\n", "  s3cret \t\n\n", "s3cret"};
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        CU_ASSERT_EQUAL(cr_replica_auth_parse(one[i], strlen(one[i]), "f", &a, &err), CR_OK);
+        CU_ASSERT_STRING_EQUAL(a.user, "");
+        CU_ASSERT_STRING_EQUAL(a.pass, "s3cret");
+    }
+    const char two[] = "svc-cr \t p@ss:w%rd\xc3\xa9\n";
+    CU_ASSERT_EQUAL(cr_replica_auth_parse(two, strlen(two), "f", &a, &err), CR_OK);
+    CU_ASSERT_STRING_EQUAL(a.user, "svc-cr");
+    CU_ASSERT_STRING_EQUAL(a.pass, "p@ss:w%rd\xc3\xa9"); /* bytes as they are, UTF-8 too */
+    cr_replica_auth_clear(&a);
+    CU_ASSERT(a.user[0] == '\0' && a.pass[0] == '\0');
+    auth_refused("", "empty");
+    auth_refused(" \t\r\n\n", "empty");
+    auth_refused("u s3cret more", "three words or more");
+    auth_refused("s3cret\nother", "more than one line");
+    auth_refused("s3cret\rother", "more than one line");
+    auth_refused("s3\x01" "cret", "a control character");
+    auth_refused("s3cret\x7f", "a control character");
+    static char big[CR_REPLICA_AUTH_MAX + 2];
+    memset(big, 'p', CR_REPLICA_AUTH_MAX);
+    CU_ASSERT_EQUAL(cr_replica_auth_parse(big, CR_REPLICA_AUTH_MAX, "f", &a, &err), CR_OK);
+    CU_ASSERT_EQUAL(strlen(a.pass), CR_REPLICA_AUTH_MAX);
+    big[CR_REPLICA_AUTH_MAX] = 'p';
+    auth_refused(big, "over 4096 bytes");
+}
+
+/* A file holding text; its path in path (64 bytes). */
+static void write_file(char *path, const char *text)
+{
+    snprintf(path, 64, "/tmp/cr-test-redis-pw-XXXXXX");
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL_FATAL(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void test_auth_read(void)
+{
+    char path[64];
+    cr_replica_auth a;
+    cr_error err;
+    write_file(path, "ops s3cret\n");
+    CU_ASSERT_EQUAL(cr_replica_auth_read(path, &a, &err), CR_OK);
+    CU_ASSERT(!strcmp(a.user, "ops") && !strcmp(a.pass, "s3cret"));
+    unlink(path);
+    CU_ASSERT_EQUAL(cr_replica_auth_read(path, &a, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, path));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cannot read: No such file"));
+    CU_ASSERT_EQUAL(cr_replica_auth_read("/tmp", &a, &err), CR_EINVAL); /* a directory */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/tmp: cannot read"));
+    write_file(path, "\n");
+    CU_ASSERT_EQUAL(cr_replica_auth_read(path, &a, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "empty"));
+    unlink(path);
+    static char big[CR_REPLICA_AUTH_MAX + 100];
+    memset(big, 's', sizeof big - 1);
+    write_file(path, big); /* far over: not read whole */
+    CU_ASSERT_EQUAL(cr_replica_auth_read(path, &a, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "over 4096 bytes"));
+    CU_ASSERT_PTR_NULL(strstr(err.msg, "sss"));
+    unlink(path);
+    /* Checked with a backend only; judged by the config check. */
+    cr_replica_config c;
+    cr_replica_config_default(&c);
+    c.state_backend_password_file = path;
+    CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_OK);
+    c.state_backend = "redis://h:1";
+    CU_ASSERT_EQUAL(cr_replica_config_check(&c, CR_CLOCK_SECONDS, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--state-backend-password-file"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, path));
 }
 
 static void test_encoding(void)
@@ -349,7 +441,8 @@ static void test_touched_concurrent(void)
 static pid_t redis_pid;
 static char redis_sock[64];
 
-static int redis_start(void)
+/* With pass, the default user needs AUTH pass (requirepass). */
+static int redis_start(const char *pass)
 {
     snprintf(redis_sock, sizeof redis_sock, "/tmp/cr-test-replica-%d.sock", (int)getpid());
     redis_pid = fork();
@@ -357,7 +450,8 @@ static int redis_start(void)
         if (!freopen("/dev/null", "w", stdout))
             _exit(126);
         execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", redis_sock,
-               "--save", "", "--appendonly", "no", (char *)NULL);
+               "--save", "", "--appendonly", "no", pass ? "--requirepass" : (char *)NULL, pass,
+               (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 200; i++) {
@@ -383,21 +477,36 @@ static long long hget_generation(cr_link *l)
     return g;
 }
 
+/* A link to the test's Redis, AUTHing from password_file when not NULL. */
+static cr_link link_to_redis(const char *password_file)
+{
+    cr_link l = {.timeout_s = 1.0, .password_file = password_file};
+    cr_error err;
+    char url[96];
+    snprintf(url, sizeof url, "unix:%s", redis_sock);
+    CU_ASSERT_EQUAL(cr_replica_parse_url(url, &l.url, &err), CR_OK);
+    return l;
+}
+
+/* Up within 2.5 s of tries (a fresh redis-server may not listen yet). */
+static int link_wait(cr_link *l)
+{
+    int up = 0;
+    for (int i = 0; i < 50 && !(up = cr_link_up(l)); i++) {
+        l->next_try = 0;
+        usleep(50000);
+    }
+    return up;
+}
+
 /* The lease is one replica's at a time; a leader whose lease went to
  * another can no longer publish, and its refused publish changes nothing. */
 static void test_lease_and_fence(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the sidecar does (replica.h) */
-    CU_ASSERT_EQUAL_FATAL(redis_start(), 0);
-    cr_link l = {.timeout_s = 1.0};
-    cr_error err;
-    char url[96];
-    snprintf(url, sizeof url, "unix:%s", redis_sock);
-    CU_ASSERT_EQUAL_FATAL(cr_replica_parse_url(url, &l.url, &err), CR_OK);
-    int up = 0;
-    for (int i = 0; i < 50 && !(up = cr_link_up(&l)); i++)
-        usleep(50000);
-    CU_ASSERT_TRUE_FATAL(up);
+    CU_ASSERT_EQUAL_FATAL(redis_start(NULL), 0);
+    cr_link l = link_to_redis(NULL);
+    CU_ASSERT_TRUE_FATAL(link_wait(&l));
     const char *lease = "cr:{u}:lease";
     CU_ASSERT_EQUAL(cr_script_lease(&l, lease, "a", 0, 5), 1);
     CU_ASSERT_EQUAL(cr_script_lease(&l, lease, "b", 0, 5), 0);
@@ -434,9 +543,74 @@ static void test_lease_and_fence(void)
     cr_link_close(&l);
 }
 
+
+/* AUTH right after connecting: the password or USER PASSWORD from the
+ * file, read again at each connect; a refusal fails the link with Redis's
+ * error and never the password. */
+static void test_auth(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    CU_ASSERT_EQUAL_FATAL(redis_start("s3cret"), 0);
+    char good[64], wrong[64];
+    write_file(good, "s3cret\n");
+    write_file(wrong, "nope-s3cret-not\n");
+    cr_link l = link_to_redis(good);
+    CU_ASSERT_TRUE_FATAL(link_wait(&l));
+    redisReply *r = cr_link_cmd(&l, "PING");
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG"));
+    freeReplyObject(r);
+    /* An ACL user, "USER PASSWORD". */
+    r = cr_link_cmd(&l, "ACL SETUSER cr on >us3r-pw ~cr:* +@all");
+    CU_ASSERT(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    cr_link_close(&l);
+    char user[64];
+    write_file(user, "cr us3r-pw\n");
+    cr_link u = link_to_redis(user);
+    CU_ASSERT_TRUE(link_wait(&u));
+    r = cr_link_cmd(&u, "ACL WHOAMI");
+    CU_ASSERT(r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "cr"));
+    freeReplyObject(r);
+    cr_link_close(&u);
+    /* A wrong password: down, why names AUTH, backed off; never the password. */
+    cr_link w = link_to_redis(wrong);
+    CU_ASSERT_EQUAL(cr_link_up(&w), 0);
+    CU_ASSERT_PTR_NULL(w.ctx);
+    CU_ASSERT_PTR_NOT_NULL(strstr(w.why, "state backend refused AUTH: WRONGPASS"));
+    CU_ASSERT_PTR_NULL(strstr(w.why, "s3cret"));
+    CU_ASSERT(w.backoff > 0);
+    /* The file is read again at the next connect: fixed, it connects. */
+    w.password_file = good;
+    CU_ASSERT_TRUE(link_wait(&w));
+    /* Re-AUTH on the open connection (SIGHUP): a wrong one drops it. */
+    w.password_file = wrong;
+    cr_link_reauth(&w);
+    CU_ASSERT_PTR_NULL(w.ctx);
+    CU_ASSERT_PTR_NOT_NULL(strstr(w.why, "refused AUTH"));
+    /* An unreadable file: down, naming the file. */
+    unlink(wrong);
+    w.next_try = 0;
+    CU_ASSERT_EQUAL(cr_link_up(&w), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(w.why, wrong));
+    CU_ASSERT_PTR_NOT_NULL(strstr(w.why, "cannot read"));
+    /* No AUTH at all: connected, but every command is refused. */
+    cr_link n = link_to_redis(NULL);
+    CU_ASSERT_TRUE(link_wait(&n));
+    r = cr_link_cmd(&n, "PING");
+    CU_ASSERT(r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOAUTH", 6));
+    freeReplyObject(r);
+    cr_link_close(&n);
+    cr_link_close(&w);
+    unlink(good);
+    unlink(user);
+    redis_stop();
+}
+
 static const cr_test_case pure_tests[] = {
     {"backend URLs", test_urls},
     {"config checks", test_config_checks},
+    {"password file contents", test_auth_parse},
+    {"password file reads", test_auth_read},
     {"pushed chunks", test_encoding},
     {"each owner's last push", test_keep_latest},
     {"merge is exact", test_merge_is_exact},
@@ -448,6 +622,7 @@ static const cr_test_case pure_tests[] = {
 
 static const cr_test_case redis_tests[] = {
     {"lease and fence", test_lease_and_fence},
+    {"AUTH", test_auth},
     {NULL, NULL},
 };
 

@@ -66,6 +66,11 @@ def run_check(binary, env):
 MODEL_CONFIG = os.path.join(REPO, "tests", "fixtures", "model-configs", "Llama-3.1-70B.json")
 
 
+# --state-backend-password-file names a Secret's file in the pod, read by
+# --check-config too: a fixture stands in for it.
+REDIS_PASSWORD = os.path.join(REPO, "tests", "fixtures", "redis-password")
+
+
 def cacheroute_env(by_kind):
     spec = pod_spec(by_kind)
     for c in spec.get("containers", []) + spec.get("initContainers", []):
@@ -74,6 +79,8 @@ def cacheroute_env(by_kind):
                    if e["name"].startswith("CACHEROUTE_") and "value" in e}
             if "CACHEROUTE_MODEL_CONFIG" in env:
                 env["CACHEROUTE_MODEL_CONFIG"] = MODEL_CONFIG
+            if "CACHEROUTE_STATE_BACKEND_PASSWORD_FILE" in env:
+                env["CACHEROUTE_STATE_BACKEND_PASSWORD_FILE"] = REDIS_PASSWORD
             return env
     raise AssertionError("no cacheroute container")
 

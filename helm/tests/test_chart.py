@@ -47,7 +47,7 @@ SIDECAR_FLAGS = [
     "tls-cert", "tls-key", "tls-client-ca", "health-listen", "admin-identity",
     "admin-token-file",
     "state-backend", "replica-id", "cluster", "sync-interval", "lease-ttl", "replica-ttl",
-    "backend-timeout", "backend-start",
+    "backend-timeout", "backend-start", "state-backend-password-file",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -122,9 +122,11 @@ CONFIG_FLAGS = {
 # Keys that compose a flag with a port.
 HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen",
              "healthListenHost": "health-listen"}
-# Flags rendered from cacheroute.tls and cacheroute.adminToken (files in
-# mounted Secrets), not from cacheroute.config.
-SECRET_FLAGS = ["tls-cert", "tls-key", "tls-client-ca", "admin-token-file"]
+# Flags rendered from cacheroute.tls, cacheroute.adminToken and
+# cacheroute.stateBackend.passwordSecret (files in mounted Secrets), not from
+# cacheroute.config.
+SECRET_FLAGS = ["tls-cert", "tls-key", "tls-client-ca", "admin-token-file",
+                "state-backend-password-file"]
 # cacheroute.stateBackend key -> flag, rendered only when url is set.
 BACKEND_FLAGS = {
     "url": "state-backend",
@@ -262,7 +264,8 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
-        self.assertEqual(set(self.defaults["cacheroute"]["stateBackend"]), set(BACKEND_FLAGS))
+        self.assertEqual(set(self.defaults["cacheroute"]["stateBackend"]),
+                         set(BACKEND_FLAGS) | {"passwordSecret"})
 
     def test_all_options_file_sets_every_value(self):
         missing = []
@@ -332,6 +335,9 @@ class ChartTest(unittest.TestCase):
             "CACHEROUTE_TLS_CLIENT_CA": cr["tls"]["mountPath"] + "-ca/ca.crt",
             "CACHEROUTE_ADMIN_TOKEN_FILE": "%s/%s" % (cr["adminToken"]["mountPath"],
                                                       cr["adminToken"]["key"]),
+            "CACHEROUTE_STATE_BACKEND_PASSWORD_FILE": "%s/%s" % (
+                cr["stateBackend"]["passwordSecret"]["mountPath"],
+                cr["stateBackend"]["passwordSecret"]["key"]),
         }
         for key, flag in CONFIG_FLAGS.items():
             expected[env_name(flag)] = expected_flag_value(key, cfg[key])
@@ -731,6 +737,47 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(env["CACHEROUTE_BACKEND_TIMEOUT"], "100")
         self.assertEqual(env["CACHEROUTE_BACKEND_START"], "require")
         self.assertIn("CACHEROUTE_REPLICA_ID", env)
+
+    def test_state_backend_password_secret(self):
+        # The Secret's key mounted read-only, its path passed, the password
+        # itself nowhere in the rendered objects.
+        spec = pod_spec(self.all)
+        c = containers(spec)["cacheroute"]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        self.assertEqual(mounts["cacheroute-state-backend-password"],
+                         {"name": "cacheroute-state-backend-password",
+                          "mountPath": "/etc/cr/redis", "readOnly": True})
+        vols = {v["name"]: v for v in spec["volumes"]}
+        self.assertEqual(vols["cacheroute-state-backend-password"]["secret"], {
+            "secretName": "redis-auth",
+            "items": [{"key": "redis-password", "path": "redis-password"}]})
+        self.assertEqual(env_of(c)["CACHEROUTE_STATE_BACKEND_PASSWORD_FILE"],
+                         "/etc/cr/redis/redis-password")
+        # Defaults: the key "password" under /etc/cacheroute/state-backend.
+        _, by_kind = render("--set", "cacheroute.stateBackend.url=" + BACKEND_URL,
+                            "--set", "cacheroute.stateBackend.passwordSecret.name=r")
+        spec = pod_spec(by_kind)
+        c = containers(spec)["cacheroute"]
+        self.assertEqual(env_of(c)["CACHEROUTE_STATE_BACKEND_PASSWORD_FILE"],
+                         "/etc/cacheroute/state-backend/password")
+        vols = {v["name"]: v for v in spec["volumes"]}
+        self.assertEqual(vols["cacheroute-state-backend-password"]["secret"], {
+            "secretName": "r", "items": [{"key": "password", "path": "password"}]})
+        # No Secret name, or no url: no file, no mount, no volume.
+        for args in (["--set", "cacheroute.stateBackend.url=" + BACKEND_URL],
+                     ["--set", "cacheroute.stateBackend.passwordSecret.name=r"]):
+            _, by_kind = render(*args)
+            spec = pod_spec(by_kind)
+            c = containers(spec)["cacheroute"]
+            self.assertNotIn("CACHEROUTE_STATE_BACKEND_PASSWORD_FILE", env_of(c), args)
+            self.assertNotIn("cacheroute-state-backend-password",
+                             [m["name"] for m in c["volumeMounts"]], args)
+            self.assertNotIn("cacheroute-state-backend-password",
+                             [v["name"] for v in spec.get("volumes", [])], args)
+        # extraEnv cannot set it behind the chart's back.
+        self.render_fails(["--set", "cacheroute.extraEnv[0].name=CACHEROUTE_STATE_BACKEND_PASSWORD_FILE",
+                           "--set-string", "cacheroute.extraEnv[0].value=/x"],
+                          "CACHEROUTE_STATE_BACKEND_PASSWORD_FILE")
 
     def test_state_backend_off_by_default(self):
         # No url: no backend flag and no replica id, even with tunables set.

@@ -45,12 +45,19 @@
  * merge's time, so exactly 2^(s/H) once s has passed since its push). A push whose wall time differs
  * from Redis TIME by more than CR_REPLICA_SKEW_WARN_S is reported.
  *
+ * AUTH: with --state-backend-password-file, both connections (commands,
+ * and the subscription) send AUTH right after each connect, the file read
+ * afresh each time (cr_replica_auth_read); a refusal is a backend that is
+ * down ("state backend refused AUTH: <Redis's error>"), retried with the
+ * backoff. The password is never logged or kept between connects.
+ *
  * Test hook: CACHEROUTE_TEST_CLOCK_SKEW_S=S adds S seconds to this
  * replica's wall clock (for the skew test). Test only: never set it in
  * production.
  *
- * Thread safety: cr_replica_stats_read and cr_replica_rates may run from
- * any thread at any time between start and stop. The process must ignore
+ * Thread safety: cr_replica_stats_read, cr_replica_rates and
+ * cr_replica_reload may run from any thread at any time between start and
+ * stop. The process must ignore
  * SIGPIPE (hiredis writes to a socket Redis may have closed); the sidecar
  * does (server/signals.h). */
 #ifndef CR_REPLICA_H
@@ -76,6 +83,8 @@ typedef enum cr_backend_start { CR_BACKEND_DEGRADED, CR_BACKEND_REQUIRE } cr_bac
 typedef struct cr_replica_config {
     char *state_backend;     /* --state-backend: redis://HOST:PORT[/DB], unix:PATH[?db=N];
                               * "" = standalone (no replica) */
+    char *state_backend_password_file; /* --state-backend-password-file; "" = no AUTH;
+                              * read at check and at each connect */
     char *replica_id;        /* --replica-id; "" = the host name */
     char *cluster;           /* --cluster */
     double sync_interval_s;  /* --sync-interval */
@@ -85,16 +94,18 @@ typedef struct cr_replica_config {
     int backend_start;       /* cr_backend_start; --backend-start */
 } cr_replica_config;
 
-/* The rows (--state-backend, --replica-id, --cluster, --sync-interval,
- * --lease-ttl, --replica-ttl, --backend-timeout, --backend-start); group
- * "replica". */
+/* The rows (--state-backend, --state-backend-password-file, --replica-id,
+ * --cluster, --sync-interval, --lease-ttl, --replica-ttl, --backend-timeout,
+ * --backend-start); group "replica". */
 extern const cr_option_table cr_replica_options;
 
 void cr_replica_config_default(cr_replica_config *cfg);
 
 /* The rows' bounds, then what they cannot see: --replica-ttl >=
- * --lease-ttl, and with a backend the estimator's clock must be seconds.
- * CR_EINVAL with err naming the flag and the value. */
+ * --lease-ttl, and with a backend the estimator's clock must be seconds
+ * and the password file, when given, readable and well formed (it is read
+ * here, and forgotten; without a backend it is not read). CR_EINVAL with
+ * err naming the flag and the value (the file, never its contents). */
 cr_status cr_replica_config_check(const cr_replica_config *cfg, cr_clock clock, cr_error *err);
 
 /* ---- pure parts (unit-tested on their own) ---- */
@@ -151,6 +162,31 @@ cr_status cr_replica_table_encode(const cr_table *t, uint8_t **out, size_t *len,
  * trailing bytes). */
 cr_status cr_replica_table_decode(const void *p, size_t len, cr_table **out, cr_error *err);
 
+/* What --state-backend-password-file holds, for AUTH right after each
+ * connect (both connections): one line, "PASSWORD" (AUTH PASSWORD, the
+ * default user or requirepass) or "USER PASSWORD" (AUTH USER PASSWORD, a
+ * Redis 6 ACL user); words separated by spaces or tabs, trailing blanks and
+ * the newline dropped, at most CR_REPLICA_AUTH_MAX bytes. */
+#define CR_REPLICA_AUTH_MAX 4096
+typedef struct cr_replica_auth {
+    char user[CR_REPLICA_AUTH_MAX + 1]; /* "" = AUTH PASSWORD */
+    char pass[CR_REPLICA_AUTH_MAX + 1];
+} cr_replica_auth;
+
+/* Parses the file's len bytes of text into *out. CR_EINVAL for empty or
+ * blank text, three words or more, a second line, a control character or
+ * over CR_REPLICA_AUTH_MAX bytes, with err "--state-backend-password-file
+ * PATH: why" (path only names the file there; text is never quoted); *out
+ * is then zeroed. Pure. */
+cr_status cr_replica_auth_parse(const char *text, size_t len, const char *path,
+                                cr_replica_auth *out, cr_error *err);
+/* Reads and parses the file at path; CR_EINVAL "... PATH: cannot read:
+ * strerror" when it cannot be read, else as cr_replica_auth_parse. Its
+ * bytes are wiped from the stack before returning. */
+cr_status cr_replica_auth_read(const char *path, cr_replica_auth *out, cr_error *err);
+/* Wipes *a (explicit_bzero), as every holder must once done with it. */
+void cr_replica_auth_clear(cr_replica_auth *a);
+
 /* ---- the running replica ---- */
 
 typedef enum cr_replica_event_kind {
@@ -198,6 +234,14 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
 /* Stops the thread (a cycle in progress finishes first; bounded by the
  * backend timeout), gives up the lease if held, frees. NULL ignored. */
 void cr_replica_stop(cr_replica *r);
+
+/* SIGHUP: with --state-backend-password-file, the replica's thread reads
+ * the file again at its next sync (within --sync-interval and --lease-ttl
+ * / 3) and AUTHs the open connection with it; refused, the backend is down
+ * (BACKEND_DOWN, "state backend refused AUTH: ...") and retried with
+ * backoff, each connect reading the file afresh. Without a file, nothing.
+ * Any thread; NULL ignored; never blocks on Redis. */
+void cr_replica_reload(cr_replica *r);
 
 typedef struct cr_replica_stats {
     int backend_up;

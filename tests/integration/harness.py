@@ -579,15 +579,19 @@ def poll(fn, timeout, interval=0.02, what="a condition"):
 class Redis:
     """A real redis-server for the replica suites: on a free loopback port
     (or the given one, to bring one back where it was) and, with unix, also
-    on that socket; no persistence (--save "", no AOF). Killed at exit."""
+    on that socket; no persistence (--save "", no AOF); with requirepass,
+    clients must AUTH with it (cmd does). Killed at exit."""
 
-    def __init__(self, port=None, unix=None):
+    def __init__(self, port=None, unix=None, requirepass=None):
         self.port = port or free_port()
         self.unix = unix
+        self.requirepass = requirepass
         argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--daemonize", "no", "--protected-mode", "no"]
         if unix:
             argv += ["--unixsocket", unix, "--unixsocketperm", "700"]
+        if requirepass:
+            argv += ["--requirepass", requirepass]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         _LIVE.append(self)
@@ -601,14 +605,15 @@ class Redis:
             return False
 
     def cmd(self, *args):
-        """One command over a fresh connection; the reply decoded (RESP)."""
+        """One command over a fresh connection (AUTHed first with
+        requirepass); the reply decoded (RESP)."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
-            out = b"*%d\r\n" % len(args)
-            for a in args:
-                a = a if isinstance(a, bytes) else str(a).encode()
-                out += b"$%d\r\n%s\r\n" % (len(a), a)
-            s.sendall(out)
-            return _resp(s.makefile("rb"))
+            f = s.makefile("rb")
+            if self.requirepass:
+                s.sendall(_resp_command(("AUTH", self.requirepass)))
+                _resp(f)
+            s.sendall(_resp_command(args))
+            return _resp(f)
 
     def kill(self):
         """SIGKILL and reap (idempotent)."""
@@ -617,6 +622,14 @@ class Redis:
         self.proc.wait()
         if self in _LIVE:
             _LIVE.remove(self)
+
+
+def _resp_command(args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
 
 
 def _resp(f):

@@ -4,10 +4,12 @@ the same table generation and routes; a killed leader is replaced within
 its lease; with Redis killed every replica keeps serving and recovers when
 it returns; a restarted replica answers the published routes at once; bad
 URLs, an unreachable Redis and the calls clock are refused or degrade, as
-the flags say, and never crash."""
+the flags say, and never crash; with a password file they AUTH, and a wrong
+or unreadable one is a backend that is down, or exit 2 at start."""
 import os
 import random
 import re
+import signal
 import struct
 import sys
 import tempfile
@@ -363,6 +365,122 @@ class StartTest(ReplicaTestCase):
             h.poll(lambda: routes(sc)[0] > 0, 5, what="a published table")
             self.assertIsNone(redis.cmd("HGET", "cr:{cacheroute}:table", "generation"))
             sc.assert_clean_exit(self)
+
+
+PASS = "pw-3b1f-s3cret"  # never in a log line or --check-config
+
+
+class AuthTest(ReplicaTestCase):
+    """--state-backend-password-file against a redis-server with
+    requirepass."""
+
+    def pw_file(self, text):
+        """A file holding text; its path (removed at the end)."""
+        fd, path = tempfile.mkstemp(prefix="cr-redis-pw-")
+        os.write(fd, text.encode())
+        os.close(fd)
+        self.addCleanup(lambda: os.path.exists(path) and os.unlink(path))
+        return path
+
+    def assert_no_password(self, text):
+        self.assertNotIn(PASS, text)
+        self.assertNotIn("wrong-" + PASS, text)
+
+    def refused(self, sc):
+        return sc.find_events(lambda e: e.get("msg", "").startswith("state backend down")
+                              and "state backend refused AUTH: WRONGPASS" in e.get("error", ""))
+
+    def test_the_right_password_syncs(self):
+        redis = self.redis(requirepass=PASS)
+        good = self.pw_file(PASS + "\n")
+        scs = self.replicas(redis, 2, "--state-backend-password-file", good,
+                            "--replan-interval", "0.2")
+        for sc in scs:
+            sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[OWNERS[0]]),
+                                    timeout=h.RPC_TIMEOUT)
+        want = sum(own_rate(sc) for sc in scs)
+
+        def merged():
+            try:
+                got = scs[0].stub().GetRates(P.cr.GetRatesRequest(owners=[OWNERS[0]], merged=True),
+                                             timeout=h.RPC_TIMEOUT).rates[0].rate
+            except h.grpc.RpcError:
+                return None
+            return abs(got / want - 1) <= 1e-9
+        h.poll(merged, 10, interval=0.05, what="merged rates over an AUTHed Redis")
+        h.poll(lambda: agree(scs), 10, interval=0.05, what="tables that agree")
+        self.assertEqual(scrape(scs[1])["cacheroute_state_backend_up"], 1)
+        # Both connections AUTHed: an unauthenticated one could not SUBSCRIBE.
+        h.poll(lambda: redis.cmd("PUBSUB", "NUMSUB", "cr:{t}:notify")[1] == 2, 5,
+               what="both replicas subscribed")
+        for sc in scs:
+            self.assert_no_password("\n".join(sc.lines))
+            sc.assert_clean_exit(self)
+
+    def test_a_wrong_password_serves_locally_and_retries(self):
+        redis = self.redis(requirepass=PASS)
+        path = self.pw_file("wrong-" + PASS + "\n")
+        sc = replica(redis, "w", "--state-backend-password-file", path)
+        self.addCleanup(sc.kill)
+        self.assertEqual(scrape(sc)["cacheroute_state_backend_up"], 0)
+        gen, got = routes(sc)  # served from local state
+        self.assertEqual((gen, len(got)), (0, len(OWNERS)))
+        self.assertRpcError(h.grpc.StatusCode.UNAVAILABLE, sc.stub().GetRates,
+                            P.cr.GetRatesRequest(merged=True), details_re="refused AUTH")
+        time.sleep(1.5)  # several retries (backoff from 0.1 s): still one log line
+        self.assertEqual(len(self.refused(sc)), 1, sc.stderr_text())
+        self.assertEqual(len(sc.find_events(
+            lambda e: e.get("msg", "").startswith("state backend down"))), 1)
+        # Fixed in place (a rotated Secret): read again at the next connect.
+        with open(path, "w") as f:
+            f.write(PASS + "\n")
+        h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 1, 10, what="backend_up 1")
+        self.assertIsNotNone(h.poll(lambda: redis.cmd("LRANGE", "cr:{t}:r:w", 0, -1), 5,
+                                    what="a push"))
+        # Wrong again, and SIGHUP: AUTHed again at once, refused, down.
+        with open(path, "w") as f:
+            f.write("wrong-" + PASS)
+        sc.send(signal.SIGHUP)
+        h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 0, 5, what="backend_up 0")
+        self.assertEqual(len(self.refused(sc)), 2, sc.stderr_text())
+        self.assert_no_password("\n".join(sc.lines))
+        sc.assert_clean_exit(self)
+
+    def test_password_file_errors_exit_2(self):
+        redis = self.redis(requirepass=PASS)
+        with tempfile.TemporaryDirectory() as d:
+            missing = os.path.join(d, "none")
+            empty = self.pw_file("\n")
+            three = self.pw_file("a b " + PASS)
+            for path, why in ((missing, "cannot read"), (empty, "empty"),
+                              (three, "three words"), (d, "cannot read")):
+                for extra in ((), ("--check-config",)):
+                    r = h.run_sidecar("--state-backend", redis.url,
+                                      "--state-backend-password-file", path, *extra)
+                    self.assertEqual(r.returncode, 2, (path, r.stderr))
+                    self.assertIn("--state-backend-password-file %s: %s" % (path, why), r.stderr)
+                    self.assert_no_password(r.stderr + r.stdout)
+            # The variable too; --check-config reads the file, never Redis.
+            good = self.pw_file(PASS)
+            r = h.run_sidecar("--state-backend", "redis://127.0.0.1:1", "--check-config",
+                              env={"CACHEROUTE_STATE_BACKEND_PASSWORD_FILE": good})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(good, r.stdout)
+            self.assert_no_password(r.stdout + r.stderr)
+            r = h.run_sidecar("--state-backend", redis.url, "--check-config",
+                              env={"CACHEROUTE_STATE_BACKEND_PASSWORD_FILE": missing})
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--state-backend-password-file %s: cannot read" % missing, r.stderr)
+            # Without a backend the file is not used, so not read.
+            r = h.run_sidecar("--state-backend-password-file", missing, "--check-config")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        # require: a refused AUTH is an unreachable backend.
+        wrong = self.pw_file("wrong-" + PASS)
+        r = h.run_sidecar("--state-backend", redis.url, "--state-backend-password-file", wrong,
+                          "--backend-start", "require")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("state backend refused AUTH: WRONGPASS", r.stderr)
+        self.assert_no_password(r.stderr)
 
 
 if __name__ == "__main__":

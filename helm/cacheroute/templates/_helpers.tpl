@@ -205,6 +205,7 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - admin-token-file
 - state-file
 - replica-id
+- state-backend-password-file
 {{- end }}
 
 {{/*
@@ -374,7 +375,7 @@ own default, "cacheroute", would be the same for both).
 
 {{/*
 The shared state backend's env entries (a list of dicts, as YAML), empty
-without stateBackend.url. The replica id is the pod's name: unique among
+without stateBackend.url; the password file's only with passwordSecret.name. The replica id is the pod's name: unique among
 live pods, and kept across container restarts, so a restarted container
 takes its own counts back.
 */}}
@@ -386,6 +387,11 @@ takes its own counts back.
 {{- $_ := set $values "cluster" (include "cacheroute.backendCluster" .) }}
 {{- $env = include "cacheroute.tableEnv" (list (include "cacheroute.backendFlags" .) $values) | fromYamlArray }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "replica-id") "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
+{{- with $sb.passwordSecret }}
+{{- if .name }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "state-backend-password-file") "value" (printf "%s/%s" .mountPath .key)) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- toYaml $env }}
 {{- end }}
@@ -600,7 +606,8 @@ imagePullPolicy: {{ . }}
 {{- end }}
 
 {{/*
-Volume mounts for the TLS and token Secrets (indented for the container).
+Volume mounts for the TLS, token and Redis password Secrets (indented for
+the container).
 */}}
 {{- define "cacheroute.securityMounts" -}}
 {{- $tls := .Values.cacheroute.tls }}
@@ -619,10 +626,25 @@ Volume mounts for the TLS and token Secrets (indented for the container).
     mountPath: {{ .Values.cacheroute.adminToken.mountPath }}
     readOnly: true
 {{- end }}
+{{- if eq (include "cacheroute.backendPassword" .) "true" }}
+  - name: cacheroute-state-backend-password
+    mountPath: {{ .Values.cacheroute.stateBackend.passwordSecret.mountPath }}
+    readOnly: true
+{{- end }}
 {{- end }}
 
 {{/*
-Pod volumes for the TLS and token Secrets (indented for the pod spec).
+"true" when the state backend's password Secret is used: a url and a
+Secret name (backendEnv passes the file only then, too).
+*/}}
+{{- define "cacheroute.backendPassword" -}}
+{{- $sb := .Values.cacheroute.stateBackend }}
+{{- if and $sb.url $sb.passwordSecret.name }}true{{ end }}
+{{- end }}
+
+{{/*
+Pod volumes for the TLS, token and Redis password Secrets (indented for
+the pod spec).
 Only the keys the sidecar reads are projected.
 */}}
 {{- define "cacheroute.securityVolumes" -}}
@@ -650,6 +672,15 @@ Only the keys the sidecar reads are projected.
         - name: cacheroute-admin-token
           secret:
             secretName: {{ .secretName }}
+            items:
+              - {key: {{ .key }}, path: {{ .key }}}
+{{- end }}
+{{- end }}
+{{- if eq (include "cacheroute.backendPassword" .) "true" }}
+{{- with .Values.cacheroute.stateBackend.passwordSecret }}
+        - name: cacheroute-state-backend-password
+          secret:
+            secretName: {{ .name }}
             items:
               - {key: {{ .key }}, path: {{ .key }}}
 {{- end }}
