@@ -92,4 +92,37 @@ int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *da
  * UTF-8 as above, or len when all of it is. */
 size_t cr_wire_utf8_error(const uint8_t *s, size_t len);
 
+/* ---- a repeated {int64 1; double 2} field decoded straight (wire_pairs.c)
+ * -------------------------------------------------------------------- */
+
+/* Where cr_wire_split_pairs writes: max elements of stride bytes from base,
+ * each with the int64 at key_at and the double at value_at (offsetof of the
+ * caller's struct); n, on return, how many it wrote. */
+typedef struct cr_wire_pairs {
+    void *base;
+    size_t max, stride, key_at, value_at;
+    size_t n;
+} cr_wire_pairs;
+
+/* Splits the len bytes at data, a message, into the occurrences of its
+ * repeated message field numbered field, each a {int64 = 1; double = 2}
+ * message (PlanRequest.rates), decoded into out in wire order, and every
+ * other field, copied as it is and in order into rest (the caller's, len
+ * bytes; *rest_len of them used), for protobuf-c to unpack. As protobuf-c
+ * 1.4.1 decodes: the last of a field in an element wins, unknown fields are
+ * skipped, an element's absent field is 0.
+ *
+ * Returns 0, or -1 (out and rest then hold garbage) when anything is not
+ * as protobuf-c would take it (a truncated or over-long varint, key or
+ * length, a length past the end, a group, field 1 or 2 of an element with
+ * another wire type), when an element has a field numbered 0 (which
+ * cr_wire_check_strings refuses), or when there are over out->max
+ * elements: the caller then hands the whole message to protobuf-c, whose
+ * answer (and cr_wire_check_strings's) decides. So -1 never means more
+ * than "do it the slow way". The field's occurrences with another wire
+ * type go to rest, where protobuf-c refuses them. O(len); no allocation;
+ * thread-safe. */
+int cr_wire_split_pairs(const uint8_t *data, size_t len, uint32_t field, cr_wire_pairs *out,
+                        uint8_t *rest, size_t *rest_len);
+
 #endif
