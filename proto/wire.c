@@ -2,6 +2,7 @@
 
 #include <grpc/byte_buffer_reader.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *cr_wire_status_name(grpc_status_code code)
 {
@@ -44,12 +45,35 @@ int cr_wire_pack(const ProtobufCMessage *msg, size_t max, grpc_byte_buffer **out
     return 0;
 }
 
+/* Copies what reader has not yet given out after first (its first slice,
+ * given out already) into one new slice of total bytes. */
+static grpc_slice join(grpc_byte_buffer_reader *reader, const grpc_slice *first, size_t total)
+{
+    grpc_slice out = GRPC_SLICE_MALLOC(total), next;
+    uint8_t *at = GRPC_SLICE_START_PTR(out);
+    memcpy(at, GRPC_SLICE_START_PTR(*first), GRPC_SLICE_LENGTH(*first));
+    at += GRPC_SLICE_LENGTH(*first);
+    while (grpc_byte_buffer_reader_next(reader, &next)) {
+        memcpy(at, GRPC_SLICE_START_PTR(next), GRPC_SLICE_LENGTH(next));
+        at += GRPC_SLICE_LENGTH(next);
+        grpc_slice_unref(next);
+    }
+    return out;
+}
+
 int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out)
 {
     grpc_byte_buffer_reader reader;
+    grpc_slice *first;
     if (!bb || !grpc_byte_buffer_reader_init(&reader, bb))
         return -1;
-    *out = grpc_byte_buffer_reader_readall(&reader);
+    size_t total = grpc_byte_buffer_length(reader.buffer_out);
+    if (!grpc_byte_buffer_reader_peek(&reader, &first))
+        *out = grpc_empty_slice();
+    else if (GRPC_SLICE_LENGTH(*first) == total)
+        *out = grpc_slice_ref(*first); /* one slice: shared, not copied */
+    else
+        *out = join(&reader, first, total);
     grpc_byte_buffer_reader_destroy(&reader);
     return 0;
 }

@@ -106,22 +106,28 @@ typedef struct plan_call {
     int split;
 } plan_call;
 
-static int split_rates(void *ctx, const uint8_t *data, size_t len, cr_arena *a, uint8_t *rest,
-                       size_t *rest_len)
+/* The rates first, the rest's len bytes (mostly untouched) after them: a
+ * big call's first big chunk is the process's spare (arena.h), faulted in
+ * already by the last one, and the rates are what gets written. */
+static int split_rates(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
+                       const uint8_t **rest, size_t *rest_len)
 {
     plan_call *c = ctx;
     cr_wire_pairs out = {
-        .base = cr_arena_alloc(a, (c->max_rates ? c->max_rates : 1) * sizeof *c->rates),
+        .base = cr_arena_alloc(a, c->max_rates * sizeof *c->rates),
         .max = c->max_rates,
         .stride = sizeof *c->rates,
         .key_at = offsetof(cr_session_rate, owner),
         .value_at = offsetof(cr_session_rate, rate),
     };
-    if (!out.base || cr_wire_split_pairs(data, len, PLAN_RATES_FIELD, &out, rest, rest_len) != 0)
+    uint8_t *left = cr_arena_alloc(a, len);
+    if (!out.base || !left ||
+        cr_wire_split_pairs(data, len, PLAN_RATES_FIELD, &out, left, rest_len) != 0)
         return -1;
     c->rates = out.base;
     c->n_rates = out.n;
     c->split = 1;
+    *rest = left;
     return 0;
 }
 

@@ -18,11 +18,8 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
     const uint8_t *bytes = data;
     size_t n = len;
     ProtobufCMessage *m = NULL;
-    uint8_t *rest = split ? cr_arena_alloc(a, len ? len : 1) : NULL;
-    if (rest && split(ctx, data, len, a, rest, &n) == 0) {
-        bytes = rest; /* what split did not decode; its string check is the same */
+    if (split && split(ctx, data, len, a, &bytes, &n) == 0) /* bytes: what split left */
         m = protobuf_c_message_unpack(d, &a->pc, n, bytes);
-    }
     if (!m) { /* no split, or one that was unsure: protobuf-c decides */
         bytes = data;
         n = len;

@@ -27,17 +27,17 @@ void cr_run_decoded_in(void *ctx, const ProtobufCMessageDescriptor *d, const uin
                        size_t len, cr_reply *out, cr_decoded_in_fn fn);
 
 /* cr_run_decoded_in with a fast path for a message's bulk: split, run
- * first in the call's arena, decodes what it can straight from data (e.g.
- * PlanRequest.rates, with cr_wire_split_pairs) into ctx and copies the
- * other fields' bytes into rest (len bytes of the arena), *rest_len of
- * them; protobuf-c unpacks and the string check checks only those, and fn
- * gets a message without what split took. split returns 0, or -1 when it is
- * not sure of the bytes: then protobuf-c unpacks all of data as
- * cr_run_decoded_in does, and fn must look at the message's own field
- * (split tells it by what it leaves in ctx). So split changes the time a
- * call takes, never its answer, provided it decodes as protobuf-c does. */
+ * first in the call's arena a, decodes what it can straight from data (e.g.
+ * PlanRequest.rates, with cr_wire_split_pairs) into ctx and leaves the other
+ * fields' bytes in *rest (its own, e.g. in a), *rest_len of them; protobuf-c
+ * unpacks and the string check checks only those, and fn gets a message
+ * without what split took. split returns 0, or -1 when it is not sure of
+ * the bytes: then protobuf-c unpacks all of data as cr_run_decoded_in does,
+ * and fn must look at the message's own field (split tells it by what it
+ * leaves in ctx). So split changes the time a call takes, never its answer,
+ * provided it decodes as protobuf-c does. */
 typedef int (*cr_split_fn)(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
-                           uint8_t *rest, size_t *rest_len);
+                           const uint8_t **rest, size_t *rest_len);
 void cr_run_split_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                      size_t len, cr_reply *out, cr_split_fn split, cr_decoded_in_fn fn);
 
