@@ -108,10 +108,28 @@ static int skip_value(const uint8_t **p, const uint8_t *end, unsigned type,
     }
 }
 
+static uint64_t load_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i]; /* little-endian, whatever the host */
+    return v;
+}
+
 /* One {int64 1; double 2} message: the last of each wins, others skipped. */
 static int read_pair(const uint8_t *p, const uint8_t *end, int64_t *key, double *value)
 {
     uint64_t k = 0, bits = 0;
+    const uint8_t *q = p + 1;
+    /* What every encoder writes: owner, then rate, once each. */
+    if (end - p >= 11 && p[0] == 0x08 && read_value(&q, end, &k) == 0 && end - q == 9 &&
+        q[0] == 0x11) {
+        bits = load_le64(q + 1);
+        *key = (int64_t)k;
+        memcpy(value, &bits, sizeof *value);
+        return 0;
+    }
+    k = 0;
     while (p < end) {
         uint32_t number;
         unsigned type;
@@ -125,9 +143,7 @@ static int read_pair(const uint8_t *p, const uint8_t *end, int64_t *key, double 
         } else if (number == 2 && type == 1) {
             if (end - p < 8)
                 return -1;
-            bits = 0;
-            for (int i = 7; i >= 0; i--)
-                bits = bits << 8 | p[i]; /* little-endian, whatever the host */
+            bits = load_le64(p);
             p += 8;
         } else if (number == 1 || number == 2) {
             return -1; /* the wrong wire type: protobuf-c refuses it */
