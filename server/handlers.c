@@ -25,7 +25,7 @@ typedef Cacheroute__V1__SessionRate SessionRate;
 #define RATE_MAX_BYTES 22
 #define RESPONSE_SLACK 32
 /* PlanRequest.rates, decoded by cr_wire_split_pairs as SessionRate {int64
- * owner = 1; double rate = 2} (test_wire checks the descriptor agrees). */
+ * owner = 1; double rate = 2} (test_wire_pairs checks the descriptor agrees). */
 #define PLAN_RATES_FIELD 2
 
 void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
