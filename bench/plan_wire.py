@@ -13,8 +13,8 @@ cr_planner_plan) and then M Plan calls over loopback to each SIDECAR
 and a busy spell hits all of them (give a build before and one after a
 change to compare them). The client sends pre-encoded bytes and keeps the answer's
 bytes (no Python protobuf on either side of the timing). Prints each
-round's library time and each sidecar's wire time, ratio and CPU seconds
-per call, then per sidecar the best of each and the per-round ratios.
+round's library time and each sidecar's wire time, ratio, CPU seconds and
+minor page faults per call, then per sidecar the best of each and the per-round ratios.
 Figures and dates: bench/README.md, "Plan over the wire"."""
 import argparse
 import json
@@ -90,26 +90,38 @@ def library_ms(planner_bench, n, shards):
     return float(re.search(r"^plan: ([0-9.]+) ms", out, re.M).group(1))
 
 
+def proc_stat(pid):
+    """The process's fields of /proc/PID/stat past its name (stat(5)'s 3rd on)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def cpu_s(pid):
     """The process's user + system CPU seconds, from /proc."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def minor_faults(pid):
+    """The process's minor page faults so far (fresh pages touched)."""
+    return int(proc_stat(pid)[7])
+
+
 def wire_ms(call, body, calls, pid):
-    """Best wall time of calls Plan calls, the answer's size, and the
-    sidecar's CPU time per call (all its threads: less sensitive to a
-    shared machine than wall time, though not to a shared cache)."""
+    """Best wall time of calls Plan calls, the answer's size, the sidecar's
+    CPU time per call (all its threads: less sensitive to a shared machine
+    than wall time, though not to a shared cache) and its page faults per
+    call."""
     best = float("inf")
     size = 0
-    c0 = cpu_s(pid)
+    c0, f0 = cpu_s(pid), minor_faults(pid)
     for _ in range(calls):
         t0 = time.perf_counter()
         answer = call(body, timeout=300)
         best = min(best, time.perf_counter() - t0)
         size = len(answer)
-    return best * 1e3, size, (cpu_s(pid) - c0) / calls * 1e3
+    return (best * 1e3, size, (cpu_s(pid) - c0) / calls * 1e3,
+            (minor_faults(pid) - f0) / calls)
 
 
 class Sidecar:
@@ -160,10 +172,11 @@ def main():
             libs.append(lib)
             print("round %d: library %.1f ms" % (k + 1, lib), flush=True)
             for s in sidecars:
-                wire, size, cpu = wire_ms(s.call, body, a.calls, s.p.pid)
+                wire, size, cpu, faults = wire_ms(s.call, body, a.calls, s.p.pid)
                 s.wires.append(wire)
-                print("  %s: wire %.1f ms (answer %d bytes, sidecar CPU %.1f ms/call), "
-                      "wire/library %.2f" % (s.binary, wire, size, cpu, wire / lib), flush=True)
+                print("  %s: wire %.1f ms (answer %d bytes, sidecar CPU %.1f ms/call, "
+                      "%.0f page faults/call), wire/library %.2f"
+                      % (s.binary, wire, size, cpu, faults, wire / lib), flush=True)
     finally:
         for s in sidecars:
             s.close()

@@ -44,7 +44,8 @@ grpc_byte_buffer *cr_wire_buffer(uint8_t *body, size_t len);
 int cr_wire_pack(const ProtobufCMessage *msg, size_t max, grpc_byte_buffer **out, size_t *len);
 
 /* The whole of bb (which stays the caller's) in one slice *out, uncompressed;
- * the caller unrefs it (grpc_slice_unref). Returns 0, or -1 (*out untouched)
+ * the caller unrefs it (grpc_slice_unref). A bb of one slice is shared, not
+ * copied (a 20 MB request copied is 20 MB of fresh pages faulted in). Returns 0, or -1 (*out untouched)
  * when bb is NULL or cannot be read (a compressed message that does not
  * decompress). */
 int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out);
@@ -91,5 +92,38 @@ int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *da
 /* The offset of the first byte of s (len bytes) at which it stops being
  * UTF-8 as above, or len when all of it is. */
 size_t cr_wire_utf8_error(const uint8_t *s, size_t len);
+
+/* ---- a repeated {int64 1; double 2} field decoded straight (wire_pairs.c)
+ * -------------------------------------------------------------------- */
+
+/* Where cr_wire_split_pairs writes: max elements of stride bytes from base,
+ * each with the int64 at key_at and the double at value_at (offsetof of the
+ * caller's struct); n, on return, how many it wrote. */
+typedef struct cr_wire_pairs {
+    void *base;
+    size_t max, stride, key_at, value_at;
+    size_t n;
+} cr_wire_pairs;
+
+/* Splits the len bytes at data, a message, into the occurrences of its
+ * repeated message field numbered field, each a {int64 = 1; double = 2}
+ * message (PlanRequest.rates), decoded into out in wire order, and every
+ * other field, copied as it is and in order into rest (the caller's, len
+ * bytes; *rest_len of them used), for protobuf-c to unpack. As protobuf-c
+ * 1.4.1 decodes: the last of a field in an element wins, unknown fields are
+ * skipped, an element's absent field is 0.
+ *
+ * Returns 0, or -1 (out and rest then hold garbage) when anything is not
+ * as protobuf-c would take it (a truncated or over-long varint, key or
+ * length, a length past the end, a group, field 1 or 2 of an element with
+ * another wire type), when an element has a field numbered 0 (which
+ * cr_wire_check_strings refuses), or when there are over out->max
+ * elements: the caller then hands the whole message to protobuf-c, whose
+ * answer (and cr_wire_check_strings's) decides. So -1 never means more
+ * than "do it the slow way". The field's occurrences with another wire
+ * type go to rest, where protobuf-c refuses them. O(len); no allocation;
+ * thread-safe. */
+int cr_wire_split_pairs(const uint8_t *data, size_t len, uint32_t field, cr_wire_pairs *out,
+                        uint8_t *rest, size_t *rest_len);
 
 #endif

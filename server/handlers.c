@@ -3,6 +3,7 @@
  * changes, is the core's; here are only the wire's own limits. */
 #include "handlers.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,6 +24,9 @@ typedef Cacheroute__V1__SessionRate SessionRate;
 /* A SessionRate likewise: tag and length (2), owner (11), rate (9). */
 #define RATE_MAX_BYTES 22
 #define RESPONSE_SLACK 32
+/* PlanRequest.rates, decoded by cr_wire_split_pairs as SessionRate {int64
+ * owner = 1; double rate = 2} (test_wire_pairs checks the descriptor agrees). */
+#define PLAN_RATES_FIELD 2
 
 void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
 {
@@ -92,9 +96,62 @@ static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
     a->out->len = cr_plan_answer_pack(&a->m, body);
 }
 
+/* A Plan call: its rates, decoded straight from the wire (split_rates) or,
+ * when that was unsure, copied from protobuf-c's message. */
+typedef struct plan_call {
+    const cr_handlers *h;
+    size_t max_rates; /* cr_wire_count's count, already bounded */
+    cr_session_rate *rates;
+    size_t n_rates;
+    int split;
+} plan_call;
+
+/* The rates first, the rest's len bytes (mostly untouched) after them: a
+ * big call's first big chunk is the process's spare (arena.h), faulted in
+ * already by the last one, and the rates are what gets written. */
+static int split_rates(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
+                       const uint8_t **rest, size_t *rest_len)
+{
+    plan_call *c = ctx;
+    cr_wire_pairs out = {
+        .base = cr_arena_alloc(a, c->max_rates * sizeof *c->rates),
+        .max = c->max_rates,
+        .stride = sizeof *c->rates,
+        .key_at = offsetof(cr_session_rate, owner),
+        .value_at = offsetof(cr_session_rate, rate),
+    };
+    uint8_t *left = cr_arena_alloc(a, len);
+    if (!out.base || !left ||
+        cr_wire_split_pairs(data, len, PLAN_RATES_FIELD, &out, left, rest_len) != 0)
+        return -1;
+    c->rates = out.base;
+    c->n_rates = out.n;
+    c->split = 1;
+    *rest = left;
+    return 0;
+}
+
+/* protobuf-c's rates, when split_rates did not take them. */
+static int copy_rates(plan_call *c, const PlanRequest *req, cr_arena *scratch, cr_reply *out)
+{
+    if (c->split)
+        return 0;
+    c->rates = cr_arena_alloc(scratch, req->n_rates * sizeof *c->rates);
+    if (!c->rates) {
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading %zu rates",
+                       req->n_rates);
+        return -1;
+    }
+    for (size_t i = 0; i < req->n_rates; i++)
+        c->rates[i] = (cr_session_rate){req->rates[i]->owner, req->rates[i]->rate};
+    c->n_rates = req->n_rates;
+    return 0;
+}
+
 static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
 {
-    const cr_handlers *h = ctx;
+    plan_call *c = ctx;
+    const cr_handlers *h = c->h;
     const PlanRequest *req = message;
     const Cacheroute__V1__PlannerConfig *pc = req->config;
     if (req->install && h->replica) {
@@ -103,18 +160,12 @@ static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *ou
                        "leader's published table (plan with install=false)");
         return;
     }
-    cr_session_rate *rates = cr_arena_alloc(scratch, req->n_rates * sizeof *rates);
-    if (!rates) {
-        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory reading %zu rates",
-                       req->n_rates);
+    if (copy_rates(c, req, scratch, out) != 0)
         return;
-    }
-    for (size_t i = 0; i < req->n_rates; i++)
-        rates[i] = (cr_session_rate){req->rates[i]->owner, req->rates[i]->rate};
     plan_answer a = {.max = h->max_message, .scratch = scratch, .out = out};
     cr_core_plan_request pr = {
-        .rates = rates,
-        .n_rates = req->n_rates,
+        .rates = c->rates,
+        .n_rates = c->n_rates,
         .from_estimator = req->from_estimator,
         .has_n_shards = pc && pc->has_n_shards,
         .n_shards = pc ? pc->n_shards : 0,
@@ -143,11 +194,11 @@ void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
     const cr_handlers *h = ctx;
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__plan_request__descriptor;
     size_t each = sizeof(void *) + sizeof(Cacheroute__V1__SessionRate) + sizeof(cr_session_rate);
-    if (cr_refuse_entries(out, "rates", cr_wire_count(d, data, len, "rates"),
-                          cr_decode_limit(h->max_message, each), GRPC_STATUS_RESOURCE_EXHAUSTED,
-                          CR_DECODE_HINT) != 0)
+    plan_call c = {.h = h, .max_rates = cr_wire_count(d, data, len, "rates")};
+    if (cr_refuse_entries(out, "rates", c.max_rates, cr_decode_limit(h->max_message, each),
+                          GRPC_STATUS_RESOURCE_EXHAUSTED, CR_DECODE_HINT) != 0)
         return;
-    cr_run_decoded_in(ctx, d, data, len, out, plan);
+    cr_run_split_in(&c, d, data, len, out, split_rates, plan);
 }
 
 /* ---- RecordArrival ---- */

@@ -3,7 +3,8 @@
 /* Decodes into the thread's arena (or, nested in another decoded call, one
  * of its own), then runs fn or fn_in, then gives the arena back. */
 static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
-                        size_t len, cr_reply *out, cr_decoded_fn fn, cr_decoded_in_fn fn_in)
+                        size_t len, cr_reply *out, cr_split_fn split, cr_decoded_fn fn,
+                        cr_decoded_in_fn fn_in)
 {
     /* Bytes protobuf-c refuses are malformed whatever their strings hold;
      * what it takes may still cut a string at a NUL, echo one that is not
@@ -14,11 +15,20 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
         cr_arena_init(&own);
         a = &own;
     }
-    ProtobufCMessage *m = protobuf_c_message_unpack(d, &a->pc, len, data);
+    const uint8_t *bytes = data;
+    size_t n = len;
+    ProtobufCMessage *m = NULL;
+    if (split && split(ctx, data, len, a, &bytes, &n) == 0) /* bytes: what split left */
+        m = protobuf_c_message_unpack(d, &a->pc, n, bytes);
+    if (!m) { /* no split, or one that was unsure: protobuf-c decides */
+        bytes = data;
+        n = len;
+        m = protobuf_c_message_unpack(d, &a->pc, len, data);
+    }
     if (!m)
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s message (%zu bytes)",
                        d->name, len);
-    else if (cr_wire_check_strings(d, data, len, why, sizeof why) != 0)
+    else if (cr_wire_check_strings(d, bytes, n, why, sizeof why) != 0)
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
     else if (fn)
         fn(ctx, m, out);
@@ -33,13 +43,19 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
 void cr_run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                     size_t len, cr_reply *out, cr_decoded_fn fn)
 {
-    run_decoded(ctx, d, data, len, out, fn, NULL);
+    run_decoded(ctx, d, data, len, out, NULL, fn, NULL);
 }
 
 void cr_run_decoded_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                        size_t len, cr_reply *out, cr_decoded_in_fn fn)
 {
-    run_decoded(ctx, d, data, len, out, NULL, fn);
+    run_decoded(ctx, d, data, len, out, NULL, NULL, fn);
+}
+
+void cr_run_split_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                     size_t len, cr_reply *out, cr_split_fn split, cr_decoded_in_fn fn)
+{
+    run_decoded(ctx, d, data, len, out, split, NULL, fn);
 }
 
 void cr_reply_too_big(cr_reply *out, const ProtobufCMessageDescriptor *d, size_t len,

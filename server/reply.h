@@ -26,6 +26,21 @@ typedef void (*cr_decoded_in_fn)(void *ctx, const void *message, cr_arena *scrat
 void cr_run_decoded_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
                        size_t len, cr_reply *out, cr_decoded_in_fn fn);
 
+/* cr_run_decoded_in with a fast path for a message's bulk: split, run
+ * first in the call's arena a, decodes what it can straight from data (e.g.
+ * PlanRequest.rates, with cr_wire_split_pairs) into ctx and leaves the other
+ * fields' bytes in *rest (its own, e.g. in a), *rest_len of them; protobuf-c
+ * unpacks and the string check checks only those, and fn gets a message
+ * without what split took. split returns 0, or -1 when it is not sure of
+ * the bytes: then protobuf-c unpacks all of data as cr_run_decoded_in does,
+ * and fn must look at the message's own field (split tells it by what it
+ * leaves in ctx). So split changes the time a call takes, never its answer,
+ * provided it decodes as protobuf-c does. */
+typedef int (*cr_split_fn)(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
+                           const uint8_t **rest, size_t *rest_len);
+void cr_run_split_in(void *ctx, const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                     size_t len, cr_reply *out, cr_split_fn split, cr_decoded_in_fn fn);
+
 /* Before decoding, with n a request's entries in field as cr_wire_count
  * counts them on the wire: 0 when n <= limit; else -1 with out set to code
  * and "FIELD has N entries, at most LIMIT allowed: WHY" (why may be NULL).

@@ -1,9 +1,14 @@
 /* Plan: PlanRequest decode, the core's validation, planning, install, and
- * the answer's size check. */
+ * the answer's size check; and the rates decoded straight from the wire
+ * (cr_wire_split_pairs, what the handler takes them with) against
+ * protobuf-c's on every input. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fuzz.h"
+#include "wire.h"
 
 typedef Cacheroute__V1__RoutingTable Table;
 
@@ -64,4 +69,39 @@ static const cr_fuzz_method plan = {
     .check_ok = check_ok,
 };
 
-CR_FUZZ_UNARY_TARGET(plan)
+/* Where the split takes the bytes and protobuf-c the rest it leaves,
+ * protobuf-c takes the whole too, with the same rates in the same order. */
+static void check_split(const uint8_t *data, size_t len)
+{
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__plan_request__descriptor;
+    size_t max = cr_wire_count(d, data, len, "rates"), left;
+    cr_session_rate *got = malloc((max + 1) * sizeof *got);
+    uint8_t *rest = malloc(len + 1);
+    CR_FUZZ_CHECK(got && rest, "out of memory");
+    cr_wire_pairs out = {got, max, sizeof *got, offsetof(cr_session_rate, owner),
+                         offsetof(cr_session_rate, rate), 0};
+    if (cr_wire_split_pairs(data, len, 2, &out, rest, &left) == 0) {
+        Cacheroute__V1__PlanRequest *w = (void *)protobuf_c_message_unpack(d, NULL, len, data);
+        ProtobufCMessage *r = protobuf_c_message_unpack(d, NULL, left, rest);
+        CR_FUZZ_CHECK(!w == !r, "split's rest %s, the whole %s", r ? "decodes" : "does not",
+                      w ? "does" : "does not");
+        for (size_t i = 0; w && r && i < out.n; i++)
+            CR_FUZZ_CHECK(i < w->n_rates && got[i].owner == w->rates[i]->owner &&
+                              memcmp(&got[i].rate, &w->rates[i]->rate, sizeof(double)) == 0,
+                          "rates[%zu] of %zu split differently", i, out.n);
+        CR_FUZZ_CHECK(!w || !r || out.n == w->n_rates, "%zu rates split, %zu unpacked", out.n,
+                      w->n_rates);
+        if (w)
+            protobuf_c_message_free_unpacked(&w->base, NULL);
+        if (r)
+            protobuf_c_message_free_unpacked(r, NULL);
+    }
+    free(rest);
+    free(got);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check_split(data, size);
+    return cr_fuzz_unary(&plan, data, size);
+}
