@@ -27,26 +27,12 @@ import time
 
 import grpc  # Debian's python3-grpcio
 
-MASK64 = (1 << 64) - 1
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+sys.dont_write_bytecode = True
+from harness import splitmix64 as mix64, varint  # noqa: E402  (cr_mix64, common/base.c)
+
 PLAN = "/cacheroute.v1.CacheRoute/Plan"
-
-
-def mix64(x):
-    """cr_mix64 (common/base.c): splitmix64."""
-    x = (x + 0x9E3779B97F4A7C15) & MASK64
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & MASK64
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & MASK64
-    return x ^ (x >> 31)
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 def sessions(n, shards, qcap=10.0):
