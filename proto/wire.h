@@ -45,9 +45,9 @@ int cr_wire_pack(const ProtobufCMessage *msg, size_t max, grpc_byte_buffer **out
 
 /* The whole of bb (which stays the caller's) in one slice *out, uncompressed;
  * the caller unrefs it (grpc_slice_unref). A bb of one slice is shared, not
- * copied (a 20 MB request copied is 20 MB of fresh pages faulted in). Returns 0, or -1 (*out untouched)
- * when bb is NULL or cannot be read (a compressed message that does not
- * decompress). */
+ * copied (a 20 MB request copied is 20 MB of fresh pages faulted in).
+ * Returns 0, or -1 (*out untouched) when bb is NULL or cannot be read (a
+ * compressed message that does not decompress). */
 int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out);
 
 /* Parses the whole of bb (which stays the caller's) as a message of type.

@@ -37,12 +37,14 @@ static int read_key(const uint8_t **p, const uint8_t *end, uint32_t *number, uns
     return -1;
 }
 
-/* A varint value: at most 10 bytes, bits past 64 dropped. */
-static int read_value(const uint8_t **p, const uint8_t *end, uint64_t *v)
+/* A varint of at most max bytes (bits past 64 dropped); *p is moved only
+ * when it ends within them and within the input. */
+static int read_varint(const uint8_t **p, const uint8_t *end, size_t max, uint64_t *v)
 {
     const uint8_t *s = *p;
-    size_t max = (size_t)(end - s) < 10 ? (size_t)(end - s) : 10;
     uint64_t x = 0;
+    if ((size_t)(end - s) < max)
+        max = (size_t)(end - s);
     for (size_t i = 0; i < max; i++) {
         x |= (uint64_t)(s[i] & 0x7f) << (7 * i);
         if (!(s[i] & 0x80)) {
@@ -54,23 +56,22 @@ static int read_value(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return -1;
 }
 
+/* A varint value: at most 10 bytes. */
+static int read_value(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    return read_varint(p, end, 10, v);
+}
+
 /* A length prefix: at most 5 bytes, at most INT_MAX, within the input. */
 static int read_length(const uint8_t **p, const uint8_t *end, size_t *len)
 {
     const uint8_t *s = *p;
-    size_t max = (size_t)(end - s) < 5 ? (size_t)(end - s) : 5;
-    uint64_t v = 0;
-    for (size_t i = 0; i < max; i++) {
-        v |= (uint64_t)(s[i] & 0x7f) << (7 * i);
-        if (!(s[i] & 0x80)) {
-            if (v > INT_MAX || v > (uint64_t)(end - (s + i + 1)))
-                return -1;
-            *len = (size_t)v;
-            *p = s + i + 1;
-            return 0;
-        }
-    }
-    return -1;
+    uint64_t v;
+    if (read_varint(&s, end, 5, &v) != 0 || v > INT_MAX || v > (uint64_t)(end - s))
+        return -1;
+    *len = (size_t)v;
+    *p = s;
+    return 0;
 }
 
 /* Past one field's value of wire type type; value and vlen span it (a
