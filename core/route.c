@@ -40,11 +40,19 @@ static size_t find_chunk(const cr_installed *t, const cr_route *routes, size_t n
     return n;
 }
 
+/* owner's shard under the plan rule, p its placement (NULL: none), over
+ * shards when it has none; *admitted = whether it has one. */
+static uint32_t plan_shard(cr_core *c, const cr_placement *p, int64_t owner, uint32_t shards,
+                           int *admitted)
+{
+    *admitted = p != NULL;
+    return p ? p->preferred_shard : cr_core_home_shard(c, owner, shards);
+}
+
 uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted)
 {
     const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
-    *admitted = p != NULL;
-    return p ? p->preferred_shard : cr_core_home_shard(c, owner, cr_core_shards(c, t));
+    return plan_shard(c, p, owner, cr_core_shards(c, t), admitted);
 }
 
 struct cr_router {
@@ -261,9 +269,7 @@ void cr_core_route(cr_core *c, const cr_installed *t, const double *weights, cr_
         m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++) {
             cr_route *r = &routes[i + j];
-            r->admitted = placed[j] != NULL;
-            r->preferred_shard = placed[j] ? placed[j]->preferred_shard
-                                           : cr_core_home_shard(c, r->owner, shards);
+            r->preferred_shard = plan_shard(c, placed[j], r->owner, shards, &r->admitted);
         }
     }
 }

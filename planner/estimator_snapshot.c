@@ -182,7 +182,7 @@ static int presize(cr_estimator *e, const cr_estimator_entry *v, size_t n)
 {
     size_t want[CR_EST_MAX_PARTS] = {0};
     for (size_t i = 0; i < n; i++)
-        want[cr_mix64((uint64_t)v[i].owner) & (e->n_parts - 1)]++;
+        want[cr_est_part_index(e, cr_mix64((uint64_t)v[i].owner))]++;
     for (unsigned i = 0; i < e->n_parts; i++) {
         size_t cap = want[i] + want[i] / 3 + 16; /* under 3/4 full after the inserts */
         if (!want[i] || cap <= e->parts[i].cap)
