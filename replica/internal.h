@@ -96,7 +96,8 @@ struct cr_replica {
     double redis_time;  /* Redis TIME at this sync, Unix seconds */
     size_t base_entries, log_entries; /* owners in our list's base and deltas */
     double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */
-    /* shared, under lock */
+    /* shared, under lock (merged is replaced only by the thread, which
+     * reads it unlocked) */
     cr_replica_stats stats;
     double last_push_mono;
     double merged_wanted_until;

@@ -99,9 +99,9 @@ static cr_estimator_entry *read_lists(cr_replica *r, const redisReply *ids, size
     return all;
 }
 
-/* Merges at wall; the merged rates kept for cr_replica_rates and (through
- * *out when not NULL, a copy) the plan. 0, or -1. */
-static int merge(cr_replica *r, double wall, cr_session_rate **out, size_t *n_out)
+/* Merges at wall into r->merged, for cr_replica_rates and the plan. 0, or
+ * -1. */
+static int merge(cr_replica *r, double wall)
 {
     double t0 = cr_mono_s();
     char oldest[32];
@@ -122,16 +122,13 @@ static int merge(cr_replica *r, double wall, cr_session_rate **out, size_t *n_ou
         return -1;
     }
     free(v);
-    if (out && (*out = malloc((k ? k : 1) * sizeof **out)))
-        memcpy(*out, rates, k * sizeof *rates);
-    *n_out = k;
     pthread_mutex_lock(&r->lock);
     free(r->merged.rates);
     r->merged = (cr_merged){rates, k, wall};
     r->stats.merge_seconds = cr_mono_s() - t0;
     r->stats.replicas_seen = live;
     pthread_mutex_unlock(&r->lock);
-    return out && !*out ? -1 : 0;
+    return 0;
 }
 
 static void installed(cr_replica *r, uint64_t g, int published)
@@ -221,14 +218,12 @@ void cr_replica_lead_or_follow(cr_replica *r, double wall)
         cr_replica_fetch_table(r);
     if (isnan(wall) || !r->link.ctx || !(plan || wanted))
         return;
-    cr_session_rate *rates = NULL;
-    size_t n = 0;
     r->last_merge = now;
-    if (merge(r, wall, plan ? &rates : NULL, &n) == 0 && plan) {
+    if (merge(r, wall) == 0 && plan) {
         r->last_plan = now;
-        plan_publish(r, rates, n);
+        /* Read unlocked: only this thread replaces r->merged. */
+        plan_publish(r, r->merged.rates, r->merged.n);
     }
-    free(rates);
 }
 
 void cr_replica_seed(cr_replica *r)

@@ -79,13 +79,18 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* --replica-id, checked already by cr_replica_start; else the host name,
+ * checked here as one. */
 static cr_status resolve_id(cr_replica *r, const cr_replica_config *cfg, cr_error *err)
 {
-    const char *id = cfg->replica_id && *cfg->replica_id ? cfg->replica_id : NULL;
+    if (cfg->replica_id && *cfg->replica_id) {
+        snprintf(r->id, sizeof r->id, "%s", cfg->replica_id);
+        return CR_OK;
+    }
     char host[256] = "";
-    if (!id && gethostname(host, sizeof host - 1) != 0)
+    if (gethostname(host, sizeof host - 1) != 0)
         return cr_fail(err, CR_EINVAL, "--replica-id is empty and the host name is unknown");
-    snprintf(r->id, sizeof r->id, "%s", id ? id : host);
+    snprintf(r->id, sizeof r->id, "%s", host);
     cr_replica_config probe = *cfg;
     probe.replica_id = r->id;
     if (cr_replica_config_check(&probe, CR_CLOCK_SECONDS, err) != CR_OK)

@@ -281,12 +281,19 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
 
 /* ---- GetRates ---- */
 
-/* merged: the cluster's rates from the replica; 0, or -1 with the reply
- * made (no backend, backend down, out of memory). */
-static int merged_rates(const cr_handlers *h, const GetRatesRequest *req, cr_session_rate **all,
-                        size_t *n, uint64_t *tracked, cr_reply *out)
+/* The rates to answer: this sidecar's, or (merged) the cluster's from the
+ * replica; 0, or -1 with the reply made (the core's error, no backend,
+ * backend down, out of memory). */
+static int read_rates(const cr_handlers *h, const GetRatesRequest *req, cr_session_rate **all,
+                      size_t *n, uint64_t *tracked, cr_reply *out)
 {
     cr_error err;
+    if (!req->merged) {
+        cr_status st = cr_core_rates(h->core, req->owners, req->n_owners, all, n, tracked, &err);
+        if (st != CR_OK)
+            cr_reply_core_error(out, st, &err);
+        return st == CR_OK ? 0 : -1;
+    }
     if (!h->replica) {
         cr_reply_error(out, GRPC_STATUS_FAILED_PRECONDITION,
                        "merged needs --state-backend (this sidecar is standalone)");
@@ -311,16 +318,8 @@ static void get_rates(void *ctx, const void *message, cr_arena *scratch, cr_repl
     cr_session_rate *all;
     size_t n;
     uint64_t tracked;
-    cr_error err;
-    if (req->merged && merged_rates(h, req, &all, &n, &tracked, out) != 0)
+    if (read_rates(h, req, &all, &n, &tracked, out) != 0)
         return;
-    cr_status st = req->merged ? CR_OK
-                               : cr_core_rates(h->core, req->owners, req->n_owners, &all, &n,
-                                               &tracked, &err);
-    if (st != CR_OK) {
-        cr_reply_core_error(out, st, &err);
-        return;
-    }
     SessionRate *rates = cr_arena_alloc(scratch, n * sizeof *rates);
     SessionRate **ptrs = cr_arena_alloc(scratch, n * sizeof *ptrs);
     if (!rates || !ptrs) {

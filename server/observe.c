@@ -185,8 +185,9 @@ static void served_gauges(const cr_core_loop_stats *st, cr_page *p)
                            (double)st->served_tokens[a][c]);
         }
     cr_observe_single(p, "cacheroute_served_hit_ratio", "gauge",
-           "Rolling token-weighted prefix-cache hit ratio of served requests (half-life 60 s).",
-           st->hit_ratio);
+                      "Rolling token-weighted prefix-cache hit ratio of served requests "
+                      "(half-life 60 s).",
+                      st->hit_ratio);
 }
 
 static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
@@ -231,20 +232,21 @@ static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
 static void receipt_gauges(const cr_core_loop_stats *st, cr_page *p)
 {
     cr_observe_single(p, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now.",
-           (double)st->receipts);
+                      (double)st->receipts);
     cr_observe_single(p, "cacheroute_decision_receipts_capacity", "gauge",
-           "Decision receipts kept at most (--receipts).", (double)st->receipts_capacity);
+                      "Decision receipts kept at most (--receipts).",
+                      (double)st->receipts_capacity);
     cr_observe_single(p, "cacheroute_decision_receipts_made_total", "counter",
-           "Decision receipts made (decisions with a request_id, not dry runs).",
-           (double)st->receipts_made);
+                      "Decision receipts made (decisions with a request_id, not dry runs).",
+                      (double)st->receipts_made);
     cr_observe_single(p, "cacheroute_decision_receipts_evicted_total", "counter",
-           "Decision receipts evicted, oldest first, at the --receipts bound.",
-           (double)st->receipts_evicted);
+                      "Decision receipts evicted, oldest first, at the --receipts bound.",
+                      (double)st->receipts_evicted);
     cr_observe_single(p, "cacheroute_decision_receipts_replaced_total", "counter",
-           "Decision receipts replaced by a later decision with the same request_id.",
-           (double)st->receipts_replaced);
+                      "Decision receipts replaced by a later decision with the same request_id.",
+                      (double)st->receipts_replaced);
     cr_observe_single(p, "cacheroute_decision_receipt_bytes", "gauge",
-           "Memory of the receipt store now.", (double)st->receipt_bytes);
+                      "Memory of the receipt store now.", (double)st->receipt_bytes);
     cr_page_family(p, "cacheroute_outcomes_total", "counter",
                    "ReportOutcome entries: matched to a receipt, accepted unmatched, rejected.");
     cr_page_sample(p, "cacheroute_outcomes_total", "result=\"matched\"",
@@ -254,8 +256,8 @@ static void receipt_gauges(const cr_core_loop_stats *st, cr_page *p)
     cr_page_sample(p, "cacheroute_outcomes_total", "result=\"rejected\"",
                    (double)st->outcomes_rejected);
     cr_observe_single(p, "cacheroute_calibration_observations_total", "counter",
-           "Outcome measurements fed to the cost model's calibration.",
-           (double)st->observations);
+                      "Outcome measurements fed to the cost model's calibration.",
+                      (double)st->observations);
 }
 
 static void watch_gauges(cr_watch_hub *hub, cr_page *p)
@@ -263,14 +265,15 @@ static void watch_gauges(cr_watch_hub *hub, cr_page *p)
     cr_watch_stats ws;
     cr_watch_stats_read(hub, &ws);
     cr_observe_single(p, "cacheroute_decision_watchers", "gauge", "Open WatchDecisions streams.",
-           (double)ws.watchers);
+                      (double)ws.watchers);
     cr_observe_single(p, "cacheroute_decision_watch_sent_total", "counter",
-           "Receipts sent to WatchDecisions streams, over every watcher.", (double)ws.sent);
+                      "Receipts sent to WatchDecisions streams, over every watcher.",
+                      (double)ws.sent);
     cr_observe_single(p, "cacheroute_decision_watch_lost_total", "counter",
-           "Receipts dropped from slow watchers' full buffers, over every watcher.",
-           (double)ws.lost);
+                      "Receipts dropped from slow watchers' full buffers, over every watcher.",
+                      (double)ws.lost);
     cr_observe_single(p, "cacheroute_decision_watch_refused_total", "counter",
-           "WatchDecisions calls refused at the watcher limit.", (double)ws.refused);
+                      "WatchDecisions calls refused at the watcher limit.", (double)ws.refused);
 }
 
 static void loop_gauges(const cr_observer *o, cr_page *p)

@@ -19,7 +19,7 @@ static void event(void *ctx, const cr_replica_event *ev)
         cr_log(CR_LOG_INFO, ev->kind == CR_REPLICA_LEADER ? "replica leads" : "replica follows",
                json_pack("{s:s,s:I}", "replica_id", ev->detail, "generation",
                          (json_int_t)ev->generation));
-                      break;
+        break;
     case CR_REPLICA_SKEWED:
     case CR_REPLICA_UNSKEWED:
         cr_log(ev->kind == CR_REPLICA_SKEWED ? CR_LOG_WARN : CR_LOG_INFO,
@@ -28,12 +28,12 @@ static void event(void *ctx, const cr_replica_event *ev)
                    : "wall clock agrees with Redis TIME again",
                json_pack("{s:s,s:f,s:f}", "replica_id", ev->detail, "skew_s", ev->skew_s,
                          "bound_s", CR_REPLICA_SKEW_WARN_S));
-                      break;
+        break;
     case CR_REPLICA_REFUSED:
         cr_log(CR_LOG_WARN, "publish refused by the lease fence",
                json_pack("{s:s,s:I}", "reason", ev->detail, "generation",
                          (json_int_t)ev->generation));
-                      break;
+        break;
     default:
         cr_log(CR_LOG_ERROR, "replica error", json_pack("{s:s}", "error", ev->detail));
     }
