@@ -44,6 +44,7 @@ struct cr_core {
     pthread_mutex_t state_lock; /* one snapshot at a time */
     int started, final_snapshot; /* cr_core_start ran; the stop's snapshot was taken */
     _Atomic(cr_touched *) touched; /* replicas: owners since the last push; NULL = off */
+    atomic_int tables_external;    /* cr_core_set_tables_external */
 };
 
 /* The installed table with a reference, or NULL before the first install. */

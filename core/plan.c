@@ -150,6 +150,10 @@ static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, c
                                   cr_error *err)
 {
     int is_rpc = strcmp(by, "rpc") == 0;
+    if (req->install && atomic_load(&c->tables_external))
+        return cr_fail(err, CR_ESTATE,
+                       "install=true with --state-backend: every replica routes by the "
+                       "leader's published table (plan with install=false)");
     double t0 = cr_core_now(c);
     cr_planner_config cfg = merged_config(c, req);
     cr_table *t = NULL;
@@ -196,10 +200,19 @@ void cr_core_current(cr_core *c, cr_core_plan_result *out)
     out->table = t ? t->table : NULL;
 }
 
+void cr_core_set_tables_external(cr_core *c, int on) { atomic_store(&c->tables_external, !!on); }
+
 void cr_core_plan_result_free(cr_core_plan_result *r)
 {
     cr_ref_release(r->hold);
     *r = (cr_core_plan_result){0};
+}
+
+/* Whether the replanner plans now: configured, and tables not external
+ * (that refusal is no replan failure to report every interval). */
+static int replans(cr_core *c)
+{
+    return c->replan_interval_s > 0 && !atomic_load(&c->tables_external);
 }
 
 /* Plans from the estimator and installs; failures go to hooks->planned
@@ -216,7 +229,8 @@ static void replan(cr_core *c)
 static void replan_tick(void *ctx, cr_ticker *ticker)
 {
     (void)ticker;
-    replan(ctx);
+    if (replans(ctx))
+        replan(ctx);
 }
 
 cr_status cr_core_start(cr_core *c, cr_error *err)
@@ -238,7 +252,7 @@ void cr_core_stop(cr_core *c)
 
 int cr_core_tick(cr_core *c)
 {
-    if (c->replan_interval_s <= 0)
+    if (!replans(c))
         return 0;
     double now = cr_core_now(c);
     pthread_mutex_lock(&c->tick_lock);

@@ -44,8 +44,9 @@ void cr_cost_model_msg(Cacheroute__V1__CostModel *m, const cr_inject_model *mode
  * of memory. For GetDecision and the WatchDecisions feed alike. */
 int cr_receipt_pack(const cr_receipt *r, uint8_t **body, size_t *len);
 
-/* A core error as the reply: CR_EINVAL is INVALID_ARGUMENT, anything else
- * RESOURCE_EXHAUSTED, with err's text. */
+/* A core error as the reply, with err's text: CR_EINVAL is
+ * INVALID_ARGUMENT, CR_ESTATE FAILED_PRECONDITION, CR_ENOMEM
+ * RESOURCE_EXHAUSTED. */
 void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err);
 
 #endif

@@ -259,6 +259,55 @@ static void test_refused_plan_is_not_installed(void)
     fixture_close(&f);
 }
 
+/* The installed generation now. */
+static uint64_t generation_now(cr_core *c)
+{
+    cr_core_stats st;
+    cr_core_stats_read(c, &st);
+    return st.generation;
+}
+
+/* Tables external (a replica's mode): an install is CR_ESTATE whatever the
+ * request, nothing planned, reported or installed; plans without install
+ * and installs of a leader's table go on; the replanner stops; turned off,
+ * all is as before. */
+static void test_external_tables_refuse_installs(void)
+{
+    fixture f;
+    fixture_open(&f, 10);
+    cr_session_rate rates[] = {{5, 120}, {6, 1}};
+    cr_core_plan_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(plan_rates(f.core, rates, 2, 1, &res, &err), CR_OK);
+    cr_core_plan_result_free(&res);
+    cr_core_set_tables_external(f.core, 1);
+    CU_ASSERT_EQUAL(plan_rates(f.core, rates, 2, 1, &res, &err), CR_ESTATE);
+    CU_ASSERT_STRING_EQUAL(err.msg, "install=true with --state-backend: every replica routes "
+                                    "by the leader's published table (plan with install=false)");
+    CU_ASSERT_PTR_NULL(res.table);
+    cr_core_plan_request bad = {.install = 1}; /* the mode comes before the input */
+    CU_ASSERT_EQUAL(cr_core_plan(f.core, &bad, &res, &err), CR_ESTATE);
+    CU_ASSERT_EQUAL(f.seen.plans, 1);
+    CU_ASSERT_EQUAL(generation_now(f.core), 1);
+    CU_ASSERT_EQUAL_FATAL(plan_rates(f.core, rates, 2, 0, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL(res.generation, 0);
+    cr_core_plan_result_free(&res);
+    f.clock.t = 10;
+    CU_ASSERT_EQUAL(cr_core_tick(f.core), 0);
+    CU_ASSERT_EQUAL(f.seen.plans, 2);
+    cr_table *t;
+    CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 2, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_install_as(f.core, t, 7, &err), CR_OK);
+    CU_ASSERT_EQUAL(generation_now(f.core), 7);
+    cr_core_set_tables_external(f.core, 0);
+    CU_ASSERT_EQUAL_FATAL(plan_rates(f.core, rates, 2, 1, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL(res.generation, 8);
+    cr_core_plan_result_free(&res);
+    CU_ASSERT_EQUAL(cr_core_tick(f.core), 1);
+    CU_ASSERT_EQUAL(generation_now(f.core), 9);
+    fixture_close(&f);
+}
+
 /* A plan whose answer could not fit is refused after admission: nothing
  * placed, installed or reported, fits never asked. 3 sessions of kb 8 on 8
  * shards: 3 x 27 + 24 slots x 1 byte + 8 x 8 + 256 = 425 bytes. */
@@ -573,6 +622,7 @@ static const cr_test_case core_tests[] = {
     {"routes before and after install", test_routes_before_and_after_install},
     {"plan generations and partial configs", test_plan_generations_and_partial_config},
     {"a refused plan is not installed", test_refused_plan_is_not_installed},
+    {"external tables refuse installs", test_external_tables_refuse_installs},
     {"a plan is sized before placing", test_plan_sized_before_placing},
     {"replanner in virtual time", test_replanner_in_virtual_time},
     {"stable replans in virtual time", test_stable_replans_in_virtual_time},

@@ -26,7 +26,9 @@
 typedef enum cr_status {
     CR_OK = 0,
     CR_EINVAL, /* bad input; the error message names the field and value */
-    CR_ENOMEM  /* allocation failed or the input is too large to handle */
+    CR_ENOMEM, /* allocation failed or the input is too large to handle */
+    CR_ESTATE  /* the call is valid but not allowed in the current mode; the
+                * message says which mode and what is allowed instead */
 } cr_status;
 
 /* Error text filled in by calls that can fail; meaningful only after a

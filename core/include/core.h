@@ -293,8 +293,9 @@ typedef struct cr_core_plan_result {
 
 /* Plans and, when asked, installs. CR_EINVAL for bad input (both or neither
  * of rates and from_estimator; a bad rate, owner or config field, named);
- * CR_ENOMEM when memory runs out or fits refused. State changes only on
- * success with install. Reports hooks->planned either way (but for
+ * CR_ENOMEM when memory runs out or fits refused; CR_ESTATE for install
+ * while tables are external (cr_core_set_tables_external). State changes
+ * only on success with install. Reports hooks->planned either way (but for
  * CR_EINVAL). Always a fresh plan (cr_planner_plan), whatever --replan
  * says: explicit rates give the seed's table, and a caller comparing with
  * the library gets the same bytes; only the replanner plans stable. The
@@ -693,6 +694,18 @@ cr_status cr_core_cluster_plan(cr_core *c, const cr_session_rate *rates, size_t 
  * installs count on from generation. CR_ENOMEM when out of memory,
  * CR_EINVAL for generation 0. Thread-safe. */
 cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_error *err);
+
+/* Tables external: while on, the installed table comes only from
+ * cr_core_install_as (a replica installs its leader's published table, so
+ * every replica routes by the same one). cr_core_plan with install is then
+ * refused with CR_ESTATE, whatever the rest of the request, before anything
+ * is planned, reported or installed: err "install=true with
+ * --state-backend: every replica routes by the leader's published table
+ * (plan with install=false)". Plans without install go on as before. The
+ * replanner (cr_core_start's thread, cr_core_tick) plans nothing while on:
+ * the leader's cluster plans replace it. Off at cr_core_new. Thread-safe;
+ * calls that start after it returns see it. */
+void cr_core_set_tables_external(cr_core *c, int on);
 
 /* Puts a replica's own previous counts (ascending owners, t_last on the
  * core's clock) into the estimator when it tracks no owner yet (a restart):
