@@ -59,7 +59,10 @@ cr_status cr_core_cluster_plan(cr_core *c, const cr_session_rate *rates, size_t 
     return st;
 }
 
-cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_error *err)
+/* Both installs: t current as generation, reported to hooks->planned by
+ * by (NULL: not reported) as a plan started at started_s. */
+static cr_status install(cr_core *c, cr_table *t, uint64_t generation, const char *by,
+                         double started_s, cr_error *err)
 {
     if (!generation) {
         cr_table_free(t);
@@ -69,10 +72,23 @@ cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_er
     if (!held)
         return cr_fail(err, CR_ENOMEM, "out of memory installing generation %llu",
                        (unsigned long long)generation);
-    pthread_mutex_lock(&c->install_lock);
-    cr_published_swap_as(&c->table, &held->ref, generation);
-    pthread_mutex_unlock(&c->install_lock);
+    cr_core_plan_result res = {.hold = &held->ref, .table = held->table};
+    double done = cr_core_publish(c, held, 1, generation, &res);
+    if (by)
+        cr_core_report_plan(c, by, done - started_s, &res, NULL);
+    cr_core_plan_result_free(&res);
     return CR_OK;
+}
+
+cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_error *err)
+{
+    return install(c, t, generation, NULL, 0, err);
+}
+
+cr_status cr_core_install_planned(cr_core *c, cr_table *t, uint64_t generation,
+                                  double started_s, cr_error *err)
+{
+    return install(c, t, generation, "leader", started_s, err);
 }
 
 cr_status cr_core_seed(cr_core *c, const cr_estimator_entry *v, size_t n, cr_error *err)

@@ -39,10 +39,13 @@ cr_installed *cr_installed_new(cr_table *table)
     return t;
 }
 
-uint64_t cr_core_install(cr_core *c, cr_installed *t)
+uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as)
 {
     cr_ref_retain(&t->ref); /* the published slot's own */
-    return cr_published_swap(&c->table, &t->ref);
+    if (!as)
+        return cr_published_swap(&c->table, &t->ref);
+    cr_published_swap_as(&c->table, &t->ref, as);
+    return as;
 }
 
 static cr_status check_config(const cr_core_config *cfg, cr_error *err)

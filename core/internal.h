@@ -53,9 +53,20 @@ void cr_installed_release(cr_installed *t);
 /* Wraps table (ownership taken) with one reference for the caller; NULL,
  * table freed, when out of memory. */
 cr_installed *cr_installed_new(cr_table *table);
-/* Makes t current (the caller keeps its own reference); returns its
- * generation. */
-uint64_t cr_core_install(cr_core *c, cr_installed *t);
+/* Makes t current (the caller keeps its own reference) as generation as,
+ * or the next one when as is 0; returns its generation. */
+uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as);
+
+/* plan.c. With install, makes held current (as cr_core_install, under
+ * install_lock) into out->generation; either way out->churn and
+ * churn_generation against the table it replaced, or without install the
+ * current one. Returns the core's clock when the table became current. */
+double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
+                       cr_core_plan_result *out);
+/* Reports a plan to hooks->planned: r the plan made (table, generation,
+ * churn) or NULL for none, error NULL or why it failed. */
+void cr_core_report_plan(cr_core *c, const char *by, double seconds,
+                         const cr_core_plan_result *r, const char *error);
 
 /* Shards routes go over with table t (NULL = none installed). */
 uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);

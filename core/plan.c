@@ -103,9 +103,8 @@ static cr_status plan_estimator(cr_core *c, const cr_core_plan_request *req,
     return st;
 }
 
-/* r: the plan made (table, generation, churn), or NULL for none. */
-static void report(cr_core *c, const char *by, double seconds, const cr_core_plan_result *r,
-                   const char *error)
+void cr_core_report_plan(cr_core *c, const char *by, double seconds,
+                         const cr_core_plan_result *r, const char *error)
 {
     if (!c->hooks.planned)
         return;
@@ -123,16 +122,16 @@ static void report(cr_core *c, const char *by, double seconds, const cr_core_pla
     c->hooks.planned(c->hooks.ctx, &ev);
 }
 
-/* Installs held when asked and counts its churn against the table it
- * replaced, or without install against the current one: installs hold
- * install_lock from reading the current table to the swap, so no other
- * install comes between. Returns when the table became current. */
-static double publish(cr_core *c, cr_installed *held, int install, cr_core_plan_result *out)
+/* Installs hold install_lock from reading the current table to the swap,
+ * so no other install comes between and the churn is against the table
+ * replaced. */
+double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
+                       cr_core_plan_result *out)
 {
     pthread_mutex_lock(&c->install_lock);
     cr_installed *old = cr_core_acquire(c, &out->churn_generation);
     if (install)
-        out->generation = cr_core_install(c, held);
+        out->generation = cr_core_install(c, held, as);
     pthread_mutex_unlock(&c->install_lock);
     double done = cr_core_now(c);
     out->churn = cr_table_churn(old ? old->table : NULL, held->table);
@@ -165,24 +164,25 @@ static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, c
     cr_installed_release(prev);
     if (st != CR_OK) {
         if (!is_rpc)
-            report(c, by, cr_core_now(c) - t0, NULL, err->msg);
+            cr_core_report_plan(c, by, cr_core_now(c) - t0, NULL, err->msg);
         return st;
     }
     if (req->fits && req->fits(req->fits_ctx, t, req->install, err) != 0) {
-        report(c, by, cr_core_now(c) - t0, &(cr_core_plan_result){.table = t}, NULL);
+        cr_core_report_plan(c, by, cr_core_now(c) - t0, &(cr_core_plan_result){.table = t},
+                            NULL);
         cr_table_free(t);
         return CR_ENOMEM;
     }
     cr_installed *held = cr_installed_new(t);
     if (!held) {
         cr_fail(err, CR_ENOMEM, "out of memory installing the plan");
-        report(c, by, cr_core_now(c) - t0, NULL, is_rpc ? NULL : err->msg);
+        cr_core_report_plan(c, by, cr_core_now(c) - t0, NULL, is_rpc ? NULL : err->msg);
         return CR_ENOMEM;
     }
     out->hold = &held->ref;
     out->table = held->table;
-    double done = publish(c, held, req->install, out);
-    report(c, by, done - t0, out, NULL);
+    double done = cr_core_publish(c, held, req->install, 0, out);
+    cr_core_report_plan(c, by, done - t0, out, NULL);
     return CR_OK;
 }
 

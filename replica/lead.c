@@ -143,13 +143,14 @@ static void installed(cr_replica *r, uint64_t g, int published)
 }
 
 /* Plans the merged rates and publishes them through the fence; installs
- * locally what Redis accepted, under its generation. */
+ * locally what Redis accepted, under its generation, reported as a plan. */
 static void plan_publish(cr_replica *r, const cr_session_rate *rates, size_t n)
 {
     cr_table *t = NULL;
     uint8_t *blob = NULL;
     size_t len = 0;
     cr_error e;
+    double t0 = cr_core_now(r->core);
     if (cr_core_cluster_plan(r->core, rates, n, &t, &e) != CR_OK ||
         cr_replica_table_encode(t, &blob, &len, &e) != CR_OK) {
         cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);
@@ -161,7 +162,7 @@ static void plan_publish(cr_replica *r, const cr_session_rate *rates, size_t n)
     cr_publish_keys keys = {r->k_lease, r->k_table, r->k_notify, r->id};
     long long g = cr_script_publish(&r->link, &keys, blob, len, now.generation);
     free(blob);
-    if (g > 0 && cr_core_install_as(r->core, t, (uint64_t)g, &e) == CR_OK) {
+    if (g > 0 && cr_core_install_planned(r->core, t, (uint64_t)g, t0, &e) == CR_OK) {
         installed(r, (uint64_t)g, 1);
         return;
     }

@@ -286,7 +286,8 @@ static void render_planner(cr_metrics *m, cr_page *p)
     cr_page_family(p, "cacheroute_arrivals_recorded_total", "counter",
                    "Arrivals recorded by RecordArrival.");
     cr_page_sample(p, "cacheroute_arrivals_recorded_total", NULL, (double)atomic_load(&m->arrivals));
-    cr_page_family(p, "cacheroute_plans_total", "counter", "Plans made (by RPC or the replanner).");
+    cr_page_family(p, "cacheroute_plans_total", "counter",
+                   "Plans made (by RPC, the replanner, or a replica leader's cluster plans).");
     cr_page_sample(p, "cacheroute_plans_total", NULL, (double)atomic_load(&m->plans));
     cr_page_family(p, "cacheroute_plans_installed_total", "counter",
                    "Plans installed as the current routing table.");

@@ -308,6 +308,38 @@ static void test_external_tables_refuse_installs(void)
     fixture_close(&f);
 }
 
+/* A leader's cluster plan, installed under the published generation,
+ * reports as an installed plan by "leader": seconds from its start (the
+ * publish in between), churn against the table it replaced. A follower's
+ * install of the same table is no plan. */
+static void test_cluster_installs_report(void)
+{
+    fixture f;
+    fixture_open(&f, 0);
+    cr_session_rate rates[] = {{5, 120}, {6, 1}};
+    cr_table *t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 1, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_install_as(f.core, t, 3, &err), CR_OK);
+    CU_ASSERT_EQUAL(f.seen.plans, 0);
+    double started = cr_core_now(f.core);
+    CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 2, &t, &err), CR_OK);
+    f.clock.t += 0.25; /* the publish */
+    CU_ASSERT_EQUAL(cr_core_install_planned(f.core, t, 5, started, &err), CR_OK);
+    CU_ASSERT_EQUAL(generation_now(f.core), 5);
+    CU_ASSERT_EQUAL(f.seen.plans, 1);
+    CU_ASSERT_EQUAL(f.seen.installs, 1);
+    CU_ASSERT_STRING_EQUAL(f.seen.last.by, "leader");
+    CU_ASSERT_EQUAL(f.seen.last.generation, 5);
+    CU_ASSERT_EQUAL(f.seen.last.seconds, 0.25);
+    CU_ASSERT_EQUAL(f.seen.last.admitted, 2);
+    CU_ASSERT_EQUAL(f.seen.last.churn_generation, 3);
+    CU_ASSERT(f.seen.last.churn.admitted_in == 1 && f.seen.last.churn.admitted_out == 0);
+    CU_ASSERT_EQUAL(cr_core_install_planned(f.core, NULL, 0, started, &err), CR_EINVAL);
+    CU_ASSERT_EQUAL(f.seen.plans, 1);
+    fixture_close(&f);
+}
+
 /* A plan whose answer could not fit is refused after admission: nothing
  * placed, installed or reported, fits never asked. 3 sessions of kb 8 on 8
  * shards: 3 x 27 + 24 slots x 1 byte + 8 x 8 + 256 = 425 bytes. */
@@ -623,6 +655,7 @@ static const cr_test_case core_tests[] = {
     {"plan generations and partial configs", test_plan_generations_and_partial_config},
     {"a refused plan is not installed", test_refused_plan_is_not_installed},
     {"external tables refuse installs", test_external_tables_refuse_installs},
+    {"cluster installs report as plans", test_cluster_installs_report},
     {"a plan is sized before placing", test_plan_sized_before_placing},
     {"replanner in virtual time", test_replanner_in_virtual_time},
     {"stable replans in virtual time", test_stable_replans_in_virtual_time},

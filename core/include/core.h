@@ -83,7 +83,7 @@ void cr_core_quiet_probe(cr_probe_config *p);
 /* ---- reports ------------------------------------------------------------ */
 
 typedef struct cr_core_plan_event {
-    const char *by;      /* "rpc" or "replanner" */
+    const char *by;      /* "rpc", "replanner" or "leader" (cr_core_install_planned) */
     double seconds;      /* validate + plan (+ install) */
     int installed;       /* 1 when the plan became the current table */
     uint64_t generation; /* the installed generation; 0 when not installed */
@@ -694,6 +694,16 @@ cr_status cr_core_cluster_plan(cr_core *c, const cr_session_rate *rates, size_t 
  * installs count on from generation. CR_ENOMEM when out of memory,
  * CR_EINVAL for generation 0. Thread-safe. */
 cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_error *err);
+
+/* cr_core_install_as for a table this core planned (cr_core_cluster_plan)
+ * and published as generation: also reported to hooks->planned as an
+ * installed plan by "leader", seconds from started_s (cr_core_now read
+ * before the cluster plan) to the table being current, so they include the
+ * publish in between; churn against the table the install replaced. A
+ * follower's install of a fetched table (cr_core_install_as) is no plan:
+ * not reported. Errors and thread safety as cr_core_install_as. */
+cr_status cr_core_install_planned(cr_core *c, cr_table *t, uint64_t generation,
+                                  double started_s, cr_error *err);
 
 /* Tables external: while on, the installed table comes only from
  * cr_core_install_as (a replica installs its leader's published table, so

@@ -1,8 +1,9 @@
-"""Replicas over one real redis-server (--state-backend): three sidecars
-given arrivals at random merge to exactly one sidecar's rates and answer
-the same table generation and routes; a killed leader is replaced within
-its lease; with Redis killed every replica keeps serving and recovers when
-it returns; a restarted replica answers the published routes at once; bad
+"""Replicas over one real redis-server (--state-backend): three sidecars given
+arrivals at random merge to exactly one sidecar's rates and answer the same
+table generation and routes; the leader's published plans count and log as
+plans, a follower's installs do not; a killed leader is replaced within its
+lease; with Redis killed every replica keeps serving and recovers when it
+returns; a restarted replica answers the published routes at once; bad
 URLs, an unreachable Redis and the calls clock are refused or degrade, as
 the flags say, and never crash; with a password file they AUTH, and a wrong
 or unreadable one is a backend that is down, or exit 2 at start."""
@@ -182,6 +183,34 @@ class MergeTest(ReplicaTestCase):
         self.assertRpcError(h.grpc.StatusCode.FAILED_PRECONDITION, sc.stub().GetRates,
                             P.cr.GetRatesRequest(merged=True), details_re="--state-backend")
         sc.assert_clean_exit(self)
+
+
+class PlanReportTest(ReplicaTestCase):
+    def test_the_leaders_cluster_plans_count_and_log_as_plans(self):
+        """The leader's published plans are plans (metrics and the plan
+        line, with the published generation); a follower's install of one
+        is not."""
+        redis = self.redis()
+        scs = self.replicas(redis, 2, "--replan-interval", "0.2")
+        lead = h.poll(lambda: leader_of(scs), 5, what="one leader")
+        lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS, omit_routes=True),
+                                  timeout=h.RPC_TIMEOUT)
+        gen, _ = h.poll(lambda: agree(scs, admitting=True), 10, interval=0.05,
+                        what="tables that agree and admit")
+        line = lead.wait_for(lambda e: e.get("msg") == "plan installed" and
+                             e.get("generation") == gen, 5, what="the plan line of %d" % gen)
+        self.assertEqual(line["by"], "leader")
+        m = scrape(lead)
+        self.assertGreaterEqual(m["cacheroute_plans_installed_total"], 1)
+        self.assertGreaterEqual(m["cacheroute_plans_total"], m["cacheroute_plans_installed_total"])
+        self.assertGreaterEqual(m["cacheroute_plan_duration_seconds_count"], 1)
+        follower = [sc for sc in scs if sc is not lead][0]
+        f = scrape(follower)
+        self.assertGreaterEqual(f["cacheroute_replica_tables_installed_total"], 1)
+        self.assertEqual(f["cacheroute_plans_total"], 0)
+        self.assertEqual(follower.find_events(lambda e: e.get("msg") == "plan installed"), [])
+        for sc in scs:
+            sc.assert_clean_exit(self)
 
 
 class FaultTest(ReplicaTestCase):
