@@ -126,6 +126,7 @@ static int merge(cr_replica *r, double wall)
     free(r->merged.rates);
     r->merged = (cr_merged){rates, k, wall};
     r->stats.merge_seconds = cr_mono_s() - t0;
+    r->stats.merges++;
     r->stats.replicas_seen = live;
     pthread_mutex_unlock(&r->lock);
     return 0;

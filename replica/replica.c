@@ -9,7 +9,6 @@
 
 #include "internal.h"
 
-#define MERGE_DEMAND_S 30.0 /* a merged GetRates keeps followers merging this long */
 #define OFFSET_SLACK_S 1e-3
 
 double cr_replica_wall(void)
@@ -132,6 +131,15 @@ static cr_status first_contact(cr_replica *r, cr_error *err)
     return CR_OK;
 }
 
+/* A test hook's seconds from the environment: name's value when it parses
+ * as finite and > 0, else fallback (unset, or anything else). */
+static double test_seconds(const char *name, double fallback)
+{
+    const char *v = getenv(name);
+    double s;
+    return v && cr_parse_double(v, &s) == 0 && s > 0 ? s : fallback;
+}
+
 static cr_replica *fail(cr_replica *r)
 {
     cr_link_close(&r->link);
@@ -170,6 +178,7 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
     r->link.password_file = cfg->state_backend_password_file;
     const char *skew = getenv("CACHEROUTE_TEST_CLOCK_SKEW_S");
     r->test_skew_s = skew ? atof(skew) : 0;
+    r->merge_demand_s = test_seconds("CACHEROUTE_TEST_MERGE_DEMAND_S", CR_REPLICA_MERGE_DEMAND_S);
     r->sub.url = r->link.url;
     r->sub.timeout_s = r->link.timeout_s;
     r->sub.password_file = r->link.password_file;
@@ -260,7 +269,7 @@ cr_replica_answer cr_replica_rates(cr_replica *r, const int64_t *owners, size_t 
     *out = NULL;
     *n_out = 0;
     pthread_mutex_lock(&r->lock);
-    r->merged_wanted_until = cr_mono_s() + MERGE_DEMAND_S;
+    r->merged_wanted_until = cr_mono_s() + r->merge_demand_s;
     *merged_owners = r->merged.n;
     if (!r->stats.backend_up)
         cr_fail(err, CR_EINVAL, "the state backend %.100s is down: %.120s",

@@ -66,6 +66,10 @@ void cr_observe_replica_gauges(cr_replica *r, cr_page *p)
     cr_observe_single(p, "cacheroute_replica_merge_seconds", "gauge",
                       "Duration of this replica's last merge of every live replica's counts.",
                       st.merge_seconds);
+    cr_observe_single(p, "cacheroute_replica_merges_total", "counter",
+                      "Merges of every live replica's counts: the leader's for its plans, and "
+                      "any replica's while merged GetRates are asked for.",
+                      (double)st.merges);
     cr_observe_single(p, "cacheroute_replica_replicas_seen", "gauge",
                       "Live replicas (pushed within --replica-ttl) at the last push or merge.",
                       (double)st.replicas_seen);

@@ -51,9 +51,11 @@
  * down ("state backend refused AUTH: <Redis's error>"), retried with the
  * backoff. The password is never logged or kept between connects.
  *
- * Test hook: CACHEROUTE_TEST_CLOCK_SKEW_S=S adds S seconds to this
- * replica's wall clock (for the skew test). Test only: never set it in
- * production.
+ * Test hooks: CACHEROUTE_TEST_CLOCK_SKEW_S=S adds S seconds to this
+ * replica's wall clock (for the skew test); CACHEROUTE_TEST_MERGE_DEMAND_S=S
+ * (finite, > 0) keeps merges coming S seconds after a merged GetRates
+ * instead of CR_REPLICA_MERGE_DEMAND_S (for the pacing test). Test only:
+ * never set them in production.
  *
  * Thread safety: cr_replica_stats_read, cr_replica_rates and
  * cr_replica_reload may run from any thread at any time between start and
@@ -76,6 +78,7 @@
 #define CR_REPLICA_KEY_MAX (CR_REPLICA_CLUSTER_MAX + CR_REPLICA_ID_MAX + 32)
 #define CR_REPLICA_SKEW_WARN_S 1.0   /* a push this far from Redis TIME is skewed */
 #define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
+#define CR_REPLICA_MERGE_DEMAND_S 30.0 /* a merged GetRates keeps merges coming this long */
 
 typedef enum cr_backend_start { CR_BACKEND_DEGRADED, CR_BACKEND_REQUIRE } cr_backend_start;
 
@@ -250,6 +253,8 @@ typedef struct cr_replica_stats {
     uint64_t lease_changes;       /* leader <-> follower */
     uint64_t tables_published, tables_installed;
     double merge_seconds;         /* the last merge's duration */
+    uint64_t merges;              /* merges that succeeded: the leader's for its
+                                   * plans, anyone's for merged GetRates */
     uint64_t replicas_seen;       /* live in the last push or merge */
     uint64_t generation;          /* the last cluster table installed */
     uint64_t pushes, pushed_owners, full_pushes, round_trips;
@@ -266,7 +271,8 @@ typedef enum cr_replica_answer {
 /* The cluster's merged rates now (wall time): of the n listed owners (0
  * for unknown ones), or with n 0 of every merged owner ascending; from the
  * last merge, decayed to now. Asking makes a follower merge at each sync
- * for the next 30 s (the leader merges when it plans). *out malloc'd;
+ * for the next CR_REPLICA_MERGE_DEMAND_S (the leader merges when it plans
+ * too), though at most once per 4 merge durations. *out malloc'd;
  * *merged_owners = owners in the merge. Never touches Redis. */
 cr_replica_answer cr_replica_rates(cr_replica *r, const int64_t *owners, size_t n,
                                    cr_session_rate **out, size_t *n_out,

@@ -1,7 +1,8 @@
 """Replicas over one real redis-server (--state-backend): three sidecars given
 arrivals at random merge to exactly one sidecar's rates and answer the same
 table generation and routes; the leader's published plans count and log as
-plans, a follower's installs do not; a killed leader is replaced within its
+plans, a follower's installs do not; a follower merges while merged rates
+are asked for and stops after; a killed leader is replaced within its
 lease; with Redis killed every replica keeps serving and recovers when it
 returns; a restarted replica answers the published routes at once; bad
 URLs, an unreachable Redis and the calls clock are refused or degrade, as
@@ -210,6 +211,51 @@ class PlanReportTest(ReplicaTestCase):
         self.assertEqual(f["cacheroute_plans_total"], 0)
         self.assertEqual(follower.find_events(lambda e: e.get("msg") == "plan installed"), [])
         for sc in scs:
+            sc.assert_clean_exit(self)
+
+
+class MergePacingTest(ReplicaTestCase):
+    DEMAND_S = 1.0  # CACHEROUTE_TEST_MERGE_DEMAND_S, for the default 30 s
+
+    def test_a_follower_merges_while_merged_rates_are_asked_for(self):
+        """A follower never plans: it merges only while GetRates(merged)
+        demand lasts, then stops."""
+        redis = self.redis()
+        lead = replica(redis, "r0", "--replan-interval", "0")
+        self.addCleanup(lead.kill)
+        h.poll(lambda: leader_of([lead]), 5, what="one leader")
+        follower = h.Sidecar("--state-backend", redis.url, "--replica-id", "r1", "--cluster",
+                             "t", "--metrics-listen", "127.0.0.1:0", "--replan-interval", "0",
+                             *FAST, metrics=False,
+                             env={"CACHEROUTE_TEST_MERGE_DEMAND_S": "%g" % self.DEMAND_S})
+        self.addCleanup(follower.kill)
+        lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS, omit_routes=True),
+                                  timeout=h.RPC_TIMEOUT)
+        h.poll(lambda: scrape(follower)["cacheroute_state_backend_up"] == 1, 5,
+               what="backend_up 1")
+        time.sleep(0.5)  # five syncs without demand
+        merges = lambda: scrape(follower)["cacheroute_replica_merges_total"]  # noqa: E731
+        self.assertEqual(merges(), 0)
+
+        def merged():
+            try:
+                return follower.stub().GetRates(P.cr.GetRatesRequest(merged=True),
+                                                timeout=h.RPC_TIMEOUT).rates
+            except h.grpc.RpcError:
+                return None
+        self.assertEqual(len(h.poll(merged, 5, interval=0.05, what="merged rates")),
+                         len(OWNERS))
+        asked = time.monotonic()
+        first = merges()
+        self.assertGreaterEqual(first, 1)
+        h.poll(lambda: merges() >= first + 2, self.DEMAND_S, interval=0.05,
+               what="merges at each sync while asked")
+        time.sleep(max(0.0, asked + self.DEMAND_S + 0.3 - time.monotonic()))
+        done = merges()
+        time.sleep(0.5)  # five syncs after the demand ended
+        self.assertEqual(merges(), done)
+        self.assertLessEqual(done, first + self.DEMAND_S / 0.1 + 2)  # at most one a sync
+        for sc in (lead, follower):
             sc.assert_clean_exit(self)
 
 
