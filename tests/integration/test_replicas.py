@@ -42,9 +42,10 @@ def scrape(sc):
             for m in re.finditer(r"^(cacheroute_\w+) (\S+)$", text, re.M)}
 
 
-def replica(redis, rid, *flags, cluster="t"):
+def replica(redis, rid, *flags, cluster="t", env=None):
     return h.Sidecar("--state-backend", redis.url, "--replica-id", rid, "--cluster", cluster,
-                     "--metrics-listen", "127.0.0.1:0", *(FAST + flags), metrics=False)
+                     "--metrics-listen", "127.0.0.1:0", *(FAST + flags), metrics=False,
+                     env=env)
 
 
 def routes(sc, owners=OWNERS):
@@ -224,10 +225,8 @@ class MergePacingTest(ReplicaTestCase):
         lead = replica(redis, "r0", "--replan-interval", "0")
         self.addCleanup(lead.kill)
         h.poll(lambda: leader_of([lead]), 5, what="one leader")
-        follower = h.Sidecar("--state-backend", redis.url, "--replica-id", "r1", "--cluster",
-                             "t", "--metrics-listen", "127.0.0.1:0", "--replan-interval", "0",
-                             *FAST, metrics=False,
-                             env={"CACHEROUTE_TEST_MERGE_DEMAND_S": "%g" % self.DEMAND_S})
+        follower = replica(redis, "r1", "--replan-interval", "0",
+                           env={"CACHEROUTE_TEST_MERGE_DEMAND_S": "%g" % self.DEMAND_S})
         self.addCleanup(follower.kill)
         lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS, omit_routes=True),
                                   timeout=h.RPC_TIMEOUT)
