@@ -101,8 +101,4 @@ void cr_est_delete(cr_estimator *e, cr_est_part *p, cr_est_entry *victim);
 /* s's rate at now (its count decayed from t_last). */
 double cr_est_rate_at(const cr_estimator *e, const cr_est_entry *s, double now);
 
-/* Sorts n items by key, ascending and stable, through tmp (n items);
- * returns the sorted array (a or tmp), or NULL when out of memory. */
-cr_plan_item *cr_est_sort_items(cr_plan_item *a, cr_plan_item *tmp, size_t n);
-
 #endif

@@ -89,8 +89,9 @@ double cr_plan_item_rate(const cr_plan_item *it);
  * and the rates, not the owners. */
 cr_status cr_plan_validate(const cr_session_rate *rates, size_t n, cr_error *err);
 cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *err);
-/* Stable LSD radix sort of n >= 1 items by key, ascending; returns the
- * sorted array (a or tmp) or NULL when out of memory. */
+/* Stable radix sort of n >= 1 items by key, ascending, through tmp (n
+ * items); returns the sorted array (a or tmp) or NULL when out of memory
+ * (sort.c). */
 cr_plan_item *cr_plan_radix_sort(cr_plan_item *a, cr_plan_item *tmp, size_t n);
 /* Eq. 1: shards a session of this rate needs, at most r. */
 uint32_t cr_plan_kb(double rate, double qcap, uint32_t r);

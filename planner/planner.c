@@ -86,43 +86,8 @@ double cr_plan_item_rate(const cr_plan_item *it)
     return rate;
 }
 
-#define RADIX_BITS 11
-#define RADIX_PASSES 6 /* 6 * 11 >= 64 */
-#define RADIX_SIZE (1u << RADIX_BITS)
-
-/* Stable LSD radix sort by key (ascending). Passes whose digit is the same for
- * every item are skipped. */
-cr_plan_item *cr_plan_radix_sort(cr_plan_item *a, cr_plan_item *tmp, size_t n)
-{
-    static const unsigned shift[RADIX_PASSES] = {0, 11, 22, 33, 44, 55};
-    size_t (*count)[RADIX_SIZE] = calloc(RADIX_PASSES, sizeof *count);
-    if (!count)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        for (int p = 0; p < RADIX_PASSES; p++)
-            count[p][(a[i].key >> shift[p]) & (RADIX_SIZE - 1)]++;
-    for (int p = 0; p < RADIX_PASSES; p++) {
-        size_t *c = count[p];
-        if (c[(a[0].key >> shift[p]) & (RADIX_SIZE - 1)] == n)
-            continue;
-        size_t sum = 0;
-        for (unsigned d = 0; d < RADIX_SIZE; d++) {
-            size_t k = c[d];
-            c[d] = sum;
-            sum += k;
-        }
-        for (size_t i = 0; i < n; i++)
-            tmp[c[(a[i].key >> shift[p]) & (RADIX_SIZE - 1)]++] = a[i];
-        cr_plan_item *swap = a;
-        a = tmp;
-        tmp = swap;
-    }
-    free(count);
-    return a;
-}
-
 /* Rules 2 and 3: the non-zero rates by decreasing rate, ties in input order
- * (LSD radix sort is stable). Returns a malloc'd array of *m items, or NULL. */
+ * (the radix sort is stable). Returns a malloc'd array of *m items, or NULL. */
 static cr_plan_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *m)
 {
     size_t k = 0;

@@ -1,14 +1,15 @@
-/* The snapshot's sort by owner key: one scatter by the top 11 bits that
- * differ between keys (out of cache, into 2048 buckets of about n/2048),
- * then each bucket, while it sits in cache, by MSD radix on 8-bit digits of
- * the bits below, down to insertion sorts of a few items. Two passes over
- * memory instead of the six of an 11-bit LSD sort of 64-bit keys; stable,
- * and at most 8 levels of O(n) whatever the keys (about 4 KB of stack a
- * level). */
+/* The planner's one sort of cr_plan_items by key: rates for rule 2, owners
+ * for the replan's orders and the estimator's snapshot. One scatter by the
+ * top 11 bits that differ between keys (out of cache, into 2048 buckets of
+ * about n/2048), then each bucket, while it sits in cache, by MSD radix on
+ * 8-bit digits of the bits below, down to insertion sorts of a few items.
+ * Two passes over memory instead of the six of an 11-bit LSD sort of 64-bit
+ * keys; stable, and at most 8 levels of O(n) whatever the keys (about 4 KB
+ * of stack a level). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimator_parts.h"
+#include "internal.h"
 
 #define TOP_BITS 11
 #define LOW_BITS 8
@@ -49,7 +50,7 @@ static void sort_low(cr_plan_item *a, cr_plan_item *s, size_t n, unsigned bits)
         sort_low(a + start[d], s + start[d], start[d + 1] - start[d], shift);
 }
 
-cr_plan_item *cr_est_sort_items(cr_plan_item *a, cr_plan_item *tmp, size_t n)
+cr_plan_item *cr_plan_radix_sort(cr_plan_item *a, cr_plan_item *tmp, size_t n)
 {
     uint64_t differ = 0;
     for (size_t i = 1; i < n; i++)
