@@ -427,7 +427,11 @@ class MemoryTest(h.SidecarTestCase):
             peak[0] = max(peak[0], rss_bytes(sc.proc.pid))
             sent = sum(r[0] for r in results)
             grown = peak[0] - base
-            self.assertLess(grown, 250 << 20, "RSS grew by %d MB while clients had sent %d MB" % (
+            # Unbounded, the 600 streams would hold 600 MB; bounded, the 100
+            # taken hold 100 MB plus what gRPC core buffers of the refused
+            # ones before it drops them (~150 MB more under ASan: 250.8 MB
+            # once, hence half the unbounded figure as the bound).
+            self.assertLess(grown, 300 << 20, "RSS grew by %d MB while clients had sent %d MB" % (
                 grown >> 20, sent >> 20))
             # And it keeps serving.
             r = sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[5]),
