@@ -59,6 +59,24 @@ ProtobufCMessage *cr_wire_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDes
 /* ---- the raw-bytes scanner (wire_scan.c): requests sized and checked
  * before protobuf-c unpacks them ---------------------------------------- */
 
+/* One field of a message's wire encoding, as cr_wire_next reads it. */
+typedef struct cr_wire_field {
+    uint32_t number;
+    unsigned type;        /* the wire type, 0..5 */
+    const uint8_t *value; /* wire type 2: the payload (len bytes) */
+    size_t len;
+    uint64_t varint;      /* wire type 0: the value */
+} cr_wire_field;
+
+/* Reads the field at *p, before end, into *f and moves *p past it. Returns
+ * 1 for a field, 0 at end (*p == end), or -1 for bytes protobuf-c's unpack
+ * refuses: a truncated key, varint or value, a length past end, a group, a
+ * number past 2^32-1 (*p and *f then unspecified). Number 0 comes back as
+ * it is (unpack may take it; cr_wire_check_strings refuses it). For a walk
+ * that must fail closed (authz) as well as one that stops. O(1) but for
+ * the varints' bytes; no allocation. */
+int cr_wire_next(const uint8_t **p, const uint8_t *end, cr_wire_field *f);
+
 /* How many elements of the repeated field named field (d's field name) the
  * len bytes at data, a d message, hold: one per occurrence, or for a packed
  * scalar occurrence the elements in it. Stops at the first malformed field

@@ -3,9 +3,11 @@
  * allocated, so that a request can be sized (how many entries a repeated
  * field holds) and its strings checked (UTF-8, no NUL) up front.
  *
- * It never rejects an encoding: what it cannot parse (a truncated varint,
- * a length past the end, a group) ends the walk, and protobuf-c's unpack
- * then refuses the message as malformed. */
+ * Its scans never reject an encoding: what they cannot parse (a truncated
+ * varint, a length past the end, a group) ends the walk, and protobuf-c's
+ * unpack then refuses the message as malformed. cr_wire_next, the field
+ * reader under them, tells the end and the malformed apart, so that a walk
+ * that must fail closed (authz) can use it too. */
 #include "wire.h"
 
 #include <stdio.h>
@@ -13,13 +15,6 @@
 
 #define MAX_DEPTH 32 /* nesting the string check follows; ours is 3 deep */
 
-typedef struct wire_field {
-    uint32_t number;
-    unsigned type;          /* the wire type, 0..5 */
-    const uint8_t *value;   /* length-delimited: the payload */
-    size_t len;
-    uint64_t varint;        /* wire type 0: the value */
-} wire_field;
 
 static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
@@ -33,12 +28,12 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return -1;
 }
 
-/* The next field at *p; 0, or -1 at the end or on what unpack refuses.
- * Number 0 is returned: cr_wire_check_strings names it. */
-static int next_field(const uint8_t **p, const uint8_t *end, wire_field *f)
+int cr_wire_next(const uint8_t **p, const uint8_t *end, cr_wire_field *f)
 {
     uint64_t key, v;
-    if (*p >= end || read_varint(p, end, &key) != 0 || key >> 3 > UINT32_MAX)
+    if (*p >= end)
+        return 0;
+    if (read_varint(p, end, &key) != 0 || key >> 3 > UINT32_MAX)
         return -1;
     f->number = (uint32_t)(key >> 3);
     f->type = (unsigned)(key & 7);
@@ -46,14 +41,14 @@ static int next_field(const uint8_t **p, const uint8_t *end, wire_field *f)
     f->len = 0;
     switch (f->type) {
     case 0:
-        return read_varint(p, end, &f->varint);
+        return read_varint(p, end, &f->varint) == 0 ? 1 : -1;
     case 1:
     case 5: {
         size_t n = f->type == 1 ? 8 : 4;
         if ((size_t)(end - *p) < n)
             return -1;
         *p += n;
-        return 0;
+        return 1;
     }
     case 2:
         if (read_varint(p, end, &v) != 0 || v > (uint64_t)(end - *p))
@@ -61,14 +56,14 @@ static int next_field(const uint8_t **p, const uint8_t *end, wire_field *f)
         f->value = *p;
         f->len = (size_t)v;
         *p += v;
-        return 0;
+        return 1;
     default: /* groups: protobuf-c does not take them */
         return -1;
     }
 }
 
 /* Elements one packed occurrence of field fd holds. */
-static size_t packed_count(const ProtobufCFieldDescriptor *fd, const wire_field *f)
+static size_t packed_count(const ProtobufCFieldDescriptor *fd, const cr_wire_field *f)
 {
     switch (fd->type) {
     case PROTOBUF_C_TYPE_FIXED64:
@@ -100,8 +95,8 @@ size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, s
     const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(d, field);
     const uint8_t *p = data, *end = data + len;
     size_t n = 0;
-    wire_field f;
-    while (fd && next_field(&p, end, &f) == 0) {
+    cr_wire_field f;
+    while (fd && cr_wire_next(&p, end, &f) == 1) {
         if (f.number == fd->id)
             n += f.type == 2 && is_scalar(fd) ? packed_count(fd, &f) : 1;
     }
@@ -114,8 +109,8 @@ uint64_t cr_wire_last_varint(const ProtobufCMessageDescriptor *d, const uint8_t 
     const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field_by_name(d, field);
     const uint8_t *p = data, *end = data + len;
     uint64_t v = absent;
-    wire_field f;
-    while (fd && next_field(&p, end, &f) == 0) {
+    cr_wire_field f;
+    while (fd && cr_wire_next(&p, end, &f) == 1) {
         if (f.number == fd->id && f.type == 0)
             v = f.varint; /* the last one wins, as in unpack */
     }
@@ -176,10 +171,10 @@ typedef struct string_walk {
 /* How many fields numbered number come before at in the message at p. */
 static size_t occurrences(const uint8_t *p, const uint8_t *at, uint32_t number)
 {
-    wire_field f;
+    cr_wire_field f;
     size_t n = 0;
     const uint8_t *q = p;
-    while (q < at && next_field(&q, at, &f) == 0)
+    while (q < at && cr_wire_next(&q, at, &f) == 1)
         n += f.number == number;
     return n;
 }
@@ -204,7 +199,7 @@ static const char *spell_path(string_walk *w)
     return w->path;
 }
 
-static int check_string(string_walk *w, const wire_field *f)
+static int check_string(string_walk *w, const cr_wire_field *f)
 {
     const void *nul = memchr(f->value, 0, f->len);
     size_t bad = cr_wire_utf8_error(f->value, f->len);
@@ -226,7 +221,7 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
 
 /* f is fd's occurrence starting at at in the message whose bytes start at
  * parent. */
-static int walk_field(string_walk *w, const ProtobufCFieldDescriptor *fd, const wire_field *f,
+static int walk_field(string_walk *w, const ProtobufCFieldDescriptor *fd, const cr_wire_field *f,
                       const uint8_t *parent, const uint8_t *at, int depth)
 {
     int text = fd->type == PROTOBUF_C_TYPE_STRING;
@@ -256,9 +251,9 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
                         size_t len, int depth)
 {
     const uint8_t *p = data, *end = data + len, *at = p;
-    wire_field f;
+    cr_wire_field f;
     int rc = 0, look = !keys_only(d);
-    while (rc == 0 && next_field(&p, end, &f) == 0) {
+    while (rc == 0 && cr_wire_next(&p, end, &f) == 1) {
         if (f.number == 0) { /* protobuf-c 1.4 takes it in a multi-byte key */
             const char *path = spell_path(w);
             snprintf(w->err, w->errlen,

@@ -1,5 +1,6 @@
 /* Admin checks (authz.h). */
 #include "authz.h"
+#include "wire.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -220,41 +221,6 @@ int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
 
 /* ---- requests that need an admin ---- */
 
-/* Skips one field's value of wire type wt at *p; -1 when it runs past end. */
-static int skip_value(const uint8_t **p, const uint8_t *end, unsigned wt, uint64_t *varint)
-{
-    uint64_t v = 0;
-    switch (wt) {
-    case 0:
-    case 2:
-        for (int shift = 0;; shift += 7) {
-            if (*p >= end || shift > 63)
-                return -1;
-            uint8_t b = *(*p)++;
-            v |= (uint64_t)(b & 0x7f) << shift;
-            if (!(b & 0x80))
-                break;
-        }
-        *varint = v;
-        if (wt == 0)
-            return 0;
-        if (v > (uint64_t)(end - *p))
-            return -1;
-        *p += v;
-        return 0;
-    case 1:
-    case 5: {
-        size_t w = wt == 1 ? 8 : 4;
-        if ((size_t)(end - *p) < w)
-            return -1;
-        *p += w;
-        return 0;
-    }
-    default:
-        return -1;
-    }
-}
-
 int cr_authz_plan_installs(const uint8_t *req, size_t len)
 {
     const uint32_t field =
@@ -264,13 +230,11 @@ int cr_authz_plan_installs(const uint8_t *req, size_t len)
     if (len == 0) /* an empty message: req may be NULL */
         return 0;
     const uint8_t *p = req, *end = req + len;
-    int install = 0;
-    while (p < end) {
-        uint64_t key = 0, value = 0;
-        if (skip_value(&p, end, 0, &key) != 0 || skip_value(&p, end, key & 7, &value) != 0)
-            return 1;
-        if ((key >> 3) == field)
-            install = (key & 7) != 0 || value != 0; /* a bool sent some other way: refuse */
+    int install = 0, got;
+    cr_wire_field f;
+    while ((got = cr_wire_next(&p, end, &f)) == 1) {
+        if (f.number == field)
+            install = f.type != 0 || f.varint != 0; /* a bool sent some other way: refuse */
     }
-    return install;
+    return got < 0 ? 1 : install; /* malformed: fail closed */
 }

@@ -54,6 +54,7 @@ static void test_plan_install_predicate(void)
     CU_ASSERT_EQUAL(INSTALLS("\x1b"), 1);             /* a group */
     CU_ASSERT_EQUAL(INSTALLS("\x79\x01\x02"), 1);     /* fixed64 cut short */
     CU_ASSERT_EQUAL(INSTALLS("\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"), 1);
+    CU_ASSERT_EQUAL(INSTALLS("\x80\x80\x80\x80\x80\x01\x00"), 1); /* number 2^32 */
 }
 
 static char *token_file(const char *content)
