@@ -1,6 +1,6 @@
 /* Snapshots (rates, export) and restores (import) of every tracked owner.
  * A snapshot copies each partition under its lock as 16-byte (owner key,
- * payload) items and sorts them by owner (sort.c: radix);
+ * payload) items and sorts them by owner (cr_sort_records: radix);
  * rates carry their rate and become the answer in place, an export carries
  * positions in a copy of the slots and is gathered from it after. */
 #include <math.h>
@@ -77,7 +77,7 @@ static cr_plan_item *sorted_items(gathered *g)
     if (g->len < 2)
         return g->items;
     cr_plan_item *tmp = malloc(g->len * sizeof *tmp);
-    cr_plan_item *sorted = tmp ? cr_plan_radix_sort(g->items, tmp, g->len) : NULL;
+    cr_plan_item *sorted = tmp ? cr_sort_records(g->items, tmp, g->len) : NULL;
     if (!sorted) {
         free(tmp);
         free(g->items);

@@ -80,6 +80,9 @@ typedef struct cr_plan_item {
         uint64_t prev;
     };
 } cr_plan_item;
+/* Sorted by cr_sort_records (common.h): the key first, 16 bytes. */
+_Static_assert(sizeof(cr_plan_item) == CR_SORT_RECORD_BYTES && offsetof(cr_plan_item, key) == 0,
+               "cr_plan_item is a cr_sort_records record");
 
 /* The rate a key was made from; the key's top bit is ignored (always set
  * for a positive rate, so a replan may use it as a flag). */
@@ -89,10 +92,6 @@ double cr_plan_item_rate(const cr_plan_item *it);
  * and the rates, not the owners. */
 cr_status cr_plan_validate(const cr_session_rate *rates, size_t n, cr_error *err);
 cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *err);
-/* Stable radix sort of n >= 1 items by key, ascending, through tmp (n
- * items); returns the sorted array (a or tmp) or NULL when out of memory
- * (sort.c). */
-cr_plan_item *cr_plan_radix_sort(cr_plan_item *a, cr_plan_item *tmp, size_t n);
 /* Eq. 1: shards a session of this rate needs, at most r. */
 uint32_t cr_plan_kb(double rate, double qcap, uint32_t r);
 /* The table with room for m placements, loads uninitialised. */

@@ -109,7 +109,7 @@ static cr_plan_item *order_by_rate(const cr_session_rate *rates, size_t n, size_
             a[k++] = (cr_plan_item){.key = ~bits, .owner = rates[i].owner};
         }
     }
-    cr_plan_item *sorted = k ? cr_plan_radix_sort(a, tmp, k) : a;
+    cr_plan_item *sorted = k ? cr_sort_records(a, tmp, k) : a;
     if (!sorted) {
         free(a);
         free(tmp);

@@ -129,7 +129,7 @@ static cr_status order_items(const cr_table *prev, const cr_session_rate *rates,
     cr_plan_item *a = make_items(prev, rates, n, n_inc), *tmp = NULL;
     int dup = a ? has_duplicates(prev, a, n, *n_inc) : -1;
     if (dup == 0 && (tmp = malloc((n ? n : 1) * sizeof *tmp)) != NULL)
-        *sorted = n ? cr_plan_radix_sort(a, tmp, n) : a;
+        *sorted = n ? cr_sort_records(a, tmp, n) : a;
     if (dup == 0 && tmp && *sorted) {
         *spare = *sorted == a ? tmp : a;
         return CR_OK;

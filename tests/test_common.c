@@ -1,6 +1,7 @@
 /* The shared vocabulary (common/): the strict number parsers, the mixing
  * hash, the clock conversion, refcounted values behind a published pointer
- * (single-threaded and with concurrent readers), and the ticker. Nothing
+ * (single-threaded and with concurrent readers), the radix sort, and the
+ * ticker. Nothing
  * here depends on how fast the machine is beyond generous bounds: waits for
  * a thread are on condition variables or the ticker's test hooks, and time
  * is only checked from below (a slow machine can only make an interval
@@ -197,6 +198,59 @@ static void reset_frees(void)
 {
     atomic_store(&frees, 0);
     atomic_store(&freed, 0);
+}
+
+/* ---- the radix sort ---- */
+
+typedef struct sort_rec {
+    uint64_t key;
+    uint64_t at; /* input position: stability and the reference's tie-break */
+} sort_rec;
+
+static int by_key_then_at(const void *a, const void *b)
+{
+    const sort_rec *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* n records with keys from make(i), sorted by cr_sort_records, against
+ * qsort with the input order as the tie-break (so: stable). */
+static void check_sort(size_t n, uint64_t (*make)(size_t i))
+{
+    sort_rec *a = malloc((n + 1) * sizeof *a), *tmp = malloc((n + 1) * sizeof *tmp);
+    sort_rec *want = malloc((n + 1) * sizeof *want);
+    CU_ASSERT_FATAL(a && tmp && want);
+    for (size_t i = 0; i < n; i++)
+        a[i] = want[i] = (sort_rec){make(i), i};
+    qsort(want, n, sizeof *want, by_key_then_at);
+    sort_rec *got = cr_sort_records(a, tmp, n);
+    CU_ASSERT_FATAL(got == a || got == tmp);
+    CU_ASSERT(memcmp(got, want, n * sizeof *want) == 0);
+    free(a);
+    free(tmp);
+    free(want);
+}
+
+static uint64_t key_random(size_t i) { return cr_mix64(i); }
+static uint64_t key_few(size_t i) { return cr_mix64(i % 7); }   /* many ties */
+static uint64_t key_same(size_t i) { return (void)i, 42; }
+static uint64_t key_low(size_t i) { return cr_mix64(i) & 0xfff; } /* top bits all equal */
+static uint64_t key_top(size_t i) { return cr_mix64(i) & ~UINT64_C(0) << 52; }
+static uint64_t key_falling(size_t i) { return ~(uint64_t)i; }
+
+static void test_sort_records(void)
+{
+    uint64_t (*makes[])(size_t) = {key_random, key_few, key_same, key_low, key_top, key_falling};
+    size_t sizes[] = {0, 1, 2, 15, 16, 17, 300, 5000, 200000};
+    for (size_t m = 0; m < sizeof makes / sizeof *makes; m++)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            check_sort(sizes[k], makes[m]);
+    /* Signed keys order as signed numbers. */
+    CU_ASSERT(cr_sort_key_i64(INT64_MIN) < cr_sort_key_i64(-1));
+    CU_ASSERT(cr_sort_key_i64(-1) < cr_sort_key_i64(0));
+    CU_ASSERT(cr_sort_key_i64(0) < cr_sort_key_i64(INT64_MAX));
 }
 
 static void test_ref_counts(void)
@@ -527,6 +581,7 @@ static const cr_test_case base_tests[] = {
     {"cr_fail", test_fail},
     {"mix64 fixed values", test_mix64},
     {"timespec of", test_timespec_of},
+    {"radix sort: stable, any keys", test_sort_records},
     {NULL, NULL},
 };
 

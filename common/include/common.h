@@ -48,6 +48,21 @@ cr_status cr_fail(cr_error *err, cr_status st, const char *fmt, ...)
  * and run, for fallback shards and hash tables. Pure. */
 uint64_t cr_mix64(uint64_t x);
 
+/* ---- sorting ------------------------------------------------------------ */
+
+#define CR_SORT_RECORD_BYTES 16
+
+/* Sorts n records of CR_SORT_RECORD_BYTES bytes each, every one led by a
+ * uint64_t key (native byte order), by key ascending and stable (equal
+ * keys keep their order), through tmp (room for n records, not overlapping
+ * records). Returns the sorted array, records or tmp (the other then holds
+ * garbage), or NULL when out of memory, with nothing moved. A radix sort:
+ * two passes over memory for any keys (sort.c). No state: thread-safe. */
+void *cr_sort_records(void *records, void *tmp, size_t n);
+
+/* The key that orders int64 values as cr_sort_records orders keys. */
+uint64_t cr_sort_key_i64(int64_t v);
+
 /* ---- clock ---------------------------------------------------------------- */
 
 /* Seconds on CLOCK_MONOTONIC (arbitrary epoch; never jumps). Thread-safe. */
