@@ -1,8 +1,10 @@
 /* The touched owners: per stripe an append-only list; a thread keeps to
  * one stripe (given round-robin at its first add) until it is full, so
- * threads rarely share a lock or a cache line. A take copies every list out, empties them, then
- * sorts and drops repeats. */
+ * threads rarely share a lock or a cache line. A take copies every list
+ * out, empties them, then sorts (cr_sort_records) and drops repeats. */
 #include "touched.h"
+
+#include "common.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -86,10 +88,24 @@ void cr_touched_add(cr_touched *t, const int64_t *owners, size_t n)
     }
 }
 
-static int ascending(const void *a, const void *b)
+/* Sorts out[0..n) and drops repeats; returns how many are left, or -1
+ * when out of memory (out unchanged). */
+static long distinct(int64_t *out, size_t n)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    typedef struct { uint64_t key; int64_t owner; } rec; /* a cr_sort_records record */
+    rec *a = malloc((n ? n : 1) * sizeof *a), *tmp = malloc((n ? n : 1) * sizeof *tmp), *s = NULL;
+    if (a && tmp) {
+        for (size_t i = 0; i < n; i++)
+            a[i] = (rec){cr_sort_key_i64(out[i]), out[i]};
+        s = cr_sort_records(a, tmp, n);
+    }
+    size_t k = 0;
+    for (size_t i = 0; s && i < n; i++)
+        if (!k || s[i].key != s[i - 1].key)
+            out[k++] = s[i].owner;
+    free(a);
+    free(tmp);
+    return s ? (long)k : -1;
 }
 
 int64_t *cr_touched_take(cr_touched *t, size_t *n, int *overflowed)
@@ -112,12 +128,12 @@ int64_t *cr_touched_take(cr_touched *t, size_t *n, int *overflowed)
         s->overflowed = 0;
         pthread_mutex_unlock(&s->lock);
     }
-    qsort(out, *n, sizeof *out, ascending);
-    size_t k = 0;
-    for (size_t i = 0; i < *n; i++)
-        if (!k || out[k - 1] != out[i])
-            out[k++] = out[i];
-    *n = k;
+    long k = out ? distinct(out, *n) : 0;
+    if (k < 0) { /* nothing lost: the taker pushes every owner instead */
+        *overflowed = 1;
+        k = 0;
+    }
+    *n = (size_t)k;
     if (!k) {
         free(out);
         return NULL;

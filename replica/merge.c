@@ -2,6 +2,7 @@
  * the sum is exact). */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "replica.h"
 
@@ -11,57 +12,67 @@ double cr_replica_decayed(double count, double t_i, double t, double half_life)
     return dt > 0 ? count * exp2(-dt / half_life) : count;
 }
 
-static int by_owner(const void *a, const void *b)
+/* A cr_sort_records record: an owner's key and its place in v. */
+typedef struct owner_at {
+    uint64_t key;
+    uint64_t at;
+} owner_at;
+
+/* v's owners sorted (stable, so an owner's records stay in v's order): a
+ * malloc'd array of n, or NULL when out of memory. */
+static owner_at *by_owner(const cr_estimator_entry *v, size_t n)
 {
-    int64_t x = ((const cr_estimator_entry *)a)->owner;
-    int64_t y = ((const cr_estimator_entry *)b)->owner;
-    return (x > y) - (x < y);
+    owner_at *rec = malloc((n ? n : 1) * sizeof *rec), *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    owner_at *sorted = NULL;
+    if (rec && tmp) {
+        for (size_t i = 0; i < n; i++)
+            rec[i] = (owner_at){cr_sort_key_i64(v[i].owner), i};
+        sorted = cr_sort_records(rec, tmp, n);
+    }
+    if (sorted != rec)
+        free(rec);
+    if (sorted != tmp)
+        free(tmp);
+    return sorted;
 }
 
-cr_status cr_replica_merge(cr_estimator_entry *v, size_t n, double t, double half_life,
+cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, double half_life,
                            cr_session_rate **out, size_t *n_out, cr_error *err)
 {
     *out = malloc((n ? n : 1) * sizeof **out);
     *n_out = 0;
-    if (!*out)
+    owner_at *order = *out ? by_owner(v, n) : NULL;
+    if (!order) {
+        free(*out);
+        *out = NULL;
         return cr_fail(err, CR_ENOMEM, "out of memory merging %zu counts", n);
-    qsort(v, n, sizeof *v, by_owner);
-    for (size_t i = 0; i < n; i++) {
-        double r = cr_replica_decayed(v[i].count, v[i].t_last, t, half_life);
-        if (*n_out && (*out)[*n_out - 1].owner == v[i].owner)
+    }
+    for (size_t k = 0; k < n; k++) {
+        const cr_estimator_entry *e = &v[order[k].at];
+        double r = cr_replica_decayed(e->count, e->t_last, t, half_life);
+        if (*n_out && (*out)[*n_out - 1].owner == e->owner)
             (*out)[*n_out - 1].rate += r;
         else
-            (*out)[(*n_out)++] = (cr_session_rate){v[i].owner, r};
+            (*out)[(*n_out)++] = (cr_session_rate){e->owner, r};
     }
+    free(order);
     return CR_OK;
-}
-
-/* An entry and its place in push order, for keeping the last. */
-typedef struct placed {
-    cr_estimator_entry e;
-    size_t at;
-} placed;
-
-static int by_owner_then_latest(const void *a, const void *b)
-{
-    const placed *x = a, *y = b;
-    if (x->e.owner != y->e.owner)
-        return (x->e.owner > y->e.owner) - (x->e.owner < y->e.owner);
-    return (x->at < y->at) - (x->at > y->at);
 }
 
 long cr_replica_keep_latest(cr_estimator_entry *v, size_t n)
 {
-    placed *p = malloc((n ? n : 1) * sizeof *p);
-    if (!p)
+    owner_at *order = by_owner(v, n);
+    cr_estimator_entry *kept = order ? malloc((n ? n : 1) * sizeof *kept) : NULL;
+    if (!kept) {
+        free(order);
         return -1;
-    for (size_t i = 0; i < n; i++)
-        p[i] = (placed){v[i], i};
-    qsort(p, n, sizeof *p, by_owner_then_latest);
+    }
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!k || v[k - 1].owner != p[i].e.owner)
-            v[k++] = p[i].e;
-    free(p);
+    for (size_t i = 0; i < n; i++) /* an owner's last record is its latest push */
+        if (i + 1 == n || order[i + 1].key != order[i].key)
+            kept[k++] = v[order[i].at];
+    memcpy(v, kept, k * sizeof *v);
+    free(kept);
+    free(order);
     return (long)k;
 }

@@ -234,6 +234,13 @@ static void test_keep_latest(void)
     CU_ASSERT(v[1].owner == 5 && v[1].count == 3 && v[1].t_last == 12);
     CU_ASSERT(v[2].owner == 9 && v[2].count == 1);
     CU_ASSERT_EQUAL(cr_replica_keep_latest(v, 0), 0);
+    /* Signed order, the extremes included, and the last push of each. */
+    cr_estimator_entry w[] = {{INT64_MAX, 1, 1}, {-1, 1, 1}, {INT64_MIN, 1, 1}, {0, 1, 1},
+                              {-1, 2, 2},        {INT64_MIN, 3, 3}};
+    CU_ASSERT_EQUAL_FATAL(cr_replica_keep_latest(w, 6), 4);
+    CU_ASSERT(w[0].owner == INT64_MIN && w[0].count == 3);
+    CU_ASSERT(w[1].owner == -1 && w[1].count == 2);
+    CU_ASSERT(w[2].owner == 0 && w[3].owner == INT64_MAX);
 }
 
 static cr_estimator *estimator(double h)
@@ -359,6 +366,7 @@ static void test_touched(void)
     CU_ASSERT_EQUAL(cr_core_record(c, owners, 5, NULL, 0, NULL, NULL, &err), CR_OK);
     cr_estimator_entry *v = cr_core_touched_take(c, &n, &all);
     CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT(v[0].owner == 5 && v[1].owner == 6 && v[2].owner == 7); /* ascending */
     CU_ASSERT_EQUAL(all, 0);
     for (size_t i = 0; i < n; i++) {
         cr_estimator_entry e;
@@ -379,6 +387,12 @@ static void test_touched(void)
     free(v);
     CU_ASSERT_PTR_NULL(cr_core_touched_take(c, &n, &all));
     CU_ASSERT_EQUAL(all, 0);
+    int64_t signed_owners[] = {-3, 2, -3, INT64_MIN};
+    CU_ASSERT_EQUAL(cr_core_record(c, signed_owners, 4, NULL, 0, NULL, NULL, &err), CR_OK);
+    v = cr_core_touched_take(c, &n, &all);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT(v[0].owner == INT64_MIN && v[1].owner == -3 && v[2].owner == 2);
+    free(v);
     cr_core_free(c);
 }
 

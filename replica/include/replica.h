@@ -153,9 +153,9 @@ long cr_replica_keep_latest(cr_estimator_entry *v, size_t n);
 double cr_replica_decayed(double count, double t_i, double t, double half_life);
 
 /* The merged rate of each owner at wall time t from n contributions (any
- * order, several per owner; v is sorted in place), ascending by owner, in
- * a malloc'd *out of *n_out. CR_ENOMEM when out of memory. */
-cr_status cr_replica_merge(cr_estimator_entry *v, size_t n, double t, double half_life,
+ * order, several per owner, summed in v's order), ascending by owner, in a
+ * malloc'd *out of *n_out. CR_ENOMEM when out of memory. */
+cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, double half_life,
                            cr_session_rate **out, size_t *n_out, cr_error *err);
 
 /* A table as the published blob: u32 CR_REPLICA_TABLE_VERSION then the
