@@ -1,11 +1,12 @@
 /* Rate estimator: lock-striped open-addressing tables of decayed counts.
  *
- * An entry is 24 bytes (owner, r, t_last). Tables grow by 1.5x at 3/4 full,
- * so they sit between 1/2 and 3/4 full: 32..48 bytes per owner. A slot is
+ * An entry is 16 bytes (owner, r). Tables grow by 1.5x at 3/4 full, so
+ * they sit between 1/2 and 3/4 full: 21..32 bytes per owner. A slot is
  * empty when r == 0, which no tracked owner can have: every arrival adds
- * w ln(2)/H (or w), at least DBL_MIN, to a non-negative value.
- * Eviction is estimator_evict.c's, batches estimator_batch.c's, snapshots
- * and restores estimator_snapshot.c's. */
+ * at least DBL_MIN to a non-negative value, and a renormalisation floors
+ * at DBL_MIN. Forward decay (the seconds clock's epochs and scales) is
+ * estimator_decay.c's, eviction estimator_evict.c's, batches
+ * estimator_batch.c's, snapshots and restores estimator_snapshot.c's. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -51,8 +52,10 @@ cr_estimator *cr_estimator_new(const cr_estimator_config *cfg, cr_error *err)
     e->inv_hl = 1.0 / cfg->half_life;
     e->n_parts = parts_for(cfg->max_owners);
     atomic_store(&e->empty_parts, e->n_parts);
-    for (unsigned i = 0; i < e->n_parts; i++)
+    for (unsigned i = 0; i < e->n_parts; i++) {
         pthread_mutex_init(&e->parts[i].lock, NULL);
+        cr_est_set_epoch(&e->parts[i], 0);
+    }
     return e;
 }
 
@@ -144,14 +147,6 @@ int cr_est_insert(cr_estimator *e, cr_est_part *p, cr_est_entry s, uint64_t h)
     return 0;
 }
 
-double cr_est_rate_at(const cr_estimator *e, const cr_est_entry *s, double now)
-{
-    if (e->cfg.clock == CR_CLOCK_CALLS)
-        return s->r;
-    double dt = now - s->t_last;
-    return dt > 0 ? s->r * exp2(-dt / e->cfg.half_life) : s->r;
-}
-
 static int reserve(cr_estimator *e)
 {
     uint64_t s = atomic_load(&e->size);
@@ -161,20 +156,21 @@ static int reserve(cr_estimator *e)
     return 0;
 }
 
-/* add: the arrival's increment, w * inc (so w = 1 adds inc exactly). */
-static double update(const cr_estimator *e, cr_est_entry *s, double add, double now)
+/* What an arrival adds to its slot: add (w * inc) weighed by f, never 0
+ * (an arrival far before the epoch weighs less than DBL_MIN). */
+static double weighed(double add, cr_est_scale sc)
+{
+    return fmax(add * sc.f, DBL_MIN);
+}
+
+static double update(const cr_estimator *e, cr_est_entry *s, double add, cr_est_scale sc)
 {
     if (e->cfg.clock == CR_CLOCK_CALLS) {
         s->r = s->r * e->decay + add;
         return s->r;
     }
-    double dt = now - s->t_last;
-    if (dt > 0) {
-        s->r = s->r * exp2(-dt / e->cfg.half_life);
-        s->t_last = now;
-    }
-    s->r += add;
-    return s->r;
+    s->r += weighed(add, sc);
+    return s->r * sc.g;
 }
 
 double cr_est_increment(const cr_estimator *e, double w)
@@ -183,22 +179,23 @@ double cr_est_increment(const cr_estimator *e, double w)
 }
 
 double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
-                            double add, double now)
+                            double add, cr_est_scale sc)
 {
     cr_est_entry *s = cr_est_find(p, owner, h);
     if (s)
-        return update(e, s, add, now);
+        return update(e, s, add, sc);
     int reserved = reserve(e);
     if (!reserved && !p->count)
         return -1;
     if (!reserved)
         cr_est_evict(e, p); /* one out, one in: size unchanged, and no growth */
-    if (cr_est_insert(e, p, (cr_est_entry){owner, add, now}, h) != 0) {
+    double n = e->cfg.clock == CR_CLOCK_CALLS ? add : weighed(add, sc);
+    if (cr_est_insert(e, p, (cr_est_entry){owner, n}, h) != 0) {
         /* Out of memory (only when reserved): drop the arrival, not the process. */
         atomic_fetch_sub(&e->size, 1);
         return 0;
     }
-    return add;
+    return n * sc.g;
 }
 
 double cr_estimator_record(cr_estimator *e, int64_t owner, double now)
@@ -214,7 +211,7 @@ double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, do
     cr_est_prefetch(p, h); /* the likely miss overlaps taking the lock */
     pthread_mutex_lock(&p->lock);
     double r;
-    while ((r = cr_est_record_locked(e, p, owner, h, add, now)) < 0) {
+    while ((r = cr_est_record_locked(e, p, owner, h, add, cr_est_scale_for(e, p, now))) < 0) {
         pthread_mutex_unlock(&p->lock);
         cr_est_evict_elsewhere(e);
         pthread_mutex_lock(&p->lock);
@@ -229,7 +226,7 @@ double cr_estimator_rate(const cr_estimator *e, int64_t owner, double now)
     cr_est_part *p = (cr_est_part *)&e->parts[cr_est_part_index(e, h)];
     pthread_mutex_lock(&p->lock);
     const cr_est_entry *s = cr_est_find(p, owner, h);
-    double r = s ? cr_est_rate_at(e, s, now) : 0.0;
+    double r = s ? s->r * cr_est_read_g(e, p, now) : 0.0;
     pthread_mutex_unlock(&p->lock);
     return r;
 }
@@ -254,8 +251,9 @@ int cr_estimator_lookup(const cr_estimator *e, int64_t owner, cr_estimator_entry
     cr_est_part *p = (cr_est_part *)&e->parts[cr_est_part_index(e, h)];
     pthread_mutex_lock(&p->lock);
     const cr_est_entry *s = cr_est_find(p, owner, h);
-    if (s)
-        *out = (cr_estimator_entry){s->owner, s->r, s->t_last};
+    if (s) /* N as of the epoch means the same rate as a count as of t_last */
+        *out = (cr_estimator_entry){s->owner, s->r,
+                                    e->cfg.clock == CR_CLOCK_SECONDS ? p->epoch : 0};
     pthread_mutex_unlock(&p->lock);
     return s != NULL;
 }

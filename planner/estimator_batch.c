@@ -1,6 +1,7 @@
 /* Batches: a call's owners grouped by partition, in chunks of CHUNK, so
- * each partition's lock is taken once per chunk and the home slots of the
- * next few owners are loading while one is probed. */
+ * each partition's lock is taken once per chunk, its decay factor computed
+ * once (no exp2 per arrival) and the home slots of the next few owners are
+ * loading while one is probed. */
 #include "estimator_parts.h"
 
 #define CHUNK 1024 /* entries grouped at a time: about 10 KB of stack */
@@ -71,16 +72,19 @@ static void record_run(cr_estimator *e, cr_est_part *p, const group *g, unsigned
                        unsigned end, void *ctx)
 {
     const record_ctx *c = ctx;
+    cr_est_scale sc = cr_est_scale_for(e, p, c->now);
     for (unsigned j = begin; j < end; j++) {
         if (j + AHEAD < g->start[e->n_parts])
             prefetch_at(e, g, j + AHEAD);
         unsigned i = g->order[j];
         double add = cr_est_increment(e, c->weights ? c->weights[i] : 1.0), r;
-        while ((r = cr_est_record_locked(e, p, c->owners[i], g->h[i], add, c->now)) < 0) {
-            /* Only when other threads emptied p meanwhile (see grouped_exact). */
+        while ((r = cr_est_record_locked(e, p, c->owners[i], g->h[i], add, sc)) < 0) {
+            /* Only when other threads emptied p meanwhile (see grouped_exact);
+             * they may have moved its epoch too. */
             pthread_mutex_unlock(&p->lock);
             cr_est_evict_elsewhere(e);
             pthread_mutex_lock(&p->lock);
+            sc = cr_est_scale_for(e, p, c->now);
         }
         if (c->rates)
             c->rates[i] = r;
@@ -132,12 +136,13 @@ static void rate_run(cr_estimator *e, cr_est_part *p, const group *g, unsigned b
                      unsigned end, void *ctx)
 {
     const rate_ctx *c = ctx;
+    double scale = cr_est_read_g(e, p, c->now);
     for (unsigned j = begin; j < end; j++) {
         if (j + AHEAD < g->start[e->n_parts])
             prefetch_at(e, g, j + AHEAD);
         unsigned i = g->order[j];
         const cr_est_entry *s = cr_est_find(p, c->owners[i], g->h[i]);
-        c->rates[i] = s ? cr_est_rate_at(e, s, c->now) : 0.0;
+        c->rates[i] = s ? s->r * scale : 0.0;
     }
 }
 

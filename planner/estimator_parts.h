@@ -12,11 +12,31 @@
 
 #define CR_EST_MAX_PARTS 64
 
+/* 16 bytes, four to a cache line: no time per owner (forward decay). */
 typedef struct cr_est_entry {
     int64_t owner;
-    double r;      /* decayed count at t_last; 0 = empty slot */
-    double t_last; /* seconds; unused in calls mode */
+    /* Seconds clock: the forward-decayed count N, the owner's rate at t
+     * being N 2^(-(t - epoch)/H) with its partition's epoch; calls clock:
+     * the count r itself. 0 marks an empty slot. */
+    double r;
 } cr_est_entry;
+
+/* Seconds clock, for one time now of one partition: f = 2^((now - epoch)/H)
+ * is what an arrival's increment weighs in N, g = 2^(-(now - epoch)/H) turns
+ * N into a rate (g = 1 for now <= epoch: a rate is never read before its
+ * partition's epoch, so it never grows). Both 1 on the calls clock. */
+typedef struct cr_est_scale {
+    double f, g;
+} cr_est_scale;
+
+/* The largest (now - epoch)/H an arrival may weigh at: past it the
+ * partition is renormalised first (every N times 2^(-(now - epoch)/H),
+ * epoch = now). 2^512 ~ 1.3e154, so N stays finite for any rate below
+ * ~1e154 (weights are at most 1e9), and a renormalisation, O(partition),
+ * happens at most once per 512 half-lives per partition (2.8 hours at the
+ * default 20 s). A half-life far below the clock's spacing of arrivals
+ * renormalises on nearly every arrival: correct, at O(partition) each. */
+#define CR_EST_RENORM_AT 512.0
 
 typedef struct cr_est_part {
     pthread_mutex_t lock;
@@ -24,6 +44,9 @@ typedef struct cr_est_part {
     size_t cap;
     size_t count;
     size_t hand; /* the CLOCK hand: where the next eviction starts looking */
+    double epoch;    /* seconds clock: the time every N is relative to */
+    double at;       /* the time sc is for (sc and at always agree with epoch) */
+    cr_est_scale sc; /* the last scale computed, kept for arrivals at the same time */
     /* slots and cap as last published, read without the lock only to
      * prefetch a home slot before taking it (a stale pair costs a useless
      * prefetch, never a read). */
@@ -35,7 +58,7 @@ struct cr_estimator {
     cr_estimator_config cfg;
     double inc;    /* added per arrival of weight 1: ln(2)/H, or 1 in calls mode */
     double decay;  /* calls mode: 0.5^(1/H) */
-    double inv_hl; /* 1/H, for eviction keys */
+    double inv_hl; /* 1/H (0 for H = infinity: nothing decays) */
     unsigned n_parts;
     _Atomic uint64_t size;
     _Atomic uint64_t evictions;
@@ -74,14 +97,31 @@ static inline void cr_est_publish(cr_est_part *p)
 /* An arrival's increment: w * inc, never 0 (r == 0 marks an empty slot). */
 double cr_est_increment(const cr_estimator *e, double w);
 
-/* One arrival of owner (hash h) adding add at now, p locked. Returns the
- * rate just after, 0 when the arrival was dropped (out of memory), or -1
- * when the table is full and p is empty: the caller unlocks p, calls
- * cr_est_evict_elsewhere and tries again. */
-double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
-                            double add, double now);
+/* Makes t p's epoch (p locked, empty or just renormalised onto t). */
+static inline void cr_est_set_epoch(cr_est_part *p, double t)
+{
+    p->epoch = p->at = t;
+    p->sc = (cr_est_scale){1, 1};
+}
 
-/* Evicts one owner with about the lowest rate from p (locked, not empty). */
+/* The scale for arrivals at now in p (locked): resets p's epoch to now
+ * when p is empty, renormalises p first when now is more than
+ * CR_EST_RENORM_AT half-lives past its epoch. Valid while p stays locked. */
+cr_est_scale cr_est_scale_for(cr_estimator *e, cr_est_part *p, double now);
+
+/* The g of the scale at now in p (locked) for reading rates: changes nothing. */
+double cr_est_read_g(const cr_estimator *e, const cr_est_part *p, double now);
+
+/* One arrival of owner (hash h) adding add with sc (cr_est_scale_for at
+ * its time), p locked. Returns the rate just after, 0 when the arrival was
+ * dropped (out of memory), or -1 when the table is full and p is empty:
+ * the caller unlocks p, calls cr_est_evict_elsewhere and tries again with
+ * a new scale. */
+double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
+                            double add, cr_est_scale sc);
+
+/* Evicts one owner with about the lowest rate from p (locked, not empty):
+ * N (seconds) or r (calls) compared as they are, one epoch per partition. */
 void cr_est_evict(cr_estimator *e, cr_est_part *p);
 
 /* Makes room in a full table by evicting from the next non-empty
@@ -98,7 +138,8 @@ int cr_est_insert(cr_estimator *e, cr_est_part *p, cr_est_entry s, uint64_t h);
 /* Backward-shift deletion of a tracked slot of p (locked). */
 void cr_est_delete(cr_estimator *e, cr_est_part *p, cr_est_entry *victim);
 
-/* s's rate at now (its count decayed from t_last). */
-double cr_est_rate_at(const cr_estimator *e, const cr_est_entry *s, double now);
+/* The N of count as of t_last in p (locked) at p's epoch, as an arrival
+ * at t_last adding count would weigh it (never 0). */
+double cr_est_forward(const cr_estimator *e, const cr_est_part *p, double count, double t_last);
 
 #endif

@@ -38,15 +38,17 @@ static int reserve_room(gathered *g, size_t more)
     return 0;
 }
 
-static void take(gathered *g, const cr_estimator *e, const cr_est_entry *s, double now)
+/* s into g: its rate, N times scale (rates), or its count N with t_last
+ * the partition's epoch, which mean the same rate (export). */
+static void take(gathered *g, const cr_est_entry *s, double scale, double t_last)
 {
     cr_plan_item *it = &g->items[g->len];
     it->key = owner_key(s->owner);
     if (g->raw) {
-        g->raw[g->len] = (cr_estimator_entry){s->owner, s->r, s->t_last};
+        g->raw[g->len] = (cr_estimator_entry){s->owner, s->r, t_last};
         it->prev = g->len;
     } else {
-        double rate = cr_est_rate_at(e, s, now);
+        double rate = s->r * scale;
         memcpy(&it->prev, &rate, sizeof rate);
     }
     g->len++;
@@ -56,13 +58,15 @@ static void take(gathered *g, const cr_estimator *e, const cr_est_entry *s, doub
  * partition at a time under its lock; -1 when out of memory. */
 static int gather(const cr_estimator *e, double now, gathered *g)
 {
+    int seconds = e->cfg.clock == CR_CLOCK_SECONDS;
     for (unsigned i = 0; i < e->n_parts; i++) {
         cr_est_part *p = (cr_est_part *)&e->parts[i];
         pthread_mutex_lock(&p->lock);
         int ok = reserve_room(g, p->count) == 0;
+        double scale = g->raw ? 1 : cr_est_read_g(e, p, now), t_last = seconds ? p->epoch : 0;
         for (size_t j = 0; ok && j < p->cap; j++)
             if (p->slots[j].r != 0)
-                take(g, e, &p->slots[j], now);
+                take(g, &p->slots[j], scale, t_last);
         pthread_mutex_unlock(&p->lock);
         if (!ok)
             return -1;
@@ -177,13 +181,22 @@ static void clear_all(cr_estimator *e)
 }
 
 /* Sizes each partition for its share of v at once, so inserting never
- * grows a table; -1 when out of memory. */
+ * grows a table, and makes its latest t_last its epoch (so no N is
+ * weighed up: nothing overflows); -1 when out of memory. */
 static int presize(cr_estimator *e, const cr_estimator_entry *v, size_t n)
 {
     size_t want[CR_EST_MAX_PARTS] = {0};
-    for (size_t i = 0; i < n; i++)
-        want[cr_est_part_index(e, cr_mix64((uint64_t)v[i].owner))]++;
+    double latest[CR_EST_MAX_PARTS];
+    for (unsigned i = 0; i < e->n_parts; i++)
+        latest[i] = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        unsigned k = cr_est_part_index(e, cr_mix64((uint64_t)v[i].owner));
+        want[k]++;
+        latest[k] = fmax(latest[k], v[i].t_last);
+    }
     for (unsigned i = 0; i < e->n_parts; i++) {
+        if (want[i] && e->cfg.clock == CR_CLOCK_SECONDS)
+            cr_est_set_epoch(&e->parts[i], latest[i]);
         size_t cap = want[i] + want[i] / 3 + 16; /* under 3/4 full after the inserts */
         if (!want[i] || cap <= e->parts[i].cap)
             continue;
@@ -211,7 +224,8 @@ cr_status cr_estimator_import(cr_estimator *e, const cr_estimator_entry *v, size
     for (size_t i = 0; i < n; i++) {
         uint64_t h = cr_mix64((uint64_t)v[i].owner);
         cr_est_part *p = &e->parts[cr_est_part_index(e, h)];
-        if (cr_est_insert(e, p, (cr_est_entry){v[i].owner, v[i].count, v[i].t_last}, h) != 0) {
+        double count = cr_est_forward(e, p, v[i].count, v[i].t_last);
+        if (cr_est_insert(e, p, (cr_est_entry){v[i].owner, count}, h) != 0) {
             clear_all(e);
             return cr_fail(err, CR_ENOMEM, "out of memory restoring %zu owners", n);
         }

@@ -79,12 +79,19 @@ static void test_seconds_mode_math(void)
     double r = cr_estimator_record(e, 1, 105);
     CU_ASSERT_DOUBLE_EQUAL(r, inc * pow(2, -0.5) + inc, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 125), r * pow(2, -2.0), 1e-12);
-    /* An arrival stamped in the past counts as now; time never runs back. */
+    /* An arrival stamped in the past counts at its own time (forward
+     * decay): every rate is the sum over arrivals of inc 2^(-(t - t_i)/H). */
     double r2 = cr_estimator_record(e, 1, 104);
-    CU_ASSERT_DOUBLE_EQUAL(r2, r + inc, 1e-12);
-    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 103), r2, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(r2, inc * (pow(2, -0.4) + pow(2, 0.1) + 1), 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 103),
+                           inc * (pow(2, -0.3) + pow(2, 0.2) + pow(2, 0.1)), 1e-12);
+    double at105 = inc * (pow(2, -0.5) + 1 + pow(2, -0.1));
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 105), at105, 1e-12);
     /* Idle decay: 20 half-lives later the rate is 2^-20 of itself. */
-    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 105 + 20 * H), r2 * pow(2, -20), 1e-18);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 1, 105 + 20 * H), at105 * pow(2, -20), 1e-18);
+    /* Read before the partition's epoch (100, its first arrival), a rate
+     * is its rate at the epoch: never grown. */
+    CU_ASSERT_EQUAL(cr_estimator_rate(e, 1, 50), cr_estimator_rate(e, 1, 100));
     cr_estimator_free(e);
 }
 
@@ -290,6 +297,108 @@ static void test_tiny_weight_stays_tracked(void)
     CU_ASSERT_TRUE(cr_estimator_rate(e, 9, 0) > 0);
     CU_ASSERT_EQUAL(cr_estimator_forget(e, 9), 1);
     cr_estimator_free(e);
+}
+
+/* ---- forward decay: epochs and renormalisation ---- */
+
+static void test_arrival_before_epoch(void)
+{
+    /* Owner 2 arrives at 99.5, before its partition's epoch (100, owner
+     * 1's arrival; one partition at 100 owners): it weighs its own time. */
+    double H = 10, inc = log(2) / H;
+    cr_estimator *e = make(CR_CLOCK_SECONDS, H, 100);
+    cr_estimator_record(e, 1, 100);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_record(e, 2, 99.5), inc * pow(2, -0.05), 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 2, 110), inc * pow(2, -1.05), 1e-15);
+    /* Far before (10^5 half-lives): floored at the smallest double, tracked. */
+    CU_ASSERT_TRUE(cr_estimator_record(e, 3, -1e6) > 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 3);
+    CU_ASSERT_TRUE(cr_estimator_rate(e, 3, 100) > 0);
+    cr_estimator_free(e);
+}
+
+/* rate(t) of an owner that had one arrival of inc at each time in ts. */
+static double forward_sum(const double *ts, int n, double t, double H)
+{
+    double r = 0;
+    for (int i = 0; i < n; i++)
+        r += log(2) / H * exp2(-(t - ts[i]) / H);
+    return r;
+}
+
+static void test_renormalise_keeps_rates_and_chains(void)
+{
+    /* H = 1 s and owner 0 arriving at 0, 400, 800, ..., 4000 s: its
+     * partition (the only one at 3000 owners) is renormalised every other
+     * step, past 512 half-lives. The other owners arrive once at 0: they
+     * decay past any double and are floored, still tracked (an empty slot
+     * would cut the probe chains to the owners after them). */
+    const double H = 1;
+    enum { N = 3000, STEPS = 11 };
+    cr_estimator *e = make(CR_CLOCK_SECONDS, H, N);
+    for (int64_t o = 1; o < N; o++)
+        cr_estimator_record(e, o, 0);
+    double ts[STEPS];
+    for (int k = 0; k < STEPS; k++) {
+        ts[k] = 400.0 * k;
+        double r = cr_estimator_record(e, 0, ts[k]);
+        CU_ASSERT_DOUBLE_EQUAL(r / forward_sum(ts, k + 1, ts[k], H), 1, 1e-12);
+        CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 0, ts[k] + 3) / r, 0.125, 1e-12);
+    }
+    CU_ASSERT_EQUAL(cr_estimator_size(e), N);
+    CU_ASSERT_EQUAL(cr_estimator_evictions(e), 0);
+    int lost = 0;
+    for (int64_t o = 0; o < N; o++)
+        lost += !(cr_estimator_rate(e, o, ts[STEPS - 1]) >= 0) || !cr_estimator_forget(e, o);
+    CU_ASSERT_EQUAL(lost, 0);
+    cr_estimator_free(e);
+}
+
+static void test_extreme_half_lives(void)
+{
+    /* H = 1e-300 s (any finite H > 0 is allowed): every later arrival
+     * renormalises its partition; it terminates, tracks every owner and
+     * reads the latest one at ln2/H. */
+    cr_estimator *e = make(CR_CLOCK_SECONDS, 1e-300, 100);
+    for (int k = 0; k < 100; k++)
+        cr_estimator_record(e, k % 7, k * 1e-3);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 7);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_rate(e, 99 % 7, 0.099) / (log(2) / 1e-300), 1, 1e-12);
+    CU_ASSERT_TRUE(cr_estimator_rate(e, 0, 0.099) >= 0);
+    cr_estimator_free(e);
+    /* H = 1e300 s: arrivals 1e300 s apart are 1 half-life apart. */
+    e = make(CR_CLOCK_SECONDS, 1e300, 100);
+    double inc = log(2) / 1e300;
+    cr_estimator_record(e, 1, 0);
+    CU_ASSERT_DOUBLE_EQUAL(cr_estimator_record(e, 1, 1e300) / inc, 1.5, 1e-12);
+    cr_estimator_free(e);
+}
+
+static void test_export_import_round_trip(void)
+{
+    /* Exported (count, t_last) pairs mean the owners' rates: imported into
+     * a new estimator they read the same, at any later time. */
+    const double H = 5;
+    cr_estimator *a = make(CR_CLOCK_SECONDS, H, 5000), *b = make(CR_CLOCK_SECONDS, H, 5000);
+    for (int k = 0; k < 20000; k++)
+        cr_estimator_record(a, k % 4000, 3000 + k * 0.05);
+    size_t n, m;
+    cr_estimator_entry *v = cr_estimator_export(a, &n);
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_estimator_import(b, v, n, &err), CR_OK);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double t = 4000 + (double)i, ra = cr_estimator_rate(a, v[i].owner, t);
+        bad += fabs(cr_estimator_rate(b, v[i].owner, t) - ra) > 1e-12 * ra;
+        bad += fabs(v[i].count * exp2(-(t - v[i].t_last) / H) - ra) > 1e-12 * ra;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    cr_estimator_entry *w = cr_estimator_export(b, &m);
+    CU_ASSERT_EQUAL(m, n);
+    free(v);
+    free(w);
+    cr_estimator_free(a);
+    cr_estimator_free(b);
 }
 
 /* ---- batches ---- */
@@ -575,6 +684,10 @@ static const cr_test_case estimator_tests[] = {
     {"weighted calls math", test_weighted_calls_math},
     {"weight 1 is unweighted bit for bit", test_weight_one_is_unweighted_bit_for_bit},
     {"tiny weight stays tracked", test_tiny_weight_stays_tracked},
+    {"arrival before the epoch", test_arrival_before_epoch},
+    {"renormalising keeps rates and chains", test_renormalise_keeps_rates_and_chains},
+    {"extreme half-lives", test_extreme_half_lives},
+    {"export import round trip", test_export_import_round_trip},
     {"batch is sequential bit for bit", test_batch_is_sequential_bit_for_bit},
     {"hot owners survive 5M new ids", test_hot_owners_survive_a_flood},
     {"big snapshot sorted by radix", test_big_snapshot_sorted},

@@ -1,12 +1,20 @@
 /* cacheroute rate estimator: per-session request rate, updated per arrival.
  *
  * Each owner keeps an exponentially decayed arrival count: constant-size state
- * (24 bytes plus table slack), no per-arrival history. Two clocks:
+ * (16 bytes plus table slack: 21..32 bytes an owner), no per-arrival
+ * history. Two clocks:
  *
- *   CR_CLOCK_SECONDS  a real rate in arrivals per second. On an arrival at t:
- *                     r = r * 2^(-(t - t_last)/H) + w ln(2)/H, t_last = t;
- *                     rate(t) = r * 2^(-(t - t_last)/H). A steady Poisson
- *                     stream of lambda/s converges to lambda; idle owners decay.
+ *   CR_CLOCK_SECONDS  a real rate in arrivals per second: rate(t) is the sum
+ *                     over the owner's arrivals i of w_i ln(2)/H
+ *                     2^(-(t - t_i)/H). A steady Poisson stream of lambda/s
+ *                     converges to lambda; idle owners decay. Kept by forward
+ *                     decay: N = sum w_i ln(2)/H 2^((t_i - epoch)/H) per
+ *                     owner with one epoch per partition, rate(t) =
+ *                     N 2^(-(t - epoch)/H); a partition's Ns are
+ *                     renormalised onto a new epoch (O(partition)) when an
+ *                     arrival comes more than 512 half-lives after it: once
+ *                     per 2.8 hours at H = 20 s, on nearly every arrival
+ *                     with a half-life far below the arrivals' spacing.
  *   CR_CLOCK_CALLS    the seed's count: r = r * 0.5^(1/H) + w per record(),
  *                     H counted in the owner's own calls; rate() = r.
  *
@@ -17,14 +25,16 @@
  * converges to lambda * w.
  *
  * Times are seconds on any monotonic clock the caller chooses (tests inject
- * one). An arrival stamped earlier than the owner's last one (two threads
- * racing) counts as simultaneous with it: time never runs backwards.
+ * one). An arrival stamped earlier than others (two threads racing) counts
+ * at its own time. A rate read at t before its partition's epoch (the
+ * latest renormalisation, or the first arrival into an empty partition,
+ * never later than the clock) is its rate at the epoch: never grown.
  *
  * Memory is bounded by max_owners: a new owner arriving at a full table
  * evicts an owner of about the lowest rate among a few neighbours in its
  * partition, found by a CLOCK hand that sweeps the partition (the cost of
  * an eviction is a short run of slots whatever the table's size; owners are
- * compared by log-space keys, no exp2). The owner being recorded is never
+ * compared by their Ns, exact, no exp2). The owner being recorded is never
  * the one evicted, and owners hotter than most survive any flood of new ids.
  *
  * Thread safety: every function may be called concurrently on one estimator;
@@ -113,7 +123,11 @@ int cr_estimator_forget(cr_estimator *e, int64_t owner);
 
 /* One owner's raw state: its decayed count as of t_last (seconds on the
  * estimator's clock; unused, 0, in calls mode). rate(t) = count *
- * 2^(-(t - t_last)/H) in seconds mode, count in calls mode. */
+ * 2^(-(t - t_last)/H) in seconds mode, count in calls mode. Exported,
+ * t_last is the owner's partition's epoch, not its last arrival: no later
+ * than the latest arrival into the partition, the same across many
+ * arrivals, moved on at a renormalisation (so count, the rate at t_last,
+ * may be up to 2^512 times the rate now). */
 typedef struct cr_estimator_entry {
     int64_t owner;
     double count;
@@ -125,9 +139,10 @@ typedef struct cr_estimator_entry {
  * arrivals may or may not be in it, as for cr_estimator_rates. */
 cr_estimator_entry *cr_estimator_export(const cr_estimator *e, size_t *n);
 
-/* Puts n entries into an estimator that tracks no owner yet, as they are
- * (no decay, no eviction). Checked first, nothing inserted on error:
- * CR_EINVAL naming the entry unless the estimator is empty, n <=
+/* Puts n entries into an estimator that tracks no owner yet, each as an
+ * arrival of count at t_last would be (no eviction; a count that decayed
+ * below the smallest double reads as it). Checked first, nothing inserted
+ * on error: CR_EINVAL naming the entry unless the estimator is empty, n <=
  * max_owners, owners strictly ascend, each count is finite and > 0 and
  * each t_last finite; CR_ENOMEM (the estimator left empty) when out of
  * memory. Not concurrent with other calls on e. */
