@@ -15,6 +15,8 @@
 
 #include "estimator_parts.h"
 
+_Static_assert(sizeof(cr_est_entry) == 16, "a slot is 16 bytes: four to a cache line");
+
 void cr_estimator_config_default(cr_estimator_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
