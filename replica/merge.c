@@ -71,7 +71,8 @@ long cr_replica_keep_latest(cr_estimator_entry *v, size_t n)
     for (size_t i = 0; i < n; i++) /* an owner's last record is its latest push */
         if (i + 1 == n || order[i + 1].key != order[i].key)
             kept[k++] = v[order[i].at];
-    memcpy(v, kept, k * sizeof *v);
+    if (k) /* v may be NULL when n is 0 */
+        memcpy(v, kept, k * sizeof *v);
     free(kept);
     free(order);
     return (long)k;

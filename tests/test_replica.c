@@ -234,6 +234,7 @@ static void test_keep_latest(void)
     CU_ASSERT(v[1].owner == 5 && v[1].count == 3 && v[1].t_last == 12);
     CU_ASSERT(v[2].owner == 9 && v[2].count == 1);
     CU_ASSERT_EQUAL(cr_replica_keep_latest(v, 0), 0);
+    CU_ASSERT_EQUAL(cr_replica_keep_latest(NULL, 0), 0); /* an empty list decodes to NULL */
     /* Signed order, the extremes included, and the last push of each. */
     cr_estimator_entry w[] = {{INT64_MAX, 1, 1}, {-1, 1, 1}, {INT64_MIN, 1, 1}, {0, 1, 1},
                               {-1, 2, 2},        {INT64_MIN, 3, 3}};
