@@ -289,7 +289,7 @@ static void test_merge_is_exact(void)
         CU_ASSERT_EQUAL(merged[i].owner, want[i].owner);
         CU_ASSERT(fabs(merged[i].rate - want[i].rate) <= 1e-12 * want[i].rate);
     }
-    /* The one formula is the estimator's own, bit for bit. */
+    /* The one formula, bit for bit. */
     CU_ASSERT_EQUAL(cr_replica_decayed(v[0].count, v[0].t_last, at, H),
                     v[0].count * exp2(-(at - v[0].t_last) / H));
     CU_ASSERT_EQUAL(cr_replica_decayed(2.0, at + 1, at, H), 2.0); /* never grown */

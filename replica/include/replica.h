@@ -149,7 +149,8 @@ cr_status cr_replica_chunk_decode(const void *p, size_t len, cr_estimator_entry 
 long cr_replica_keep_latest(cr_estimator_entry *v, size_t n);
 
 /* count as of t_i, decayed to t: count 2^(-(t - t_i)/H), never grown (a t_i
- * ahead of t counts as t), bit for bit the estimator's own rate. */
+ * ahead of t counts as t): the estimator's rate of an exported (count,
+ * t_i) pair, to rounding (the estimator scales by its partition's epoch). */
 double cr_replica_decayed(double count, double t_i, double t, double half_life);
 
 /* The merged rate of each owner at wall time t from n contributions (any
