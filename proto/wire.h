@@ -111,7 +111,8 @@ int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *da
  * UTF-8 as above, or len when all of it is. */
 size_t cr_wire_utf8_error(const uint8_t *s, size_t len);
 
-/* ---- a repeated {int64 1; double 2} field decoded straight (wire_pairs.c)
+/* ---- repeated {int64 1; double 2} or int64 fields decoded straight
+ * (wire_pairs.c)
  * -------------------------------------------------------------------- */
 
 /* Where cr_wire_split_pairs writes: max elements of stride bytes from base,
@@ -143,5 +144,22 @@ typedef struct cr_wire_pairs {
  * thread-safe. */
 int cr_wire_split_pairs(const uint8_t *data, size_t len, uint32_t field, cr_wire_pairs *out,
                         uint8_t *rest, size_t *rest_len);
+
+/* Where cr_wire_split_varints writes: at most max values; n, on return,
+ * how many it wrote. */
+typedef struct cr_wire_varints {
+    int64_t *values;
+    size_t max, n;
+} cr_wire_varints;
+
+/* cr_wire_split_pairs for a repeated int64 field numbered field
+ * (RecordArrivalRequest.owners): its occurrences, packed (wire type 2) or
+ * one value each (wire type 0), decoded into out in wire order, every
+ * other field copied into rest. -1 (do it the slow way) on the same
+ * grounds, and for a value over 10 bytes or a packed payload that ends
+ * inside one; occurrences of another wire type go to rest. O(len); no
+ * allocation; thread-safe. */
+int cr_wire_split_varints(const uint8_t *data, size_t len, uint32_t field, cr_wire_varints *out,
+                          uint8_t *rest, size_t *rest_len);
 
 #endif

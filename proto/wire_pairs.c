@@ -1,7 +1,9 @@
 /* A repeated sub-message of {int64 1; double 2} (PlanRequest.rates: a
- * million SessionRates in a big Plan) decoded straight from the wire into
- * the caller's array, without protobuf-c's per-element message, pointer
- * and scan table; the other fields' bytes are gathered for protobuf-c.
+ * million SessionRates in a big Plan), or a repeated int64 field
+ * (RecordArrivalRequest.owners: a thousand in a gateway's batch), decoded
+ * straight from the wire into the caller's array, without protobuf-c's
+ * per-element message, pointer and scan table, or its generic packed
+ * parse; the other fields' bytes are gathered for protobuf-c.
  *
  * It parses as protobuf-c 1.4.1's unpack does (protobuf-c.c:
  * parse_tag_and_wiretype, scan_length_prefixed_data, the varint scan,
@@ -157,36 +159,80 @@ static int read_pair(const uint8_t *p, const uint8_t *end, int64_t *key, double 
     return 0;
 }
 
-int cr_wire_split_pairs(const uint8_t *data, size_t len, uint32_t field, cr_wire_pairs *out,
-                        uint8_t *rest, size_t *rest_len)
+/* One occurrence of the split field, of wire type type, its value (a
+ * length-delimited one's payload) v..v+vlen: 1 taken into ctx's output, 0
+ * left for rest (protobuf-c refuses it there), -1 unsure. */
+typedef int (*take_fn)(void *ctx, unsigned type, const uint8_t *v, size_t vlen);
+
+/* data's fields in order: those numbered field offered to take, the others
+ * (and the ones take leaves) copied into rest. */
+static int split(const uint8_t *data, size_t len, uint32_t field, take_fn take, void *ctx,
+                 uint8_t *rest, size_t *rest_len)
 {
     const uint8_t *p = data, *end = data + len;
-    size_t n = 0, r = 0;
+    size_t r = 0;
     while (p < end) {
         const uint8_t *at = p, *v;
         uint32_t number;
         unsigned type;
         size_t vlen;
+        int took = 0;
         if (read_key(&p, end, &number, &type) != 0 ||
-            skip_value(&p, end, type, &v, &vlen) != 0)
+            skip_value(&p, end, type, &v, &vlen) != 0 ||
+            (number == field && (took = take(ctx, type, v, vlen)) < 0))
             return -1;
-        if (number == field && type == 2) {
-            if (n == out->max)
-                return -1;
-            uint8_t *e = (uint8_t *)out->base + n * out->stride;
-            int64_t key;
-            double value;
-            if (read_pair(v, v + vlen, &key, &value) != 0)
-                return -1;
-            memcpy(e + out->key_at, &key, sizeof key);
-            memcpy(e + out->value_at, &value, sizeof value);
-            n++;
-        } else {
+        if (!took) {
             memcpy(rest + r, at, (size_t)(p - at));
             r += (size_t)(p - at);
         }
     }
-    out->n = n;
     *rest_len = r;
     return 0;
+}
+
+static int take_pair(void *ctx, unsigned type, const uint8_t *v, size_t vlen)
+{
+    cr_wire_pairs *out = ctx;
+    int64_t key;
+    double value;
+    if (type != 2)
+        return 0;
+    if (out->n == out->max || read_pair(v, v + vlen, &key, &value) != 0)
+        return -1;
+    uint8_t *e = (uint8_t *)out->base + out->n++ * out->stride;
+    memcpy(e + out->key_at, &key, sizeof key);
+    memcpy(e + out->value_at, &value, sizeof value);
+    return 1;
+}
+
+int cr_wire_split_pairs(const uint8_t *data, size_t len, uint32_t field, cr_wire_pairs *out,
+                        uint8_t *rest, size_t *rest_len)
+{
+    out->n = 0;
+    return split(data, len, field, take_pair, out, rest, rest_len);
+}
+
+/* A repeated int64 field's occurrence: one varint (wire type 0) or packed
+ * ones (2), each at most 10 bytes and the last one ending the payload, as
+ * protobuf-c's scan_varint and its packed parse take them. */
+static int take_varints(void *ctx, unsigned type, const uint8_t *v, size_t vlen)
+{
+    cr_wire_varints *out = ctx;
+    const uint8_t *end = v + vlen;
+    if (type != 0 && type != 2)
+        return 0;
+    while (v < end) {
+        uint64_t x;
+        if (out->n == out->max || read_value(&v, end, &x) != 0)
+            return -1;
+        out->values[out->n++] = (int64_t)x;
+    }
+    return 1;
+}
+
+int cr_wire_split_varints(const uint8_t *data, size_t len, uint32_t field, cr_wire_varints *out,
+                          uint8_t *rest, size_t *rest_len)
+{
+    out->n = 0;
+    return split(data, len, field, take_varints, out, rest, rest_len);
 }

@@ -27,6 +27,9 @@ typedef Cacheroute__V1__SessionRate SessionRate;
 /* PlanRequest.rates, decoded by cr_wire_split_pairs as SessionRate {int64
  * owner = 1; double rate = 2} (test_wire_pairs checks the descriptor agrees). */
 #define PLAN_RATES_FIELD 2
+/* RecordArrivalRequest.owners, decoded by cr_wire_split_varints (test_wire_pairs
+ * checks the descriptor agrees). */
+#define RECORD_OWNERS_FIELD 1
 
 /* A switch with no default, so a new cr_status fails the build here. */
 static grpc_status_code core_code(cr_status st)
@@ -250,19 +253,49 @@ static void answer_routes(const cr_handlers *h, const routes_answer *a, size_t n
     cr_reply_message(out, &resp.base, h->max_message, NULL);
 }
 
+/* A RecordArrival call: its owners, decoded straight from the wire
+ * (split_owners) or, when that was unsure, protobuf-c's. */
+typedef struct record_call {
+    const cr_handlers *h;
+    size_t max_owners; /* cr_wire_count's count */
+    int64_t *owners;
+    size_t n_owners;
+    int split;
+} record_call;
+
+static int split_owners(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
+                        const uint8_t **rest, size_t *rest_len)
+{
+    record_call *c = ctx;
+    cr_wire_varints out = {cr_arena_alloc(a, (c->max_owners ? c->max_owners : 1) *
+                                                 sizeof *c->owners),
+                           c->max_owners, 0};
+    uint8_t *left = cr_arena_alloc(a, len ? len : 1);
+    if (!out.values || !left ||
+        cr_wire_split_varints(data, len, RECORD_OWNERS_FIELD, &out, left, rest_len) != 0)
+        return -1;
+    c->owners = out.values;
+    c->n_owners = out.n;
+    c->split = 1;
+    *rest = left;
+    return 0;
+}
+
 static void record_arrival(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
 {
-    const cr_handlers *h = ctx;
+    const record_call *c = ctx;
+    const cr_handlers *h = c->h;
     const RecordArrivalRequest *req = message;
-    size_t n = req->n_owners;
+    const int64_t *owners = c->split ? c->owners : req->owners;
+    size_t n = c->split ? c->n_owners : req->n_owners;
     routes_answer a;
     uint64_t generation;
     cr_error err;
     cr_status st;
     if (routes_answer_alloc(&a, n, req->omit_routes, scratch) != 0)
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
-    else if ((st = cr_core_record(h->core, req->owners, n, req->weights, req->n_weights,
-                                  a.routes, &generation, &err)) != CR_OK)
+    else if ((st = cr_core_record(h->core, owners, n, req->weights, req->n_weights, a.routes,
+                                  &generation, &err)) != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
         answer_routes(h, &a, n, generation, out);
@@ -274,9 +307,8 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
     const cr_handlers *h = ctx;
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__record_arrival_request__descriptor;
     size_t max = h->max_message;
-    size_t n = cr_wire_last_varint(d, data, len, "omit_routes", 0)
-                   ? 0
-                   : cr_wire_count(d, data, len, "owners");
+    record_call c = {.h = h, .max_owners = cr_wire_count(d, data, len, "owners")};
+    size_t n = cr_wire_last_varint(d, data, len, "omit_routes", 0) ? 0 : c.max_owners;
     if (n > (max - RESPONSE_SLACK) / ROUTE_MAX_BYTES) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
                        "%zu owners could need %zu response bytes, over the %zu-byte message "
@@ -284,7 +316,7 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
                        n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
         return;
     }
-    cr_run_decoded_in(ctx, d, data, len, out, record_arrival);
+    cr_run_split_in(&c, d, data, len, out, split_owners, record_arrival);
 }
 
 /* ---- GetRates ---- */

@@ -1,5 +1,6 @@
-/* cr_wire_split_pairs (proto/wire_pairs.c) against protobuf-c itself: on
- * hand-made and seeded random PlanRequest encodings, well-formed and
+/* cr_wire_split_pairs and cr_wire_split_varints (proto/wire_pairs.c)
+ * against protobuf-c itself: on hand-made and seeded random PlanRequest and
+ * RecordArrivalRequest encodings, well-formed and
  * mangled, whatever it accepts protobuf-c must accept with the same rates,
  * and the rest it leaves must unpack (and string-check) as the whole. */
 #include <stddef.h>
@@ -354,6 +355,183 @@ static void test_garbage(void)
     }
 }
 
+/* ---- RecordArrivalRequest.owners: cr_wire_split_varints ---- */
+
+typedef Cacheroute__V1__RecordArrivalRequest RecordArrivalRequest;
+static const ProtobufCMessageDescriptor *const RECORD =
+    &cacheroute__v1__record_arrival_request__descriptor;
+
+/* As compare, for the owners. */
+static int compare_varints(const uint8_t *b, size_t n)
+{
+    size_t max = cr_wire_count(RECORD, b, n, "owners");
+    int64_t *got = calloc(max + 1, sizeof *got);
+    uint8_t *rest = malloc(n + 1);
+    size_t rest_len = 0;
+    cr_wire_varints out = {got, max, 0};
+    int rc = cr_wire_split_varints(b, n, 1, &out, rest, &rest_len);
+    RecordArrivalRequest *whole =
+        (RecordArrivalRequest *)protobuf_c_message_unpack(RECORD, NULL, n, b);
+    RecordArrivalRequest *r =
+        rc == 0 ? (RecordArrivalRequest *)protobuf_c_message_unpack(RECORD, NULL, rest_len, rest)
+                : NULL;
+    if (rc == 0)
+        CU_ASSERT_EQUAL(!r, !whole);
+    if (r && whole) {
+        CU_ASSERT_EQUAL(out.n, whole->n_owners);
+        CU_ASSERT(out.n != whole->n_owners ||
+                  memcmp(got, whole->owners, out.n * sizeof *got) == 0);
+        CU_ASSERT_EQUAL(r->n_owners, 0);
+        CU_ASSERT_EQUAL(r->omit_routes, whole->omit_routes);
+        CU_ASSERT_EQUAL_FATAL(r->n_weights, whole->n_weights);
+        CU_ASSERT(memcmp(r->weights, whole->weights, r->n_weights * sizeof(double)) == 0);
+    }
+    if (r)
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    if (whole)
+        protobuf_c_message_free_unpacked(&whole->base, NULL);
+    free(rest);
+    free(got);
+    return rc == 0 && r ? 0 : -1;
+}
+
+static int record_ok(const enc *e)
+{
+    ProtobufCMessage *m = protobuf_c_message_unpack(RECORD, NULL, e->n, e->b);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    return m != NULL;
+}
+
+static void test_varints_forms(void)
+{
+    enc e = {.n = 0}, packed = {.n = 0};
+    varint(&packed, 5, 1);
+    varint(&packed, (uint64_t)-7, 1); /* 10 bytes */
+    varint(&packed, 3, 4);            /* non-canonical */
+    nested(&e, 1, &packed);
+    key(&e, 1, 0); /* one unpacked */
+    varint(&e, 9, 1);
+    key(&e, 2, 0); /* omit_routes */
+    varint(&e, 1, 1);
+    enc none = {.n = 0};
+    nested(&e, 1, &none); /* an empty packed run */
+    CU_ASSERT_EQUAL(compare_varints(e.b, e.n), 0);
+    int64_t v[4];
+    uint8_t rest[sizeof e.b];
+    size_t rl;
+    cr_wire_varints out = {v, 4, 0};
+    CU_ASSERT_EQUAL_FATAL(cr_wire_split_varints(e.b, e.n, 1, &out, rest, &rl), 0);
+    CU_ASSERT_EQUAL_FATAL(out.n, 4);
+    CU_ASSERT(v[0] == 5 && v[1] == -7 && v[2] == 3 && v[3] == 9);
+    CU_ASSERT_EQUAL(rl, 2);
+    out = (cr_wire_varints){v, 3, 0};
+    CU_ASSERT_EQUAL(cr_wire_split_varints(e.b, e.n, 1, &out, rest, &rl), -1); /* over max */
+}
+
+static void test_varints_unsure(void)
+{
+    static const struct {
+        const char *why;
+        uint8_t b[16];
+        size_t n;
+    } cases[] = {
+        {"packed ends inside a varint", {0x0a, 0x02, 0x01, 0x81}, 4},
+        {"11-byte packed value", {0x0a, 0x0b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                  0xff, 0xff, 0x01}, 13},
+        {"11-byte unpacked value", {0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                    0xff, 0x01}, 12},
+        {"packed past the end", {0x0a, 0x05, 0x01}, 3},
+        {"owners as 64-bit", {0x09, 1, 2, 3, 4, 5, 6, 7, 8}, 9},
+        {"owners as 32-bit", {0x0d, 1, 2, 3, 4}, 5},
+        {"truncated key", {0x80}, 1},
+        {"group", {0x0b, 0x0c}, 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = compare_varints(cases[i].b, cases[i].n);
+        if (rc == 0)
+            fprintf(stderr, "split took \"%s\"\n", cases[i].why);
+        CU_ASSERT_EQUAL(rc, -1);
+    }
+}
+
+static void test_varints_descriptor_agrees(void)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(RECORD, "owners");
+    CU_ASSERT_FATAL(f && f->id == 1 && f->type == PROTOBUF_C_TYPE_INT64 &&
+                    f->label == PROTOBUF_C_LABEL_REPEATED);
+}
+
+static void random_record(enc *e)
+{
+    e->n = 0;
+    for (int k = (int)(next() % 8); k > 0; k--) {
+        unsigned pick = (unsigned)(next() % 10);
+        if (pick < 4) { /* a packed run of owners */
+            enc s = {.n = 0};
+            for (int j = (int)(next() % 6); j > 0; j--)
+                varint(&s, next() >> (next() % 64), 1 + (unsigned)(next() % 3));
+            nested(e, 1, &s);
+        } else if (pick < 6) {
+            key(e, 1, 0);
+            random_value(e, 0);
+        } else if (pick == 6) {
+            key(e, 2, 0);
+            varint(e, next() % 3, 1);
+        } else if (pick == 7) { /* weights, packed */
+            enc s = {.n = 0};
+            for (int j = (int)(next() % 3); j > 0; j--)
+                fixed64(&s, next());
+            nested(e, 3, &s);
+        } else if (pick == 8) {
+            key(e, 3, 1);
+            fixed64(e, next());
+        } else {
+            static const unsigned types[] = {0, 1, 2, 5};
+            unsigned type = types[next() % 4];
+            key(e, 4 + (uint32_t)(next() % 100), type);
+            random_value(e, type);
+        }
+    }
+}
+
+static void test_varints_random(void)
+{
+    enc e;
+    size_t taken = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        random_record(&e);
+        CU_ASSERT_TRUE_FATAL(record_ok(&e));
+        CU_ASSERT_EQUAL(compare_varints(e.b, e.n), 0);
+    }
+    for (int i = 0; i < 50000; i++) {
+        random_record(&e);
+        for (int k = (int)(next() % 3); k >= 0; k--)
+            mangle(&e);
+        taken += compare_varints(e.b, e.n) == 0;
+        refused += !record_ok(&e);
+    }
+    CU_ASSERT(taken > 1000 && refused > 1000);
+    uint8_t b[64];
+    for (int i = 0; i < 50000; i++) {
+        size_t n = (size_t)(next() % sizeof b);
+        for (size_t k = 0; k < n; k++)
+            b[k] = (uint8_t)next();
+        if (n && next() % 2)
+            b[0] = 0x0a; /* start as packed owners */
+        compare_varints(b, n);
+    }
+}
+
+static const cr_test_case varint_tests[] = {
+    {"packed, unpacked, non-canonical, empty", test_varints_forms},
+    {"unsure of what protobuf-c refuses", test_varints_unsure},
+    {"descriptor agrees", test_varints_descriptor_agrees},
+    {"random, mangled, garbage", test_varints_random},
+    {NULL, NULL},
+};
+
 static const cr_test_case pair_tests[] = {
     {"last one wins, unknown skipped", test_last_wins_unknown_skipped},
     {"unsure of what protobuf-c refuses", test_unsure},
@@ -365,5 +543,6 @@ static const cr_test_case pair_tests[] = {
     {NULL, NULL},
 };
 
-static const cr_test_suite suites[] = {{"wire pairs", pair_tests}};
+static const cr_test_suite suites[] = {{"wire pairs", pair_tests},
+                                        {"wire varints", varint_tests}};
 CR_TEST_MAIN(suites)
