@@ -62,6 +62,19 @@ static void nested(enc *e, uint32_t number, const enc *sub)
         byte(e, sub->b[i]);
 }
 
+/* The end of a comparison: frees what it made (r and whole may be NULL);
+ * split's answer, 0 only when protobuf-c takes the rest it left too. */
+static int compared(int rc, ProtobufCMessage *r, ProtobufCMessage *whole, void *rest, void *got)
+{
+    if (r)
+        protobuf_c_message_free_unpacked(r, NULL);
+    if (whole)
+        protobuf_c_message_free_unpacked(whole, NULL);
+    free(rest);
+    free(got);
+    return rc == 0 && r ? 0 : -1;
+}
+
 /* The comparison. Returns split's answer, 0 only when protobuf-c takes
  * the rest it left too. */
 static int compare(const uint8_t *b, size_t n)
@@ -103,22 +116,19 @@ static int compare(const uint8_t *b, size_t n)
                         cr_wire_check_strings(PLAN, rest, rest_len, er, sizeof er));
         CU_ASSERT_STRING_EQUAL(ew, er);
     }
-    if (r)
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-    if (whole)
-        protobuf_c_message_free_unpacked(&whole->base, NULL);
-    free(rest);
-    free(got);
-    return rc == 0 && r ? 0 : -1;
+    return compared(rc, (ProtobufCMessage *)r, (ProtobufCMessage *)whole, rest, got);
 }
 
-static int whole_ok(const enc *e)
+/* Whether protobuf-c takes e as a d message. */
+static int unpacks(const ProtobufCMessageDescriptor *d, const enc *e)
 {
-    ProtobufCMessage *m = protobuf_c_message_unpack(PLAN, NULL, e->n, e->b);
+    ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, e->n, e->b);
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
     return m != NULL;
 }
+
+static int whole_ok(const enc *e) { return unpacks(PLAN, e); }
 
 /* ---- hand-made ---- */
 
@@ -387,22 +397,10 @@ static int compare_varints(const uint8_t *b, size_t n)
         CU_ASSERT(r->n_weights == 0 ||
                   memcmp(r->weights, whole->weights, r->n_weights * sizeof(double)) == 0);
     }
-    if (r)
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-    if (whole)
-        protobuf_c_message_free_unpacked(&whole->base, NULL);
-    free(rest);
-    free(got);
-    return rc == 0 && r ? 0 : -1;
+    return compared(rc, (ProtobufCMessage *)r, (ProtobufCMessage *)whole, rest, got);
 }
 
-static int record_ok(const enc *e)
-{
-    ProtobufCMessage *m = protobuf_c_message_unpack(RECORD, NULL, e->n, e->b);
-    if (m)
-        protobuf_c_message_free_unpacked(m, NULL);
-    return m != NULL;
-}
+static int record_ok(const enc *e) { return unpacks(RECORD, e); }
 
 static void test_varints_forms(void)
 {

@@ -95,6 +95,14 @@ typedef struct cr_fuzz_method {
  * state. Returns 0 (libFuzzer's "keep going"). */
 int cr_fuzz_unary(const cr_fuzz_method *m, const uint8_t *data, size_t len);
 
+/* After a split (proto/wire_pairs.c) took the len bytes at data and left
+ * left bytes at rest for protobuf-c: checks that protobuf-c takes the rest
+ * exactly when it takes the whole, and returns the whole d message when
+ * both decode (the caller compares what the split took with it, then
+ * frees it: protobuf_c_message_free_unpacked), else NULL. */
+ProtobufCMessage *cr_fuzz_split_agrees(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                                       size_t len, const uint8_t *rest, size_t left);
+
 /* What a method that checks its input and its answer's size may answer. */
 #define CR_FUZZ_CODES_CHECKED                                                                  \
     (CR_CODE(GRPC_STATUS_OK) | CR_CODE(GRPC_STATUS_INVALID_ARGUMENT) |                         \

@@ -146,3 +146,15 @@ int cr_fuzz_unary(const cr_fuzz_method *m, const uint8_t *data, size_t len)
     }
     return 0;
 }
+
+ProtobufCMessage *cr_fuzz_split_agrees(const ProtobufCMessageDescriptor *d, const uint8_t *data,
+                                       size_t len, const uint8_t *rest, size_t left)
+{
+    ProtobufCMessage *w = protobuf_c_message_unpack(d, NULL, len, data);
+    ProtobufCMessage *r = protobuf_c_message_unpack(d, NULL, left, rest);
+    CR_FUZZ_CHECK(!w == !r, "split's rest %s, the whole %s", r ? "decodes" : "does not",
+                  w ? "does" : "does not");
+    if (r)
+        protobuf_c_message_free_unpacked(r, NULL);
+    return w;
+}
