@@ -171,15 +171,28 @@ static void test_last_wins_unknown_skipped(void)
     CU_ASSERT_EQUAL(rl, 4);
 }
 
+/* An encoding split must be unsure of, and why. */
+typedef struct unsure_case {
+    const char *why;
+    uint8_t b[16];
+    size_t n;
+} unsure_case;
+
+static void check_unsure(const unsure_case *cases, size_t n, int (*cmp)(const uint8_t *, size_t))
+{
+    for (size_t i = 0; i < n; i++) {
+        int rc = cmp(cases[i].b, cases[i].n);
+        if (rc == 0)
+            fprintf(stderr, "split took \"%s\"\n", cases[i].why);
+        CU_ASSERT_EQUAL(rc, -1);
+    }
+}
+
 /* Each of these protobuf-c refuses, or cr_wire_check_strings does: split
  * must be unsure of it. */
 static void test_unsure(void)
 {
-    static const struct {
-        const char *why;
-        uint8_t b[16];
-        size_t n;
-    } cases[] = {
+    static const unsure_case cases[] = {
         {"owner as 64-bit", {0x12, 0x09, 0x09, 1, 2, 3, 4, 5, 6, 7, 8}, 11},
         {"rate as varint", {0x12, 0x02, 0x10, 0x01}, 4},
         {"owner packed", {0x12, 0x03, 0x0a, 0x01, 0x01}, 5},
@@ -195,12 +208,7 @@ static void test_unsure(void)
         {"truncated top key", {0x80}, 1},
         {"wire type 7", {0x0f}, 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = compare(cases[i].b, cases[i].n);
-        if (rc == 0)
-            fprintf(stderr, "split took \"%s\"\n", cases[i].why);
-        CU_ASSERT_EQUAL(rc, -1);
-    }
+    check_unsure(cases, sizeof cases / sizeof cases[0], compare);
     /* rates with another wire type: the rest has it, and protobuf-c refuses
      * the rest as it does the whole. */
     uint8_t varint_rates[] = {0x10, 0x01};
@@ -352,7 +360,9 @@ static void test_random_mangled(void)
     CU_ASSERT(taken > 1000 && refused > 1000);
 }
 
-static void test_garbage(void)
+/* 50,000 random byte strings through cmp, half of them starting with
+ * first (the split field's key). */
+static void garbage(uint8_t first, int (*cmp)(const uint8_t *, size_t))
 {
     uint8_t b[64];
     for (int i = 0; i < 50000; i++) {
@@ -360,10 +370,12 @@ static void test_garbage(void)
         for (size_t k = 0; k < n; k++)
             b[k] = (uint8_t)next();
         if (n && next() % 2)
-            b[0] = 0x12; /* start as a rates entry */
-        compare(b, n);
+            b[0] = first;
+        cmp(b, n);
     }
 }
+
+static void test_garbage(void) { garbage(0x12, compare); /* a rates entry */ }
 
 /* ---- RecordArrivalRequest.owners: cr_wire_split_varints ---- */
 
@@ -430,11 +442,7 @@ static void test_varints_forms(void)
 
 static void test_varints_unsure(void)
 {
-    static const struct {
-        const char *why;
-        uint8_t b[16];
-        size_t n;
-    } cases[] = {
+    static const unsure_case cases[] = {
         {"packed ends inside a varint", {0x0a, 0x02, 0x01, 0x81}, 4},
         {"11-byte packed value", {0x0a, 0x0b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                                   0xff, 0xff, 0x01}, 13},
@@ -446,12 +454,7 @@ static void test_varints_unsure(void)
         {"truncated key", {0x80}, 1},
         {"group", {0x0b, 0x0c}, 2},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = compare_varints(cases[i].b, cases[i].n);
-        if (rc == 0)
-            fprintf(stderr, "split took \"%s\"\n", cases[i].why);
-        CU_ASSERT_EQUAL(rc, -1);
-    }
+    check_unsure(cases, sizeof cases / sizeof cases[0], compare_varints);
 }
 
 static void test_varints_descriptor_agrees(void)
@@ -512,15 +515,7 @@ static void test_varints_random(void)
         refused += !record_ok(&e);
     }
     CU_ASSERT(taken > 1000 && refused > 1000);
-    uint8_t b[64];
-    for (int i = 0; i < 50000; i++) {
-        size_t n = (size_t)(next() % sizeof b);
-        for (size_t k = 0; k < n; k++)
-            b[k] = (uint8_t)next();
-        if (n && next() % 2)
-            b[0] = 0x0a; /* start as packed owners */
-        compare_varints(b, n);
-    }
+    garbage(0x0a, compare_varints); /* packed owners */
 }
 
 static const cr_test_case varint_tests[] = {
