@@ -191,7 +191,7 @@ double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint
         return -1;
     if (!reserved)
         cr_est_evict(e, p); /* one out, one in: size unchanged, and no growth */
-    double n = e->cfg.clock == CR_CLOCK_CALLS ? add : weighed(add, sc);
+    double n = weighed(add, sc); /* calls clock: f is 1, and add >= DBL_MIN */
     if (cr_est_insert(e, p, (cr_est_entry){owner, n}, h) != 0) {
         /* Out of memory (only when reserved): drop the arrival, not the process. */
         atomic_fetch_sub(&e->size, 1);
@@ -253,9 +253,8 @@ int cr_estimator_lookup(const cr_estimator *e, int64_t owner, cr_estimator_entry
     cr_est_part *p = (cr_est_part *)&e->parts[cr_est_part_index(e, h)];
     pthread_mutex_lock(&p->lock);
     const cr_est_entry *s = cr_est_find(p, owner, h);
-    if (s) /* N as of the epoch means the same rate as a count as of t_last */
-        *out = (cr_estimator_entry){s->owner, s->r,
-                                    e->cfg.clock == CR_CLOCK_SECONDS ? p->epoch : 0};
+    if (s)
+        *out = (cr_estimator_entry){s->owner, s->r, cr_est_export_time(e, p)};
     pthread_mutex_unlock(&p->lock);
     return s != NULL;
 }

@@ -49,9 +49,9 @@ cr_est_scale cr_est_scale_for(cr_estimator *e, cr_est_part *p, double now)
         return (cr_est_scale){1, 1};
     if (now == p->at)
         return p->sc;
-    if (!isfinite(now)) /* no epoch from it; the caller's checks keep it out */
-        return scale_of(span(e, p, now));
     double x = span(e, p, now);
+    if (!isfinite(now)) /* no epoch from it; the caller's checks keep it out */
+        return scale_of(x);
     if (!p->count) {
         cr_est_set_epoch(p, now); /* nothing is relative to the old one */
         return p->sc;

@@ -104,6 +104,13 @@ static inline void cr_est_set_epoch(cr_est_part *p, double t)
     p->sc = (cr_est_scale){1, 1};
 }
 
+/* The t_last an exported count of p (locked) goes with: its N is the rate
+ * as of the epoch (seconds clock); 0, unused, on the calls clock. */
+static inline double cr_est_export_time(const cr_estimator *e, const cr_est_part *p)
+{
+    return e->cfg.clock == CR_CLOCK_SECONDS ? p->epoch : 0;
+}
+
 /* The scale for arrivals at now in p (locked): resets p's epoch to now
  * when p is empty, renormalises p first when now is more than
  * CR_EST_RENORM_AT half-lives past its epoch. Valid while p stays locked. */

@@ -58,12 +58,11 @@ static void take(gathered *g, const cr_est_entry *s, double scale, double t_last
  * partition at a time under its lock; -1 when out of memory. */
 static int gather(const cr_estimator *e, double now, gathered *g)
 {
-    int seconds = e->cfg.clock == CR_CLOCK_SECONDS;
     for (unsigned i = 0; i < e->n_parts; i++) {
         cr_est_part *p = (cr_est_part *)&e->parts[i];
         pthread_mutex_lock(&p->lock);
         int ok = reserve_room(g, p->count) == 0;
-        double scale = g->raw ? 1 : cr_est_read_g(e, p, now), t_last = seconds ? p->epoch : 0;
+        double scale = g->raw ? 1 : cr_est_read_g(e, p, now), t_last = cr_est_export_time(e, p);
         for (size_t j = 0; ok && j < p->cap; j++)
             if (p->slots[j].r != 0)
                 take(g, &p->slots[j], scale, t_last);
