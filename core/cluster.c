@@ -73,7 +73,7 @@ static cr_status install(cr_core *c, cr_table *t, uint64_t generation, const cha
         return cr_fail(err, CR_ENOMEM, "out of memory installing generation %llu",
                        (unsigned long long)generation);
     cr_core_plan_result res = {.hold = &held->ref, .table = held->table};
-    double done = cr_core_publish(c, held, 1, generation, &res);
+    double done = cr_core_publish(c, held, 1, generation, by ? &res : NULL);
     if (by)
         cr_core_report_plan(c, by, done - started_s, &res, NULL);
     cr_core_plan_result_free(&res);

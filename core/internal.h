@@ -60,7 +60,9 @@ uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as);
 /* plan.c. With install, makes held current (as cr_core_install, under
  * install_lock) into out->generation; either way out->churn and
  * churn_generation against the table it replaced, or without install the
- * current one. Returns the core's clock when the table became current. */
+ * current one. out NULL: the install only, no churn (an O(table) pass no
+ * one reads for a follower's install). Returns the core's clock when the
+ * table became current. */
 double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
                        cr_core_plan_result *out);
 /* Reports a plan to hooks->planned: r the plan made (table, generation,

@@ -128,13 +128,19 @@ void cr_core_report_plan(cr_core *c, const char *by, double seconds,
 double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
                        cr_core_plan_result *out)
 {
+    uint64_t compared = 0, generation = 0;
     pthread_mutex_lock(&c->install_lock);
-    cr_installed *old = cr_core_acquire(c, &out->churn_generation);
+    cr_installed *old = out ? cr_core_acquire(c, &compared) : NULL;
     if (install)
-        out->generation = cr_core_install(c, held, as);
+        generation = cr_core_install(c, held, as);
     pthread_mutex_unlock(&c->install_lock);
     double done = cr_core_now(c);
-    out->churn = cr_table_churn(old ? old->table : NULL, held->table);
+    if (out) {
+        out->churn_generation = compared;
+        if (install)
+            out->generation = generation;
+        out->churn = cr_table_churn(old ? old->table : NULL, held->table);
+    }
     cr_installed_release(old);
     return done;
 }
