@@ -93,3 +93,23 @@ void *cr_sort_records(void *records, void *tmp, size_t n)
 }
 
 uint64_t cr_sort_key_i64(int64_t v) { return (uint64_t)v ^ (UINT64_C(1) << 63); }
+
+cr_sorted_i64 *cr_sort_i64(const void *base, size_t stride, size_t n)
+{
+    size_t bytes = (n ? n : 1) * sizeof(cr_sorted_i64);
+    cr_sorted_i64 *rec = malloc(bytes), *tmp = malloc(bytes);
+    cr_sorted_i64 *sorted = NULL;
+    if (rec && tmp) {
+        for (size_t i = 0; i < n; i++) {
+            int64_t v;
+            memcpy(&v, (const unsigned char *)base + i * stride, sizeof v);
+            rec[i] = (cr_sorted_i64){cr_sort_key_i64(v), i};
+        }
+        sorted = cr_sort_records(rec, tmp, n);
+    }
+    if (sorted != rec)
+        free(rec);
+    if (sorted != tmp)
+        free(tmp);
+    return sorted;
+}

@@ -92,20 +92,17 @@ void cr_touched_add(cr_touched *t, const int64_t *owners, size_t n)
  * when out of memory (out unchanged). */
 static long distinct(int64_t *out, size_t n)
 {
-    typedef struct { uint64_t key; int64_t owner; } rec; /* a cr_sort_records record */
-    rec *a = malloc((n ? n : 1) * sizeof *a), *tmp = malloc((n ? n : 1) * sizeof *tmp), *s = NULL;
-    if (a && tmp) {
-        for (size_t i = 0; i < n; i++)
-            a[i] = (rec){cr_sort_key_i64(out[i]), out[i]};
-        s = cr_sort_records(a, tmp, n);
-    }
+    cr_sorted_i64 *s = cr_sort_i64(out, sizeof *out, n);
+    int64_t *sorted = s ? malloc((n ? n : 1) * sizeof *sorted) : NULL;
     size_t k = 0;
-    for (size_t i = 0; s && i < n; i++)
+    for (size_t i = 0; sorted && i < n; i++)
         if (!k || s[i].key != s[i - 1].key)
-            out[k++] = s[i].owner;
-    free(a);
-    free(tmp);
-    return s ? (long)k : -1;
+            sorted[k++] = out[s[i].at];
+    if (sorted)
+        memcpy(out, sorted, k * sizeof *out);
+    free(sorted);
+    free(s);
+    return sorted ? (long)k : -1;
 }
 
 int64_t *cr_touched_take(cr_touched *t, size_t *n, int *overflowed)

@@ -6,34 +6,14 @@
 
 #include "replica.h"
 
+#include <stddef.h>
+
+_Static_assert(offsetof(cr_estimator_entry, owner) == 0, "cr_sort_i64 reads owners first");
+
 double cr_replica_decayed(double count, double t_i, double t, double half_life)
 {
     double dt = t - t_i;
     return dt > 0 ? count * exp2(-dt / half_life) : count;
-}
-
-/* A cr_sort_records record: an owner's key and its place in v. */
-typedef struct owner_at {
-    uint64_t key;
-    uint64_t at;
-} owner_at;
-
-/* v's owners sorted (stable, so an owner's records stay in v's order): a
- * malloc'd array of n, or NULL when out of memory. */
-static owner_at *by_owner(const cr_estimator_entry *v, size_t n)
-{
-    owner_at *rec = malloc((n ? n : 1) * sizeof *rec), *tmp = malloc((n ? n : 1) * sizeof *tmp);
-    owner_at *sorted = NULL;
-    if (rec && tmp) {
-        for (size_t i = 0; i < n; i++)
-            rec[i] = (owner_at){cr_sort_key_i64(v[i].owner), i};
-        sorted = cr_sort_records(rec, tmp, n);
-    }
-    if (sorted != rec)
-        free(rec);
-    if (sorted != tmp)
-        free(tmp);
-    return sorted;
 }
 
 cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, double half_life,
@@ -41,7 +21,7 @@ cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, doub
 {
     *out = malloc((n ? n : 1) * sizeof **out);
     *n_out = 0;
-    owner_at *order = *out ? by_owner(v, n) : NULL;
+    cr_sorted_i64 *order = *out ? cr_sort_i64(v, sizeof *v, n) : NULL;
     if (!order) {
         free(*out);
         *out = NULL;
@@ -61,7 +41,7 @@ cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, doub
 
 long cr_replica_keep_latest(cr_estimator_entry *v, size_t n)
 {
-    owner_at *order = by_owner(v, n);
+    cr_sorted_i64 *order = cr_sort_i64(v, sizeof *v, n); /* by owner, v's order kept */
     cr_estimator_entry *kept = order ? malloc((n ? n : 1) * sizeof *kept) : NULL;
     if (!kept) {
         free(order);

@@ -247,6 +247,20 @@ static void test_sort_records(void)
     for (size_t m = 0; m < sizeof makes / sizeof *makes; m++)
         for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
             check_sort(sizes[k], makes[m]);
+    /* Strided int64 values, signed, sorted stably with their places. */
+    struct {
+        int64_t v;
+        double pad;
+    } e[] = {{5, 0}, {INT64_MIN, 0}, {-1, 0}, {5, 0}, {INT64_MAX, 0}, {-1, 0}};
+    cr_sorted_i64 *s = cr_sort_i64(e, sizeof *e, 6);
+    CU_ASSERT_FATAL(s != NULL);
+    static const uint64_t at[] = {1, 2, 5, 0, 3, 4};
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT(s[i].at == at[i] && s[i].key == cr_sort_key_i64(e[at[i]].v));
+    free(s);
+    s = cr_sort_i64(NULL, 8, 0);
+    CU_ASSERT_PTR_NOT_NULL(s);
+    free(s);
     /* Signed keys order as signed numbers. */
     CU_ASSERT(cr_sort_key_i64(INT64_MIN) < cr_sort_key_i64(-1));
     CU_ASSERT(cr_sort_key_i64(-1) < cr_sort_key_i64(0));

@@ -63,6 +63,18 @@ void *cr_sort_records(void *records, void *tmp, size_t n);
 /* The key that orders int64 values as cr_sort_records orders keys. */
 uint64_t cr_sort_key_i64(int64_t v);
 
+/* A cr_sort_records record of an int64 value: its key and its index. */
+typedef struct cr_sorted_i64 {
+    uint64_t key; /* cr_sort_key_i64 of the value */
+    uint64_t at;  /* where the value was */
+} cr_sorted_i64;
+
+/* The n int64 values stored at base, base + stride, ... (each value at the
+ * start of its stride-byte element, as an owner leads its struct), sorted
+ * by value, stable: a malloc'd array of n records (the caller frees it),
+ * or NULL when out of memory. */
+cr_sorted_i64 *cr_sort_i64(const void *base, size_t stride, size_t n);
+
 /* ---- clock ---------------------------------------------------------------- */
 
 /* Seconds on CLOCK_MONOTONIC (arbitrary epoch; never jumps). Thread-safe. */
