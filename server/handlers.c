@@ -290,7 +290,9 @@ static void record_arrival(void *ctx, const void *message, cr_arena *scratch, cr
         answer_routes(h, routes, n, generation, out);
 }
 
-/* Routed owners bound the answer: counted on the wire, before decoding. */
+/* Owners bound the decode (8 bytes each in the arena, so a message of
+ * 1-byte owners would take 8 times its size: --max-arrivals-per-call), and
+ * routed ones the answer: counted on the wire, before decoding. */
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
     const cr_handlers *h = ctx;
@@ -305,6 +307,10 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
                        n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
         return;
     }
+    if (cr_refuse_entries(out, "owners", c.max_owners, h->max_arrivals,
+                          GRPC_STATUS_RESOURCE_EXHAUSTED,
+                          "the limit of --max-arrivals-per-call; send them in several calls") != 0)
+        return;
     cr_run_split_in(&c, d, data, len, out, split_owners, record_arrival);
 }
 
