@@ -124,6 +124,11 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "max-calls-per-method", .key = "max_calls_per_method", .type = CR_OPT_LONG,
      .offset = AT(max_calls_per_method), .def = 1024, .min = 1, .max = 1000000,
      .help = "calls of one method in flight at once; more are RESOURCE_EXHAUSTED at once"},
+    {.name = "max-arrivals-per-call", .key = "max_arrivals_per_call", .type = CR_OPT_LONG,
+     .offset = AT(max_arrivals_per_call), .def = 1000000, .min = 1, .max = 2147483647.0,
+     .help = "owners one RecordArrival call (or RecordArrivals message) may list, counted "
+             "before decoding (8 bytes of memory each); more are RESOURCE_EXHAUSTED, "
+             "nothing recorded"},
     {.name = "request-deadline", .key = "request_deadline_s", .type = CR_OPT_DOUBLE,
      .offset = AT(request_deadline_s), .def = 60, .min = 0, .max = 3600,
      .help = "seconds a client gets to send a unary call's request once the call started; "

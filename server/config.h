@@ -39,6 +39,7 @@ typedef struct cr_server_config {
     long max_concurrent_streams;    /* --max-concurrent-streams, per connection */
     long memory_quota_bytes;        /* --memory-quota-bytes, gRPC core's buffers */
     long max_calls_per_method;      /* --max-calls-per-method, in flight */
+    long max_arrivals_per_call;     /* --max-arrivals-per-call, owners a RecordArrival */
     double request_deadline_s;      /* --request-deadline; 0 = off */
     double reply_deadline_s;        /* --reply-deadline; 0 = off */
     long max_pending_reply_bytes;   /* --max-pending-reply-bytes */

@@ -9,13 +9,13 @@
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "plan_answer.h"
+#include "record_answer.h"
 #include "reply.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;
 typedef Cacheroute__V1__RecordArrivalRequest RecordArrivalRequest;
 typedef Cacheroute__V1__GetRatesRequest GetRatesRequest;
 typedef Cacheroute__V1__ForgetRequest ForgetRequest;
-typedef Cacheroute__V1__Route Route;
 typedef Cacheroute__V1__SessionRate SessionRate;
 
 /* A Route is at most 28 bytes on the wire: field tag and length (2), owner
@@ -214,43 +214,30 @@ void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 
 /* ---- RecordArrival ---- */
 
-/* The answer's messages, allocated (in the call's arena) before anything is
- * recorded so that a call that could not be answered records nothing (only
- * the encoded body is allocated after). routes NULL with omit_routes. */
-typedef struct routes_answer {
-    cr_route *routes;
-    Route *msgs;
-    Route **ptrs;
-} routes_answer;
-
-static int routes_answer_alloc(routes_answer *a, size_t n, int omit, cr_arena *scratch)
-{
-    *a = (routes_answer){NULL, NULL, NULL};
-    if (omit)
-        return 0;
-    a->routes = cr_arena_alloc(scratch, n * sizeof *a->routes);
-    a->msgs = cr_arena_alloc(scratch, n * sizeof *a->msgs);
-    a->ptrs = cr_arena_alloc(scratch, n * sizeof *a->ptrs);
-    return a->routes && a->msgs && a->ptrs ? 0 : -1;
-}
-
-static void answer_routes(const cr_handlers *h, const routes_answer *a, size_t n,
+/* The answer, written straight from the core's routes (record_answer.h)
+ * into a body of its bound; routes NULL (omit_routes) answers none. The
+ * request's count was checked against the message limit before anything
+ * was recorded, so the limit is only checked again here, as protobuf-c's
+ * answer was. */
+static void answer_routes(const cr_handlers *h, const cr_route *routes, size_t n,
                           uint64_t generation, cr_reply *out)
 {
-    for (size_t i = 0; a->routes && i < n; i++) {
-        cacheroute__v1__route__init(&a->msgs[i]);
-        a->msgs[i].owner = a->routes[i].owner;
-        a->msgs[i].rate = a->routes[i].rate;
-        a->msgs[i].admitted = a->routes[i].admitted;
-        a->msgs[i].preferred_shard = a->routes[i].preferred_shard;
-        a->ptrs[i] = &a->msgs[i];
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__record_arrival_response__descriptor;
+    size_t n_routes = routes ? n : 0;
+    uint8_t *body = malloc(cr_record_answer_bound(n_routes));
+    if (!body) {
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s", d->name);
+        return;
     }
-    Cacheroute__V1__RecordArrivalResponse resp = CACHEROUTE__V1__RECORD_ARRIVAL_RESPONSE__INIT;
-    resp.n_routes = a->routes ? n : 0;
-    resp.routes = a->ptrs;
-    resp.recorded = (uint32_t)n;
-    resp.table_generation = generation;
-    cr_reply_message(out, &resp.base, h->max_message, NULL);
+    size_t len = cr_record_answer_pack(routes, n_routes, (uint32_t)n, generation, body);
+    if (len > h->max_message) {
+        free(body);
+        cr_reply_too_big(out, d, len, h->max_message, NULL);
+        return;
+    }
+    out->status = GRPC_STATUS_OK;
+    out->body = body;
+    out->len = len;
 }
 
 /* A RecordArrival call: its owners, decoded straight from the wire
@@ -288,20 +275,24 @@ static void record_arrival(void *ctx, const void *message, cr_arena *scratch, cr
     const RecordArrivalRequest *req = message;
     const int64_t *owners = c->split ? c->owners : req->owners;
     size_t n = c->split ? c->n_owners : req->n_owners;
-    routes_answer a;
+    /* Allocated before anything is recorded: a call that could not be
+     * answered records nothing (only the body is allocated after). */
+    cr_route *routes = req->omit_routes ? NULL : cr_arena_alloc(scratch, n * sizeof *routes);
     uint64_t generation;
     cr_error err;
     cr_status st;
-    if (routes_answer_alloc(&a, n, req->omit_routes, scratch) != 0)
+    if (!req->omit_routes && !routes)
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
-    else if ((st = cr_core_record(h->core, owners, n, req->weights, req->n_weights, a.routes,
+    else if ((st = cr_core_record(h->core, owners, n, req->weights, req->n_weights, routes,
                                   &generation, &err)) != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
-        answer_routes(h, &a, n, generation, out);
+        answer_routes(h, routes, n, generation, out);
 }
 
-/* Routed owners bound the answer: counted on the wire, before decoding. */
+/* Owners bound the decode (8 bytes each in the arena, so a message of
+ * 1-byte owners would take 8 times its size: --max-arrivals-per-call), and
+ * routed ones the answer: counted on the wire, before decoding. */
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
 {
     const cr_handlers *h = ctx;
@@ -316,6 +307,10 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
                        n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
         return;
     }
+    if (cr_refuse_entries(out, "owners", c.max_owners, h->max_arrivals,
+                          GRPC_STATUS_RESOURCE_EXHAUSTED,
+                          "the limit of --max-arrivals-per-call; send them in several calls") != 0)
+        return;
     cr_run_split_in(&c, d, data, len, out, split_owners, record_arrival);
 }
 

@@ -11,6 +11,7 @@
 typedef struct cr_handlers {
     cr_core *core;
     size_t max_message; /* --max-message-bytes: the largest answer */
+    size_t max_arrivals; /* --max-arrivals-per-call: owners a RecordArrival */
     cr_replica *replica; /* --state-backend's; NULL when standalone */
 } cr_handlers;
 

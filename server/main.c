@@ -310,6 +310,7 @@ static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
 static int run(const cr_config *cfg, json_t *nofile)
 {
     sidecar s = {.handlers.max_message = (size_t)cfg->server.max_message_bytes,
+                 .handlers.max_arrivals = (size_t)cfg->server.max_arrivals_per_call,
                  .nofile = nofile};
     cr_method_spec methods[N_METHODS];
     const char *paths[N_METHODS];

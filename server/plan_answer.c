@@ -1,29 +1,6 @@
 #include "plan_answer.h"
 
-/* Wire bytes, as protobuf's encoding defines them: a key is the field
- * number << 3 | the wire type (0 varint, 2 length-delimited). */
-#define KEY_VARINT(n) ((uint8_t)((n) << 3))
-#define KEY_LEN(n) ((uint8_t)((n) << 3 | 2))
-
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
+#include "pb_write.h"
 
 /* Bytes of p's shard ids as packed varints. */
 static size_t shards_len(const cr_table *t, const cr_placement *p)

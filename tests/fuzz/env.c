@@ -56,6 +56,7 @@ void cr_fuzz_env_open(cr_fuzz_env *env, cr_route_by route_by)
     cfg.route_by = route_by;
     env->now = 1000;
     env->handlers.max_message = CR_FUZZ_MAX_MESSAGE;
+    env->handlers.max_arrivals = 4096; /* below what a fuzzed message holds: both paths run */
     cr_clock_source clock = {env_now, &env->now};
     cr_error err;
     env->core = env->handlers.core = cr_core_new(&cfg, NULL, &clock, &err);

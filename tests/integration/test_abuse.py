@@ -178,6 +178,59 @@ class AbuseTest(h.SidecarTestCase):
                             field(2, 0, 1) + body + field(2, 0, 0))
         sc.assert_clean_exit(self)
 
+    def test_record_arrival_owners_bounded_before_decoding(self):
+        # With omit_routes nothing but the message limit bounded a call: 60 MB
+        # of 1-byte owners took 480 MB of arena to decode (and were recorded).
+        sc = self.start_sidecar("--replan-interval", "0")
+        ch = sc.channel()
+        n = 60_000_000
+        body = field(1, 2, b"\x01" * n) + field(2, 0, 1)
+        with Spent(sc) as spent:
+            with self.assertRaises(grpc.RpcError) as cm:
+                h.raw_call(ch, h.SERVICE + "RecordArrival", body, timeout=60)
+        self.assertEqual(cm.exception.code(), EXHAUSTED)
+        self.assertEqual(cm.exception.details(),
+                         "owners has %d entries, at most 1000000 allowed: the limit of "
+                         "--max-arrivals-per-call; send them in several calls" % n)
+        self.assertLess(spent.hwm_mb, 300.0)
+        stub = sc.stub()
+        self.assertEqual(stub.GetRates(P.cr.GetRatesRequest(), timeout=h.RPC_TIMEOUT)
+                         .tracked_owners, 0)
+        sc.assert_clean_exit(self)
+
+    def test_max_arrivals_per_call(self):
+        sc = self.start_sidecar("--replan-interval", "0", "--max-arrivals-per-call", "1000")
+        stub = sc.stub()
+        over = list(range(1, 1002))
+        why = ("owners has 1001 entries, at most 1000 allowed: the limit of "
+               "--max-arrivals-per-call; send them in several calls")
+        for omit in (True, False):  # routes or not, unpacked on the wire or packed
+            self.assertRpcError(EXHAUSTED, stub.RecordArrival,
+                                P.cr.RecordArrivalRequest(owners=over, omit_routes=omit),
+                                details=why)
+        unpacked = b"".join(field(1, 0, o) for o in over)
+        self.assertRpcError(EXHAUSTED, h.raw_call, sc.channel(), h.SERVICE + "RecordArrival",
+                            unpacked, details=why)
+        # A stream's message over the bound ends it there, the ones before applied.
+        reqs = [P.cr.RecordArrivalRequest(owners=[5000]),
+                P.cr.RecordArrivalRequest(owners=over, omit_routes=True),
+                P.cr.RecordArrivalRequest(owners=[5001])]
+        got = []
+        with self.assertRaises(grpc.RpcError) as cm:
+            for r in stub.RecordArrivals(iter(reqs), timeout=h.RPC_TIMEOUT):
+                got.append(r.recorded)
+        self.assertEqual(got, [1])
+        self.assertEqual((cm.exception.code(), cm.exception.details()),
+                         (EXHAUSTED, "message 1: " + why))
+        # Nothing of the refused calls was recorded.
+        rates = stub.GetRates(P.cr.GetRatesRequest(), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(([x.owner for x in rates.rates], rates.tracked_owners), ([5000], 1))
+        # At the bound: answered, routes and all.
+        r = stub.RecordArrival(P.cr.RecordArrivalRequest(owners=over[:-1]),
+                               timeout=h.RPC_TIMEOUT)
+        self.assertEqual((r.recorded, len(r.routes)), (1000, 1000))
+        sc.assert_clean_exit(self)
+
     def test_repeated_messages_counted_before_decoding(self):
         # Empty entries are 2 bytes on the wire and ~50 in memory each.
         sources = field(4, 2, b"") * 65

@@ -490,7 +490,9 @@ class HealthStarvationTest(h.SidecarTestCase):
     def test_health_answers_during_heavy_batches(self):
         # Two 64 MiB omit_routes batches used to delay a Check by 2-2.6 s,
         # past the chart's 2 s probe timeout.
-        sc = self.start_sidecar("--replan-interval", "0", "--threads", "2")
+        # ~22M owners a batch: over --max-arrivals-per-call's default.
+        sc = self.start_sidecar("--replan-interval", "0", "--threads", "2",
+                                "--max-arrivals-per-call", "30000000")
         body = heavy_batch(63 << 20)
         health = sc.health_stub()
         health.Check(P.health.HealthCheckRequest(), timeout=h.RPC_TIMEOUT)

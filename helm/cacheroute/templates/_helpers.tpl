@@ -130,6 +130,7 @@ separately.
 - maxConcurrentStreams=max-concurrent-streams
 - memoryQuotaBytes=memory-quota-bytes
 - maxCallsPerMethod=max-calls-per-method
+- maxArrivalsPerCall=max-arrivals-per-call
 - requestDeadline=request-deadline
 - replyDeadline=reply-deadline
 - maxPendingReplyBytes=max-pending-reply-bytes
