@@ -377,6 +377,46 @@ static void garbage(uint8_t first, int (*cmp)(const uint8_t *, size_t))
 
 static void test_garbage(void) { garbage(0x12, compare); /* a rates entry */ }
 
+/* Requests of entries in the shape every encoder writes (owner, then rate;
+ * what cr_wire_split_pairs reads in runs), owners of every width from 1 to
+ * 10 bytes, canonical or padded, now and then a config between them. */
+static void usual_request(enc *e)
+{
+    e->n = 0;
+    for (int k = (int)(next() % 9); k > 0; k--) {
+        enc s = {.n = 0};
+        key(&s, 1, 0);
+        varint(&s, next() >> (next() % 64), 1 + (unsigned)(next() % 10));
+        key(&s, 2, 1);
+        fixed64(&s, next());
+        rate_entry(e, &s);
+        if (next() % 8 == 0) {
+            key(e, 3, 0);
+            varint(e, next() % 2, 1);
+        }
+    }
+}
+
+static void test_usual_shape(void)
+{
+    enc e;
+    size_t taken = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        usual_request(&e);
+        CU_ASSERT_TRUE_FATAL(whole_ok(&e));
+        CU_ASSERT_EQUAL(compare(e.b, e.n), 0);
+    }
+    /* One flipped or replaced byte: a continuation bit, the width, the
+     * length, a key; protobuf-c's answer must still be split's. */
+    for (int i = 0; i < 50000; i++) {
+        usual_request(&e);
+        mangle(&e);
+        taken += compare(e.b, e.n) == 0;
+        refused += !whole_ok(&e);
+    }
+    CU_ASSERT(taken > 1000 && refused > 1000);
+}
+
 /* ---- RecordArrivalRequest.owners: cr_wire_split_varints ---- */
 
 typedef Cacheroute__V1__RecordArrivalRequest RecordArrivalRequest;
@@ -534,6 +574,7 @@ static const cr_test_case pair_tests[] = {
     {"random well-formed", test_random_well_formed},
     {"random mangled", test_random_mangled},
     {"garbage", test_garbage},
+    {"usual shape, every owner width, mangled", test_usual_shape},
     {NULL, NULL},
 };
 
