@@ -59,7 +59,6 @@ typedef struct plan_answer {
     int ready;    /* m sized (plan_fits ran) */
     size_t max;
     size_t bound; /* the answer's size with the widest generation and churn */
-    cr_arena *scratch;
     cr_reply *out;
 } plan_answer;
 
@@ -77,11 +76,7 @@ static void widest(cr_plan_answer *m, int install)
 static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
 {
     plan_answer *a = ctx;
-    if (cr_plan_answer_init(&a->m, t, a->scratch) != 0) {
-        cr_fail(err, CR_ENOMEM, "out of memory encoding the plan");
-        cr_reply_core_error(a->out, CR_ENOMEM, err);
-        return -1;
-    }
+    cr_plan_answer_init(&a->m, t);
     widest(&a->m, install);
     a->bound = cr_plan_answer_size(&a->m);
     if (a->bound <= a->max) {
@@ -102,7 +97,7 @@ static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
     a->m.churn.admitted_in = res->churn.admitted_in;
     a->m.churn.admitted_out = res->churn.admitted_out;
     a->m.churn.compared_generation = res->churn_generation;
-    uint8_t *body = a->ready ? malloc(a->bound ? a->bound : 1) : NULL;
+    uint8_t *body = a->ready ? malloc(a->bound + CR_PLAN_ANSWER_SLACK) : NULL;
     if (!body) {
         cr_reply_error(a->out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s",
                        cacheroute__v1__plan_response__descriptor.name);
@@ -173,7 +168,7 @@ static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *ou
     const Cacheroute__V1__PlannerConfig *pc = req->config;
     if (copy_rates(c, req, scratch, out) != 0)
         return;
-    plan_answer a = {.max = h->max_message, .scratch = scratch, .out = out};
+    plan_answer a = {.max = h->max_message, .out = out};
     cr_core_plan_request pr = {
         .rates = c->rates,
         .n_rates = c->n_rates,

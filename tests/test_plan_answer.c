@@ -1,7 +1,8 @@
 /* The Plan answer encoded straight from the table (server/plan_answer.c)
  * is byte for byte what protobuf-c packs from the same PlanResponse: tables
  * with negative, zero and large owners, one shard and 300 (two-byte ids),
- * preferred shard 0 and not, no placement at all, and generation and churn
+ * preferred shard 0 and not, no placement at all, owners of every varint
+ * width at 128 shards (one-byte ids) and 129, and generation and churn
  * from 0 to UINT64_MAX; its size is the packed size. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,7 +47,7 @@ static void same_bytes(const cr_plan_answer *a)
 {
     size_t ref_len, size = cr_plan_answer_size(a);
     uint8_t *ref = reference(a, &ref_len);
-    uint8_t *ours = malloc(size + 1);
+    uint8_t *ours = malloc(size + CR_PLAN_ANSWER_SLACK);
     CU_ASSERT_EQUAL(size, ref_len);
     CU_ASSERT_EQUAL(cr_plan_answer_pack(a, ours), ref_len);
     CU_ASSERT(memcmp(ours, ref, ref_len) == 0);
@@ -71,14 +72,21 @@ static cr_table *plan(size_t n, uint32_t shards, int64_t (*owner_of)(size_t))
 
 static int64_t mixed(size_t i) { return (int64_t)cr_mix64(i); } /* half negative */
 static int64_t small(size_t i) { return (int64_t)i; }           /* owner 0 included */
+/* Every varint width from 1 to 10 bytes, near both ends of its range
+ * (distinct for i < 1200). */
+static int64_t widths(size_t i)
+{
+    unsigned w = (unsigned)(i / 2 % 10);
+    uint64_t lo = w ? (uint64_t)1 << (7 * w) : 1;
+    uint64_t hi = w < 9 ? ((uint64_t)1 << (7 * w + 7)) - 1 : UINT64_MAX;
+    return (int64_t)(i % 2 ? hi - i / 20 : lo + i / 20);
+}
 
 static void check_table(cr_table *t)
 {
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    cr_arena arena;
-    cr_arena_init(&arena);
     cr_plan_answer a;
-    CU_ASSERT_EQUAL_FATAL(cr_plan_answer_init(&a, t, &arena), 0);
+    cr_plan_answer_init(&a, t);
     same_bytes(&a);
     a.rest.generation = 1;
     a.churn.admitted_in = 300;
@@ -92,7 +100,6 @@ static void check_table(cr_table *t)
     a.churn.moved = 0;
     CU_ASSERT(cr_plan_answer_size(&a) <= widest); /* what the handler relies on */
     same_bytes(&a);
-    cr_arena_destroy(&arena);
     cr_table_free(t);
 }
 
@@ -100,12 +107,19 @@ static void test_mixed_owners(void) { check_table(plan(5000, 64, mixed)); }
 static void test_small_owners_many_shards(void) { check_table(plan(3000, 300, small)); }
 static void test_one_shard(void) { check_table(plan(100, 1, small)); }
 static void test_empty(void) { check_table(plan(0, 8, small)); }
+/* The last table of one-byte shard ids, and the first with two. */
+static void test_owner_widths(void)
+{
+    check_table(plan(1200, 128, widths));
+    check_table(plan(1200, 129, widths));
+}
 
 static const cr_test_case ANSWER[] = {
     {"negative and large owners, 64 shards", test_mixed_owners},
     {"owner 0, two-byte shard ids", test_small_owners_many_shards},
     {"one shard (preferred 0 everywhere)", test_one_shard},
     {"no placement", test_empty},
+    {"owners of every width, 128 and 129 shards", test_owner_widths},
     {NULL, NULL},
 };
 
