@@ -55,10 +55,9 @@ void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
 /* ---- Plan ---- */
 
 typedef struct plan_answer {
-    cr_plan_answer m;
-    int ready;    /* m sized (plan_fits ran) */
+    cr_plan_answer m; /* written by plan_fits; finished (or freed) by plan */
+    int ready;        /* m written and within max */
     size_t max;
-    size_t bound; /* the answer's size with the widest generation and churn */
     cr_reply *out;
 } plan_answer;
 
@@ -71,25 +70,31 @@ static void widest(cr_plan_answer *m, int install)
 
 /* The core's last check before install: the answer must fit, sized with the
  * widest generation and churn, so a plan too large to answer is not
- * installed either. That size is the answer's one size computation: the
- * real answer, its numbers no wider, is packed into a buffer of it. */
+ * installed either. Its placements are written here, once (the bulk of
+ * the answer, and what sizes it); the numbers install and churn give are
+ * filled in after. */
 static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
 {
     plan_answer *a = ctx;
-    cr_plan_answer_init(&a->m, t);
+    if (cr_plan_answer_init(&a->m, t, 0) != 0) {
+        cr_fail(err, CR_ENOMEM, "out of memory encoding the plan");
+        cr_reply_core_error(a->out, CR_ENOMEM, err);
+        return -1;
+    }
     widest(&a->m, install);
-    a->bound = cr_plan_answer_size(&a->m);
-    if (a->bound <= a->max) {
+    size_t bound = cr_plan_answer_size(&a->m);
+    if (bound <= a->max) {
         a->ready = 1;
         return 0;
     }
-    cr_reply_too_big(a->out, &cacheroute__v1__plan_response__descriptor, a->bound, a->max,
+    cr_plan_answer_free(&a->m);
+    cr_reply_too_big(a->out, &cacheroute__v1__plan_response__descriptor, bound, a->max,
                      "plan fewer sessions");
     cr_fail(err, CR_ENOMEM, "%s", a->out->message);
     return -1;
 }
 
-/* The answer, packed into the bound plan_fits sized. */
+/* The answer plan_fits wrote, finished with the plan's numbers. */
 static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
 {
     a->m.rest.generation = res->generation;
@@ -97,7 +102,8 @@ static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
     a->m.churn.admitted_in = res->churn.admitted_in;
     a->m.churn.admitted_out = res->churn.admitted_out;
     a->m.churn.compared_generation = res->churn_generation;
-    uint8_t *body = a->ready ? malloc(a->bound + CR_PLAN_ANSWER_SLACK) : NULL;
+    size_t len = 0;
+    uint8_t *body = a->ready ? cr_plan_answer_finish(&a->m, &len) : NULL;
     if (!body) {
         cr_reply_error(a->out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s",
                        cacheroute__v1__plan_response__descriptor.name);
@@ -105,7 +111,7 @@ static void plan_answered(plan_answer *a, const cr_core_plan_result *res)
     }
     a->out->status = GRPC_STATUS_OK;
     a->out->body = body;
-    a->out->len = cr_plan_answer_pack(&a->m, body);
+    a->out->len = len;
 }
 
 /* A Plan call: its rates, decoded straight from the wire (split_rates) or,
@@ -192,6 +198,7 @@ static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *ou
     } else if (out->status == GRPC_STATUS_OK) { /* not already answered by plan_fits */
         cr_reply_core_error(out, st, &err);
     }
+    cr_plan_answer_free(&a.m); /* written but not finished: the install failed */
     cr_core_plan_result_free(&res);
 }
 

@@ -1,5 +1,6 @@
 #include "plan_answer.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Wire bytes, as protobuf's encoding defines them: a key is the field
@@ -8,6 +9,12 @@
 #define KEY_LEN(n) ((uint8_t)((n) << 3 | 2))
 /* Shard ids below this are one varint byte each. */
 #define ONE_BYTE 128
+/* The most one placement of kb shards takes: key 1, length 5, owner 11,
+ * the shards' key and length 6 and 5 a shard, the preferred one 6 (room
+ * for put_varint_wide's 10 bytes, too). */
+#define PLACEMENT_MAX(kb) (29 + 5 * (size_t)(kb))
+/* Placements sampled to size the buffer. */
+#define SAMPLE 1024
 
 static size_t varint_len(uint64_t v)
 {
@@ -24,22 +31,41 @@ static uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
-/* put_varint with a fixed count of stores, for values of any width: all
- * 10 possible bytes are written (p must have room), the continuation bit
- * cleared on the last one that counts. */
+/* The low 56 bits of v spread 7 to a byte, the inverse of a varint
+ * decoder's gather: in three shifts by masks rather than a byte loop. */
+static uint64_t spread7(uint64_t v)
+{
+    uint64_t x = v & 0x00ffffffffffffffu;
+    x = (x & 0x000000000fffffffu) | (x & 0x00fffffff0000000u) << 4;
+    x = (x & 0x00003fff00003fffu) | (x & 0x0fffc0000fffc000u) << 2;
+    return (x & 0x007f007f007f007fu) | (x & 0x3f803f803f803f80u) << 1;
+}
+
+/* Continuation bits for a varint of n bytes: on each byte but the last;
+ * bytes 0-7, then 8-9. */
+static const uint64_t CONT8[11] = {0, 0, 0x80, 0x8080, 0x808080, 0x80808080,
+                                   0x8080808080u, 0x808080808080u, 0x80808080808080u,
+                                   0x8080808080808080u, 0x8080808080808080u};
+static const uint16_t CONT2[11] = {[10] = 0x80};
+
+/* put_varint with a fixed count of stores, for values of any width (an
+ * owner, a hash: 9 or 10 bytes at random): all 10 possible bytes are
+ * written (p must have room), built in registers, so neither a branch per
+ * byte nor a byte patched in memory before a wide load. */
 static uint8_t *put_varint_wide(uint8_t *p, uint64_t v)
 {
     size_t n = varint_len(v);
-    uint8_t b[10];
-    for (int i = 0; i < 10; i++)
-        b[i] = (uint8_t)(v >> (7 * i)) | 0x80;
-    b[n - 1] &= 0x7f;
-    memcpy(p, b, sizeof b);
+    uint64_t lo = spread7(v) | CONT8[n];
+    unsigned hi = ((unsigned)(v >> 56 & 0x7f) | (unsigned)(v >> 63) << 8) | CONT2[n];
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(lo >> 8 * i); /* one little-endian store, whatever the host */
+    p[8] = (uint8_t)hi;
+    p[9] = (uint8_t)(hi >> 8);
     return p + n;
 }
 
 /* Bytes of p's shard ids as packed varints: kb when every id of the table
- * is below ONE_BYTE. */
+ * is below ONE_BYTE (ids are below the table's shard count). */
 static size_t shards_len(const cr_table *t, const cr_placement *p, int one_byte)
 {
     if (one_byte)
@@ -62,36 +88,23 @@ static size_t placement_len(const cr_placement *p, size_t shards)
 
 static int one_byte_ids(const cr_table *t) { return cr_table_n_shards(t) <= ONE_BYTE; }
 
-void cr_plan_answer_init(cr_plan_answer *a, const cr_table *t)
+/* p framed as an entry of placements: key, length, fields. */
+static size_t framed_len(const cr_table *t, const cr_placement *p, int one_byte)
 {
-    size_t n = cr_table_n_placements(t), bytes = 0;
-    int one_byte = one_byte_ids(t);
-    for (size_t i = 0; i < n; i++) {
-        const cr_placement *p = cr_table_placement(t, i);
-        size_t len = placement_len(p, shards_len(t, p, one_byte));
-        bytes += 1 + varint_len(len) + len;
-    }
-    a->table = t;
-    a->placements = bytes;
-    cacheroute__v1__routing_table__init(&a->rest);
-    cacheroute__v1__plan_churn__init(&a->churn);
-    a->rest.n_expected_load = cr_table_n_shards(t);
-    a->rest.expected_load = (double *)cr_table_expected_load(t);
-    a->rest.n_shards = cr_table_n_shards(t);
-    a->rest.admitted_rate_total = cr_table_admitted_rate_total(t);
-    a->rest.unadmitted_rate_total = cr_table_unadmitted_rate_total(t);
-    a->rest.imbalance = cr_table_imbalance(t);
+    size_t len = placement_len(p, shards_len(t, p, one_byte));
+    return 1 + varint_len(len) + len;
 }
 
-static size_t table_len(const cr_plan_answer *a)
+/* The placements' bytes as SAMPLE of them spread over the table tell (its
+ * first are the hottest, and widest), and a quarter more, and 4 KiB: short
+ * now and then (the buffer grows), never far over. */
+static size_t estimate(const cr_table *t, size_t n, int one_byte)
 {
-    return a->placements + protobuf_c_message_get_packed_size(&a->rest.base);
-}
-
-size_t cr_plan_answer_size(const cr_plan_answer *a)
-{
-    size_t table = table_len(a), churn = protobuf_c_message_get_packed_size(&a->churn.base);
-    return 1 + varint_len(table) + table + 1 + varint_len(churn) + churn;
+    size_t step = n / SAMPLE + 1, seen = 0, bytes = 0;
+    for (size_t i = 0; i < n; i += step, seen++)
+        bytes += framed_len(t, cr_table_placement(t, i), one_byte);
+    size_t all = seen ? bytes * n / seen : 0;
+    return all + all / 4 + 4096;
 }
 
 static uint8_t *put_shards(uint8_t *p, const uint32_t *s, uint32_t kb, int one_byte)
@@ -125,20 +138,103 @@ static uint8_t *put_placement(uint8_t *p, const cr_table *t, const cr_placement 
     return p;
 }
 
+/* a's buffer with room for need bytes at *p (moved with it): grown by a
+ * half when short. 0, or -1 out of memory (a's buffer as it was). */
+static int reserve(cr_plan_answer *a, uint8_t **p, size_t need)
+{
+    size_t used = (size_t)(*p - a->buf), cap = used + need + (used + need) / 2;
+    if (a->cap - used >= need)
+        return 0;
+    uint8_t *b = realloc(a->buf, cap);
+    if (!b)
+        return -1;
+    a->buf = b;
+    a->cap = cap;
+    *p = b + used;
+    return 0;
+}
+
+static int put_placements(cr_plan_answer *a)
+{
+    const cr_table *t = a->table;
+    size_t n = cr_table_n_placements(t);
+    int one_byte = one_byte_ids(t);
+    uint8_t *p = a->buf + a->head;
+    for (size_t i = 0; i < n; i++) {
+        const cr_placement *pl = cr_table_placement(t, i);
+        if (reserve(a, &p, PLACEMENT_MAX(pl->kb)) != 0)
+            return -1;
+        p = put_placement(p, t, pl, one_byte);
+    }
+    a->placements = (size_t)(p - a->buf) - a->head;
+    return 0;
+}
+
+int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t first_cap)
+{
+    *a = (cr_plan_answer){.table = t};
+    cacheroute__v1__routing_table__init(&a->rest);
+    cacheroute__v1__plan_churn__init(&a->churn);
+    a->rest.n_expected_load = cr_table_n_shards(t);
+    a->rest.expected_load = (double *)cr_table_expected_load(t);
+    a->rest.n_shards = cr_table_n_shards(t);
+    a->rest.admitted_rate_total = cr_table_admitted_rate_total(t);
+    a->rest.unadmitted_rate_total = cr_table_unadmitted_rate_total(t);
+    a->rest.imbalance = cr_table_imbalance(t);
+    size_t est = estimate(t, cr_table_n_placements(t), one_byte_ids(t));
+    /* The table's key and length as wide as the estimate's: finish moves
+     * the placements when the real one is not (a table near 2 KiB, 2 MiB). */
+    a->head = 1 + varint_len(est + protobuf_c_message_get_packed_size(&a->rest.base));
+    a->cap = first_cap > a->head ? first_cap : a->head + est;
+    if (!(a->buf = malloc(a->cap)) || put_placements(a) != 0) {
+        cr_plan_answer_free(a);
+        return -1;
+    }
+    return 0;
+}
+
+static size_t table_len(const cr_plan_answer *a)
+{
+    return a->placements + protobuf_c_message_get_packed_size(&a->rest.base);
+}
+
+size_t cr_plan_answer_size(const cr_plan_answer *a)
+{
+    size_t table = table_len(a), churn = protobuf_c_message_get_packed_size(&a->churn.base);
+    return 1 + varint_len(table) + table + 1 + varint_len(churn) + churn;
+}
+
 /* PlanResponse { table = 1; churn = 2 }, and in the table placements
  * (field 1) first, where protobuf-c puts them too. */
-size_t cr_plan_answer_pack(const cr_plan_answer *a, uint8_t *buf)
+uint8_t *cr_plan_answer_finish(cr_plan_answer *a, size_t *len)
 {
-    uint8_t *p = buf;
+    size_t table = table_len(a), churn = protobuf_c_message_get_packed_size(&a->churn.base);
+    size_t head = 1 + varint_len(table);
+    size_t used = a->head + a->placements;
+    uint8_t *p = a->buf + used, *b;
+    *len = cr_plan_answer_size(a);
+    if (*len > a->cap && reserve(a, &p, *len - used) != 0) {
+        cr_plan_answer_free(a);
+        return NULL;
+    }
+    b = a->buf;
+    if (head != a->head)
+        memmove(b + head, b + a->head, a->placements);
+    p = b;
     *p++ = KEY_LEN(1);
-    p = put_varint(p, table_len(a));
-    size_t n = cr_table_n_placements(a->table);
-    int one_byte = one_byte_ids(a->table);
-    for (size_t i = 0; i < n; i++)
-        p = put_placement(p, a->table, cr_table_placement(a->table, i), one_byte);
+    p = put_varint(p, table) + a->placements;
     p += protobuf_c_message_pack(&a->rest.base, p);
     *p++ = KEY_LEN(2);
-    p = put_varint(p, protobuf_c_message_get_packed_size(&a->churn.base));
-    p += protobuf_c_message_pack(&a->churn.base, p);
-    return (size_t)(p - buf);
+    p = put_varint(p, churn);
+    protobuf_c_message_pack(&a->churn.base, p);
+    a->buf = NULL;
+    a->cap = 0;
+    return b;
+}
+
+void cr_plan_answer_free(cr_plan_answer *a)
+{
+    free(a->buf);
+    a->buf = NULL;
+    a->cap = 0;
 }

@@ -3,9 +3,13 @@
  * Placement message per admitted session. protobuf-c would need 56 bytes
  * of message and a pointer per placement, and walks a nested repeated field
  * three times (sizing the whole, then each entry again as it packs it);
- * here one pass over the placements sizes them and one more writes them,
- * neither with a branch on an owner's width (a hash: 9 or 10 bytes at
- * random). */
+ * here one pass over the placements writes them, sizing each as it goes,
+ * with no branch on an owner's width (a hash: 9 or 10 bytes at random).
+ *
+ * The buffer is sized from a sample of the placements, grown when that
+ * was short, and holds at most the answer and a quarter more (plus 4 KiB)
+ * when it was not: the core refuses a plan whose answer could pass the
+ * message limit before it is placed, so that bounds it too. */
 #ifndef CR_PLAN_ANSWER_H
 #define CR_PLAN_ANSWER_H
 
@@ -15,30 +19,34 @@
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "planner.h"
 
-/* Bytes a buffer holds past the answer for cr_plan_answer_pack, which
- * stores an owner's 10 possible bytes at once and moves on by its width. */
-#define CR_PLAN_ANSWER_SLACK 16
-
 typedef struct cr_plan_answer {
     const cr_table *table;
+    uint8_t *buf;      /* malloc'd: the answer as written so far, or NULL */
+    size_t cap;        /* bytes of buf */
+    size_t head;       /* where the placements start: room left for the table's key and length */
     size_t placements; /* bytes of the placements field, every entry framed */
     /* The rest, for the caller to fill in (generation, churn) before sizing
-     * and again before packing: the table's other fields are set here. */
+     * and before finishing: the table's other fields are set here. */
     Cacheroute__V1__RoutingTable rest; /* every field but placements */
     Cacheroute__V1__PlanChurn churn;
 } cr_plan_answer;
 
-/* Points a at t (which must outlive it), sizes every placement and fills
- * rest from t; churn and generation are 0. O(placements), no allocation. */
-void cr_plan_answer_init(cr_plan_answer *a, const cr_table *t);
+/* Points a at t (which must outlive it), writes t's placements into a new
+ * buffer and fills rest from t; churn and generation are 0. first_cap is
+ * the buffer's first size in bytes, or 0 for one estimated from a sample
+ * of the placements (a test passes a small one to make it grow).
+ * O(placements). Returns 0, or -1 out of memory (a then holds nothing). */
+int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t first_cap);
 
 /* The PlanResponse's packed size with a's rest and churn as they are now. */
 size_t cr_plan_answer_size(const cr_plan_answer *a);
 
-/* Writes the PlanResponse into buf, which holds at least
- * cr_plan_answer_size(a) + CR_PLAN_ANSWER_SLACK bytes, or that of one
- * whose rest and churn numbers were each at least as large; returns the
- * bytes written (the answer's; the slack past them holds garbage). */
-size_t cr_plan_answer_pack(const cr_plan_answer *a, uint8_t *buf);
+/* The whole PlanResponse, with a's rest and churn as they are now, in a
+ * malloc'd buffer for the caller to free, *len bytes; NULL when out of
+ * memory. Either way a holds nothing after (as cr_plan_answer_free). */
+uint8_t *cr_plan_answer_finish(cr_plan_answer *a, size_t *len);
+
+/* Frees what a holds (an unfinished answer); a may be freed again. */
+void cr_plan_answer_free(cr_plan_answer *a);
 
 #endif

@@ -2,8 +2,9 @@
  * is byte for byte what protobuf-c packs from the same PlanResponse: tables
  * with negative, zero and large owners, one shard and 300 (two-byte ids),
  * preferred shard 0 and not, no placement at all, owners of every varint
- * width at 128 shards (one-byte ids) and 129, and generation and churn
- * from 0 to UINT64_MAX; its size is the packed size. */
+ * width at 128 shards (one-byte ids) and 129, a table's length narrower
+ * than estimated, buffers grown from 1 byte, and generation and churn from
+ * 0 to UINT64_MAX; its size is the packed size. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,16 +44,33 @@ static uint8_t *reference(const cr_plan_answer *a, size_t *len)
     return out;
 }
 
-static void same_bytes(const cr_plan_answer *a)
+/* The numbers install and churn fill in. */
+typedef struct numbers {
+    uint64_t generation, moved, in, out, compared;
+} numbers;
+
+/* t's answer with n, written into a buffer of first_cap bytes first,
+ * against protobuf-c's; returns its size. */
+static size_t same_bytes(const cr_table *t, size_t first_cap, numbers n)
 {
-    size_t ref_len, size = cr_plan_answer_size(a);
-    uint8_t *ref = reference(a, &ref_len);
-    uint8_t *ours = malloc(size + CR_PLAN_ANSWER_SLACK);
+    cr_plan_answer a;
+    CU_ASSERT_EQUAL_FATAL(cr_plan_answer_init(&a, t, first_cap), 0);
+    a.rest.generation = n.generation;
+    a.churn.moved = n.moved;
+    a.churn.admitted_in = n.in;
+    a.churn.admitted_out = n.out;
+    a.churn.compared_generation = n.compared;
+    size_t ref_len, len = 0, size = cr_plan_answer_size(&a);
+    uint8_t *ref = reference(&a, &ref_len);
+    uint8_t *ours = cr_plan_answer_finish(&a, &len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ours);
+    CU_ASSERT_PTR_NULL(a.buf); /* given away */
     CU_ASSERT_EQUAL(size, ref_len);
-    CU_ASSERT_EQUAL(cr_plan_answer_pack(a, ours), ref_len);
+    CU_ASSERT_EQUAL(len, ref_len);
     CU_ASSERT(memcmp(ours, ref, ref_len) == 0);
     free(ref);
     free(ours);
+    return size;
 }
 
 /* n sessions with owners from owner_of, rates spread so that some need one
@@ -82,24 +100,24 @@ static int64_t widths(size_t i)
     return (int64_t)(i % 2 ? hi - i / 20 : lo + i / 20);
 }
 
+/* Every table with its buffer sized from the sample, and started at 1
+ * and 64 bytes (grown many times), with 0, small and widest numbers. */
 static void check_table(cr_table *t)
 {
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    cr_plan_answer a;
-    cr_plan_answer_init(&a, t);
-    same_bytes(&a);
-    a.rest.generation = 1;
-    a.churn.admitted_in = 300;
-    same_bytes(&a);
-    a.rest.generation = UINT64_MAX;
-    a.churn.moved = a.churn.admitted_in = a.churn.admitted_out = UINT64_MAX;
-    a.churn.compared_generation = UINT64_MAX;
-    size_t widest = cr_plan_answer_size(&a);
-    same_bytes(&a);
-    a.rest.generation = 7;
-    a.churn.moved = 0;
-    CU_ASSERT(cr_plan_answer_size(&a) <= widest); /* what the handler relies on */
-    same_bytes(&a);
+    static const size_t caps[] = {0, 1, 64};
+    const uint64_t M = UINT64_MAX;
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        same_bytes(t, caps[i], (numbers){0, 0, 0, 0, 0});
+        same_bytes(t, caps[i], (numbers){1, 0, 300, 0, 0});
+        size_t widest = same_bytes(t, caps[i], (numbers){M, M, M, M, M});
+        /* what the handler relies on: its bound is the widest size */
+        CU_ASSERT(same_bytes(t, caps[i], (numbers){7, 0, M, M, 5}) <= widest);
+    }
+    cr_plan_answer a; /* written, never finished */
+    CU_ASSERT_EQUAL_FATAL(cr_plan_answer_init(&a, t, 0), 0);
+    cr_plan_answer_free(&a);
+    cr_plan_answer_free(&a);
     cr_table_free(t);
 }
 
@@ -107,6 +125,9 @@ static void test_mixed_owners(void) { check_table(plan(5000, 64, mixed)); }
 static void test_small_owners_many_shards(void) { check_table(plan(3000, 300, small)); }
 static void test_one_shard(void) { check_table(plan(100, 1, small)); }
 static void test_empty(void) { check_table(plan(0, 8, small)); }
+/* A table under 128 bytes: its length one byte, narrower than the
+ * estimate's (the placements move). */
+static void test_few(void) { check_table(plan(5, 1, small)); }
 /* The last table of one-byte shard ids, and the first with two. */
 static void test_owner_widths(void)
 {
@@ -119,6 +140,7 @@ static const cr_test_case ANSWER[] = {
     {"owner 0, two-byte shard ids", test_small_owners_many_shards},
     {"one shard (preferred 0 everywhere)", test_one_shard},
     {"no placement", test_empty},
+    {"a few placements, the table's length one byte", test_few},
     {"owners of every width, 128 and 129 shards", test_owner_widths},
     {NULL, NULL},
 };
