@@ -89,6 +89,18 @@ static int is_scalar(const ProtobufCFieldDescriptor *fd)
            fd->type != PROTOBUF_C_TYPE_MESSAGE;
 }
 
+/* Past a run of fields keyed key (one byte, wire type 2) of a one-byte
+ * length each, counted into *n: what cr_wire_next would read of them, in
+ * a tighter loop (a million small messages in a Plan's rates). */
+static const uint8_t *skip_short(const uint8_t *p, const uint8_t *end, uint8_t key, size_t *n)
+{
+    while (end - p >= 2 && p[0] == key && p[1] < 0x80 && end - p - 2 >= p[1]) {
+        p += 2 + p[1];
+        ++*n;
+    }
+    return p;
+}
+
 size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
                      const char *field)
 {
@@ -96,7 +108,10 @@ size_t cr_wire_count(const ProtobufCMessageDescriptor *d, const uint8_t *data, s
     const uint8_t *p = data, *end = data + len;
     size_t n = 0;
     cr_wire_field f;
-    while (fd && cr_wire_next(&p, end, &f) == 1) {
+    int short_runs = fd && !is_scalar(fd) && fd->id < 16; /* each occurrence counts 1 */
+    uint8_t key = short_runs ? (uint8_t)(fd->id << 3 | 2) : 0;
+    while (fd && (!short_runs || (p = skip_short(p, end, key, &n)) < end) &&
+           cr_wire_next(&p, end, &f) == 1) {
         if (f.number == fd->id)
             n += f.type == 2 && is_scalar(fd) ? packed_count(fd, &f) : 1;
     }

@@ -92,6 +92,8 @@ static int compare(const uint8_t *b, size_t n)
                              : NULL;
     if (rc == 0)
         CU_ASSERT_EQUAL(!r, !whole);
+    if (whole) /* the count the handler refuses by, and sizes out by */
+        CU_ASSERT_EQUAL(max, whole->n_rates);
     if (r && whole) {
         CU_ASSERT_EQUAL(out.n, whole->n_rates);
         for (size_t i = 0; i < out.n && i < whole->n_rates; i++) {
@@ -439,6 +441,8 @@ static int compare_varints(const uint8_t *b, size_t n)
                 : NULL;
     if (rc == 0)
         CU_ASSERT_EQUAL(!r, !whole);
+    if (whole)
+        CU_ASSERT_EQUAL(max, whole->n_owners);
     if (r && whole) {
         CU_ASSERT_EQUAL(out.n, whole->n_owners);
         CU_ASSERT(out.n != whole->n_owners || out.n == 0 ||
