@@ -16,9 +16,14 @@
 /* Placements sampled to size the buffer. */
 #define SAMPLE 1024
 
+/* Bytes of a varint by its value's leading zero bits: 7 bits a byte. */
+static const uint8_t BYTES_BY_CLZ[64] = {
+    10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5,
+    5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1};
+
 static size_t varint_len(uint64_t v)
 {
-    return (size_t)(70 - __builtin_clzll(v | 1)) / 7; /* 7 bits a byte, at least 1 */
+    return BYTES_BY_CLZ[__builtin_clzll(v | 1)];
 }
 
 static uint8_t *put_varint(uint8_t *p, uint64_t v)
