@@ -13,10 +13,13 @@ cr_planner_plan) and then M Plan calls over loopback to each SIDECAR
 and a busy spell hits all of them (give a build before and one after a
 change to compare them). The client sends pre-encoded bytes and keeps the answer's
 bytes (no Python protobuf on either side of the timing). Prints each
-round's library time and each sidecar's wire time, ratio, CPU seconds and
-minor page faults per call, then per sidecar the best of each and the per-round ratios.
+round's library time and each sidecar's wire time, ratio, the answer's
+sha256 (its first 16 hex digits), CPU seconds and minor page faults per
+call, then per sidecar the best of each and the per-round ratios, and
+whether every answer was the same bytes (exit status 1 when not).
 Figures and dates: bench/README.md, "Plan over the wire"."""
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -94,20 +97,19 @@ def minor_faults(pid):
 
 
 def wire_ms(call, body, calls, pid):
-    """Best wall time of calls Plan calls, the answer's size, the sidecar's
-    CPU time per call (all its threads: less sensitive to a shared machine
-    than wall time, though not to a shared cache) and its page faults per
-    call."""
+    """Best wall time of calls Plan calls, the answer's size and sha256
+    prefix, the sidecar's CPU time per call (all its threads: less
+    sensitive to a shared machine than wall time, though not to a shared
+    cache) and its page faults per call."""
     best = float("inf")
-    size = 0
+    answer = b""
     c0, f0 = cpu_s(pid), minor_faults(pid)
     for _ in range(calls):
         t0 = time.perf_counter()
         answer = call(body, timeout=300)
         best = min(best, time.perf_counter() - t0)
-        size = len(answer)
-    return (best * 1e3, size, (cpu_s(pid) - c0) / calls * 1e3,
-            (minor_faults(pid) - f0) / calls)
+    return (best * 1e3, len(answer), hashlib.sha256(answer).hexdigest()[:16],
+            (cpu_s(pid) - c0) / calls * 1e3, (minor_faults(pid) - f0) / calls)
 
 
 class Sidecar:
@@ -121,6 +123,7 @@ class Sidecar:
                                                  ("grpc.max_receive_message_length", -1)])
         self.call = self.ch.unary_unary(PLAN)
         self.wires = []
+        self.digests = set()
 
     def close(self):
         self.ch.close()
@@ -158,16 +161,21 @@ def main():
             libs.append(lib)
             print("round %d: library %.1f ms" % (k + 1, lib), flush=True)
             for s in sidecars:
-                wire, size, cpu, faults = wire_ms(s.call, body, a.calls, s.p.pid)
+                wire, size, digest, cpu, faults = wire_ms(s.call, body, a.calls, s.p.pid)
                 s.wires.append(wire)
-                print("  %s: wire %.1f ms (answer %d bytes, sidecar CPU %.1f ms/call, "
+                s.digests.add(digest)
+                print("  %s: wire %.1f ms (answer %d bytes, sha256 %s, sidecar CPU %.1f ms/call, "
                       "%.0f page faults/call), wire/library %.2f"
-                      % (s.binary, wire, size, cpu, faults, wire / lib), flush=True)
+                      % (s.binary, wire, size, digest, cpu, faults, wire / lib), flush=True)
     finally:
         for s in sidecars:
             s.close()
     for s in sidecars:
         summary(s.binary, libs, s.wires)
+    digests = set().union(*(s.digests for s in sidecars))
+    print("answers: %s" % ("the same bytes from every sidecar" if len(digests) == 1 else
+                           "DIFFERENT bytes: %s" % ", ".join(sorted(digests))))
+    return 0 if len(digests) == 1 else 1
 
 
 if __name__ == "__main__":

@@ -114,6 +114,26 @@ class PlanTest(h.SidecarTestCase):
         t = P.cr.PlanResponse.FromString(raw).table
         self.assertEqual(h.bits(h.table_dict(t)), want)
 
+    def test_large_answer_bytes_are_canonical(self):
+        # Thousands of placements, owners of every varint width (hashes, half
+        # negative), one-byte shard ids (64 shards) and two-byte ones (200),
+        # Zipf rates so the first placements are the widest: the answer the
+        # sidecar writes itself (server/plan_answer.c) is byte for byte the
+        # canonical encoding of what it decodes to, and the library's plan.
+        owners = list(dict.fromkeys(h.splitmix64(i) >> (i % 64) for i in range(20000)))
+        n = len(owners)  # distinct: the widest shifts leave small duplicates
+        rates = [(o - (1 << 64) if o >> 63 else o, 4000.0 / (i + 1))
+                 for i, o in enumerate(owners)]
+        for R in (64, 200):
+            with self.subTest(R=R):
+                body = h.plan_request(rates=rates, config=(R, 10.0, 1e12)).SerializeToString()
+                raw = h.raw_call(self.sidecar.channel(), h.SERVICE + "Plan", body)
+                answer = P.cr.PlanResponse.FromString(raw)
+                self.assertEqual(len(answer.table.placements), n)
+                self.assertEqual(raw, answer.SerializeToString())
+                self.assertEqual(h.bits(h.table_dict(answer.table)),
+                                 h.bits(h.plan_dump(R, 10.0, 1e12, rates)))
+
     def test_default_config_is_8_50_200(self):
         sc = self.start_sidecar()
         rates = [(i, float(i)) for i in range(1, 30)]
