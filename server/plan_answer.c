@@ -188,9 +188,9 @@ int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t first_cap)
     a->rest.imbalance = cr_table_imbalance(t);
     size_t est = estimate(t, cr_table_n_placements(t), one_byte_ids(t));
     /* The table's key and length as wide as the estimate's: finish moves
-     * the placements when the real one is not (a table near 2 KiB, 2 MiB). */
+     * the placements when the real one is not (a table near 16 KiB or 2 MiB). */
     a->head = 1 + varint_len(est + protobuf_c_message_get_packed_size(&a->rest.base));
-    a->cap = first_cap > a->head ? first_cap : a->head + est;
+    a->cap = !first_cap ? a->head + est : first_cap > a->head ? first_cap : a->head;
     if (!(a->buf = malloc(a->cap)) || put_placements(a) != 0) {
         cr_plan_answer_free(a);
         return -1;
