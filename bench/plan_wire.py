@@ -2,7 +2,7 @@
 """Plan over the wire against the library's own time, on the same rates.
 
     bench/plan_wire.py PLANNER_BENCH SIDECAR [SIDECAR ...] [--sessions N]
-                       [--shards R] [--rounds K] [--calls M]
+                       [--shards R] [--rounds K] [--calls M] [--save-request PATH]
 
 The rates are planner_bench's (Zipf(1) over N sessions with qcap 10 and a
 budget that admits all, owners cr_mix64(i), shuffled with the same seeded
@@ -142,7 +142,10 @@ def summary(name, libs, wires):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("planner_bench")
-    ap.add_argument("sidecars", nargs="+", help="one or more sidecar binaries, interleaved")
+    ap.add_argument("sidecars", nargs="*", help="one or more sidecar binaries, interleaved")
+    ap.add_argument("--save-request", metavar="PATH",
+                    help="write the request's bytes to PATH (for bench/plan_parts.c); "
+                         "with no sidecar, only that")
     ap.add_argument("--sessions", type=int, default=1000000)
     ap.add_argument("--shards", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
@@ -150,6 +153,11 @@ def main():
     a = ap.parse_args()
     body = plan_request(sessions(a.sessions, a.shards), a.shards)
     print("request %d bytes, %d sessions, %d shards" % (len(body), a.sessions, a.shards))
+    if a.save_request:
+        with open(a.save_request, "wb") as f:
+            f.write(body)
+    if not a.sidecars:
+        return 0 if a.save_request else "no sidecar given (and no --save-request)"
     sidecars = []
     libs = []
     try:
