@@ -76,7 +76,7 @@ static void widest(cr_plan_answer *m, int install)
 static int plan_fits(void *ctx, const cr_table *t, int install, cr_error *err)
 {
     plan_answer *a = ctx;
-    if (cr_plan_answer_init(&a->m, t, 0) != 0) {
+    if (cr_plan_answer_init(&a->m, t, a->max) != 0) {
         cr_fail(err, CR_ENOMEM, "out of memory encoding the plan");
         cr_reply_core_error(a->out, CR_ENOMEM, err);
         return -1;

@@ -13,8 +13,10 @@
  * the shards' key and length 6 and 5 a shard, the preferred one 6 (room
  * for put_varint_wide's 10 bytes, too). */
 #define PLACEMENT_MAX(kb) (29 + 5 * (size_t)(kb))
-/* Placements sampled to size the buffer. */
+/* Placements sampled to size the buffer, and bytes it holds over the
+ * estimate (and may over the answer). */
 #define SAMPLE 1024
+#define SPARE 4096
 
 /* Bytes of a varint by its value's leading zero bits: 7 bits a byte. */
 static const uint8_t BYTES_BY_CLZ[64] = {
@@ -101,15 +103,16 @@ static size_t framed_len(const cr_table *t, const cr_placement *p, int one_byte)
 }
 
 /* The placements' bytes as SAMPLE of them spread over the table tell (its
- * first are the hottest, and widest), and a quarter more, and 4 KiB: short
- * now and then (the buffer grows), never far over. */
+ * first are the hottest, and widest), and a quarter more, and SPARE: short
+ * now and then (the buffer grows), seldom far over (a table whose first
+ * few hold thousands of shards each; finish gives the excess back). */
 static size_t estimate(const cr_table *t, size_t n, int one_byte)
 {
     size_t step = n / SAMPLE + 1, seen = 0, bytes = 0;
     for (size_t i = 0; i < n; i += step, seen++)
         bytes += framed_len(t, cr_table_placement(t, i), one_byte);
     size_t all = seen ? bytes * n / seen : 0;
-    return all + all / 4 + 4096;
+    return all + all / 4 + SPARE;
 }
 
 static uint8_t *put_shards(uint8_t *p, const uint32_t *s, uint32_t kb, int one_byte)
@@ -175,7 +178,7 @@ static int put_placements(cr_plan_answer *a)
     return 0;
 }
 
-int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t first_cap)
+int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t max_first)
 {
     *a = (cr_plan_answer){.table = t};
     cacheroute__v1__routing_table__init(&a->rest);
@@ -190,7 +193,7 @@ int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t first_cap)
     /* The table's key and length as wide as the estimate's: finish moves
      * the placements when the real one is not (a table near 16 KiB or 2 MiB). */
     a->head = 1 + varint_len(est + protobuf_c_message_get_packed_size(&a->rest.base));
-    a->cap = !first_cap ? a->head + est : first_cap > a->head ? first_cap : a->head;
+    a->cap = a->head + (est < max_first ? est : max_first);
     if (!(a->buf = malloc(a->cap)) || put_placements(a) != 0) {
         cr_plan_answer_free(a);
         return -1;
@@ -232,6 +235,13 @@ uint8_t *cr_plan_answer_finish(cr_plan_answer *a, size_t *len)
     *p++ = KEY_LEN(2);
     p = put_varint(p, churn);
     protobuf_c_message_pack(&a->churn.base, p);
+    /* An estimate far over is not kept; one a little over is: shrunk, the
+     * buffer would lower glibc's mmap threshold below the next one's size,
+     * which would then be a fresh mapping to fault in (7.7 -> 15 ms). */
+    if (a->cap - *len > *len + SPARE) {
+        uint8_t *fit = realloc(b, *len);
+        b = fit ? fit : b;
+    }
     a->buf = NULL;
     a->cap = 0;
     return b;

@@ -6,10 +6,11 @@
  * here one pass over the placements writes them, sizing each as it goes,
  * with no branch on an owner's width (a hash: 9 or 10 bytes at random).
  *
- * The buffer is sized from a sample of the placements, grown when that
- * was short, and holds at most the answer and a quarter more (plus 4 KiB)
- * when it was not: the core refuses a plan whose answer could pass the
- * message limit before it is placed, so that bounds it too. */
+ * The buffer is sized from a sample of the placements (a quarter over,
+ * plus 4 KiB), at most the caller's max_first bytes at first (the message
+ * limit: the core refuses a plan whose answer could pass it before it is
+ * placed), and grown by half whenever short; the answer finished holds at
+ * most twice its size and 4 KiB. */
 #ifndef CR_PLAN_ANSWER_H
 #define CR_PLAN_ANSWER_H
 
@@ -32,11 +33,12 @@ typedef struct cr_plan_answer {
 } cr_plan_answer;
 
 /* Points a at t (which must outlive it), writes t's placements into a new
- * buffer and fills rest from t; churn and generation are 0. first_cap is
- * the buffer's first size in bytes, or 0 for one estimated from a sample
- * of the placements (a test passes a small one to make it grow).
- * O(placements). Returns 0, or -1 out of memory (a then holds nothing). */
-int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t first_cap);
+ * buffer and fills rest from t; churn and generation are 0. The buffer's
+ * first size is estimated from a sample of the placements, at most
+ * max_first bytes past the table's key and length (a test passes a small
+ * one to make it grow). O(placements). Returns 0, or -1 out of memory (a
+ * then holds nothing). */
+int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t max_first);
 
 /* The PlanResponse's packed size with a's rest and churn as they are now. */
 size_t cr_plan_answer_size(const cr_plan_answer *a);
