@@ -3,10 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Wire bytes, as protobuf's encoding defines them: a key is the field
- * number << 3 | the wire type (0 varint, 2 length-delimited). */
-#define KEY_VARINT(n) ((uint8_t)((n) << 3))
-#define KEY_LEN(n) ((uint8_t)((n) << 3 | 2))
+#include "pb_write.h"
+
 /* Shard ids below this are one varint byte each. */
 #define ONE_BYTE 128
 /* The most one placement of kb shards takes: key 1, length 5, owner 11,
@@ -17,26 +15,6 @@
  * estimate (and may over the answer). */
 #define SAMPLE 1024
 #define SPARE 4096
-
-/* Bytes of a varint by its value's leading zero bits: 7 bits a byte. */
-static const uint8_t BYTES_BY_CLZ[64] = {
-    10, 9, 9, 9, 9, 9, 9, 9, 8, 8, 8, 8, 8, 8, 8, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, 6, 5, 5, 5,
-    5, 5, 5, 5, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1};
-
-static size_t varint_len(uint64_t v)
-{
-    return BYTES_BY_CLZ[__builtin_clzll(v | 1)];
-}
-
-static uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
-}
 
 /* The low 56 bits of v spread 7 to a byte, the inverse of a varint
  * decoder's gather: in three shifts by masks rather than a byte loop. */
