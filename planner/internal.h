@@ -51,11 +51,12 @@ size_t cr_table_index_build(cr_table_index *ix, const cr_placement *p, size_t n,
 const cr_table_slot *cr_table_index_find(const cr_table_index *ix, int64_t owner);
 /* Starts loading owner's home slot, for a find some iterations later. */
 void cr_table_index_prefetch(const cr_table_index *ix, int64_t owner);
-/* out[j] = cr_table_index_find(ix, owners[j]) for j < n, the home slots
- * of the next CR_TABLE_INDEX_AHEAD owners loading while one is probed. */
-#define CR_TABLE_INDEX_AHEAD 16
-void cr_table_index_find_many(const cr_table_index *ix, const int64_t *owners, size_t n,
-                              const cr_table_slot **out);
+/* The most owners cr_table_index_find_group takes at once. */
+#define CR_TABLE_INDEX_GROUP 32
+/* out[j] = cr_table_index_find(ix, owners[j]) for j < n <=
+ * CR_TABLE_INDEX_GROUP, every home slot loading before any is read. */
+void cr_table_index_find_group(const cr_table_index *ix, const int64_t *owners, size_t n,
+                               const cr_table_slot **out);
 
 struct cr_table {
     uint32_t n_shards;

@@ -93,16 +93,24 @@ const cr_placement *cr_table_find(const cr_table *t, int64_t owner)
     return s ? &t->placements[s->pos1 - 1] : NULL;
 }
 
-/* Lookups go in groups of this many: their slots fit on the stack. */
-#define GROUP 256
+/* slots[j] = owners[j]'s index slot (NULL: not admitted) for j < n <=
+ * CR_TABLE_INDEX_GROUP. */
+static void find_group(const cr_table *t, const int64_t *owners, size_t n,
+                       const cr_table_slot **slots)
+{
+    if (n == 1) /* the common RPC: nothing to overlap, so no staging */
+        slots[0] = cr_table_index_find(&t->index, owners[0]);
+    else
+        cr_table_index_find_group(&t->index, owners, n, slots);
+}
 
 void cr_table_find_batch(const cr_table *t, const int64_t *owners, size_t n,
                          const cr_placement **out)
 {
-    const cr_table_slot *slots[GROUP];
-    for (size_t i = 0; i < n; i += GROUP) {
-        size_t m = n - i < GROUP ? n - i : GROUP;
-        cr_table_index_find_many(&t->index, owners + i, m, slots);
+    const cr_table_slot *slots[CR_TABLE_INDEX_GROUP];
+    for (size_t i = 0; i < n; i += CR_TABLE_INDEX_GROUP) {
+        size_t m = n - i < CR_TABLE_INDEX_GROUP ? n - i : CR_TABLE_INDEX_GROUP;
+        find_group(t, owners + i, m, slots);
         for (size_t j = 0; j < m; j++)
             out[i + j] = slots[j] ? &t->placements[slots[j]->pos1 - 1] : NULL;
     }
@@ -111,10 +119,10 @@ void cr_table_find_batch(const cr_table *t, const int64_t *owners, size_t n,
 void cr_table_preferred_batch(const cr_table *t, const int64_t *owners, size_t n,
                               uint32_t *out)
 {
-    const cr_table_slot *slots[GROUP];
-    for (size_t i = 0; i < n; i += GROUP) {
-        size_t m = n - i < GROUP ? n - i : GROUP;
-        cr_table_index_find_many(&t->index, owners + i, m, slots);
+    const cr_table_slot *slots[CR_TABLE_INDEX_GROUP];
+    for (size_t i = 0; i < n; i += CR_TABLE_INDEX_GROUP) {
+        size_t m = n - i < CR_TABLE_INDEX_GROUP ? n - i : CR_TABLE_INDEX_GROUP;
+        find_group(t, owners + i, m, slots);
         for (size_t j = 0; j < m; j++)
             out[i + j] = slots[j] ? slots[j]->shard : CR_TABLE_NO_SHARD;
     }

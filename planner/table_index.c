@@ -60,16 +60,16 @@ void cr_table_index_prefetch(const cr_table_index *ix, int64_t owner)
     __builtin_prefetch(&ix->slots[home(ix, owner)]);
 }
 
-void cr_table_index_find_many(const cr_table_index *ix, const int64_t *owners, size_t n,
-                              const cr_table_slot **out)
+void cr_table_index_find_group(const cr_table_index *ix, const int64_t *owners, size_t n,
+                               const cr_table_slot **out)
 {
-    enum { AHEAD = CR_TABLE_INDEX_AHEAD };
-    for (size_t j = 0; j < n && j < AHEAD; j++)
-        cr_table_index_prefetch(ix, owners[j]);
-    for (size_t j = 0; j < n; j++) { /* the loads stay AHEAD deep, with no drain between groups */
-        if (j + AHEAD < n)
-            cr_table_index_prefetch(ix, owners[j + AHEAD]);
-        const cr_table_slot *s = probe(ix, owners[j], home(ix, owners[j]));
+    size_t at[CR_TABLE_INDEX_GROUP];
+    for (size_t j = 0; j < n; j++) { /* every home slot on its way first */
+        at[j] = home(ix, owners[j]);
+        __builtin_prefetch(&ix->slots[at[j]]);
+    }
+    for (size_t j = 0; j < n; j++) {
+        const cr_table_slot *s = probe(ix, owners[j], at[j]);
         out[j] = s->pos1 ? s : NULL;
     }
 }
