@@ -40,40 +40,19 @@ static size_t find_chunk(const cr_installed *t, const cr_route *routes, size_t n
     return n;
 }
 
-/* owner's shard under the plan rule, preferred its placement's preferred
- * shard (CR_TABLE_NO_SHARD: none, or no table), over shards when it has
- * none; *admitted = whether it has one. */
-static uint32_t plan_shard(cr_core *c, uint32_t preferred, int64_t owner, uint32_t shards,
+/* owner's shard under the plan rule, p its placement (NULL: none), over
+ * shards when it has none; *admitted = whether it has one. */
+static uint32_t plan_shard(cr_core *c, const cr_placement *p, int64_t owner, uint32_t shards,
                            int *admitted)
 {
-    *admitted = preferred != CR_TABLE_NO_SHARD;
-    return *admitted ? preferred : cr_core_home_shard(c, owner, shards);
+    *admitted = p != NULL;
+    return p ? p->preferred_shard : cr_core_home_shard(c, owner, shards);
 }
 
 uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted)
 {
-    uint32_t preferred =
-        t ? cr_table_preferred_shard(t->table, owner, CR_TABLE_NO_SHARD) : CR_TABLE_NO_SHARD;
-    return plan_shard(c, preferred, owner, cr_core_shards(c, t), admitted);
-}
-
-/* preferred[i] = routes[i].owner's preferred shard under t
- * (CR_TABLE_NO_SHARD: none, or no table) for the first min(n, CHUNK)
- * routes, from the index alone; returns how many. */
-static size_t preferred_chunk(const cr_installed *t, const cr_route *routes, size_t n,
-                              uint32_t *preferred)
-{
-    int64_t owners[CHUNK];
-    n = n < CHUNK ? n : CHUNK;
-    if (!t) {
-        for (size_t i = 0; i < n; i++)
-            preferred[i] = CR_TABLE_NO_SHARD;
-        return n;
-    }
-    for (size_t i = 0; i < n; i++)
-        owners[i] = routes[i].owner;
-    cr_table_preferred_batch(t->table, owners, n, preferred);
-    return n;
+    const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
+    return plan_shard(c, p, owner, cr_core_shards(c, t), admitted);
 }
 
 struct cr_router {
@@ -285,12 +264,12 @@ void cr_core_route(cr_core *c, const cr_installed *t, const double *weights, cr_
     uint32_t shards = cr_core_shards(c, t);
     if (c->router && route_moving(c->router, t, shards, weights, routes, n, now) == 0)
         return;
-    uint32_t preferred[CHUNK];
+    const cr_placement *placed[CHUNK];
     for (size_t i = 0, m; i < n; i += m) {
-        m = preferred_chunk(t, routes + i, n - i, preferred);
+        m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++) {
             cr_route *r = &routes[i + j];
-            r->preferred_shard = plan_shard(c, preferred[j], r->owner, shards, &r->admitted);
+            r->preferred_shard = plan_shard(c, placed[j], r->owner, shards, &r->admitted);
         }
     }
 }

@@ -6,10 +6,9 @@
 #include "planner.h"
 
 /* Open-addressing index from owner id to a position in some array of records
- * that each start with an int64 owner (stride bytes apart), for the
- * duplicate checks over a plan's input. A slot holds position + 1 in its
- * low bits (pos_mask) and a tag of the owner's hash in the others; 0 is
- * empty. Load factor <= 1/2, linear probing. */
+ * that each start with an int64 owner (stride bytes apart). A slot holds
+ * position + 1 in its low bits (pos_mask) and a tag of the owner's hash in
+ * the others; 0 is empty. Load factor <= 1/2, linear probing. */
 typedef struct cr_owner_index {
     uint32_t *slots;
     uint64_t mask;
@@ -25,38 +24,30 @@ void cr_owner_index_free(cr_owner_index *ix);
 /* Inserts position pos (whose owner is read from base); returns pos, or the
  * position already holding the same owner (nothing inserted then). */
 size_t cr_owner_index_insert(cr_owner_index *ix, size_t pos);
-
-/* A table's own index (table_index.c): owner -> placement position and
- * preferred shard, in the slot itself, so a lookup reads one slot. */
-typedef struct cr_table_slot {
-    int64_t owner;
-    uint32_t pos1;  /* the placement's position + 1; 0 marks an empty slot */
-    uint32_t shard; /* that placement's preferred_shard */
-} cr_table_slot;
-
-typedef struct cr_table_index {
-    cr_table_slot *slots;
-    size_t cap;
-} cr_table_index;
-
-/* An empty index with room for n owners (n < 2^32 - 1). */
-cr_status cr_table_index_init(cr_table_index *ix, size_t n);
-void cr_table_index_free(cr_table_index *ix);
-/* Puts p[0..n) in (after rule 7: their preferred shards are final);
- * SIZE_MAX, or the first i whose owner repeats, with *earlier the position
- * holding it (p[i..n) are not in the index then). */
-size_t cr_table_index_build(cr_table_index *ix, const cr_placement *p, size_t n,
-                            size_t *earlier);
-/* owner's slot, or NULL. */
-const cr_table_slot *cr_table_index_find(const cr_table_index *ix, int64_t owner);
-/* Starts loading owner's home slot, for a find some iterations later. */
-void cr_table_index_prefetch(const cr_table_index *ix, int64_t owner);
-/* The most owners cr_table_index_find_group takes at once. */
-#define CR_TABLE_INDEX_GROUP 32
-/* out[j] = cr_table_index_find(ix, owners[j]) for j < n <=
- * CR_TABLE_INDEX_GROUP, every home slot loading before any is read. */
-void cr_table_index_find_group(const cr_table_index *ix, const int64_t *owners, size_t n,
-                               const cr_table_slot **out);
+/* Position of owner, or SIZE_MAX. */
+size_t cr_owner_index_find(const cr_owner_index *ix, int64_t owner);
+/* For a batch of finds: start loading what finding owner will read, the
+ * slot (stage 0, some iterations ahead) or the record the slot names
+ * (stage 1, once the slot has had time to arrive). Changes nothing. */
+void cr_owner_index_prefetch(const cr_owner_index *ix, int64_t owner, int stage);
+/* The most owners cr_owner_index_find_group takes at once. */
+#define CR_OWNER_INDEX_GROUP 32
+/* pos[j] = cr_owner_index_find(ix, owners[j]) for j < n <=
+ * CR_OWNER_INDEX_GROUP, with every home slot loaded before any is read,
+ * and every first candidate's record before any owner is compared. The
+ * owners are compared in records (stride bytes apart, each starting with
+ * the same owner as ix's record at the same position), so a caller that
+ * reads a larger record next can have the lookup read that one instead. */
+void cr_owner_index_find_group(const cr_owner_index *ix, const int64_t *owners, size_t n,
+                               size_t *pos, const void *records, size_t stride);
+/* Fills ix (just initialised, over other records) from another index of
+ * the same capacity and positions' width: a slot of from holding position p
+ * gets remap[p] (a position in ix's records + 1, or 0 for a record ix does
+ * not hold), and in each run of slots that lost a record the later ones are
+ * inserted again, so lookups find what plain inserts would. One pass over
+ * the slots instead of a random access per record. -1 when the capacities
+ * differ. */
+int cr_owner_index_remap(cr_owner_index *ix, const cr_owner_index *from, const uint32_t *remap);
 
 struct cr_table {
     uint32_t n_shards;
@@ -67,7 +58,12 @@ struct cr_table {
     double admitted_rate_total;
     double unadmitted_rate_total;
     double imbalance;
-    cr_table_index index; /* owner -> placement, preferred shard */
+    cr_owner_index index; /* owner -> placement */
+    int64_t *owners;      /* placements[i].owner at i: the index's records, 8 B
+                           * apart, so a replan's lookups (one per session)
+                           * read a compact array; a route's batch lookups
+                           * compare the placements' owners instead, the one
+                           * record a hit then reads */
 };
 
 /* ---- pieces of the plan shared by the fresh and the stable path ---- */
@@ -113,20 +109,16 @@ void cr_shard_heap_push(cr_shard_heap *h, uint32_t x);
  * of h, written to mine ascending; each gets share added to load. */
 void cr_plan_lpt(cr_shard_heap *h, double *load, uint32_t *mine, uint32_t kb, double share);
 /* Rule 7, plus each placement's preferred shard; cr_plan_finish adds the
- * owner index (CR_OK, or CR_ENOMEM). */
+ * owner index. */
 void cr_plan_rule7(cr_table *t);
 cr_status cr_plan_finish(cr_table *t);
-/* t's owner index over its placements (rule 7 done), as
- * cr_table_index_build gives it: SIZE_MAX, or the first repeat (*earlier
- * set); SIZE_MAX and *st CR_ENOMEM when out of memory, else *st CR_OK. */
-size_t cr_plan_index(cr_table *t, size_t *earlier, cr_status *st);
+/* t's owners array and an empty owner index over it. */
+cr_status cr_plan_index_init(cr_table *t);
 
-/* A plan's large arrays (placements, indexes, the sorted items): from
- * 2 MiB up a mapping of their own, so cr_plan_free gives the pages back at
- * once, with huge pages where the kernel grants them; malloc below. Free
- * with cr_plan_free only (NULL is a no-op). NULL when out of memory. */
-void *cr_plan_alloc(size_t bytes);
-void cr_plan_free(void *p);
+/* malloc for an array that lookups read at random (a table's placements,
+ * an index's slots): huge pages when it is large enough. free() frees it;
+ * NULL when out of memory. */
+void *cr_plan_alloc_lookup(size_t bytes);
 
 /* Shortest "%.{15,16,17}g" text that reads back as v. */
 void cr_fmt_double(char *buf, size_t len, double v);

@@ -87,19 +87,18 @@ double cr_plan_item_rate(const cr_plan_item *it)
 }
 
 /* Rules 2 and 3: the non-zero rates by decreasing rate, ties in input order
- * (the radix sort is stable). Returns an array of *m items (cr_plan_free),
- * or NULL. */
+ * (the radix sort is stable). Returns a malloc'd array of *m items, or NULL. */
 static cr_plan_item *order_by_rate(const cr_session_rate *rates, size_t n, size_t *m)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         k += rates[i].rate > 0;
     *m = k;
-    cr_plan_item *a = cr_plan_alloc((k ? k : 1) * sizeof *a);
-    cr_plan_item *tmp = cr_plan_alloc((k ? k : 1) * sizeof *tmp);
+    cr_plan_item *a = malloc((k ? k : 1) * sizeof *a);
+    cr_plan_item *tmp = malloc((k ? k : 1) * sizeof *tmp);
     if (!a || !tmp) {
-        cr_plan_free(a);
-        cr_plan_free(tmp);
+        free(a);
+        free(tmp);
         return NULL;
     }
     k = 0;
@@ -112,11 +111,11 @@ static cr_plan_item *order_by_rate(const cr_session_rate *rates, size_t n, size_
     }
     cr_plan_item *sorted = k ? cr_sort_records(a, tmp, k) : a;
     if (!sorted) {
-        cr_plan_free(a);
-        cr_plan_free(tmp);
+        free(a);
+        free(tmp);
         return NULL;
     }
-    cr_plan_free(sorted == a ? tmp : a);
+    free(sorted == a ? tmp : a);
     return sorted;
 }
 
@@ -272,21 +271,24 @@ void cr_plan_rule7(cr_table *t)
     }
 }
 
-size_t cr_plan_index(cr_table *t, size_t *earlier, cr_status *st)
+cr_status cr_plan_index_init(cr_table *t)
 {
-    *st = cr_table_index_init(&t->index, t->n_placements);
-    if (*st != CR_OK)
-        return SIZE_MAX;
-    return cr_table_index_build(&t->index, t->placements, t->n_placements, earlier);
+    size_t n = t->n_placements;
+    if (!(t->owners = cr_plan_alloc_lookup(n * sizeof *t->owners)))
+        return CR_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        t->owners[i] = t->placements[i].owner;
+    return cr_owner_index_init(&t->index, n, n, t->owners, sizeof *t->owners);
 }
 
 cr_status cr_plan_finish(cr_table *t)
 {
-    size_t earlier;
-    cr_status st;
     cr_plan_rule7(t);
-    cr_plan_index(t, &earlier, &st); /* owners are distinct: rule 1 checked them */
-    return st;
+    if (cr_plan_index_init(t) != CR_OK)
+        return CR_ENOMEM;
+    for (size_t i = 0; i < t->n_placements; i++)
+        cr_owner_index_insert(&t->index, i);
+    return CR_OK;
 }
 
 /* The table with room for m placements; shards come after admission. */
@@ -297,7 +299,7 @@ cr_table *cr_plan_table_alloc(uint32_t r, size_t m)
         return NULL;
     t->n_shards = r;
     t->load = malloc(r * sizeof *t->load);
-    t->placements = cr_plan_alloc(m * sizeof *t->placements);
+    t->placements = cr_plan_alloc_lookup(m * sizeof *t->placements);
     if (!t->load || !t->placements) {
         cr_table_free(t);
         return NULL;
@@ -354,7 +356,7 @@ cr_status cr_planner_plan_checked(const cr_planner_config *cfg, const cr_session
     size_gate gate = {check, ctx, err, 0};
     cr_plan_item *items = order_by_rate(rates, n, &m);
     cr_table *t = items ? build(cfg, items, m, &gate) : NULL;
-    cr_plan_free(items); /* before the owner index: it bounds the peak */
+    free(items); /* before the owner index: it bounds the peak */
     if (t && cr_plan_finish(t) != CR_OK) {
         cr_table_free(t);
         t = NULL;

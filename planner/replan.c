@@ -47,13 +47,13 @@
  * that becomes the admitted copy (16 B) and the placements (24 B) are the
  * peak, 56 B, during admission; before it the duplicate check adds a bit
  * per previous placement and at most 8 B per newcomer to the items, and
- * after it come the shard ids (4 B per slot) and a byte per placement,
- * and once the spare buffer is given back, the owner index (24 B per
- * placement). S5's per-shard lists (4 B per kept shard slot) exist only
- * when a shard is over B, after the sorted items are freed. Time: against
- * the fresh plan, one (prefetched) lookup per entry in the previous
- * table's index, a slot that holds the owner, replaces the duplicate
- * check's own index, and kept sessions skip the heap (bench/README.md). */
+ * after it come the shard ids (4 B per slot), a byte per placement and
+ * 4 B per previous placement (newpos). S5's per-shard lists (4 B per kept
+ * shard slot) exist only when a shard is over B, after the sorted items
+ * are freed. Time: against the fresh plan, one (prefetched) lookup per
+ * entry in the previous table's index replaces the duplicate check's own
+ * index, kept sessions skip the heap, and the owner index is the previous
+ * one's slots remapped in one pass (bench/README.md). */
 #include "replan.h"
 
 #include <stddef.h>
@@ -73,17 +73,19 @@ cr_status cr_replan_config_check(const cr_replan_config *cfg, cr_error *err)
 static cr_plan_item *make_items(const cr_table *prev, const cr_session_rate *rates, size_t n,
                                 size_t *n_inc)
 {
-    cr_plan_item *a = cr_plan_alloc((n ? n : 1) * sizeof *a);
+    cr_plan_item *a = malloc((n ? n : 1) * sizeof *a);
     size_t inc = 0;
     for (size_t i = 0; a && i < n; i++) {
         if (prev && i + 16 < n)
-            cr_table_index_prefetch(&prev->index, rates[i + 16].owner);
+            cr_owner_index_prefetch(&prev->index, rates[i + 16].owner, 0);
+        if (prev && i + 8 < n)
+            cr_owner_index_prefetch(&prev->index, rates[i + 8].owner, 1);
         uint64_t bits = 0; /* -0.0 too */
         if (rates[i].rate > 0)
             memcpy(&bits, &rates[i].rate, sizeof bits);
-        const cr_table_slot *s = prev ? cr_table_index_find(&prev->index, rates[i].owner) : NULL;
-        if (s)
-            a[i] = (cr_plan_item){.key = ~bits & ~CR_REPLAN_TOP_BIT, .prev = s->pos1 - 1}, inc++;
+        size_t pos = prev ? cr_owner_index_find(&prev->index, rates[i].owner) : SIZE_MAX;
+        if (pos != SIZE_MAX)
+            a[i] = (cr_plan_item){.key = ~bits & ~CR_REPLAN_TOP_BIT, .prev = pos}, inc++;
         else
             a[i] = (cr_plan_item){.key = ~bits, .owner = rates[i].owner};
     }
@@ -126,14 +128,14 @@ static cr_status order_items(const cr_table *prev, const cr_session_rate *rates,
 {
     cr_plan_item *a = make_items(prev, rates, n, n_inc), *tmp = NULL;
     int dup = a ? has_duplicates(prev, a, n, *n_inc) : -1;
-    if (dup == 0 && (tmp = cr_plan_alloc((n ? n : 1) * sizeof *tmp)) != NULL)
+    if (dup == 0 && (tmp = malloc((n ? n : 1) * sizeof *tmp)) != NULL)
         *sorted = n ? cr_sort_records(a, tmp, n) : a;
     if (dup == 0 && tmp && *sorted) {
         *spare = *sorted == a ? tmp : a;
         return CR_OK;
     }
-    cr_plan_free(a);
-    cr_plan_free(tmp);
+    free(a);
+    free(tmp);
     if (dup != 1)
         return CR_ENOMEM;
     cr_status st = cr_plan_validate(rates, n, err); /* the first repeat, named */
@@ -172,6 +174,21 @@ static uint64_t admit(cr_replan_state *rp, const cr_planner_config *cfg, double 
     return used;
 }
 
+/* The owner index, from the previous table's when the capacities match:
+ * the new table holds mostly the same owners, so one pass over the slots
+ * replaces a random access per session. */
+static cr_status index_owners(cr_replan_state *rp)
+{
+    cr_table *t = rp->t;
+    if (cr_plan_index_init(t) != CR_OK)
+        return CR_ENOMEM;
+    int remapped = rp->prev && cr_owner_index_remap(&t->index, &rp->prev->index, rp->newpos) == 0;
+    for (size_t i = 0; i < t->n_placements; i++)
+        if (!remapped || (rp->moving[i] & NEWCOMER))
+            cr_owner_index_insert(&t->index, i);
+    return CR_OK;
+}
+
 /* S3 to S7 over the sorted items (freed here); the table, or NULL. */
 static cr_table *build(const cr_planner_config *cfg, const cr_replan_config *rc,
                        const cr_table *prev, const cr_replan_prev *from, cr_plan_item *sorted,
@@ -179,12 +196,13 @@ static cr_table *build(const cr_planner_config *cfg, const cr_replan_config *rc,
 {
     cr_replan_state rp = {.prev = prev, .adm = spare, .t = cr_plan_table_alloc(cfg->n_shards, m)};
     uint64_t used = rp.t ? admit(&rp, cfg, 1 + rc->admit_hysteresis, sorted, n_inc, m) : 0;
-    cr_plan_free(sorted);
+    free(sorted);
     if (!rp.t || used > SIZE_MAX / sizeof *rp.t->shards)
         goto fail;
     rp.t->shards = malloc((used ? used : 1) * sizeof *rp.t->shards);
     rp.moving = malloc(rp.t->n_placements ? rp.t->n_placements : 1);
-    if (!rp.t->shards || !rp.moving)
+    rp.newpos = calloc(prev && prev->n_placements ? prev->n_placements : 1, sizeof *rp.newpos);
+    if (!rp.t->shards || !rp.moving || !rp.newpos)
         goto fail;
     double unadmitted = rp.t->unadmitted_rate_total, r = cfg->n_shards;
     double mean = (rp.t->admitted_rate_total + unadmitted) / r;
@@ -194,15 +212,18 @@ static cr_table *build(const cr_planner_config *cfg, const cr_replan_config *rc,
     cr_replan_keep(&rp, 1);
     if (cr_replan_balance(&rp) != 0 || cr_replan_place(&rp, from) != 0)
         goto fail;
-    cr_plan_free(spare); /* before the owner index: it bounds the peak */
+    free(spare); /* before the owner index: it bounds the peak */
     spare = NULL;
-    if (cr_plan_finish(rp.t) != CR_OK)
+    cr_plan_rule7(rp.t);
+    if (index_owners(&rp) != CR_OK)
         goto fail;
     free(rp.moving);
+    free(rp.newpos);
     return rp.t;
 fail:
     free(rp.moving);
-    cr_plan_free(spare);
+    free(rp.newpos);
+    free(spare);
     cr_table_free(rp.t);
     return NULL;
 }

@@ -14,13 +14,14 @@ typedef struct cr_replan_state {
     cr_table *t;
     cr_plan_item *adm;
     uint8_t *moving;  /* per placement: TO_PLACE and NEWCOMER bits */
+    uint32_t *newpos; /* per previous placement: its new position + 1, or 0 */
     double start;     /* rule 5's spread */
     double bound;     /* S5's B */
     double max_share; /* (c - 1) * mean */
 } cr_replan_state;
 
 /* moving[i]: 0 = kept (S4); TO_PLACE = S6 places it; NEWCOMER = not an
- * incumbent (S6 may send it home). */
+ * incumbent (so the owner index gets it by insertion). */
 enum { TO_PLACE = 1, NEWCOMER = 2 };
 
 static inline int cr_replan_incumbent(const cr_plan_item *it)
@@ -29,7 +30,7 @@ static inline int cr_replan_incumbent(const cr_plan_item *it)
 }
 
 /* S4 over the placements not moving; with copy, also their shards from the
- * previous table and the moving flags, else only the loads. */
+ * previous table, the moving flags and newpos, else only the loads. */
 void cr_replan_keep(cr_replan_state *rp, int copy);
 /* S5; -1 when out of memory. */
 int cr_replan_balance(cr_replan_state *rp);

@@ -24,6 +24,8 @@ void cr_replan_keep(cr_replan_state *rp, int copy)
             const cr_placement *q =
                 cr_replan_incumbent(it) ? &rp->prev->placements[it->prev] : NULL;
             rp->moving[i] = !q ? TO_PLACE | NEWCOMER : q->kb != p->kb ? TO_PLACE : 0;
+            if (q)
+                rp->newpos[it->prev] = (uint32_t)(i + 1);
             if (q && !rp->moving[i])
                 memcpy(mine, rp->prev->shards + q->first, p->kb * sizeof *mine);
         }

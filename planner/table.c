@@ -6,65 +6,32 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* Why a mapping of its own: a freed mapping's pages go back to the kernel
- * at once, where a freed heap block can stay resident under the next
- * arrays (a replan frees its sorted items before it builds the index, and
- * the peak is what the memory budget counts). Huge pages where the kernel
- * grants them on request (THP "madvise"): a lookup into tens of megabytes
- * then misses one cache line rather than also the TLB. */
+/* Huge pages where the kernel grants them on request (THP "madvise"): a
+ * lookup into tens of megabytes then misses one cache line rather than
+ * also the TLB. Only the whole huge pages inside the array are advised, so
+ * it holds no more memory than malloc's would. */
 #define HUGE_PAGE ((size_t)2 << 20)
-#define HEAD ((size_t)64) /* the size of the mapping (0: malloc'd); keeps 64-B alignment */
 
-static void *mapped(size_t want)
+void *cr_plan_alloc_lookup(size_t bytes)
 {
-    size_t len = (want + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    char *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-    if (m == MAP_FAILED)
-        return NULL;
-    size_t lead = (HUGE_PAGE - (uintptr_t)m % HUGE_PAGE) % HUGE_PAGE;
-    if (lead)
-        munmap(m, lead);
-    munmap(m + lead + len, HUGE_PAGE - lead); /* aligned both ends: huge pages fit */
-#ifdef MADV_HUGEPAGE
-    (void)madvise(m + lead, len, MADV_HUGEPAGE); /* refused: only slower */
-#endif
-    memcpy(m + lead, &len, sizeof len);
-    return m + lead + HEAD;
-}
-
-void *cr_plan_alloc(size_t bytes)
-{
-    if (bytes > SIZE_MAX / 2)
-        return NULL;
-    if (bytes + HEAD >= HUGE_PAGE)
-        return mapped(bytes + HEAD);
     void *p = NULL;
-    if (posix_memalign(&p, HEAD, bytes + HEAD) != 0)
+    if (bytes < HUGE_PAGE)
+        return malloc(bytes ? bytes : 1);
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
         return NULL;
-    memset(p, 0, sizeof(size_t));
-    return (char *)p + HEAD;
-}
-
-void cr_plan_free(void *p)
-{
-    if (!p)
-        return;
-    char *base = (char *)p - HEAD;
-    size_t len;
-    memcpy(&len, base, sizeof len);
-    if (len)
-        munmap(base, len);
-    else
-        free(base);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* refused: only slower */
+#endif
+    return p;
 }
 
 void cr_table_free(cr_table *t)
 {
     if (!t)
         return;
-    cr_table_index_free(&t->index);
-    cr_plan_free(t->placements);
+    cr_owner_index_free(&t->index);
+    free(t->owners);
+    free(t->placements);
     free(t->shards);
     free(t->load);
     free(t);
@@ -89,54 +56,36 @@ const uint32_t *cr_table_shards(const cr_table *t, const cr_placement *p)
 
 const cr_placement *cr_table_find(const cr_table *t, int64_t owner)
 {
-    const cr_table_slot *s = cr_table_index_find(&t->index, owner);
-    return s ? &t->placements[s->pos1 - 1] : NULL;
-}
-
-/* slots[j] = owners[j]'s index slot (NULL: not admitted) for j < n <=
- * CR_TABLE_INDEX_GROUP. */
-static void find_group(const cr_table *t, const int64_t *owners, size_t n,
-                       const cr_table_slot **slots)
-{
-    if (n == 1) /* the common RPC: nothing to overlap, so no staging */
-        slots[0] = cr_table_index_find(&t->index, owners[0]);
-    else
-        cr_table_index_find_group(&t->index, owners, n, slots);
+    size_t i = cr_owner_index_find(&t->index, owner);
+    return i == SIZE_MAX ? NULL : &t->placements[i];
 }
 
 void cr_table_find_batch(const cr_table *t, const int64_t *owners, size_t n,
                          const cr_placement **out)
 {
-    const cr_table_slot *slots[CR_TABLE_INDEX_GROUP];
-    for (size_t i = 0; i < n; i += CR_TABLE_INDEX_GROUP) {
-        size_t m = n - i < CR_TABLE_INDEX_GROUP ? n - i : CR_TABLE_INDEX_GROUP;
-        find_group(t, owners + i, m, slots);
-        for (size_t j = 0; j < m; j++)
-            out[i + j] = slots[j] ? &t->placements[slots[j]->pos1 - 1] : NULL;
+    size_t pos[CR_OWNER_INDEX_GROUP];
+    if (n == 1) { /* the common RPC: nothing to overlap, so no staging */
+        out[0] = cr_table_find(t, owners[0]);
+        return;
     }
-}
-
-void cr_table_preferred_batch(const cr_table *t, const int64_t *owners, size_t n,
-                              uint32_t *out)
-{
-    const cr_table_slot *slots[CR_TABLE_INDEX_GROUP];
-    for (size_t i = 0; i < n; i += CR_TABLE_INDEX_GROUP) {
-        size_t m = n - i < CR_TABLE_INDEX_GROUP ? n - i : CR_TABLE_INDEX_GROUP;
-        find_group(t, owners + i, m, slots);
+    for (size_t i = 0; i < n; i += CR_OWNER_INDEX_GROUP) {
+        size_t m = n - i < CR_OWNER_INDEX_GROUP ? n - i : CR_OWNER_INDEX_GROUP;
+        cr_owner_index_find_group(&t->index, owners + i, m, pos, t->placements,
+                                  sizeof *t->placements);
         for (size_t j = 0; j < m; j++)
-            out[i + j] = slots[j] ? slots[j]->shard : CR_TABLE_NO_SHARD;
+            out[i + j] = pos[j] == SIZE_MAX ? NULL : &t->placements[pos[j]];
     }
 }
 
 int cr_table_is_admitted(const cr_table *t, int64_t owner)
 {
-    return cr_table_index_find(&t->index, owner) != NULL;
+    return cr_table_find(t, owner) != NULL;
 }
 
 uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fallback)
 {
-    const cr_table_slot *s = cr_table_index_find(&t->index, owner);
-    return s ? s->shard : fallback;
+    const cr_placement *p = cr_table_find(t, owner);
+    return p ? p->preferred_shard : fallback;
 }
 
 static int same_shards(const cr_table *a, const cr_placement *p, const cr_table *b,

@@ -103,15 +103,15 @@ static cr_status load_placement(cr_cursor *c, cr_table *t, size_t i, uint64_t *u
 /* Rule 7 and the index; a repeated owner is an error. */
 static cr_status finish(cr_table *t, cr_error *err)
 {
-    size_t at;
-    cr_status st;
     cr_plan_rule7(t);
-    size_t i = cr_plan_index(t, &at, &st);
-    if (st != CR_OK)
+    if (cr_plan_index_init(t) != CR_OK)
         return cr_fail(err, CR_ENOMEM, "out of memory indexing a restored table");
-    if (i != SIZE_MAX)
-        return cr_fail(err, CR_EINVAL, "table placements[%zu].owner %lld repeats "
-                       "placements[%zu]", i, (long long)t->placements[i].owner, at);
+    for (size_t i = 0; i < t->n_placements; i++) {
+        size_t at = cr_owner_index_insert(&t->index, i);
+        if (at != i)
+            return cr_fail(err, CR_EINVAL, "table placements[%zu].owner %lld repeats "
+                           "placements[%zu]", i, (long long)t->placements[i].owner, at);
+    }
     return CR_OK;
 }
 

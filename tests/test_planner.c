@@ -575,44 +575,28 @@ static const cr_placement **reference(const cr_table *t, const int64_t *q, size_
     return want;
 }
 
-/* The preferred shard want gives: its placement's, or CR_TABLE_NO_SHARD. */
-static uint32_t want_shard(const cr_placement *want)
-{
-    return want ? want->preferred_shard : CR_TABLE_NO_SHARD;
-}
-
-/* cr_table_find, cr_table_find_batch, cr_table_preferred_shard and
- * cr_table_preferred_batch (the batches over all of q, and over every
- * short prefix: a batch group's edges) all give want's answers. */
+/* cr_table_find and cr_table_find_batch (over all of q, and over every
+ * short prefix: a batch group's edges) both give want's answers. */
 static void assert_lookups(const cr_table *t, const int64_t *q, size_t m,
                            const cr_placement **want)
 {
     const cr_placement **got = malloc((m + 1) * sizeof *got); /* + a sentinel */
-    uint32_t *shard = malloc((m + 1) * sizeof *shard);
     CU_ASSERT_PTR_NOT_NULL_FATAL(got);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(shard);
     size_t single = 0, batch = 0;
     cr_table_find_batch(t, q, m, got);
-    cr_table_preferred_batch(t, q, m, shard);
     for (size_t j = 0; j < m; j++) {
         single += cr_table_find(t, q[j]) != want[j];
-        single += cr_table_preferred_shard(t, q[j], CR_TABLE_NO_SHARD) != want_shard(want[j]);
         batch += got[j] != want[j];
-        batch += shard[j] != want_shard(want[j]);
     }
     for (size_t len = 0; len <= 70 && len <= m; len++) {
-        got[len] = (const cr_placement *)got; /* sentinels that must stay */
-        shard[len] = 0xdeadbeef;
+        got[len] = (const cr_placement *)got; /* a sentinel that must stay */
         cr_table_find_batch(t, q, len, got);
-        cr_table_preferred_batch(t, q, len, shard);
         for (size_t j = 0; j < len; j++)
-            batch += (got[j] != want[j]) + (shard[j] != want_shard(want[j]));
+            batch += got[j] != want[j];
         batch += got[len] != (const cr_placement *)got;
-        batch += shard[len] != 0xdeadbeef;
     }
     CU_ASSERT_EQUAL(single, 0);
     CU_ASSERT_EQUAL(batch, 0);
-    free(shard);
     free(got);
 }
 

@@ -101,18 +101,11 @@ double cr_table_imbalance(const cr_table *t);
 /* The owner's placement, or NULL when it is not admitted. O(1) expected. */
 const cr_placement *cr_table_find(const cr_table *t, int64_t owner);
 /* out[i] = cr_table_find(t, owners[i]) for i < n, duplicates and misses
- * included; faster for a batch: the lookups' index reads are issued
- * together rather than one lookup's after another's. out does not alias
- * owners. */
+ * included; faster for a batch: the lookups' memory reads are issued
+ * together (hashes, then slots, then placements) rather than one lookup's
+ * after another's. out does not alias owners. */
 void cr_table_find_batch(const cr_table *t, const int64_t *owners, size_t n,
                          const cr_placement **out);
-/* out[i] = owners[i]'s preferred shard, or CR_TABLE_NO_SHARD when it is
- * not admitted, for i < n: cr_table_find_batch's ->preferred_shard, read
- * from the index alone (one random read per owner, not two). out does not
- * alias owners. */
-#define CR_TABLE_NO_SHARD UINT32_MAX
-void cr_table_preferred_batch(const cr_table *t, const int64_t *owners, size_t n,
-                              uint32_t *out);
 int cr_table_is_admitted(const cr_table *t, int64_t owner);
 /* The owner's preferred shard, or fallback when it is not admitted. */
 uint32_t cr_table_preferred_shard(const cr_table *t, int64_t owner, uint32_t fallback);
