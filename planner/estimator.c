@@ -205,12 +205,9 @@ double cr_estimator_record(cr_estimator *e, int64_t owner, double now)
     return cr_estimator_record_weighted(e, owner, 1.0, now);
 }
 
-double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, double now)
+double cr_est_record_one(cr_estimator *e, int64_t owner, uint64_t h, double add, double now)
 {
-    double add = cr_est_increment(e, w);
-    uint64_t h = cr_mix64((uint64_t)owner);
     cr_est_part *p = &e->parts[cr_est_part_index(e, h)];
-    cr_est_prefetch(p, h); /* the likely miss overlaps taking the lock */
     pthread_mutex_lock(&p->lock);
     double r;
     while ((r = cr_est_record_locked(e, p, owner, h, add, cr_est_scale_for(e, p, now))) < 0) {
@@ -220,6 +217,13 @@ double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, do
     }
     pthread_mutex_unlock(&p->lock);
     return r;
+}
+
+double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, double now)
+{
+    uint64_t h = cr_mix64((uint64_t)owner);
+    cr_est_prefetch(&e->parts[cr_est_part_index(e, h)], h); /* the miss overlaps the lock */
+    return cr_est_record_one(e, owner, h, cr_est_increment(e, w), now);
 }
 
 double cr_estimator_rate(const cr_estimator *e, int64_t owner, double now)

@@ -104,10 +104,37 @@ static int grouped_exact(const cr_estimator *e, size_t m)
     return size == e->cfg.max_owners && atomic_load(&e->empty_parts) == 0;
 }
 
+/* Below this many owners a batch is recorded in order, each home slot
+ * loading from the start: grouping would cost a pass over every partition
+ * and save no lock (a few owners seldom share a partition). */
+#define SMALL 16
+
+/* n <= SMALL arrivals in order, as cr_estimator_record_weighted would
+ * record them, with every home slot prefetched first. */
+static void record_small(cr_estimator *e, const int64_t *owners, const double *weights,
+                         size_t n, double now, double *rates_out)
+{
+    uint64_t h[SMALL];
+    for (size_t i = 0; i < n; i++) {
+        h[i] = cr_mix64((uint64_t)owners[i]);
+        cr_est_prefetch(&e->parts[cr_est_part_index(e, h[i])], h[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double add = cr_est_increment(e, weights ? weights[i] : 1.0);
+        double r = cr_est_record_one(e, owners[i], h[i], add, now);
+        if (rates_out)
+            rates_out[i] = r;
+    }
+}
+
 void cr_estimator_record_batch(cr_estimator *e, const int64_t *owners, const double *weights,
                                size_t n, double now, double *rates_out)
 {
     group g;
+    if (n <= SMALL) {
+        record_small(e, owners, weights, n, now, rates_out);
+        return;
+    }
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t m = n - at < CHUNK ? n - at : CHUNK;
         const double *w = weights ? weights + at : NULL;

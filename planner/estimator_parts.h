@@ -127,6 +127,11 @@ double cr_est_read_g(const cr_estimator *e, const cr_est_part *p, double now);
 double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
                             double add, cr_est_scale sc);
 
+/* One arrival of owner (hash h) adding add at now, its partition not
+ * locked: cr_est_record_locked under the partition's lock, evicting
+ * elsewhere when it must. Returns the rate just after (0: dropped). */
+double cr_est_record_one(cr_estimator *e, int64_t owner, uint64_t h, double add, double now);
+
 /* Evicts one owner with about the lowest rate from p (locked, not empty):
  * N (seconds) or r (calls) compared as they are, one epoch per partition. */
 void cr_est_evict(cr_estimator *e, cr_est_part *p);
