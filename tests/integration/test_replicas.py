@@ -148,22 +148,21 @@ class MergeTest(ReplicaTestCase):
             sc.assert_clean_exit(self)
         ref.assert_clean_exit(self)
 
-    def test_a_skewed_replica_is_weighed_2_to_the_skew_over_h(self):
+    def check_skew(self, skew, weight):
+        """A replica whose wall clock is skew seconds off: the leader's merge
+        weighs its counts by weight, and it warns about the skew once."""
         redis = self.redis()
         lead = replica(redis, "r0", "--replan-interval", "0")
         self.addCleanup(lead.kill)
         h.poll(lambda: leader_of([lead]), 5, what="one leader")
-        # 1000 s behind: its arrivals weigh 2^(-1000/H), 1 - 6.9e-7 (one ahead
-        # weighs up to 2^(s/H): a time ahead of the merge counts as the merge's).
-        skew = -1000.0
-        ahead = h.Sidecar("--state-backend", redis.url, "--replica-id", "r1", "--cluster", "t",
-                          *FAST, env={"CACHEROUTE_TEST_CLOCK_SKEW_S": "%g" % skew})
-        self.addCleanup(ahead.kill)
+        skewed = h.Sidecar("--state-backend", redis.url, "--replica-id", "r1", "--cluster", "t",
+                           *FAST, env={"CACHEROUTE_TEST_CLOCK_SKEW_S": "%g" % skew})
+        self.addCleanup(skewed.kill)
         ref = self.start_sidecar("--half-life", "%g" % H, "--replan-interval", "0")
-        for sc in (ahead, ref):
+        for sc in (skewed, ref):
             sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS * 2),
                                     timeout=h.RPC_TIMEOUT)
-        want = own_rate(ref) * 2 ** (skew / H)
+        want = own_rate(ref) * weight
 
         def skewed_merge():
             try:
@@ -172,13 +171,22 @@ class MergeTest(ReplicaTestCase):
             except h.grpc.RpcError:
                 return None
             return abs(got / want - 1) <= 1e-9 and got
-        h.poll(skewed_merge, 10, interval=0.1, what="the merge weighed by 2^(s/H)")
-        warned = ahead.wait_for(lambda e: e.get("msg", "").startswith("wall clock skewed"), 5)
+        h.poll(skewed_merge, 10, interval=0.1, what="the merge weighed by %.12g" % weight)
+        warned = skewed.wait_for(lambda e: e.get("msg", "").startswith("wall clock skewed"), 5)
         self.assertAlmostEqual(warned["skew_s"], skew, delta=1)
-        self.assertEqual(len(ahead.find_events(
+        self.assertEqual(len(skewed.find_events(
             lambda e: e.get("msg", "").startswith("wall clock skewed"))), 1)
-        for sc in (lead, ahead, ref):
+        for sc in (lead, skewed, ref):
             sc.assert_clean_exit(self)
+
+    def test_a_skewed_replica_is_weighed_2_to_the_skew_over_h(self):
+        # 1000 s behind: its arrivals weigh 2^(-1000/H), 1 - 6.9e-7.
+        self.check_skew(-1000.0, 2 ** (-1000.0 / H))
+
+    def test_a_replica_ahead_counts_as_of_the_merge(self):
+        # 1000 s ahead: a time past the merge's counts as the merge's, so its
+        # counts weigh 1, not 2^(1000/H) (which the 1e-9 bound would catch).
+        self.check_skew(1000.0, 1.0)
 
     def test_merged_needs_a_backend(self):
         sc = self.start_sidecar("--replan-interval", "0")
