@@ -16,14 +16,6 @@ cr_status cr_fail(cr_error *err, cr_status st, const char *fmt, ...)
     return st;
 }
 
-uint64_t cr_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 double cr_mono_s(void)
 {
     struct timespec ts;

@@ -76,19 +76,6 @@ const cr_estimator_config *cr_estimator_get_config(const cr_estimator *e) { retu
 uint64_t cr_estimator_size(const cr_estimator *e) { return atomic_load(&e->size); }
 uint64_t cr_estimator_evictions(const cr_estimator *e) { return atomic_load(&e->evictions); }
 
-cr_est_entry *cr_est_find(const cr_est_part *p, int64_t owner, uint64_t h)
-{
-    if (!p->count)
-        return NULL;
-    for (size_t i = cr_est_home(h, p->cap);; i = i + 1 == p->cap ? 0 : i + 1) {
-        cr_est_entry *s = &p->slots[i];
-        if (s->r == 0)
-            return NULL;
-        if (s->owner == owner)
-            return s;
-    }
-}
-
 static cr_est_entry *insert_slot(cr_est_entry *slots, size_t cap, uint64_t h)
 {
     size_t i = cr_est_home(h, cap);
@@ -158,40 +145,15 @@ static int reserve(cr_estimator *e)
     return 0;
 }
 
-/* What an arrival adds to its slot: add (w * inc) weighed by f, never 0
- * (an arrival far before the epoch weighs less than DBL_MIN). */
-static double weighed(double add, cr_est_scale sc)
+double cr_est_record_new(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
+                         double add, cr_est_scale sc)
 {
-    return fmax(add * sc.f, DBL_MIN);
-}
-
-static double update(const cr_estimator *e, cr_est_entry *s, double add, cr_est_scale sc)
-{
-    if (e->cfg.clock == CR_CLOCK_CALLS) {
-        s->r = s->r * e->decay + add;
-        return s->r;
-    }
-    s->r += weighed(add, sc);
-    return s->r * sc.g;
-}
-
-double cr_est_increment(const cr_estimator *e, double w)
-{
-    return fmax(w * e->inc, DBL_MIN);
-}
-
-double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
-                            double add, cr_est_scale sc)
-{
-    cr_est_entry *s = cr_est_find(p, owner, h);
-    if (s)
-        return update(e, s, add, sc);
     int reserved = reserve(e);
     if (!reserved && !p->count)
         return -1;
     if (!reserved)
         cr_est_evict(e, p); /* one out, one in: size unchanged, and no growth */
-    double n = weighed(add, sc); /* calls clock: f is 1, and add >= DBL_MIN */
+    double n = cr_est_floor(add * sc.f); /* calls clock: f is 1, and add >= DBL_MIN */
     if (cr_est_insert(e, p, (cr_est_entry){owner, n}, h) != 0) {
         /* Out of memory (only when reserved): drop the arrival, not the process. */
         atomic_fetch_sub(&e->size, 1);

@@ -4,6 +4,7 @@
 #ifndef CR_ESTIMATOR_PARTS_H
 #define CR_ESTIMATOR_PARTS_H
 
+#include <float.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -94,8 +95,19 @@ static inline void cr_est_publish(cr_est_part *p)
     atomic_store_explicit(&p->hint_cap, p->cap, memory_order_relaxed);
 }
 
-/* An arrival's increment: w * inc, never 0 (r == 0 marks an empty slot). */
-double cr_est_increment(const cr_estimator *e, double w);
+/* v, or DBL_MIN when v is below it or NaN: what keeps a count from 0
+ * (r == 0 marks an empty slot). A compare, not fmax: this is on every
+ * arrival's path and fmax is a libm call. */
+static inline double cr_est_floor(double v)
+{
+    return v > DBL_MIN ? v : DBL_MIN;
+}
+
+/* An arrival's increment: w * inc, never 0. */
+static inline double cr_est_increment(const cr_estimator *e, double w)
+{
+    return cr_est_floor(w * e->inc);
+}
 
 /* Makes t p's epoch (p locked, empty or just renormalised onto t). */
 static inline void cr_est_set_epoch(cr_est_part *p, double t)
@@ -119,13 +131,48 @@ cr_est_scale cr_est_scale_for(cr_estimator *e, cr_est_part *p, double now);
 /* The g of the scale at now in p (locked) for reading rates: changes nothing. */
 double cr_est_read_g(const cr_estimator *e, const cr_est_part *p, double now);
 
+/* owner's slot in p (locked), or NULL. Inline, with cr_est_record_locked:
+ * a batch's per-arrival work is these few instructions and one miss. */
+static inline cr_est_entry *cr_est_find(const cr_est_part *p, int64_t owner, uint64_t h)
+{
+    if (!p->count)
+        return NULL;
+    for (size_t i = cr_est_home(h, p->cap);; i = i + 1 == p->cap ? 0 : i + 1) {
+        cr_est_entry *s = &p->slots[i];
+        if (s->r == 0)
+            return NULL;
+        if (s->owner == owner)
+            return s;
+    }
+}
+
+/* Adds an arrival adding add (with sc) to a tracked slot s; its rate just after. */
+static inline double cr_est_update(const cr_estimator *e, cr_est_entry *s, double add,
+                                   cr_est_scale sc)
+{
+    if (e->cfg.clock == CR_CLOCK_CALLS) {
+        s->r = s->r * e->decay + add;
+        return s->r;
+    }
+    s->r += cr_est_floor(add * sc.f); /* an arrival far before the epoch: DBL_MIN */
+    return s->r * sc.g;
+}
+
+/* cr_est_record_locked for an owner p does not track. */
+double cr_est_record_new(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
+                         double add, cr_est_scale sc);
+
 /* One arrival of owner (hash h) adding add with sc (cr_est_scale_for at
  * its time), p locked. Returns the rate just after, 0 when the arrival was
  * dropped (out of memory), or -1 when the table is full and p is empty:
  * the caller unlocks p, calls cr_est_evict_elsewhere and tries again with
  * a new scale. */
-double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h,
-                            double add, cr_est_scale sc);
+static inline double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64_t owner,
+                                          uint64_t h, double add, cr_est_scale sc)
+{
+    cr_est_entry *s = cr_est_find(p, owner, h);
+    return s ? cr_est_update(e, s, add, sc) : cr_est_record_new(e, p, owner, h, add, sc);
+}
 
 /* One arrival of owner (hash h) adding add at now, its partition not
  * locked: cr_est_record_locked under the partition's lock, evicting
@@ -139,9 +186,6 @@ void cr_est_evict(cr_estimator *e, cr_est_part *p);
 /* Makes room in a full table by evicting from the next non-empty
  * partition; called with no partition locked. */
 void cr_est_evict_elsewhere(cr_estimator *e);
-
-/* owner's slot in p (locked), or NULL. */
-cr_est_entry *cr_est_find(const cr_est_part *p, int64_t owner, uint64_t h);
 
 /* Puts s (not tracked yet, hash h) into p (locked), growing p's table
  * at 3/4 full; -1 when out of memory (nothing changed then). */

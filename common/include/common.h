@@ -45,8 +45,15 @@ cr_status cr_fail(cr_error *err, cr_status st, const char *fmt, ...)
 /* ---- hashing ------------------------------------------------------------ */
 
 /* A stable 64-bit mix (the splitmix64 finalizer): the same on every platform
- * and run, for fallback shards and hash tables. Pure. */
-uint64_t cr_mix64(uint64_t x);
+ * and run, for fallback shards and hash tables. Pure. Inline: every hash
+ * table probe starts with it. */
+static inline uint64_t cr_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
 
 /* ---- sorting ------------------------------------------------------------ */
 
