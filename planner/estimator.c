@@ -151,9 +151,12 @@ double cr_est_record_new(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_
     int reserved = reserve(e);
     if (!reserved && !p->count)
         return -1;
-    if (!reserved)
-        cr_est_evict(e, p); /* one out, one in: size unchanged, and no growth */
     double n = cr_est_floor(add * sc.f); /* calls clock: f is 1, and add >= DBL_MIN */
+    if (!reserved) {
+        if (cr_est_replace_on_walk(e, p, owner, h, n))
+            return n * sc.g;
+        cr_est_evict(e, p); /* one out, one in: size unchanged, and no growth */
+    }
     if (cr_est_insert(e, p, (cr_est_entry){owner, n}, h) != 0) {
         /* Out of memory (only when reserved): drop the arrival, not the process. */
         atomic_fetch_sub(&e->size, 1);

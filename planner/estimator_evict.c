@@ -1,7 +1,14 @@
-/* Eviction: a CLOCK hand per partition. Each eviction looks at the next few
- * tracked slots after the hand, takes the one with the lowest rate and
- * moves the hand past them, so its cost is a short sequential run of slots,
- * whatever the table's size, and a full sweep visits every owner once.
+/* Eviction, in two steps. A new owner first takes the place of the coldest
+ * owner on its own lookup walk (the slots from its home to the first empty
+ * one, in cache from the lookup that missed) if that owner is no hotter
+ * than the newcomer just after its arrival: no slot empties, so no other
+ * walk breaks and nothing is shifted or probed again; under a flood of new
+ * ids this is nearly every eviction. Otherwise a CLOCK hand per partition:
+ * the eviction looks at the next few tracked slots after the hand, takes
+ * the one with the lowest rate and moves the hand past them, so its cost
+ * is a short sequential run of slots, whatever the table's size, and a
+ * full sweep visits every owner once. Either way an owner hotter than a
+ * one-off arrival is never evicted by one through the first step.
  *
  * Rates are compared exactly with no exp2: on the seconds clock every N of
  * a partition is relative to its one epoch (rate(t) = N 2^(-(t - epoch)/H)),
@@ -11,6 +18,20 @@
 
 #define WINDOW 8     /* tracked slots compared per eviction */
 #define MIN_SCAN 64  /* slots looked at before settling for fewer than WINDOW */
+
+int cr_est_replace_on_walk(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h, double n)
+{
+    cr_est_entry *cold = NULL;
+    /* Ends: tables are at most 3/4 full. */
+    for (size_t i = cr_est_home(h, p->cap); p->slots[i].r != 0; i = i + 1 == p->cap ? 0 : i + 1)
+        if (!cold || p->slots[i].r < cold->r)
+            cold = &p->slots[i];
+    if (!cold || cold->r > n)
+        return 0;
+    *cold = (cr_est_entry){owner, n};
+    atomic_fetch_add(&e->evictions, 1);
+    return 1;
+}
 
 void cr_est_evict(cr_estimator *e, cr_est_part *p)
 {

@@ -183,6 +183,13 @@ double cr_est_record_one(cr_estimator *e, int64_t owner, uint64_t h, double add,
  * N (seconds) or r (calls) compared as they are, one epoch per partition. */
 void cr_est_evict(cr_estimator *e, cr_est_part *p);
 
+/* For a new owner (hash h, count n) at a full table, p locked: puts it in
+ * place of the coldest owner on the walk a lookup of h takes (from its
+ * home slot to the first empty one) when that owner's count is at most n,
+ * and returns 1; 0 (nothing changed) when the walk is empty or every owner
+ * on it is hotter than n. */
+int cr_est_replace_on_walk(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h, double n);
+
 /* Makes room in a full table by evicting from the next non-empty
  * partition; called with no partition locked. */
 void cr_est_evict_elsewhere(cr_estimator *e);

@@ -677,6 +677,39 @@ static void test_concurrent_eviction_bound(void)
     cr_estimator_free(e);
 }
 
+static void test_flood_keeps_every_walk_intact(void)
+{
+    /* A full table of warm owners, then one-off newcomers, some of them
+     * again later: a newcomer may take a slot on its own lookup walk in
+     * place, and no tracked owner's walk may break for it. Every exported
+     * owner is then found with its exact count, and no owner twice. */
+    enum { MAX = 3000, NEW = 60000 };
+    cr_estimator *e = make(CR_CLOCK_CALLS, 20, MAX);
+    for (int k = 0; k < 2; k++)
+        for (int64_t o = 0; o < MAX; o++)
+            cr_estimator_record(e, o * 7919, 0);
+    unsigned seed = 3;
+    for (int64_t i = 0; i < NEW; i++) {
+        int64_t o = i % 5 == 4 ? (int64_t)(rand_r(&seed) % (unsigned)i) : i;
+        CU_ASSERT_TRUE(cr_estimator_record(e, o * 7919 + 1, 0) > 0);
+    }
+    CU_ASSERT_EQUAL(cr_estimator_size(e), MAX);
+    size_t n;
+    cr_estimator_entry *v = cr_estimator_export(e, &n);
+    CU_ASSERT_EQUAL_FATAL(n, MAX);
+    int missing = 0, twice = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_estimator_entry got;
+        missing += !cr_estimator_lookup(e, v[i].owner, &got) || !same_bits(got.count, v[i].count);
+        twice += cr_estimator_forget(e, v[i].owner) && cr_estimator_rate(e, v[i].owner, 0) != 0;
+    }
+    CU_ASSERT_EQUAL(missing, 0);
+    CU_ASSERT_EQUAL(twice, 0);
+    CU_ASSERT_EQUAL(cr_estimator_size(e), 0);
+    free(v);
+    cr_estimator_free(e);
+}
+
 static const cr_test_case estimator_tests[] = {
     {"defaults and config errors", test_defaults_and_config_errors},
     {"calls mode math", test_calls_mode_math},
@@ -696,6 +729,7 @@ static const cr_test_case estimator_tests[] = {
     {"export import round trip", test_export_import_round_trip},
     {"batch is sequential bit for bit", test_batch_is_sequential_bit_for_bit},
     {"hot owners survive 5M new ids", test_hot_owners_survive_a_flood},
+    {"a flood keeps every walk intact", test_flood_keeps_every_walk_intact},
     {"big snapshot sorted by radix", test_big_snapshot_sorted},
     {"concurrent exact totals", test_concurrent_exact_totals},
     {"concurrent eviction bound", test_concurrent_eviction_bound},

@@ -31,6 +31,8 @@
  * never later than the clock) is its rate at the epoch: never grown.
  *
  * Memory is bounded by max_owners: a new owner arriving at a full table
+ * takes the place of the coldest owner on its own lookup walk when that
+ * one is no hotter than the newcomer just after its arrival, and otherwise
  * evicts an owner of about the lowest rate among a few neighbours in its
  * partition, found by a CLOCK hand that sweeps the partition (the cost of
  * an eviction is a short run of slots whatever the table's size; owners are
