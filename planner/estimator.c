@@ -84,10 +84,19 @@ static cr_est_entry *insert_slot(cr_est_entry *slots, size_t cap, uint64_t h)
     return &slots[i];
 }
 
+cr_est_entry *cr_est_alloc_slots(size_t *cap)
+{
+    *cap = (*cap + CR_EST_LINE - 1) / CR_EST_LINE * CR_EST_LINE;
+    cr_est_entry *slots = aligned_alloc(64, *cap * sizeof *slots);
+    if (slots)
+        memset(slots, 0, *cap * sizeof *slots);
+    return slots;
+}
+
 static int grow(cr_est_part *p)
 {
     size_t cap = p->cap ? p->cap + p->cap / 2 : 16;
-    cr_est_entry *slots = calloc(cap, sizeof *slots);
+    cr_est_entry *slots = cr_est_alloc_slots(&cap);
     if (!slots)
         return -1;
     for (size_t i = 0; i < p->cap; i++)

@@ -3,7 +3,10 @@
  * one, in cache from the lookup that missed) if that owner is no hotter
  * than the newcomer just after its arrival: no slot empties, so no other
  * walk breaks and nothing is shifted or probed again; under a flood of new
- * ids this is nearly every eviction. Otherwise a CLOCK hand per partition:
+ * ids this is nearly every eviction. When that walk is empty (the home slot
+ * is), the owner just before the home slot, if no hotter, gives way the
+ * same way: it ends a run, so it empties with nothing shifted. Otherwise a
+ * CLOCK hand per partition:
  * the eviction looks at the next few tracked slots after the hand, takes
  * the one with the lowest rate and moves the hand past them, so its cost
  * is a short sequential run of slots, whatever the table's size, and a
@@ -19,14 +22,34 @@
 #define WINDOW 8     /* tracked slots compared per eviction */
 #define MIN_SCAN 64  /* slots looked at before settling for fewer than WINDOW */
 
+/* With the newcomer's home slot empty: the tracked slot just before it ends
+ * a run, so no walk passes it and it empties with nothing shifted while the
+ * newcomer takes its home. Only within the home's line (tables are 64-byte
+ * aligned), already loaded; by index, so the choice never depends on where
+ * the table was allocated. */
+static int replace_before_home(cr_estimator *e, cr_est_part *p, int64_t owner, size_t home,
+                               double n)
+{
+    cr_est_entry *at = &p->slots[home], *before = at - 1;
+    if (home % CR_EST_LINE == 0 || before->r == 0 || before->r > n)
+        return 0;
+    before->r = 0;
+    *at = (cr_est_entry){owner, n};
+    atomic_fetch_add(&e->evictions, 1);
+    return 1;
+}
+
 int cr_est_replace_on_walk(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h, double n)
 {
+    size_t home = cr_est_home(h, p->cap);
     cr_est_entry *cold = NULL;
     /* Ends: tables are at most 3/4 full. */
-    for (size_t i = cr_est_home(h, p->cap); p->slots[i].r != 0; i = i + 1 == p->cap ? 0 : i + 1)
+    for (size_t i = home; p->slots[i].r != 0; i = i + 1 == p->cap ? 0 : i + 1)
         if (!cold || p->slots[i].r < cold->r)
             cold = &p->slots[i];
-    if (!cold || cold->r > n)
+    if (!cold)
+        return replace_before_home(e, p, owner, home, n);
+    if (cold->r > n)
         return 0;
     *cold = (cr_est_entry){owner, n};
     atomic_fetch_add(&e->evictions, 1);

@@ -13,6 +13,9 @@
 
 #define CR_EST_MAX_PARTS 64
 
+/* Slots per 64-byte line: tables are 64-aligned, their capacity a multiple of it. */
+#define CR_EST_LINE 4
+
 /* 16 bytes, four to a cache line: no time per owner (forward decay). */
 typedef struct cr_est_entry {
     int64_t owner;
@@ -79,6 +82,10 @@ static inline size_t cr_est_home(uint64_t h, size_t cap)
 {
     return (size_t)(((unsigned __int128)h * cap) >> 64);
 }
+
+/* A zeroed, 64-aligned table of at least *cap slots; *cap is rounded up
+ * to whole lines. NULL when out of memory. */
+cr_est_entry *cr_est_alloc_slots(size_t *cap);
 
 /* Starts loading the home slot of hash h in p, locked or not. */
 static inline void cr_est_prefetch(const cr_est_part *p, uint64_t h)
@@ -187,7 +194,8 @@ void cr_est_evict(cr_estimator *e, cr_est_part *p);
  * place of the coldest owner on the walk a lookup of h takes (from its
  * home slot to the first empty one) when that owner's count is at most n,
  * and returns 1; 0 (nothing changed) when the walk is empty or every owner
- * on it is hotter than n. */
+ * on it is hotter than n. An empty walk (an empty home slot) takes the
+ * tracked slot just before the home instead, on the same terms. */
 int cr_est_replace_on_walk(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h, double n);
 
 /* Makes room in a full table by evicting from the next non-empty

@@ -199,7 +199,7 @@ static int presize(cr_estimator *e, const cr_estimator_entry *v, size_t n)
         size_t cap = want[i] + want[i] / 3 + 16; /* under 3/4 full after the inserts */
         if (!want[i] || cap <= e->parts[i].cap)
             continue;
-        cr_est_entry *slots = calloc(cap, sizeof *slots);
+        cr_est_entry *slots = cr_est_alloc_slots(&cap);
         if (!slots)
             return -1;
         free(e->parts[i].slots); /* empty: import_check saw no owner */
