@@ -1,6 +1,7 @@
 /* Rate estimator: lock-striped open-addressing tables of decayed counts.
  *
- * An entry is 16 bytes (owner, r). Tables grow by 1.5x at 3/4 full, so
+ * An entry is 16 bytes (owner, r). Tables are 64-byte aligned, whole lines,
+ * and grow by 1.5x (rounded up to a line) at 3/4 full, so
  * they sit between 1/2 and 3/4 full: 21..32 bytes per owner. A slot is
  * empty when r == 0, which no tracked owner can have: every arrival adds
  * at least DBL_MIN to a non-negative value, and a renormalisation floors
