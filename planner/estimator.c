@@ -203,7 +203,11 @@ double cr_estimator_record_weighted(cr_estimator *e, int64_t owner, double w, do
 
 double cr_estimator_rate(const cr_estimator *e, int64_t owner, double now)
 {
-    uint64_t h = cr_mix64((uint64_t)owner);
+    return cr_est_rate_one(e, owner, cr_mix64((uint64_t)owner), now);
+}
+
+double cr_est_rate_one(const cr_estimator *e, int64_t owner, uint64_t h, double now)
+{
     cr_est_part *p = (cr_est_part *)&e->parts[cr_est_part_index(e, h)];
     pthread_mutex_lock(&p->lock);
     const cr_est_entry *s = cr_est_find(p, owner, h);

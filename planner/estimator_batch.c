@@ -109,16 +109,23 @@ static int grouped_exact(const cr_estimator *e, size_t m)
  * and save no lock (a few owners seldom share a partition). */
 #define SMALL 16
 
+/* The hashes of n <= SMALL owners into h, each home slot starting to load. */
+static void hash_and_prefetch(const cr_estimator *e, const int64_t *owners, size_t n,
+                              uint64_t *h)
+{
+    for (size_t i = 0; i < n; i++) {
+        h[i] = cr_mix64((uint64_t)owners[i]);
+        cr_est_prefetch(&e->parts[cr_est_part_index(e, h[i])], h[i]);
+    }
+}
+
 /* n <= SMALL arrivals in order, as cr_estimator_record_weighted would
  * record them, with every home slot prefetched first. */
 static void record_small(cr_estimator *e, const int64_t *owners, const double *weights,
                          size_t n, double now, double *rates_out)
 {
     uint64_t h[SMALL];
-    for (size_t i = 0; i < n; i++) {
-        h[i] = cr_mix64((uint64_t)owners[i]);
-        cr_est_prefetch(&e->parts[cr_est_part_index(e, h[i])], h[i]);
-    }
+    hash_and_prefetch(e, owners, n, h);
     for (size_t i = 0; i < n; i++) {
         double add = cr_est_increment(e, weights ? weights[i] : 1.0);
         double r = cr_est_record_one(e, owners[i], h[i], add, now);
@@ -177,6 +184,13 @@ void cr_estimator_rate_batch(const cr_estimator *e, const int64_t *owners, size_
                              double now, double *rates_out)
 {
     group g;
+    if (n <= SMALL) { /* as record_small, for the same reason */
+        uint64_t h[SMALL];
+        hash_and_prefetch(e, owners, n, h);
+        for (size_t i = 0; i < n; i++)
+            rates_out[i] = cr_est_rate_one(e, owners[i], h[i], now);
+        return;
+    }
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t m = n - at < CHUNK ? n - at : CHUNK;
         group_chunk(e, owners + at, m, &g);

@@ -186,6 +186,9 @@ static inline double cr_est_record_locked(cr_estimator *e, cr_est_part *p, int64
  * elsewhere when it must. Returns the rate just after (0: dropped). */
 double cr_est_record_one(cr_estimator *e, int64_t owner, uint64_t h, double add, double now);
 
+/* owner's rate (hash h) at now, 0 when not tracked: cr_estimator_rate. */
+double cr_est_rate_one(const cr_estimator *e, int64_t owner, uint64_t h, double now);
+
 /* Evicts one owner with about the lowest rate from p (locked, not empty):
  * N (seconds) or r (calls) compared as they are, one epoch per partition. */
 void cr_est_evict(cr_estimator *e, cr_est_part *p);

@@ -475,6 +475,12 @@ static void test_batch_is_sequential_bit_for_bit(void)
         int differ = 0;
         for (int64_t i = 0; i < RANGE; i++)
             differ += !same_bits(listed[i], cr_estimator_rate(b, i, t + 3));
+        /* and so do short lists (read in order, not grouped) */
+        for (size_t k = 0; k <= 20; k++) {
+            cr_estimator_rate_batch(a, all + 1000 * k, k, t + 3, listed);
+            for (size_t i = 0; i < k; i++)
+                differ += !same_bits(listed[i], cr_estimator_rate(b, all[1000 * k + i], t + 3));
+        }
         CU_ASSERT_EQUAL(differ, 0);
         cr_estimator_free(a);
         cr_estimator_free(b);
