@@ -1,17 +1,18 @@
-/* Eviction, in two steps. A new owner first takes the place of the coldest
- * owner on its own lookup walk (the slots from its home to the first empty
- * one, in cache from the lookup that missed) if that owner is no hotter
- * than the newcomer just after its arrival: no slot empties, so no other
- * walk breaks and nothing is shifted or probed again; under a flood of new
- * ids this is nearly every eviction. When that walk is empty (the home slot
- * is), the owner just before the home slot, if no hotter, gives way the
- * same way: it ends a run, so it empties with nothing shifted. Otherwise a
- * CLOCK hand per partition:
- * the eviction looks at the next few tracked slots after the hand, takes
- * the one with the lowest rate and moves the hand past them, so its cost
- * is a short sequential run of slots, whatever the table's size, and a
- * full sweep visits every owner once. Either way an owner hotter than a
- * one-off arrival is never evicted by one through the first step.
+/* Eviction. A new owner at a full table first takes the place of the
+ * coldest owner on its own lookup walk (the slots from its home to the
+ * first empty one, in cache from the lookup that missed) if that owner is
+ * no hotter than the newcomer just after its arrival: no slot empties, so
+ * no other walk breaks and nothing is shifted or probed again. When the
+ * walk is empty (the home slot is), the owner just before the home slot
+ * gives way on the same terms: it ends a run, so it empties with nothing
+ * shifted. Under a flood of new ids these are nearly every eviction, and
+ * they never evict an owner hotter than the newcomer.
+ *
+ * Otherwise a CLOCK hand per partition: the eviction looks at the next few
+ * tracked slots after the hand, takes the one with the lowest rate and
+ * moves the hand past them, so its cost is a short sequential run of
+ * slots, whatever the table's size, and a full sweep visits every owner
+ * once.
  *
  * Rates are compared exactly with no exp2: on the seconds clock every N of
  * a partition is relative to its one epoch (rate(t) = N 2^(-(t - epoch)/H)),
