@@ -3,9 +3,9 @@
  * first empty one, in cache from the lookup that missed) if that owner is
  * no hotter than the newcomer just after its arrival: no slot empties, so
  * no other walk breaks and nothing is shifted or probed again. When the
- * walk is empty (the home slot is), the owner just before the home slot
- * gives way on the same terms: it ends a run, so it empties with nothing
- * shifted. Under a flood of new ids these are about three evictions in
+ * walk is empty (the home slot is), the coldest owner of the home's line
+ * that ends a run (its next slot is empty) gives way on the same terms: no
+ * walk passes it, so it empties with nothing shifted. Under a flood of new ids these are about three evictions in
  * four (bench/README.md), and they never evict an owner hotter than the
  * newcomer.
  *
@@ -24,19 +24,26 @@
 #define WINDOW 8     /* tracked slots compared per eviction */
 #define MIN_SCAN 64  /* slots looked at before settling for fewer than WINDOW */
 
-/* With the newcomer's home slot empty: the tracked slot just before it ends
- * a run, so no walk passes it and it empties with nothing shifted while the
- * newcomer takes its home. Only within the home's line (tables are 64-byte
- * aligned), already loaded; by index, so the choice never depends on where
- * the table was allocated. */
-static int replace_before_home(cr_estimator *e, cr_est_part *p, int64_t owner, size_t home,
-                               double n)
+/* With the newcomer's home slot empty (its walk has no owner): an owner of
+ * the home's line whose next slot in the line is empty ends a run, so no
+ * walk passes it and it empties with nothing shifted while the newcomer
+ * takes its home. The coldest such owner gives way if it is no hotter. The
+ * line is loaded already; its slots are chosen by index (tables are 64-byte
+ * aligned), so the choice never depends on where a table was allocated. */
+static int replace_run_end(cr_estimator *e, cr_est_part *p, int64_t owner, size_t home,
+                           double n)
 {
-    cr_est_entry *at = &p->slots[home], *before = at - 1;
-    if (home % CR_EST_LINE == 0 || before->r == 0 || before->r > n)
+    size_t line = home / CR_EST_LINE * CR_EST_LINE;
+    cr_est_entry *cold = NULL;
+    for (size_t k = line; k + 1 < line + CR_EST_LINE; k++) {
+        cr_est_entry *s = &p->slots[k];
+        if (s->r != 0 && s[1].r == 0 && (!cold || s->r < cold->r))
+            cold = s;
+    }
+    if (!cold || cold->r > n)
         return 0;
-    before->r = 0;
-    *at = (cr_est_entry){owner, n};
+    cold->r = 0;
+    p->slots[home] = (cr_est_entry){owner, n};
     atomic_fetch_add(&e->evictions, 1);
     return 1;
 }
@@ -50,7 +57,7 @@ int cr_est_replace_on_walk(cr_estimator *e, cr_est_part *p, int64_t owner, uint6
         if (!cold || p->slots[i].r < cold->r)
             cold = &p->slots[i];
     if (!cold)
-        return replace_before_home(e, p, owner, home, n);
+        return replace_run_end(e, p, owner, home, n);
     if (cold->r > n)
         return 0;
     *cold = (cr_est_entry){owner, n};

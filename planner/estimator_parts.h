@@ -198,7 +198,8 @@ void cr_est_evict(cr_estimator *e, cr_est_part *p);
  * home slot to the first empty one) when that owner's count is at most n,
  * and returns 1; 0 (nothing changed) when the walk is empty or every owner
  * on it is hotter than n. An empty walk (an empty home slot) takes the
- * tracked slot just before the home instead, on the same terms. */
+ * place of the coldest owner in the home's line that ends a run instead,
+ * on the same terms. */
 int cr_est_replace_on_walk(cr_estimator *e, cr_est_part *p, int64_t owner, uint64_t h, double n);
 
 /* Makes room in a full table by evicting from the next non-empty

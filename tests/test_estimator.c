@@ -683,21 +683,23 @@ static void test_concurrent_eviction_bound(void)
     cr_estimator_free(e);
 }
 
-static void test_flood_keeps_every_walk_intact(void)
+/* A full table of warm owners, then one-off newcomers, some of them again
+ * later (seconds clock: time moving on, so older owners grow colder than
+ * newcomers): a newcomer may take a slot in place, and no tracked owner's
+ * walk may break for it. Every exported owner is then found with its exact
+ * count, and no owner twice. */
+static void flood_and_check(cr_clock clock)
 {
-    /* A full table of warm owners, then one-off newcomers, some of them
-     * again later: a newcomer may take a slot on its own lookup walk in
-     * place, and no tracked owner's walk may break for it. Every exported
-     * owner is then found with its exact count, and no owner twice. */
     enum { MAX = 3000, NEW = 60000 };
-    cr_estimator *e = make(CR_CLOCK_CALLS, 20, MAX);
+    cr_estimator *e = make(clock, 20, MAX);
     for (int k = 0; k < 2; k++)
         for (int64_t o = 0; o < MAX; o++)
             cr_estimator_record(e, o * 7919, 0);
     unsigned seed = 3;
     for (int64_t i = 0; i < NEW; i++) {
         int64_t o = i % 5 == 4 ? (int64_t)(rand_r(&seed) % (unsigned)i) : i;
-        CU_ASSERT_TRUE(cr_estimator_record(e, o * 7919 + 1, 0) > 0);
+        double t = clock == CR_CLOCK_SECONDS ? (double)i * 1e-3 : 0;
+        CU_ASSERT_TRUE(cr_estimator_record(e, o * 7919 + 1, t) > 0);
     }
     CU_ASSERT_EQUAL(cr_estimator_size(e), MAX);
     size_t n;
@@ -714,6 +716,12 @@ static void test_flood_keeps_every_walk_intact(void)
     CU_ASSERT_EQUAL(cr_estimator_size(e), 0);
     free(v);
     cr_estimator_free(e);
+}
+
+static void test_flood_keeps_every_walk_intact(void)
+{
+    flood_and_check(CR_CLOCK_CALLS);
+    flood_and_check(CR_CLOCK_SECONDS);
 }
 
 static const cr_test_case estimator_tests[] = {
