@@ -5,9 +5,9 @@
  * no other walk breaks and nothing is shifted or probed again. When the
  * walk is empty (the home slot is), the coldest owner of the home's line
  * that ends a run (its next slot is empty) gives way on the same terms: no
- * walk passes it, so it empties with nothing shifted. Under a flood of new ids these are about three evictions in
- * four (bench/README.md), and they never evict an owner hotter than the
- * newcomer.
+ * walk passes it, so it empties with nothing shifted. Under a flood of new
+ * ids these are four evictions in five (bench/README.md), and they never
+ * evict an owner hotter than the newcomer.
  *
  * Otherwise a CLOCK hand per partition: the eviction looks at the next few
  * tracked slots after the hand, takes the one with the lowest rate and
