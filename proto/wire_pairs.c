@@ -238,6 +238,15 @@ static uint64_t gather7(uint64_t x)
     return (x & 0x000000000fffffffu) | (x & 0x0fffffff00000000u) >> 4;
 }
 
+/* The value of a varint of n bytes (1..10, its width already checked)
+ * whose first 8 bytes are w and bytes 8 and 9 hi: bits 56..62, then 63. */
+static uint64_t varint_value(uint64_t w, unsigned hi, size_t n)
+{
+    unsigned top = hi & LAST2[n];
+    return gather7(w & FIRST8[n] & ~HIGH_BITS) | (uint64_t)(top & 0x7f) << 56 |
+           (uint64_t)(top >> 8 & 1) << 63;
+}
+
 static const uint8_t *pair_run(void *ctx, const uint8_t *p, const uint8_t *end, uint32_t field)
 {
     cr_wire_pairs *out = ctx;
@@ -255,9 +264,7 @@ static const uint8_t *pair_run(void *ctx, const uint8_t *p, const uint8_t *end, 
         if ((w & FIRST8[n] & HIGH_BITS) != cont || (hi & LAST2[n] & 0x8080u) != cont_hi ||
             p[3 + n] != 0x11)
             break;
-        unsigned top = hi & LAST2[n]; /* bytes 8, 9: bits 56..62, then bit 63 */
-        int64_t owner = (int64_t)(gather7(w & FIRST8[n] & ~HIGH_BITS) |
-                                  (uint64_t)(top & 0x7f) << 56 | (uint64_t)(top >> 8 & 1) << 63);
+        int64_t owner = (int64_t)varint_value(w, hi, n);
         uint64_t bits = load_le64(p + 4 + n);
         uint8_t *e = (uint8_t *)out->base + out->n++ * out->stride;
         memcpy(e + out->key_at, &owner, sizeof owner);
@@ -287,9 +294,7 @@ static int read_value10(const uint8_t **p, uint64_t *v)
                     : ends_hi ? (size_t)__builtin_ctz(ends_hi) / 8 + 9 : 0;
     if (n == 0)
         return -1; /* more than 10 bytes */
-    unsigned top = hi & LAST2[n]; /* bytes 8, 9: bits 56..62, then bit 63 */
-    *v = gather7(w & FIRST8[n] & ~HIGH_BITS) | (uint64_t)(top & 0x7f) << 56 |
-         (uint64_t)(top >> 8 & 1) << 63;
+    *v = varint_value(w, hi, n);
     *p = s + n;
     return 0;
 }
