@@ -80,6 +80,15 @@ class AbuseTest(h.SidecarTestCase):
         return (stub or self.stub).GetStats(P.cr.GetStatsRequest(),
                                             timeout=h.RPC_TIMEOUT).receipts.made
 
+    def raw_refused(self, sc, ch, method, body):
+        """A raw call of body that must end RESOURCE_EXHAUSTED: its error,
+        and what the sidecar spent on it."""
+        with Spent(sc) as spent:
+            with self.assertRaises(grpc.RpcError) as cm:
+                h.raw_call(ch, h.SERVICE + method, body, timeout=60)
+        self.assertEqual(cm.exception.code(), EXHAUSTED, cm.exception.details())
+        return cm.exception, spent
+
     # ---- 1. plan amplification ----
 
     def test_plan_refused_before_placing(self):
@@ -133,11 +142,7 @@ class AbuseTest(h.SidecarTestCase):
         ch = sc.channel()
         n = 33_554_432 - 16  # 1-byte owners: a ~33.5 MB request, under the 64 MiB limit
         packed = field(1, 2, b"\x01" * n)
-        with Spent(sc) as spent:
-            with self.assertRaises(grpc.RpcError) as cm:
-                h.raw_call(ch, h.SERVICE + "GetRates", packed, timeout=60)
-        e = cm.exception
-        self.assertEqual(e.code(), EXHAUSTED, e.details())
+        e, spent = self.raw_refused(sc, ch, "GetRates", packed)
         limit = (67108864 - 32) // 22
         self.assertEqual(e.details(),
                          "owners has %d entries, at most %d allowed: their answer could need %d "
@@ -147,9 +152,8 @@ class AbuseTest(h.SidecarTestCase):
         self.assertLess(spent.hwm_mb, 300.0)
         # Unpacked (two bytes each) counts the same.
         unpacked = b"".join([field(1, 0, 1)] * 4_000_000)
-        with self.assertRaises(grpc.RpcError) as cm:
-            h.raw_call(ch, h.SERVICE + "GetRates", unpacked, timeout=60)
-        self.assertIn("owners has 4000000 entries", cm.exception.details())
+        e, _ = self.raw_refused(sc, ch, "GetRates", unpacked)
+        self.assertIn("owners has 4000000 entries", e.details())
         # One under the bound is answered.
         r = sc.stub().GetRates(P.cr.GetRatesRequest(owners=[1, 2]), timeout=h.RPC_TIMEOUT)
         self.assertEqual(len(r.rates), 2)
@@ -160,11 +164,8 @@ class AbuseTest(h.SidecarTestCase):
         ch = sc.channel()
         n = 60_000_000  # 1-byte owners: 60 MB, 480 MB once decoded
         body = field(1, 2, b"\x01" * n)
-        with Spent(sc) as spent:
-            with self.assertRaises(grpc.RpcError) as cm:
-                h.raw_call(ch, h.SERVICE + "RecordArrival", body, timeout=60)
-        self.assertEqual(cm.exception.code(), EXHAUSTED)
-        self.assertEqual(cm.exception.details(),
+        e, spent = self.raw_refused(sc, ch, "RecordArrival", body)
+        self.assertEqual(e.details(),
                          "%d owners could need %d response bytes, over the 67108864-byte message "
                          "limit (--max-message-bytes); set omit_routes or send fewer owners"
                          % (n, n * 28 + 32))
@@ -185,11 +186,8 @@ class AbuseTest(h.SidecarTestCase):
         ch = sc.channel()
         n = 60_000_000
         body = field(1, 2, b"\x01" * n) + field(2, 0, 1)
-        with Spent(sc) as spent:
-            with self.assertRaises(grpc.RpcError) as cm:
-                h.raw_call(ch, h.SERVICE + "RecordArrival", body, timeout=60)
-        self.assertEqual(cm.exception.code(), EXHAUSTED)
-        self.assertEqual(cm.exception.details(),
+        e, spent = self.raw_refused(sc, ch, "RecordArrival", body)
+        self.assertEqual(e.details(),
                          "owners has %d entries, at most 1000000 allowed: the limit of "
                          "--max-arrivals-per-call; send them in several calls" % n)
         self.assertLess(spent.hwm_mb, 300.0)
