@@ -10,7 +10,9 @@
 #     --loadgen build-rel/bench/grpc/cacheroute-grpc-loadgen --load j --rounds 5
 #
 # Loads (as in run.sh, estimator filled with the 1M ids first): g = 16
-# owners/call; j = 1,000 owners/call, routes on; h = j with omit_routes.
+# owners/call; j = 1,000 owners/call, routes on; h = j with omit_routes;
+# i = h over 10M ids into a table of 1M (--max-owners 1000000: every new
+# owner evicts).
 # The servers are pinned to the last CPU, the client to the others. Every
 # run is bounded (--calls, a timeout) and both servers stop on exit.
 set -euo pipefail
@@ -26,18 +28,21 @@ while (($#)); do
     --rounds) ROUNDS=$2; shift 2 ;;
     --calls) CALLS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
-    *) echo "usage: ab.sh --a BIN --b BIN --loadgen BIN [--load g|h|j] [--rounds N] [--calls N] [--perf]" >&2
+    *) echo "usage: ab.sh --a BIN --b BIN --loadgen BIN [--load g|h|i|j] [--rounds N] [--calls N] [--perf]" >&2
        exit 2 ;;
   esac
 done
 [[ -x $A && -x $B && -x $LOADGEN ]] || { echo "ab.sh: --a, --b and --loadgen must be executables" >&2; exit 2; }
+IDS=1000000 MAX_OWNERS=2000000
 case "$LOAD" in
   g) LG=(--owners 16 --connections 8 --concurrency 256); : "${CALLS:=200000}" ;;
   h) LG=(--owners 1000 --omit-routes --connections 4 --concurrency 32 --ring 4096); : "${CALLS:=20000}" ;;
+  i) LG=(--owners 1000 --omit-routes --connections 4 --concurrency 32 --ring 4096); : "${CALLS:=10000}"
+     IDS=10000000 MAX_OWNERS=1000000 ;;
   j) LG=(--owners 1000 --connections 4 --concurrency 32 --ring 4096); : "${CALLS:=20000}" ;;
-  *) echo "ab.sh: --load must be g, h or j" >&2; exit 2 ;;
+  *) echo "ab.sh: --load must be g, h, i or j" >&2; exit 2 ;;
 esac
-LG=(--dist uniform --ids 1000000 "${LG[@]}")
+LG=(--dist uniform --ids "$IDS" "${LG[@]}")
 last=$(($(nproc) - 1))
 SERVER_PIN=(taskset -c "$last") CLIENT_PIN=(taskset -c "0-$((last > 0 ? last - 1 : 0))")
 WORK=$(mktemp -d)
@@ -52,7 +57,7 @@ start() {  # start NAME BIN: a sidecar on a free port, estimator filled
   local port
   port=$("$PY" "$HERE/grpc_bench.py" freeport)
   "${SERVER_PIN[@]}" "$2" --threads 1 --metrics-listen "" --replan-interval 0 \
-    --max-owners 2000000 --listen "127.0.0.1:$port" >"$WORK/$1.log" 2>&1 &
+    --max-owners "$MAX_OWNERS" --listen "127.0.0.1:$port" >"$WORK/$1.log" 2>&1 &
   PID[$1]=$! ADDR[$1]=127.0.0.1:$port
   "$PY" "$HERE/grpc_bench.py" wait "${ADDR[$1]}" "${PID[$1]}" 30 || { cat "$WORK/$1.log" >&2; exit 1; }
   lg "$1" --dist cycle --ids 1000000 --owners 1000 --omit-routes --count 1000 --concurrency 8 >/dev/null
