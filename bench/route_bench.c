@@ -39,8 +39,8 @@ static cr_core *core_for(cr_route_by by, double ttl_s, vclock *clock)
     cr_core_config_default(&cfg);
     cr_core_quiet_probe(&cfg.probe);
     cfg.replan_interval_s = 0;
-    cfg.route_by = by;
-    cfg.inflight_ttl_s = ttl_s;
+    cfg.route.by = by;
+    cfg.route.inflight_ttl_s = ttl_s;
     cr_clock_source src = {vclock_now, clock};
     cr_error err;
     cr_core *c = cr_core_new(&cfg, NULL, &src, &err);
@@ -252,7 +252,7 @@ int main(int argc, char **argv)
         qsort(ns[k], (size_t)rounds, sizeof ns[k][0], cmp_double);
         double med = ns[k][rounds / 2];
         plan = k == 0 ? med : plan;
-        cr_core_route_stats st;
+        cr_route_stats st;
         cr_core_route_stats_read(cores[k], &st, NULL, 0);
         printf("  %-38s %7.1f ns/call  %6.2f M/s  %.3fx plan  outstanding %llu  %.1f MB\n",
                cases[k].name, med, 1e3 / med, plan / med, (unsigned long long)st.outstanding,

@@ -55,6 +55,10 @@ static cr_status check_config(const cr_core_config *cfg, cr_error *err)
         st = cr_replan_config_check(&cfg->replan, err);
     if (st == CR_OK)
         st = cr_options_check(&cr_core_options, cfg, "", err);
+    if (st == CR_OK)
+        st = cr_options_check(&cr_route_options, &cfg->route, "", err);
+    if (st == CR_OK)
+        st = cr_options_check(&cr_core_state_options, cfg, "", err);
     return st;
 }
 
@@ -72,9 +76,9 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
         !(c->figures = cr_loop_figures_new()))
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu receipts",
                        (unsigned long long)cfg->receipts);
-    if (cfg->route_by != CR_ROUTE_PLAN && !(c->router = cr_router_new(cfg)))
+    if (!(c->router = cr_router_new(&cfg->route)))
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu outstanding routes",
-                       (unsigned long long)cfg->inflight_max);
+                       (unsigned long long)cfg->route.inflight_max);
     return CR_OK;
 }
 
@@ -169,4 +173,20 @@ void cr_core_stats_read(cr_core *c, cr_core_stats *out)
         out->imbalance = cr_table_imbalance(t->table);
     }
     cr_installed_release(t);
+}
+
+uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
+{
+    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
+}
+
+uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards)
+{
+    return cr_router_home(c->router, owner, n_shards);
+}
+
+void cr_core_route_stats_read(cr_core *c, cr_route_stats *out, double *work,
+                              uint32_t max_shards)
+{
+    cr_router_stats(c->router, cr_core_now(c), out, work, max_shards);
 }

@@ -7,9 +7,7 @@
 
 #include "core.h"
 #include "loop.h"
-#include "route.h"
 #include "state.h"
-#include "touched.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -35,7 +33,7 @@ struct cr_core {
     double last_replan;
     cr_receipt_store *receipts; /* NULL with --receipts 0 */
     cr_loop_figures *figures;
-    cr_router *router; /* NULL under --route-by plan */
+    cr_router *router;
     /* The state file (state.c) */
     char *state_path; /* NULL = none */
     double snapshot_interval_s;
@@ -72,11 +70,6 @@ void cr_core_report_plan(cr_core *c, const char *by, double seconds,
 
 /* Shards routes go over with table t (NULL = none installed). */
 uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
-/* Owner's home under t, before any load is weighed (outcomes without a
- * shard are counted on it): its preferred shard when t admits it, else
- * cr_core_home_shard over t's shards; *admitted = whether t admits it.
- * Under plan, the whole route rule. route.c. */
-uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted);
 
 /* state.c. Restores c's state file (c->state_path set) into the fresh
  * components, reporting to hooks->state; 0, or -1 when a failed restore

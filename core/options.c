@@ -1,11 +1,9 @@
-/* The core's own option rows (--replan-interval, --receipts, the route's)
- * and the composed default: every component's defaults come from that
+/* The core's own option rows (--replan-interval, --receipts; the state
+ * file's) and the composed default: every component's defaults come from that
  * component's rows. */
 #include <stddef.h>
 
 #include "core.h"
-
-static const char *const ROUTE_BY[] = {"plan", "bounded", "live", NULL}; /* cr_route_by's order */
 
 static const cr_option ROWS[] = {
     {.name = "replan-interval", .key = "replan_interval_s", .type = CR_OPT_DOUBLE,
@@ -16,25 +14,12 @@ static const cr_option ROWS[] = {
      .max = CR_CORE_MAX_RECEIPTS,
      .help = "decision receipts kept for ReportOutcome and GetDecision, the oldest evicted "
              "first (about 0.8 KB each); 0 = off"},
-    {.name = "route-by", .key = "route_by", .type = CR_OPT_CHOICE,
-     .offset = offsetof(cr_core_config, route_by), .def_text = "plan", .choices = ROUTE_BY,
-     .help = "RecordArrival's route: plan (the preferred shard, else owner mod R), bounded "
-             "(affinity unless the shard's outstanding work exceeds --load-bound x the mean, "
-             "then the session's next shard, then its ring) or live (least outstanding work)"},
-    {.name = "load-bound", .key = "load_bound", .type = CR_OPT_DOUBLE,
-     .offset = offsetof(cr_core_config, load_bound), .def = 1.25, .min = 1, .max = 100,
-     .help = "--route-by bounded: a shard takes a route while its outstanding work is at "
-             "most this times the mean"},
-    {.name = "inflight-ttl", .key = "inflight_ttl_s", .type = CR_OPT_DOUBLE,
-     .offset = offsetof(cr_core_config, inflight_ttl_s), .def = 60, .min = 0, .max = 86400,
-     .flags = CR_OPT_MIN_OPEN,
-     .help = "--route-by bounded or live: seconds after which a route's work counts as done "
-             "when no ReportOutcome for its owner and shard came"},
-    {.name = "inflight-max", .key = "inflight_max", .type = CR_OPT_U64,
-     .offset = offsetof(cr_core_config, inflight_max), .def = 100000, .min = 1,
-     .max = CR_CORE_MAX_INFLIGHT,
-     .help = "--route-by bounded or live: outstanding routes tracked at most (32 B each, "
-             "allocated up front), the oldest counted as done first"},
+};
+
+const cr_option_table cr_core_options = CR_OPTION_TABLE("", ROWS);
+
+/* The state file's rows (core.h, "state"). */
+static const cr_option STATE_ROWS[] = {
     {.name = "state-file", .key = "state_file", .type = CR_OPT_STRING,
      .offset = offsetof(cr_core_config, state_file), .def_text = "", .min = 0, .max = 4095,
      .help = "file keeping the estimator's owners, the installed table and the calibration "
@@ -45,7 +30,7 @@ static const cr_option ROWS[] = {
      .help = "seconds between writes of --state-file; 0 = only at shutdown"},
 };
 
-const cr_option_table cr_core_options = CR_OPTION_TABLE("", ROWS);
+const cr_option_table cr_core_state_options = CR_OPTION_TABLE("", STATE_ROWS);
 
 void cr_core_config_default(cr_core_config *cfg)
 {
@@ -55,6 +40,8 @@ void cr_core_config_default(cr_core_config *cfg)
     cr_inject_config_default(&cfg->inject);
     cr_probe_config_default(&cfg->probe);
     cr_options_defaults(&cr_core_options, cfg);
+    cr_options_defaults(&cr_route_options, &cfg->route);
+    cr_options_defaults(&cr_core_state_options, cfg);
 }
 
 void cr_core_quiet_probe(cr_probe_config *p)

@@ -1,5 +1,5 @@
 /* RecordArrival, GetRates and Forget: the checks and the estimator; the
- * route rule is route.c's. */
+ * route rule is the router's (route.h). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -48,7 +48,8 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
             routes[at + i] = (cr_route){.owner = owners[at + i], .rate = rates[i]};
     }
     if (routes)
-        cr_core_route(c, t, w, routes, n, now);
+        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n,
+                        now);
     cr_installed_release(t);
     cr_touched *touched = atomic_load_explicit(&c->touched, memory_order_acquire);
     if (touched)

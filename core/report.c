@@ -90,7 +90,8 @@ static void served(const batch *b, const cr_outcome *o, cr_loop_delta *d)
     d->prompt_tokens = o->prompt_tokens;
     d->cached_tokens = o->cached_tokens;
     if (o->has & CR_OUT_OWNER) {
-        d->shard = cr_core_route_shard(b->c, b->table, o->owner, &d->admitted);
+        d->shard = cr_router_shard(b->c->router, b->table ? b->table->table : NULL,
+                                   cr_core_shards(b->c, b->table), o->owner, &d->admitted);
         d->has_shard = 1;
     }
     if (o->has & CR_OUT_SHARD) {
@@ -150,7 +151,7 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     if (d.matched)
         judged(b, &r, &d);
     unsigned here = CR_OUT_OWNER | CR_OUT_SHARD;
-    int released = (o->has & here) == here && cr_core_route_release(c, o->owner, o->shard, b->now);
+    int released = (o->has & here) == here && cr_router_release(c->router, o->owner, o->shard, b->now);
     d.rejected = !d.matched && !observable && !d.has_tokens && !released;
     if (d.rejected)
         rejection(o, i, out);

@@ -163,6 +163,8 @@ const cr_option_table cr_server_options = CR_OPTION_TABLE("", SERVER_ROWS);
 const cr_config_part cr_config_parts[] = {
     {&cr_server_options, offsetof(cr_config, server)},
     {&cr_core_options, offsetof(cr_config, core)},
+    {&cr_route_options, offsetof(cr_config, core.route)},
+    {&cr_core_state_options, offsetof(cr_config, core)},
     {&cr_planner_options, offsetof(cr_config, core.planner)},
     {&cr_replan_options, offsetof(cr_config, core.replan)},
     {&cr_estimator_options, offsetof(cr_config, core.estimator)},

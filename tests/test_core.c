@@ -613,7 +613,7 @@ static void *record_loop(void *arg)
         uint32_t shards = gen ? (uint32_t)(gen % 3 + 2) : 8;
         for (int k = 0; k < 8; k++)
             a->bad_routes += !routes[k].admitted && routes[k].preferred_shard !=
-                                                        cr_core_fallback_shard(owners[k], shards);
+                                                        cr_route_fallback_shard(owners[k], shards);
     }
     return NULL;
 }

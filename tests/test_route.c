@@ -14,7 +14,7 @@
 
 #include "core.h"
 #include "cunit_main.h"
-#include "ring.h"
+#include "route.h"
 
 #define SHARDS 8
 
@@ -42,10 +42,10 @@ static void open_with(fixture *f, cr_route_by by, double load_bound, double ttl_
     cr_core_quiet_probe(&cfg.probe);
     cfg.planner = (cr_planner_config){SHARDS, 50, 200};
     cfg.replan_interval_s = 0;
-    cfg.route_by = by;
-    cfg.load_bound = load_bound;
-    cfg.inflight_ttl_s = ttl_s;
-    cfg.inflight_max = max;
+    cfg.route.by = by;
+    cfg.route.load_bound = load_bound;
+    cfg.route.inflight_ttl_s = ttl_s;
+    cfg.route.inflight_max = max;
     cr_core_hooks hooks = {.recorded = on_record, .ctx = f};
     cr_clock_source clock = {vclock_now, &f->clock};
     cr_error err;
@@ -97,7 +97,7 @@ static void set_loads(fixture *f, const double *loads)
         if (loads[s] > 0)
             CU_ASSERT_EQUAL(arrive(f, owner_at(f, s), loads[s]), s);
     double work[SHARDS];
-    cr_core_route_stats st;
+    cr_route_stats st;
     cr_core_route_stats_read(f->core, &st, work, SHARDS);
     CU_ASSERT_EQUAL(memcmp(work, loads, sizeof work), 0);
 }
@@ -226,7 +226,7 @@ static void test_weight_checks(void)
     CU_ASSERT_EQUAL(tracked, 0);
     free(all);
     CU_ASSERT_EQUAL(atomic_load(&f.arrivals), 0);
-    cr_core_route_stats st;
+    cr_route_stats st;
     cr_core_route_stats_read(f.core, &st, NULL, 0);
     CU_ASSERT_EQUAL(st.outstanding + st.queued, 0);
     /* The largest weight is fine; so is the smallest positive double. */
@@ -243,25 +243,25 @@ static void test_route_rows(void)
     cr_core_config cfg;
     cr_core_config_default(&cfg);
     cr_core_quiet_probe(&cfg.probe);
-    CU_ASSERT_EQUAL(cfg.route_by, CR_ROUTE_PLAN);
-    CU_ASSERT_EQUAL(cfg.load_bound, 1.25);
-    CU_ASSERT_EQUAL(cfg.inflight_ttl_s, 60);
-    CU_ASSERT_EQUAL(cfg.inflight_max, 100000);
-    const cr_option *o = cr_option_find(&cr_core_options, "route-by", 8);
+    CU_ASSERT_EQUAL(cfg.route.by, CR_ROUTE_PLAN);
+    CU_ASSERT_EQUAL(cfg.route.load_bound, 1.25);
+    CU_ASSERT_EQUAL(cfg.route.inflight_ttl_s, 60);
+    CU_ASSERT_EQUAL(cfg.route.inflight_max, 100000);
+    const cr_option *o = cr_option_find(&cr_route_options, "route-by", 8);
     cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_option_set(&cr_core_options, o, &cfg, "bounded", &err), CR_OK);
-    CU_ASSERT_EQUAL(cfg.route_by, CR_ROUTE_BOUNDED);
-    CU_ASSERT_EQUAL(cr_option_set(&cr_core_options, o, &cfg, "least", &err), CR_EINVAL);
+    CU_ASSERT_EQUAL_FATAL(cr_option_set(&cr_route_options, o, &cfg.route, "bounded", &err), CR_OK);
+    CU_ASSERT_EQUAL(cfg.route.by, CR_ROUTE_BOUNDED);
+    CU_ASSERT_EQUAL(cr_option_set(&cr_route_options, o, &cfg.route, "least", &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, "--route-by must be one of plan, bounded, live, got \"least\"");
-    cfg.load_bound = 0.99;
+    cfg.route.load_bound = 0.99;
     CU_ASSERT_PTR_NULL(cr_core_new(&cfg, NULL, NULL, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "load_bound must be in 1..100, got 0.99");
-    cfg.load_bound = 2;
-    cfg.inflight_ttl_s = 0;
+    cfg.route.load_bound = 2;
+    cfg.route.inflight_ttl_s = 0;
     CU_ASSERT_PTR_NULL(cr_core_new(&cfg, NULL, NULL, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "inflight_ttl_s must be in (0, 86400], got 0");
-    cfg.inflight_ttl_s = 1;
-    cfg.inflight_max = 0;
+    cfg.route.inflight_ttl_s = 1;
+    cfg.route.inflight_max = 0;
     CU_ASSERT_PTR_NULL(cr_core_new(&cfg, NULL, NULL, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "inflight_max must be in 1..10000000, got 0");
 }
@@ -374,7 +374,7 @@ static void test_bounded_always_under_the_bound(void)
         x = cr_mix64(x);
         f.clock.t = k * 0.01;
         double before[SHARDS], total = 0, w = 900 + (double)(x % 125000);
-        cr_core_route_stats st;
+        cr_route_stats st;
         cr_core_route_stats_read(f.core, &st, before, SHARDS);
         for (int s = 0; s < SHARDS; s++)
             total += before[s];
@@ -383,7 +383,7 @@ static void test_bounded_always_under_the_bound(void)
         CU_ASSERT_TRUE(before[s] <= 1.25 * (total + w) / SHARDS);
         diverted += s != ring_first(&f, owner);
     }
-    cr_core_route_stats st;
+    cr_route_stats st;
     cr_core_route_stats_read(f.core, &st, NULL, 0);
     CU_ASSERT_EQUAL(st.diverted, diverted);
     CU_ASSERT_TRUE(st.expired > 0);
@@ -426,7 +426,7 @@ static void test_expiry_in_virtual_time(void)
     uint32_t s = arrive(&f, 11, 100);
     f.clock.t = 2;
     arrive(&f, 12, 50);
-    cr_core_route_stats st;
+    cr_route_stats st;
     double work[SHARDS];
     f.clock.t = 4.999;
     cr_core_route_stats_read(f.core, &st, work, SHARDS);
@@ -468,7 +468,7 @@ static void test_release_by_outcome(void)
     cr_outcome_counts c = report_done(&f, 21, s);
     CU_ASSERT_EQUAL(c.accepted, 1);
     CU_ASSERT_EQUAL(c.rejected, 0);
-    cr_core_route_stats st;
+    cr_route_stats st;
     cr_core_route_stats_read(f.core, &st, NULL, 0);
     CU_ASSERT_EQUAL(st.work, 75);
     CU_ASSERT_EQUAL(st.released, 1);
@@ -481,7 +481,7 @@ static void test_release_by_outcome(void)
     fixture_close(&f);
 }
 
-/* A release looks CR_CORE_RELEASE_DEPTH items deep into the shard. */
+/* A release looks CR_ROUTE_RELEASE_DEPTH items deep into the shard. */
 static void test_release_depth(void)
 {
     fixture f;
@@ -489,7 +489,7 @@ static void test_release_depth(void)
     uint32_t s = 2;
     int64_t a = owner_at(&f, s), b = owner_after(&f, s, a), z = owner_after(&f, s, b);
     CU_ASSERT_EQUAL(arrive(&f, a, 1), s);
-    for (int k = 0; k < CR_CORE_RELEASE_DEPTH + 44; k++)
+    for (int k = 0; k < CR_ROUTE_RELEASE_DEPTH + 44; k++)
         CU_ASSERT_EQUAL(arrive(&f, b, 1), s);
     CU_ASSERT_EQUAL(arrive(&f, z, 1), s); /* 301 items before it: past the depth */
     CU_ASSERT_EQUAL(report_done(&f, z, s).rejected, 1);
@@ -497,10 +497,10 @@ static void test_release_depth(void)
     for (int k = 0; k < 100; k++)
         report_done(&f, b, s);
     CU_ASSERT_EQUAL(report_done(&f, z, s).rejected, 0); /* 200 deep now */
-    cr_core_route_stats st;
+    cr_route_stats st;
     cr_core_route_stats_read(f.core, &st, NULL, 0);
     CU_ASSERT_EQUAL(st.released, 102);
-    CU_ASSERT_EQUAL(st.outstanding, CR_CORE_RELEASE_DEPTH + 44 - 100);
+    CU_ASSERT_EQUAL(st.outstanding, CR_ROUTE_RELEASE_DEPTH + 44 - 100);
     fixture_close(&f);
 }
 
@@ -511,7 +511,7 @@ static void test_home_shard(void)
     fixture f;
     open_with(&f, CR_ROUTE_PLAN, 1.25, 60, 1000);
     for (int64_t o = 0; o < 100; o++)
-        CU_ASSERT_EQUAL(cr_core_home_shard(f.core, o, 5), cr_core_fallback_shard(o, 5));
+        CU_ASSERT_EQUAL(cr_core_home_shard(f.core, o, 5), cr_route_fallback_shard(o, 5));
     fixture_close(&f);
     open_with(&f, CR_ROUTE_BOUNDED, 1.25, 0.5, 1000);
     cr_ring *five = cr_ring_new(5);
@@ -530,7 +530,7 @@ static void test_memory_bounded_under_owner_flood(void)
 {
     fixture f;
     open_with(&f, CR_ROUTE_BOUNDED, 1.25, 3600, 64);
-    cr_core_route_stats st;
+    cr_route_stats st;
     uint64_t bytes = 0;
     for (int64_t o = 0; o < 200000; o++) {
         arrive(&f, 5000000 + o, 1 + (double)(o % 3));
@@ -587,12 +587,12 @@ static void test_plan_unchanged(void)
     const cr_placement *p = install_hot(&f, &res);
     for (int k = 0; k < 20; k++) {
         CU_ASSERT_EQUAL(arrive(&f, 7, 1e6), p->preferred_shard);
-        CU_ASSERT_EQUAL(arrive(&f, 100 + k, 1e6), cr_core_fallback_shard(100 + k, SHARDS));
+        CU_ASSERT_EQUAL(arrive(&f, 100 + k, 1e6), cr_route_fallback_shard(100 + k, SHARDS));
     }
-    cr_core_route_stats st;
+    cr_route_stats st;
     double work[SHARDS];
     cr_core_route_stats_read(f.core, &st, work, SHARDS);
-    CU_ASSERT_EQUAL(st.route_by, CR_ROUTE_PLAN);
+    CU_ASSERT_EQUAL(st.by, CR_ROUTE_PLAN);
     CU_ASSERT_EQUAL(st.outstanding + st.diverted + st.bytes + st.capacity, 0);
     CU_ASSERT_EQUAL(work[0], 0);
     CU_ASSERT_EQUAL(report_done(&f, 7, p->preferred_shard).rejected, 1);
@@ -643,7 +643,7 @@ static void test_plan_batch_routes_are_lookups(void)
         const cr_placement *p = cr_table_find(res.table, owners[i]);
         wrong += r[i].owner != owners[i] || r[i].admitted != (p != NULL) ||
                  r[i].preferred_shard !=
-                     (p ? p->preferred_shard : cr_core_fallback_shard(owners[i], SHARDS));
+                     (p ? p->preferred_shard : cr_route_fallback_shard(owners[i], SHARDS));
         admitted += p != NULL;
         repeats += i % 5 == 4 && p != NULL;
     }
@@ -678,7 +678,7 @@ static void test_bounded_batch_routes_in_order(void)
         wrong += one.preferred_shard != r[i].preferred_shard || one.admitted != r[i].admitted;
     }
     CU_ASSERT_EQUAL(wrong, 0);
-    cr_core_route_stats sa, sb;
+    cr_route_stats sa, sb;
     cr_core_route_stats_read(a.core, &sa, NULL, 0);
     cr_core_route_stats_read(b.core, &sb, NULL, 0);
     CU_ASSERT_EQUAL(sa.diverted, sb.diverted);
@@ -736,7 +736,7 @@ static void test_threads_account_for_every_route(void)
         pthread_join(t[i], NULL);
         CU_ASSERT_EQUAL(w[i].failures, 0);
     }
-    cr_core_route_stats st;
+    cr_route_stats st;
     cr_core_route_stats_read(f.core, &st, NULL, 0);
     CU_ASSERT_EQUAL(st.released, 4 * ROUNDS * 4);
     CU_ASSERT_EQUAL(st.outstanding + st.expired + st.evicted, 0);

@@ -5,12 +5,8 @@
  * only decodes, makes one cr_core_* call and encodes.
  *
  * Rules that exist exactly once, here:
- *   route     by --route-by (core/route.c; see RecordArrival below). plan,
- *             the default: an owner admitted in the installed table goes
- *             to its preferred shard; any other owner to
- *             cr_core_fallback_shard over the installed table's shards
- *             (the configured n_shards before the first install). bounded
- *             and live also weigh the work outstanding on each shard
+ *   route     by --route-by (route.h) over the installed table's shards
+ *             (the configured n_shards before the first install)
  *   plan      validate -> plan -> (install) -> report, for RPC plans and the
  *             replanner alike, timed over the same span
  *
@@ -38,13 +34,9 @@
 #include "options.h"
 #include "planner.h"
 #include "probe.h"
+#include "route.h"
 
-/* --route-by, in its choices' order: see RecordArrival. */
-typedef enum cr_route_by { CR_ROUTE_PLAN, CR_ROUTE_BOUNDED, CR_ROUTE_LIVE } cr_route_by;
-
-#define CR_CORE_MAX_INFLIGHT 10000000 /* --inflight-max's upper bound */
 #define CR_CORE_MAX_WEIGHT 1e9        /* a RecordArrival weight's upper bound */
-#define CR_CORE_RELEASE_DEPTH 256     /* items an outcome's release looks through */
 
 /* Everything the core is configured with: one struct per component, plus
  * the core's own rows (cr_core_options). */
@@ -56,20 +48,16 @@ typedef struct cr_core_config {
     cr_probe_config probe;
     double replan_interval_s;      /* --replan-interval; 0 = no replanner */
     uint64_t receipts;             /* --receipts: decision receipts kept; 0 = none */
-    /* Routes in motion (see RecordArrival) */
-    cr_route_by route_by;          /* --route-by */
-    double load_bound;             /* --load-bound: c */
-    double inflight_ttl_s;         /* --inflight-ttl */
-    uint64_t inflight_max;         /* --inflight-max */
+    cr_route_config route;         /* the route rule (route.h) */
     /* State that survives a restart (see "state" below) */
     char *state_file;              /* --state-file; "" or NULL = none */
     double snapshot_interval_s;    /* --snapshot-interval; 0 = only at stop */
 } cr_core_config;
 
-/* The core's own option rows (--replan-interval, --receipts, --route-by,
- * --load-bound, --inflight-ttl, --inflight-max, --state-file,
- * --snapshot-interval), on cr_core_config. */
+/* The core's own option rows on cr_core_config: --replan-interval and
+ * --receipts; the state file's --state-file and --snapshot-interval. */
 extern const cr_option_table cr_core_options;
+extern const cr_option_table cr_core_state_options;
 
 /* Every component's defaults (from their option rows) into cfg. */
 void cr_core_config_default(cr_core_config *cfg);
@@ -165,51 +153,8 @@ int cr_core_tick(cr_core *c);
 /* Weights: each arrival may weigh its work (its prompt tokens, say, or its
  * predicted prefill ms) instead of 1. The estimator adds the weight (see
  * estimator.h), so rates are in the weight's unit per second and so must
- * --qcap be (per shard); outstanding work (below) is in that unit too.
- *
- * The route rule, by --route-by:
- *   plan     the rule at the top: the preferred shard when admitted, else
- *            cr_core_fallback_shard. No state: exactly the route before
- *            --route-by existed.
- *   bounded  affinity with a load bound. Every route answered adds its
- *            weight as outstanding work on its shard; the work goes when
- *            a ReportOutcome gives that owner and shard (its oldest there),
- *            when --inflight-ttl seconds have passed, or at the cap below.
- *            A shard takes a route while its outstanding work is at most
- *            c x the mean over the table's shards (c = --load-bound; the
- *            mean counting this arrival's weight, so with weights of 1 a
- *            shard takes up to ceil(c (m + 1) / R) of m outstanding, as
- *            consistent hashing with bounded loads does). An admitted session tries its
- *            preferred shard, then its other shards (by id, cyclically
- *            after the preferred), then the shards of its consistent-hash
- *            ring (ring.h) from its point on; an unadmitted session walks
- *            its ring alone, so its cold tail is a stable shard per owner
- *            rather than owner mod R. Some shard always takes it (the
- *            least loaded is at most the mean); a walk looks at each shard
- *            once, at most R of them.
- *   live     the shard with the least outstanding work of all, tracked as
- *            under bounded; a tie with the session's first choice (its
- *            preferred shard, or its ring's first) keeps it, other ties
- *            go to the lowest id. O(R) a route; kept for comparison.
- * Deterministic: the same calls in the same order give the same routes.
- *
- * Outstanding work is a FIFO of at most --inflight-max (default 100,000)
- * items of 32 B (expiry, owner, shard, weight), allocated up front, each
- * linked into its shard's chain; 20 B per shard; and the ring (ring.h, 1.5
- * KB per shard at most), rebuilt when the shard count changes: 3.2 MB at
- * the defaults on 8 shards. At the cap the oldest item is retired first,
- * its work counted as done (route stats' evicted). A ReportOutcome looks
- * for the owner's oldest item from its shard's oldest, at most
- * CR_CORE_RELEASE_DEPTH items deep (a shard serves about in arrival
- * order): deeper work waits for the ttl. Nothing is hashed on a route's
- * path; one short lock per RecordArrival. */
-
-typedef struct cr_route {
-    int64_t owner;
-    double rate;              /* just after this arrival */
-    int admitted;             /* in the table the routes were read from */
-    uint32_t preferred_shard; /* where to send it: see the rule above */
-} cr_route;
+ * --qcap be (per shard); outstanding work is in that unit too. Routes
+ * follow the rule of --route-by (route.h) over the installed table. */
 
 /* Records one arrival per owner, in order, at the core's now. weights is
  * NULL or n_weights 0 (every weight 1), or one per owner, each finite and
@@ -223,37 +168,12 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
                          size_t n_weights, cr_route *routes, uint64_t *generation,
                          cr_error *err);
 
-/* Where plan sends an owner without warm slots: cr_mix64(owner) % n_shards. */
-uint32_t cr_core_fallback_shard(int64_t owner, uint32_t n_shards);
-
-/* The home of an owner without warm slots, where the route rule sends it
- * while no shard is over the bound: cr_core_fallback_shard under plan, the
- * first shard of its ring over n_shards under bounded and live. A stable
- * replan admitting an owner should keep it here (its cache is here).
- * Thread-safe; under bounded and live one short lock (the ring for another
- * shard count than the routes' is built once and kept). */
+/* cr_router_home of the core's router: where an owner without warm slots
+ * goes over n_shards. Thread-safe. */
 uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards);
 
-/* The route rule's figures: all 0 but route_by under plan. */
-typedef struct cr_core_route_stats {
-    cr_route_by route_by;
-    uint64_t outstanding; /* routes whose work is counted now */
-    uint64_t queued;      /* FIFO places taken: outstanding, and released
-                           * items not yet at its head */
-    uint64_t capacity;    /* --inflight-max */
-    double work;          /* outstanding work, in the weights' unit */
-    /* Routes whose work went: by a ReportOutcome, by --inflight-ttl, at
-     * the cap. */
-    uint64_t released, expired, evicted;
-    uint64_t diverted;    /* routes to another shard than the first choice */
-    uint64_t bytes;       /* the FIFO, index, counters and ring allocated now */
-    uint32_t n_shards;    /* shards with counters (the most routed over) */
-} cr_core_route_stats;
-
-/* The figures at now into *out and each shard's outstanding work into
- * work[0..max_shards-1] (0 past n_shards; work may be NULL with max_shards
- * 0). Thread-safe; one short lock, O(max_shards). */
-void cr_core_route_stats_read(cr_core *c, cr_core_route_stats *out, double *work,
+/* cr_router_stats of the core's router at the core's now. */
+void cr_core_route_stats_read(cr_core *c, cr_route_stats *out, double *work,
                               uint32_t max_shards);
 
 /* ---- Plan --------------------------------------------------------------- */

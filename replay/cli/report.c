@@ -155,7 +155,7 @@ static void markdown_inputs(const runner *r)
            "route by %s (load bound %g), weights %s\n\n",
            s->core.planner.qcap, s->core.planner.warm_slots_per_shard,
            s->core.replan_interval_s, s->core.estimator.half_life,
-           s->core.inject.decision_margin_ms, by, s->core.load_bound, weight);
+           s->core.inject.decision_margin_ms, by, s->core.route.load_bound, weight);
 }
 
 static void markdown_results(const runner *r, const series *all, size_t n)

@@ -236,6 +236,8 @@ const part cli_parts[] = {
     {&GENERATOR_TABLE, 0, JSON_GENERATOR},
     {&CLUSTER_TABLE, 0, JSON_TOOL},
     {&cr_core_options, offsetof(settings, core), JSON_SIDECAR},
+    {&cr_route_options, offsetof(settings, core.route), JSON_SIDECAR},
+    {&cr_core_state_options, offsetof(settings, core), JSON_SIDECAR},
     {&cr_planner_options, offsetof(settings, core.planner), JSON_SIDECAR},
     {&cr_replan_options, offsetof(settings, core.replan), JSON_SIDECAR},
     {&cr_estimator_options, offsetof(settings, core.estimator), JSON_SIDECAR},

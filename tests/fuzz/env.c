@@ -52,8 +52,8 @@ void cr_fuzz_env_open(cr_fuzz_env *env, cr_route_by route_by)
     cfg.replan_interval_s = 0;
     cfg.receipts = 64;
     cfg.estimator.max_owners = 4096;
-    cfg.inflight_max = 1024;
-    cfg.route_by = route_by;
+    cfg.route.inflight_max = 1024;
+    cfg.route.by = route_by;
     env->now = 1000;
     env->handlers.max_message = CR_FUZZ_MAX_MESSAGE;
     env->handlers.max_arrivals = 4096; /* below what a fuzzed message holds: both paths run */

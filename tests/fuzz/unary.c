@@ -15,7 +15,7 @@ typedef struct state {
     cr_core_loop_stats loop; /* what GetStats answers from */
     cr_core_shard_stats shards[STATE_SHARDS];
     uint64_t generation;
-    cr_core_route_stats routes;
+    cr_route_stats routes;
     cr_inject_response probe; /* a fixed dry run: what reservations do to a decision */
 } state;
 
@@ -70,7 +70,7 @@ static int same_breakdown(const cr_cost_breakdown *a, const cr_cost_breakdown *b
 /* What differs between a and b, or NULL. */
 static const char *state_change(const state *a, const state *b)
 {
-    const cr_core_route_stats *x = &a->routes, *y = &b->routes;
+    const cr_route_stats *x = &a->routes, *y = &b->routes;
     if (!same_bytes(a->rates, a->rates_len, b->rates, b->rates_len))
         return "the rates";
     /* memcmp: both were zeroed before the read, and NaN equals itself */

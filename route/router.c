@@ -1,21 +1,15 @@
-/* The route rule, once (see "route" in core.h): plan, the default, keeps
- * no state; bounded and live read the outstanding work per shard
- * (inflight.c) and walk the owner's ring (ring.h), under one lock. */
+/* The route rule, once (see route.h): plan, the default, keeps no state;
+ * bounded and live read the outstanding work per shard (inflight.c) and
+ * walk the owner's ring (ring.c), under one lock. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-#include "ring.h"
-#include "route.h"
 
-uint32_t cr_core_fallback_shard(int64_t owner, uint32_t n_shards)
+uint32_t cr_route_fallback_shard(int64_t owner, uint32_t n_shards)
 {
     return (uint32_t)(cr_mix64((uint64_t)owner) % n_shards);
-}
-
-uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
-{
-    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
 }
 
 /* Routes are found in chunks of this many, so a batch lookup's reads
@@ -25,7 +19,7 @@ uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
 /* placed[i] = the placement of routes[i].owner under t (NULL: none, or no
  * table) for the first min(n, CHUNK) routes, in one batch lookup; returns
  * how many. */
-static size_t find_chunk(const cr_installed *t, const cr_route *routes, size_t n,
+static size_t find_chunk(const cr_table *t, const cr_route *routes, size_t n,
                          const cr_placement **placed)
 {
     int64_t owners[CHUNK];
@@ -36,46 +30,32 @@ static size_t find_chunk(const cr_installed *t, const cr_route *routes, size_t n
     }
     for (size_t i = 0; i < n; i++)
         owners[i] = routes[i].owner;
-    cr_table_find_batch(t->table, owners, n, placed);
+    cr_table_find_batch(t, owners, n, placed);
     return n;
-}
-
-/* owner's shard under the plan rule, p its placement (NULL: none), over
- * shards when it has none; *admitted = whether it has one. */
-static uint32_t plan_shard(cr_core *c, const cr_placement *p, int64_t owner, uint32_t shards,
-                           int *admitted)
-{
-    *admitted = p != NULL;
-    return p ? p->preferred_shard : cr_core_home_shard(c, owner, shards);
-}
-
-uint32_t cr_core_route_shard(cr_core *c, const cr_installed *t, int64_t owner, int *admitted)
-{
-    const cr_placement *p = t ? cr_table_find(t->table, owner) : NULL;
-    return plan_shard(c, p, owner, cr_core_shards(c, t), admitted);
 }
 
 struct cr_router {
     pthread_mutex_t lock; /* guards everything below */
-    cr_route_by by;       /* bounded or live */
+    cr_route_by by;
     double c;             /* --load-bound */
-    cr_inflight *work;
+    cr_inflight *work;    /* NULL under plan */
     cr_ring *ring;        /* over the latest route's shard count; NULL before */
-    cr_ring *other;       /* the last other count cr_core_home_shard asked for */
+    cr_ring *other;       /* the last other count cr_router_home asked for */
     uint32_t *seen;       /* per ring shard: the walk that last looked at it */
     uint32_t walk;
     uint64_t diverted;
 };
 
-cr_router *cr_router_new(const cr_core_config *cfg)
+cr_router *cr_router_new(const cr_route_config *cfg)
 {
     cr_router *r = calloc(1, sizeof *r);
-    if (!r || !(r->work = cr_inflight_new(cfg->inflight_max, cfg->inflight_ttl_s))) {
+    if (!r || (cfg->by != CR_ROUTE_PLAN &&
+               !(r->work = cr_inflight_new(cfg->inflight_max, cfg->inflight_ttl_s)))) {
         free(r);
         return NULL;
     }
     pthread_mutex_init(&r->lock, NULL);
-    r->by = cfg->route_by;
+    r->by = cfg->by;
     r->c = cfg->load_bound;
     return r;
 }
@@ -135,17 +115,32 @@ static uint32_t ring_home(cr_router *r, int64_t owner, uint32_t n)
     return cr_ring_shard(ring, cr_ring_start(ring, owner));
 }
 
-uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards)
+uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards)
 {
-    cr_router *r = c->router;
     uint32_t s = UINT32_MAX;
-    if (r) {
+    if (r->work) {
         pthread_mutex_lock(&r->lock);
         s = ring_home(r, owner, n_shards);
         pthread_mutex_unlock(&r->lock);
     }
-    return s != UINT32_MAX ? s : cr_core_fallback_shard(owner, n_shards);
+    return s != UINT32_MAX ? s : cr_route_fallback_shard(owner, n_shards);
 }
+/* owner's shard under the plan rule, p its placement (NULL: none), over
+ * shards when it has none; *admitted = whether it has one. */
+static uint32_t plan_shard(cr_router *r, const cr_placement *p, int64_t owner, uint32_t shards,
+                           int *admitted)
+{
+    *admitted = p != NULL;
+    return p ? p->preferred_shard : cr_router_home(r, owner, shards);
+}
+
+uint32_t cr_router_shard(cr_router *r, const cr_table *t, uint32_t n_shards, int64_t owner,
+                         int *admitted)
+{
+    const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
+    return plan_shard(r, p, owner, n_shards, admitted);
+}
+
 
 /* One bounded walk: shards looked at once each, the first under the limit
  * taken, the least loaded seen kept in case none is. */
@@ -226,14 +221,13 @@ static uint32_t live(const cr_router *r, uint32_t first)
 }
 
 /* r locked: out's route under bounded or live, p its placement. */
-static void route_one(cr_router *r, const cr_installed *t, const cr_placement *p, cr_route *out,
+static void route_one(cr_router *r, const cr_table *t, const cr_placement *p, cr_route *out,
                       double weight, double now)
 {
     uint32_t first = p ? p->preferred_shard
                        : cr_ring_shard(r->ring, cr_ring_start(r->ring, out->owner));
     uint32_t s = r->by == CR_ROUTE_LIVE ? live(r, first)
-                                        : bounded(r, t ? t->table : NULL, p, out->owner, first,
-                                                  weight);
+                                        : bounded(r, t, p, out->owner, first, weight);
     r->diverted += s != first;
     cr_inflight_add(r->work, out->owner, s, weight, now);
     out->admitted = p != NULL;
@@ -241,7 +235,7 @@ static void route_one(cr_router *r, const cr_installed *t, const cr_placement *p
 }
 
 /* Under bounded or live; 0, or -1 (nothing routed) when out of memory. */
-static int route_moving(cr_router *r, const cr_installed *t, uint32_t shards,
+static int route_moving(cr_router *r, const cr_table *t, uint32_t shards,
                         const double *weights, cr_route *routes, size_t n, double now)
 {
     pthread_mutex_lock(&r->lock);
@@ -258,26 +252,24 @@ static int route_moving(cr_router *r, const cr_installed *t, uint32_t shards,
     return st;
 }
 
-void cr_core_route(cr_core *c, const cr_installed *t, const double *weights, cr_route *routes,
-                   size_t n, double now)
+void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const double *weights,
+                     cr_route *routes, size_t n, double now)
 {
-    uint32_t shards = cr_core_shards(c, t);
-    if (c->router && route_moving(c->router, t, shards, weights, routes, n, now) == 0)
+    if (r->work && route_moving(r, t, shards, weights, routes, n, now) == 0)
         return;
     const cr_placement *placed[CHUNK];
     for (size_t i = 0, m; i < n; i += m) {
         m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++) {
-            cr_route *r = &routes[i + j];
-            r->preferred_shard = plan_shard(c, placed[j], r->owner, shards, &r->admitted);
+            cr_route *o = &routes[i + j];
+            o->preferred_shard = plan_shard(r, placed[j], o->owner, shards, &o->admitted);
         }
     }
 }
 
-int cr_core_route_release(cr_core *c, int64_t owner, uint32_t shard, double now)
+int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now)
 {
-    cr_router *r = c->router;
-    if (!r)
+    if (!r->work)
         return 0;
     pthread_mutex_lock(&r->lock);
     cr_inflight_expire(r->work, now);
@@ -286,18 +278,17 @@ int cr_core_route_release(cr_core *c, int64_t owner, uint32_t shard, double now)
     return released;
 }
 
-void cr_core_route_stats_read(cr_core *c, cr_core_route_stats *out, double *work,
-                              uint32_t max_shards)
+void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work,
+                     uint32_t max_shards)
 {
     memset(out, 0, sizeof *out);
     if (work)
         memset(work, 0, max_shards * sizeof *work);
-    cr_router *r = c->router;
-    out->route_by = r ? r->by : CR_ROUTE_PLAN;
-    if (!r)
+    out->by = r->by;
+    if (!r->work)
         return;
     pthread_mutex_lock(&r->lock);
-    cr_inflight_expire(r->work, cr_core_now(c));
+    cr_inflight_expire(r->work, now);
     cr_inflight_stats(r->work, out);
     out->diverted = r->diverted;
     out->bytes += cr_ring_bytes(r->ring) + cr_ring_bytes(r->other) +

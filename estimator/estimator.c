@@ -6,15 +6,15 @@
  * empty when r == 0, which no tracked owner can have: every arrival adds
  * at least DBL_MIN to a non-negative value, and a renormalisation floors
  * at DBL_MIN. Forward decay (the seconds clock's epochs and scales) is
- * estimator_decay.c's, eviction estimator_evict.c's, batches
- * estimator_batch.c's, snapshots and restores estimator_snapshot.c's. */
+ * decay.c's, eviction evict.c's, batches
+ * batch.c's, snapshots and restores snapshot.c's. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimator_parts.h"
+#include "internal.h"
 
 _Static_assert(sizeof(cr_est_entry) == 16, "a slot is 16 bytes: four to a cache line");
 

@@ -2,7 +2,7 @@
  * each partition's lock is taken once per chunk, its decay factor computed
  * once (no exp2 per arrival) and the home slots of the next few owners are
  * loading while one is probed. */
-#include "estimator_parts.h"
+#include "internal.h"
 
 #define CHUNK 1024 /* entries grouped at a time: about 10 KB of stack */
 #define AHEAD 8    /* owners whose home slot is prefetched ahead of the probe */

@@ -4,7 +4,7 @@
  * Why a chain per shard is enough: expiry and the cap retire the FIFO's
  * head, the oldest item of all, which is then also the oldest of its
  * shard, its chain's head. A release looks for the owner's oldest item
- * from its shard's chain head, at most CR_CORE_RELEASE_DEPTH items
+ * from its shard's chain head, at most CR_ROUTE_RELEASE_DEPTH items
  * deep: a shard serves roughly in arrival order, so the item done is at or
  * near the head, and nothing is hashed on the route's path. A released
  * item stays in the FIFO, marked, until it reaches the head (it still
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "route.h"
+#include "internal.h"
 
 #define NONE UINT32_MAX /* no item; as an item's shard: released */
 
@@ -147,7 +147,7 @@ int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard)
     if (shard >= w->n_shards)
         return 0;
     uint32_t prev = NONE, idx = w->chains[shard].head;
-    for (int k = 0; idx != NONE && k < CR_CORE_RELEASE_DEPTH; k++) {
+    for (int k = 0; idx != NONE && k < CR_ROUTE_RELEASE_DEPTH; k++) {
         if (w->items[idx].owner == owner) {
             retire(w, idx, prev, &w->released);
             return 1;
@@ -162,7 +162,7 @@ const double *cr_inflight_loads(const cr_inflight *w) { return w->loads; }
 uint32_t cr_inflight_shards(const cr_inflight *w) { return w->n_shards; }
 double cr_inflight_total(const cr_inflight *w) { return w->total; }
 
-void cr_inflight_stats(const cr_inflight *w, cr_core_route_stats *out)
+void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out)
 {
     out->outstanding = w->outstanding;
     out->queued = w->count;

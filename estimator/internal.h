@@ -1,15 +1,15 @@
 /* Private to the estimator's files: the lock-striped partitions and the
- * steps of a record that estimator.c, estimator_batch.c and
- * estimator_snapshot.c share. */
-#ifndef CR_ESTIMATOR_PARTS_H
-#define CR_ESTIMATOR_PARTS_H
+ * steps of a record that estimator.c, batch.c and
+ * snapshot.c share. */
+#ifndef CR_ESTIMATOR_INTERNAL_H
+#define CR_ESTIMATOR_INTERNAL_H
 
 #include <float.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "estimator.h"
-#include "internal.h" /* cr_plan_item */
+
 
 #define CR_EST_MAX_PARTS 64
 

@@ -19,7 +19,7 @@
  * a partition is relative to its one epoch (rate(t) = N 2^(-(t - epoch)/H)),
  * so N orders its owners by their rate at any t; on the calls clock r is
  * the rate. */
-#include "estimator_parts.h"
+#include "internal.h"
 
 #define WINDOW 8     /* tracked slots compared per eviction */
 #define MIN_SCAN 64  /* slots looked at before settling for fewer than WINDOW */

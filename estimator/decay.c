@@ -8,7 +8,7 @@
 #include <float.h>
 #include <math.h>
 
-#include "estimator_parts.h"
+#include "internal.h"
 
 /* (t - epoch)/H; 0 when undefined (H = infinity with an infinite span, or
  * a NaN time): nothing decays then. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "estimator_parts.h"
+#include "internal.h"
 
 /* The snapshot's sort item of a slot: the owner with its sign bit flipped
  * (unsigned order of the keys is signed order of the owners) and, in prev,
@@ -15,8 +15,15 @@
  * slots (export). */
 static uint64_t owner_key(int64_t owner) { return (uint64_t)owner ^ (UINT64_C(1) << 63); }
 
+/* A cr_sort_records record (common.h): the key first, 16 bytes. */
+typedef struct est_item {
+    uint64_t key;
+    uint64_t prev;
+} est_item;
+_Static_assert(sizeof(est_item) == CR_SORT_RECORD_BYTES, "est_item is a cr_sort_records record");
+
 typedef struct gathered {
-    cr_plan_item *items;
+    est_item *items;
     cr_estimator_entry *raw; /* export only: the slots, items[i].prev = i */
     size_t len, cap;
 } gathered;
@@ -26,7 +33,7 @@ static int reserve_room(gathered *g, size_t more)
     if (g->len + more <= g->cap)
         return 0;
     size_t cap = (g->len + more) * 2;
-    cr_plan_item *items = realloc(g->items, cap * sizeof *items);
+    est_item *items = realloc(g->items, cap * sizeof *items);
     if (items)
         g->items = items;
     cr_estimator_entry *raw = g->raw ? realloc(g->raw, cap * sizeof *raw) : NULL;
@@ -42,7 +49,7 @@ static int reserve_room(gathered *g, size_t more)
  * the partition's epoch, which mean the same rate (export). */
 static void take(gathered *g, const cr_est_entry *s, double scale, double t_last)
 {
-    cr_plan_item *it = &g->items[g->len];
+    est_item *it = &g->items[g->len];
     it->key = owner_key(s->owner);
     if (g->raw) {
         g->raw[g->len] = (cr_estimator_entry){s->owner, s->r, t_last};
@@ -75,12 +82,12 @@ static int gather(const cr_estimator *e, double now, gathered *g)
 
 /* g's items sorted by key in a malloc'd array (g's own items, or the
  * scratch, the other one freed); NULL when out of memory (g's items freed). */
-static cr_plan_item *sorted_items(gathered *g)
+static est_item *sorted_items(gathered *g)
 {
     if (g->len < 2)
         return g->items;
-    cr_plan_item *tmp = malloc(g->len * sizeof *tmp);
-    cr_plan_item *sorted = tmp ? cr_sort_records(g->items, tmp, g->len) : NULL;
+    est_item *tmp = malloc(g->len * sizeof *tmp);
+    est_item *sorted = tmp ? cr_sort_records(g->items, tmp, g->len) : NULL;
     if (!sorted) {
         free(tmp);
         free(g->items);
@@ -101,7 +108,7 @@ static int start(const cr_estimator *e, gathered *g, int raw)
 cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n)
 {
     gathered g;
-    cr_plan_item *it = NULL;
+    est_item *it = NULL;
     if (start(e, &g, 0) == 0 && gather(e, now, &g) == 0)
         it = sorted_items(&g);
     else
@@ -109,10 +116,10 @@ cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n
     if (!it)
         return NULL;
     /* In place: an item and a rate are both 16 bytes, owner then payload. */
-    _Static_assert(sizeof(cr_plan_item) == sizeof(cr_session_rate), "same size");
+    _Static_assert(sizeof(est_item) == sizeof(cr_session_rate), "same size");
     cr_session_rate *out = (cr_session_rate *)(void *)it;
     for (size_t i = 0; i < g.len; i++) {
-        cr_plan_item x;
+        est_item x;
         memcpy(&x, &it[i], sizeof x);
         cr_session_rate r = {(int64_t)(x.key ^ (UINT64_C(1) << 63)), 0};
         memcpy(&r.rate, &x.prev, sizeof r.rate);
@@ -125,7 +132,7 @@ cr_session_rate *cr_estimator_rates(const cr_estimator *e, double now, size_t *n
 cr_estimator_entry *cr_estimator_export(const cr_estimator *e, size_t *n)
 {
     gathered g;
-    cr_plan_item *it = NULL;
+    est_item *it = NULL;
     if (start(e, &g, 1) == 0 && gather(e, 0, &g) == 0)
         it = sorted_items(&g);
     else
