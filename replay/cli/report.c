@@ -11,11 +11,10 @@
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-/* A part's rows as {flag: value}: numbers as numbers, the rest as the text
- * a flag would take (null when unset). */
-static json_t *rows_json(const part *p, const settings *s)
+/* A part's rows into obj as {flag: value}: numbers as numbers, the rest
+ * as the text a flag would take (null when unset). */
+static void rows_json(const part *p, const settings *s, json_t *obj)
 {
-    json_t *obj = json_object();
     for (size_t k = 0; k < p->table->n; k++) {
         const cr_option *o = &p->table->rows[k];
         char text[512];
@@ -32,6 +31,17 @@ static json_t *rows_json(const part *p, const settings *s)
                                                : json_string(text);
         json_object_set_new(obj, o->name, v);
     }
+}
+
+/* The object named key in parent, made when absent: tables of one group
+ * (the core's own, the route's, the state file's) share it. */
+static json_t *group_object(json_t *parent, const char *key)
+{
+    json_t *obj = json_object_get(parent, key);
+    if (!obj) {
+        obj = json_object();
+        json_object_set_new(parent, key, obj);
+    }
     return obj;
 }
 
@@ -43,11 +53,10 @@ static json_t *inputs_json(const settings *s, const trace_stats *st)
         const char *group = p->table->group;
         if (p->json == JSON_NONE || (p->json == JSON_GENERATOR && !s->generate))
             continue;
-        json_t *rows = rows_json(p, s);
         if (p->json != JSON_SIDECAR)
-            json_object_set_new(in, group, rows);
+            rows_json(p, s, group_object(in, group));
         else
-            json_object_set_new(sidecar, group[0] ? group : "core", rows);
+            rows_json(p, s, group_object(sidecar, group[0] ? group : "core"));
     }
     json_object_set_new(in, "cacheroute", sidecar);
     json_object_set_new(in, "shard_blocks", json_integer((json_int_t)s->cluster.shard_blocks));
