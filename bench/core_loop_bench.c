@@ -76,8 +76,8 @@ int main(int argc, char **argv)
     uint64_t outcomes = argc > 1 ? strtoull(argv[1], NULL, 10) : 5000000;
     uint64_t selects = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
     uint64_t receipts = argc > 3 ? strtoull(argv[3], NULL, 10) : 100000;
-    if (!receipts || receipts > CR_CORE_MAX_RECEIPTS) {
-        fprintf(stderr, "receipts must be in 1..%d\n", CR_CORE_MAX_RECEIPTS);
+    if (!receipts || receipts > CR_LOOP_MAX_RECEIPTS) {
+        fprintf(stderr, "receipts must be in 1..%d\n", CR_LOOP_MAX_RECEIPTS);
         return 2;
     }
     char(*ids)[24] = malloc(receipts * sizeof *ids);
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
     long rss1 = bench_status_bytes("VmRSS");
     double with = select_ns(c, &clock, ids, receipts, selects);
     long rss2 = bench_status_bytes("VmRSS");
-    cr_core_loop_stats st;
+    cr_loop_stats st;
     cr_core_loop_stats_read(c, &st, NULL, 0, NULL, 0);
     printf("select: %.0f ns/call without receipts, %.0f ns/call with (+%.0f ns)\n", without, with,
            with - without);

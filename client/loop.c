@@ -10,7 +10,7 @@
 #include "json.h"
 #include "wire.h"
 
-/* ReportOutcome's limit per call (the sidecar's CR_CORE_MAX_OUTCOMES). */
+/* ReportOutcome's limit per call (the sidecar's CR_LOOP_MAX_OUTCOMES). */
 #define REPORT_BATCH 10000
 
 typedef Cacheroute__V1__Outcome Outcome;

@@ -5,19 +5,6 @@
 
 #include "internal.h"
 
-const char *cr_core_term_name(cr_core_term t)
-{
-    static const char *const names[CR_N_TERMS] = {"queue_wait", "prefill", "transfer", "load",
-                                                  "total"};
-    return (unsigned)t < CR_N_TERMS ? names[t] : "unknown";
-}
-
-const char *cr_core_path_name(cr_core_path p)
-{
-    static const char *const names[CR_N_PATHS] = {"text", "kv"};
-    return (unsigned)p < CR_N_PATHS ? names[p] : "unknown";
-}
-
 /* The receipt of a decision just made against snap; 0, or -1 when it was
  * not kept (its model did not resolve, or memory ran out). */
 static int keep_receipt(cr_core *c, const char *id, const cr_inject_request *req,
@@ -45,9 +32,9 @@ cr_status cr_core_select(cr_core *c, const char *request_id, const cr_inject_req
                          cr_inject_response *out, cr_error *err)
 {
     size_t id_len = request_id ? strlen(request_id) : 0;
-    if (id_len > CR_CORE_REQUEST_ID_MAX)
+    if (id_len > CR_LOOP_REQUEST_ID_MAX)
         return cr_fail(err, CR_EINVAL, "request_id must be at most %d bytes, got %zu",
-                       CR_CORE_REQUEST_ID_MAX, id_len);
+                       CR_LOOP_REQUEST_ID_MAX, id_len);
     double now = cr_core_now(c);
     const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
     cr_status st = cr_inject_select(c->injector, snap, req, now * 1e3, out, err);
@@ -65,7 +52,7 @@ cr_status cr_core_select(cr_core *c, const char *request_id, const cr_inject_req
 int cr_core_decision(cr_core *c, const char *request_id, cr_receipt *out)
 {
     if (!c->receipts || !request_id || !*request_id ||
-        strlen(request_id) > CR_CORE_REQUEST_ID_MAX)
+        strlen(request_id) > CR_LOOP_REQUEST_ID_MAX)
         return 0;
     return cr_receipts_get(c->receipts, request_id, out);
 }

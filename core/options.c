@@ -11,7 +11,7 @@ static const cr_option ROWS[] = {
      .help = "seconds between plans from the estimator, installed as the current table; 0 = off"},
     {.name = "receipts", .key = "receipts", .type = CR_OPT_U64,
      .offset = offsetof(cr_core_config, receipts), .def = 100000, .min = 0,
-     .max = CR_CORE_MAX_RECEIPTS,
+     .max = CR_LOOP_MAX_RECEIPTS,
      .help = "decision receipts kept for ReportOutcome and GetDecision, the oldest evicted "
              "first (about 0.8 KB each); 0 = off"},
 };

@@ -106,7 +106,7 @@ static void judged(const batch *b, const cr_receipt *r, cr_loop_delta *d)
     d->path = r->error_has ? (int)r->used - 1 : -1;
     for (int t = 0; t < CR_N_TERMS; t++) {
         d->error_ms[t] = r->error_ms[t];
-        d->ape[t] = fabs(r->error_ms[t]) / fmax(r->measured_ms[t], CR_CORE_APE_FLOOR_MS);
+        d->ape[t] = fabs(r->error_ms[t]) / fmax(r->measured_ms[t], CR_LOOP_APE_FLOOR_MS);
     }
     d->error_has = r->error_has;
     if (!(r->error_has & (1u << CR_TERM_TOTAL)))
@@ -171,9 +171,9 @@ cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_c
                          cr_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (n > CR_CORE_MAX_OUTCOMES)
+    if (n > CR_LOOP_MAX_OUTCOMES)
         return cr_fail(err, CR_EINVAL, "outcomes must hold at most %d entries, got %zu",
-                       CR_CORE_MAX_OUTCOMES, n);
+                       CR_LOOP_MAX_OUTCOMES, n);
     batch b = {c, cr_core_acquire(c, NULL), cr_core_now(c)};
     uint32_t shards = cr_core_shards(c, b.table), gpus = gpu_count(c);
     cr_status st = CR_OK;
@@ -187,7 +187,7 @@ cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_c
     return st;
 }
 
-void cr_core_loop_stats_read(cr_core *c, cr_core_loop_stats *out, cr_core_shard_stats *shards,
+void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats *shards,
                              uint32_t max_shards, cr_inject_calibration *gpus, uint32_t max_gpus)
 {
     memset(out, 0, sizeof *out);

@@ -78,9 +78,9 @@ void cr_handle_report_outcome(void *ctx, const uint8_t *data, size_t len, cr_rep
     /* Counted before decoding, so an oversized batch costs no allocation. */
     size_t n = cr_wire_count(&cacheroute__v1__report_outcome_request__descriptor, data, len,
                              "outcomes");
-    if (n > CR_CORE_MAX_OUTCOMES) {
+    if (n > CR_LOOP_MAX_OUTCOMES) {
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT,
-                       "outcomes must hold at most %d entries, got %zu", CR_CORE_MAX_OUTCOMES, n);
+                       "outcomes must hold at most %d entries, got %zu", CR_LOOP_MAX_OUTCOMES, n);
         return;
     }
     cr_run_decoded(ctx, &cacheroute__v1__report_outcome_request__descriptor, data, len, out,
@@ -136,7 +136,7 @@ static void receipt_msg_init(receipt_msg *m, const cr_receipt *r)
             continue;
         TermError *e = &m->errors[n];
         cacheroute__v1__term_error__init(e);
-        e->term = (char *)cr_core_term_name((cr_core_term)t);
+        e->term = (char *)cr_loop_term_name((cr_loop_term)t);
         e->measured_ms = r->measured_ms[t];
         e->error_ms = r->error_ms[t];
         e->predicted_ms = r->measured_ms[t] - r->error_ms[t];
@@ -165,8 +165,8 @@ static void get_decision(void *ctx, const void *message, cr_reply *out)
         cr_reply_error(out, GRPC_STATUS_NOT_FOUND,
                        "no receipt for request_id '%.*s%s': never decided (or a dry run), or "
                        "evicted (--receipts) or replaced since",
-                       n > CR_CORE_REQUEST_ID_MAX ? CR_CORE_REQUEST_ID_MAX : (int)n,
-                       req->request_id, n > CR_CORE_REQUEST_ID_MAX ? "..." : "");
+                       n > CR_LOOP_REQUEST_ID_MAX ? CR_LOOP_REQUEST_ID_MAX : (int)n,
+                       req->request_id, n > CR_LOOP_REQUEST_ID_MAX ? "..." : "");
         return;
     }
     receipt_msg m;
@@ -197,8 +197,8 @@ typedef struct stats_msg {
     Cacheroute__V1__ReceiptStats receipts;
     Cacheroute__V1__OutcomeStats outcomes;
     /* what the core reads into */
-    cr_core_loop_stats st;
-    cr_core_shard_stats shard_st[CR_MAX_SHARDS];
+    cr_loop_stats st;
+    cr_loop_shard_stats shard_st[CR_MAX_SHARDS];
     cr_inject_calibration cal[CR_PROBE_MAX_GPUS];
 } stats_msg;
 
@@ -215,7 +215,7 @@ static Cacheroute__V1__HitStats *hit_msg(Cacheroute__V1__HitStats *m, uint64_t h
 
 static void served_msg(stats_msg *m)
 {
-    const cr_core_loop_stats *st = &m->st;
+    const cr_loop_stats *st = &m->st;
     const uint64_t(*t)[2] = st->served_tokens; /* [admitted][miss, hit] */
     cacheroute__v1__served_stats__init(&m->served);
     m->served.all = hit_msg(&m->hits[0], t[0][1] + t[1][1], t[0][0] + t[1][0], st->hit_ratio);
@@ -242,11 +242,11 @@ static void errors_msg(stats_msg *m)
     size_t n = 0;
     for (int p = 0; p < CR_N_PATHS; p++) {
         for (int t = 0; t < CR_N_TERMS; t++, n++) {
-            const cr_core_error_stats *e = &m->st.errors[p][t];
+            const cr_loop_error_stats *e = &m->st.errors[p][t];
             Cacheroute__V1__PredictionError *pe = &m->errors[n];
             cacheroute__v1__prediction_error__init(pe);
-            pe->path = (char *)cr_core_path_name((cr_core_path)p);
-            pe->term = (char *)cr_core_term_name((cr_core_term)t);
+            pe->path = (char *)cr_loop_path_name((cr_loop_path)p);
+            pe->term = (char *)cr_loop_term_name((cr_loop_term)t);
             pe->samples = e->samples;
             pe->ape = e->ape;
             pe->bias_ms = e->bias_ms;
@@ -254,7 +254,7 @@ static void errors_msg(stats_msg *m)
         }
         Cacheroute__V1__Regret *r = &m->regret[p];
         cacheroute__v1__regret__init(r);
-        r->path = (char *)cr_core_path_name((cr_core_path)p);
+        r->path = (char *)cr_loop_path_name((cr_loop_path)p);
         r->count = m->st.regrets[p];
         r->ms = m->st.regret_ms[p];
         m->regret_ptrs[p] = r;
@@ -288,7 +288,7 @@ static void calibration_msg(stats_msg *m)
 
 static void counts_msg(stats_msg *m)
 {
-    const cr_core_loop_stats *st = &m->st;
+    const cr_loop_stats *st = &m->st;
     cacheroute__v1__receipt_stats__init(&m->receipts);
     m->receipts.kept = st->receipts;
     m->receipts.capacity = st->receipts_capacity;

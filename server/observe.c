@@ -170,7 +170,7 @@ void cr_observe_single(cr_page *p, const char *name, const char *type, const cha
     cr_page_sample(p, name, NULL, v);
 }
 
-static void served_gauges(const cr_core_loop_stats *st, cr_page *p)
+static void served_gauges(const cr_loop_stats *st, cr_page *p)
 {
     static const char *const cache[2] = {"miss", "hit"}, *const admitted[2] = {"false", "true"};
     char labels[64];
@@ -190,7 +190,7 @@ static void served_gauges(const cr_core_loop_stats *st, cr_page *p)
                       st->hit_ratio);
 }
 
-static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
+static void prediction_gauges(const cr_loop_stats *st, cr_page *p)
 {
     static const char *const names[3] = {"cacheroute_prediction_error_ratio",
                                          "cacheroute_prediction_bias_seconds",
@@ -205,9 +205,9 @@ static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
         cr_page_family(p, names[k], types[k], helps[k]);
         for (int path = 0; path < CR_N_PATHS; path++)
             for (int t = 0; t < CR_N_TERMS; t++) {
-                const cr_core_error_stats *e = &st->errors[path][t];
+                const cr_loop_error_stats *e = &st->errors[path][t];
                 snprintf(labels, sizeof labels, "path=\"%s\",term=\"%s\"",
-                         cr_core_path_name((cr_core_path)path), cr_core_term_name((cr_core_term)t));
+                         cr_loop_path_name((cr_loop_path)path), cr_loop_term_name((cr_loop_term)t));
                 cr_page_sample(p, names[k], labels,
                                k == 0 ? e->ape : k == 1 ? e->bias_ms / 1e3 : (double)e->samples);
             }
@@ -217,19 +217,19 @@ static void prediction_gauges(const cr_core_loop_stats *st, cr_page *p)
                    "Decisions whose measured total exceeded the other path's prediction, by the "
                    "path chosen.");
     for (int path = 0; path < CR_N_PATHS; path++) {
-        cr_page_label(label, sizeof label, "path", cr_core_path_name((cr_core_path)path));
+        cr_page_label(label, sizeof label, "path", cr_loop_path_name((cr_loop_path)path));
         cr_page_sample(p, "cacheroute_injection_regret_total", label, (double)st->regrets[path]);
     }
     cr_page_family(p, "cacheroute_injection_regret_seconds_total", "counter",
                    "Time those decisions lost: measured total minus the other path's prediction.");
     for (int path = 0; path < CR_N_PATHS; path++) {
-        cr_page_label(label, sizeof label, "path", cr_core_path_name((cr_core_path)path));
+        cr_page_label(label, sizeof label, "path", cr_loop_path_name((cr_loop_path)path));
         cr_page_sample(p, "cacheroute_injection_regret_seconds_total", label,
                        st->regret_ms[path] / 1e3);
     }
 }
 
-static void receipt_gauges(const cr_core_loop_stats *st, cr_page *p)
+static void receipt_gauges(const cr_loop_stats *st, cr_page *p)
 {
     cr_observe_single(p, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now.",
                       (double)st->receipts);
@@ -278,7 +278,7 @@ static void watch_gauges(cr_watch_hub *hub, cr_page *p)
 
 static void loop_gauges(const cr_observer *o, cr_page *p)
 {
-    cr_core_loop_stats st;
+    cr_loop_stats st;
     cr_core_loop_stats_read(o->core, &st, NULL, 0, NULL, 0);
     served_gauges(&st, p);
     prediction_gauges(&st, p);

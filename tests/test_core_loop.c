@@ -84,9 +84,9 @@ static cr_inject_response select_at(fixture *f, const char *id, const char *sour
     return r;
 }
 
-static cr_core_loop_stats loop_stats(fixture *f)
+static cr_loop_stats loop_stats(fixture *f)
 {
-    cr_core_loop_stats st;
+    cr_loop_stats st;
     cr_core_loop_stats_read(f->core, &st, NULL, 0, NULL, 0);
     return st;
 }
@@ -132,7 +132,7 @@ static void test_receipts_only_for_real_selects_with_ids(void)
     CU_ASSERT_FALSE(cr_core_decision(f.core, "", &r));
     CU_ASSERT_FALSE(cr_core_decision(f.core, NULL, &r));
     /* An id over the bound: refused before anything is reserved or kept. */
-    char long_id[CR_CORE_REQUEST_ID_MAX + 2];
+    char long_id[CR_LOOP_REQUEST_ID_MAX + 2];
     memset(long_id, 'x', sizeof long_id - 1);
     long_id[sizeof long_id - 1] = '\0';
     cr_inject_request req = {.prompt_tokens = 10, .dry_run = 1};
@@ -151,7 +151,7 @@ static void test_receipts_only_for_real_selects_with_ids(void)
     fixture_open(&f, 0);
     select_at(&f, "req-1", "fast", 0);
     CU_ASSERT_FALSE(has_receipt(&f, "req-1"));
-    cr_core_loop_stats st = loop_stats(&f);
+    cr_loop_stats st = loop_stats(&f);
     CU_ASSERT(st.receipts_made == 0 && st.receipt_bytes == 0 && st.receipts_capacity == 0);
     fixture_close(&f);
 }
@@ -171,7 +171,7 @@ static void test_eviction_oldest_first_and_replacement(void)
     cr_receipt r;
     CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, "c", &r), 1);
     CU_ASSERT(r.seq == 5 && r.decided_at_s == 1 && r.decision.mode == CR_INJECT_KV_CACHE);
-    cr_core_loop_stats st = loop_stats(&f);
+    cr_loop_stats st = loop_stats(&f);
     CU_ASSERT_EQUAL(st.receipts_replaced, 1);
     /* ...and the ring goes on evicting in order: b went for the new c. */
     CU_ASSERT_FALSE(has_receipt(&f, "b"));
@@ -202,7 +202,7 @@ static void expect_refused(fixture *f, void (*bad)(cr_outcome *), const char *ms
     cr_outcome o[4] = {text_outcome("r"), text_outcome("r"), text_outcome("x"),
                        text_outcome("r")};
     bad(&o[3]);
-    cr_core_loop_stats before = loop_stats(f), after;
+    cr_loop_stats before = loop_stats(f), after;
     cr_outcome_counts counts;
     cr_error err;
     CU_ASSERT_EQUAL(cr_core_report(f->core, o, 4, &counts, &err), CR_EINVAL);
@@ -288,7 +288,7 @@ static void test_report_checks_whole_batch_first(void)
     cr_error err;
     CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
     /* Too many at once; none is an empty batch. */
-    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, CR_CORE_MAX_OUTCOMES + 1, &counts, &err), CR_EINVAL);
+    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, CR_LOOP_MAX_OUTCOMES + 1, &counts, &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, "outcomes must hold at most 10000 entries, got 10001");
     CU_ASSERT_EQUAL(cr_core_report(f.core, NULL, 0, &counts, &err), CR_OK);
     CU_ASSERT_EQUAL(counts.accepted, 0);
@@ -322,7 +322,7 @@ static void test_matched_unmatched_rejected(void)
     CU_ASSERT_STRING_EQUAL(counts.first_rejection,
                            "outcomes[3]: no receipt for request_id \"gone\", nothing to "
                            "calibrate, no tokens");
-    cr_core_loop_stats st = loop_stats(&f);
+    cr_loop_stats st = loop_stats(&f);
     CU_ASSERT(st.outcomes_accepted == 3 && st.outcomes_matched == 1 && st.outcomes_rejected == 2);
     CU_ASSERT_EQUAL(st.observations, 2); /* the matched one and the self-contained one */
     /* The same batch again: the receipt takes its second outcome. */
@@ -368,8 +368,8 @@ static void test_term_errors_on_the_receipt(void)
     CU_ASSERT_DOUBLE_EQUAL(r.error_ms[CR_TERM_TOTAL], 100 - kv.kv.total_ms, 1e-9);
     /* The rolling figures, at the instant reported (no decay yet). The
      * queue wait of 0.5 ms is below the 1 ms floor of the denominator. */
-    cr_core_loop_stats st = loop_stats(&f);
-    const cr_core_error_stats *e = &st.errors[CR_PATH_KV][CR_TERM_QUEUE_WAIT];
+    cr_loop_stats st = loop_stats(&f);
+    const cr_loop_error_stats *e = &st.errors[CR_PATH_KV][CR_TERM_QUEUE_WAIT];
     CU_ASSERT_EQUAL(e->samples, 1);
     CU_ASSERT_DOUBLE_EQUAL(e->ape, fabs(0.5 - kv.kv.queue_wait_ms) / 1.0, 1e-9);
     e = &st.errors[CR_PATH_TEXT][CR_TERM_PREFILL];
@@ -377,7 +377,7 @@ static void test_term_errors_on_the_receipt(void)
     CU_ASSERT_DOUBLE_EQUAL(e->bias_ms, 50 - text.text.prefill_ms, 1e-9);
     CU_ASSERT_EQUAL(st.errors[CR_PATH_TEXT][CR_TERM_TRANSFER].samples, 0);
     /* One half-life later the rolling mean of one sample is still itself. */
-    f.clock.t = 3 + CR_CORE_LOOP_HALF_LIFE_S;
+    f.clock.t = 3 + CR_LOOP_HALF_LIFE_S;
     st = loop_stats(&f);
     CU_ASSERT_DOUBLE_EQUAL(st.errors[CR_PATH_TEXT][CR_TERM_PREFILL].bias_ms,
                            50 - text.text.prefill_ms, 1e-9);
@@ -423,8 +423,8 @@ static void test_served_hits_by_admitted_and_shard(void)
     cr_outcome_counts counts;
     CU_ASSERT_EQUAL_FATAL(cr_core_report(f.core, o, 4, &counts, &err), CR_OK);
     CU_ASSERT_EQUAL(counts.accepted, 4);
-    cr_core_shard_stats shards[8];
-    cr_core_loop_stats st;
+    cr_loop_shard_stats shards[8];
+    cr_loop_stats st;
     cr_core_loop_stats_read(f.core, &st, shards, 8, NULL, 0);
     CU_ASSERT_EQUAL(st.served_tokens[1][1], 80);
     CU_ASSERT_EQUAL(st.served_tokens[1][0], 20);
@@ -447,7 +447,7 @@ static void test_served_hits_by_admitted_and_shard(void)
     CU_ASSERT_EQUAL(cr_core_report(f.core, &bad, 1, &counts, &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, "outcomes[0].shard must be in 0..3, got 4");
     /* Rolling: after one half-life a new outcome weighs twice the old ones. */
-    f.clock.t = CR_CORE_LOOP_HALF_LIFE_S;
+    f.clock.t = CR_LOOP_HALF_LIFE_S;
     cr_outcome fresh = tokens(0, 0, 0, 0, 200, 200);
     CU_ASSERT_EQUAL(cr_core_report(f.core, &fresh, 1, &counts, &err), CR_OK);
     st = loop_stats(&f);
@@ -496,7 +496,7 @@ static void test_regret_both_ways(void)
     report_ttft(&f, "text", 3, kv_cal + 7);
     /* KV chosen and faster than text: no regret. */
     report_ttft(&f, "fine", 0, 1);
-    cr_core_loop_stats st = loop_stats(&f);
+    cr_loop_stats st = loop_stats(&f);
     CU_ASSERT_EQUAL(st.regrets[CR_PATH_KV], 1);
     CU_ASSERT_DOUBLE_EQUAL(st.regret_ms[CR_PATH_KV], 25, 1e-6);
     CU_ASSERT_EQUAL(st.regrets[CR_PATH_TEXT], 1);
@@ -567,7 +567,7 @@ static void test_store_memory_bounded(void)
         }
     }
     CU_ASSERT_EQUAL(failed, 0);
-    cr_core_loop_stats st = loop_stats(&f);
+    cr_loop_stats st = loop_stats(&f);
     CU_ASSERT_EQUAL(st.receipts, 100000);
     CU_ASSERT_EQUAL(st.receipts_evicted, 900000);
     CU_ASSERT_EQUAL(st.receipt_bytes, full_bytes);
@@ -608,7 +608,7 @@ static void *race(void *arg)
                        counts.matched != 1;
         cr_receipt got;
         a->failures += !cr_core_decision(a->core, id, &got) || got.outcomes != 1;
-        cr_core_loop_stats st;
+        cr_loop_stats st;
         cr_core_loop_stats_read(a->core, &st, NULL, 0, NULL, 0);
     }
     return NULL;
@@ -631,7 +631,7 @@ static void test_concurrent_selects_and_reports(void)
         pthread_join(th[i], NULL);
         CU_ASSERT_EQUAL(args[i].failures, 0);
     }
-    cr_core_loop_stats st;
+    cr_loop_stats st;
     cr_core_loop_stats_read(c, &st, NULL, 0, NULL, 0);
     CU_ASSERT_EQUAL(st.receipts_made, RACERS * PER_RACER);
     CU_ASSERT_EQUAL(st.outcomes_matched, RACERS * PER_RACER);

@@ -254,7 +254,7 @@ static void expect_same_table(cr_core *a, cr_core *b)
 
 static void expect_same_calibration(cr_core *a, cr_core *b)
 {
-    cr_core_loop_stats sa, sb;
+    cr_loop_stats sa, sb;
     cr_inject_calibration ga, gb;
     cr_core_loop_stats_read(a, &sa, NULL, 0, &ga, 1);
     cr_core_loop_stats_read(b, &sb, NULL, 0, &gb, 1);

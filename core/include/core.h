@@ -31,6 +31,7 @@
 #include "common.h"
 #include "estimator.h"
 #include "inject.h"
+#include "loop.h"
 #include "options.h"
 #include "planner.h"
 #include "probe.h"
@@ -246,7 +247,7 @@ uint32_t cr_core_forget(cr_core *c, const int64_t *owners, size_t n);
 
 /* cr_inject_select against the prober's latest snapshot at the core's now,
  * reported to hooks->selected on success. request_id (NULL or "" = none;
- * at most CR_CORE_REQUEST_ID_MAX bytes) is checked first, then req:
+ * at most CR_LOOP_REQUEST_ID_MAX bytes) is checked first, then req:
  * CR_EINVAL with err naming the field ("request_id must be at most 128
  * bytes, got 200"); nothing reserved or kept then. A successful selection
  * that is not a dry run and has a request_id leaves a receipt (see "the
@@ -269,127 +270,16 @@ cr_status cr_core_profile(cr_core *c, const cr_node_snapshot **snap, cr_inject_m
 
 /* ---- the closed loop: receipts, outcomes, served hits -------------------- */
 
-/* A receipt is what a decision predicted, kept so the engine's measured
- * outcome can be compared with it (GetDecision, WatchDecisions,
- * ReportOutcome). The store keeps the newest --receipts receipts (default
- * 100,000) in a ring, the oldest evicted first, with a hash index by
- * request_id. A repeated request_id replaces the older receipt: the older
- * one is dropped at once (counted in receipts_replaced) and only the newer
- * can be found or matched. Memory: each receipt is one fixed-size slot,
- * sizeof(cr_receipt) (784 B on x86-64) + 8 B of hash and chain, plus 4 to 8
- * B of index (a power of two of 4-byte buckets >= the bound, allocated up
- * front); 797 B per receipt at 100,000, 80 MB (bench/README.md). Slots are
- * allocated in chunks of 1,024 as the ring first reaches them and never
- * beyond the bound: receipt_bytes in cr_core_loop_stats. */
-
-#define CR_CORE_MAX_OUTCOMES 10000     /* per cr_core_report batch */
-#define CR_CORE_REQUEST_ID_MAX 128     /* bytes in a request_id */
-#define CR_CORE_MAX_RECEIPTS 10000000  /* --receipts' upper bound */
-#define CR_CORE_LOOP_HALF_LIFE_S 60.0  /* rolling figures: see cr_core_loop_stats */
-#define CR_CORE_APE_FLOOR_MS 1.0       /* see cr_core_error_stats */
-
-/* The terms a prediction is made of; the names are stable metric labels. */
-typedef enum cr_core_term {
-    CR_TERM_QUEUE_WAIT,
-    CR_TERM_PREFILL,
-    CR_TERM_TRANSFER, /* KV only */
-    CR_TERM_LOAD,     /* KV only */
-    CR_TERM_TOTAL,
-    CR_N_TERMS
-} cr_core_term;
-
-/* The two paths, as array indexes (a cr_inject_mode minus 1). */
-typedef enum cr_core_path { CR_PATH_TEXT, CR_PATH_KV, CR_N_PATHS } cr_core_path;
-
-/* "queue_wait", "prefill", "transfer", "load", "total"; "text", "kv";
- * "unknown" out of range. Static. */
-const char *cr_core_term_name(cr_core_term t);
-const char *cr_core_path_name(cr_core_path p);
-
-/* One decision and, once reported, its measured outcome. Bounded: of the
- * request it keeps the sizes, the GPU, the given queue wait and how many
- * sources were offered, not the sources themselves; the chosen (best)
- * source's name and cached tokens are in decision.source and
- * cached_tokens. */
-typedef struct cr_receipt {
-    char request_id[CR_CORE_REQUEST_ID_MAX + 1];
-    uint64_t seq;        /* 1, 2, ... in the order receipts were made */
-    double decided_at_s; /* the core's clock */
-    uint32_t prompt_tokens, knowledge_tokens, gpu, n_sources;
-    int has_queue_wait;
-    double queue_wait_ms;         /* given with the request */
-    uint32_t cached_tokens;       /* the best source's C; 0 when none */
-    cr_inject_model model;        /* the coefficients and their provenance,
-                                   * resolved just after the decision with
-                                   * its snapshot (a fit adopted in between
-                                   * by another thread shows here) */
-    cr_inject_response decision;  /* mode, reason, source, both breakdowns */
-    /* From the latest matched outcome; all 0 until one is reported. */
-    uint32_t outcomes;            /* outcomes matched so far */
-    double reported_at_s;         /* the core's clock */
-    cr_inject_mode used;          /* the path the errors compare with: the
-                                   * outcome's mode when given, else the
-                                   * decision's */
-    unsigned error_has;           /* 1u << cr_core_term per term measured */
-    /* The outcome's queue_wait_ms, prefill_ms, transfer_ms and load_ms (KV
-     * only) and ttft_ms as the total, each with its has bit. */
-    double measured_ms[CR_N_TERMS];
-    double error_ms[CR_N_TERMS];  /* measured minus predicted, of path used */
-} cr_receipt;
-
 /* The receipt for request_id, copied into *out: 1 when found, 0 when not
  * (never kept, evicted, replaced, or an id NULL, empty or too long).
  * Thread-safe; one short lock. */
 int cr_core_decision(cr_core *c, const char *request_id, cr_receipt *out);
 
-/* cr_outcome.has: which measured fields the engine reported. */
-enum {
-    CR_OUT_OWNER = 1u << 0,
-    CR_OUT_SHARD = 1u << 1,
-    CR_OUT_PROMPT_TOKENS = 1u << 2,
-    CR_OUT_CACHED_TOKENS = 1u << 3,
-    CR_OUT_QUEUE_WAIT = 1u << 4,
-    CR_OUT_PREFILL = 1u << 5,         /* prefill_ms */
-    CR_OUT_PREFILLED_FROM = 1u << 6,  /* s */
-    CR_OUT_PREFILLED_TO = 1u << 7,    /* L */
-    CR_OUT_TRANSFER_MS = 1u << 8,
-    CR_OUT_TRANSFER_BYTES = 1u << 9,
-    CR_OUT_LOAD = 1u << 10,
-    CR_OUT_TTFT = 1u << 11,
-    CR_OUT_GPU = 1u << 12,
-};
-
-/* What the serving engine measured for one request it served. Times are
- * ms; a field counts only with its has bit. */
-typedef struct cr_outcome {
-    const char *request_id; /* a SelectInjection's; NULL or "" = none */
-    cr_inject_mode mode;    /* the path actually used; 0 = not reported */
-    const char *source;     /* the KV source actually used; NULL or "" = none */
-    unsigned has;           /* CR_OUT_* */
-    int64_t owner;
-    uint32_t shard;
-    uint32_t prompt_tokens, cached_tokens; /* cached <= prompt */
-    double queue_wait_ms, prefill_ms;
-    uint32_t prefilled_from, prefilled_to; /* from <= to */
-    double transfer_ms;
-    uint64_t transfer_bytes; /* also the bytes loaded host-to-GPU */
-    double load_ms;
-    double ttft_ms; /* arrival to first token: the measured total */
-    uint32_t gpu;
-} cr_outcome;
-
-typedef struct cr_outcome_counts {
-    uint32_t accepted;  /* applied: n minus rejected */
-    uint32_t matched;   /* of those, matched to a receipt */
-    uint32_t rejected;  /* valid but usable by nothing (see cr_core_report) */
-    char first_rejection[CR_ERRLEN]; /* "" when none */
-} cr_outcome_counts;
-
 /* Ingests a batch of n outcomes (ReportOutcome). Validates the whole batch
  * first, entry by entry in field order, against nothing but the installed
  * table's shard count (the configured n_shards before the first install)
  * and the latest snapshot's GPU count:
- *   n <= CR_CORE_MAX_OUTCOMES; request_id <= CR_CORE_REQUEST_ID_MAX bytes;
+ *   n <= CR_LOOP_MAX_OUTCOMES; request_id <= CR_LOOP_REQUEST_ID_MAX bytes;
  *   mode 0, 1 or 2; source <= CR_INJECT_NAME_MAX bytes; has only CR_OUT_*
  *   bits; shard < shards; prompt_tokens <= CR_INJECT_MAX_TOKENS;
  *   cached_tokens <= prompt_tokens (when both given); every time finite
@@ -412,7 +302,7 @@ typedef struct cr_outcome_counts {
  *             split by admitted (owner given and admitted in the table
  *             now) and by shard (given, else the owner's route)
  *   errors    matched: rolling error per path and term, and regret (see
- *             cr_core_loop_stats)
+ *             cr_loop_stats)
  *   release   with owner and shard, under --route-by bounded or live: the
  *             owner's oldest outstanding work on that shard is done (see
  *             RecordArrival)
@@ -424,62 +314,12 @@ typedef struct cr_outcome_counts {
 cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_counts *out,
                          cr_error *err);
 
-/* Rolling figures decay with a half-life of CR_CORE_LOOP_HALF_LIFE_S on the
- * core's clock (an outcome's weight halves every 60 s), so they describe
- * roughly the last few minutes; counters never decay. */
-
-/* One path's error on one term, from matched outcomes that measured it.
- * The absolute percentage error is |measured - predicted| / max(measured,
- * CR_CORE_APE_FLOOR_MS), so terms near 0 ms (an empty queue) stay finite. */
-typedef struct cr_core_error_stats {
-    uint64_t samples;
-    double ape;     /* rolling mean absolute percentage error, a fraction */
-    double bias_ms; /* rolling mean of measured minus predicted */
-} cr_core_error_stats;
-
-typedef struct cr_core_shard_stats {
-    uint64_t outcomes, prompt_tokens, cached_tokens;
-    double hit_ratio; /* rolling cached / prompt; 0 with no tokens */
-} cr_core_shard_stats;
-
-typedef struct cr_core_loop_stats {
-    /* receipts */
-    uint64_t receipts;          /* kept now */
-    uint64_t receipts_capacity; /* --receipts */
-    uint64_t receipts_made, receipts_evicted, receipts_replaced;
-    uint64_t receipt_bytes;     /* the store's own allocation now */
-    /* outcomes */
-    uint64_t outcomes_accepted, outcomes_matched, outcomes_rejected;
-    uint64_t observations; /* fed to cr_injector_observe */
-    /* Served prompt tokens, [admitted][cache]: admitted 0 = false, 1 =
-     * true; cache 0 = miss (prompt - cached), 1 = hit (cached). The
-     * counters of cacheroute_served_prompt_tokens_total. */
-    uint64_t served_tokens[2][2];
-    double hit_ratio;             /* rolling, token-weighted, all outcomes */
-    double hit_ratio_admitted[2]; /* the same split by admitted */
-    cr_core_error_stats errors[CR_N_PATHS][CR_N_TERMS];
-    /* Regret, by the path the decision chose: a KV decision whose measured
-     * total (ttft_ms, the engine having used the path chosen) exceeds the
-     * calibrated text prediction, or a text decision whose measured total
-     * exceeds the calibrated KV prediction of the best source (only when a
-     * KV path was priced). "Calibrated": the path not taken priced by the
-     * receipt's formula with the fits adopted at report time in place of
-     * the receipt's model (the GPU's prefill and h2d fits, the source's
-     * link fit; each as predicted when not adopted), the link wait as
-     * predicted, W the measured queue wait when given. regret_ms sums
-     * measured minus that prediction: the ms lost. */
-    uint64_t regrets[CR_N_PATHS];
-    double regret_ms[CR_N_PATHS];
-    uint32_t n_shards; /* shards with outcomes are all < n_shards */
-    uint32_t n_gpus;   /* the latest snapshot's, at least 1 */
-} cr_core_loop_stats;
-
 /* The closed loop's figures into *out; shards[0..max_shards-1] (may be
  * NULL with max_shards 0) get shards 0.. of at most out->n_shards, and
  * gpus[0..max_gpus-1] each GPU's cr_injector_calibration (of at most
  * out->n_gpus; CR_PROBE_MAX_GPUS is enough). Thread-safe; one short lock
  * for the figures, O(n_shards + n_gpus). */
-void cr_core_loop_stats_read(cr_core *c, cr_core_loop_stats *out, cr_core_shard_stats *shards,
+void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats *shards,
                              uint32_t max_shards, cr_inject_calibration *gpus, uint32_t max_gpus);
 
 /* ---- state: what survives a restart (core/state*.c) ---------------------

@@ -12,8 +12,8 @@
 typedef struct state {
     uint8_t *rates;
     size_t rates_len;
-    cr_core_loop_stats loop; /* what GetStats answers from */
-    cr_core_shard_stats shards[STATE_SHARDS];
+    cr_loop_stats loop; /* what GetStats answers from */
+    cr_loop_shard_stats shards[STATE_SHARDS];
     uint64_t generation;
     cr_route_stats routes;
     cr_inject_response probe; /* a fixed dry run: what reservations do to a decision */

@@ -42,7 +42,7 @@ static cr_status check_below(const cr_outcome *o, unsigned bit, uint32_t v, uint
 /* Up to the times: the id, the path, the flags, where it ran, its tokens. */
 static cr_status check_head(const cr_outcome *o, size_t i, uint32_t shards, cr_error *err)
 {
-    if (check_length(o->request_id, CR_CORE_REQUEST_ID_MAX, i, "request_id", err) != CR_OK)
+    if (check_length(o->request_id, CR_LOOP_REQUEST_ID_MAX, i, "request_id", err) != CR_OK)
         return CR_EINVAL;
     if (o->mode != 0 && o->mode != CR_INJECT_TEXT && o->mode != CR_INJECT_KV_CACHE)
         return cr_fail(err, CR_EINVAL,

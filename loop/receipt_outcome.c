@@ -15,7 +15,7 @@ static const cr_cost_breakdown *predicted(const cr_receipt *r)
     return &r->decision.text;
 }
 
-static void term(cr_receipt *r, cr_core_term t, int given, double measured, double predicted)
+static void term(cr_receipt *r, cr_loop_term t, int given, double measured, double predicted)
 {
     if (!given)
         return;

@@ -166,7 +166,7 @@ int cr_receipts_get(cr_receipt_store *s, const char *id, cr_receipt *out)
     return cr_receipts_update(s, id, NULL, NULL, out);
 }
 
-void cr_receipts_stats(cr_receipt_store *s, cr_core_loop_stats *out)
+void cr_receipts_stats(cr_receipt_store *s, cr_loop_stats *out)
 {
     pthread_mutex_lock(&s->lock);
     out->receipts = s->live;

@@ -1,5 +1,5 @@
 /* The closed loop's figures: counters that never decay, and rolling sums
- * that halve every CR_CORE_LOOP_HALF_LIFE_S of core time, decayed lazily
+ * that halve every CR_LOOP_HALF_LIFE_S of core time, decayed lazily
  * when touched so each outcome costs O(1). One mutex; an outcome holds it
  * once, for a few additions. */
 #include <math.h>
@@ -40,7 +40,7 @@ struct cr_loop_figures {
 static void decay(rolling *r, double now)
 {
     if (now > r->t) {
-        double k = exp2(-(now - r->t) / CR_CORE_LOOP_HALF_LIFE_S);
+        double k = exp2(-(now - r->t) / CR_LOOP_HALF_LIFE_S);
         r->num *= k;
         r->den *= k;
         r->t = now;
@@ -143,8 +143,8 @@ void cr_loop_figures_add(cr_loop_figures *f, const cr_loop_delta *d, double now)
     pthread_mutex_unlock(&f->lock);
 }
 
-void cr_loop_figures_read(cr_loop_figures *f, double now, cr_core_loop_stats *out,
-                          cr_core_shard_stats *shards, uint32_t max_shards)
+void cr_loop_figures_read(cr_loop_figures *f, double now, cr_loop_stats *out,
+                          cr_loop_shard_stats *shards, uint32_t max_shards)
 {
     pthread_mutex_lock(&f->lock);
     out->outcomes_accepted = f->accepted;
@@ -158,7 +158,7 @@ void cr_loop_figures_read(cr_loop_figures *f, double now, cr_core_loop_stats *ou
     for (int p = 0; p < CR_N_PATHS; p++) {
         for (int t = 0; t < CR_N_TERMS; t++) {
             const term_fig *e = &f->terms[p][t];
-            out->errors[p][t] = (cr_core_error_stats){e->samples, ratio(e->ape, now),
+            out->errors[p][t] = (cr_loop_error_stats){e->samples, ratio(e->ape, now),
                                                       ratio(e->bias, now)};
         }
         out->regrets[p] = f->regrets[p];
@@ -167,7 +167,7 @@ void cr_loop_figures_read(cr_loop_figures *f, double now, cr_core_loop_stats *ou
     out->n_shards = f->n_shards;
     for (uint32_t i = 0; i < max_shards && i < f->n_shards; i++) {
         const shard_fig *s = &f->shards[i];
-        shards[i] = (cr_core_shard_stats){s->outcomes, s->prompt_tokens, s->cached_tokens,
+        shards[i] = (cr_loop_shard_stats){s->outcomes, s->prompt_tokens, s->cached_tokens,
                                           ratio(s->hit, now)};
     }
     pthread_mutex_unlock(&f->lock);
