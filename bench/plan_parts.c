@@ -16,7 +16,7 @@
 
 #include "bench_util.h"
 #include "cacheroute/v1/cacheroute.pb-c.h"
-#include "plan_answer.h"
+#include "wire.h"
 #include "wire.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;

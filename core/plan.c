@@ -43,28 +43,13 @@ static uint32_t unadmitted_home(void *ctx, int64_t owner, uint32_t n_shards)
     return cr_core_home_shard(ctx, owner, n_shards);
 }
 
-/* Bytes per shard id as a varint, for ids below r. */
-static uint64_t id_bytes(uint32_t r)
-{
-    return r <= 128 ? 1 : r <= 16384 ? 2 : 3;
-}
-
-/* An upper bound of a plan's PlanResponse encoding (cacheroute.proto):
- * per placement its tag and length (6), owner (11), the shards' tag and
- * length (6) and the preferred shard (4), and id_bytes per shard slot; per
- * shard an expected load (8); and under 256 for the rest (the table's and
- * churn's framing, totals, generation, churn counts). */
-static uint64_t answer_bound(const cr_plan_size *s)
-{
-    return (uint64_t)s->sessions * 27 + s->slots * id_bytes(s->n_shards) +
-           (uint64_t)s->n_shards * 8 + 256;
-}
-
 static int answer_fits(void *ctx, const cr_plan_size *s, cr_error *err)
 {
     const cr_core_plan_request *req = ctx;
-    uint64_t bound = answer_bound(s);
-    if (!req->max_answer_bytes || bound <= req->max_answer_bytes)
+    if (!req->max_answer_bytes || !req->answer_bound)
+        return 0;
+    uint64_t bound = req->answer_bound(s);
+    if (bound <= req->max_answer_bytes)
         return 0;
     cr_fail(err, CR_ENOMEM,
             "the plan admits %zu sessions holding %llu shard slots over %u shards; its answer "

@@ -8,9 +8,8 @@
 #include <stdlib.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
-#include "plan_answer.h"
-#include "record_answer.h"
 #include "reply.h"
+#include "wire.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;
 typedef Cacheroute__V1__RecordArrivalRequest RecordArrivalRequest;
@@ -18,18 +17,6 @@ typedef Cacheroute__V1__GetRatesRequest GetRatesRequest;
 typedef Cacheroute__V1__ForgetRequest ForgetRequest;
 typedef Cacheroute__V1__SessionRate SessionRate;
 
-/* A Route is at most 28 bytes on the wire: field tag and length (2), owner
- * (11), rate (9), admitted (2), preferred shard < 65536 (4). */
-#define ROUTE_MAX_BYTES 28
-/* A SessionRate likewise: tag and length (2), owner (11), rate (9). */
-#define RATE_MAX_BYTES 22
-#define RESPONSE_SLACK 32
-/* PlanRequest.rates, decoded by cr_wire_split_pairs as SessionRate {int64
- * owner = 1; double rate = 2} (test_wire_pairs checks the descriptor agrees). */
-#define PLAN_RATES_FIELD 2
-/* RecordArrivalRequest.owners, decoded by cr_wire_split_varints (test_wire_pairs
- * checks the descriptor agrees). */
-#define RECORD_OWNERS_FIELD 1
 
 /* A switch with no default, so a new cr_status fails the build here. */
 static grpc_status_code core_code(cr_status st)
@@ -140,7 +127,7 @@ static int split_rates(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
     };
     uint8_t *left = cr_arena_alloc(a, len);
     if (!out.base || !left ||
-        cr_wire_split_pairs(data, len, PLAN_RATES_FIELD, &out, left, rest_len) != 0)
+        cr_wire_split_pairs(data, len, CR_WIRE_PLAN_RATES_FIELD, &out, left, rest_len) != 0)
         return -1;
     c->rates = out.base;
     c->n_rates = out.n;
@@ -187,6 +174,7 @@ static void plan(void *ctx, const void *message, cr_arena *scratch, cr_reply *ou
         .warm_slots_per_shard = pc ? pc->warm_slots_per_shard : 0,
         .install = req->install,
         .max_answer_bytes = h->max_message,
+        .answer_bound = cr_wire_plan_bound,
         .fits = plan_fits,
         .fits_ctx = &a,
     };
@@ -261,7 +249,7 @@ static int split_owners(void *ctx, const uint8_t *data, size_t len, cr_arena *a,
                            c->max_owners, 0};
     uint8_t *left = cr_arena_alloc(a, len ? len : 1);
     if (!out.values || !left ||
-        cr_wire_split_varints(data, len, RECORD_OWNERS_FIELD, &out, left, rest_len) != 0)
+        cr_wire_split_varints(data, len, CR_WIRE_RECORD_OWNERS_FIELD, &out, left, rest_len) != 0)
         return -1;
     c->owners = out.values;
     c->n_owners = out.n;
@@ -302,11 +290,12 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
     size_t max = h->max_message;
     record_call c = {.h = h, .max_owners = cr_wire_count(d, data, len, "owners")};
     size_t n = cr_wire_last_varint(d, data, len, "omit_routes", 0) ? 0 : c.max_owners;
-    if (n > (max - RESPONSE_SLACK) / ROUTE_MAX_BYTES) {
+    size_t each = cr_wire_route_bytes(CR_MAX_SHARDS);
+    if (n > (max - CR_WIRE_ANSWER_SLACK) / each) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
                        "%zu owners could need %zu response bytes, over the %zu-byte message "
                        "limit (--max-message-bytes); set omit_routes or send fewer owners",
-                       n, n * ROUTE_MAX_BYTES + RESPONSE_SLACK, max);
+                       n, n * each + CR_WIRE_ANSWER_SLACK, max);
         return;
     }
     if (cr_refuse_entries(out, "owners", c.max_owners, h->max_arrivals,
@@ -386,13 +375,13 @@ void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *o
 {
     const cr_handlers *h = ctx;
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__get_rates_request__descriptor;
-    size_t n = cr_wire_count(d, data, len, "owners");
+    size_t n = cr_wire_count(d, data, len, "owners"), each = cr_wire_rate_bytes();
     char why[160];
     snprintf(why, sizeof why,
              "their answer could need %zu bytes, over the %zu-byte message limit "
              "(--max-message-bytes); list fewer owners",
-             n * RATE_MAX_BYTES + RESPONSE_SLACK, h->max_message);
-    if (cr_refuse_entries(out, "owners", n, (h->max_message - RESPONSE_SLACK) / RATE_MAX_BYTES,
+             n * each + CR_WIRE_ANSWER_SLACK, h->max_message);
+    if (cr_refuse_entries(out, "owners", n, (h->max_message - CR_WIRE_ANSWER_SLACK) / each,
                           GRPC_STATUS_RESOURCE_EXHAUSTED, why) != 0)
         return;
     cr_run_decoded_in(ctx, d, data, len, out, get_rates);

@@ -9,6 +9,7 @@
 
 #include "core.h"
 #include "cunit_main.h"
+#include "wire.h"
 
 typedef struct vclock {
     double t; /* seconds */
@@ -359,7 +360,8 @@ static void test_plan_sized_before_placing(void)
     cr_session_rate rates[] = {{1, 1000}, {2, 900}, {3, 800}};
     int calls = 0;
     cr_core_plan_request req = {.rates = rates, .n_rates = 3, .install = 1, .fits = refuse_any,
-                                .fits_ctx = &calls, .max_answer_bytes = 424};
+                                .fits_ctx = &calls, .max_answer_bytes = 424,
+                                .answer_bound = cr_wire_plan_bound};
     cr_core_plan_result res;
     cr_error err;
     CU_ASSERT_EQUAL(cr_core_plan(f.core, &req, &res, &err), CR_ENOMEM);
@@ -376,7 +378,7 @@ static void test_plan_sized_before_placing(void)
     uint64_t gen;
     CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 3, NULL, 0, r, &gen, &err), CR_OK);
     cr_core_plan_request est = {.from_estimator = 1, .has_qcap = 1, .qcap = 1e-9,
-                                .max_answer_bytes = 424};
+                                .max_answer_bytes = 424, .answer_bound = cr_wire_plan_bound};
     CU_ASSERT_EQUAL(cr_core_plan(f.core, &est, &res, &err), CR_ENOMEM);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "3 sessions holding 24 shard slots"));
     /* At the bound it is planned; fits still has the last word. */

@@ -11,7 +11,7 @@
 
 #include "common.h"
 #include "cunit_main.h"
-#include "plan_answer.h"
+#include "wire.h"
 
 /* protobuf-c's own encoding of the answer, for comparison. */
 static uint8_t *reference(const cr_plan_answer *a, size_t *len)

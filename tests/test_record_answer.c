@@ -13,7 +13,7 @@
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "common.h"
 #include "cunit_main.h"
-#include "record_answer.h"
+#include "wire.h"
 
 static uint64_t seed = 14;
 

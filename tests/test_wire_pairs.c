@@ -231,12 +231,12 @@ static void test_over_max_unsure(void)
     CU_ASSERT_EQUAL(cr_wire_split_pairs(b, sizeof b, 2, &out, rest, &rl), -1);
 }
 
-/* The layout split_rates (server/handlers.c) decodes PlanRequest.rates by. */
+/* The layout split_rates decodes PlanRequest.rates by, at the number wire.h names. */
 static void test_descriptor_agrees(void)
 {
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(PLAN, "rates");
-    CU_ASSERT_FATAL(f && f->id == 2 && f->type == PROTOBUF_C_TYPE_MESSAGE &&
-                    f->label == PROTOBUF_C_LABEL_REPEATED);
+    CU_ASSERT_FATAL(f && f->id == CR_WIRE_PLAN_RATES_FIELD &&
+                    f->type == PROTOBUF_C_TYPE_MESSAGE && f->label == PROTOBUF_C_LABEL_REPEATED);
     const ProtobufCMessageDescriptor *r = f->descriptor;
     CU_ASSERT_EQUAL_FATAL(r->n_fields, 2);
     CU_ASSERT(r->fields[0].id == 1 && r->fields[0].type == PROTOBUF_C_TYPE_INT64);
@@ -505,8 +505,8 @@ static void test_varints_descriptor_agrees(void)
 {
     const ProtobufCFieldDescriptor *f =
         protobuf_c_message_descriptor_get_field_by_name(RECORD, "owners");
-    CU_ASSERT_FATAL(f && f->id == 1 && f->type == PROTOBUF_C_TYPE_INT64 &&
-                    f->label == PROTOBUF_C_LABEL_REPEATED);
+    CU_ASSERT_FATAL(f && f->id == CR_WIRE_RECORD_OWNERS_FIELD &&
+                    f->type == PROTOBUF_C_TYPE_INT64 && f->label == PROTOBUF_C_LABEL_REPEATED);
 }
 
 static void random_record(enc *e)

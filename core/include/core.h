@@ -190,12 +190,14 @@ typedef struct cr_core_plan_request {
     double qcap, warm_slots_per_shard;
     int install; /* make the plan the current table */
     /* Optional: the most bytes the caller's answer may take (its message
-     * limit; 0 = none). A fresh plan whose PlanResponse could be larger,
-     * bounded from the admitted sessions and their shard slots before any
-     * is placed, is refused up front: CR_ENOMEM naming the sessions, the
-     * slots, the bound and the limit, nothing placed or reported. fits
-     * below stays the exact check. */
+     * limit; 0 = none), and the caller's bound of its answer for a plan of
+     * a size (wire.h's cr_wire_plan_bound; NULL = none). A fresh plan
+     * whose answer could be larger, bounded from the admitted sessions and
+     * their shard slots before any is placed, is refused up front:
+     * CR_ENOMEM naming the sessions, the slots, the bound and the limit,
+     * nothing placed or reported. fits below stays the exact check. */
     size_t max_answer_bytes;
+    uint64_t (*answer_bound)(const cr_plan_size *s);
     /* Optional: a last check before install (the caller's answer must fit
      * its message limit, say). Nonzero refuses the plan: nothing is
      * installed and cr_core_plan returns CR_ENOMEM with err as fits left

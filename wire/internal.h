@@ -2,8 +2,8 @@
  * protobuf-c's descriptor walk (plan_answer.c, record_answer.c): a key is
  * the field number << 3 | the wire type (0 varint, 1 fixed64, 2
  * length-delimited). Fields numbered 1..15 only: their key is one byte. */
-#ifndef CR_PB_WRITE_H
-#define CR_PB_WRITE_H
+#ifndef CR_WIRE_INTERNAL_H
+#define CR_WIRE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,15 @@
-/* The gRPC glue the sidecar and the CLI share: gRPC status names, and
- * protobuf-c messages to and from grpc_byte_buffer (the gRPC C core's message
- * type). One copy, here, for both ends of the wire.
+/* cacheroute wire: every routine that knows protobuf's wire format or the
+ * gRPC byte buffer, for the sidecar and the CLI alike:
+ *   grpc.c          status names; messages to and from grpc_byte_buffer
+ *   scan.c          the raw-bytes scanner that sizes and checks a request
+ *                   before protobuf-c unpacks it (counts, last varints,
+ *                   strings)
+ *   pairs.c         repeated {int64, double} and int64 fields decoded
+ *                   straight from the wire
+ *   plan_answer.c   PlanResponse written straight from a cr_table
+ *   record_answer.c RecordArrivalResponse written straight from cr_routes
+ *   bounds.c        the most bytes an answer's parts take, for refusing a
+ *                   call before its work is done
  *
  * Every function is thread-safe (no state). Buffers and messages made here
  * belong to the caller, who frees them with the function each one names. */
@@ -13,6 +22,11 @@
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cacheroute/v1/cacheroute.pb-c.h"
+#include "common.h"
+#include "planner.h"
+#include "route.h"
 
 /* The gRPC status codes are 0 (OK) to 16 (UNAUTHENTICATED): CR_WIRE_N_STATUS
  * of them, e.g. for a table of counters indexed by code. */
@@ -56,7 +70,7 @@ int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out);
  * are not a valid type message, or memory runs out. */
 ProtobufCMessage *cr_wire_unpack(grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *type);
 
-/* ---- the raw-bytes scanner (wire_scan.c): requests sized and checked
+/* ---- the raw-bytes scanner (scan.c): requests sized and checked
  * before protobuf-c unpacks them ---------------------------------------- */
 
 /* One field of a message's wire encoding, as cr_wire_next reads it. */
@@ -112,7 +126,7 @@ int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *da
 size_t cr_wire_utf8_error(const uint8_t *s, size_t len);
 
 /* ---- repeated {int64 1; double 2} or int64 fields decoded straight
- * (wire_pairs.c)
+ * (pairs.c)
  * -------------------------------------------------------------------- */
 
 /* Where cr_wire_split_pairs writes: max elements of stride bytes from base,
@@ -161,5 +175,107 @@ typedef struct cr_wire_varints {
  * allocation; thread-safe. */
 int cr_wire_split_varints(const uint8_t *data, size_t len, uint32_t field, cr_wire_varints *out,
                           uint8_t *rest, size_t *rest_len);
+
+/* ---- answers written by hand (plan_answer.c, record_answer.c) ---------- */
+
+/* PlanResponse (plan_answer.c): a plan's answer, encoded straight from
+ * its cr_table: the same bytes protobuf-c packs (field order, proto3's omitted zeros), without a
+ * Placement message per admitted session. protobuf-c would need 56 bytes
+ * of message and a pointer per placement, and walks a nested repeated field
+ * three times (sizing the whole, then each entry again as it packs it);
+ * here one pass over the placements writes them, sizing each as it goes,
+ * with no branch on an owner's width (a hash: 9 or 10 bytes at random).
+ *
+ * The buffer is sized from a sample of the placements (a quarter over,
+ * plus 4 KiB), at most the caller's max_first bytes at first (the message
+ * limit: the core refuses a plan whose answer could pass it before it is
+ * placed), and grown by half whenever short; the answer finished holds at
+ * most twice its size and 4 KiB. */
+typedef struct cr_plan_answer {
+    const cr_table *table;
+    uint8_t *buf;      /* malloc'd: the answer as written so far, or NULL */
+    size_t cap;        /* bytes of buf */
+    size_t head;       /* where the placements start: room left for the table's key and length */
+    size_t placements; /* bytes of the placements field, every entry framed */
+    /* The rest, for the caller to fill in (generation, churn) before sizing
+     * and before finishing: the table's other fields are set here. */
+    Cacheroute__V1__RoutingTable rest; /* every field but placements */
+    Cacheroute__V1__PlanChurn churn;
+} cr_plan_answer;
+
+/* Points a at t (which must outlive it), writes t's placements into a new
+ * buffer and fills rest from t; churn and generation are 0. The buffer's
+ * first size is estimated from a sample of the placements, at most
+ * max_first bytes past the table's key and length (a test passes a small
+ * one to make it grow). O(placements). Returns 0, or -1 out of memory (a
+ * then holds nothing). */
+int cr_plan_answer_init(cr_plan_answer *a, const cr_table *t, size_t max_first);
+
+/* The PlanResponse's packed size with a's rest and churn as they are now. */
+size_t cr_plan_answer_size(const cr_plan_answer *a);
+
+/* The whole PlanResponse, with a's rest and churn as they are now, in a
+ * malloc'd buffer for the caller to free, *len bytes; NULL when out of
+ * memory. Either way a holds nothing after (as cr_plan_answer_free). */
+uint8_t *cr_plan_answer_finish(cr_plan_answer *a, size_t *len);
+
+/* Frees what a holds (an unfinished answer); a may be freed again. */
+void cr_plan_answer_free(cr_plan_answer *a);
+
+/* RecordArrivalResponse (record_answer.c): RecordArrival's answer,
+ * written straight from the core's cr_route array: the bytes protobuf-c packs from the same message (fields
+ * in number order, proto3's zeros left out, as protobuf-c 1.4 leaves them:
+ * a rate of -0.0 too), without a Route message and pointer per entry. One
+ * pass writes it into a buffer of an upper bound, each Route's one-byte
+ * length filled in after its fields: protobuf-c sizes every Route twice
+ * (for the total, then again for its length prefix) and walks descriptors
+ * to write it. Used by the unary call and each RecordArrivals message. */
+/* The most bytes cr_record_answer_pack writes for n routes of any shard:
+ * cr_wire_route_bytes(2^32) per route and CR_WIRE_RECORD_TAIL_BYTES for
+ * recorded and table_generation. n must be below SIZE_MAX / 30 (the
+ * caller's request was bounded by the message limit long before). */
+size_t cr_record_answer_bound(size_t n);
+
+/* Writes RecordArrivalResponse {routes: routes[0..n) (n 0 for none, as with
+ * omit_routes: routes may then be NULL), recorded, table_generation:
+ * generation} into buf, which holds at least cr_record_answer_bound(n)
+ * bytes. Returns the bytes written: protobuf-c's packed size of that
+ * message. Any double is written as protobuf-c writes it (NaN and
+ * infinities included), any admitted not 0 as true. Thread-safe; no
+ * allocation. */
+size_t cr_record_answer_pack(const cr_route *routes, size_t n, uint32_t recorded,
+                             uint64_t generation, uint8_t *buf);
+
+/* ---- bounds (bounds.c): the most bytes an answer's parts take ---------- */
+
+/* Fields the handlers decode straight (pairs.c), by number: PlanRequest's
+ * rates and RecordArrivalRequest's owners (test_wire_pairs checks the
+ * descriptors agree). */
+#define CR_WIRE_PLAN_RATES_FIELD 2
+#define CR_WIRE_RECORD_OWNERS_FIELD 1
+
+/* What an answer holds besides its repeated entries (its framing, counts
+ * and generation), at most. */
+#define CR_WIRE_ANSWER_SLACK 32
+/* RecordArrivalResponse's recorded and table_generation, at most. */
+#define CR_WIRE_RECORD_TAIL_BYTES 17
+
+/* The most bytes one Route entry of a RecordArrivalResponse takes when its
+ * preferred shard is below shards (1..2^32): its key and length 2, owner
+ * 11, rate 9, admitted 2, and the shard's key and varint. 28 for
+ * CR_MAX_SHARDS, 30 for any uint32. Pure. */
+size_t cr_wire_route_bytes(uint64_t shards);
+
+/* The most bytes one SessionRate entry of a GetRatesResponse takes: its
+ * key and length 2, owner 11, rate 9. */
+size_t cr_wire_rate_bytes(void);
+
+/* An upper bound of the PlanResponse of a plan of s's size: per placement
+ * its key and length (6), owner (11), the shards' key and length (6) and
+ * the preferred shard (4), and the varint bytes of a shard id below
+ * s->n_shards per shard slot; per shard an expected load (8); and 256 for
+ * the rest (the table's and churn's framing, totals, generation, churn
+ * counts). Pure. */
+uint64_t cr_wire_plan_bound(const cr_plan_size *s);
 
 #endif

@@ -1,19 +1,16 @@
-#include "record_answer.h"
+#include "wire.h"
 
 #include <string.h>
 
-#include "pb_write.h"
+#include "internal.h"
 
 /* RecordArrivalResponse { repeated Route routes = 1; uint32 recorded = 2;
  * uint64 table_generation = 3 } and Route { int64 owner = 1; double rate
  * = 2; bool admitted = 3; uint32 preferred_shard = 4 }
  * (test_record_answer checks the descriptors agree). */
-#define ROUTE_BOUND 30
-#define TAIL_BOUND 17
-
 size_t cr_record_answer_bound(size_t n)
 {
-    return n * ROUTE_BOUND + TAIL_BOUND;
+    return n * cr_wire_route_bytes((uint64_t)1 << 32) + CR_WIRE_RECORD_TAIL_BYTES;
 }
 
 /* Little-endian, as protobuf's fixed64 is, whatever the host. */

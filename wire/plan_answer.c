@@ -1,9 +1,9 @@
-#include "plan_answer.h"
+#include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "pb_write.h"
+#include "internal.h"
 
 /* Shard ids below this are one varint byte each. */
 #define ONE_BYTE 128

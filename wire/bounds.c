@@ -1,0 +1,29 @@
+/* The most bytes an answer's parts take on the wire (cacheroute.proto),
+ * for refusing a call whose answer could not be sent before its work is
+ * done. Each is a sum of the parts' keys and widest values, checked
+ * against protobuf-c's packing by test_record_answer and test_plan_answer. */
+#include "wire.h"
+#include "internal.h"
+
+size_t cr_wire_route_bytes(uint64_t shards)
+{
+    /* key and length 2, owner 1 + 10, rate 1 + 8, admitted 1 + 1, shard key 1 */
+    return 2 + 11 + 9 + 2 + 1 + varint_len(shards > 1 ? shards - 1 : 0);
+}
+
+size_t cr_wire_rate_bytes(void)
+{
+    return 2 + 11 + 9; /* key and length, owner, rate */
+}
+
+/* Bytes per shard id as a varint, for ids below r. */
+static uint64_t id_bytes(uint32_t r)
+{
+    return varint_len(r > 1 ? r - 1 : 0);
+}
+
+uint64_t cr_wire_plan_bound(const cr_plan_size *s)
+{
+    return (uint64_t)s->sessions * 27 + s->slots * id_bytes(s->n_shards) +
+           (uint64_t)s->n_shards * 8 + 256;
+}
