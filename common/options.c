@@ -493,3 +493,30 @@ char *const *cr_option_list(const cr_option *o, const void *cfg, size_t *n)
     *n = read_count(cfg, o->count_offset);
     return (char *const *)read_ptr(cfg, o->offset);
 }
+
+/* ---- compositions ---------------------------------------------------------- */
+
+void cr_options_parts_defaults(const cr_option_part *parts, size_t n, void *cfg)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cr_option_table *t = parts[i].table;
+        void *c = (char *)cfg + parts[i].offset;
+        if (t->defaults)
+            t->defaults(c);
+        else
+            cr_options_defaults(t, c);
+    }
+}
+
+cr_status cr_options_parts_check(const cr_option_part *parts, size_t n, const void *cfg,
+                                 cr_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cr_option_table *t = parts[i].table;
+        const void *c = (const char *)cfg + parts[i].offset;
+        cr_status st = t->check ? t->check(c, err) : cr_options_check(t, c, "", err);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}

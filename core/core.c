@@ -1,5 +1,6 @@
-/* The core's handle: construction, the clock, the installed table, and the
- * calls that only pass through to one component. */
+/* The core's handle: construction from the components (parts.c), the
+ * clock, and the background work's start and stop (the replanner, the
+ * state file's snapshots). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,56 +12,7 @@ static double real_clock(void *ctx)
     return cr_mono_s() - c->epoch;
 }
 
-double cr_core_now(const cr_core *c) { return c->clock.now(c->clock.ctx); }
-
-static void installed_free(cr_ref *ref)
-{
-    cr_installed *t = (cr_installed *)ref; /* ref is the first member */
-    cr_table_free(t->table);
-    free(t);
-}
-
-cr_installed *cr_core_acquire(cr_core *c, uint64_t *generation)
-{
-    return (cr_installed *)cr_published_acquire(&c->table, generation);
-}
-
-void cr_installed_release(cr_installed *t) { cr_ref_release(t ? &t->ref : NULL); }
-
-cr_installed *cr_installed_new(cr_table *table)
-{
-    cr_installed *t = malloc(sizeof *t);
-    if (!t) {
-        cr_table_free(table);
-        return NULL;
-    }
-    cr_ref_init(&t->ref, installed_free);
-    t->table = table;
-    return t;
-}
-
-uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as)
-{
-    cr_ref_retain(&t->ref); /* the published slot's own */
-    if (!as)
-        return cr_published_swap(&c->table, &t->ref);
-    cr_published_swap_as(&c->table, &t->ref, as);
-    return as;
-}
-
-static cr_status check_config(const cr_core_config *cfg, cr_error *err)
-{
-    cr_status st = cr_planner_config_check(&cfg->planner, err);
-    if (st == CR_OK)
-        st = cr_replan_config_check(&cfg->replan, err);
-    if (st == CR_OK)
-        st = cr_options_check(&cr_core_options, cfg, "", err);
-    if (st == CR_OK)
-        st = cr_options_check(&cr_route_options, &cfg->route, "", err);
-    if (st == CR_OK)
-        st = cr_options_check(&cr_core_state_options, cfg, "", err);
-    return st;
-}
+double cr_core_now(const cr_core *c) { return core_now(c); }
 
 /* The components; NULL members on failure, err filled. */
 static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *err)
@@ -97,7 +49,7 @@ static cr_status init_state(cr_core *c, const cr_core_config *cfg, cr_error *err
 cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
                      const cr_clock_source *clock, cr_error *err)
 {
-    if (check_config(cfg, err) != CR_OK)
+    if (cr_core_config_check(cfg, err) != CR_OK)
         return NULL;
     cr_core *c = calloc(1, sizeof *c);
     if (!c) {
@@ -114,7 +66,7 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
     cr_published_init(&c->table);
     pthread_mutex_init(&c->tick_lock, NULL);
     pthread_mutex_init(&c->install_lock, NULL);
-    c->last_replan = cr_core_now(c);
+    c->last_replan = core_now(c);
     pthread_mutex_init(&c->state_lock, NULL);
     if (create_parts(c, cfg, err) != CR_OK || init_state(c, cfg, err) != CR_OK) {
         cr_core_free(c);
@@ -143,50 +95,25 @@ void cr_core_free(cr_core *c)
     free(c);
 }
 
-cr_status cr_core_profile(cr_core *c, const cr_node_snapshot **snap, cr_inject_model *model,
-                          cr_error *err)
+cr_status cr_core_start(cr_core *c, cr_error *err)
 {
-    *snap = cr_prober_acquire(c->prober);
-    return cr_injector_model(c->injector, *snap, 0, model, err);
+    if (cr_state_start(c, err) != CR_OK)
+        return CR_ENOMEM;
+    return cr_replanner_start(c, err);
 }
 
-cr_status cr_core_clear_reservations(cr_core *c, const cr_inject_clear *which,
-                                     cr_inject_cleared *out, cr_error *err)
+void cr_core_stop(cr_core *c)
+{
+    cr_replanner_stop(c);
+    cr_state_stop(c);
+}
+
+int cr_core_tick(cr_core *c) { return cr_replan_if_due(c); }
+
+uint32_t cr_core_gpu_count(cr_core *c)
 {
     const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
-    cr_status st = cr_injector_clear(c->injector, snap, which, cr_core_now(c) * 1e3, out, err);
+    uint32_t n = snap && snap->n_gpus ? (uint32_t)snap->n_gpus : 1;
     cr_node_snapshot_release(snap);
-    return st;
-}
-
-void cr_core_stats_read(cr_core *c, cr_core_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    out->tracked_owners = cr_estimator_size(c->estimator);
-    out->evictions = cr_estimator_evictions(c->estimator);
-    out->imbalance = 1.0;
-    cr_installed *t = cr_core_acquire(c, &out->generation);
-    if (t) {
-        out->admitted = cr_table_n_placements(t->table);
-        out->admitted_rate = cr_table_admitted_rate_total(t->table);
-        out->unadmitted_rate = cr_table_unadmitted_rate_total(t->table);
-        out->imbalance = cr_table_imbalance(t->table);
-    }
-    cr_installed_release(t);
-}
-
-uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
-{
-    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
-}
-
-uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards)
-{
-    return cr_router_home(c->router, owner, n_shards);
-}
-
-void cr_core_route_stats_read(cr_core *c, cr_route_stats *out, double *work,
-                              uint32_t max_shards)
-{
-    cr_router_stats(c->router, cr_core_now(c), out, work, max_shards);
+    return n;
 }

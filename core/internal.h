@@ -1,13 +1,13 @@
-/* Internal to the core: the handle, the installed table and the route
- * rule. */
+/* Internal to the core: the handle, and what its files share: the
+ * installed table (installed.c), the plan path (plan.c), the replanner
+ * (replan.c) and the state file (state/). */
 #ifndef CR_CORE_INTERNAL_H
 #define CR_CORE_INTERNAL_H
 
 #include <pthread.h>
 
 #include "core.h"
-#include "loop.h"
-#include "state.h"
+#include "state/state.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -45,6 +45,15 @@ struct cr_core {
     atomic_int tables_external;    /* cr_core_set_tables_external */
 };
 
+/* Owners handed to the estimator per batch (RecordArrival, GetRates): their
+ * rates fit on the stack, and it groups as many at a time. */
+#define CR_CORE_BATCH 1024
+
+/* The core's clock, seconds (cr_core_now, inline for its own files). */
+static inline double core_now(const cr_core *c) { return c->clock.now(c->clock.ctx); }
+
+/* ---- installed.c ---- */
+
 /* The installed table with a reference, or NULL before the first install. */
 cr_installed *cr_core_acquire(cr_core *c, uint64_t *generation);
 void cr_installed_release(cr_installed *t);
@@ -54,8 +63,7 @@ cr_installed *cr_installed_new(cr_table *table);
 /* Makes t current (the caller keeps its own reference) as generation as,
  * or the next one when as is 0; returns its generation. */
 uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as);
-
-/* plan.c. With install, makes held current (as cr_core_install, under
+/* With install, makes held current (as cr_core_install, under
  * install_lock) into out->generation; either way out->churn and
  * churn_generation against the table it replaced, or without install the
  * current one. out NULL: the install only, no churn (an O(table) pass no
@@ -63,17 +71,42 @@ uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as);
  * table became current. */
 double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
                        cr_core_plan_result *out);
+/* Shards routes go over with table t (NULL = none installed). */
+uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
+
+/* ---- plan.c ---- */
+
+/* The one plan path: validate, plan (rc: cr_planner_replan from the
+ * installed table, as the replanner does; NULL: fresh), the caller's fits,
+ * install when asked, report to hooks->planned as by ("rpc",
+ * "replanner"). Errors as cr_core_plan. */
+cr_status cr_core_plan_and_install(cr_core *c, const cr_core_plan_request *req, const char *by,
+                                   const cr_replan_config *rc, cr_core_plan_result *out,
+                                   cr_error *err);
 /* Reports a plan to hooks->planned: r the plan made (table, generation,
  * churn) or NULL for none, error NULL or why it failed. */
 void cr_core_report_plan(cr_core *c, const char *by, double seconds,
                          const cr_core_plan_result *r, const char *error);
 
-/* Shards routes go over with table t (NULL = none installed). */
-uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
+/* ---- replan.c ---- */
 
-/* state.c. Restores c's state file (c->state_path set) into the fresh
- * components, reporting to hooks->state; 0, or -1 when a failed restore
- * could not even make fresh components (out of memory: err unset). */
+/* Starts the replanner's ticker when replan_interval_s > 0. */
+cr_status cr_replanner_start(cr_core *c, cr_error *err);
+/* Stops it (a replan in progress is finished first). */
+void cr_replanner_stop(cr_core *c);
+/* cr_core_tick: a replan when one is due on the core's clock. */
+int cr_replan_if_due(cr_core *c);
+
+/* ---- core.c ---- */
+
+/* GPUs in the latest node snapshot, at least 1. */
+uint32_t cr_core_gpu_count(cr_core *c);
+
+/* ---- state/state.c ---- */
+
+/* Restores c's state file (c->state_path set) into the fresh components,
+ * reporting to hooks->state; 0, or -1 when a failed restore could not even
+ * make fresh components (out of memory: err unset). */
 int cr_state_restore(cr_core *c, const cr_core_config *cfg);
 /* Marks c started and starts the snapshot ticker when configured. */
 cr_status cr_state_start(cr_core *c, cr_error *err);

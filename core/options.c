@@ -1,6 +1,5 @@
-/* The core's own option rows (--replan-interval, --receipts; the state
- * file's) and the composed default: every component's defaults come from that
- * component's rows. */
+/* The core's own option rows: --replan-interval and --receipts, and the
+ * state file's. */
 #include <stddef.h>
 
 #include "core.h"
@@ -31,25 +30,3 @@ static const cr_option STATE_ROWS[] = {
 };
 
 const cr_option_table cr_core_state_options = CR_OPTION_TABLE("", STATE_ROWS);
-
-void cr_core_config_default(cr_core_config *cfg)
-{
-    cr_planner_config_default(&cfg->planner);
-    cr_replan_config_default(&cfg->replan);
-    cr_estimator_config_default(&cfg->estimator);
-    cr_inject_config_default(&cfg->inject);
-    cr_probe_config_default(&cfg->probe);
-    cr_options_defaults(&cr_core_options, cfg);
-    cr_options_defaults(&cr_route_options, &cfg->route);
-    cr_options_defaults(&cr_core_state_options, cfg);
-}
-
-void cr_core_quiet_probe(cr_probe_config *p)
-{
-    cr_probe_config_default(p);
-    p->sysfs_root = "/nonexistent/cacheroute-quiet-sysfs";
-    p->cuda_library = "libcuda-not-loaded-by-cacheroute.so";
-    p->interval_s = 0;
-    p->nic_sample_s = 0;
-    p->measure_h2d = 0;
-}

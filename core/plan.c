@@ -1,9 +1,8 @@
 /* Plan: validate -> plan -> (fits) -> (install) -> churn -> report, the one
- * path for Plan calls (always fresh) and the replanner (--replan: stable
- * from the installed table, or fresh), and the replanner's two drivers (a
- * ticker thread in real time, cr_core_tick in virtual time). The reported
- * duration covers the same span for both: from the start of validation to
- * the table being current (or refused); the churn count comes after. */
+ * path for Plan calls (always fresh) and the replanner (replan.c: --replan
+ * stable from the installed table, or fresh). The reported duration covers
+ * the same span for both: from the start of validation to the table being
+ * current (or refused); the churn count comes after. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,7 +75,7 @@ static cr_status plan_estimator(cr_core *c, const cr_core_plan_request *req,
                                 const cr_installed *prev, cr_table **out, cr_error *err)
 {
     size_t n;
-    cr_session_rate *rates = cr_estimator_rates(c->estimator, cr_core_now(c), &n);
+    cr_session_rate *rates = cr_estimator_rates(c->estimator, core_now(c), &n);
     if (!rates) {
         *out = NULL;
         return cr_fail(err, CR_ENOMEM, "out of memory taking the estimator snapshot");
@@ -107,44 +106,21 @@ void cr_core_report_plan(cr_core *c, const char *by, double seconds,
     c->hooks.planned(c->hooks.ctx, &ev);
 }
 
-/* Installs hold install_lock from reading the current table to the swap,
- * so no other install comes between and the churn is against the table
- * replaced. */
-double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
-                       cr_core_plan_result *out)
-{
-    uint64_t compared = 0, generation = 0;
-    pthread_mutex_lock(&c->install_lock);
-    cr_installed *old = out ? cr_core_acquire(c, &compared) : NULL;
-    if (install)
-        generation = cr_core_install(c, held, as);
-    pthread_mutex_unlock(&c->install_lock);
-    double done = cr_core_now(c);
-    if (out) {
-        out->churn_generation = compared;
-        if (install)
-            out->generation = generation;
-        out->churn = cr_table_churn(old ? old->table : NULL, held->table);
-    }
-    cr_installed_release(old);
-    return done;
-}
-
 /* Every plan that was made is reported, installed or not. A plan that
  * could not be made is reported only for the replanner: an RPC answers with
  * the error instead (and Plan metrics count plans made). rc: plan with
  * cr_planner_replan from the installed table (the replanner), or NULL:
  * fresh. */
-static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, const char *by,
-                                  const cr_replan_config *rc, cr_core_plan_result *out,
-                                  cr_error *err)
+cr_status cr_core_plan_and_install(cr_core *c, const cr_core_plan_request *req, const char *by,
+                                   const cr_replan_config *rc, cr_core_plan_result *out,
+                                   cr_error *err)
 {
     int is_rpc = strcmp(by, "rpc") == 0;
     if (req->install && atomic_load(&c->tables_external))
         return cr_fail(err, CR_ESTATE,
                        "install=true with --state-backend: every replica routes by the "
                        "leader's published table (plan with install=false)");
-    double t0 = cr_core_now(c);
+    double t0 = core_now(c);
     cr_planner_config cfg = merged_config(c, req);
     cr_table *t = NULL;
     cr_installed *prev = rc ? cr_core_acquire(c, NULL) : NULL;
@@ -155,11 +131,11 @@ static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, c
     cr_installed_release(prev);
     if (st != CR_OK) {
         if (!is_rpc)
-            cr_core_report_plan(c, by, cr_core_now(c) - t0, NULL, err->msg);
+            cr_core_report_plan(c, by, core_now(c) - t0, NULL, err->msg);
         return st;
     }
     if (req->fits && req->fits(req->fits_ctx, t, req->install, err) != 0) {
-        cr_core_report_plan(c, by, cr_core_now(c) - t0, &(cr_core_plan_result){.table = t},
+        cr_core_report_plan(c, by, core_now(c) - t0, &(cr_core_plan_result){.table = t},
                             NULL);
         cr_table_free(t);
         return CR_ENOMEM;
@@ -167,7 +143,7 @@ static cr_status plan_and_install(cr_core *c, const cr_core_plan_request *req, c
     cr_installed *held = cr_installed_new(t);
     if (!held) {
         cr_fail(err, CR_ENOMEM, "out of memory installing the plan");
-        cr_core_report_plan(c, by, cr_core_now(c) - t0, NULL, is_rpc ? NULL : err->msg);
+        cr_core_report_plan(c, by, core_now(c) - t0, NULL, is_rpc ? NULL : err->msg);
         return CR_ENOMEM;
     }
     out->hold = &held->ref;
@@ -181,77 +157,11 @@ cr_status cr_core_plan(cr_core *c, const cr_core_plan_request *req, cr_core_plan
                        cr_error *err)
 {
     *out = (cr_core_plan_result){0};
-    return plan_and_install(c, req, "rpc", NULL, out, err);
+    return cr_core_plan_and_install(c, req, "rpc", NULL, out, err);
 }
-
-void cr_core_current(cr_core *c, cr_core_plan_result *out)
-{
-    cr_installed *t = cr_core_acquire(c, &out->generation);
-    out->hold = t ? &t->ref : NULL;
-    out->table = t ? t->table : NULL;
-}
-
-void cr_core_set_tables_external(cr_core *c, int on) { atomic_store(&c->tables_external, !!on); }
 
 void cr_core_plan_result_free(cr_core_plan_result *r)
 {
     cr_ref_release(r->hold);
     *r = (cr_core_plan_result){0};
-}
-
-/* Whether the replanner plans now: configured, and tables not external
- * (that refusal is no replan failure to report every interval). */
-static int replans(cr_core *c)
-{
-    return c->replan_interval_s > 0 && !atomic_load(&c->tables_external);
-}
-
-/* Plans from the estimator and installs; failures go to hooks->planned
- * with an error. */
-static void replan(cr_core *c)
-{
-    cr_core_plan_request req = {.from_estimator = 1, .install = 1};
-    cr_core_plan_result res = {0};
-    cr_error err;
-    plan_and_install(c, &req, "replanner", &c->replan, &res, &err); /* reports failures itself */
-    cr_core_plan_result_free(&res);
-}
-
-static void replan_tick(void *ctx, cr_ticker *ticker)
-{
-    (void)ticker;
-    if (replans(ctx))
-        replan(ctx);
-}
-
-cr_status cr_core_start(cr_core *c, cr_error *err)
-{
-    if (cr_state_start(c, err) != CR_OK)
-        return CR_ENOMEM;
-    if (c->replan_interval_s <= 0)
-        return CR_OK;
-    c->replanner = cr_ticker_start(c->replan_interval_s, replan_tick, c, err);
-    return c->replanner ? CR_OK : CR_ENOMEM;
-}
-
-void cr_core_stop(cr_core *c)
-{
-    cr_ticker_stop(c->replanner);
-    c->replanner = NULL;
-    cr_state_stop(c);
-}
-
-int cr_core_tick(cr_core *c)
-{
-    if (!replans(c))
-        return 0;
-    double now = cr_core_now(c);
-    pthread_mutex_lock(&c->tick_lock);
-    int due = now - c->last_replan >= c->replan_interval_s;
-    if (due)
-        c->last_replan = now;
-    pthread_mutex_unlock(&c->tick_lock);
-    if (due)
-        replan(c);
-    return due;
 }

@@ -28,4 +28,11 @@ static const cr_option estimator_rows[] = {
      .help = "owners tracked at most; a new owner then evicts a low-rate one"},
 };
 
-const cr_option_table cr_estimator_options = CR_OPTION_TABLE("estimator", estimator_rows);
+static void defaults(void *cfg) { cr_estimator_config_default(cfg); }
+static cr_status check(const void *cfg, cr_error *err)
+{
+    return cr_estimator_config_check(cfg, err);
+}
+
+const cr_option_table cr_estimator_options =
+    CR_OPTION_TABLE_HOOKED("estimator", estimator_rows, defaults, check);

@@ -19,4 +19,7 @@ static const cr_option ROWS[] = {
      .def_text = "/sys", .min = 1, .max = CR_PROBE_PATH_MAX, .help = "where sysfs is mounted"},
 };
 
-const cr_option_table cr_probe_options = CR_OPTION_TABLE("probe", ROWS);
+static void defaults(void *cfg) { cr_probe_config_default(cfg); }
+static cr_status check(const void *cfg, cr_error *err) { return cr_probe_config_check(cfg, err); }
+
+const cr_option_table cr_probe_options = CR_OPTION_TABLE_HOOKED("probe", ROWS, defaults, check);

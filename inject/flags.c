@@ -109,12 +109,17 @@ static const cr_option ROWS[] = {
      .help = "how far past now a GPU's or a link's reservations may reach, in seconds"},
 };
 
+static void defaults(void *cfg) { cr_inject_config_default(cfg); }
+static cr_status check(const void *cfg, cr_error *err) { return cr_inject_config_check(cfg, err); }
+
 const cr_option_table cr_inject_options = {
     .group = "inject",
     .rows = ROWS,
     .n = sizeof ROWS / sizeof ROWS[0],
     .set_offset = AT(set),
     .release = release,
+    .defaults = defaults,
+    .check = check,
 };
 
 void cr_inject_config_default(cr_inject_config *cfg)

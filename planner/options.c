@@ -20,7 +20,13 @@ static const cr_option planner_rows[] = {
      .flags = CR_OPT_MIN_OPEN, .help = "warm slots per shard W; the budget is R * W slots"},
 };
 
-const cr_option_table cr_planner_options = CR_OPTION_TABLE("planner", planner_rows);
+static cr_status check_planner(const void *cfg, cr_error *err)
+{
+    return cr_planner_config_check(cfg, err);
+}
+
+const cr_option_table cr_planner_options =
+    CR_OPTION_TABLE_HOOKED("planner", planner_rows, NULL, check_planner);
 
 void cr_planner_config_default(cr_planner_config *cfg)
 {
@@ -47,7 +53,13 @@ static const cr_option replan_rows[] = {
              "the other's by more than this fraction"},
 };
 
-const cr_option_table cr_replan_options = CR_OPTION_TABLE("replan", replan_rows);
+static cr_status check_replan(const void *cfg, cr_error *err)
+{
+    return cr_replan_config_check(cfg, err);
+}
+
+const cr_option_table cr_replan_options =
+    CR_OPTION_TABLE_HOOKED("replan", replan_rows, NULL, check_replan);
 
 void cr_replan_config_default(cr_replan_config *cfg)
 {

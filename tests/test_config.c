@@ -54,8 +54,10 @@ static const cr_option TOY_ROWS[] = {
      .help = "items"},
 };
 
-static const cr_option_table TOY = {"toy", TOY_ROWS, sizeof TOY_ROWS / sizeof TOY_ROWS[0],
-                                    offsetof(toy, set), NULL};
+static const cr_option_table TOY = {.group = "toy",
+                                    .rows = TOY_ROWS,
+                                    .n = sizeof TOY_ROWS / sizeof TOY_ROWS[0],
+                                    .set_offset = offsetof(toy, set)};
 
 static const cr_option *toy_row(const char *name)
 {

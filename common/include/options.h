@@ -80,13 +80,41 @@ typedef struct cr_option_table {
     size_t set_offset;              /* of an unsigned word of set bits, or
                                      * CR_OPT_NO_SET */
     void (*release)(void *cfg);     /* optional: frees what CUSTOM rows own */
+    /* Optional: the component's whole default (the rows' and what no row
+     * names) and its whole check (the rows' bounds and its rules across
+     * fields), for a composer; NULL: the rows' alone. */
+    void (*defaults)(void *cfg);
+    cr_status (*check)(const void *cfg, cr_error *err);
 } cr_option_table;
 
-/* A table of the array rows, without a set word or release hook:
+/* A table of the array rows, without a set word or hooks:
  * const cr_option_table cr_x_options = CR_OPTION_TABLE("x", ROWS); */
 #define CR_OPTION_TABLE(group_, rows_)                                                            \
     {.group = (group_), .rows = (rows_), .n = sizeof(rows_) / sizeof((rows_)[0]),                  \
      .set_offset = CR_OPT_NO_SET}
+/* The same with the component's defaults and check (see cr_option_table). */
+#define CR_OPTION_TABLE_HOOKED(group_, rows_, defaults_, check_)                                  \
+    {.group = (group_), .rows = (rows_), .n = sizeof(rows_) / sizeof((rows_)[0]),                  \
+     .set_offset = CR_OPT_NO_SET, .defaults = (defaults_), .check = (check_)}
+
+/* ---- compositions: several components' tables over one struct ---- */
+
+/* One table of a composition and where its struct lies in the composed
+ * struct. */
+typedef struct cr_option_part {
+    const cr_option_table *table;
+    size_t offset;
+} cr_option_part;
+
+/* Each part's defaults (its table's defaults hook, else its rows') into
+ * cfg + the part's offset, in order. */
+void cr_options_parts_defaults(const cr_option_part *parts, size_t n, void *cfg);
+
+/* Each part's check (its table's check hook, else its rows' bounds with
+ * the keys as they are), in order: the first failure's status with err
+ * naming the field. */
+cr_status cr_options_parts_check(const cr_option_part *parts, size_t n, const void *cfg,
+                                 cr_error *err);
 
 /* Writes every row's default into cfg: numbers from def, STRING fields
  * pointing at def_text, CHOICE the index of def_text, LIST empty; CUSTOM

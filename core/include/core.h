@@ -60,8 +60,21 @@ typedef struct cr_core_config {
 extern const cr_option_table cr_core_options;
 extern const cr_option_table cr_core_state_options;
 
-/* Every component's defaults (from their option rows) into cfg. */
+/* The components of cr_core_config, once: their option tables in --help
+ * order, each with where its struct lies (cr_core_options and
+ * cr_core_state_options on cr_core_config itself; the route's, the
+ * planner's, the replan's, the estimator's, the injector's, the probe's on
+ * their members). The sidecar and the replay compose their flags from it. */
+extern const cr_option_part cr_core_parts[];
+extern const size_t cr_core_n_parts;
+
+/* Every component's defaults into cfg (cr_options_parts_defaults over
+ * cr_core_parts). */
 void cr_core_config_default(cr_core_config *cfg);
+
+/* Every component's check, in cr_core_parts' order: CR_EINVAL with err
+ * naming the first bad field. cr_core_new runs it. */
+cr_status cr_core_config_check(const cr_core_config *cfg, cr_error *err);
 
 /* The probe's defaults but one that finds nothing, at once, on any
  * machine (no sysfs, no CUDA, no sampling, no host-to-device timing): for
@@ -324,7 +337,7 @@ cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_c
 void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats *shards,
                              uint32_t max_shards, cr_inject_calibration *gpus, uint32_t max_gpus);
 
-/* ---- state: what survives a restart (core/state*.c) ---------------------
+/* ---- state: what survives a restart (core/state/) --------------------------
  *
  * With --state-file PATH the core keeps in PATH the estimator's owners
  * (each one's decayed count and how long before the snapshot its last
@@ -334,27 +347,8 @@ void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats
  * atomically: PATH.tmp in the same folder, write, fsync, rename over PATH,
  * fsync the folder; a crash at any point leaves the previous PATH whole.
  *
- * The file, version 1, little-endian (bytes.h):
- *   header   8 bytes "CRSTATE\0", u32 version, u32 sections (4), f64 wall
- *            time written (Unix seconds), f64 the core's clock then
- *   sections each u32 tag, u64 length, payload, in this order:
- *            1 config: u32 count, then per field u8 name length, name,
- *              f64 value: the fingerprint below
- *            2 estimator: u32 clock, u64 owners, then per owner ascending
- *              i64 owner, f64 count, f64 age (seconds before the wall time
- *              written; 0 in calls mode)
- *            3 table: u64 generation (0: none installed), then, when not
- *              0, the table's section (planner.h)
- *            4 calibration: inject.h's section
- *   trailer  SHA-256 (OpenSSL) of every byte before it
- * The fingerprint is the configuration that makes a snapshot meaningless
- * when changed: estimator.clock and estimator.half_life (what a count
- * means), planner.n_shards (the shards routes go to), and the model shape
- * the prefill and KV fits were measured on (inject.model_layers,
- * model_kv_heads, model_head_dim, kv_dtype_bytes, tensor_parallel,
- * model_params_b, model_d_model, kv_bytes_per_token, 0 when unset).
- * Changing anything else (--max-owners, --qcap, cost-model flags) keeps
- * the state.
+ * The file's layout and the fingerprint of the configuration it was
+ * written under are core/state/state.h's.
  *
  * Restore (cr_core_new): no file is a clean start (CR_STATE_NONE); a file
  * that is truncated, corrupt (checksum), of another version or another
@@ -369,18 +363,9 @@ void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats
  * keeps the highest rates. The restored table keeps its generation;
  * installs count on from it.
  *
- * Bounds: the loader reads the file whole (one allocation of its size, at
- * most CR_STATE_MAX_BYTES) and checks every count against the bytes left
- * before allocating for it. A snapshot builds the file in memory (24 B per
- * owner, 12 B per placement + 4 B per shard slot, under 1 KB a fit) and
- * holds it while writing.
- *
  * Test hook: CACHEROUTE_TEST_SNAPSHOT_STALL_S=S makes every snapshot sleep
  * S seconds after writing half of PATH.tmp (for the kill -9 test). Test
  * only: never set it in production. */
-
-#define CR_STATE_VERSION 1
-#define CR_STATE_MAX_BYTES ((uint64_t)1 << 36) /* 64 GiB: files beyond are refused */
 
 typedef enum cr_state_result {
     CR_STATE_RESTORED, /* restore: the file's state is the core's now */

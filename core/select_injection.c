@@ -1,6 +1,6 @@
-/* SelectInjection with its receipt, and GetDecision: a decision that is
- * not a dry run and names a request is kept, so its outcome can be
- * compared with what it predicted. */
+/* SelectInjection with its receipt: a decision that is not a dry run and
+ * names a request is kept, so its outcome can be compared with what it
+ * predicted. */
 #include <string.h>
 
 #include "internal.h"
@@ -35,7 +35,7 @@ cr_status cr_core_select(cr_core *c, const char *request_id, const cr_inject_req
     if (id_len > CR_LOOP_REQUEST_ID_MAX)
         return cr_fail(err, CR_EINVAL, "request_id must be at most %d bytes, got %zu",
                        CR_LOOP_REQUEST_ID_MAX, id_len);
-    double now = cr_core_now(c);
+    double now = core_now(c);
     const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
     cr_status st = cr_inject_select(c->injector, snap, req, now * 1e3, out, err);
     cr_receipt r;
@@ -47,12 +47,4 @@ cr_status cr_core_select(cr_core *c, const char *request_id, const cr_inject_req
     if (kept && c->hooks.receipted)
         c->hooks.receipted(c->hooks.ctx, &r);
     return st;
-}
-
-int cr_core_decision(cr_core *c, const char *request_id, cr_receipt *out)
-{
-    if (!c->receipts || !request_id || !*request_id ||
-        strlen(request_id) > CR_LOOP_REQUEST_ID_MAX)
-        return 0;
-    return cr_receipts_get(c->receipts, request_id, out);
 }

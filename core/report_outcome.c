@@ -1,6 +1,6 @@
-/* ReportOutcome and GetStats' closed-loop part: check the whole batch,
- * then for each outcome match its receipt, feed calibration, count served
- * tokens, errors and regret, and release its outstanding work. */
+/* ReportOutcome: check the whole batch, then for each outcome match its
+ * receipt, feed calibration, count served tokens, errors and regret, and
+ * release its outstanding work. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -159,14 +159,6 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     cr_loop_figures_add(c->figures, &d, b->now);
 }
 
-static uint32_t gpu_count(cr_core *c)
-{
-    const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
-    uint32_t n = snap && snap->n_gpus ? (uint32_t)snap->n_gpus : 1;
-    cr_node_snapshot_release(snap);
-    return n;
-}
-
 cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_counts *out,
                          cr_error *err)
 {
@@ -174,8 +166,8 @@ cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_c
     if (n > CR_LOOP_MAX_OUTCOMES)
         return cr_fail(err, CR_EINVAL, "outcomes must hold at most %d entries, got %zu",
                        CR_LOOP_MAX_OUTCOMES, n);
-    batch b = {c, cr_core_acquire(c, NULL), cr_core_now(c)};
-    uint32_t shards = cr_core_shards(c, b.table), gpus = gpu_count(c);
+    batch b = {c, cr_core_acquire(c, NULL), core_now(c)};
+    uint32_t shards = cr_core_shards(c, b.table), gpus = cr_core_gpu_count(c);
     cr_status st = CR_OK;
     for (size_t i = 0; st == CR_OK && i < n; i++)
         st = cr_outcome_check(&o[i], i, shards, gpus, err);
@@ -185,16 +177,4 @@ cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_c
         out->accepted = (uint32_t)n - out->rejected;
     cr_installed_release(b.table);
     return st;
-}
-
-void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats *shards,
-                             uint32_t max_shards, cr_inject_calibration *gpus, uint32_t max_gpus)
-{
-    memset(out, 0, sizeof *out);
-    if (c->receipts)
-        cr_receipts_stats(c->receipts, out);
-    cr_loop_figures_read(c->figures, cr_core_now(c), out, shards, max_shards);
-    out->n_gpus = gpu_count(c);
-    for (uint32_t g = 0; g < max_gpus && g < out->n_gpus; g++)
-        cr_injector_calibration(c->injector, g, &gpus[g]);
 }

@@ -1,12 +1,43 @@
-/* Internal to the core: the state file's format (state_format.c) and its
- * files (state_file.c); core/state.c puts them together. The layout is
- * documented in core.h ("state"). */
+/* Internal to the core: the state file's format (format.c) and its files
+ * (file.c); state.c puts them together. What is kept and how a restore
+ * goes: core.h ("state").
+ *
+ * The file, version 1, little-endian (bytes.h):
+ *   header   8 bytes "CRSTATE\0", u32 version, u32 sections (4), f64 wall
+ *            time written (Unix seconds), f64 the core's clock then
+ *   sections each u32 tag, u64 length, payload, in this order:
+ *            1 config: u32 count, then per field u8 name length, name,
+ *              f64 value: the fingerprint below
+ *            2 estimator: u32 clock, u64 owners, then per owner ascending
+ *              i64 owner, f64 count, f64 age (seconds before the wall time
+ *              written; 0 in calls mode)
+ *            3 table: u64 generation (0: none installed), then, when not
+ *              0, the table's section (planner.h)
+ *            4 calibration: inject.h's section
+ *   trailer  SHA-256 (OpenSSL) of every byte before it
+ * The fingerprint is the configuration that makes a snapshot meaningless
+ * when changed: estimator.clock and estimator.half_life (what a count
+ * means), planner.n_shards (the shards routes go to), and the model shape
+ * the prefill and KV fits were measured on (inject.model_layers,
+ * model_kv_heads, model_head_dim, kv_dtype_bytes, tensor_parallel,
+ * model_params_b, model_d_model, kv_bytes_per_token, 0 when unset).
+ * Changing anything else (--max-owners, --qcap, cost-model flags) keeps
+ * the state.
+ *
+ * Bounds: the loader reads the file whole (one allocation of its size, at
+ * most CR_STATE_MAX_BYTES) and checks every count against the bytes left
+ * before allocating for it. A snapshot builds the file in memory (24 B per
+ * owner, 12 B per placement + 4 B per shard slot, under 1 KB a fit) and
+ * holds it while writing. */
 #ifndef CR_CORE_STATE_H
 #define CR_CORE_STATE_H
 
 #include "core.h"
 
-/* The fingerprint's fields, in file order (names: state_format.c). */
+#define CR_STATE_VERSION 1
+#define CR_STATE_MAX_BYTES ((uint64_t)1 << 36) /* 64 GiB: files beyond are refused */
+
+/* The fingerprint's fields, in file order (names: format.c). */
 #define CR_STATE_N_FINGERPRINT 10
 typedef struct cr_state_fingerprint {
     double v[CR_STATE_N_FINGERPRINT];

@@ -41,7 +41,7 @@ static cr_status take_image(cr_core *c, cr_state_image *im, cr_installed **held,
     im->owners = cr_estimator_export(c->estimator, &im->n_owners);
     if (!im->owners)
         return cr_fail(err, CR_ENOMEM, "out of memory copying the estimator");
-    im->written_clock = cr_core_now(c);
+    im->written_clock = core_now(c);
     im->written_at = wall_s();
     const cr_estimator_config *ec = cr_estimator_get_config(c->estimator);
     im->clock = (uint32_t)ec->clock;
@@ -163,7 +163,7 @@ static void keep_highest(cr_state_image *im, const cr_estimator_config *ec)
 static cr_status apply(cr_core *c, cr_state_image *im, double *age, cr_error *err)
 {
     const cr_estimator_config *ec = cr_estimator_get_config(c->estimator);
-    double now = cr_core_now(c), elapsed = wall_s() - im->written_at;
+    double now = core_now(c), elapsed = wall_s() - im->written_at;
     *age = elapsed = elapsed > 0 ? elapsed : 0; /* a clock set back: no time passed */
     keep_highest(im, ec);
     for (size_t i = 0; i < im->n_owners; i++)
