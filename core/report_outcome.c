@@ -163,9 +163,8 @@ cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_c
                          cr_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (n > CR_LOOP_MAX_OUTCOMES)
-        return cr_fail(err, CR_EINVAL, "outcomes must hold at most %d entries, got %zu",
-                       CR_LOOP_MAX_OUTCOMES, n);
+    if (cr_outcome_count_check(n, err) != CR_OK)
+        return CR_EINVAL;
     batch b = {c, cr_core_acquire(c, NULL), core_now(c)};
     uint32_t shards = cr_core_shards(c, b.table), gpus = cr_core_gpu_count(c);
     cr_status st = CR_OK;

@@ -90,3 +90,11 @@ cr_status cr_outcome_check(const cr_outcome *o, size_t i, uint32_t shards, uint3
         return CR_EINVAL;
     return CR_OK;
 }
+
+cr_status cr_outcome_count_check(size_t n, cr_error *err)
+{
+    if (n <= CR_LOOP_MAX_OUTCOMES)
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL, "outcomes must hold at most %d entries, got %zu",
+                   CR_LOOP_MAX_OUTCOMES, n);
+}

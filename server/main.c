@@ -19,7 +19,7 @@
 #include "rpc.h"
 #include "security.h"
 #include "signals.h"
-#include "watch.h"
+#include "watch_decisions.h"
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
 #define HEALTH "/grpc.health.v1.Health/" /* served on its own lane: probes never wait */

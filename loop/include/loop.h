@@ -205,6 +205,10 @@ void cr_receipts_stats(cr_receipt_store *s, cr_loop_stats *out);
 
 /* ---- outcome_check.c ---- */
 
+/* A batch of n outcomes: CR_EINVAL "outcomes must hold at most 10000
+ * entries, got N" past CR_LOOP_MAX_OUTCOMES. Pure. */
+cr_status cr_outcome_count_check(size_t n, cr_error *err);
+
 /* Checks o (entry i of a batch) in field order against shards and gpus;
  * CR_EINVAL with err naming "outcomes[i].field". Pure. */
 cr_status cr_outcome_check(const cr_outcome *o, size_t i, uint32_t shards, uint32_t gpus,

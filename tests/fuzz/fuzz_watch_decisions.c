@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "watch.h"
+#include "watch_decisions.h"
 #include "wire.h"
 
 static cr_watch_hub *hub(void)

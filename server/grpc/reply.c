@@ -92,3 +92,24 @@ int cr_refuse_entries(cr_reply *out, const char *field, size_t n, size_t limit,
                    why ? ": " : "", why ? why : "");
     return -1;
 }
+
+/* A switch with no default, so a new cr_status fails the build here. */
+static grpc_status_code core_code(cr_status st)
+{
+    switch (st) {
+    case CR_EINVAL:
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    case CR_ESTATE:
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    case CR_OK: /* not an error: a caller's bug, answered as the server's */
+        return GRPC_STATUS_INTERNAL;
+    case CR_ENOMEM:
+        break;
+    }
+    return GRPC_STATUS_RESOURCE_EXHAUSTED;
+}
+
+void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err)
+{
+    cr_reply_error(out, core_code(st), "%s", err->msg);
+}

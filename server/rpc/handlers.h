@@ -1,5 +1,7 @@
-/* Handlers for cacheroute.v1.CacheRoute: decode, one cr_core_* call,
- * encode. ctx is a cr_handlers. */
+/* Handlers for cacheroute.v1.CacheRoute, one file each, named as the RPC
+ * (and as its file in core/): decode, one cr_core_* call, encode. Every
+ * rule, and every check that can reject a call before state changes, is
+ * the core's; here are only the wire's own limits. ctx is a cr_handlers. */
 #ifndef CR_HANDLERS_H
 #define CR_HANDLERS_H
 
@@ -40,14 +42,20 @@ void cr_handle_get_stats(void *ctx, const uint8_t *data, size_t len, cr_reply *o
 void cr_breakdown_msg(Cacheroute__V1__CostBreakdown *m, const cr_cost_breakdown *c);
 void cr_cost_model_msg(Cacheroute__V1__CostModel *m, const cr_inject_model *model);
 
+/* A DecisionReceipt pointing at r's fields (r must outlive it). */
+typedef struct cr_receipt_msg {
+    Cacheroute__V1__DecisionReceipt r;
+    Cacheroute__V1__DecidedRequest req;
+    Cacheroute__V1__CostModel model;
+    Cacheroute__V1__CostBreakdown text, kv;
+    Cacheroute__V1__TermError errors[CR_N_TERMS];
+    Cacheroute__V1__TermError *ptrs[CR_N_TERMS];
+} cr_receipt_msg;
+void cr_receipt_msg_init(cr_receipt_msg *m, const cr_receipt *r);
+
 /* r as a serialized DecisionReceipt (lost 0) in a new malloc'd buffer:
  * *body (the caller's, free()) holds *len bytes. Returns 0, or -1 when out
  * of memory. For GetDecision and the WatchDecisions feed alike. */
 int cr_receipt_pack(const cr_receipt *r, uint8_t **body, size_t *len);
-
-/* A core error as the reply, with err's text: CR_EINVAL is
- * INVALID_ARGUMENT, CR_ESTATE FAILED_PRECONDITION, CR_ENOMEM
- * RESOURCE_EXHAUSTED. */
-void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err);
 
 #endif

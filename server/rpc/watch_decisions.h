@@ -12,8 +12,8 @@
  * Publishing hands the encoded bytes over once (every watcher's queue holds
  * a reference to the same slice) and starts idle watchers' sends: one short
  * lock, no wait on any client. Thread-safe. */
-#ifndef CR_WATCH_H
-#define CR_WATCH_H
+#ifndef CR_WATCH_DECISIONS_H
+#define CR_WATCH_DECISIONS_H
 
 #include <protobuf-c/protobuf-c.h>
 #include <stddef.h>

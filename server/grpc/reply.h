@@ -1,10 +1,12 @@
-/* protobuf-c <-> reply helpers shared by the handlers. */
+/* protobuf-c <-> reply helpers shared by the handlers, and the one map
+ * from the core's errors to gRPC status codes. */
 #ifndef CR_REPLY_H
 #define CR_REPLY_H
 
 #include <protobuf-c/protobuf-c.h>
 
 #include "arena.h"
+#include "common.h"
 #include "rpc.h"
 #include "wire.h"
 
@@ -77,5 +79,10 @@ void cr_reply_message(cr_reply *out, const ProtobufCMessage *msg, size_t max, co
  * cr_reply_message answers a message over max. */
 void cr_reply_too_big(cr_reply *out, const ProtobufCMessageDescriptor *d, size_t len,
                       size_t max, const char *hint);
+
+/* A core error as the reply, with err's text: CR_EINVAL is
+ * INVALID_ARGUMENT, CR_ESTATE FAILED_PRECONDITION, CR_ENOMEM
+ * RESOURCE_EXHAUSTED. */
+void cr_reply_core_error(cr_reply *out, cr_status st, const cr_error *err);
 
 #endif

@@ -4,7 +4,7 @@
  * knows it is listening); then one send at a time drains the queue; the
  * final status goes once the hub ends (after the queue) or at once for a
  * refused call. */
-#include "watch.h"
+#include "watch_decisions.h"
 
 #include <pthread.h>
 #include <stdio.h>

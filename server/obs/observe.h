@@ -6,7 +6,7 @@
 #include "core.h"
 #include "metrics.h"
 #include "replica.h"
-#include "watch.h"
+#include "watch_decisions.h"
 
 /* Where the reports go and the gauges come from. */
 typedef struct cr_observer {
