@@ -16,16 +16,17 @@ const cr_option_part cr_core_parts[] = {
     {&cr_inject_options, offsetof(cr_core_config, inject)},
     {&cr_probe_options, offsetof(cr_core_config, probe)},
 };
-const size_t cr_core_n_parts = sizeof cr_core_parts / sizeof cr_core_parts[0];
+_Static_assert(sizeof cr_core_parts / sizeof cr_core_parts[0] == CR_CORE_N_PARTS,
+               "CR_CORE_N_PARTS counts the parts listed above");
 
 void cr_core_config_default(cr_core_config *cfg)
 {
-    cr_options_parts_defaults(cr_core_parts, cr_core_n_parts, cfg);
+    cr_options_parts_defaults(cr_core_parts, CR_CORE_N_PARTS, cfg);
 }
 
 cr_status cr_core_config_check(const cr_core_config *cfg, cr_error *err)
 {
-    return cr_options_parts_check(cr_core_parts, cr_core_n_parts, cfg, err);
+    return cr_options_parts_check(cr_core_parts, CR_CORE_N_PARTS, cfg, err);
 }
 
 void cr_core_quiet_probe(cr_probe_config *p)

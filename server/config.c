@@ -4,6 +4,7 @@
  * records which one won for each row, and prints the result. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -160,238 +161,56 @@ static const cr_option SERVER_ROWS[] = {
 
 const cr_option_table cr_server_options = CR_OPTION_TABLE("", SERVER_ROWS);
 
-const cr_config_part cr_config_parts[] = {
-    {&cr_server_options, offsetof(cr_config, server)},
-    {&cr_core_options, offsetof(cr_config, core)},
-    {&cr_route_options, offsetof(cr_config, core.route)},
-    {&cr_core_state_options, offsetof(cr_config, core)},
-    {&cr_planner_options, offsetof(cr_config, core.planner)},
-    {&cr_replan_options, offsetof(cr_config, core.replan)},
-    {&cr_estimator_options, offsetof(cr_config, core.estimator)},
-    {&cr_inject_options, offsetof(cr_config, core.inject)},
-    {&cr_probe_options, offsetof(cr_config, core.probe)},
-    {&cr_replica_options, offsetof(cr_config, replica)},
+static const cr_option_part SERVER_PART[] = {{&cr_server_options, 0}};
+static const cr_option_part REPLICA_PART[] = {{&cr_replica_options, 0}};
+static const cr_option_group GROUPS[] = {
+    {SERVER_PART, 1, offsetof(cr_config, server)},
+    {cr_core_parts, CR_CORE_N_PARTS, offsetof(cr_config, core)},
+    {REPLICA_PART, 1, offsetof(cr_config, replica)},
 };
-const size_t cr_config_n_parts = sizeof cr_config_parts / sizeof cr_config_parts[0];
-
-static void *part_cfg(const cr_config_part *p, cr_config *cfg) { return (char *)cfg + p->offset; }
-static const void *part_ccfg(const cr_config_part *p, const cr_config *cfg)
-{
-    return (const char *)cfg + p->offset;
-}
-
-/* One row of the composition: its table and struct, and its index in
- * cr_config.source. */
-typedef struct row_ref {
-    const cr_config_part *part;
-    const cr_option *o;
-    size_t index;
-} row_ref;
-
-/* Walks every row in --help order: for (row_ref r = first_row(); r.o; next_row(&r)). */
-static row_ref first_row(void)
-{
-    row_ref r = {cr_config_parts, cr_config_parts[0].table->rows, 0};
-    return r;
-}
-
-static void next_row(row_ref *r)
-{
-    r->index++;
-    if (++r->o < r->part->table->rows + r->part->table->n)
-        return;
-    while (++r->part < cr_config_parts + cr_config_n_parts) {
-        if (r->part->table->n) {
-            r->o = r->part->table->rows;
-            return;
-        }
-    }
-    r->o = NULL;
-}
-
-static int find_row(const char *name, size_t len, row_ref *out)
-{
-    for (row_ref r = first_row(); r.o; next_row(&r)) {
-        if (strlen(r.o->name) == len && strncmp(r.o->name, name, len) == 0) {
-            *out = r;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static size_t n_rows(void)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < cr_config_n_parts; i++)
-        n += cr_config_parts[i].table->n;
-    return n;
-}
-
-/* A flag adds one value; the variable of a repeatable one holds values
- * separated by spaces or tabs. */
-static cr_status set_row(cr_config *cfg, const row_ref *r, const char *value, int from_env,
-                         cr_error *err)
-{
-    const cr_option_table *t = r->part->table;
-    void *c = part_cfg(r->part, cfg);
-    if (!from_env || !(r->o->flags & CR_OPT_REPEATABLE))
-        return cr_option_set(t, r->o, c, value, err);
-    char *copy = strdup(value), *save = NULL;
-    if (!copy)
-        return cr_fail(err, CR_ENOMEM, "--%s: out of memory", r->o->name);
-    cr_status st = CR_OK;
-    for (char *item = strtok_r(copy, " \t", &save); item && st == CR_OK;
-         item = strtok_r(NULL, " \t", &save))
-        st = cr_option_set(t, r->o, c, item, err);
-    free(copy);
-    return st;
-}
-
-/* One flag given on the command line. */
-typedef struct given {
-    row_ref row;
-    const char *value;
-} given;
-
-static int on_command_line(const row_ref *r, const given *g, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (g[i].row.o == r->o)
-            return 1;
-    return 0;
-}
-
-/* Splits argv into flags and values without applying any. Returns 0, 1 for
- * --help/--version (*version tells which), 2 for --check-config, or -1 with
- * err set. */
-static int scan_args(int argc, char **argv, given *out, size_t *n, int *version, char *err,
-                     size_t errlen)
-{
-    int check = 0;
-    *n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--check-config")) {
-            check = 1;
-            continue;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help") || !strcmp(a, "--version")) {
-            *version = !strcmp(a, "--version");
-            return 1;
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
-            return -1;
-        }
-        const char *eq = strchr(a + 2, '=');
-        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        row_ref r;
-        if (!find_row(a + 2, len, &r)) {
-            snprintf(err, errlen, "unknown flag '%.*s' (see --help)", (int)len + 2, a);
-            return -1;
-        }
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!value) {
-            snprintf(err, errlen, "--%s: missing value", r.o->name);
-            return -1;
-        }
-        out[(*n)++] = (given){r, value};
-    }
-    return check ? 2 : 0;
-}
-
-/* Appends "VARIABLE: why" for a bad variable to err (after "; " when err
- * already holds one). */
-static void env_error(const row_ref *r, const cr_error *e, char *err, size_t errlen)
-{
-    char name[96];
-    size_t used = strnlen(err, errlen);
-    cr_option_env_name(r->o, name, sizeof name);
-    if (used < errlen)
-        snprintf(err + used, errlen - used, "%s%s: %s", used ? "; " : "", name, e->msg);
-}
-
-/* Each variable whose flag is not in g. Stops at the first bad one unless
- * all, which reports every bad one. Returns the number of bad ones. */
-static int apply_env(cr_config *cfg, const given *g, size_t n, int all, char *err, size_t errlen)
-{
-    int bad = 0;
-    char name[96];
-    for (row_ref r = first_row(); r.o; next_row(&r)) {
-        cr_option_env_name(r.o, name, sizeof name);
-        const char *v = getenv(name);
-        if (!v || on_command_line(&r, g, n))
-            continue;
-        cr_error e;
-        if (set_row(cfg, &r, v, 1, &e) == CR_OK) {
-            cfg->source[r.index] = CR_CONFIG_ENV;
-            continue;
-        }
-        env_error(&r, &e, err, errlen);
-        bad++;
-        if (!all)
-            break;
-    }
-    return bad;
-}
-
-static int apply_flags(cr_config *cfg, const given *g, size_t n, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        cr_error e;
-        if (set_row(cfg, &g[i].row, g[i].value, 0, &e) != CR_OK) {
-            snprintf(err, errlen, "%s", e.msg);
-            return -1;
-        }
-        cfg->source[g[i].row.index] = CR_CONFIG_FLAG;
-    }
-    return 0;
-}
+const cr_composition cr_config_composition = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 
 /* The server's rules across its rows. */
-static int check_server(const cr_server_config *s, char *err, size_t errlen)
+static cr_status check_server(const cr_server_config *s, cr_error *err)
 {
     /* gRPC core counts a message in and one out against the quota; below
      * that the largest allowed call could never be served. */
-    if (s->max_pending_reply_bytes < s->max_message_bytes) {
-        snprintf(err, errlen,
-                 "--max-pending-reply-bytes must be at least --max-message-bytes (%ld), got %ld",
-                 s->max_message_bytes, s->max_pending_reply_bytes);
-        return -1;
-    }
-    if (s->memory_quota_bytes / 2 < s->max_message_bytes) {
-        snprintf(err, errlen,
-                 "--memory-quota-bytes must be at least twice --max-message-bytes (%ld), got %ld",
-                 s->max_message_bytes, s->memory_quota_bytes);
-        return -1;
-    }
-    return 0;
+    if (s->max_pending_reply_bytes < s->max_message_bytes)
+        return cr_fail(err, CR_EINVAL,
+                       "--max-pending-reply-bytes must be at least --max-message-bytes (%ld), "
+                       "got %ld",
+                       s->max_message_bytes, s->max_pending_reply_bytes);
+    if (s->memory_quota_bytes / 2 < s->max_message_bytes)
+        return cr_fail(err, CR_EINVAL,
+                       "--memory-quota-bytes must be at least twice --max-message-bytes (%ld), "
+                       "got %ld",
+                       s->max_message_bytes, s->memory_quota_bytes);
+    return CR_OK;
 }
 
-/* What the rows cannot see: each component's own rules across fields. */
-static int check_components(const cr_config *cfg, char *err, size_t errlen)
+/* Every component's check, then the rules across components. */
+static cr_status check_all(const cr_config *cfg, cr_error *err)
 {
-    cr_error e;
-    const cr_core_config *c = &cfg->core;
-    if (cr_planner_config_check(&c->planner, &e) != CR_OK ||
-        cr_estimator_config_check(&c->estimator, &e) != CR_OK ||
-        cr_inject_config_check(&c->inject, &e) != CR_OK ||
-        cr_probe_config_check(&c->probe, &e) != CR_OK ||
-        cr_replica_config_check(&cfg->replica, c->estimator.clock, &e) != CR_OK) {
-        snprintf(err, errlen, "%s", e.msg);
-        return -1;
-    }
-    return check_server(&cfg->server, err, errlen);
+    cr_status st = cr_compose_check(&cr_config_composition, cfg, err);
+    if (st == CR_OK)
+        st = cr_replica_config_check(&cfg->replica, cfg->core.estimator.clock, err);
+    if (st == CR_OK)
+        st = check_server(&cfg->server, err);
+    return st;
 }
 
 static void set_defaults(cr_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cr_options_defaults(&cr_server_options, &cfg->server);
-    cr_core_config_default(&cfg->core);
-    cr_replica_config_default(&cfg->replica);
+    cr_compose_defaults(&cr_config_composition, cfg);
     cfg->core.probe.nic_sample_s = SIDECAR_NIC_SAMPLE_S;
+}
+
+/* One bad variable, into the warning line's list. */
+static void collect_bad(void *ctx, const char *variable, const cr_error *why)
+{
+    FILE *list = ctx;
+    fprintf(list, "%s%s: %s", ftell(list) ? "; " : "", variable, why->msg);
 }
 
 /* --help must work when the environment is broken: it prints the usage
@@ -400,45 +219,46 @@ static void set_defaults(cr_config *cfg)
 static void warn_bad_env(void)
 {
     cr_config scratch;
-    char why[1024] = "";
+    char *why = NULL;
+    size_t len = 0;
+    FILE *list = open_memstream(&why, &len);
+    if (!list)
+        return;
     set_defaults(&scratch);
-    if (apply_env(&scratch, NULL, 0, 1, why, sizeof why) > 0)
+    int bad = cr_compose_env_errors(&cr_config_composition, &scratch, collect_bad, list);
+    fclose(list);
+    if (bad > 0)
         fprintf(stderr,
                 "cacheroute-sidecar: warning: the sidecar would refuse to start with this "
                 "environment: %s\n",
                 why);
+    free(why);
     cr_config_free(&scratch);
 }
 
-int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen)
+static const char *const STOPS[] = {"-h", "--help", "--version", NULL};
+static const char *const SWITCHES[] = {"--check-config", NULL};
+
+int cr_config_load(cr_config *cfg, int argc, char **argv, cr_error *err)
 {
     set_defaults(cfg);
-    if (errlen)
-        err[0] = '\0';
-    if (n_rows() > CR_CONFIG_MAX_OPTIONS) {
-        snprintf(err, errlen, "%zu option rows; cr_config holds %d", n_rows(),
-                 CR_CONFIG_MAX_OPTIONS);
+    err->msg[0] = '\0';
+    if (cr_compose_rows(&cr_config_composition) > CR_CONFIG_MAX_OPTIONS) {
+        cr_fail(err, CR_EINVAL, "%zu option rows; cr_config holds %d",
+                cr_compose_rows(&cr_config_composition), CR_CONFIG_MAX_OPTIONS);
         return -1;
     }
-    given *g = calloc((size_t)argc + 1, sizeof *g);
-    size_t n = 0;
-    int version = 0;
-    if (!g) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    int rc = scan_args(argc, argv, g, &n, &version, err, errlen);
-    if (rc == 1 && version) {
+    cr_compose_args a = {.stops = STOPS, .switches = SWITCHES, .env = 1, .source = cfg->source};
+    int rc = cr_compose_parse(&cr_config_composition, argc, argv, cfg, &a, err);
+    if (rc == 1 && a.stopped == 2) {
         printf("cacheroute-sidecar %s\n", CR_VERSION);
     } else if (rc == 1) {
         cr_config_usage(stdout);
         fflush(stdout);
         warn_bad_env();
-    } else if (rc >= 0 && (apply_env(cfg, g, n, 0, err, errlen) > 0 ||
-                         apply_flags(cfg, g, n, err, errlen) != 0 ||
-                         check_components(cfg, err, errlen) != 0))
-        rc = -1;
-    free(g);
+    } else if (rc == 0) {
+        rc = check_all(cfg, err) != CR_OK ? -1 : a.switched ? 2 : 0;
+    }
     if ((rc == 0 || rc == 2) && cfg->server.threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->server.threads = cores > 0 ? cores : 1;
@@ -448,96 +268,13 @@ int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errl
 
 void cr_config_free(cr_config *cfg)
 {
-    for (size_t i = 0; i < cr_config_n_parts; i++)
-        cr_options_release(cr_config_parts[i].table, part_cfg(&cr_config_parts[i], cfg));
+    cr_compose_release(&cr_config_composition, cfg);
     memset(cfg, 0, sizeof *cfg);
-}
-
-/* ---- the effective configuration ------------------------------------------ */
-
-static json_t *string_or_null(const char *s)
-{
-    json_t *j = s ? json_string(s) : NULL;
-    return j ? j : json_null();
-}
-
-static json_t *custom_json(const cr_option *o, const void *c)
-{
-    char small[256];
-    int len = o->show ? o->show(c, small, sizeof small) : 0;
-    if (len <= 0)
-        return json_null();
-    if ((size_t)len < sizeof small)
-        return string_or_null(small);
-    char *big = malloc((size_t)len + 1);
-    json_t *j = NULL;
-    if (big && o->show(c, big, (size_t)len + 1) == len)
-        j = string_or_null(big);
-    free(big);
-    return j ? j : json_null();
-}
-
-/* The row's effective value, typed. */
-static json_t *value_json(const cr_option_table *t, const cr_option *o, const void *c)
-{
-    if ((o->flags & CR_OPT_UNSET) && !cr_option_is_set(t, o, c))
-        return json_null();
-    switch (o->type) {
-    case CR_OPT_DOUBLE:
-        return json_real(cr_option_number(o, c));
-    case CR_OPT_LONG:
-    case CR_OPT_U32:
-    case CR_OPT_U64:
-        return json_integer((json_int_t)cr_option_number(o, c));
-    case CR_OPT_STRING:
-    case CR_OPT_CHOICE:
-        return string_or_null(cr_option_string(o, c));
-    case CR_OPT_LIST: {
-        size_t n;
-        char *const *items = cr_option_list(o, c, &n);
-        json_t *a = json_array();
-        for (size_t i = 0; a && i < n; i++)
-            json_array_append_new(a, string_or_null(items[i]));
-        return a ? a : json_null();
-    }
-    default:
-        return custom_json(o, c);
-    }
-}
-
-static json_t *group_object(json_t *root, const char *group)
-{
-    if (!*group)
-        return root;
-    json_t *obj = json_object_get(root, group);
-    if (!obj) {
-        obj = json_object();
-        json_object_set_new(root, group, obj);
-    }
-    return obj;
 }
 
 json_t *cr_config_json(const cr_config *cfg)
 {
-    static const char *const SOURCES[] = {"default", "env", "flag"};
-    json_t *root = json_object(), *options = json_array();
-    if (!root || !options) {
-        json_decref(root);
-        json_decref(options);
-        return NULL;
-    }
-    char env[96];
-    for (row_ref r = first_row(); r.o; next_row(&r)) {
-        const void *c = part_ccfg(r.part, cfg);
-        json_t *v = value_json(r.part->table, r.o, c);
-        unsigned src = cfg->source[r.index] < 3 ? cfg->source[r.index] : 0;
-        cr_option_env_name(r.o, env, sizeof env);
-        json_object_set_new(group_object(root, r.part->table->group), r.o->key, json_incref(v));
-        json_array_append_new(options, json_pack("{s:s,s:s,s:o,s:s}", "flag", r.o->name, "env",
-                                                 env, "value", v, "source", SOURCES[src]));
-    }
-    json_object_set_new(root, "options", options);
-    return root;
+    return cr_compose_json(&cr_config_composition, cfg, cfg->source);
 }
 
 /* ---- --help ----------------------------------------------------------------- */
@@ -549,7 +286,8 @@ void cr_config_usage(FILE *out)
                  "           environment, print the effective configuration as JSON, exit\n\n"
                  "Every flag can also be set with its environment variable; a flag wins.\n\n");
     char env[96], def[160], range[160];
-    for (row_ref r = first_row(); r.o; next_row(&r)) {
+    const cr_composition *c = &cr_config_composition;
+    for (cr_option_ref r = cr_compose_first(c); r.o; cr_compose_next(c, &r)) {
         cr_option_env_name(r.o, env, sizeof env);
         cr_option_default_text(r.o, def, sizeof def);
         cr_option_range_text(r.o, 1, range, sizeof range);

@@ -51,45 +51,32 @@ typedef struct cr_server_config {
 
 extern const cr_option_table cr_server_options;
 
-/* Where a row's effective value came from. */
-typedef enum cr_config_source {
-    CR_CONFIG_DEFAULT = 0,
-    CR_CONFIG_ENV,
-    CR_CONFIG_FLAG
-} cr_config_source;
-
 #define CR_CONFIG_MAX_OPTIONS 96 /* rows over every composed table */
 
 typedef struct cr_config {
     cr_server_config server;
     cr_core_config core;
     cr_replica_config replica;
-    /* cr_config_source of each row, in --help order (the tables of
-     * cr_config_parts in order, each table's rows in order). */
+    /* CR_SOURCE_* of each row, in --help order (cr_config_composition's
+     * walk). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];
 } cr_config;
 
-/* The composition, in --help order: each table and the offset in cr_config
- * of the struct its rows describe. Names are unique over all of them. */
-typedef struct cr_config_part {
-    const cr_option_table *table;
-    size_t offset;
-} cr_config_part;
-
-extern const cr_config_part cr_config_parts[];
-extern const size_t cr_config_n_parts;
+/* The composition, in --help order: the server's rows, the core's parts
+ * (core.h), the replica's. Names are unique over all of them. */
+extern const cr_composition cr_config_composition;
 
 /* Fills cfg: every row's default, then each variable whose flag is not on
  * the command line (a flag overrides even a bad variable, and a repeatable
  * flag replaces its variable's list), then the flags in order, then every
- * component's own check. Returns 0 to run, 1 when --help or --version
- * printed what was asked (--help also warns on stderr, in one line, about
- * each variable the sidecar would refuse), 2 for --check-config (cfg is
- * loaded and valid; the caller prints it and exits), -1 on a bad flag or
- * value with a one-line message naming it (the flag, or the variable and
- * the flag) in err. cfg owns its strings; free it with cr_config_free
- * whatever the return. */
-int cr_config_load(cr_config *cfg, int argc, char **argv, char *err, size_t errlen);
+ * component's own check (cr_compose_parse, cr_compose_check). Returns 0 to
+ * run, 1 when --help or --version printed what was asked (--help also
+ * warns on stderr, in one line, about each variable the sidecar would
+ * refuse), 2 for --check-config (cfg is loaded and valid; the caller
+ * prints it and exits), -1 on a bad flag or value with a one-line message
+ * naming it (the flag, or the variable and the flag) in err. cfg owns its
+ * strings; free it with cr_config_free whatever the return. */
+int cr_config_load(cr_config *cfg, int argc, char **argv, cr_error *err);
 
 /* The effective configuration as a JSON object (for the start-up log and
  * --check-config): each table's rows by key, at the top level or in the

@@ -368,15 +368,15 @@ int main(int argc, char **argv)
     cr_signals_block();
 
     cr_config cfg;
-    char err[512];
-    int rc = cr_config_load(&cfg, argc, argv, err, sizeof err);
+    cr_error e;
+    int rc = cr_config_load(&cfg, argc, argv, &e);
     if (rc == 2) { /* --check-config */
         json_t *j = cr_config_json(&cfg);
         json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         putchar('\n');
         json_decref(j);
     } else if (rc < 0) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     }
     if (rc == 0) {
         cr_log_set_level(cfg.server.log_level);

@@ -206,15 +206,15 @@ static void test_rows_check_and_text(void)
 typedef struct row {
     const cr_option_table *table;
     const cr_option *o;
-    size_t part, index;
+    size_t offset, index;
 } row;
 
 static size_t all_rows(row *out, size_t max)
 {
     size_t n = 0;
-    for (size_t p = 0; p < cr_config_n_parts; p++)
-        for (size_t i = 0; i < cr_config_parts[p].table->n && n < max; i++, n++)
-            out[n] = (row){cr_config_parts[p].table, &cr_config_parts[p].table->rows[i], p, n};
+    const cr_composition *c = &cr_config_composition;
+    for (cr_option_ref r = cr_compose_first(c); r.o && n < max; cr_compose_next(c, &r), n++)
+        out[n] = (row){r.table, r.o, r.offset, n};
     return n;
 }
 
@@ -229,7 +229,7 @@ static void load_rows(void)
 
 static const void *row_cfg(const row *r, const cr_config *cfg)
 {
-    return (const char *)cfg + cr_config_parts[r->part].offset;
+    return (const char *)cfg + r->offset;
 }
 
 static void clear_env(void)
@@ -250,7 +250,10 @@ static int load(cr_config *cfg, char *err, const char *a1, const char *a2, const
     const char *args[3] = {a1, a2, a3};
     for (int i = 0; i < 3 && args[i]; i++)
         argv[argc++] = (char *)args[i];
-    return cr_config_load(cfg, argc, argv, err, 512);
+    cr_error e;
+    int rc = cr_config_load(cfg, argc, argv, &e);
+    snprintf(err, 512, "%s", e.msg);
+    return rc;
 }
 
 static json_t *option_entry(json_t *j, const cr_option *o)
@@ -268,8 +271,8 @@ static void test_rows_fit_and_names_are_unique(void)
 {
     load_rows();
     size_t total = 0;
-    for (size_t p = 0; p < cr_config_n_parts; p++)
-        total += cr_config_parts[p].table->n;
+    for (size_t i = 0; i < N_ROWS_; i++)
+        total += ROWS_[i].o == ROWS_[i].table->rows ? ROWS_[i].table->n : 0;
     CU_ASSERT_EQUAL(N_ROWS_, total);
     CU_ASSERT(N_ROWS_ >= 36); /* server 6, core 1, planner 3, estimator 4, inject 19, probe 3 */
     for (size_t i = 0; i < N_ROWS_; i++) {
@@ -346,9 +349,9 @@ static void test_defaults_come_from_rows(void)
     char err[512];
     clear_env();
     memset(&from_rows, 0, sizeof from_rows);
-    for (size_t p = 0; p < cr_config_n_parts; p++)
-        cr_options_defaults(cr_config_parts[p].table,
-                            (char *)&from_rows + cr_config_parts[p].offset);
+    for (size_t i = 0; i < N_ROWS_; i++)
+        if (ROWS_[i].o == ROWS_[i].table->rows)
+            cr_options_defaults(ROWS_[i].table, (char *)&from_rows + ROWS_[i].offset);
     memset(&from_components, 0, sizeof from_components);
     cr_options_defaults(&cr_server_options, &from_components.server);
     cr_core_config_default(&from_components.core);

@@ -178,4 +178,102 @@ const char *cr_option_string(const cr_option *o, const void *cfg); /* STRING, CH
 /* LIST: the items (*n of them). */
 char *const *cr_option_list(const cr_option *o, const void *cfg, size_t *n);
 
+/* ---- the composer: argv, variables, --check-config (compose.c) ------------
+ *
+ * A program's flags are the rows of several components' tables over one
+ * struct: groups of parts, each group's parts over the struct at its own
+ * offset (the sidecar: its server rows, the core's parts at the offset of
+ * its cr_core_config, the replica's). The sidecar and the replay tool
+ * parse, look up, default, check and print them here, so a flag means,
+ * parses and fails alike in both. */
+
+typedef struct cr_option_group {
+    const cr_option_part *parts;
+    size_t n;
+    size_t offset; /* of the group's struct in the composed one */
+} cr_option_group;
+
+typedef struct cr_composition {
+    const cr_option_group *groups;
+    size_t n;
+} cr_composition;
+
+/* One row of a composition: its table and row, where its table's struct
+ * lies in the composed struct, and its index in walk order (--help order:
+ * groups, their parts, their rows, each in order). */
+typedef struct cr_option_ref {
+    const cr_option_table *table;
+    const cr_option *o; /* NULL past the last row */
+    size_t offset;
+    size_t index;
+    size_t group, part; /* private: the walk's place */
+} cr_option_ref;
+
+/* Walks every row: for (cr_option_ref r = cr_compose_first(c); r.o;
+ * cr_compose_next(c, &r)). */
+cr_option_ref cr_compose_first(const cr_composition *c);
+void cr_compose_next(const cr_composition *c, cr_option_ref *r);
+size_t cr_compose_rows(const cr_composition *c);
+
+/* The first row named name (len bytes, no "--") in walk order, so an
+ * earlier table's row shadows a later one's: 1 with *out, or 0. */
+int cr_compose_find(const cr_composition *c, const char *name, size_t len, cr_option_ref *out);
+/* 1 when an earlier row of the same name shadows r. */
+int cr_compose_shadowed(const cr_composition *c, const cr_option_ref *r);
+
+/* Each part's defaults, checks (cr_options_parts_defaults and _check) and
+ * release, over cfg, the composed struct. */
+void cr_compose_defaults(const cr_composition *c, void *cfg);
+cr_status cr_compose_check(const cr_composition *c, const void *cfg, cr_error *err);
+void cr_compose_release(const cr_composition *c, void *cfg);
+
+/* Where a row's value came from. */
+enum { CR_SOURCE_DEFAULT = 0, CR_SOURCE_ENV, CR_SOURCE_FLAG };
+
+/* What a program's command line holds besides its rows' flags. */
+typedef struct cr_compose_args {
+    const char *const *stops;    /* NULL-terminated: arguments that end the
+                                  * parse, nothing applied (-h, --help,
+                                  * --version); *stopped is its index */
+    const char *const *switches; /* NULL-terminated: flags without a value
+                                  * (--check-config, --generate); bit i of
+                                  * *switched set when given */
+    int env;                     /* 1: each row's CACHEROUTE_* variable is
+                                  * read unless its flag is given (a flag
+                                  * wins, even over a bad variable; a
+                                  * repeatable flag replaces its variable's
+                                  * space-separated list) */
+    unsigned char *source;       /* optional: per row index, CR_SOURCE_* */
+    int stopped;                 /* out */
+    unsigned switched;           /* out */
+} cr_compose_args;
+
+/* Parses argv[1..argc) into cfg (holding its defaults): --flag value or
+ * --flag=value, every argument scanned before any is applied, then the
+ * variables (with a->env), then the flags in order, each through
+ * cr_option_set. Returns 0, 1 when a stop argument came (nothing applied),
+ * or -1 with err: "unexpected argument 'x' (see --help)", "unknown flag
+ * '--x' (see --help)", "--x: missing value", the row's own message for a
+ * bad value, or "CACHEROUTE_X: <the row's message>" for a bad variable. */
+int cr_compose_parse(const cr_composition *c, int argc, char **argv, void *cfg,
+                     cr_compose_args *a, cr_error *err);
+
+/* Applies every variable to cfg (--help's look at a broken environment):
+ * bad(ctx, "CACHEROUTE_X", why) for each bad one; returns how many. */
+int cr_compose_env_errors(const cr_composition *c, void *cfg,
+                          void (*bad)(void *ctx, const char *variable, const cr_error *why),
+                          void *ctx);
+
+/* A row's value as the text a flag would take ("" when unset or a list). */
+void cr_compose_text(const cr_option_ref *r, const void *cfg, char *buf, size_t len);
+
+/* The effective configuration as a JSON object (compose_json.c, jansson):
+ * each table's rows by key, at the top level or in the table's group
+ * object, null for a row without a value; then "options", one {"flag",
+ * "env", "value", "source"} per row in walk order (source from source[],
+ * "default" when NULL). NULL when out of memory. The caller owns it. */
+struct json_t;
+struct json_t *cr_compose_json(const cr_composition *c, const void *cfg,
+                               const unsigned char *source);
+
 #endif

@@ -65,8 +65,11 @@ extern const cr_option_table cr_core_state_options;
  * cr_core_state_options on cr_core_config itself; the route's, the
  * planner's, the replan's, the estimator's, the injector's, the probe's on
  * their members). The sidecar and the replay compose their flags from it. */
-extern const cr_option_part cr_core_parts[];
-extern const size_t cr_core_n_parts;
+#define CR_CORE_N_PARTS 8
+extern const cr_option_part cr_core_parts[CR_CORE_N_PARTS];
+/* The probe's part is the last: a core driven in virtual time on a quiet
+ * probe (the replay tool) composes the first CR_CORE_N_PARTS - 1. */
+#define CR_CORE_N_NODELESS_PARTS (CR_CORE_N_PARTS - 1)
 
 /* Every component's defaults into cfg (cr_options_parts_defaults over
  * cr_core_parts). */

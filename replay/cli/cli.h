@@ -60,23 +60,13 @@ typedef enum part_json {
     JSON_SIDECAR    /* under "cacheroute", then the group ("core" for none) */
 } part_json;
 
-/* One table of rows (rows.c lists them, in lookup order) and where in the
- * settings its config struct sits. */
-typedef struct part {
-    const cr_option_table *table;
-    size_t offset; /* of its struct in settings */
-    part_json json;
-} part;
-
-extern const part cli_parts[];
-extern const size_t cli_n_parts;
-
-/* The row named name (len bytes, no "--") and its part, or NULL. */
-const cr_option *cli_find_row(const char *name, size_t len, const part **where);
-/* Whether an earlier table has a row of o's name (so o is never reached). */
-int cli_shadowed(const cr_option *o);
-/* A row's value as a flag would take it ("" when unset). */
-void cli_row_text(const part *p, const cr_option *o, const settings *s, char *buf, size_t len);
+/* The tool's flags (rows.c): its own tables (replay, output, generator,
+ * cluster), then the sidecar's core parts but the probe's, in lookup
+ * order: a name found in an earlier table shadows a later one (--n-shards
+ * is the cluster's --shards here). */
+extern const cr_composition cli_flags;
+/* Where a row's table goes in the JSON's inputs. */
+part_json cli_part_json(const cr_option_ref *r);
 /* --owner-key's value (a show function: cfg is the settings). */
 int cli_show_owner_key(const void *cfg, char *buf, size_t len);
 
@@ -88,7 +78,8 @@ void cli_settings_free(settings *s);
 cr_status cli_parse_values(const char *flag, const char *text, double lo, int open, size_t want,
                            values *out, cr_error *err);
 void cli_usage(FILE *out);
-/* Applies argv. Returns 0, 1 after --help, -1 with err filled. */
+/* Applies argv (cr_compose_parse over cli_flags, with the switches
+ * --generate and --sweep). Returns 0, 1 after --help, -1 with err filled. */
 int cli_parse_args(int argc, char **argv, settings *s, cr_error *err);
 /* The rules across flags, once they are all in; -1 with err filled. */
 int cli_finish_settings(settings *s, cr_error *err);

@@ -50,49 +50,32 @@ void cli_usage(FILE *out)
             "Replays a trace through routing policies on a simulated cluster in virtual time.\n"
             "  --generate               use the seeded generator (its flags below)\n"
             "  --sweep                  also search qcap, W and margin for the best capacity\n");
-    for (size_t i = 0; i < cli_n_parts; i++) {
-        const part *p = &cli_parts[i];
-        fprintf(out, "\n%s:\n", p->table->group[0] ? p->table->group : "core");
-        for (size_t k = 0; k < p->table->n; k++) {
-            const cr_option *o = &p->table->rows[k];
-            char def[256], range[160];
-            if (cli_shadowed(o))
-                continue;
-            cli_row_text(p, o, &d, def, sizeof def);
-            cr_option_range_text(o, 1, range, sizeof range);
-            fprintf(out, "  --%-22s %s (default '%s'%s%s)\n", o->name, o->help, def,
-                    *range ? ", must be " : "", range);
-        }
+    const cr_composition *c = &cli_flags;
+    const char *heading = NULL; /* tables of one group share one */
+    for (cr_option_ref r = cr_compose_first(c); r.o; cr_compose_next(c, &r)) {
+        char def[256], range[160];
+        const char *group = r.table->group[0] ? r.table->group : "core";
+        if (!heading || strcmp(heading, group) != 0)
+            fprintf(out, "\n%s:\n", heading = group);
+        if (cr_compose_shadowed(c, &r))
+            continue;
+        cr_compose_text(&r, &d, def, sizeof def);
+        cr_option_range_text(r.o, 1, range, sizeof range);
+        fprintf(out, "  --%-22s %s (default '%s'%s%s)\n", r.o->name, r.o->help, def,
+                *range ? ", must be " : "", range);
     }
     cli_settings_free(&d);
 }
 
 int cli_parse_args(int argc, char **argv, settings *s, cr_error *err)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            return 1;
-        if (!strcmp(a, "--generate") || !strcmp(a, "--sweep")) {
-            *(a[2] == 'g' ? &s->generate : &s->sweep) = 1;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            return cr_fail(err, CR_EINVAL, "unexpected argument '%s' (see --help)", a), -1;
-        const char *eq = strchr(a + 2, '=');
-        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        const part *p;
-        const cr_option *o = cli_find_row(a + 2, len, &p);
-        if (!o)
-            return cr_fail(err, CR_EINVAL, "unknown flag '%.*s' (see --help)", (int)len + 2, a),
-                   -1;
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!value)
-            return cr_fail(err, CR_EINVAL, "--%s: missing value", o->name), -1;
-        if (cr_option_set(p->table, o, (char *)s + p->offset, value, err) != CR_OK)
-            return -1;
-    }
-    return 0;
+    static const char *const stops[] = {"-h", "--help", NULL};
+    static const char *const switches[] = {"--generate", "--sweep", NULL};
+    cr_compose_args a = {.stops = stops, .switches = switches};
+    int rc = cr_compose_parse(&cli_flags, argc, argv, s, &a, err);
+    s->generate = !!(a.switched & 1u);
+    s->sweep = !!(a.switched & 2u);
+    return rc;
 }
 
 /* The list flags' text into numbers; scales sorted and distinct. */

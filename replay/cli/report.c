@@ -11,26 +11,22 @@
 
 static json_t *num(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-/* A part's rows into obj as {flag: value}: numbers as numbers, the rest
- * as the text a flag would take (null when unset). */
-static void rows_json(const part *p, const settings *s, json_t *obj)
+/* A row into obj as {flag: value}: numbers as numbers, the rest as the
+ * text a flag would take (null when unset). */
+static void row_json(const cr_option_ref *r, const settings *s, json_t *obj)
 {
-    for (size_t k = 0; k < p->table->n; k++) {
-        const cr_option *o = &p->table->rows[k];
-        char text[512];
-        if (cli_shadowed(o))
-            continue;
-        cli_row_text(p, o, s, text, sizeof text);
-        int integral = o->type == CR_OPT_LONG || o->type == CR_OPT_U32 || o->type == CR_OPT_U64;
-        double x = integral || o->type == CR_OPT_DOUBLE
-                       ? cr_option_number(o, (const char *)s + p->offset)
-                       : 0;
-        json_t *v = !*text                     ? json_null()
-                    : o->type == CR_OPT_DOUBLE ? num(x)
-                    : integral                 ? json_integer((json_int_t)x)
-                                               : json_string(text);
-        json_object_set_new(obj, o->name, v);
-    }
+    const cr_option *o = r->o;
+    char text[512];
+    cr_compose_text(r, s, text, sizeof text);
+    int integral = o->type == CR_OPT_LONG || o->type == CR_OPT_U32 || o->type == CR_OPT_U64;
+    double x = integral || o->type == CR_OPT_DOUBLE
+                   ? cr_option_number(o, (const char *)s + r->offset)
+                   : 0;
+    json_t *v = !*text                     ? json_null()
+                : o->type == CR_OPT_DOUBLE ? num(x)
+                : integral                 ? json_integer((json_int_t)x)
+                                           : json_string(text);
+    json_object_set_new(obj, o->name, v);
 }
 
 /* The object named key in parent, made when absent: tables of one group
@@ -48,15 +44,17 @@ static json_t *group_object(json_t *parent, const char *key)
 static json_t *inputs_json(const settings *s, const trace_stats *st)
 {
     json_t *in = json_object(), *sidecar = json_object();
-    for (size_t i = 0; i < cli_n_parts; i++) {
-        const part *p = &cli_parts[i];
-        const char *group = p->table->group;
-        if (p->json == JSON_NONE || (p->json == JSON_GENERATOR && !s->generate))
+    const cr_composition *c = &cli_flags;
+    for (cr_option_ref r = cr_compose_first(c); r.o; cr_compose_next(c, &r)) {
+        const char *group = r.table->group;
+        part_json kind = cli_part_json(&r);
+        if (kind == JSON_NONE || (kind == JSON_GENERATOR && !s->generate) ||
+            cr_compose_shadowed(c, &r))
             continue;
-        if (p->json != JSON_SIDECAR)
-            rows_json(p, s, group_object(in, group));
+        if (kind != JSON_SIDECAR)
+            row_json(&r, s, group_object(in, group));
         else
-            rows_json(p, s, group_object(sidecar, group[0] ? group : "core"));
+            row_json(&r, s, group_object(sidecar, group[0] ? group : "core"));
     }
     json_object_set_new(in, "cacheroute", sidecar);
     json_object_set_new(in, "shard_blocks", json_integer((json_int_t)s->cluster.shard_blocks));
@@ -132,9 +130,10 @@ int cli_write_json(const runner *r, const series *all, size_t n, const sweep *g)
 /* A flag's value as the flag would take it (its row, the one source). */
 static void flag_text(const settings *s, const char *flag, char *buf, size_t len)
 {
-    const part *where;
-    const cr_option *o = cli_find_row(flag, strlen(flag), &where);
-    cli_row_text(where, o, s, buf, len);
+    cr_option_ref r;
+    buf[0] = '\0';
+    if (cr_compose_find(&cli_flags, flag, strlen(flag), &r))
+        cr_compose_text(&r, s, buf, len);
 }
 
 static void markdown_inputs(const runner *r)

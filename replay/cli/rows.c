@@ -1,8 +1,7 @@
 /* The tool's option rows (options.h): its own tables (replay, output,
- * generator, cluster), then the sidecar's own (core, planner, estimator,
- * inject), so a sidecar flag means, parses and fails here exactly as it
- * does there. Also the custom rows' parsers and printers, where a flag is
- * looked up, and the settings' defaults. */
+ * generator, cluster), composed with the sidecar's core parts (core.h), so
+ * a sidecar flag means, parses and fails here exactly as it does there.
+ * Also the custom rows' parsers and printers, and the settings' defaults. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -228,56 +227,25 @@ static const cr_option_table OUTPUT_TABLE = TABLE("output", OUTPUT_ROWS);
 static const cr_option_table GENERATOR_TABLE = TABLE("generator", GENERATOR_ROWS);
 static const cr_option_table CLUSTER_TABLE = TABLE("cluster", CLUSTER_ROWS);
 
-/* Where flags are looked up, in order: a name found in an earlier table
- * shadows a later one (--n-shards is the cluster's --shards here). */
-const part cli_parts[] = {
-    {&REPLAY_TABLE, 0, JSON_TOOL},
-    {&OUTPUT_TABLE, 0, JSON_NONE},
-    {&GENERATOR_TABLE, 0, JSON_GENERATOR},
-    {&CLUSTER_TABLE, 0, JSON_TOOL},
-    {&cr_core_options, offsetof(settings, core), JSON_SIDECAR},
-    {&cr_route_options, offsetof(settings, core.route), JSON_SIDECAR},
-    {&cr_core_state_options, offsetof(settings, core), JSON_SIDECAR},
-    {&cr_planner_options, offsetof(settings, core.planner), JSON_SIDECAR},
-    {&cr_replan_options, offsetof(settings, core.replan), JSON_SIDECAR},
-    {&cr_estimator_options, offsetof(settings, core.estimator), JSON_SIDECAR},
-    {&cr_inject_options, offsetof(settings, core.inject), JSON_SIDECAR},
+static const cr_option_part TOOL_PARTS[] = {
+    {&REPLAY_TABLE, 0},
+    {&OUTPUT_TABLE, 0},
+    {&GENERATOR_TABLE, 0},
+    {&CLUSTER_TABLE, 0},
 };
-const size_t cli_n_parts = sizeof cli_parts / sizeof cli_parts[0];
+static const cr_option_group GROUPS[] = {
+    {TOOL_PARTS, sizeof TOOL_PARTS / sizeof TOOL_PARTS[0], 0},
+    {cr_core_parts, CR_CORE_N_NODELESS_PARTS, offsetof(settings, core)},
+};
+const cr_composition cli_flags = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 
-const cr_option *cli_find_row(const char *name, size_t len, const part **where)
+part_json cli_part_json(const cr_option_ref *r)
 {
-    for (size_t i = 0; i < cli_n_parts; i++) {
-        const cr_option *o = cr_option_find(cli_parts[i].table, name, len);
-        if (o) {
-            *where = &cli_parts[i];
-            return o;
-        }
-    }
-    return NULL;
-}
-
-int cli_shadowed(const cr_option *o)
-{
-    const part *where;
-    return cli_find_row(o->name, strlen(o->name), &where) != o;
-}
-
-void cli_row_text(const part *p, const cr_option *o, const settings *s, char *buf, size_t len)
-{
-    const void *cfg = (const char *)s + p->offset;
-    buf[0] = '\0';
-    if ((o->flags & CR_OPT_UNSET) && !cr_option_is_set(p->table, o, cfg))
-        return;
-    if (o->type == CR_OPT_CUSTOM) {
-        if (o->show && o->show(cfg, buf, len) <= 0)
-            buf[0] = '\0';
-    } else if (o->type == CR_OPT_STRING || o->type == CR_OPT_CHOICE) {
-        const char *v = cr_option_string(o, cfg);
-        snprintf(buf, len, "%s", v ? v : "");
-    } else if (o->type != CR_OPT_LIST) {
-        cr_option_number_text(cr_option_number(o, cfg), buf, len);
-    }
+    if (r->group == 1)
+        return JSON_SIDECAR;
+    return r->table == &OUTPUT_TABLE      ? JSON_NONE
+           : r->table == &GENERATOR_TABLE ? JSON_GENERATOR
+                                          : JSON_TOOL;
 }
 
 /* ---- the settings --------------------------------------------------------------- */
@@ -296,8 +264,4 @@ void cli_settings_default(settings *s)
         s->policies[s->n_policies++] = k;
 }
 
-void cli_settings_free(settings *s)
-{
-    for (size_t i = 0; i < cli_n_parts; i++)
-        cr_options_release(cli_parts[i].table, (char *)s + cli_parts[i].offset);
-}
+void cli_settings_free(settings *s) { cr_compose_release(&cli_flags, s); }
