@@ -92,8 +92,8 @@ struct cr_replica {
     /* thread-only */
     int need_full, skewed, was_up, up_known, offset_known;
     double offset; /* wall minus the core's clock: see cr_replica_offset */
-    double test_skew_s; /* CACHEROUTE_TEST_CLOCK_SKEW_S (replica.h) */
-    double merge_demand_s; /* CR_REPLICA_MERGE_DEMAND_S or its test hook */
+    double test_skew_s;    /* replica_test.h; 0 in production */
+    double merge_demand_s; /* CR_REPLICA_MERGE_DEMAND_S, or replica_test.h's */
     double redis_time;  /* Redis TIME at this sync, Unix seconds */
     size_t base_entries, log_entries; /* owners in our list's base and deltas */
     double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */

@@ -1,6 +1,7 @@
 /* The replica's life: start (the first contact, the seed), the thread, the
  * figures and the merged rates it offers, stop. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "replica_test.h"
 
 #define OFFSET_SLACK_S 1e-3
 
@@ -131,13 +133,15 @@ static cr_status first_contact(cr_replica *r, cr_error *err)
     return CR_OK;
 }
 
-/* A test hook's seconds from the environment: name's value when it parses
- * as finite and > 0, else fallback (unset, or anything else). */
-static double test_seconds(const char *name, double fallback)
+/* replica_test.h's settings, read by each replica as it starts: 0 but in
+ * tests. */
+static _Atomic double test_skew_s, test_merge_demand_s;
+
+void cr_replica_test_clock_skew(double s) { atomic_store(&test_skew_s, isfinite(s) ? s : 0); }
+
+void cr_replica_test_merge_demand(double s)
 {
-    const char *v = getenv(name);
-    double s;
-    return v && cr_parse_double(v, &s) == 0 && s > 0 ? s : fallback;
+    atomic_store(&test_merge_demand_s, isfinite(s) && s > 0 ? s : 0);
 }
 
 static cr_replica *fail(cr_replica *r)
@@ -176,9 +180,9 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
     cr_replica_parse_url(cfg->state_backend, &r->link.url, err);
     r->link.timeout_s = (double)cfg->backend_timeout_ms / 1e3;
     r->link.password_file = cfg->state_backend_password_file;
-    const char *skew = getenv("CACHEROUTE_TEST_CLOCK_SKEW_S");
-    r->test_skew_s = skew ? atof(skew) : 0;
-    r->merge_demand_s = test_seconds("CACHEROUTE_TEST_MERGE_DEMAND_S", CR_REPLICA_MERGE_DEMAND_S);
+    r->test_skew_s = atomic_load(&test_skew_s);
+    double demand = atomic_load(&test_merge_demand_s);
+    r->merge_demand_s = demand > 0 ? demand : CR_REPLICA_MERGE_DEMAND_S;
     r->sub.url = r->link.url;
     r->sub.timeout_s = r->link.timeout_s;
     r->sub.password_file = r->link.password_file;

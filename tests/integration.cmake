@@ -4,11 +4,17 @@
 # One ctest per file so they run in parallel (ctest -j); each file starts its
 # own sidecars on port 0 and kills them when done.
 if(TARGET cacheroute-sidecar AND TARGET cacheroute)
+  # The sidecar with its test hooks settable from CACHEROUTE_TEST_*
+  # variables (tests/hooks/): the suites start it for tests that set one.
+  add_executable(cacheroute-sidecar-hooked ${CMAKE_SOURCE_DIR}/server/main.c
+                                           hooks/sidecar_hooks.c)
+  target_link_libraries(cacheroute-sidecar-hooked PRIVATE cacheroute_server)
   foreach(suite rpc errors health_reflection config lifecycle cli injection observability
                 outcomes abuse state tls resources stream replicas)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
+                     --sidecar-hooked $<TARGET_FILE:cacheroute-sidecar-hooked>
                      --cli $<TARGET_FILE:cacheroute>
                      --plan-dump $<TARGET_FILE:plan_dump>
                      --proto-dir ${CMAKE_SOURCE_DIR}/proto)

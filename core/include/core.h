@@ -366,9 +366,7 @@ void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats
  * keeps the highest rates. The restored table keeps its generation;
  * installs count on from it.
  *
- * Test hook: CACHEROUTE_TEST_SNAPSHOT_STALL_S=S makes every snapshot sleep
- * S seconds after writing half of PATH.tmp (for the kill -9 test). Test
- * only: never set it in production. */
+ * Tests stall a snapshot half-written through core_test.h. */
 
 typedef enum cr_state_result {
     CR_STATE_RESTORED, /* restore: the file's state is the core's now */

@@ -10,10 +10,10 @@
 #include <time.h>
 
 #include "bytes.h"
+#include "core_test.h"
 #include "internal.h"
 #include "state.h"
 
-#define STALL_ENV "CACHEROUTE_TEST_SNAPSHOT_STALL_S" /* test only: see core.h */
 
 static double wall_s(void)
 {
@@ -54,12 +54,15 @@ static cr_status take_image(cr_core *c, cr_state_image *im, cr_installed **held,
     return CR_OK;
 }
 
-static double stall_s(void)
+/* cr_core_test_snapshot_stall's seconds: 0 but in tests. */
+static _Atomic double stall_s_set;
+
+void cr_core_test_snapshot_stall(double s)
 {
-    const char *v = getenv(STALL_ENV);
-    double s = 0;
-    return v && cr_parse_double(v, &s) == 0 && s > 0 && s < 3600 ? s : 0;
+    atomic_store(&stall_s_set, s > 0 && s < 3600 ? s : 0);
 }
+
+static double stall_s(void) { return atomic_load(&stall_s_set); }
 
 static cr_status snapshot(cr_core *c, const char *by, cr_error *err)
 {

@@ -51,11 +51,8 @@
  * down ("state backend refused AUTH: <Redis's error>"), retried with the
  * backoff. The password is never logged or kept between connects.
  *
- * Test hooks: CACHEROUTE_TEST_CLOCK_SKEW_S=S adds S seconds to this
- * replica's wall clock (for the skew test); CACHEROUTE_TEST_MERGE_DEMAND_S=S
- * (finite, > 0) keeps merges coming S seconds after a merged GetRates
- * instead of CR_REPLICA_MERGE_DEMAND_S (for the pacing test). Test only:
- * never set them in production.
+ * Tests skew a replica's wall clock and shorten its merge demand through
+ * replica_test.h.
  *
  * Thread safety: cr_replica_stats_read, cr_replica_rates and
  * cr_replica_reload may run from any thread at any time between start and

@@ -33,7 +33,7 @@ sys.dont_write_bytecode = True
 
 import grpc  # noqa: E402  (Debian's python3-grpcio)
 
-ARGS = None  # argparse namespace: sidecar, cli, plan_dump, proto_dir
+ARGS = None  # argparse namespace: sidecar, sidecar_hooked, cli, plan_dump, proto_dir
 
 
 class _Protos:
@@ -102,6 +102,9 @@ def main():
     global ARGS, STUB_DIR
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--sidecar", required=True)
+    # The test build of the sidecar (tests/hooks/): the same main with its
+    # test hooks set from CACHEROUTE_TEST_* variables.
+    ap.add_argument("--sidecar-hooked")
     ap.add_argument("--cli", required=True)
     ap.add_argument("--plan-dump", required=True)
     ap.add_argument("--proto-dir", required=True)
@@ -147,7 +150,10 @@ class Sidecar:
     def __init__(self, *flags, env=None, listen="127.0.0.1:0", metrics=True, prefix=()):
         """prefix: a command the sidecar runs under (["prlimit", ...])."""
         self.flags = list(flags)
-        argv = list(prefix) + [ARGS.sidecar]
+        hooked = any(k.startswith("CACHEROUTE_TEST_") for k in (env or {}))
+        if hooked and not ARGS.sidecar_hooked:
+            raise RuntimeError("CACHEROUTE_TEST_* hooks need --sidecar-hooked")
+        argv = list(prefix) + [ARGS.sidecar_hooked if hooked else ARGS.sidecar]
         if listen is not None:
             argv += ["--listen", listen]
         if metrics:
