@@ -3,6 +3,8 @@
  * state file's snapshots). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -34,13 +36,21 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
     return CR_OK;
 }
 
-/* The state file's settings, then its restore (which reports itself). */
+/* The state file's settings, its lock (one process writes it), then its
+ * restore (which reports itself). Something there that is not a regular
+ * file is not the sidecar's to move aside: the start fails. */
 static cr_status init_state(cr_core *c, const cr_core_config *cfg, cr_error *err)
 {
     c->snapshot_interval_s = cfg->snapshot_interval_s;
     cr_state_fingerprint_of(cfg, &c->fingerprint);
     if (!cfg->state_file || !*cfg->state_file)
         return CR_OK;
+    struct stat st;
+    if (stat(cfg->state_file, &st) == 0 && !S_ISREG(st.st_mode))
+        return cr_fail(err, CR_EINVAL, "--state-file %s must be a regular file", cfg->state_file);
+    if ((c->state_lock_fd = cr_state_lock(cfg->state_file, err)) < 0)
+        return CR_ESTATE;
+    cr_state_sweep_temporaries(cfg->state_file);
     if (!(c->state_path = strdup(cfg->state_file)) || cr_state_restore(c, cfg) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory restoring %s", cfg->state_file);
     return CR_OK;
@@ -68,6 +78,7 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
     pthread_mutex_init(&c->install_lock, NULL);
     c->last_replan = core_now(c);
     pthread_mutex_init(&c->state_lock, NULL);
+    c->state_lock_fd = -1;
     if (create_parts(c, cfg, err) != CR_OK || init_state(c, cfg, err) != CR_OK) {
         cr_core_free(c);
         return NULL;
@@ -91,6 +102,8 @@ void cr_core_free(cr_core *c)
     pthread_mutex_destroy(&c->install_lock);
     pthread_mutex_destroy(&c->state_lock);
     free(c->state_path);
+    if (c->state_lock_fd >= 0)
+        close(c->state_lock_fd); /* the lock goes with it */
     cr_touched_free(atomic_load(&c->touched));
     free(c);
 }

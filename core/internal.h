@@ -36,6 +36,7 @@ struct cr_core {
     cr_router *router;
     /* The state file (state.c) */
     char *state_path; /* NULL = none */
+    int state_lock_fd; /* its lock (cr_state_lock); -1 = none */
     double snapshot_interval_s;
     cr_state_fingerprint fingerprint;
     cr_ticker *snapshotter;

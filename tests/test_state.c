@@ -402,7 +402,7 @@ static void test_every_truncation(void)
     for (size_t n = 0; n < len; n++)
         CU_ASSERT_EQUAL(cr_core_state_check(f.core, bytes, n, &err), CR_EINVAL);
     expect_rejected(bytes, 10, "truncated");
-    expect_rejected(bytes, len - 1, "checksum mismatch");
+    expect_rejected(bytes, len - 1, "runs past the end of the file");
     expect_rejected(bytes, 0, "truncated");
     free(bytes);
     cr_core_free(f.core);
@@ -520,13 +520,21 @@ static void test_final_snapshot(void)
     CU_ASSERT_EQUAL(f.seen.events, events);
     cr_core_free(f.core);
     CU_ASSERT_EQUAL(f.seen.events, events);
-    char bad[200];
-    snprintf(bad, sizeof bad, "%s/no/such/folder/state", dir);
+    /* Its folder gone after the start: the write fails, naming the path. */
+    char gone[200], moved[200], bad[220];
+    snprintf(gone, sizeof gone, "%s/gone", dir);
+    snprintf(moved, sizeof moved, "%s/moved", dir);
+    snprintf(bad, sizeof bad, "%s/state", gone);
+    CU_ASSERT_EQUAL_FATAL(mkdir(gone, 0700), 0);
     open_at(&f, bad);
+    CU_ASSERT_EQUAL_FATAL(rename(gone, moved), 0);
     CU_ASSERT_EQUAL(cr_core_snapshot(f.core, &err), CR_ENOMEM);
     CU_ASSERT_EQUAL(f.seen.result, CR_STATE_FAILED);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/no/such/folder/state.tmp"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/gone/state"));
     cr_core_free(f.core);
+    snprintf(bad, sizeof bad, "%s/state.lock", moved);
+    unlink(bad);
+    rmdir(moved);
 }
 
 /* More owners than --max-owners: the highest rates are kept. */
@@ -656,7 +664,7 @@ static void teardown(void)
     unlink(path);
     snprintf(p, sizeof p, "%s.corrupt", path);
     unlink(p);
-    snprintf(p, sizeof p, "%s.tmp", path);
+    snprintf(p, sizeof p, "%s.lock", path);
     unlink(p);
     rmdir(dir);
 }

@@ -11,9 +11,9 @@
 #include "state.h"
 
 static const char MAGIC[8] = "CRSTATE";
-#define HEADER_BYTES 32
-#define SHA_BYTES 32
-#define N_SECTIONS 4
+#define HEADER_BYTES CR_STATE_HEADER_BYTES
+#define SHA_BYTES CR_STATE_SHA_BYTES
+#define N_SECTIONS CR_STATE_SECTIONS
 enum { SEC_CONFIG = 1, SEC_ESTIMATOR, SEC_TABLE, SEC_CALIBRATION };
 static const char *const SECTION[N_SECTIONS + 1] = {"", "config", "estimator", "table",
                                                     "calibration"};
@@ -206,6 +206,26 @@ static cr_status get_section(cr_cursor *c, int tag, const cr_state_fingerprint *
     return st;
 }
 
+const char *cr_state_section_name(int tag)
+{
+    return tag >= 1 && tag <= N_SECTIONS ? SECTION[tag] : "unknown";
+}
+
+cr_status cr_state_check_header(const uint8_t *p, size_t len, cr_error *err)
+{
+    if (len < HEADER_BYTES)
+        return cr_fail(err, CR_EINVAL, "truncated: %zu bytes, a state file has at least %d",
+                       len, HEADER_BYTES + SHA_BYTES);
+    if (memcmp(p, MAGIC, sizeof MAGIC) != 0)
+        return cr_fail(err, CR_EINVAL, "not a cacheroute state file (bad magic)");
+    cr_cursor c = cr_cursor_of(p + sizeof MAGIC, 8);
+    uint32_t version = cr_get_u32(&c);
+    if (version != CR_STATE_VERSION)
+        return cr_fail(err, CR_EINVAL, "foreign version %u, this build reads %d", version,
+                       CR_STATE_VERSION);
+    return CR_OK;
+}
+
 /* Magic, version, size and checksum: what says the bytes are a whole file
  * of this version at all. */
 static cr_status check_frame(const uint8_t *p, size_t len, cr_error *err)
@@ -213,13 +233,11 @@ static cr_status check_frame(const uint8_t *p, size_t len, cr_error *err)
     if (len < HEADER_BYTES + SHA_BYTES)
         return cr_fail(err, CR_EINVAL, "truncated: %zu bytes, a state file has at least %d",
                        len, HEADER_BYTES + SHA_BYTES);
-    if (memcmp(p, MAGIC, sizeof MAGIC) != 0)
-        return cr_fail(err, CR_EINVAL, "not a cacheroute state file (bad magic)");
-    cr_cursor c = cr_cursor_of(p + sizeof MAGIC, 8);
-    uint32_t version = cr_get_u32(&c), sections = cr_get_u32(&c);
-    if (version != CR_STATE_VERSION)
-        return cr_fail(err, CR_EINVAL, "foreign version %u, this build reads %d", version,
-                       CR_STATE_VERSION);
+    cr_status st = cr_state_check_header(p, len, err);
+    if (st != CR_OK)
+        return st;
+    cr_cursor c = cr_cursor_of(p + sizeof MAGIC + 4, 4);
+    uint32_t sections = cr_get_u32(&c);
     uint8_t sum[SHA_BYTES];
     if (sha256(p, len - SHA_BYTES, sum) != 0)
         return cr_fail(err, CR_ENOMEM, "cannot compute SHA-256");

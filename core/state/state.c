@@ -206,7 +206,9 @@ int cr_state_restore(cr_core *c, const cr_core_config *cfg)
     cr_error err;
     cr_state_image im = {0};
     cr_core_state_event ev = {.result = CR_STATE_RESTORED, .by = "start"};
-    cr_status st = cr_state_read_file(c->state_path, &bytes, &len, &missing, &err);
+    uint64_t ceiling =
+        CR_STATE_BASE_BYTES + CR_STATE_BYTES_PER_OWNER * cfg->estimator.max_owners;
+    cr_status st = cr_state_read_file(c->state_path, ceiling, &bytes, &len, &missing, &err);
     if (st == CR_OK && !missing &&
         (st = cr_state_decode(&c->fingerprint, bytes, len, c->injector, &im, &err)) == CR_OK) {
         ev.owners = im.n_owners;

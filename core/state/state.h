@@ -25,8 +25,9 @@
  * the state.
  *
  * Bounds: the loader reads the file whole (one allocation of its size, at
- * most CR_STATE_MAX_BYTES) and checks every count against the bytes left
- * before allocating for it. A snapshot builds the file in memory (24 B per
+ * most CR_STATE_BASE_BYTES + CR_STATE_BYTES_PER_OWNER x --max-owners), once
+ * its header and its sections' lengths, read alone, say the file is whole,
+ * and checks every count against the bytes left before allocating for it. A snapshot builds the file in memory (24 B per
  * owner, 12 B per placement + 4 B per shard slot, under 1 KB a fit) and
  * holds it while writing. */
 #ifndef CR_CORE_STATE_H
@@ -35,7 +36,14 @@
 #include "core.h"
 
 #define CR_STATE_VERSION 1
-#define CR_STATE_MAX_BYTES ((uint64_t)1 << 36) /* 64 GiB: files beyond are refused */
+#define CR_STATE_HEADER_BYTES 32
+#define CR_STATE_SHA_BYTES 32
+#define CR_STATE_SECTIONS 4
+/* A restore reads at most this plus CR_STATE_BYTES_PER_OWNER per
+ * --max-owners (24 B an owner, twice over for a table as large): a larger
+ * file is refused unread. */
+#define CR_STATE_BASE_BYTES ((uint64_t)256 << 20)
+#define CR_STATE_BYTES_PER_OWNER 48
 
 /* The fingerprint's fields, in file order (names: format.c). */
 #define CR_STATE_N_FINGERPRINT 10
@@ -72,19 +80,39 @@ cr_status cr_state_encode(const cr_state_fingerprint *fp, const cr_state_image *
 cr_status cr_state_decode(const cr_state_fingerprint *fp, const uint8_t *p, size_t len,
                           cr_injector *inj, cr_state_image *im, cr_error *err);
 
+/* "config", "estimator", "table", "calibration" for tags 1..4. */
+const char *cr_state_section_name(int tag);
+
+/* Magic and version of the first len bytes of a file: CR_EINVAL naming
+ * what is wrong ("bad magic", "foreign version"). */
+cr_status cr_state_check_header(const uint8_t *p, size_t len, cr_error *err);
+
 /* ---- files ---- */
 
-/* Writes len bytes to path atomically (path.tmp, fsync, rename, fsync of
- * the folder), sleeping stall_s after half of them (test hook; 0 none).
- * CR_ENOMEM with err naming the path and errno's text on failure. */
+/* Takes path's lock (path.lock, a POSIX write lock held until the process
+ * ends, its pid written in it): the descriptor, or -1 with err, CR_ESTATE
+ * naming the holder's pid when another process holds it. */
+int cr_state_lock(const char *path, cr_error *err);
+
+/* Removes path's temporaries left by a process killed mid-write
+ * (path.tmp.<pid>.<n>); call with the lock held. */
+void cr_state_sweep_temporaries(const char *path);
+
+/* Writes len bytes to path atomically (a temporary of this process's own
+ * beside it, created O_EXCL | O_NOFOLLOW through the folder's descriptor,
+ * fsync, rename, fsync of the folder), sleeping stall_s after half of them
+ * (test hook; 0 none). CR_ENOMEM with err naming the path and errno's text
+ * on failure. */
 cr_status cr_state_write_file(const char *path, const uint8_t *p, size_t len, double stall_s,
                               cr_error *err);
 
 /* Reads path whole into a malloc'd *out of *len bytes. *missing = 1 (and
- * CR_OK, *out NULL) when it does not exist. CR_EINVAL when it cannot be
- * read or exceeds CR_STATE_MAX_BYTES. */
-cr_status cr_state_read_file(const char *path, uint8_t **out, size_t *len, int *missing,
-                             cr_error *err);
+ * CR_OK, *out NULL) when it does not exist. CR_EINVAL when it is not a
+ * regular file (never blocking on a FIFO), holds more than ceiling bytes,
+ * has a header or section lengths that do not add up to its size, or
+ * cannot be read. */
+cr_status cr_state_read_file(const char *path, uint64_t ceiling, uint8_t **out, size_t *len,
+                             int *missing, cr_error *err);
 
 /* Renames path to path.corrupt into moved (its size); 0, or -1 with err. */
 int cr_state_move_aside(const char *path, char *moved, size_t size, cr_error *err);

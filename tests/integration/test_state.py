@@ -4,6 +4,7 @@ passed (read from the file), the same routes and table generation and the
 same calibration; kill -9 in the middle of a snapshot write leaves the
 previous file whole; a corrupt, truncated, foreign-version or other-config
 file is moved to PATH.corrupt and the sidecar serves empty."""
+import glob
 import hashlib
 import os
 import shutil
@@ -179,15 +180,18 @@ class StateTest(h.SidecarTestCase):
         previous = open(self.path, "rb").read()
         written_at, owners, _ = parse_state(previous)
 
-        # The ticker's snapshot stalls after half of PATH.tmp: kill it there.
+        # The ticker's snapshot stalls after half of its temporary
+        # (PATH.tmp.<pid>.<n>): kill it there.
         sc = self.start("--snapshot-interval", "0.2",
                         env={"CACHEROUTE_TEST_SNAPSHOT_STALL_S": "60"})
         self.assertEqual(self.restore_event(sc)["msg"], "state restored")
         sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[1000, 1001]),
                                 timeout=h.RPC_TIMEOUT)
-        tmp = self.path + ".tmp"
-        h.poll(lambda: os.path.exists(tmp) and os.path.getsize(tmp) > 0, 30,
-               what="a half-written " + tmp)
+        def temporary():
+            found = glob.glob(self.path + ".tmp.%d.*" % sc.proc.pid)
+            return found[0] if found and os.path.getsize(found[0]) > 0 else None
+        h.poll(temporary, 30, what="a half-written temporary of " + self.path)
+        tmp = temporary()
         sc.kill()
         self.assertEqual(sc.proc.returncode, -signal.SIGKILL)
         self.assertEqual(open(self.path, "rb").read(), previous)
@@ -199,6 +203,7 @@ class StateTest(h.SidecarTestCase):
         after, c0, c1 = self.rates(sc.stub())
         self.assert_decayed_exactly(after, c0, c1, written_at, owners)
         self.assertFalse(os.path.exists(self.path + ".corrupt"))
+        self.assertFalse(os.path.exists(tmp))  # the killed writer's temporary, swept
         sc.assert_clean_exit(self)
 
     def expect_refused(self, data, reason, *flags):
@@ -227,7 +232,8 @@ class StateTest(h.SidecarTestCase):
         flipped = bytearray(good)
         flipped[len(good) // 2] ^= 0x40
         self.expect_refused(bytes(flipped), "checksum mismatch")
-        self.expect_refused(good[:len(good) // 2], "checksum mismatch")
+        # A truncated file's sections run past its end: refused before it is read whole.
+        self.expect_refused(good[:len(good) // 2], "runs past the end of the file")
         self.expect_refused(b"not a state file at all, just some text of some length....",
                             "truncated")
         self.expect_refused(b"\0" * 100, "bad magic")
@@ -238,6 +244,78 @@ class StateTest(h.SidecarTestCase):
                             "--half-life", "30")
         self.expect_refused(good, "other config: planner.n_shards is 8 in the file, 4 now",
                             "--n-shards", "4")
+
+
+    # ---- red team, round two (N6-N9): the state file's own hazards
+
+    def test_second_sidecar_on_one_state_file_exits_2(self):
+        # N6: two sidecars on one --state-file corrupted it 5 of 5 times.
+        sc = self.start()
+        p = h.run_sidecar("--listen", "127.0.0.1:0", "--metrics-listen", "",
+                          "--state-file", self.path, *BASE)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("in use by another process (pid %d" % sc.proc.pid, p.stderr)
+        sc.assert_clean_exit(self)
+        # Once it is gone the file is free again.
+        self.start().assert_clean_exit(self)
+
+    def test_planted_link_at_a_temporary_is_never_followed(self):
+        # N7: `ln -s victim PATH.tmp` then SIGUSR1 overwrote the victim.
+        victim = os.path.join(self.dir, "victim")
+        with open(victim, "wb") as f:
+            f.write(b"precious")
+        sc = self.start()
+        for name in [self.path + ".tmp"] + [self.path + ".tmp.%d.%d" % (sc.proc.pid, k)
+                                            for k in range(16)]:
+            os.symlink(victim, name)
+        sc.proc.send_signal(signal.SIGUSR1)
+        ev = sc.wait_for(lambda e: e.get("msg") in ("state written", "state snapshot failed"),
+                         30, what="the snapshot line")
+        self.assertEqual(ev["msg"], "state written", ev)
+        self.assertEqual(open(victim, "rb").read(), b"precious")
+        self.assertEqual(parse_state(open(self.path, "rb").read())[2], 0)
+        self.assertFalse(os.path.islink(self.path))
+        sc.assert_clean_exit(self)
+        self.assertEqual(open(victim, "rb").read(), b"precious")
+
+    def test_huge_sparse_file_is_refused_unread(self):
+        # N8: a 3 GiB sparse file was read whole (3.1 GB, 16.5 s) before the
+        # checksum refused it. A valid header, then 3 GiB of holes.
+        with open(self.path, "wb") as f:
+            f.write(b"CRSTATE\0" + struct.pack("<IIdd", 1, 4, time.time(), 0.0))
+            f.truncate(3 << 30)
+        t0 = time.monotonic()
+        sc = self.start()
+        ev = self.restore_event(sc)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertEqual(ev["msg"], "state file refused, starting empty", ev)
+        self.assertIn("over the", ev["error"])
+        self.assertIn("this configuration reads", ev["error"])
+        rss_kb = int(open("/proc/%d/status" % sc.proc.pid).read()
+                     .split("VmHWM:")[1].split()[0])
+        self.assertLess(rss_kb, 512 * 1024)  # it never held the file
+        sc.assert_clean_exit(self)
+        os.unlink(self.path + ".corrupt")
+        # Within the ceiling, sections that run past the end: refused before reading.
+        with open(self.path, "wb") as f:
+            f.write(b"CRSTATE\0" + struct.pack("<IIdd", 1, 4, time.time(), 0.0))
+            f.write(struct.pack("<IQ", 1, 1 << 40))
+            f.truncate(64 << 20)
+        sc = self.start()
+        ev = self.restore_event(sc)
+        self.assertIn("section 1 (config) runs past the end of the file", ev["error"])
+        sc.assert_clean_exit(self)
+
+    def test_fifo_as_state_file_refused_at_once(self):
+        # N9: a FIFO as --state-file blocked the start forever, silently.
+        os.mkfifo(self.path)
+        t0 = time.monotonic()
+        p = h.run_sidecar("--listen", "127.0.0.1:0", "--metrics-listen", "",
+                          "--state-file", self.path, *BASE, timeout=10)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--state-file %s must be a regular file" % self.path, p.stderr)
+        self.assertTrue(os.path.exists(self.path))  # not moved aside: not ours to move
 
 
 if __name__ == "__main__":
