@@ -23,8 +23,9 @@ cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err)
     return cr_options_check(&cr_planner_options, cfg, "config.", err);
 }
 
-/* Rule 1: at most CR_PLAN_MAX_ENTRIES entries, every rate finite and >= 0,
- * no owner twice. Reports the first bad entry in input order. */
+/* Rule 1: at most CR_PLAN_MAX_ENTRIES entries, every rate finite, >= 0 and
+ * at most CR_PLAN_MAX_RATE (so every sum of rates is finite), no owner
+ * twice. Reports the first bad entry in input order. */
 cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *err)
 {
     char field[48];
@@ -37,6 +38,11 @@ cr_status cr_plan_check_rates(const cr_session_rate *rates, size_t n, cr_error *
         if (!isfinite(rates[i].rate) || rates[i].rate < 0) {
             snprintf(field, sizeof field, "rates[%zu].rate", i);
             set_error(err, field, "must be finite and >= 0", rates[i].rate);
+            return CR_EINVAL;
+        }
+        if (rates[i].rate > CR_PLAN_MAX_RATE) {
+            snprintf(field, sizeof field, "rates[%zu].rate", i);
+            set_error(err, field, "must be at most 1e+15", rates[i].rate);
             return CR_EINVAL;
         }
     }

@@ -20,6 +20,9 @@
 #include "options.h" /* cr_option_table */
 
 #define CR_MAX_SHARDS 65536u
+/* A session's rate at most: far above any fleet's, and low enough that the
+ * sums over every session a plan can hold (2^32 of them) stay finite. */
+#define CR_PLAN_MAX_RATE 1e15
 
 /* Defaults and bounds: the rows of cr_planner_options. */
 typedef struct cr_planner_config {
@@ -56,6 +59,7 @@ cr_status cr_planner_config_check(const cr_planner_config *cfg, cr_error *err);
 /* Plans n sessions. On success stores a new table in *out (the caller frees it
  * with cr_table_free) and returns CR_OK. On failure *out is NULL, err names the
  * first offending entry ("rates[3].rate must be finite and >= 0, got -1",
+ * "rates[0].rate must be at most 1e+15, got 1e+16",
  * "rates[4].owner 7 duplicates rates[1].owner") or config field, and nothing is
  * allocated. rates is only read, and may be freed once this returns.
  * Thread-safe: no shared state. */

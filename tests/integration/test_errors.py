@@ -1,6 +1,7 @@
 """Bad input over the wire: exact INVALID_ARGUMENT messages, size limits,
 malformed bytes, unknown methods; rejected calls change no state and the
 sidecar keeps serving and exits 0 at the end."""
+import math
 import os
 import random
 import sys
@@ -37,6 +38,22 @@ class ErrorsTest(h.SidecarTestCase):
     def tracked(self):
         return self.stub.GetRates(P.cr.GetRatesRequest(owners=[0]),
                                   timeout=h.RPC_TIMEOUT).tracked_owners
+
+    def test_rates_bounded_so_sums_stay_finite(self):
+        # N11: finite rates of DBL_MAX gave expected_load Infinity and
+        # imbalance NaN.
+        self.plan_error(INVALID, "rates[0].rate must be at most 1e+15, got "
+                        "1.7976931348623157e+308", rates=[(1, 1.7976931348623157e308)])
+        self.plan_error(INVALID, "rates[1].rate must be at most 1e+15, got 1000000000000001",
+                        rates=[(1, 1.0), (2, 1.000000000000001e15)])
+        # At the bound every figure of the answer is finite.
+        resp = self.stub.Plan(P.cr.PlanRequest(
+            rates=[P.cr.SessionRate(owner=k, rate=1e15) for k in range(64)]),
+            timeout=h.RPC_TIMEOUT)
+        t = resp.table
+        for x in list(t.expected_load) + [t.imbalance, t.admitted_rate_total,
+                                          t.unadmitted_rate_total]:
+            self.assertTrue(math.isfinite(x), t)
 
     def test_rate_messages(self):
         self.plan_error(INVALID, "rates[3].rate must be finite and >= 0, got -1",
