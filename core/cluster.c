@@ -64,9 +64,17 @@ cr_status cr_core_cluster_plan(cr_core *c, const cr_session_rate *rates, size_t 
 static cr_status install(cr_core *c, cr_table *t, uint64_t generation, const char *by,
                          double started_s, cr_error *err)
 {
-    if (!generation) {
+    uint64_t now;
+    cr_installed_release(cr_core_acquire(c, &now));
+    if (!generation || generation > CR_CORE_MAX_GENERATION || generation <= now) {
         cr_table_free(t);
-        return cr_fail(err, CR_EINVAL, "generation must be >= 1, got 0");
+        if (!generation || generation > CR_CORE_MAX_GENERATION)
+            return cr_fail(err, CR_EINVAL, "generation must be in 1..%llu, got %llu",
+                           (unsigned long long)CR_CORE_MAX_GENERATION,
+                           (unsigned long long)generation);
+        return cr_fail(err, CR_ESTATE,
+                       "generation %llu does not move forward from the installed %llu",
+                       (unsigned long long)generation, (unsigned long long)now);
     }
     cr_installed *held = cr_installed_new(t);
     if (!held)
@@ -103,3 +111,5 @@ const cr_estimator_config *cr_core_estimator_config(const cr_core *c)
 {
     return cr_estimator_get_config(c->estimator);
 }
+
+uint32_t cr_core_n_shards(const cr_core *c) { return c->planner.n_shards; }

@@ -94,6 +94,7 @@ struct cr_replica {
     double offset; /* wall minus the core's clock: see cr_replica_offset */
     double test_skew_s;    /* replica_test.h; 0 in production */
     double merge_demand_s; /* CR_REPLICA_MERGE_DEMAND_S, or replica_test.h's */
+    char refused_table[CR_ERRLEN]; /* the last refusal of a published table, said once */
     double redis_time;  /* Redis TIME at this sync, Unix seconds */
     size_t base_entries, log_entries; /* owners in our list's base and deltas */
     double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */

@@ -179,22 +179,83 @@ static void plan_publish(cr_replica *r, const cr_session_rate *rates, size_t n)
     }
 }
 
+/* A published generation as Redis holds it: decimal digits alone, in
+ * 1..CR_CORE_MAX_GENERATION; 0 for anything else ("-5", "1e3", empty). */
+static uint64_t parse_generation(const redisReply *g)
+{
+    int64_t v;
+    if (!g || g->type != REDIS_REPLY_STRING || !g->len || g->str[0] == '-' ||
+        g->str[0] == '+' || cr_parse_i64(g->str, &v) != 0 || v < 1 ||
+        (uint64_t)v > CR_CORE_MAX_GENERATION)
+        return 0;
+    return (uint64_t)v;
+}
+
+/* A published table this replica will not install, said and counted once
+ * per reason: followers poll every tick. */
+static void refuse_table(cr_replica *r, const char *why, uint64_t have)
+{
+    if (strcmp(why, r->refused_table) == 0)
+        return;
+    snprintf(r->refused_table, sizeof r->refused_table, "%s", why);
+    pthread_mutex_lock(&r->lock);
+    r->stats.tables_refused++;
+    pthread_mutex_unlock(&r->lock);
+    cr_replica_event_to(r, CR_REPLICA_TABLE_REFUSED, why, 0, have);
+}
+
+/* A published generation that does not move forward, or does not parse. */
+static void refuse_generation(cr_replica *r, const char *text, size_t len, uint64_t have)
+{
+    char why[CR_ERRLEN];
+    snprintf(why, sizeof why,
+             "the published table's generation \"%.*s\" is refused: generations only move "
+             "forward, from the installed %llu",
+             (int)(len < 64 ? len : 64), text, (unsigned long long)have);
+    refuse_table(r, why, have);
+}
+
+/* The generation of the core's installed table (a restored one, too). */
+static uint64_t installed_generation(cr_replica *r)
+{
+    cr_core_plan_result now;
+    cr_core_current(r->core, &now);
+    uint64_t g = now.generation;
+    cr_core_plan_result_free(&now);
+    return g;
+}
+
 int cr_replica_fetch_table(cr_replica *r)
 {
     redisReply *g = cr_link_cmd(&r->link, "HGET %s generation", r->k_table);
-    unsigned long long gen = g && g->type == REDIS_REPLY_STRING ? strtoull(g->str, NULL, 10) : 0;
+    uint64_t gen = parse_generation(g), have = installed_generation(r);
+    if (g && g->type == REDIS_REPLY_STRING && gen != have && gen <= have)
+        refuse_generation(r, g->str, (size_t)g->len, have);
     freeReplyObject(g);
-    if (!gen || gen == r->stats.generation)
+    if (gen <= have)
         return 0;
     redisReply *h = cr_link_cmd(&r->link, "HMGET %s generation blob", r->k_table);
     cr_table *t = NULL;
     cr_error e;
     int ok = h && h->type == REDIS_REPLY_ARRAY && h->elements == 2 &&
              h->element[0]->type == REDIS_REPLY_STRING && h->element[1]->type == REDIS_REPLY_STRING;
+    if (ok && parse_generation(h->element[0]) != gen) /* it moved since: the next tick */
+        ok = 0;
     if (ok) {
-        gen = strtoull(h->element[0]->str, NULL, 10);
-        if (cr_replica_table_decode(h->element[1]->str, h->element[1]->len, &t, &e) != CR_OK ||
-            cr_core_install_as(r->core, t, gen, &e) != CR_OK) {
+        if (cr_replica_table_decode(h->element[1]->str, h->element[1]->len, &t, &e) != CR_OK) {
+            cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);
+            ok = 0;
+        } else if (cr_table_n_shards(t) != cr_core_n_shards(r->core)) {
+            char why[CR_ERRLEN];
+            snprintf(why, sizeof why,
+                     "the published table of generation %llu routes over %u shards, this "
+                     "replica's --n-shards is %u: not installed (every replica of a cluster "
+                     "needs the same --n-shards)",
+                     (unsigned long long)gen, cr_table_n_shards(t), cr_core_n_shards(r->core));
+            cr_table_free(t);
+            refuse_table(r, why, have);
+            ok = 0;
+        } else if (cr_core_install_as(r->core, t, gen, &e) != CR_OK) {
             cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);
             ok = 0;
         }

@@ -309,6 +309,38 @@ static void test_external_tables_refuse_installs(void)
     fixture_close(&f);
 }
 
+/* N12: generations only move forward. A follower's install of a lower or
+ * equal generation, or of one near 2^64 (a Redis generation of "-5" read
+ * as 2^64 - 5), is refused and changes nothing. */
+static void test_generations_only_move_forward(void)
+{
+    fixture f;
+    fixture_open(&f, 0);
+    cr_session_rate rates[] = {{5, 120}, {6, 1}};
+    cr_table *t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 2, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_install_as(f.core, t, 7, &err), CR_OK);
+    const uint64_t refused[] = {7, 6, 1, 0, CR_CORE_MAX_GENERATION + 1, UINT64_MAX - 4,
+                                UINT64_MAX};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 1, &t, &err), CR_OK);
+        cr_status st = cr_core_install_as(f.core, t, refused[i], &err);
+        CU_ASSERT(st == (refused[i] && refused[i] <= CR_CORE_MAX_GENERATION ? CR_ESTATE
+                                                                            : CR_EINVAL));
+        CU_ASSERT_EQUAL(generation_now(f.core), 7);
+    }
+    CU_ASSERT_STRING_EQUAL(err.msg, "generation must be in 1..4611686018427387904, got "
+                                    "18446744073709551615");
+    CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 1, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_install_as(f.core, t, 6, &err), CR_ESTATE);
+    CU_ASSERT_STRING_EQUAL(err.msg, "generation 6 does not move forward from the installed 7");
+    CU_ASSERT_EQUAL_FATAL(cr_core_cluster_plan(f.core, rates, 1, &t, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_install_as(f.core, t, 8, &err), CR_OK);
+    CU_ASSERT_EQUAL(generation_now(f.core), 8);
+    fixture_close(&f);
+}
+
 /* A leader's cluster plan, installed under the published generation,
  * reports as an installed plan by "leader": seconds from its start (the
  * publish in between), churn against the table it replaced. A follower's
@@ -658,6 +690,7 @@ static const cr_test_case core_tests[] = {
     {"a refused plan is not installed", test_refused_plan_is_not_installed},
     {"external tables refuse installs", test_external_tables_refuse_installs},
     {"cluster installs report as plans", test_cluster_installs_report},
+    {"generations only move forward", test_generations_only_move_forward},
     {"a plan is sized before placing", test_plan_sized_before_placing},
     {"replanner in virtual time", test_replanner_in_virtual_time},
     {"stable replans in virtual time", test_stable_replans_in_virtual_time},

@@ -38,6 +38,9 @@
 #include "route.h"
 
 #define CR_CORE_MAX_WEIGHT 1e9        /* a RecordArrival weight's upper bound */
+/* The largest table generation taken from outside (a state file, a
+ * leader's publish): far from 2^64, so counting on from it never wraps. */
+#define CR_CORE_MAX_GENERATION ((uint64_t)1 << 62)
 
 /* Everything the core is configured with: one struct per component, plus
  * the core's own rows (cr_core_options). */
@@ -438,9 +441,11 @@ cr_status cr_core_cluster_plan(cr_core *c, const cr_session_rate *rates, size_t 
                                cr_table **out, cr_error *err);
 
 /* Makes t (ownership taken, even on error) the installed table with
- * generation (>= 1): every route from then on reads it, and later local
- * installs count on from generation. CR_ENOMEM when out of memory,
- * CR_EINVAL for generation 0. Thread-safe. */
+ * generation: every route from then on reads it, and later local installs
+ * count on from generation. Generations only move forward: CR_ESTATE when
+ * generation is not above the installed one's, CR_EINVAL outside
+ * 1..CR_CORE_MAX_GENERATION, nothing installed; CR_ENOMEM when out of
+ * memory. Thread-safe. */
 cr_status cr_core_install_as(cr_core *c, cr_table *t, uint64_t generation, cr_error *err);
 
 /* cr_core_install_as for a table this core planned (cr_core_cluster_plan)
@@ -471,6 +476,10 @@ void cr_core_set_tables_external(cr_core *c, int on);
  * would be pushed back as its own and counted twice. Not concurrent with
  * cr_core_record. */
 cr_status cr_core_seed(cr_core *c, const cr_estimator_entry *v, size_t n, cr_error *err);
+
+/* The configured shard count (--n-shards), which routes go over before
+ * the first table. */
+uint32_t cr_core_n_shards(const cr_core *c);
 
 /* The estimator's configuration (its clock and half-life). */
 const cr_estimator_config *cr_core_estimator_config(const cr_core *c);

@@ -179,6 +179,12 @@ static cr_status get_table(cr_cursor *c, cr_state_image *im, cr_error *err)
     im->generation = cr_get_u64(c);
     if (c->failed)
         return cr_fail(err, CR_EINVAL, "table section is truncated");
+    if (im->generation > CR_CORE_MAX_GENERATION)
+        return cr_fail(err, CR_EINVAL,
+                       "table generation %llu is past the largest a table may have, %llu: "
+                       "generations only move forward",
+                       (unsigned long long)im->generation,
+                       (unsigned long long)CR_CORE_MAX_GENERATION);
     return im->generation ? cr_table_load(c, &im->table, err) : CR_OK;
 }
 

@@ -198,6 +198,8 @@ typedef enum cr_replica_event_kind {
     CR_REPLICA_SKEWED,       /* skew_s: our wall time minus Redis TIME */
     CR_REPLICA_UNSKEWED,
     CR_REPLICA_REFUSED,      /* a publish refused by the fence; detail */
+    CR_REPLICA_TABLE_REFUSED, /* a published table not installed (generation,
+                               * shard count); detail says why */
     CR_REPLICA_ERROR         /* anything else that went wrong; detail */
 } cr_replica_event_kind;
 
@@ -250,6 +252,10 @@ typedef struct cr_replica_stats {
     double last_sync_age_s;       /* since the last successful push; -1 never */
     uint64_t lease_changes;       /* leader <-> follower */
     uint64_t tables_published, tables_installed;
+    /* Published tables not installed: a generation that did not move
+     * forward or did not parse (N12), or another shard count than this
+     * replica's --n-shards (N10). */
+    uint64_t tables_refused;
     double merge_seconds;         /* the last merge's duration */
     uint64_t merges;              /* merges that succeeded: the leader's for its
                                    * plans, anyone's for merged GetRates */

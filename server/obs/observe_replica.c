@@ -29,6 +29,11 @@ static void event(void *ctx, const cr_replica_event *ev)
                json_pack("{s:s,s:f,s:f}", "replica_id", ev->detail, "skew_s", ev->skew_s,
                          "bound_s", CR_REPLICA_SKEW_WARN_S));
         break;
+    case CR_REPLICA_TABLE_REFUSED:
+        cr_log(CR_LOG_WARN, "published table refused",
+               json_pack("{s:s,s:I}", "reason", ev->detail, "generation",
+                         (json_int_t)ev->generation));
+        break;
     case CR_REPLICA_REFUSED:
         cr_log(CR_LOG_WARN, "publish refused by the lease fence",
                json_pack("{s:s,s:I}", "reason", ev->detail, "generation",
@@ -63,6 +68,10 @@ void cr_observe_replica_gauges(cr_replica *r, cr_page *p)
     cr_observe_single(p, "cacheroute_replica_tables_installed_total", "counter",
                       "Cluster tables this replica fetched and installed as follower.",
                       (double)st.tables_installed);
+    cr_observe_single(p, "cacheroute_replica_tables_refused_total", "counter",
+                      "Published tables this replica did not install: a generation that did "
+                      "not move forward, or another --n-shards.",
+                      (double)st.tables_refused);
     cr_observe_single(p, "cacheroute_replica_merge_seconds", "gauge",
                       "Duration of this replica's last merge of every live replica's counts.",
                       st.merge_seconds);

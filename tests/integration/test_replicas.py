@@ -396,6 +396,63 @@ class NotifyTest(ReplicaTestCase):
             sc.assert_clean_exit(self)
 
 
+class RefusedTableTest(ReplicaTestCase):
+    """Red team, round two: what a follower installs from Redis."""
+
+    def refusal(self, sc):
+        return sc.wait_for(lambda e: e.get("msg") == "published table refused", 10,
+                           what="the refusal line")
+
+    def test_generations_only_move_forward(self):
+        # N12: a Redis generation of "-5" was installed as 2^64 - 5, and
+        # followers installed any generation that differed, lower ones too.
+        redis = self.redis()
+        lead = replica(redis, "r0", "--replan-interval", "0.2")
+        self.addCleanup(lead.kill)
+        h.poll(lambda: leader_of([lead]), 5, what="one leader")
+        follower = replica(redis, "r1", "--replan-interval", "0")
+        self.addCleanup(follower.kill)
+        lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS),
+                                  timeout=h.RPC_TIMEOUT)
+        gen, _ = h.poll(lambda: agree([lead, follower], admitting=True), 10, interval=0.05,
+                        what="tables that agree")
+        # Nobody publishes from now on: the lease is someone else's.
+        redis.cmd("SET", "cr:{t}:lease", "intruder", "PX", "600000")
+        h.poll(lambda: scrape(lead).get("cacheroute_replica_leader") == 0, 5,
+               what="the leader to step down")
+        gen = routes(lead)[0]
+        for bad in ("-5", str(gen - 1), "18446744073709551611", "1e3"):
+            redis.cmd("HSET", "cr:{t}:table", "generation", bad)
+            ev = self.refusal(follower)
+            self.assertIn('generation "%s" is refused' % bad, ev["reason"])
+            self.assertEqual(routes(follower)[0], gen)
+            follower.events.clear()
+        time.sleep(0.5)  # many polls: each refusal said and counted once
+        self.assertEqual(scrape(follower)["cacheroute_replica_tables_refused_total"], 4)
+        for sc in (lead, follower):
+            sc.assert_clean_exit(self)
+
+    def test_a_replica_of_another_shard_count_installs_nothing(self):
+        # N10: a replica started with --n-shards 4 installed the cluster's
+        # 8-shard table and routed to shards 4-7.
+        redis = self.redis()
+        lead = replica(redis, "r0", "--replan-interval", "0.2", "--n-shards", "8")
+        self.addCleanup(lead.kill)
+        h.poll(lambda: leader_of([lead]), 5, what="one leader")
+        follower = replica(redis, "r1", "--replan-interval", "0")  # FAST's 4 shards
+        self.addCleanup(follower.kill)
+        lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS),
+                                  timeout=h.RPC_TIMEOUT)
+        ev = self.refusal(follower)
+        self.assertIn("routes over 8 shards, this replica's --n-shards is 4", ev["reason"])
+        gen, got = routes(follower)
+        self.assertEqual(gen, 0)
+        self.assertTrue(all(shard < 4 for _, _, shard in got), got)
+        self.assertEqual(scrape(follower)["cacheroute_replica_tables_refused_total"], 1)
+        for sc in (lead, follower):
+            sc.assert_clean_exit(self)
+
+
 class StartTest(ReplicaTestCase):
     def test_bad_urls_are_config_errors(self):
         for url in ("http://x:1", "redis://", "redis://host", "redis://:6379", "redis://h:0",
