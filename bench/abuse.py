@@ -7,7 +7,7 @@ the wall time of each attack, and the status it ended in.
 
 Each binary is started on 127.0.0.1:0 (its JSON log names the port),
 attacked, and stopped. Requests are written byte by byte, so no stubs are
-needed. Figures and dates: bench/README.md, "Cheap attacks"."""
+needed. Figures and dates: bench/README.md, under `bench/abuse.py`."""
 import json
 import os
 import struct

@@ -1,5 +1,5 @@
 /* Online calibration: how fast cr_injector_observe ingests, and how fast
- * the prefill fit converges (bench/README.md, "Calibration").
+ * the prefill fit converges (figures: bench/README.md, under `calibration_bench`).
  *
  *   calibration_bench [observations=1000000] [batch=1000] [seeds=20]
  *

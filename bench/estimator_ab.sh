@@ -6,7 +6,7 @@
 #   BEFORE, AFTER: estimator_bench binaries. A "before" binary of a tree
 #   without cr_estimator_record_batch: build this bench there with a loop of
 #   cr_estimator_record_weighted standing in for it (what cr_core_record did;
-#   see bench/README.md).
+#   see bench/HISTORY.md).
 set -eu
 before=$1
 after=$2

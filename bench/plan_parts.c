@@ -9,7 +9,7 @@
  *
  * (planner_bench's 1,000,000 rates as one 21.5 MB request.) Steadier than
  * plan_wire.py's wall times on a shared machine, as the planner and the
- * transport are left out. Figures: bench/README.md, "Plan over the wire". */
+ * transport are left out. Figures: bench/README.md, under `plan_parts`. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@ round's library time and each sidecar's wire time, ratio, the answer's
 sha256 (its first 16 hex digits), CPU seconds and minor page faults per
 call, then per sidecar the best of each and the per-round ratios, and
 whether every answer was the same bytes (exit status 1 when not).
-Figures and dates: bench/README.md, "Plan over the wire"."""
+Figures and dates: bench/README.md, under `bench/plan_wire.py`."""
 import argparse
 import hashlib
 import json

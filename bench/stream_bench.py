@@ -23,7 +23,7 @@ sidecar's CPU time per message (utime + stime from /proc/PID/stat over the
 phase), whose inverse is what its one core could serve flat out. Every
 phase is checked: h2load must report every request succeeded, and a
 python3-grpcio RecordArrivals stream after each round must answer in
-order. Results and dates: bench/README.md, "Streaming RecordArrivals"."""
+order. Results and dates: bench/README.md, under `bench/stream_bench.py`."""
 import argparse
 import json
 import os

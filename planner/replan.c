@@ -53,7 +53,7 @@
  * are freed. Time: against the fresh plan, one (prefetched) lookup per
  * entry in the previous table's index replaces the duplicate check's own
  * index, kept sessions skip the heap, and the owner index is the previous
- * one's slots remapped in one pass (bench/README.md). */
+ * one's slots remapped in one pass (measured by `planner_bench 1000000 64 3`). */
 #include "replan.h"
 
 #include <stddef.h>

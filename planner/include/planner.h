@@ -188,8 +188,8 @@ typedef struct cr_replan_prev {
  * when that stays within the bound; the rest are placed by LPT.
  * Deterministic: the same prev, rates and configs give a bit-identical
  * table. prev and rates are only read. Memory: at most 64 bytes per entry
- * at the peak, besides prev and the result (bench/README.md). Thread-safe:
- * no shared state. */
+ * at the peak, besides prev and the result (measured by `planner_bench
+ * 1000000 64 3`). Thread-safe: no shared state. */
 cr_status cr_planner_replan(const cr_planner_config *cfg, const cr_replan_config *replan,
                             const cr_replan_prev *prev, const cr_session_rate *rates, size_t n,
                             cr_table **out, cr_error *err);

@@ -29,7 +29,7 @@
  *   notify      channel: the generation, PUBLISHed by each publish
  * Chunks rather than a hash field per owner: Redis spends ~4 us of its one
  * thread on each HSET field on a loaded machine but copies a 24 MB string
- * in milliseconds (bench/README.md).
+ * in milliseconds (`replica_bench` on the hash-field version: bench/HISTORY.md).
  *
  * Every --sync-interval a replica pushes, renews or takes the lease, then:
  * the leader merges every live replica's list at its wall time and, every

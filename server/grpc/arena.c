@@ -21,7 +21,7 @@ struct cr_arena_chunk {
 /* A chunk of a huge page or more is mapped on its own, aligned, and marked
  * for transparent huge pages: a 1M-session Plan touches ~150 MB of fresh
  * scratch per call, and 4 KiB faults on it cost more than the planner's
- * own work (bench/README.md, "Plan over the wire"). */
+ * own work (measured by `bench/plan_wire.py PLANNER_BENCH SIDECAR`; bench/HISTORY.md). */
 static cr_arena_chunk *huge_chunk(size_t size)
 {
     if (size > SIZE_MAX - sizeof(cr_arena_chunk) - 2 * HUGE_PAGE)

@@ -37,7 +37,7 @@
 
 /* Requested calls kept outstanding per method on each completion queue: with
  * fewer than the streams in flight, new calls wait inside gRPC core and the
- * latency tail grows (bench/README.md: p99 at 4 was 1.2x the ceiling's). */
+ * latency tail grows (`bench/grpc/run.sh`: p99 at 4 was 1.2x the ceiling's; bench/HISTORY.md). */
 #define REQUESTS_PER_METHOD 64
 
 typedef struct cr_worker {
