@@ -343,10 +343,8 @@ static int run(const cr_config *cfg, json_t *nofile)
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
-        char err[512];
-        if (cr_security_open(&s.security, &cfg->server, cr_metrics_tls_expiry, s.metrics, err,
-                             sizeof err) != 0)
-            fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        if (cr_security_open(&s.security, &cfg->server, cr_metrics_tls_expiry, s.metrics, &e) != 0)
+            fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
         else
             rc = serve(cfg, &s, methods);
         cr_security_close(&s.security);
