@@ -106,8 +106,7 @@ static int start(bidi *b, cr_client *c, grpc_metadata_array *initial, grpc_op *f
 
 grpc_status_code cr_client_bidi(cr_client *c, const char *method, cr_client_next_fn next,
                                 void *next_ctx, const ProtobufCMessageDescriptor *resp_type,
-                                cr_client_each_fn each, void *each_ctx, char *err,
-                                size_t errlen)
+                                cr_client_each_fn each, void *each_ctx, cr_error *err)
 {
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     grpc_slice path = grpc_slice_from_static_string(method);
@@ -131,7 +130,7 @@ grpc_status_code cr_client_bidi(cr_client *c, const char *method, cr_client_next
             pending--;
     }
     char *text = grpc_slice_to_c_string(details);
-    snprintf(err, errlen, "%s", text);
+    snprintf(err->msg, sizeof err->msg, "%s", text);
     gpr_free(text);
     grpc_slice_unref(details);
     grpc_metadata_array_destroy(&initial);

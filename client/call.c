@@ -11,15 +11,15 @@
 #include "wire.h"
 
 int cr_client_open(cr_client *c, const char *target, double timeout,
-                   const cr_client_security *sec, char *err, size_t errlen)
+                   const cr_client_security *sec, cr_error *err)
 {
     /* Answers are bounded by the server's --max-message-bytes, not by the
      * 4 MiB client default. */
     grpc_arg arg = {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}};
     grpc_channel_args args = {1, &arg};
     memset(c, 0, sizeof *c);
-    grpc_channel_credentials *creds = cr_client_credentials(sec, err, errlen);
-    if (!creds || cr_client_token(c, sec, err, errlen) != 0) {
+    grpc_channel_credentials *creds = cr_client_credentials(sec, err);
+    if (!creds || cr_client_token(c, sec, err) != 0) {
         if (creds)
             grpc_channel_credentials_release(creds);
         return -1;
@@ -63,7 +63,7 @@ void cr_client_close(cr_client *c)
 
 grpc_status_code cr_client_call(cr_client *c, const char *method, const ProtobufCMessage *req,
                                 const ProtobufCMessageDescriptor *resp_type,
-                                ProtobufCMessage **resp, char *err, size_t errlen)
+                                ProtobufCMessage **resp, cr_error *err)
 {
     /* Beyond about 30 years a timeout means "no deadline" (and would
      * overflow the millisecond count). */
@@ -96,19 +96,19 @@ grpc_status_code cr_client_call(cr_client *c, const char *method, const Protobuf
     ops[5] = cr_client_status_op(&trailing, &status, &details);
     *resp = NULL;
     if (packed != 0) {
-        snprintf(err, errlen, "out of memory packing %s (%zu bytes)", req->descriptor->name,
-                 send_len);
+        cr_fail(err, CR_ENOMEM, "out of memory packing %s (%zu bytes)", req->descriptor->name,
+                send_len);
         status = GRPC_STATUS_RESOURCE_EXHAUSTED;
     } else if (grpc_call_start_batch(call, ops, 6, call, NULL) != GRPC_CALL_OK) {
-        snprintf(err, errlen, "cannot start the call");
+        cr_fail(err, CR_EINVAL, "cannot start the call");
         status = GRPC_STATUS_INTERNAL;
     } else {
         grpc_completion_queue_pluck(c->cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         char *text = grpc_slice_to_c_string(details);
-        snprintf(err, errlen, "%s", text);
+        snprintf(err->msg, sizeof err->msg, "%s", text);
         gpr_free(text);
         if (status == GRPC_STATUS_OK && !(*resp = cr_wire_unpack(recv, resp_type))) {
-            snprintf(err, errlen, "malformed %s answer", resp_type->name);
+            cr_fail(err, CR_EINVAL, "malformed %s answer", resp_type->name);
             status = GRPC_STATUS_INTERNAL;
         }
     }
@@ -150,7 +150,7 @@ static void stream_wait(stream *s, void *tag)
 grpc_status_code cr_client_stream(cr_client *c, const char *method, const ProtobufCMessage *req,
                                   const ProtobufCMessageDescriptor *resp_type,
                                   cr_client_each_fn each, void *ctx,
-                                  volatile sig_atomic_t *stop, char *err, size_t errlen)
+                                  volatile sig_atomic_t *stop, cr_error *err)
 {
     grpc_slice path = grpc_slice_from_static_string(method);
     stream s = {c, NULL, stop, 0};
@@ -177,7 +177,7 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
     next.op = GRPC_OP_RECV_MESSAGE;
     next.data.recv_message.recv_message = &recv;
     if (cr_wire_pack(req, SIZE_MAX, &send, &send_len) != 0) {
-        snprintf(err, errlen, "out of memory packing %s", req->descriptor->name);
+        cr_fail(err, CR_ENOMEM, "out of memory packing %s", req->descriptor->name);
         grpc_call_unref(s.call);
         return GRPC_STATUS_RESOURCE_EXHAUSTED;
     }
@@ -207,10 +207,10 @@ grpc_status_code cr_client_stream(cr_client *c, const char *method, const Protob
         }
         stream_wait(&s, &status_tag);
         char *text = grpc_slice_to_c_string(details);
-        snprintf(err, errlen, "%s", text);
+        snprintf(err->msg, sizeof err->msg, "%s", text);
         gpr_free(text);
     } else {
-        snprintf(err, errlen, "cannot start the call");
+        cr_fail(err, CR_EINVAL, "cannot start the call");
         status = GRPC_STATUS_INTERNAL;
     }
     grpc_byte_buffer_destroy(send);

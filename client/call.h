@@ -7,6 +7,8 @@
 #include <protobuf-c/protobuf-c.h>
 #include <signal.h>
 
+#include "common.h"
+
 typedef struct cr_client {
     grpc_channel *channel;
     grpc_completion_queue *cq;
@@ -26,15 +28,16 @@ typedef struct cr_client_security {
  * set; grpc_init first. Returns 0, or -1 with err naming the flag and file
  * that cannot be read (or a cert without its key). */
 int cr_client_open(cr_client *c, const char *target, double timeout,
-                   const cr_client_security *sec, char *err, size_t errlen);
+                   const cr_client_security *sec, cr_error *err);
 void cr_client_close(cr_client *c);
 
 /* Calls method ("/pkg.Service/Method") with req and unpacks the answer as
  * resp_type into *resp (free with protobuf_c_message_free_unpacked). Returns
- * the gRPC status; on anything but OK, err holds the server's message. */
+ * the gRPC status; on anything but OK, err holds the server's message (as
+ * much of it as err->msg holds). */
 grpc_status_code cr_client_call(cr_client *c, const char *method, const ProtobufCMessage *req,
                                 const ProtobufCMessageDescriptor *resp_type,
-                                ProtobufCMessage **resp, char *err, size_t errlen);
+                                ProtobufCMessage **resp, cr_error *err);
 
 /* Handed each streamed answer (the callee's: free it with
  * protobuf_c_message_free_unpacked); nonzero stops the stream. */
@@ -45,11 +48,11 @@ typedef int (*cr_client_each_fn)(void *ctx, ProtobufCMessage *m);
  * the stream, each returns nonzero, or *stop becomes nonzero (a signal
  * handler's flag, looked at every 100 ms); the last two cancel the call.
  * Returns the stream's final status, OK when it was stopped by each or
- * *stop; on anything else err holds the server's message. */
+ * *stop; on anything else err holds the server's message (cut as above). */
 grpc_status_code cr_client_stream(cr_client *c, const char *method, const ProtobufCMessage *req,
                                   const ProtobufCMessageDescriptor *resp_type,
                                   cr_client_each_fn each, void *ctx,
-                                  volatile sig_atomic_t *stop, char *err, size_t errlen);
+                                  volatile sig_atomic_t *stop, cr_error *err);
 
 /* The first batch's SEND_INITIAL_METADATA into op, with the token when
  * there is one. */
@@ -68,11 +71,10 @@ typedef const ProtobufCMessage *(*cr_client_next_fn)(void *ctx);
  * gives, pipelined, until it gives NULL, and hands each answer, unpacked
  * as resp_type, to each(ctx, m) as it comes; each returning nonzero
  * cancels the call. Returns the stream's final status (OK when each
- * stopped it); on anything else err holds the server's message. Both
- * functions run on the calling thread. */
+ * stopped it); on anything else err holds the server's message (cut as
+ * above). Both functions run on the calling thread. */
 grpc_status_code cr_client_bidi(cr_client *c, const char *method, cr_client_next_fn next,
                                 void *next_ctx, const ProtobufCMessageDescriptor *resp_type,
-                                cr_client_each_fn each, void *each_ctx, char *err,
-                                size_t errlen);
+                                cr_client_each_fn each, void *each_ctx, cr_error *err);
 
 #endif

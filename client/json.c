@@ -213,11 +213,11 @@ static int double_of(const json_t *v, double *out)
 }
 
 static ProtobufCMessage *from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
-                                   const char *path, char *err, size_t errlen);
+                                   const char *path, cr_error *err);
 
 /* One value of f from v into p; 0, or -1 with err filled. */
 static int value_from_json(const ProtobufCFieldDescriptor *f, const json_t *v, void *p,
-                           const char *path, char *err, size_t errlen)
+                           const char *path, cr_error *err)
 {
     long double x;
     const char *want = NULL;
@@ -286,14 +286,14 @@ static int value_from_json(const ProtobufCFieldDescriptor *f, const json_t *v, v
         if (!json_is_string(v)) {
             want = "a string";
         } else if (!(*(char **)p = strdup(json_string_value(v)))) {
-            snprintf(err, errlen, "%s: out of memory", path);
+            cr_fail(err, CR_ENOMEM, "%s: out of memory", path);
             return -1;
         }
         break;
     case PROTOBUF_C_TYPE_MESSAGE:
         if (!json_is_object(v))
             want = "an object";
-        else if (!(*(ProtobufCMessage **)p = from_json(v, f->descriptor, path, err, errlen)))
+        else if (!(*(ProtobufCMessage **)p = from_json(v, f->descriptor, path, err)))
             return -1;
         break;
     case PROTOBUF_C_TYPE_BYTES:
@@ -303,18 +303,18 @@ static int value_from_json(const ProtobufCFieldDescriptor *f, const json_t *v, v
     if (!want)
         return 0;
     char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    snprintf(err, errlen, "%s must be %s, got %.80s", path, want, text ? text : "?");
+    cr_fail(err, CR_EINVAL, "%s must be %s, got %.80s", path, want, text ? text : "?");
     free(text);
     return -1;
 }
 
 /* Field f of m from v (not null): a repeated one from an array. */
 static int field_from_json(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
-                           const json_t *v, const char *path, char *err, size_t errlen)
+                           const json_t *v, const char *path, cr_error *err)
 {
     char *base = (char *)m + f->offset;
     if (f->label != PROTOBUF_C_LABEL_REPEATED) {
-        if (value_from_json(f, v, base, path, err, errlen) != 0)
+        if (value_from_json(f, v, base, path, err) != 0)
             return -1;
         if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
             *(uint32_t *)((char *)m + f->quantifier_offset) = f->id;
@@ -323,19 +323,19 @@ static int field_from_json(ProtobufCMessage *m, const ProtobufCFieldDescriptor *
         return 0;
     }
     if (!json_is_array(v)) {
-        snprintf(err, errlen, "%s must be an array", path);
+        cr_fail(err, CR_EINVAL, "%s must be an array", path);
         return -1;
     }
     size_t n = json_array_size(v), size = value_size(f);
     char *items = calloc(n ? n : 1, size), item[200];
     if (!items) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        cr_fail(err, CR_ENOMEM, "%s: out of memory", path);
         return -1;
     }
     *(void **)base = items;
     for (size_t k = 0; k < n; k++) {
         snprintf(item, sizeof item, "%.170s[%zu]", path, k);
-        if (value_from_json(f, json_array_get(v, k), items + k * size, item, err, errlen) != 0)
+        if (value_from_json(f, json_array_get(v, k), items + k * size, item, err) != 0)
             return -1; /* the items so far are counted and freed with m */
         *(size_t *)((char *)m + f->quantifier_offset) = k + 1;
     }
@@ -343,11 +343,11 @@ static int field_from_json(ProtobufCMessage *m, const ProtobufCFieldDescriptor *
 }
 
 static ProtobufCMessage *from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
-                                   const char *path, char *err, size_t errlen)
+                                   const char *path, cr_error *err)
 {
     ProtobufCMessage *m = malloc(d->sizeof_message);
     if (!m) {
-        snprintf(err, errlen, "%s: out of memory", *path ? path : d->name);
+        cr_fail(err, CR_ENOMEM, "%s: out of memory", *path ? path : d->name);
         return NULL;
     }
     protobuf_c_message_init(d, m);
@@ -358,11 +358,11 @@ static ProtobufCMessage *from_json(const json_t *j, const ProtobufCMessageDescri
         const ProtobufCFieldDescriptor *f = field_named(d, key);
         snprintf(sub, sizeof sub, "%.120s%s%.70s", path, *path ? "." : "", key);
         if (!f) {
-            snprintf(err, errlen, "unknown field %s (%s has no such field)", sub, d->name);
+            cr_fail(err, CR_EINVAL, "unknown field %s (%s has no such field)", sub, d->name);
             protobuf_c_message_free_unpacked(m, NULL);
             return NULL;
         }
-        if (!json_is_null(v) && field_from_json(m, f, v, sub, err, errlen) != 0) {
+        if (!json_is_null(v) && field_from_json(m, f, v, sub, err) != 0) {
             protobuf_c_message_free_unpacked(m, NULL);
             return NULL;
         }
@@ -371,11 +371,11 @@ static ProtobufCMessage *from_json(const json_t *j, const ProtobufCMessageDescri
 }
 
 ProtobufCMessage *cr_message_from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
-                                       char *err, size_t errlen)
+                                       cr_error *err)
 {
     if (!json_is_object(j)) {
-        snprintf(err, errlen, "expected a JSON object (a %s)", d->name);
+        cr_fail(err, CR_EINVAL, "expected a JSON object (a %s)", d->name);
         return NULL;
     }
-    return from_json(j, d, "", err, errlen);
+    return from_json(j, d, "", err);
 }

@@ -10,6 +10,8 @@
 #include <jansson.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "common.h"
+
 /* Returns a new JSON object, or NULL when memory runs out. An `optional`
  * field that is absent is left out. */
 json_t *cr_message_to_json(const ProtobufCMessage *m);
@@ -24,6 +26,6 @@ json_t *cr_message_to_json(const ProtobufCMessage *m);
  * key: an unknown key, a value of the wrong type or out of the field's
  * range, or no memory. Ranges beyond the type's are the server's to check. */
 ProtobufCMessage *cr_message_from_json(const json_t *j, const ProtobufCMessageDescriptor *d,
-                                       char *err, size_t errlen);
+                                       cr_error *err);
 
 #endif

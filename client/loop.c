@@ -42,16 +42,18 @@ static int send_batch(report *r)
     req.n_outcomes = r->n;
     req.outcomes = r->batch;
     ProtobufCMessage *m;
-    char err[1024], where[64], before[96] = "";
+    cr_error err;
+    char where[64], before[96] = "";
     grpc_status_code st =
         cr_client_call(r->c, SERVICE "ReportOutcome", &req.base,
-                       &cacheroute__v1__report_outcome_response__descriptor, &m, err, sizeof err);
+                       &cacheroute__v1__report_outcome_response__descriptor, &m, &err);
     if (st != GRPC_STATUS_OK) {
-        entry_line(r, err, where, sizeof where);
+        entry_line(r, err.msg, where, sizeof where);
         if (r->applied)
             snprintf(before, sizeof before, "; the %zu outcomes before line %zu were applied",
                      r->applied, r->lines[0]);
-        fprintf(stderr, "cacheroute: %s: %s%s%s\n", cr_wire_status_name(st), err, where, before);
+        fprintf(stderr, "cacheroute: %s: %s%s%s\n", cr_wire_status_name(st), err.msg, where,
+                before);
         return EXIT_RPC;
     }
     const ReportResponse *resp = (const ReportResponse *)m;
@@ -76,17 +78,16 @@ static void clear_batch(report *r)
 static int add_line(report *r, const char *text, size_t lineno)
 {
     json_error_t je;
-    char err[512];
+    cr_error err;
     json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
         fprintf(stderr, "cacheroute: line %zu: not JSON: %s\n", lineno, je.text);
         return EXIT_USAGE;
     }
-    ProtobufCMessage *m = cr_message_from_json(j, &cacheroute__v1__outcome__descriptor, err,
-                                               sizeof err);
+    ProtobufCMessage *m = cr_message_from_json(j, &cacheroute__v1__outcome__descriptor, &err);
     json_decref(j);
     if (!m) {
-        fprintf(stderr, "cacheroute: line %zu: %s\n", lineno, err);
+        fprintf(stderr, "cacheroute: line %zu: %s\n", lineno, err.msg);
         return EXIT_USAGE;
     }
     r->lines[r->n] = lineno;
@@ -179,12 +180,12 @@ int cr_cli_watch(cr_client *c, uint64_t count)
     sigaction(SIGTERM, &sa, NULL);
     Cacheroute__V1__WatchDecisionsRequest req = CACHEROUTE__V1__WATCH_DECISIONS_REQUEST__INIT;
     watching w = {count, 0, 0};
-    char err[1024];
+    cr_error err;
     grpc_status_code st = cr_client_stream(c, SERVICE "WatchDecisions", &req.base,
                                            &cacheroute__v1__decision_receipt__descriptor,
-                                           print_receipt, &w, &interrupted, err, sizeof err);
+                                           print_receipt, &w, &interrupted, &err);
     if (st != GRPC_STATUS_OK) {
-        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err);
+        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err.msg);
         return EXIT_RPC;
     }
     return w.failed;

@@ -114,10 +114,10 @@ int cr_cli_call_and_print(cr_client *c, const char *method, const ProtobufCMessa
                           const ProtobufCMessageDescriptor *resp_type, ProtobufCMessage **keep)
 {
     ProtobufCMessage *resp;
-    char err[1024];
-    grpc_status_code st = cr_client_call(c, method, req, resp_type, &resp, err, sizeof err);
+    cr_error err;
+    grpc_status_code st = cr_client_call(c, method, req, resp_type, &resp, &err);
     if (st != GRPC_STATUS_OK) {
-        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err);
+        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err.msg);
         return EXIT_RPC;
     }
     int rc = cr_cli_print(resp, JSON_INDENT(2));
@@ -498,10 +498,10 @@ int main(int argc, char **argv)
     }
     grpc_init();
     cr_client c;
-    char err[512];
-    if (cr_client_open(&c, o.target, o.timeout, &o.security, err, sizeof err) != 0) {
+    cr_error err;
+    if (cr_client_open(&c, o.target, o.timeout, &o.security, &err) != 0) {
         grpc_shutdown();
-        return fail_usage("%s", err);
+        return fail_usage("%s", err.msg);
     }
     if (!strcmp(cmd, "plan"))
         rc = cmd_plan(&c, &o);

@@ -113,18 +113,18 @@ int cr_cli_record_stream(cr_client *c, const char *file, int omit_routes)
     feed f = {.in = cr_cli_open_input(file), .omit_routes = omit_routes};
     if (!f.in)
         return EXIT_USAGE;
-    char err[1024];
+    cr_error err;
     grpc_status_code st =
         cr_client_bidi(c, SERVICE "RecordArrivals", next_request, &f,
                        &cacheroute__v1__record_arrival_response__descriptor, print_answer, &f,
-                       err, sizeof err);
+                       &err);
     if (f.in != stdin)
         fclose(f.in);
     free(f.line);
     free(f.owners);
     free(f.weights);
     if (st != GRPC_STATUS_OK) {
-        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err);
+        fprintf(stderr, "cacheroute: %s: %s\n", cr_wire_status_name(st), err.msg);
         return EXIT_RPC;
     }
     return f.bad ? EXIT_USAGE : f.failed;

@@ -11,7 +11,7 @@
 #define MAX_FILE_BYTES (1 << 20)
 
 /* The whole file as a NUL-terminated string, or NULL with err set. */
-static char *slurp(const char *flag, const char *path, char *err, size_t errlen)
+static char *slurp(const char *flag, const char *path, cr_error *err)
 {
     FILE *f = fopen(path, "rb");
     char *buf = f ? malloc(MAX_FILE_BYTES + 1) : NULL;
@@ -21,8 +21,8 @@ static char *slurp(const char *flag, const char *path, char *err, size_t errlen)
     if (f)
         fclose(f);
     if (bad) {
-        snprintf(err, errlen, "%s %s: cannot read%s%s", flag, path, f ? "" : ": ",
-                 f ? (n > MAX_FILE_BYTES ? " (over 1 MiB)" : "") : strerror(saved));
+        cr_fail(err, CR_EINVAL, "%s %s: cannot read%s%s", flag, path, f ? "" : ": ",
+                f ? (n > MAX_FILE_BYTES ? " (over 1 MiB)" : "") : strerror(saved));
         free(buf);
         return NULL;
     }
@@ -30,29 +30,28 @@ static char *slurp(const char *flag, const char *path, char *err, size_t errlen)
     return buf;
 }
 
-grpc_channel_credentials *cr_client_credentials(const cr_client_security *sec, char *err,
-                                                size_t errlen)
+grpc_channel_credentials *cr_client_credentials(const cr_client_security *sec, cr_error *err)
 {
     if (!sec->ca) {
         if (sec->cert || sec->key) {
-            snprintf(err, errlen, "--tls-cert and --tls-key need --tls-ca");
+            cr_fail(err, CR_EINVAL, "--tls-cert and --tls-key need --tls-ca");
             return NULL;
         }
         return grpc_insecure_credentials_create();
     }
     if (!sec->cert != !sec->key) {
-        snprintf(err, errlen, "%s",
-                 sec->cert ? "--tls-cert needs --tls-key" : "--tls-key needs --tls-cert");
+        cr_fail(err, CR_EINVAL, "%s",
+                sec->cert ? "--tls-cert needs --tls-key" : "--tls-key needs --tls-cert");
         return NULL;
     }
-    char *ca = slurp("--tls-ca", sec->ca, err, errlen), *cert = NULL, *key = NULL;
+    char *ca = slurp("--tls-ca", sec->ca, err), *cert = NULL, *key = NULL;
     grpc_channel_credentials *creds = NULL;
-    if (ca && (!sec->cert || ((cert = slurp("--tls-cert", sec->cert, err, errlen)) &&
-                              (key = slurp("--tls-key", sec->key, err, errlen))))) {
+    if (ca && (!sec->cert || ((cert = slurp("--tls-cert", sec->cert, err)) &&
+                              (key = slurp("--tls-key", sec->key, err))))) {
         grpc_ssl_pem_key_cert_pair pair = {key, cert};
         creds = grpc_ssl_credentials_create(ca, cert ? &pair : NULL, NULL, NULL);
         if (!creds)
-            snprintf(err, errlen, "--tls-ca %s: cannot make TLS credentials", sec->ca);
+            cr_fail(err, CR_EINVAL, "--tls-ca %s: cannot make TLS credentials", sec->ca);
     }
     free(ca);
     free(cert);
@@ -60,11 +59,11 @@ grpc_channel_credentials *cr_client_credentials(const cr_client_security *sec, c
     return creds;
 }
 
-int cr_client_token(cr_client *c, const cr_client_security *sec, char *err, size_t errlen)
+int cr_client_token(cr_client *c, const cr_client_security *sec, cr_error *err)
 {
     if (!sec->token_file)
         return 0;
-    char *t = slurp("--token-file", sec->token_file, err, errlen);
+    char *t = slurp("--token-file", sec->token_file, err);
     if (!t)
         return -1;
     size_t n = strlen(t);
@@ -72,7 +71,7 @@ int cr_client_token(cr_client *c, const cr_client_security *sec, char *err, size
         n--;
     t[n] = '\0';
     if (n == 0) {
-        snprintf(err, errlen, "--token-file %s: empty token", sec->token_file);
+        cr_fail(err, CR_EINVAL, "--token-file %s: empty token", sec->token_file);
         free(t);
         return -1;
     }
@@ -81,7 +80,7 @@ int cr_client_token(cr_client *c, const cr_client_security *sec, char *err, size
         snprintf(value, n + sizeof "Bearer ", "Bearer %s", t);
     free(t);
     if (!value) {
-        snprintf(err, errlen, "out of memory");
+        cr_fail(err, CR_ENOMEM, "out of memory");
         return -1;
     }
     c->auth.key = grpc_slice_from_static_string("authorization");

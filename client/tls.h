@@ -12,12 +12,11 @@
  * the client certificate sec->cert/sec->key when given. The caller
  * releases them. NULL with err naming the flag and file on a read error
  * or a certificate without its key (or the reverse). */
-grpc_channel_credentials *cr_client_credentials(const cr_client_security *sec, char *err,
-                                                size_t errlen);
+grpc_channel_credentials *cr_client_credentials(const cr_client_security *sec, cr_error *err);
 
 /* Reads sec->token_file (trailing whitespace dropped) into c->auth. 0, or
  * -1 with err naming --token-file and the file. */
-int cr_client_token(cr_client *c, const cr_client_security *sec, char *err, size_t errlen);
+int cr_client_token(cr_client *c, const cr_client_security *sec, cr_error *err);
 void cr_client_token_free(cr_client *c);
 
 #endif

@@ -229,7 +229,7 @@ static void stop_now(cr_rpc *rpc)
  * cannot speak TLS), sharing the main server's cr_health. NULL when off;
  * on error NULL with err set and *failed. */
 static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *methods,
-                            int *failed, char *err, size_t errlen)
+                            int *failed, cr_error *err)
 {
     cr_method_spec health[2];
     size_t n = 0;
@@ -241,7 +241,7 @@ static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *me
             health[n++] = methods[i];
     cr_rpc_options opt = {.listen = sc->health_listen, .threads = 1, .max_message_bytes = 65536,
                           .listen_flag = "--health-listen", .limits = rpc_limits(sc)};
-    cr_rpc *rpc = cr_rpc_start(&opt, health, n, err, errlen);
+    cr_rpc *rpc = cr_rpc_start(&opt, health, n, err);
     *failed = rpc == NULL;
     return rpc;
 }
@@ -249,15 +249,14 @@ static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *me
 /* The core is running (first probe done); serve it until a signal. */
 static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods)
 {
-    char err[512];
+    cr_error err;
     const cr_server_config *sc = &cfg->server;
     cr_metrics_http_limits ml = {(unsigned)sc->metrics_timeout_s,
                                  (unsigned)sc->metrics_max_connections,
                                  (unsigned)sc->metrics_per_ip_connections};
     if (*sc->metrics_listen && cr_metrics_serve(s->metrics, sc->metrics_listen, &ml,
-                                                cr_observe_gauges, &s->observer, err,
-                                                sizeof err)) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+                                                cr_observe_gauges, &s->observer, &err)) {
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err.msg);
         return 2;
     }
     cr_rpc_options opt = {.listen = sc->listen, .threads = (int)sc->threads,
@@ -266,10 +265,10 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
                           .own_lane_prefix = HEALTH};
     cr_security_apply(&s->security, &opt);
     int failed = 0;
-    cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, err, sizeof err);
-    cr_rpc *health = rpc ? start_health(sc, methods, &failed, err, sizeof err) : NULL;
+    cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, &err);
+    cr_rpc *health = rpc ? start_health(sc, methods, &failed, &err) : NULL;
     if (!rpc || failed) {
-        fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        fprintf(stderr, "cacheroute-sidecar: %s\n", err.msg);
         if (rpc)
             stop_now(rpc);
         return 2;
@@ -343,10 +342,8 @@ static int run(const cr_config *cfg, json_t *nofile)
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
-        char err[512];
-        if (cr_security_open(&s.security, &cfg->server, cr_metrics_tls_expiry, s.metrics, err,
-                             sizeof err) != 0)
-            fprintf(stderr, "cacheroute-sidecar: %s\n", err);
+        if (cr_security_open(&s.security, &cfg->server, cr_metrics_tls_expiry, s.metrics, &e) != 0)
+            fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
         else
             rc = serve(cfg, &s, methods);
         cr_security_close(&s.security);

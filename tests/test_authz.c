@@ -73,12 +73,12 @@ static char *token_file(const char *content)
 
 /* A cr_authz reading a new token file holding content; the file stays
  * (its path in *path, when asked) for the caller to rewrite and unlink. */
-static cr_authz *with_token_at(const char *content, char **path, char *err, size_t errlen)
+static cr_authz *with_token_at(const char *content, char **path, cr_error *err)
 {
     char *p = token_file(content);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     cr_authz_config c = {NULL, 0, p};
-    cr_authz *a = cr_authz_new(&c, err, errlen);
+    cr_authz *a = cr_authz_new(&c, err);
     if (path)
         *path = p;
     else
@@ -86,9 +86,9 @@ static cr_authz *with_token_at(const char *content, char **path, char *err, size
     return a;
 }
 
-static cr_authz *with_token(const char *content, char *err, size_t errlen)
+static cr_authz *with_token(const char *content, cr_error *err)
 {
-    return with_token_at(content, NULL, err, errlen);
+    return with_token_at(content, NULL, err);
 }
 
 static void rewrite(const char *path, const char *content)
@@ -111,30 +111,31 @@ static int admin_with(cr_authz *a, const char *key, const char *value)
 
 static void test_token_file_rules(void)
 {
-    char err[512];
+    cr_error err;
     const char *bad[] = {"", "\n \t\n", "two words", "tab\there", "caf\xc3\xa9"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CU_ASSERT_PTR_NULL(with_token(bad[i], err, sizeof err));
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, "--admin-token-file /tmp/cr-test-token-"));
+        CU_ASSERT_PTR_NULL(with_token(bad[i], &err));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--admin-token-file /tmp/cr-test-token-"));
     }
     char big[CR_AUTHZ_MAX_TOKEN_BYTES + 2];
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    CU_ASSERT_PTR_NULL(with_token(big, err, sizeof err));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "over 4096 bytes"));
+    CU_ASSERT_PTR_NULL(with_token(big, &err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "over 4096 bytes"));
     big[CR_AUTHZ_MAX_TOKEN_BYTES] = '\0';
-    cr_authz *a = with_token(big, err, sizeof err);
+    cr_authz *a = with_token(big, &err);
     CU_ASSERT_PTR_NOT_NULL(a);
     cr_authz_free(a);
     cr_authz_config c = {NULL, 0, "/nonexistent/token"};
-    CU_ASSERT_PTR_NULL(cr_authz_new(&c, err, sizeof err));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--admin-token-file /nonexistent/token: cannot read"));
+    CU_ASSERT_PTR_NULL(cr_authz_new(&c, &err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--admin-token-file /nonexistent/token: cannot read"));
 }
 
 static void test_token_comparison(void)
 {
-    char err[512], *path;
-    cr_authz *a = with_token_at("tok-123\r\n", &path, err, sizeof err);
+    cr_error err;
+    char *path;
+    cr_authz *a = with_token_at("tok-123\r\n", &path, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_TRUE(cr_authz_has_admins(a));
     CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-123"));
@@ -150,20 +151,20 @@ static void test_token_comparison(void)
     rewrite(path, "tok-rotated\n");
     CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-rotated"));
     CU_ASSERT_FALSE(admin_with(a, "authorization", "Bearer tok-123"));
-    CU_ASSERT_EQUAL(cr_authz_reload(a, err, sizeof err), 0); /* unchanged */
+    CU_ASSERT_EQUAL(cr_authz_reload(a, &err), 0); /* unchanged */
     /* A bad one is refused and the last good token stays. */
     rewrite(path, "\n");
     CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-rotated"));
-    CU_ASSERT_EQUAL(cr_authz_reload(a, err, sizeof err), -1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "empty token"));
+    CU_ASSERT_EQUAL(cr_authz_reload(a, &err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "empty token"));
     rewrite(path, "tok-3");
-    CU_ASSERT_EQUAL(cr_authz_reload(a, err, sizeof err), 1);
+    CU_ASSERT_EQUAL(cr_authz_reload(a, &err), 1);
     CU_ASSERT_TRUE(admin_with(a, "authorization", "Bearer tok-3"));
     unlink(path);
     cr_authz_free(a);
     /* No token, no identities: nobody is an admin. */
     cr_authz_config none = {NULL, 0, NULL};
-    a = cr_authz_new(&none, err, sizeof err);
+    a = cr_authz_new(&none, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_FALSE(cr_authz_has_admins(a));
     CU_ASSERT_FALSE(admin_with(a, "authorization", "Bearer tok-123"));

@@ -116,42 +116,42 @@ static void test_utf8(void)
 
 static void test_strings_named_by_path(void)
 {
-    char err[256];
+    cr_error err;
     buf src = {.n = 0}, w = {.n = 0};
     put_bytes(&w, 1, "r-1", 3);
     put_bytes(&src, 1, "ok", 2);
     put_bytes(&w, 4, src.b, src.n);
-    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, &err), 0);
     src.n = 0;
     put_bytes(&src, 1, "a\0b", 3);
     put_bytes(&w, 4, src.b, src.n);
-    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
-    CU_ASSERT_STRING_EQUAL(err,
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, &err), -1);
+    CU_ASSERT_STRING_EQUAL(err.msg,
                            "sources[1].name must not contain a NUL byte, found at byte 1 of 3");
     /* Nested in a proto3-optional (or proto2-copied) message: the same. */
     buf o = {.n = 0}, r = {.n = 0};
     put_bytes(&o, 11, "s\xc3", 2);
     put_bytes(&r, 1, "", 0);
     put_bytes(&r, 1, o.b, o.n);
-    CU_ASSERT_EQUAL(cr_wire_check_strings(&cacheroute__v1__report_outcome_request__descriptor, r.b,
-                                          r.n, err, sizeof err),
-                    -1);
-    CU_ASSERT_STRING_EQUAL(err, "outcomes[1].source must be valid UTF-8, not at byte 1 of 2");
+    CU_ASSERT_EQUAL(
+        cr_wire_check_strings(&cacheroute__v1__report_outcome_request__descriptor, r.b, r.n, &err),
+        -1);
+    CU_ASSERT_STRING_EQUAL(err.msg, "outcomes[1].source must be valid UTF-8, not at byte 1 of 2");
     /* Bytes of a field with another type, or unknown fields, are not strings. */
     buf u = {.n = 0};
     put_bytes(&u, 99, "\xff", 1);
     put_int(&u, 2, 7);
-    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, u.b, u.n, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, u.b, u.n, &err), 0);
     /* Malformed: left to unpack. */
     uint8_t cut[] = {0x0a, 0x05, 'a'};
-    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, cut, sizeof cut, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, cut, sizeof cut, &err), 0);
 }
 
 /* protobuf-c 1.4 unpacks a field numbered 0 written as a two-byte key
  * (0x82 0x00: number 0, length-delimited); no other reader would. */
 static void test_field_zero_refused(void)
 {
-    char err[256];
+    cr_error err;
     buf src = {.n = 0}, w = {.n = 0};
     const uint8_t zero[] = {0x82, 0x00, 0x01, 'x'};
     memcpy(w.b, zero, sizeof zero);
@@ -160,16 +160,17 @@ static void test_field_zero_refused(void)
     CU_ASSERT_PTR_NOT_NULL(m);
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
-    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
-    CU_ASSERT_STRING_EQUAL(err, "malformed cacheroute.v1.SelectInjectionRequest message: a field numbered 0, "
-                                "which protobuf does not allow");
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, &err), -1);
+    CU_ASSERT_STRING_EQUAL(err.msg, "malformed cacheroute.v1.SelectInjectionRequest message: "
+                                    "a field numbered 0, which protobuf does not allow");
     memcpy(src.b, zero, sizeof zero);
     src.n = sizeof zero;
     w.n = 0;
     put_bytes(&w, 4, src.b, src.n);
-    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, err, sizeof err), -1);
-    CU_ASSERT_STRING_EQUAL(err, "malformed cacheroute.v1.SelectInjectionRequest message: sources[0] has a "
-                                "field numbered 0, which protobuf does not allow");
+    CU_ASSERT_EQUAL(cr_wire_check_strings(SELECT, w.b, w.n, &err), -1);
+    CU_ASSERT_STRING_EQUAL(err.msg, "malformed cacheroute.v1.SelectInjectionRequest message: "
+                                    "sources[0] has a field numbered 0, which protobuf does "
+                                    "not allow");
 }
 
 static const cr_test_case wire_tests[] = {

@@ -113,10 +113,10 @@ static int compare(const uint8_t *b, size_t n)
             protobuf_c_message_pack(&whole->config->base, pw);
             CU_ASSERT(memcmp(pa, pw, a) == 0);
         }
-        char ew[256] = "", er[256] = "";
-        CU_ASSERT_EQUAL(cr_wire_check_strings(PLAN, b, n, ew, sizeof ew),
-                        cr_wire_check_strings(PLAN, rest, rest_len, er, sizeof er));
-        CU_ASSERT_STRING_EQUAL(ew, er);
+        cr_error ew = {""}, er = {""};
+        CU_ASSERT_EQUAL(cr_wire_check_strings(PLAN, b, n, &ew),
+                        cr_wire_check_strings(PLAN, rest, rest_len, &er));
+        CU_ASSERT_STRING_EQUAL(ew.msg, er.msg);
     }
     return compared(rc, (ProtobufCMessage *)r, (ProtobufCMessage *)whole, rest, got);
 }

@@ -179,8 +179,7 @@ typedef struct string_walk {
     walk_frame frames[MAX_DEPTH + 1];
     int depth;
     char path[256];
-    char *err;
-    size_t errlen;
+    cr_error *err;
 } string_walk;
 
 /* How many fields numbered number come before at in the message at p. */
@@ -219,13 +218,13 @@ static int check_string(string_walk *w, const cr_wire_field *f)
     const void *nul = memchr(f->value, 0, f->len);
     size_t bad = cr_wire_utf8_error(f->value, f->len);
     if (nul) {
-        snprintf(w->err, w->errlen, "%s must not contain a NUL byte, found at byte %zu of %zu",
-                 spell_path(w), (size_t)((const uint8_t *)nul - f->value), f->len);
+        cr_fail(w->err, CR_EINVAL, "%s must not contain a NUL byte, found at byte %zu of %zu",
+                spell_path(w), (size_t)((const uint8_t *)nul - f->value), f->len);
         return -1;
     }
     if (bad < f->len) {
-        snprintf(w->err, w->errlen, "%s must be valid UTF-8, not at byte %zu of %zu",
-                 spell_path(w), bad, f->len);
+        cr_fail(w->err, CR_EINVAL, "%s must be valid UTF-8, not at byte %zu of %zu", spell_path(w),
+                bad, f->len);
         return -1;
     }
     return 0;
@@ -271,9 +270,9 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
     while (rc == 0 && cr_wire_next(&p, end, &f) == 1) {
         if (f.number == 0) { /* protobuf-c 1.4 takes it in a multi-byte key */
             const char *path = spell_path(w);
-            snprintf(w->err, w->errlen,
-                     "malformed %s message: %s%sa field numbered 0, which protobuf does not allow",
-                     w->top, path, *path ? " has " : "");
+            cr_fail(w->err, CR_EINVAL,
+                    "malformed %s message: %s%sa field numbered 0, which protobuf does not allow",
+                    w->top, path, *path ? " has " : "");
             rc = -1;
             break;
         }
@@ -287,8 +286,8 @@ static int walk_strings(string_walk *w, const ProtobufCMessageDescriptor *d, con
 }
 
 int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
-                          char *err, size_t errlen)
+                          cr_error *err)
 {
-    string_walk w = {.top = d->name, .err = err, .errlen = errlen};
+    string_walk w = {.top = d->name, .err = err};
     return walk_strings(&w, d, data, len, 0);
 }

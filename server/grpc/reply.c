@@ -9,7 +9,7 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
     /* Bytes protobuf-c refuses are malformed whatever their strings hold;
      * what it takes may still cut a string at a NUL, echo one that is not
      * UTF-8, or keep a field numbered 0, which the check refuses. */
-    char why[sizeof out->message];
+    cr_error why;
     cr_arena own, *a = cr_arena_take();
     if (!a) {
         cr_arena_init(&own);
@@ -28,8 +28,8 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
     if (!m)
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "malformed %s message (%zu bytes)",
                        d->name, len);
-    else if (cr_wire_check_strings(d, bytes, n, why, sizeof why) != 0)
-        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", why);
+    else if (cr_wire_check_strings(d, bytes, n, &why) != 0)
+        cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", why.msg);
     else if (fn)
         fn(ctx, m, out);
     else

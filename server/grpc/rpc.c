@@ -387,7 +387,7 @@ static grpc_server *create_server(const cr_rpc_options *opt, grpc_resource_quota
 }
 
 /* The listener, with the caller's credentials or plaintext. */
-static int bind_port(cr_rpc *rpc, char *err, size_t errlen)
+static int bind_port(cr_rpc *rpc, cr_error *err)
 {
     grpc_server_credentials *creds =
         rpc->opt.creds ? rpc->opt.creds : grpc_insecure_server_credentials_create();
@@ -395,21 +395,21 @@ static int bind_port(cr_rpc *rpc, char *err, size_t errlen)
     if (!rpc->opt.creds)
         grpc_server_credentials_release(creds);
     if (rpc->port == 0) {
-        snprintf(err, errlen, "%s: cannot listen on '%s' (bad address, or in use)",
-                 rpc->opt.listen_flag ? rpc->opt.listen_flag : "--listen", rpc->opt.listen);
+        cr_fail(err, CR_EINVAL, "%s: cannot listen on '%s' (bad address, or in use)",
+                rpc->opt.listen_flag ? rpc->opt.listen_flag : "--listen", rpc->opt.listen);
         return -1;
     }
     return 0;
 }
 
-static int bind_and_register(cr_rpc *rpc, const cr_method_spec *specs, char *err, size_t errlen)
+static int bind_and_register(cr_rpc *rpc, const cr_method_spec *specs, cr_error *err)
 {
     for (size_t i = 0; i < rpc->n_methods; i++) {
         rpc->methods[i].spec = specs[i];
         rpc->methods[i].handle = grpc_server_register_method(
             rpc->server, specs[i].path, NULL, payload_of(&rpc->opt, &specs[i]), 0);
         if (!rpc->methods[i].handle) {
-            snprintf(err, errlen, "cannot register method %s", specs[i].path);
+            cr_fail(err, CR_EINVAL, "cannot register method %s", specs[i].path);
             return -1;
         }
     }
@@ -421,11 +421,11 @@ static int bind_and_register(cr_rpc *rpc, const cr_method_spec *specs, char *err
     }
     rpc->shutdown_cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(rpc->server, rpc->shutdown_cq, NULL);
-    return bind_port(rpc, err, errlen);
+    return bind_port(rpc, err);
 }
 
 cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, size_t n,
-                     char *err, size_t errlen)
+                     cr_error *err)
 {
     cr_rpc *rpc = calloc(1, sizeof *rpc);
     if (!rpc)
@@ -457,11 +457,11 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
         !rpc->stream_sweep ||
         (l->request_deadline_s > 0 && !rpc->request_sweep) ||
         (l->reply_deadline_s > 0 && !rpc->reply_sweep)) {
-        snprintf(err, errlen, "out of memory starting the server");
+        cr_fail(err, CR_ENOMEM, "out of memory starting the server");
         cr_rpc_free(rpc);
         return NULL;
     }
-    if (bind_and_register(rpc, specs, err, errlen) != 0) {
+    if (bind_and_register(rpc, specs, err) != 0) {
         cr_rpc_free(rpc);
         return NULL;
     }
@@ -475,7 +475,7 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
         if (!is_lane(rpc, i))
             request_unknown(rpc, rpc->workers[i].cq);
         if (pthread_create(&rpc->workers[i].thread, NULL, worker_main, &rpc->workers[i]) != 0) {
-            snprintf(err, errlen, "cannot start worker thread %d", i);
+            cr_fail(err, CR_ENOMEM, "cannot start worker thread %d", i);
             long stuck;
             cr_rpc_shutdown(rpc, 0, 1, &stuck);
             if (!stuck) /* else a thread may still use rpc: leave it */

@@ -148,7 +148,7 @@ typedef struct cr_rpc_options {
  * serving. grpc_init must have been called. Returns NULL with err filled when
  * the address cannot be bound or threads cannot start. */
 cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, size_t n,
-                     char *err, size_t errlen);
+                     cr_error *err);
 
 /* Stops accepting calls, ends open streams (cr_bidi_each_kind) UNAVAILABLE
  * at once, lets other in-flight calls finish for up to grace seconds,

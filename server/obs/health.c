@@ -173,10 +173,10 @@ static void watch_arrived(cr_call *c)
     grpc_slice req;
     int bad_name = 0;
     if (c->payload && cr_byte_buffer_read(c->payload, &req) == 0) {
-        char why[256];
+        cr_error why;
         bad_name = cr_wire_check_strings(&grpc__health__v1__health_check_request__descriptor,
-                                         GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req), why,
-                                         sizeof why) != 0;
+                                         GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),
+                                         &why) != 0;
         r = grpc__health__v1__health_check_request__unpack(NULL, GRPC_SLICE_LENGTH(req),
                                                            GRPC_SLICE_START_PTR(req));
         grpc_slice_unref(req);

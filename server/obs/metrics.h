@@ -61,7 +61,7 @@ typedef struct cr_metrics_http_limits {
  * its own, within limits (NULL: the defaults). Returns 0, or -1 with err
  * naming --metrics-listen. */
 int cr_metrics_serve(cr_metrics *m, const char *listen, const cr_metrics_http_limits *limits,
-                     cr_metrics_sample_fn sample, void *ctx, char *err, size_t errlen);
+                     cr_metrics_sample_fn sample, void *ctx, cr_error *err);
 void cr_metrics_stop(cr_metrics *m);
 /* The bound port while serving (useful with port 0), else 0. */
 int cr_metrics_port(const cr_metrics *m);

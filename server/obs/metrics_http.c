@@ -76,14 +76,14 @@ static int resolve(const char *listen, struct addrinfo **out)
 }
 
 int cr_metrics_serve(cr_metrics *m, const char *listen, const cr_metrics_http_limits *limits,
-                     cr_metrics_sample_fn sample, void *ctx, char *err, size_t errlen)
+                     cr_metrics_sample_fn sample, void *ctx, cr_error *err)
 {
     static const cr_metrics_http_limits defaults = {30, 64, 0};
     const cr_metrics_http_limits *l = limits ? limits : &defaults;
     struct addrinfo *ai = NULL;
     cr_metrics_http *h = calloc(1, sizeof *h);
     if (!h || resolve(listen, &ai) != 0) {
-        snprintf(err, errlen, "--metrics-listen: must be host:port, got '%s'", listen);
+        cr_fail(err, CR_EINVAL, "--metrics-listen: must be host:port, got '%s'", listen);
         free(h);
         return -1;
     }
@@ -107,8 +107,8 @@ int cr_metrics_serve(cr_metrics *m, const char *listen, const cr_metrics_http_li
                                  MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->daemon) {
-        snprintf(err, errlen, "--metrics-listen: cannot listen on '%s' (bad address, or in use)",
-                 listen);
+        cr_fail(err, CR_EINVAL, "--metrics-listen: cannot listen on '%s' (bad address, or in use)",
+                listen);
         free(h);
         return -1;
     }

@@ -183,27 +183,28 @@ static void unlist(cr_push_call *p)
 static const cr_push_ops watch_ops = {watch_lock, watch_next, unlist, release_watch};
 
 const char *cr_watch_request_error(const cr_watch_hub *h, const uint8_t *req, size_t len,
-                                   char *buf, size_t buflen)
+                                   cr_error *err)
 {
     ProtobufCMessage *m = protobuf_c_message_unpack(h->cfg.request, NULL, len, req);
     if (!m) {
-        snprintf(buf, buflen, "malformed %s message (%zu bytes)", h->cfg.request->name, len);
-        return buf;
+        cr_fail(err, CR_EINVAL, "malformed %s message (%zu bytes)", h->cfg.request->name, len);
+        return err->msg;
     }
     protobuf_c_message_free_unpacked(m, NULL);
-    return cr_wire_check_strings(h->cfg.request, req, len, buf, buflen) != 0 ? buf : NULL;
+    return cr_wire_check_strings(h->cfg.request, req, len, err) != 0 ? err->msg : NULL;
 }
 
-/* Why the call cannot be watched, or NULL: a malformed request. */
-static const char *bad_request(const cr_call *c, const cr_watch_hub *h, char *buf, size_t len)
+/* Why the call cannot be watched (a fixed text, or err->msg), or NULL: a
+ * malformed request. */
+static const char *bad_request(const cr_call *c, const cr_watch_hub *h, cr_error *err)
 {
     grpc_slice req;
     if (!c->payload)
         return "missing request message";
     if (cr_wire_read(c->payload, &req) != 0)
         return "cannot read the request message";
-    const char *bad = cr_watch_request_error(h, GRPC_SLICE_START_PTR(req),
-                                             GRPC_SLICE_LENGTH(req), buf, len);
+    const char *bad =
+        cr_watch_request_error(h, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req), err);
     grpc_slice_unref(req);
     return bad;
 }
@@ -240,10 +241,10 @@ static void watch_arrived(cr_call *c)
 {
     watch_call *w = (watch_call *)c;
     cr_watch_hub *h = c->method->spec.ctx;
-    char buf[200];
+    cr_error err;
     w->hub = h;
     w->details = grpc_empty_slice();
-    const char *bad = bad_request(c, h, buf, sizeof buf);
+    const char *bad = bad_request(c, h, &err);
     w->queue = calloc(h->cfg.queue_len, sizeof *w->queue);
     if (!w->queue && !bad)
         bad = "out of memory for the stream's queue";

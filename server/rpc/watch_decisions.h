@@ -62,10 +62,10 @@ typedef struct cr_watch_stats {
 void cr_watch_stats_read(cr_watch_hub *h, cr_watch_stats *out);
 
 /* Why the len bytes at req are not a request the hub's calls accept (the
- * text, in buf of buflen bytes), or NULL when they are: the first thing a
- * call is checked for. Thread-safe; the hub is only read. */
+ * text, err->msg), or NULL when they are: the first thing a call is
+ * checked for. Thread-safe; the hub is only read. */
 const char *cr_watch_request_error(const cr_watch_hub *h, const uint8_t *req, size_t len,
-                                   char *buf, size_t buflen);
+                                   cr_error *err);
 
 /* The call kind; the method's ctx is the cr_watch_hub. The request is read
  * (a malformed one ends the call INVALID_ARGUMENT) but has no fields the

@@ -34,12 +34,12 @@ static void sha256(const void *data, size_t len, unsigned char out[32])
 }
 
 /* The token in path, as its SHA-256 in digest; 0, or -1 with err set. */
-static int read_token(const char *path, unsigned char digest[32], char *err, size_t errlen)
+static int read_token(const char *path, unsigned char digest[32], cr_error *err)
 {
     char buf[CR_AUTHZ_MAX_TOKEN_BYTES + 2];
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "--admin-token-file %s: cannot read: %s", path, strerror(errno));
+        cr_fail(err, CR_EINVAL, "--admin-token-file %s: cannot read: %s", path, strerror(errno));
         return -1;
     }
     size_t n = fread(buf, 1, sizeof buf, f);
@@ -56,18 +56,18 @@ static int read_token(const char *path, unsigned char digest[32], char *err, siz
         sha256(buf, n, digest);
     OPENSSL_cleanse(buf, sizeof buf);
     if (why) {
-        snprintf(err, errlen, "--admin-token-file %s: %s", path, why);
+        cr_fail(err, CR_EINVAL, "--admin-token-file %s: %s", path, why);
         return -1;
     }
     return 0;
 }
 
 /* Re-reads the token; returns as cr_authz_reload. Under a->mu. */
-static int reload_locked(cr_authz *a, char *err, size_t errlen)
+static int reload_locked(cr_authz *a, cr_error *err)
 {
     unsigned char d[32];
     cr_filesig_read(a->token_path, &a->token_sig);
-    if (read_token(a->token_path, d, err, errlen) != 0)
+    if (read_token(a->token_path, d, err) != 0)
         return -1;
     int changed = memcmp(d, a->token_digest, sizeof d) != 0;
     memcpy(a->token_digest, d, sizeof d);
@@ -88,24 +88,24 @@ static void log_reload(int rc, const char *why)
 static void refresh_locked(cr_authz *a)
 {
     cr_filesig now;
-    char why[512];
+    cr_error why;
     cr_filesig_read(a->token_path, &now);
     if (!cr_filesig_same(&now, &a->token_sig))
-        log_reload(reload_locked(a, why, sizeof why), why);
+        log_reload(reload_locked(a, &why), why.msg);
 }
 
-int cr_authz_reload(cr_authz *a, char *err, size_t errlen)
+int cr_authz_reload(cr_authz *a, cr_error *err)
 {
     if (!a || !a->token_path)
         return 0;
     pthread_mutex_lock(&a->mu);
-    int rc = reload_locked(a, err, errlen);
+    int rc = reload_locked(a, err);
     pthread_mutex_unlock(&a->mu);
-    log_reload(rc, err);
+    log_reload(rc, err->msg);
     return rc;
 }
 
-cr_authz *cr_authz_new(const cr_authz_config *c, char *err, size_t errlen)
+cr_authz *cr_authz_new(const cr_authz_config *c, cr_error *err)
 {
     cr_authz *a = calloc(1, sizeof *a);
     if (a && c->n_identities)
@@ -114,19 +114,19 @@ cr_authz *cr_authz_new(const cr_authz_config *c, char *err, size_t errlen)
     for (size_t i = 0; ok && i < c->n_identities; i++, a->n_identities++)
         ok = (a->identities[i] = strdup(c->identities[i])) != NULL;
     if (!ok) {
-        snprintf(err, errlen, "out of memory");
+        cr_fail(err, CR_ENOMEM, "out of memory");
         cr_authz_free(a);
         return NULL;
     }
     if (c->token_file && *c->token_file) {
         if (!(a->token_path = strdup(c->token_file))) {
-            snprintf(err, errlen, "out of memory");
+            cr_fail(err, CR_ENOMEM, "out of memory");
             cr_authz_free(a);
             return NULL;
         }
         pthread_mutex_init(&a->mu, NULL);
         a->mu_ready = 1;
-        if (reload_locked(a, err, errlen) < 0) {
+        if (reload_locked(a, err) < 0) {
             cr_authz_free(a);
             return NULL;
         }

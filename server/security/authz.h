@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common.h"
+
 /* The largest token file read, bytes. */
 #define CR_AUTHZ_MAX_TOKEN_BYTES 4096
 
@@ -29,14 +31,14 @@ typedef struct cr_authz_config {
  * inode, size or mtime changed) is read again before the next token check;
  * one that fails the rules is refused (logged at error) and the previous
  * token stays. */
-cr_authz *cr_authz_new(const cr_authz_config *c, char *err, size_t errlen);
+cr_authz *cr_authz_new(const cr_authz_config *c, cr_error *err);
 void cr_authz_free(cr_authz *a);
 
 /* Re-reads the token file now (for SIGHUP). Returns 1 when the token
  * changed, 0 when it did not or there is no token file, -1 when the file
  * fails the rules (err says why; the previous token stays). Logs the
  * outcome. Thread-safe. a may be NULL. */
-int cr_authz_reload(cr_authz *a, char *err, size_t errlen);
+int cr_authz_reload(cr_authz *a, cr_error *err);
 
 /* 1 when the call's client is an admin (see above), else 0. ctx is the
  * cr_authz; md is the call's initial metadata. The token comparison takes

@@ -27,7 +27,7 @@ static void log_posture(const cr_security *s, const cr_server_config *c)
 /* The TLS flags go together: a key with its certificate, mTLS and admin
  * identities on top of TLS. Checked at start, with the files,
  * so that --check-config (like each row) judges a flag on its own. */
-static int check_tls(const cr_server_config *s, char *err, size_t errlen)
+static int check_tls(const cr_server_config *s, cr_error *err)
 {
     const char *why = NULL;
     if (!*s->tls_cert != !*s->tls_key)
@@ -38,29 +38,29 @@ static int check_tls(const cr_server_config *s, char *err, size_t errlen)
         why = "--admin-identity needs --tls-client-ca (identities come from verified client "
               "certificates)";
     if (why)
-        snprintf(err, errlen, "%s", why);
+        cr_fail(err, CR_EINVAL, "%s", why);
     return why ? -1 : 0;
 }
 
 int cr_security_open(cr_security *s, const cr_server_config *c, cr_tls_loaded_fn expiry,
-                     void *expiry_ctx, char *err, size_t errlen)
+                     void *expiry_ctx, cr_error *err)
 {
     memset(s, 0, sizeof *s);
-    if (check_tls(c, err, errlen) != 0)
+    if (check_tls(c, err) != 0)
         return -1;
     if (*c->tls_cert) {
         cr_tls_files f = {c->tls_cert, c->tls_key, c->tls_client_ca};
-        if (!(s->tls = cr_tls_new(&f, expiry, expiry_ctx, err, errlen)))
+        if (!(s->tls = cr_tls_new(&f, expiry, expiry_ctx, err)))
             return -1;
         if (!(s->creds = cr_tls_server_credentials(s->tls))) {
-            snprintf(err, errlen, "--tls-cert: cannot create the gRPC server credentials");
+            cr_fail(err, CR_ENOMEM, "--tls-cert: cannot create the gRPC server credentials");
             cr_security_close(s);
             return -1;
         }
     }
     if (s->tls || *c->admin_token_file) {
         cr_authz_config a = {c->admin_identities, c->n_admin_identities, c->admin_token_file};
-        if (!(s->authz = cr_authz_new(&a, err, errlen))) {
+        if (!(s->authz = cr_authz_new(&a, err))) {
             cr_security_close(s);
             return -1;
         }
@@ -78,10 +78,10 @@ void cr_security_apply(const cr_security *s, cr_rpc_options *o)
 
 void cr_security_reload(cr_security *s)
 {
-    char err[512];
+    cr_error err; /* each reload logs its own outcome */
     if (s->tls)
-        cr_tls_reload(s->tls, err, sizeof err);
-    cr_authz_reload(s->authz, err, sizeof err);
+        cr_tls_reload(s->tls, &err);
+    cr_authz_reload(s->authz, &err);
 }
 
 void cr_security_close(cr_security *s)

@@ -22,7 +22,7 @@ typedef struct cr_security {
  * when no client can be an admin. Returns 0, or -1 with err naming the
  * flag and file (the sidecar exits 2). Call after grpc_init. */
 int cr_security_open(cr_security *s, const cr_server_config *c, cr_tls_loaded_fn expiry,
-                     void *expiry_ctx, char *err, size_t errlen);
+                     void *expiry_ctx, cr_error *err);
 
 /* Fills o's credentials and admin check for the main listener. */
 void cr_security_apply(const cr_security *s, cr_rpc_options *o);

@@ -45,13 +45,13 @@ static void accept_set(cr_tls *t, cr_tls_pem *p)
 
 /* Loads the files and takes them when they pass and differ from the good
  * set. Returns as cr_tls_reload. Under t->mu. */
-static int load_locked(cr_tls *t, char *err, size_t errlen)
+static int load_locked(cr_tls *t, cr_error *err)
 {
     cr_tls_files f = files_of(t);
     cr_tls_pem p;
     for (int i = 0; i < N_FILES; i++)
         cr_filesig_read(t->path[i], &t->seen[i]);
-    if (cr_tls_pem_load(&f, &p, err, errlen) != 0)
+    if (cr_tls_pem_load(&f, &p, err) != 0)
         return -1;
     if (cr_tls_pem_same(&p, &t->good)) {
         cr_tls_pem_clear(&p);
@@ -89,10 +89,10 @@ static grpc_ssl_certificate_config_reload_status fetch(void *user,
                                                        grpc_ssl_server_certificate_config **out)
 {
     cr_tls *t = user;
-    char why[512];
+    cr_error why;
     pthread_mutex_lock(&t->mu);
     if (files_changed(t))
-        log_outcome(load_locked(t, why, sizeof why), why, "files changed");
+        log_outcome(load_locked(t, &why), why.msg, "files changed");
     grpc_ssl_certificate_config_reload_status rc = GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
     if (t->pending) {
         grpc_ssl_pem_key_cert_pair pair = {t->good.key, t->good.cert};
@@ -112,13 +112,13 @@ static grpc_ssl_certificate_config_reload_status fetch(void *user,
 static char *copy_path(const char *p) { return p && *p ? strdup(p) : NULL; }
 
 cr_tls *cr_tls_new(const cr_tls_files *files, cr_tls_loaded_fn loaded, void *loaded_ctx,
-                   char *err, size_t errlen)
+                   cr_error *err)
 {
     cr_tls *t = calloc(1, sizeof *t);
     if (!t || !(t->path[0] = copy_path(files->cert)) || !(t->path[1] = copy_path(files->key)) ||
         ((t->path[2] = copy_path(files->client_ca)) == NULL && files->client_ca &&
          *files->client_ca)) {
-        snprintf(err, errlen, "out of memory loading the TLS files");
+        cr_fail(err, CR_ENOMEM, "out of memory loading the TLS files");
         cr_tls_free(t);
         return NULL;
     }
@@ -126,7 +126,7 @@ cr_tls *cr_tls_new(const cr_tls_files *files, cr_tls_loaded_fn loaded, void *loa
     t->loaded_ctx = loaded_ctx;
     pthread_mutex_init(&t->mu, NULL);
     t->mu_ready = 1;
-    if (load_locked(t, err, errlen) < 0) {
+    if (load_locked(t, err) < 0) {
         cr_tls_free(t);
         return NULL;
     }
@@ -155,12 +155,12 @@ grpc_server_credentials *cr_tls_server_credentials(cr_tls *t)
     return o ? grpc_ssl_server_credentials_create_with_options(o) : NULL;
 }
 
-int cr_tls_reload(cr_tls *t, char *err, size_t errlen)
+int cr_tls_reload(cr_tls *t, cr_error *err)
 {
     pthread_mutex_lock(&t->mu);
-    int rc = load_locked(t, err, errlen);
+    int rc = load_locked(t, err);
     pthread_mutex_unlock(&t->mu);
-    log_outcome(rc, err, "reload");
+    log_outcome(rc, err->msg, "reload");
     return rc;
 }
 

@@ -15,6 +15,8 @@
 #include <grpc/grpc_security.h>
 #include <stddef.h>
 
+#include "common.h"
+
 typedef struct cr_tls cr_tls;
 
 typedef struct cr_tls_files {
@@ -36,7 +38,7 @@ typedef void (*cr_tls_loaded_fn)(void *ctx, double not_after);
  * with a one-line message naming the flag, the file and the problem in err
  * ("--tls-cert /x/server.pem: expired at 2026-01-01 00:00:00 UTC"). */
 cr_tls *cr_tls_new(const cr_tls_files *files, cr_tls_loaded_fn loaded, void *loaded_ctx,
-                   char *err, size_t errlen);
+                   cr_error *err);
 /* After the server using the credentials is destroyed. NULL is fine. */
 void cr_tls_free(cr_tls *t);
 
@@ -49,7 +51,7 @@ grpc_server_credentials *cr_tls_server_credentials(cr_tls *t);
  * Returns 1 when their content changed and passed the checks (the next
  * handshake serves them), 0 when unchanged, -1 when they fail a check: err
  * says why, the last good set stays. Thread-safe. */
-int cr_tls_reload(cr_tls *t, char *err, size_t errlen);
+int cr_tls_reload(cr_tls *t, cr_error *err);
 
 /* The notAfter of the certificate gRPC serves or will serve at the next
  * handshake, Unix seconds. Thread-safe. */

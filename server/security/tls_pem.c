@@ -15,11 +15,11 @@
 #include <time.h>
 
 /* The whole file, NUL-terminated, or NULL with err set. */
-static char *read_file(const char *flag, const char *path, char *err, size_t errlen)
+static char *read_file(const char *flag, const char *path, cr_error *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(err, errlen, "%s %s: cannot read: %s", flag, path, strerror(errno));
+        cr_fail(err, CR_EINVAL, "%s %s: cannot read: %s", flag, path, strerror(errno));
         return NULL;
     }
     char *buf = malloc(CR_TLS_MAX_FILE_BYTES + 1);
@@ -27,11 +27,11 @@ static char *read_file(const char *flag, const char *path, char *err, size_t err
     int failed = !buf || ferror(f);
     fclose(f);
     if (failed || n > CR_TLS_MAX_FILE_BYTES || n == 0) {
-        snprintf(err, errlen, "%s %s: %s", flag, path,
-                 !buf     ? "out of memory"
-                 : failed ? "cannot read"
-                 : n      ? "larger than 1 MiB"
-                          : "empty file");
+        cr_fail(err, buf ? CR_EINVAL : CR_ENOMEM, "%s %s: %s", flag, path,
+                !buf     ? "out of memory"
+                : failed ? "cannot read"
+                : n      ? "larger than 1 MiB"
+                         : "empty file");
         free(buf);
         return NULL;
     }
@@ -63,29 +63,29 @@ static X509 *parse_cert(const char *pem)
     return x;
 }
 
-static int check_validity(const char *path, X509 *x, double *not_after, char *err, size_t errlen)
+static int check_validity(const char *path, X509 *x, double *not_after, cr_error *err)
 {
     char when[64];
     double now = (double)time(NULL), from = asn1_unix(X509_get0_notBefore(x));
     *not_after = asn1_unix(X509_get0_notAfter(x));
     if (now < from) {
         format_utc(from, when, sizeof when);
-        snprintf(err, errlen, "--tls-cert %s: not valid before %s", path, when);
+        cr_fail(err, CR_EINVAL, "--tls-cert %s: not valid before %s", path, when);
         return -1;
     }
     if (now > *not_after) {
         format_utc(*not_after, when, sizeof when);
-        snprintf(err, errlen, "--tls-cert %s: expired at %s", path, when);
+        cr_fail(err, CR_EINVAL, "--tls-cert %s: expired at %s", path, when);
         return -1;
     }
     return 0;
 }
 
-static int check_cert_and_key(const cr_tls_files *f, cr_tls_pem *p, char *err, size_t errlen)
+static int check_cert_and_key(const cr_tls_files *f, cr_tls_pem *p, cr_error *err)
 {
     X509 *x = parse_cert(p->cert);
     if (!x) {
-        snprintf(err, errlen, "--tls-cert %s: no PEM certificate in the file", f->cert);
+        cr_fail(err, CR_EINVAL, "--tls-cert %s: no PEM certificate in the file", f->cert);
         return -1;
     }
     BIO *b = BIO_new_mem_buf(p->key, -1);
@@ -93,20 +93,20 @@ static int check_cert_and_key(const cr_tls_files *f, cr_tls_pem *p, char *err, s
     BIO_free(b);
     int rc = -1;
     if (!k)
-        snprintf(err, errlen, "--tls-key %s: no PEM private key in the file (or encrypted)",
-                 f->key);
+        cr_fail(err, CR_EINVAL, "--tls-key %s: no PEM private key in the file (or encrypted)",
+                f->key);
     else if (!X509_check_private_key(x, k))
-        snprintf(err, errlen, "--tls-key %s: does not match the certificate in --tls-cert %s",
-                 f->key, f->cert);
+        cr_fail(err, CR_EINVAL, "--tls-key %s: does not match the certificate in --tls-cert %s",
+                f->key, f->cert);
     else
-        rc = check_validity(f->cert, x, &p->not_after, err, errlen);
+        rc = check_validity(f->cert, x, &p->not_after, err);
     EVP_PKEY_free(k);
     X509_free(x);
     return rc;
 }
 
 /* Every PEM block in the bundle must be a certificate that parses. */
-static int check_ca(const char *path, const char *pem, char *err, size_t errlen)
+static int check_ca(const char *path, const char *pem, cr_error *err)
 {
     BIO *b = BIO_new_mem_buf(pem, -1);
     STACK_OF(X509_INFO) *infos = b ? PEM_X509_INFO_read_bio(b, NULL, NULL, NULL) : NULL;
@@ -120,23 +120,23 @@ static int check_ca(const char *path, const char *pem, char *err, size_t errlen)
     }
     sk_X509_INFO_pop_free(infos, X509_INFO_free);
     if (bad || n == 0) {
-        snprintf(err, errlen, "--tls-client-ca %s: %s", path,
-                 bad ? "not a bundle of PEM certificates (a block does not parse)"
-                     : "no PEM certificate in the file");
+        cr_fail(err, CR_EINVAL, "--tls-client-ca %s: %s", path,
+                bad ? "not a bundle of PEM certificates (a block does not parse)"
+                    : "no PEM certificate in the file");
         return -1;
     }
     return 0;
 }
 
-int cr_tls_pem_load(const cr_tls_files *f, cr_tls_pem *p, char *err, size_t errlen)
+int cr_tls_pem_load(const cr_tls_files *f, cr_tls_pem *p, cr_error *err)
 {
     memset(p, 0, sizeof *p);
     int mutual = f->client_ca && *f->client_ca;
-    int ok = (p->cert = read_file("--tls-cert", f->cert, err, errlen)) &&
-             (p->key = read_file("--tls-key", f->key, err, errlen)) &&
-             (!mutual || (p->ca = read_file("--tls-client-ca", f->client_ca, err, errlen))) &&
-             check_cert_and_key(f, p, err, errlen) == 0 &&
-             (!mutual || check_ca(f->client_ca, p->ca, err, errlen) == 0);
+    int ok = (p->cert = read_file("--tls-cert", f->cert, err)) &&
+             (p->key = read_file("--tls-key", f->key, err)) &&
+             (!mutual || (p->ca = read_file("--tls-client-ca", f->client_ca, err))) &&
+             check_cert_and_key(f, p, err) == 0 &&
+             (!mutual || check_ca(f->client_ca, p->ca, err) == 0);
     ERR_clear_error(); /* OpenSSL's queue is per thread; leave it clean */
     if (ok)
         return 0;

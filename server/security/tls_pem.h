@@ -19,7 +19,7 @@ typedef struct cr_tls_pem {
 
 /* Reads f's files into p and checks them (see cr_tls_new). Returns 0, or
  * -1 with p empty and err naming the flag, the file and the problem. */
-int cr_tls_pem_load(const cr_tls_files *f, cr_tls_pem *p, char *err, size_t errlen);
+int cr_tls_pem_load(const cr_tls_files *f, cr_tls_pem *p, cr_error *err);
 /* 1 when a and b hold the same bytes. */
 int cr_tls_pem_same(const cr_tls_pem *a, const cr_tls_pem *b);
 /* Frees p's contents; p is left empty. */

@@ -23,9 +23,9 @@ static void check_once(cr_health *h, int serving, const uint8_t *data, size_t si
         &grpc__health__v1__health_check_response__descriptor, data, size, SIZE_MAX);
     Grpc__Health__V1__HealthCheckRequest *req =
         grpc__health__v1__health_check_request__unpack(NULL, size, data);
-    char why[200]; /* a request protobuf-c takes may still be refused on the wire */
+    cr_error why; /* a request protobuf-c takes may still be refused on the wire */
     int clean = cr_wire_check_strings(&grpc__health__v1__health_check_request__descriptor, data,
-                                      size, why, sizeof why) == 0;
+                                      size, &why) == 0;
     int known = req && clean &&
                 (!strcmp(req->service, "") || !strcmp(req->service, "cacheroute.v1.CacheRoute"));
     CR_FUZZ_CHECK(known == (r.status == GRPC_STATUS_OK), "service known %d, status %d", known,

@@ -24,14 +24,14 @@ static cr_watch_hub *hub(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char buf[200];
-    const char *bad = cr_watch_request_error(hub(), data, size, buf, sizeof buf);
+    cr_error e;
+    const char *bad = cr_watch_request_error(hub(), data, size, &e);
     ProtobufCMessage *m =
         protobuf_c_message_unpack(&cacheroute__v1__watch_decisions_request__descriptor, NULL, size,
                                   data);
-    char why[200];
+    cr_error why;
     int clean = m && cr_wire_check_strings(&cacheroute__v1__watch_decisions_request__descriptor,
-                                           data, size, why, sizeof why) == 0;
+                                           data, size, &why) == 0;
     CR_FUZZ_CHECK((bad == NULL) == clean, "decodes %d, clean %d, refused '%s'", m != NULL, clean,
                   bad ? bad : "");
     CR_FUZZ_CHECK(!bad || (strstr(bad, "malformed") && strstr(bad, "WatchDecisionsRequest")),

@@ -108,18 +108,18 @@ uint64_t cr_wire_last_varint(const ProtobufCMessageDescriptor *d, const uint8_t 
 /* Every string field of the d message at data, at any depth (sub-messages
  * followed through their descriptors), must be UTF-8 (RFC 3629: no
  * overlong forms, surrogates or code points past U+10FFFF) without a NUL
- * byte, which the C side would silently cut at. Returns 0, or -1 with err
- * (errlen bytes, NUL-terminated) naming the field path as the request's
- * fields spell it and the problem: "sources[1].name must be valid UTF-8,
- * not at byte 3 of 7", "request_id must not contain a NUL byte, found at
- * byte 2 of 5". A field numbered 0 is refused too, at any depth, as
- * "malformed <message> message: ...":
+ * byte, which the C side would silently cut at. Returns 0, or -1 with
+ * err naming the field path as the request's fields spell it and the
+ * problem: "sources[1].name must be valid UTF-8, not at byte 3 of 7",
+ * "request_id must not contain a NUL byte, found at byte 2 of 5" (our
+ * messages nest 3 deep, so the text fits err->msg). A field numbered 0
+ * is refused too, at any depth, as "malformed <message> message: ...":
  * protobuf-c 1.4 accepts one written as a multi-byte key, and an answer
  * that echoes it (reflection's original_request) no reader could parse.
  * Malformed bytes are not its business: the walk stops
  * there and returns 0 (unpack refuses them). O(len). */
 int cr_wire_check_strings(const ProtobufCMessageDescriptor *d, const uint8_t *data, size_t len,
-                          char *err, size_t errlen);
+                          cr_error *err);
 
 /* The offset of the first byte of s (len bytes) at which it stops being
  * UTF-8 as above, or len when all of it is. */
