@@ -428,8 +428,10 @@ cr_rpc *cr_rpc_start(const cr_rpc_options *opt, const cr_method_spec *specs, siz
                      cr_error *err)
 {
     cr_rpc *rpc = calloc(1, sizeof *rpc);
-    if (!rpc)
+    if (!rpc) {
+        cr_fail(err, CR_ENOMEM, "out of memory starting the server");
         return NULL;
+    }
     rpc->opt = *opt;
     rpc->n_methods = n;
     rpc->n_workers = opt->threads;
