@@ -100,7 +100,7 @@ void cr_core_report_plan(cr_core *c, const char *by, double seconds,
         .admitted = r ? cr_table_n_placements(r->table) : 0,
         .imbalance = r ? cr_table_imbalance(r->table) : 1.0,
         .error = error,
-        .churn = r ? r->churn : (cr_churn){0, 0, 0},
+        .churn = r ? r->churn : (cr_churn){0, 0, 0, 0},
         .churn_generation = r ? r->churn_generation : 0,
     };
     c->hooks.planned(c->hooks.ctx, &ev);

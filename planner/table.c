@@ -95,15 +95,20 @@ static int same_shards(const cr_table *a, const cr_placement *p, const cr_table 
            memcmp(a->shards + p->first, b->shards + q->first, p->kb * sizeof *a->shards) == 0;
 }
 
-cr_churn cr_table_churn(const cr_table *prev, const cr_table *next)
+cr_churn cr_table_churn_homed(const cr_table *prev, const cr_table *next,
+                              uint32_t (*home)(void *ctx, int64_t owner, uint32_t n_shards),
+                              void *ctx)
 {
-    cr_churn c = {0, 0, 0};
+    cr_churn c = {0, 0, 0, 0};
     size_t both = 0;
+    uint32_t shards = prev ? prev->n_shards : next->n_shards;
     for (size_t i = 0; i < next->n_placements; i++) {
         const cr_placement *p = &next->placements[i];
         const cr_placement *q = prev ? cr_table_find(prev, p->owner) : NULL;
         if (!q) {
             c.admitted_in++;
+            c.left_home += home && (p->kb != 1 || next->shards[p->first] !=
+                                                     home(ctx, p->owner, shards));
             continue;
         }
         both++;
@@ -111,6 +116,11 @@ cr_churn cr_table_churn(const cr_table *prev, const cr_table *next)
     }
     c.admitted_out = (prev ? prev->n_placements : 0) - both;
     return c;
+}
+
+cr_churn cr_table_churn(const cr_table *prev, const cr_table *next)
+{
+    return cr_table_churn_homed(prev, next, NULL, NULL);
 }
 
 void cr_fmt_double(char *buf, size_t len, double v)

@@ -75,32 +75,18 @@ static cr_status open_core(policy_state *s, cr_error *err)
     return s->core ? CR_OK : CR_EINVAL;
 }
 
-/* The owner's shards in t, or its home when t does not admit it (or
- * there is no table yet); *n of them. */
-static const uint32_t *shards_of(cr_core *core, const cr_table *t, int64_t owner,
-                                 uint32_t n_shards, uint32_t *fallback, uint32_t *n)
+static uint32_t home_of(void *ctx, int64_t owner, uint32_t n_shards)
 {
-    const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
-    if (p) {
-        *n = p->kb;
-        return cr_table_shards(t, p);
-    }
-    *fallback = cr_core_home_shard(core, owner, t ? cr_table_n_shards(t) : n_shards);
-    *n = 1;
-    return fallback;
+    return cr_core_home_shard(ctx, owner, n_shards);
 }
 
-static double changed_share(cr_core *core, const cr_table *old, const cr_table *now,
-                            uint32_t n_shards)
+/* The share of now's sessions whose shard set a replan changed (their
+ * cache moved): cr_table_churn_homed's moved + left_home over them. */
+static double changed_share(cr_core *core, const cr_table *old, const cr_table *now)
 {
-    size_t n = cr_table_n_placements(now), changed = 0;
-    for (size_t i = 0; i < n; i++) {
-        const cr_placement *p = cr_table_placement(now, i);
-        uint32_t fallback, kb;
-        const uint32_t *before = shards_of(core, old, p->owner, n_shards, &fallback, &kb);
-        changed += kb != p->kb || memcmp(before, cr_table_shards(now, p), kb * sizeof *before);
-    }
-    return n ? (double)changed / (double)n : 0.0;
+    size_t n = cr_table_n_placements(now);
+    cr_churn c = cr_table_churn_homed(old, now, home_of, core);
+    return n ? (double)(c.moved + c.left_home) / (double)n : 0.0;
 }
 
 static int grow_replans(policy_state *s)
@@ -130,8 +116,7 @@ static void note_install(policy_state *s)
         cr_core_plan_result_free(&now);
         return;
     }
-    s->changed[s->n_replans] =
-        changed_share(s->core, s->last.table, now.table, s->cfg.planner.n_shards);
+    s->changed[s->n_replans] = changed_share(s->core, s->last.table, now.table);
     s->at_s[s->n_replans++] = s->now_s;
     cr_core_plan_result_free(&s->last);
     s->last = now;

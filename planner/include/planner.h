@@ -199,6 +199,8 @@ typedef struct cr_churn {
     uint64_t moved;        /* admitted in both, with another shard set */
     uint64_t admitted_in;  /* admitted in next only */
     uint64_t admitted_out; /* admitted in prev only */
+    uint64_t left_home;    /* of admitted_in, placed elsewhere than {its home}
+                            * (cr_table_churn_homed; 0 otherwise) */
 } cr_churn;
 
 /* Compares the tables' placements by owner. prev NULL = an empty table
@@ -206,5 +208,13 @@ typedef struct cr_churn {
  * ids (a placement's shards ascend), so a table over another shard count
  * compares the same way. Pure; O(placements of next) expected. */
 cr_churn cr_table_churn(const cr_table *prev, const cr_table *next);
+
+/* cr_table_churn, and of the sessions admitted_in, those placed elsewhere
+ * than the one shard where they went unadmitted, home(ctx, owner,
+ * n_shards) over prev's shards (next's when prev is NULL): moved +
+ * left_home are the sessions whose cache a new table moves. */
+cr_churn cr_table_churn_homed(const cr_table *prev, const cr_table *next,
+                              uint32_t (*home)(void *ctx, int64_t owner, uint32_t n_shards),
+                              void *ctx);
 
 #endif
