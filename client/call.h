@@ -1,5 +1,5 @@
 /* Unary, server-streaming and bidirectional gRPC calls over the C core with protobuf-c messages (packed and
- * unpacked by proto/wire.h, which also names the status codes). */
+ * unpacked by wire/include/wire.h, which also names the status codes). */
 #ifndef CR_CLIENT_CALL_H
 #define CR_CLIENT_CALL_H
 

@@ -1,4 +1,4 @@
-/* The per-call arena requests decode into (server/arena.h): aligned,
+/* The per-call arena requests decode into (server/grpc/arena.h): aligned,
  * bounded (what it holds against what was asked of it, and what a thread
  * keeps between calls), one per thread and never shared by nested calls,
  * and a real request decoded into it matches the malloc decode. */

@@ -1,4 +1,4 @@
-/* server/authz.h: the Plan install predicate over every wire shape, and
+/* server/security/authz.h: the Plan install predicate over every wire shape, and
  * the admin token file's rules and comparison. */
 #include <grpc/grpc.h>
 #include <stdio.h>

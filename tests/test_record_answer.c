@@ -1,5 +1,5 @@
 /* RecordArrival's answer written straight from the core's routes
- * (server/record_answer.c) is byte for byte what protobuf-c packs from the
+ * (wire/record_answer.c) is byte for byte what protobuf-c packs from the
  * same RecordArrivalResponse: random owners (negative, 0, 10-byte), every
  * kind of double protobuf-c takes (0, -0.0, subnormals, infinities, NaNs,
  * random bit patterns), admitted 0, 1 and other non-zero ints, shards 0 to

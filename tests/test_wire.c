@@ -1,4 +1,4 @@
-/* The raw-bytes scanner of proto/wire_scan.c: entry counts and the string
+/* The raw-bytes scanner of wire/scan.c: entry counts and the string
  * check, on hand-made wire bytes of the real request types. */
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* cr_wire_split_pairs and cr_wire_split_varints (proto/wire_pairs.c)
+/* cr_wire_split_pairs and cr_wire_split_varints (wire/pairs.c)
  * against protobuf-c itself: on hand-made and seeded random PlanRequest and
  * RecordArrivalRequest encodings, well-formed and
  * mangled, whatever it accepts protobuf-c must accept with the same rates,

@@ -58,7 +58,7 @@
  * cr_replica_reload may run from any thread at any time between start and
  * stop. The process must ignore
  * SIGPIPE (hiredis writes to a socket Redis may have closed); the sidecar
- * does (server/signals.h). */
+ * does (server/grpc/signals.h). */
 #ifndef CR_REPLICA_H
 #define CR_REPLICA_H
 

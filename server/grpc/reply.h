@@ -62,7 +62,7 @@ static inline size_t cr_decode_limit(size_t max_message, size_t bytes_each)
     return max_message / bytes_each * CR_DECODE_RATIO;
 }
 
-/* cr_wire_encode (proto/wire.h) by its old name: packs msg into a malloc'd
+/* cr_wire_encode (wire/include/wire.h) by its old name: packs msg into a malloc'd
  * buffer; 0, or -1 when over max bytes (*len holds the size) or out of
  * memory. */
 static inline int cr_pack(const ProtobufCMessage *msg, size_t max, uint8_t **body, size_t *len)

@@ -214,7 +214,7 @@ grpc_status_code cr_call_final_status(int ok, int cancelled, grpc_status_code se
 #define CR_INLINE_MAX_BYTES (1 << 20)
 /* The debug "call started" line (once per call). */
 void cr_call_log_started(const cr_call *c);
-/* cr_wire_read (proto/wire.h) by its old name: bb whole in *out; 0, or -1. */
+/* cr_wire_read (wire/include/wire.h) by its old name: bb whole in *out; 0, or -1. */
 static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
 {
     return cr_wire_read(bb, out);

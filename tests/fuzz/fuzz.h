@@ -95,7 +95,7 @@ typedef struct cr_fuzz_method {
  * state. Returns 0 (libFuzzer's "keep going"). */
 int cr_fuzz_unary(const cr_fuzz_method *m, const uint8_t *data, size_t len);
 
-/* After a split (proto/wire_pairs.c) took the len bytes at data and left
+/* After a split (wire/pairs.c) took the len bytes at data and left
  * left bytes at rest for protobuf-c: checks that protobuf-c takes the rest
  * exactly when it takes the whole, and returns the whole d message when
  * both decode (the caller compares what the split took with it, then

@@ -1,4 +1,4 @@
-/* libFuzzer target for the state-file loader (core/state_format.c through
+/* libFuzzer target for the state-file loader (core/state/format.c through
  * cr_core_state_check): any bytes must give CR_OK or a clean error, never
  * a crash, a sanitizer report or an allocation the bytes do not justify.
  *
