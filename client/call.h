@@ -1,5 +1,6 @@
-/* Unary, server-streaming and bidirectional gRPC calls over the C core with protobuf-c messages (packed and
- * unpacked by wire/include/wire.h, which also names the status codes). */
+/* Unary, server-streaming and bidirectional gRPC calls over the C core with
+ * protobuf-c messages (packed and unpacked by wire.h, which also names the
+ * status codes). */
 #ifndef CR_CLIENT_CALL_H
 #define CR_CLIENT_CALL_H
 

@@ -234,7 +234,8 @@ static void test_over_max_unsure(void)
 /* The layout split_rates decodes PlanRequest.rates by, at the number wire.h names. */
 static void test_descriptor_agrees(void)
 {
-    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(PLAN, "rates");
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(PLAN, "rates");
     CU_ASSERT_FATAL(f && f->id == CR_WIRE_PLAN_RATES_FIELD &&
                     f->type == PROTOBUF_C_TYPE_MESSAGE && f->label == PROTOBUF_C_LABEL_REPEATED);
     const ProtobufCMessageDescriptor *r = f->descriptor;
