@@ -63,6 +63,8 @@ static cr_status valid_health_listen(const char *value, cr_error *err)
 
 #define AT(field) offsetof(cr_server_config, field)
 
+static const char *const RESERVATIONS[] = {"admins", "anyone", NULL}; /* cr_reservations' order */
+
 static const cr_option SERVER_ROWS[] = {
     {.name = "listen", .key = "listen", .type = CR_OPT_STRING, .offset = AT(listen),
      .def_text = "0.0.0.0:50051", .valid = valid_listen,
@@ -99,6 +101,11 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
      .offset = AT(admin_token_file), .def_text = "",
      .help = "file holding the bearer token allowed state-changing calls"},
+    {.name = "reservations", .key = "reservations", .type = CR_OPT_CHOICE,
+     .offset = AT(reservations), .def_text = "admins", .choices = RESERVATIONS,
+     .help = "once authorization is on (--admin-identity or --admin-token-file), who may make "
+             "SelectInjection reserve GPU and link time: admins (everyone else may dry-run) "
+             "or anyone"},
     {.name = "handshake-timeout", .key = "handshake_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(handshake_timeout_s), .def = 10, .min = 0, .max = 3600,
      .flags = CR_OPT_MIN_OPEN,

@@ -30,6 +30,7 @@ typedef struct cr_server_config {
     char **admin_identities;  /* --admin-identity, repeatable */
     size_t n_admin_identities;
     char *admin_token_file;   /* --admin-token-file path, "" = no token */
+    int reservations;         /* --reservations: cr_reservations */
     /* Bounds on what clients can make the server hold: connections,
      * streams, memory, calls and time (README, "Limits"). */
     double handshake_timeout_s;     /* --handshake-timeout */
@@ -50,6 +51,9 @@ typedef struct cr_server_config {
 } cr_server_config;
 
 extern const cr_option_table cr_server_options;
+
+/* --reservations, in its choices' order. */
+typedef enum cr_reservations { CR_RESERVATIONS_ADMINS, CR_RESERVATIONS_ANYONE } cr_reservations;
 
 #define CR_CONFIG_MAX_OPTIONS 96 /* rows over every composed table */
 

@@ -50,14 +50,22 @@ enum { N_METHODS = 16 };
 #define OPEN CR_ACCESS_OPEN, NULL, NULL
 #define ADMIN CR_ACCESS_ADMIN, NULL, NULL
 #define ADMIN_TO_INSTALL CR_ACCESS_ADMIN_IF, cr_authz_plan_installs, "with install=true"
+#define ADMIN_TO_RESERVE CR_ACCESS_ADMIN_IF, cr_authz_select_reserves, "with dry_run=false"
 
-static void method_table(sidecar *s, cr_method_spec out[N_METHODS])
+static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_METHODS])
 {
+    /* --reservations: who may make SelectInjection reserve (README, "Threat
+     * model"); the others may dry-run. */
+    const cr_method_spec select =
+        cfg->server.reservations == CR_RESERVATIONS_ANYONE
+            ? (cr_method_spec){SERVICE "SelectInjection", &cr_unary_kind, 0,
+                               cr_handle_select_injection, &s->handlers, OPEN}
+            : (cr_method_spec){SERVICE "SelectInjection", &cr_unary_kind, 0,
+                               cr_handle_select_injection, &s->handlers, ADMIN_TO_RESERVE};
     const cr_method_spec methods[N_METHODS] = {
         {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, &s->handlers, ADMIN_TO_INSTALL},
         {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers, OPEN},
-        {SERVICE "SelectInjection", &cr_unary_kind, 0, cr_handle_select_injection, &s->handlers,
-         OPEN},
+        select,
         {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers, OPEN},
         {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers, ADMIN},
         {SERVICE "GetNodeProfile", &cr_unary_kind, 0, cr_handle_get_node_profile, &s->handlers,
@@ -322,7 +330,7 @@ static int run(const cr_config *cfg, json_t *nofile)
                           ->id,
         .max_watchers = CR_WATCH_MAX_WATCHERS,
         .queue_len = CR_WATCH_QUEUE_LEN});
-    method_table(&s, methods);
+    method_table(&s, cfg, methods);
     for (size_t i = 0; i < N_METHODS; i++)
         paths[i] = methods[i].path;
     s.metrics = cr_metrics_new(paths, N_METHODS);

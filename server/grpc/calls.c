@@ -32,9 +32,18 @@ void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
     } else if (cr_wire_read(message, &req) != 0) {
         cr_reply_error(reply, GRPC_STATUS_INTERNAL, "cannot read the request message");
     } else {
-        if (cr_call_allowed(c, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req), reply))
+        if (cr_call_allowed(c, reply))
             c->method->spec.fn(c->method->spec.ctx, GRPC_SLICE_START_PTR(req),
                                GRPC_SLICE_LENGTH(req), reply);
+        if (reply->gate && !reply->gated && reply->status == GRPC_STATUS_OK) {
+            /* A handler that did not decode through reply.h: never answer
+             * as if authorized. */
+            free(reply->body);
+            reply->body = NULL;
+            cr_reply_error(reply, GRPC_STATUS_INTERNAL,
+                           "%s: authorization was not decided on the request",
+                           c->method->spec.path);
+        }
         grpc_slice_unref(req);
     }
 }

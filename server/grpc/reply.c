@@ -30,6 +30,8 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
                        d->name, len);
     else if (cr_wire_check_strings(d, bytes, n, &why) != 0)
         cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT, "%s", why.msg);
+    else if (out->gate && (out->gated = 1) && out->gate->admin_if(m))
+        cr_reply_needs_admin(out, out->gate, 1);
     else if (fn)
         fn(ctx, m, out);
     else

@@ -13,7 +13,8 @@
 /* Decodes data as type d and runs fn(ctx, message, out) on it, then frees
  * the message. A string field anywhere in it that is not UTF-8 or holds a
  * NUL gets INVALID_ARGUMENT naming the field path (cr_wire_check_strings),
- * malformed bytes INVALID_ARGUMENT naming the message type; no call then.
+ * malformed bytes INVALID_ARGUMENT naming the message type, a message
+ * out->gate's admin_if holds for PERMISSION_DENIED (rpc.h); no call then.
  * The message lives in the calling thread's arena (arena.h: no malloc per
  * element) and only until fn returns. Thread-safe; may nest (a nested call
  * decodes into an arena of its own). */

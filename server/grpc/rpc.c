@@ -199,19 +199,18 @@ void cr_call_observe(cr_call *c, grpc_status_code status)
                          "duration_ms", seconds * 1e3));
 }
 
-int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out)
+int cr_call_allowed(cr_call *c, cr_reply *out)
 {
     const cr_method_spec *m = &c->method->spec;
     const cr_rpc_options *o = &c->rpc->opt;
     if (!o->is_admin || m->access == CR_ACCESS_OPEN ||
-        (m->access == CR_ACCESS_ADMIN_IF && !m->admin_if(req, len)) ||
         o->is_admin(o->admin_ctx, c->call, &c->metadata))
         return 1;
-    int conditional = m->access == CR_ACCESS_ADMIN_IF && m->admin_when;
-    cr_reply_error(out, GRPC_STATUS_PERMISSION_DENIED,
-                   "%s%s%s needs an admin: a client certificate identity in --admin-identity, "
-                   "or the --admin-token-file token as 'authorization: Bearer' metadata",
-                   m->path, conditional ? " " : "", conditional ? m->admin_when : "");
+    if (m->access == CR_ACCESS_ADMIN_IF) { /* decided on the decoded request */
+        out->gate = m;
+        return 1;
+    }
+    cr_reply_needs_admin(out, m, 0);
     return 0;
 }
 
@@ -652,4 +651,13 @@ void cr_reply_error(cr_reply *r, grpc_status_code status, const char *fmt, ...)
     free(r->body);
     r->body = NULL;
     r->len = 0;
+}
+
+void cr_reply_needs_admin(cr_reply *out, const cr_method_spec *m, int conditional)
+{
+    conditional = conditional && m->admin_when;
+    cr_reply_error(out, GRPC_STATUS_PERMISSION_DENIED,
+                   "%s%s%s needs an admin: a client certificate identity in --admin-identity, "
+                   "or the --admin-token-file token as 'authorization: Bearer' metadata",
+                   m->path, conditional ? " " : "", conditional ? m->admin_when : "");
 }

@@ -11,6 +11,7 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 #include <jansson.h>
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,12 +23,23 @@ typedef struct cr_tag {
 
 #define CR_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-/* One reply: a status, a message for errors, and for OK a serialized body. */
+struct cr_method_spec;
+
+/* One reply: a status, a message for errors, and for OK a serialized body;
+ * and, set by the rpc layer before the handler runs, the gate its decoded
+ * request must pass. */
 typedef struct cr_reply {
     grpc_status_code status;
     char message[512];
     uint8_t *body; /* malloc'd; ownership passes to the rpc layer */
     size_t len;
+    /* Input: a CR_ACCESS_ADMIN_IF method called by a client that is not an
+     * admin (NULL otherwise). The request decoded for the handler (reply.h)
+     * is refused PERMISSION_DENIED when the method's admin_if holds for it,
+     * so authorization decides on exactly the message the handler acts on. */
+    const struct cr_method_spec *gate;
+    int gated; /* set when the gate was asked (reply.c): a gate never asked
+                * fails the call closed (calls.c) */
 } cr_reply;
 
 /* Turns one request message into one reply. ctx is the method's. Called on a
@@ -39,7 +51,8 @@ typedef struct cr_call_kind cr_call_kind;
 
 /* Who may call a method once authorization is on (cr_rpc_options.is_admin
  * set): anyone, admins only, or admins only when admin_if holds for the
- * request (Plan with install). Without is_admin every call is allowed. */
+ * decoded request (Plan with install, SelectInjection that reserves).
+ * Without is_admin every call is allowed. */
 typedef enum cr_access {
     CR_ACCESS_OPEN = 0,
     CR_ACCESS_ADMIN,
@@ -53,9 +66,10 @@ typedef struct cr_method_spec {
     cr_handler_fn fn;
     void *ctx;
     cr_access access;
-    /* CR_ACCESS_ADMIN_IF: 1 when this serialized request needs an admin;
-     * admin_when says which ("with install=true") in the denial. */
-    int (*admin_if)(const uint8_t *req, size_t len);
+    /* CR_ACCESS_ADMIN_IF: 1 when this request, as protobuf-c decoded it
+     * for the handler, needs an admin; admin_when says which ("with
+     * install=true") in the denial. */
+    int (*admin_if)(const ProtobufCMessage *m);
     const char *admin_when;
 } cr_method_spec;
 
@@ -199,9 +213,10 @@ struct cr_sweep *cr_rpc_stream_sweep(cr_rpc *rpc);
 double cr_rpc_clock(void); /* monotonic seconds */
 void cr_call_release(cr_call *c);                 /* unref the call and free c */
 void cr_call_observe(cr_call *c, grpc_status_code status);
-/* 1 when c may run with this request (see cr_access); otherwise 0 with out
- * set to PERMISSION_DENIED naming the method and what it needs. */
-int cr_call_allowed(cr_call *c, const uint8_t *req, size_t len, cr_reply *out);
+/* 1 when c may run (see cr_access), with out->gate set for a
+ * CR_ACCESS_ADMIN_IF method and a client that is not an admin; otherwise 0
+ * with out set to PERMISSION_DENIED naming the method and what it needs. */
+int cr_call_allowed(cr_call *c, cr_reply *out);
 /* Runs c's handler on one message (NULL: it is missing) once
  * cr_call_allowed lets it; reply (overwritten) is then OK or an error. */
 void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply);
@@ -219,6 +234,10 @@ static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
 {
     return cr_wire_read(bb, out);
 }
+/* PERMISSION_DENIED naming m's path, and with conditional its admin_when
+ * ("with install=true"), and how to be an admin. */
+void cr_reply_needs_admin(cr_reply *out, const cr_method_spec *m, int conditional);
+
 /* An OK reply's body as a byte buffer the caller owns (it takes r->body over,
  * leaving it NULL; no body gives an empty message); NULL unless r is OK. */
 grpc_byte_buffer *cr_reply_take_body(cr_reply *r);

@@ -1,6 +1,5 @@
 /* Admin checks (authz.h). */
 #include "authz.h"
-#include "wire.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -221,20 +220,12 @@ int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
 
 /* ---- requests that need an admin ---- */
 
-int cr_authz_plan_installs(const uint8_t *req, size_t len)
+int cr_authz_plan_installs(const ProtobufCMessage *m)
 {
-    const uint32_t field =
-        protobuf_c_message_descriptor_get_field_by_name(&cacheroute__v1__plan_request__descriptor,
-                                                        "install")
-            ->id;
-    if (len == 0) /* an empty message: req may be NULL */
-        return 0;
-    const uint8_t *p = req, *end = req + len;
-    int install = 0, got;
-    cr_wire_field f;
-    while ((got = cr_wire_next(&p, end, &f)) == 1) {
-        if (f.number == field)
-            install = f.type != 0 || f.varint != 0; /* a bool sent some other way: refuse */
-    }
-    return got < 0 ? 1 : install; /* malformed: fail closed */
+    return ((const Cacheroute__V1__PlanRequest *)m)->install != 0;
+}
+
+int cr_authz_select_reserves(const ProtobufCMessage *m)
+{
+    return !((const Cacheroute__V1__SelectInjectionRequest *)m)->dry_run;
 }

@@ -7,6 +7,7 @@
 #define CR_AUTHZ_H
 
 #include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,9 +51,11 @@ int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
 /* 1 when there is any way to be an admin (identities or a token). */
 int cr_authz_has_admins(const cr_authz *a);
 
-/* A cr_method_spec admin_if predicate for Plan: 1 when the serialized
- * PlanRequest asks to install (its last install field is true) or cannot
- * be read, 0 otherwise. Reads the wire format in place (no allocation). */
-int cr_authz_plan_installs(const uint8_t *req, size_t len);
+/* cr_method_spec admin_if predicates, asked of the request as protobuf-c
+ * decoded it for the handler (so never of bytes another reader might read
+ * otherwise): a PlanRequest that installs; a SelectInjectionRequest that
+ * reserves (not a dry run). Pure. */
+int cr_authz_plan_installs(const ProtobufCMessage *m);
+int cr_authz_select_reserves(const ProtobufCMessage *m);
 
 #endif

@@ -324,6 +324,10 @@ def guarded_calls():
             metadata=md, timeout=h.RPC_TIMEOUT)),
         Call("ClearReservations", lambda s, md: s.ClearReservations(
             P.cr.ClearReservationsRequest(), metadata=md, timeout=h.RPC_TIMEOUT)),
+        # --reservations admins, the default: reserving is an admin's.
+        Call("SelectInjection", lambda s, md: s.SelectInjection(
+            P.cr.SelectInjectionRequest(prompt_tokens=100, knowledge_tokens=100, dry_run=False),
+            metadata=md, timeout=h.RPC_TIMEOUT)),
     ]
 
 
@@ -378,6 +382,8 @@ class AuthzTest(unittest.TestCase):
         self.assertIn(h.SERVICE + call.name, cm.exception.details())
         if call.name == "Plan":
             self.assertIn("with install=true", cm.exception.details())
+        if call.name == "SelectInjection":
+            self.assertIn("with dry_run=false", cm.exception.details())
 
     def test_admin_identities(self):
         for client in ("admin_uri", "admin_dns", "admin_cn"):
@@ -488,6 +494,133 @@ class OpenAndTokenOnlyTest(unittest.TestCase):
         self.assertEqual(err["level"], "error")
         self.assertIn("empty token", err["error"])
         sc.assert_clean_exit(self)
+
+
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+PAST_64 = b"\x80" * 9 + b"\x02"   # a set bit past bit 64 (a scanner kept 64 bits)
+TOP_7E = b"\x80" * 9 + b"\x7e"
+LONG_ZERO = b"\x80" * 9 + b"\x00"  # ten bytes, every bit clear
+RATE = b"\x12\x0b\x08\x07\x11" + b"\x00" * 6 + b"\x14\x40"  # rates {owner 7, rate 5}
+
+
+def bool_encodings(key):
+    """(name, bytes) of field key's bool in every shape a reader may take
+    differently: overlong, past 64 bits, repeated (the last wins), unknown
+    fields before and after, a length-delimited form, malformed."""
+    k = bytes([key << 3])
+    return [
+        ("canonical true", k + b"\x01"),
+        ("canonical false", k + b"\x00"),
+        ("value 2", k + b"\x02"),
+        ("overlong 1", k + b"\x81\x00"),
+        ("ten-byte 1", k + b"\x81" + b"\x80" * 8 + b"\x00"),
+        ("past bit 64", k + PAST_64),
+        ("0x7e in the tenth byte", k + TOP_7E),
+        ("ten-byte 0", k + LONG_ZERO),
+        ("false then true", k + b"\x00" + k + b"\x01"),
+        ("true then false", k + b"\x01" + k + b"\x00"),
+        ("false then past bit 64", k + b"\x00" + k + PAST_64),
+        ("true then ten-byte 0", k + b"\x01" + k + LONG_ZERO),
+        ("unknown varint before", b"\xf8\x07\x01" + k + b"\x01"),
+        ("unknown bytes after", k + b"\x01" + b"\xfa\x07\x00"),
+        ("unknown field 2^29-1 before", b"\xf8\xff\xff\xff\x0f\x01" + k + b"\x01"),
+        ("length-delimited", bytes([key << 3 | 2]) + b"\x01\x01"),
+        ("eleven-byte varint", k + b"\x80" * 10 + b"\x01"),
+        ("split around a field", k + b"\x00" + b"\xf8\x07\x05" + k + b"\xff\x01"),
+    ]
+
+
+class EveryEncodingTest(unittest.TestCase):
+    """N1: a Plan whose install is a 10-byte varint with a bit past 64
+    installed a table without credentials: the admin check read the bytes
+    with its own scanner, protobuf-c read them otherwise. Every admin
+    method, every encoding of every field that makes it admin-only: without
+    credentials nothing changes; with them, what protobuf-c reads as
+    state-changing is what was refused."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.token = os.path.join(tempfile.mkdtemp(dir=PKI.dir), "token")
+        PKI.install(PKI.path("token"), cls.token)
+        cls.sc = h.Sidecar("--admin-token-file", cls.token, "--replan-interval", "0")
+        cls.ch = cls.sc.channel()
+        cls.sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[1, 2, 3]),
+                                    timeout=h.RPC_TIMEOUT)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sc.kill()
+
+    def call(self, method, body, md=()):
+        try:
+            self.ch.unary_unary(h.SERVICE + method)(body, metadata=md, timeout=h.RPC_TIMEOUT)
+            return grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            return e.code()
+
+    def generation(self):
+        return self.sc.stub().RecordArrival(
+            P.cr.RecordArrivalRequest(owners=[1], weights=[1e-300]),
+            timeout=h.RPC_TIMEOUT).table_generation
+
+    def test_plan_install(self):
+        denied = 0
+        for name, enc in bool_encodings(4):
+            for body in (b"\x18\x01" + enc, RATE + enc):
+                before = self.generation()
+                anon = self.call("Plan", body)
+                self.assertEqual(self.generation(), before, (name, body.hex()))
+                self.assertIn(anon, (grpc.StatusCode.OK, grpc.StatusCode.PERMISSION_DENIED,
+                                     grpc.StatusCode.INVALID_ARGUMENT), name)
+                admin = self.call("Plan", body, BEARER)
+                installed = self.generation() > before
+                self.assertEqual(admin == grpc.StatusCode.OK, anon != grpc.StatusCode.INVALID_ARGUMENT,
+                                 name)
+                # Refused without credentials exactly when it installs with them.
+                self.assertEqual(anon == grpc.StatusCode.PERMISSION_DENIED, installed,
+                                 (name, body.hex(), anon, admin))
+                denied += installed
+        self.assertGreaterEqual(denied, 20)
+        # The red team's bodies, by name.
+        for body in (RATE + b"\x20" + PAST_64, RATE + b"\x20" + TOP_7E,
+                     RATE + b"\x20\x00\x20" + PAST_64):
+            self.assertEqual(self.call("Plan", body), grpc.StatusCode.PERMISSION_DENIED)
+
+    def test_select_injection_reserve(self):
+        base = varint(2 << 3) + varint(100) + varint(3 << 3) + varint(100)
+        denied = 0
+        for i, (name, enc) in enumerate(bool_encodings(7)):
+            rid = ("enc-%02d" % i).encode()
+            body = b"\x0a" + bytes([len(rid)]) + rid + base + enc
+            anon = self.call("SelectInjection", body)
+            admin = self.call("SelectInjection", body, BEARER)
+            reserved = admin == grpc.StatusCode.OK and self.call(
+                "GetDecision", b"\x0a" + bytes([len(rid)]) + rid) == grpc.StatusCode.OK
+            # A dry run keeps no receipt: a receipt says it reserved.
+            self.assertEqual(anon == grpc.StatusCode.PERMISSION_DENIED, reserved,
+                             (name, body.hex(), anon, admin))
+            denied += reserved
+        self.assertGreaterEqual(denied, 4)
+        # Without the field at all it reserves: an admin's.
+        self.assertEqual(self.call("SelectInjection", base), grpc.StatusCode.PERMISSION_DENIED)
+
+    def test_admin_only_methods_any_body(self):
+        bodies = [b"", b"\x08\x01", b"\x08" + PAST_64, b"\xf8\x07\x01", b"\x0a\x00",
+                  b"\x12\x01x", b"\x08\x01\x08\x02"]
+        for method in ("Forget", "ReportOutcome", "ClearReservations"):
+            for body in bodies:
+                self.assertEqual(self.call(method, body), grpc.StatusCode.PERMISSION_DENIED,
+                                 (method, body.hex()))
 
 
 if __name__ == "__main__":
