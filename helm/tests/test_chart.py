@@ -30,7 +30,7 @@ SIDECAR_FLAGS = [
     "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval", "receipts",
     "replan", "max-imbalance", "admit-hysteresis", "route-by", "load-bound", "inflight-ttl",
     "inflight-max", "state-file", "snapshot-interval",
-    "metrics-listen", "log-level",
+    "metrics-listen", "log-level", "reservations",
     "handshake-timeout", "max-connection-idle", "max-connection-age", "max-connection-age-grace",
     "max-concurrent-streams", "memory-quota-bytes", "max-calls-per-method", "max-arrivals-per-call",
     "request-deadline",
@@ -55,6 +55,7 @@ SIDECAR_FLAGS = [
 # purpose: the test checks the chart against this list.
 CONFIG_FLAGS = {
     "threads": "threads",
+    "reservations": "reservations",
     "maxMessageBytes": "max-message-bytes",
     "shutdownGrace": "shutdown-grace",
     "replanInterval": "replan-interval",

@@ -173,6 +173,7 @@ separately.
 - probeInterval=probe-interval
 - nics=nic
 - adminIdentities=admin-identity
+- reservations=reservations
 {{- end }}
 
 {{/*
