@@ -64,6 +64,7 @@ static cr_status valid_health_listen(const char *value, cr_error *err)
 #define AT(field) offsetof(cr_server_config, field)
 
 static const char *const RESERVATIONS[] = {"admins", "anyone", NULL}; /* cr_reservations' order */
+static const char *const COMPRESSED[] = {"refuse", "inflate", NULL};
 
 static const cr_option SERVER_ROWS[] = {
     {.name = "listen", .key = "listen", .type = CR_OPT_STRING, .offset = AT(listen),
@@ -106,6 +107,12 @@ static const cr_option SERVER_ROWS[] = {
      .help = "once authorization is on (--admin-identity or --admin-token-file), who may make "
              "SelectInjection reserve GPU and link time: admins (everyone else may dry-run) "
              "or anyone"},
+    {.name = "compressed-requests", .key = "compressed_requests", .type = CR_OPT_CHOICE,
+     .offset = AT(compressed_requests), .def_text = "refuse", .choices = COMPRESSED,
+     .help = "requests sent with grpc-encoding gzip or deflate: refuse (UNIMPLEMENTED: a few "
+             "KB could inflate to --max-message-bytes) or inflate (each to at most "
+             "--max-message-bytes, and at once at most a quarter of --memory-quota-bytes at "
+             "that size; more are RESOURCE_EXHAUSTED)"},
     {.name = "handshake-timeout", .key = "handshake_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(handshake_timeout_s), .def = 10, .min = 0, .max = 3600,
      .flags = CR_OPT_MIN_OPEN,
@@ -211,6 +218,8 @@ static void set_defaults(cr_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cr_compose_defaults(&cr_config_composition, cfg);
     cfg->core.probe.nic_sample_s = SIDECAR_NIC_SAMPLE_S;
+    cfg->memory_limit = cr_memory_limit();
+    cr_memory_defaults(&cfg->server, cfg->memory_limit); /* before variables and flags */
 }
 
 /* One bad variable, into the warning line's list. */

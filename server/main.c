@@ -28,6 +28,8 @@
  * return; then the process ends without them (README: the sidecar exits
  * within the grace + 1 s, this and the final snapshot included). */
 #define SHUTDOWN_MARGIN_S 0.5
+/* The whole exit, teardown included, within the grace and this. */
+#define EXIT_WITHIN_GRACE_S 0.9
 
 /* What the sidecar serves; each handler's ctx is filled before serving. */
 typedef struct sidecar {
@@ -94,10 +96,33 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
+/* The bounds on what clients can make the sidecar hold, added up, against
+ * the cgroup's memory limit: past it, clients could get the process killed
+ * before any bound refused them. */
+static void warn_memory(const cr_config *cfg, int check_config)
+{
+    uint64_t need = cr_memory_bounds(cfg), limit = cfg->memory_limit;
+    if (!limit || need <= limit)
+        return;
+    const char *why = "the bounds on what clients can make the sidecar hold add up past the "
+                      "cgroup memory limit: lower --memory-quota-bytes, "
+                      "--max-pending-reply-bytes, --max-owners, --receipts or --inflight-max";
+    if (check_config)
+        fprintf(stderr, "cacheroute-sidecar: warning: %s (%llu bytes, limit %llu)\n", why,
+                (unsigned long long)need, (unsigned long long)limit);
+    else
+        cr_log(CR_LOG_WARN, "memory bounds past the limit",
+               json_pack("{s:s,s:I,s:I}", "why", why, "bounds_bytes", (json_int_t)need,
+                         "limit_bytes", (json_int_t)limit));
+}
+
 static void log_config(const cr_config *c, const sidecar *s, int port, int metrics_port,
                        int health_port)
 {
     json_t *fields = cr_config_json(c);
+    json_object_set_new(fields, "memory_limit_bytes",
+                        c->memory_limit ? json_integer((json_int_t)c->memory_limit)
+                                        : json_null());
     json_object_set_new(fields, "port", json_integer(port));
     json_object_set_new(fields, "metrics_port", json_integer(metrics_port));
     json_object_set_new(fields, "health_port", json_integer(health_port));
@@ -199,6 +224,8 @@ static void snapshot_now(void *ctx)
 static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
 {
     int sig = cr_signals_wait(&s->signals);
+    /* README: the process exits within the grace + 1 s of the signal. */
+    double exit_by = cr_mono_s() + cfg->server.shutdown_grace_s + EXIT_WITHIN_GRACE_S;
     cr_log(CR_LOG_INFO, "shutting down",
            json_pack("{s:s,s:f,s:I}", "signal", cr_signal_name(sig), "grace_s",
                      cfg->server.shutdown_grace_s, "in_flight", (json_int_t)cr_rpc_in_flight(rpc)));
@@ -213,6 +240,7 @@ static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
     cr_rpc_free(rpc);
     cr_core_stop(s->handlers.core); /* the replanner, then the final snapshot */
     cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
+    cr_exit_watchdog(exit_by); /* the state is saved: what is left may be cut short */
 }
 
 static cr_rpc_limits rpc_limits(const cr_server_config *sc)
@@ -270,7 +298,9 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     cr_rpc_options opt = {.listen = sc->listen, .threads = (int)sc->threads,
                           .max_message_bytes = sc->max_message_bytes, .observe = observe_rpc,
                           .observe_ctx = s->metrics, .limits = rpc_limits(sc),
-                          .own_lane_prefix = HEALTH};
+                          .own_lane_prefix = HEALTH,
+                          .accept_compressed = sc->compressed_requests == 1,
+                          .max_inflating = sc->memory_quota_bytes / 4 / sc->max_message_bytes};
     cr_security_apply(&s->security, &opt);
     int failed = 0;
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, &err);
@@ -376,6 +406,7 @@ int main(int argc, char **argv)
     cr_error e;
     int rc = cr_config_load(&cfg, argc, argv, &e);
     if (rc == 2) { /* --check-config */
+        warn_memory(&cfg, 1);
         json_t *j = cr_config_json(&cfg);
         json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         putchar('\n');
@@ -386,6 +417,7 @@ int main(int argc, char **argv)
     if (rc == 0) {
         cr_log_set_level(cfg.server.log_level);
         cr_log_capture_grpc();
+        warn_memory(&cfg, 0);
         json_t *nofile = raise_nofile();
         rc = run(&cfg, nofile);
         json_decref(nofile);
@@ -393,5 +425,6 @@ int main(int argc, char **argv)
         rc = rc < 0 ? 2 : 0;
     }
     cr_config_free(&cfg);
+    cr_exit_watchdog_disarm();
     return rc;
 }

@@ -30,7 +30,7 @@ SIDECAR_FLAGS = [
     "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval", "receipts",
     "replan", "max-imbalance", "admit-hysteresis", "route-by", "load-bound", "inflight-ttl",
     "inflight-max", "state-file", "snapshot-interval",
-    "metrics-listen", "log-level", "reservations",
+    "metrics-listen", "log-level", "reservations", "compressed-requests",
     "handshake-timeout", "max-connection-idle", "max-connection-age", "max-connection-age-grace",
     "max-concurrent-streams", "memory-quota-bytes", "max-calls-per-method", "max-arrivals-per-call",
     "request-deadline",
@@ -56,6 +56,7 @@ SIDECAR_FLAGS = [
 CONFIG_FLAGS = {
     "threads": "threads",
     "reservations": "reservations",
+    "compressedRequests": "compressed-requests",
     "maxMessageBytes": "max-message-bytes",
     "shutdownGrace": "shutdown-grace",
     "replanInterval": "replan-interval",

@@ -26,11 +26,12 @@ typedef struct unary_call {
 void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
 {
     grpc_slice req;
+    int read;
     memset(reply, 0, sizeof *reply);
     if (!message) {
         cr_reply_error(reply, GRPC_STATUS_INVALID_ARGUMENT, "missing request message");
-    } else if (cr_wire_read(message, &req) != 0) {
-        cr_reply_error(reply, GRPC_STATUS_INTERNAL, "cannot read the request message");
+    } else if ((read = cr_rpc_read_request(c->rpc, message, &req, reply)) < 0) {
+        /* refused: reply says why */
     } else {
         if (cr_call_allowed(c, reply))
             c->method->spec.fn(c->method->spec.ctx, GRPC_SLICE_START_PTR(req),
@@ -44,7 +45,7 @@ void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply)
                            "%s: authorization was not decided on the request",
                            c->method->spec.path);
         }
-        grpc_slice_unref(req);
+        cr_rpc_request_done(c->rpc, req, read);
     }
 }
 

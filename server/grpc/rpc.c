@@ -77,6 +77,7 @@ struct cr_rpc {
     _Atomic long *method_calls;  /* the same, per method */
     _Atomic long refused;        /* over max_calls_per_method */
     _Atomic long pending_reply;  /* bytes of unary answers out, not yet read */
+    _Atomic long inflating;      /* compressed requests inflated and not yet handled */
 };
 
 /* The workers' queues and the own lane's (cr_method_spec.own_lane). */
@@ -370,7 +371,7 @@ static size_t limit_args(const cr_rpc_limits *l, grpc_resource_quota *quota, grp
 
 static grpc_server *create_server(const cr_rpc_options *opt, grpc_resource_quota *quota)
 {
-    grpc_arg args[3 + LIMIT_ARGS];
+    grpc_arg args[4 + LIMIT_ARGS];
     args[0].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = (int)opt->max_message_bytes;
@@ -381,7 +382,10 @@ static grpc_server *create_server(const cr_rpc_options *opt, grpc_resource_quota
     args[2].type = GRPC_ARG_INTEGER;
     args[2].key = GRPC_ARG_ALLOW_REUSEPORT;
     args[2].value.integer = 0;
-    grpc_channel_args chargs = {3 + limit_args(&opt->limits, quota, args + 3), args};
+    /* Core would inflate a compressed request whole before any limit
+     * applies: compressed requests reach cr_rpc_read_request as they came. */
+    args[3] = int_arg(GRPC_ARG_ENABLE_PER_MESSAGE_DECOMPRESSION, 0);
+    grpc_channel_args chargs = {4 + limit_args(&opt->limits, quota, args + 4), args};
     return grpc_server_create(&chargs, NULL);
 }
 
@@ -660,4 +664,48 @@ void cr_reply_needs_admin(cr_reply *out, const cr_method_spec *m, int conditiona
                    "%s%s%s needs an admin: a client certificate identity in --admin-identity, "
                    "or the --admin-token-file token as 'authorization: Bearer' metadata",
                    m->path, conditional ? " " : "", conditional ? m->admin_when : "");
+}
+
+int cr_rpc_read_request(cr_rpc *rpc, grpc_byte_buffer *bb, grpc_slice *out, cr_reply *reply)
+{
+    if (cr_wire_compression(bb) == GRPC_COMPRESS_NONE) {
+        if (cr_wire_read(bb, out) == 0)
+            return 0;
+        cr_reply_error(reply, GRPC_STATUS_INTERNAL, "cannot read the request message");
+        return -1;
+    }
+    const char *name = "?";
+    grpc_compression_algorithm_name(cr_wire_compression(bb), &name);
+    if (!rpc->opt.accept_compressed) {
+        cr_reply_error(reply, GRPC_STATUS_UNIMPLEMENTED,
+                       "grpc-encoding %s: compressed requests are refused; send them "
+                       "uncompressed, or start the sidecar with --compressed-requests inflate",
+                       name);
+        return -1;
+    }
+    long max = rpc->opt.max_inflating > 0 ? rpc->opt.max_inflating : 1;
+    if (atomic_fetch_add(&rpc->inflating, 1) >= max) {
+        atomic_fetch_sub(&rpc->inflating, 1);
+        cr_reply_error(reply, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                       "%ld compressed requests are being inflated already, the most a "
+                       "quarter of --memory-quota-bytes holds at --max-message-bytes each",
+                       max);
+        return -1;
+    }
+    cr_error err;
+    if (cr_wire_inflate(bb, (size_t)rpc->opt.max_message_bytes, out, &err) == 0)
+        return 1;
+    atomic_fetch_sub(&rpc->inflating, 1);
+    cr_reply_error(reply, err.msg[0] && strstr(err.msg, "inflates past")
+                              ? GRPC_STATUS_RESOURCE_EXHAUSTED
+                              : GRPC_STATUS_INVALID_ARGUMENT,
+                   "%s", err.msg);
+    return -1;
+}
+
+void cr_rpc_request_done(cr_rpc *rpc, grpc_slice req, int read)
+{
+    grpc_slice_unref(req);
+    if (read == 1)
+        atomic_fetch_sub(&rpc->inflating, 1);
 }

@@ -156,6 +156,12 @@ typedef struct cr_rpc_options {
      * handlers must be quick. The lane's queue does no I/O: the workers
      * read its calls between theirs. */
     const char *own_lane_prefix;
+    /* Compressed requests (grpc-encoding gzip or deflate): refused
+     * UNIMPLEMENTED, or with accept_compressed inflated by us, at most
+     * max_message_bytes each and max_inflating at once (gRPC core's own
+     * inflating is off: it has no bound). */
+    int accept_compressed;
+    long max_inflating;
 } cr_rpc_options;
 
 /* Binds, registers the methods (specs must outlive the server) and starts
@@ -217,6 +223,12 @@ void cr_call_observe(cr_call *c, grpc_status_code status);
  * CR_ACCESS_ADMIN_IF method and a client that is not an admin; otherwise 0
  * with out set to PERMISSION_DENIED naming the method and what it needs. */
 int cr_call_allowed(cr_call *c, cr_reply *out);
+/* One request message, whole, in *out: 0 read as it came (uncompressed),
+ * 1 inflated (see cr_rpc_options.accept_compressed), -1 refused with reply
+ * set. Give it back with cr_rpc_request_done(rpc, *out, what it returned)
+ * once the handler is done with it. */
+int cr_rpc_read_request(cr_rpc *rpc, grpc_byte_buffer *bb, grpc_slice *out, cr_reply *reply);
+void cr_rpc_request_done(cr_rpc *rpc, grpc_slice req, int read);
 /* Runs c's handler on one message (NULL: it is missing) once
  * cr_call_allowed lets it; reply (overwritten) is then OK or an error. */
 void cr_call_handle(cr_call *c, grpc_byte_buffer *message, cr_reply *reply);

@@ -1,7 +1,11 @@
 #include "signals.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -14,17 +18,34 @@ static const struct {
     {SIGTERM, "SIGTERM", -1, NULL},
     {SIGINT, "SIGINT", -1, NULL},
     {SIGQUIT, "SIGQUIT", -1, NULL},
+    /* Every other signal whose default is to end the process and that no
+     * fault raises: a stray one (an alarm, a CPU or file limit, a power
+     * event) drains as SIGTERM does instead of killing mid-write. */
+    {SIGALRM, "SIGALRM", -1, NULL},
+    {SIGVTALRM, "SIGVTALRM", -1, NULL},
+    {SIGPROF, "SIGPROF", -1, NULL},
+    {SIGXCPU, "SIGXCPU", -1, NULL},
+    {SIGXFSZ, "SIGXFSZ", -1, NULL},
+    {SIGIO, "SIGIO", -1, NULL},
+    {SIGPWR, "SIGPWR", -1, NULL},
+    {SIGSTKFLT, "SIGSTKFLT", -1, NULL},
     {SIGHUP, "SIGHUP", CR_SIGNAL_RELOAD, "reload"},
     {SIGUSR1, "SIGUSR1", CR_SIGNAL_SNAPSHOT, "snapshot"},
     {SIGUSR2, "SIGUSR2", CR_SIGNAL_STATS, "stats"},
 };
 #define N_SIGNALS (sizeof SIGNALS / sizeof SIGNALS[0])
 
+/* The real-time signals the C library leaves to programs end the process
+ * by default too: they drain, named "SIGRTMIN+n". */
+static int realtime(int sig) { return sig >= SIGRTMIN && sig <= SIGRTMAX; }
+
 static void signal_set(sigset_t *set)
 {
     sigemptyset(set);
     for (size_t i = 0; i < N_SIGNALS; i++)
         sigaddset(set, SIGNALS[i].sig);
+    for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+        sigaddset(set, sig);
 }
 
 void cr_signals_block(void)
@@ -49,10 +70,14 @@ int cr_signals_on(cr_signal_hooks *h, cr_signal_event ev, const char *name, cr_s
 
 const char *cr_signal_name(int sig)
 {
+    static char rt[64][16]; /* by the main thread, the one that waits */
     for (size_t i = 0; i < N_SIGNALS; i++)
         if (SIGNALS[i].sig == sig)
             return SIGNALS[i].name;
-    return "unknown";
+    if (!realtime(sig) || sig - SIGRTMIN >= 64)
+        return "unknown";
+    snprintf(rt[sig - SIGRTMIN], sizeof rt[0], "SIGRTMIN+%d", sig - SIGRTMIN);
+    return rt[sig - SIGRTMIN];
 }
 
 /* Logs the event with the names of its hooks, then runs them in order. */
@@ -76,6 +101,8 @@ int cr_signals_wait(const cr_signal_hooks *h)
         int sig = 0;
         if (sigwait(&set, &sig) != 0)
             continue;
+        if (realtime(sig))
+            return sig;
         for (size_t i = 0; i < N_SIGNALS; i++) {
             if (SIGNALS[i].sig != sig)
                 continue;
@@ -85,3 +112,40 @@ int cr_signals_wait(const cr_signal_hooks *h)
         }
     }
 }
+
+/* ---- the exit watchdog ---- */
+
+static double watchdog_at; /* written before the thread starts */
+static atomic_int watchdog_off;
+
+static void *watchdog(void *arg)
+{
+    (void)arg;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double left = watchdog_at - ((double)now.tv_sec + (double)now.tv_nsec * 1e-9);
+    if (left > 0) {
+        struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+    if (atomic_load(&watchdog_off))
+        return NULL; /* the teardown finished: the process is ending on its own */
+    cr_log(CR_LOG_WARN, "exiting: the teardown outlived the grace + 1 s", NULL);
+    _exit(0);
+    return NULL;
+}
+
+void cr_exit_watchdog(double at_mono_s)
+{
+    pthread_t t;
+    pthread_attr_t a;
+    watchdog_at = at_mono_s;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, watchdog, NULL) != 0)
+        cr_log(CR_LOG_WARN, "cannot start the exit watchdog", NULL);
+    pthread_attr_destroy(&a);
+}
+
+void cr_exit_watchdog_disarm(void) { atomic_store(&watchdog_off, 1); }

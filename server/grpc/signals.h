@@ -2,7 +2,11 @@
  * with sigwait (every thread, gRPC's included, has them blocked), so none
  * can kill the process without a drain:
  *
- *   SIGTERM, SIGINT, SIGQUIT  drain and exit (cr_signals_wait returns)
+ *   SIGTERM, SIGINT, SIGQUIT  drain and exit (cr_signals_wait returns);
+ *                             so do SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU,
+ *                             SIGXFSZ, SIGIO, SIGPWR, SIGSTKFLT and the
+ *                             real-time signals, whose default would end
+ *                             the process without one
  *   SIGHUP                    reload: run the reload hooks (certificates,
  *                             the admin token, the Redis password)
  *   SIGUSR1                   snapshot: run the snapshot hooks (state file)
@@ -51,7 +55,16 @@ int cr_signals_on(cr_signal_hooks *h, cr_signal_event ev, const char *name, cr_s
  * running its hooks, until one that ends the process; returns that one. */
 int cr_signals_wait(const cr_signal_hooks *h);
 
-/* "SIGTERM" */
+/* "SIGTERM", "SIGRTMIN+3" */
 const char *cr_signal_name(int sig);
+
+/* Ends the process with _exit(0) at at_mono_s (cr_mono_s time) unless it
+ * has ended by then: armed once the state is saved, so no teardown step
+ * (gRPC core's own shutdown waits on its pollers) can outlive the promised
+ * exit. Call once. */
+void cr_exit_watchdog(double at_mono_s);
+/* The teardown is done: the watchdog lets the process end on its own (a
+ * sanitizer's report at exit included). */
+void cr_exit_watchdog_disarm(void);
 
 #endif

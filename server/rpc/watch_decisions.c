@@ -199,13 +199,17 @@ const char *cr_watch_request_error(const cr_watch_hub *h, const uint8_t *req, si
 static const char *bad_request(const cr_call *c, const cr_watch_hub *h, cr_error *err)
 {
     grpc_slice req;
+    cr_reply refused = {0};
     if (!c->payload)
         return "missing request message";
-    if (cr_wire_read(c->payload, &req) != 0)
-        return "cannot read the request message";
+    int read = cr_rpc_read_request(c->rpc, c->payload, &req, &refused);
+    if (read < 0) {
+        cr_fail(err, CR_EINVAL, "%s", refused.message);
+        return err->msg;
+    }
     const char *bad =
         cr_watch_request_error(h, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req), err);
-    grpc_slice_unref(req);
+    cr_rpc_request_done(c->rpc, req, read);
     return bad;
 }
 

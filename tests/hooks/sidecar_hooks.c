@@ -6,10 +6,13 @@
  * the production binary has no way to reach them.
  *   CACHEROUTE_TEST_SNAPSHOT_STALL_S  seconds a snapshot sleeps half-written
  *   CACHEROUTE_TEST_CLOCK_SKEW_S      seconds added to a replica's wall clock
- *   CACHEROUTE_TEST_MERGE_DEMAND_S    a merged GetRates' merge demand */
+ *   CACHEROUTE_TEST_MERGE_DEMAND_S    a merged GetRates' merge demand
+ *   CACHEROUTE_TEST_CGROUP_ROOT,      a cgroup hierarchy and the process's own
+ *   CACHEROUTE_TEST_SELF_CGROUP       cgroups file, both given or neither */
 #include <stdlib.h>
 
 #include "common.h"
+#include "config_test.h"
 #include "core_test.h"
 #include "replica_test.h"
 
@@ -26,4 +29,8 @@ __attribute__((constructor)) static void set_hooks(void)
     cr_core_test_snapshot_stall(seconds("CACHEROUTE_TEST_SNAPSHOT_STALL_S"));
     cr_replica_test_clock_skew(seconds("CACHEROUTE_TEST_CLOCK_SKEW_S"));
     cr_replica_test_merge_demand(seconds("CACHEROUTE_TEST_MERGE_DEMAND_S"));
+    const char *root = getenv("CACHEROUTE_TEST_CGROUP_ROOT");
+    const char *self = getenv("CACHEROUTE_TEST_SELF_CGROUP");
+    if (root && self)
+        cr_config_test_cgroup(root, self);
 }

@@ -314,8 +314,9 @@ class Sidecar:
         if report:
             return "sanitizer report from the sidecar:\n%s" % report
         if rc != 0:
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
             return "sidecar exit code %s after %s (want 0); stderr:\n%s" % (
-                rc, signal.Signals(sig).name, self.stderr_text())
+                rc, name, self.stderr_text())
         with self._cond:
             stray = list(self.stray)
         if stray:
@@ -555,7 +556,9 @@ def run_sidecar(*argv, env=None, timeout=20):
     """Runs the sidecar expecting it to exit by itself (bad config, --help);
     returns CompletedProcess with text out/err. A sidecar that starts serving
     instead is killed at the timeout and reported."""
-    p = subprocess.Popen([ARGS.sidecar] + list(argv), stdin=subprocess.DEVNULL,
+    hooked = any(k.startswith("CACHEROUTE_TEST_") for k in (env or {}))
+    p = subprocess.Popen([ARGS.sidecar_hooked if hooked else ARGS.sidecar] + list(argv),
+                         stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(env),
                          universal_newlines=True, preexec_fn=_die_with_parent)
     try:

@@ -344,6 +344,51 @@ class AbuseTest(h.SidecarTestCase):
 
     # ---- 7. strings ----
 
+    def gzip_flood(self, sc, n, body):
+        """n concurrent anonymous GetNodeProfile calls of body, gzip-compressed
+        on the wire: their status codes, and what the sidecar spent."""
+        import threading
+        ch = grpc.insecure_channel(sc.target, compression=grpc.Compression.Gzip)
+        self.addCleanup(ch.close)
+        codes = []
+        def one():
+            try:
+                h.raw_call(ch, h.SERVICE + "GetNodeProfile", body, timeout=120)
+                codes.append(grpc.StatusCode.OK)
+            except grpc.RpcError as e:
+                codes.append(e.code())
+        with Spent(sc) as spent:
+            threads = [threading.Thread(target=one) for _ in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(180)
+        return codes, spent
+
+    def test_gzip_cannot_amplify(self):
+        # N3: 16 concurrent anonymous GetNodeProfile calls, 61 KB of gzip each
+        # on the wire and 60 MiB inflated (an unknown field of zeros), raised
+        # the sidecar's memory by 1.2 GB.
+        body = field(15, 2, b"\0" * (60 << 20))
+        sc = self.start_sidecar(*MODEL)
+        codes, spent = self.gzip_flood(sc, 16, body)
+        self.assertEqual(codes, [grpc.StatusCode.UNIMPLEMENTED] * 16)
+        self.assertLess(spent.hwm_mb, 64, spent.hwm_mb)  # refused without inflating
+        sc.assert_clean_exit(self)
+        # Inflated on request: each within --max-message-bytes, at once at
+        # most a quarter of --memory-quota-bytes at that size (here 1).
+        sc = self.start_sidecar(*MODEL, "--compressed-requests", "inflate",
+                                "--memory-quota-bytes", str(256 << 20))
+        codes, spent = self.gzip_flood(sc, 16, body)
+        self.assertTrue(set(codes) <= {grpc.StatusCode.OK, EXHAUSTED}, codes)
+        self.assertIn(grpc.StatusCode.OK, codes)
+        self.assertLess(spent.hwm_mb, 400, spent.hwm_mb)  # 1.2 GB before
+        over = field(15, 2, b"\0" * (65 << 20))  # inflates past the 64 MiB limit
+        codes, _ = self.gzip_flood(sc, 1, over)
+        self.assertEqual(codes, [EXHAUSTED])
+        sc.stub().GetStats(P.cr.GetStatsRequest(), timeout=h.RPC_TIMEOUT)
+        sc.assert_clean_exit(self)
+
     def test_invalid_utf8_and_nul_are_named(self):
         ch = self.sidecar.channel()
         before = self.receipts_made()

@@ -3,8 +3,11 @@ import concurrent.futures
 import json
 import os
 import re
+import shutil
 import socket
 import sys
+import tempfile
+import unittest
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -291,6 +294,81 @@ class ConfigTest(h.SidecarTestCase):
         # --check-config does validate it.
         p = h.run_sidecar("--check-config", env={"CACHEROUTE_N_SHARDS": "0"})
         self.assertOneLineError(p, "CACHEROUTE_N_SHARDS", "--n-shards")
+
+
+
+class MemoryLimitTest(unittest.TestCase):
+    """N4: the defaults (--max-pending-reply-bytes 2 GiB, --memory-quota-bytes
+    4 GiB) exceeded the chart's 1 GiB memory limit, so about 140 small calls
+    that never read their answers OOM-killed the pod. Under a cgroup limit
+    the defaults fit it, and --check-config warns when the bounds add up
+    past it. The cgroup is a fake one the test build reads (tests/hooks/)."""
+
+    def cgroup(self, limit, v1=False):
+        d = tempfile.mkdtemp(prefix="cr-it-cgroup-")
+        self.addCleanup(shutil.rmtree, d, True)
+        if v1:
+            os.makedirs(os.path.join(d, "memory", "kubepods", "pod1"))
+            with open(os.path.join(d, "memory", "kubepods", "memory.limit_in_bytes"), "w") as f:
+                f.write("%d\n" % limit)
+            with open(os.path.join(d, "memory", "kubepods", "pod1",
+                                   "memory.limit_in_bytes"), "w") as f:
+                f.write("9223372036854771712\n")  # unlimited: the parent's counts
+            own = "12:memory:/kubepods/pod1\n"
+        else:
+            os.makedirs(os.path.join(d, "pod"))
+            with open(os.path.join(d, "pod", "memory.max"), "w") as f:
+                f.write("%d\n" % limit)
+            own = "0::/pod\n"
+        with open(os.path.join(d, "self"), "w") as f:
+            f.write(own)
+        return {"CACHEROUTE_TEST_CGROUP_ROOT": d,
+                "CACHEROUTE_TEST_SELF_CGROUP": os.path.join(d, "self")}
+
+    def check(self, *flags, env=None):
+        p = h.run_sidecar("--check-config", *flags, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout), p.stderr
+
+    def test_defaults_fit_the_limit(self):
+        gib = 1 << 30
+        for v1 in (False, True):
+            cfg, err = self.check(env=self.cgroup(gib, v1=v1))
+            self.assertEqual(cfg["memory_quota_bytes"], gib // 4)
+            self.assertEqual(cfg["max_pending_reply_bytes"], gib // 4)
+            self.assertEqual(cfg["max_message_bytes"], 64 << 20)
+            self.assertEqual(err, "")  # the defaults fit: no warning
+        # A smaller pod: the message limit comes down too.
+        cfg, _ = self.check(env=self.cgroup(256 << 20))
+        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_message_bytes"]),
+                         (64 << 20, 32 << 20))
+        # Flags and variables still win, and say where they came from.
+        env = self.cgroup(gib)
+        env["CACHEROUTE_MAX_PENDING_REPLY_BYTES"] = str(128 << 20)
+        cfg, _ = self.check("--memory-quota-bytes", str(512 << 20), env=env)
+        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_pending_reply_bytes"]),
+                         (512 << 20, 128 << 20))
+        sources = {o["flag"]: o["source"] for o in cfg["options"]}
+        self.assertEqual((sources["memory-quota-bytes"], sources["max-pending-reply-bytes"],
+                          sources["max-message-bytes"]), ("flag", "env", "default"))
+        # No limit (the real cgroup of this test, or none): the old defaults.
+        cfg, _ = self.check(env=self.cgroup(0))
+        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_pending_reply_bytes"]),
+                         (4 << 30, 2 << 30))
+
+    def test_warns_when_the_bounds_add_up_past_the_limit(self):
+        cfg, err = self.check("--max-owners", "20000000", env=self.cgroup(1 << 30))
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertTrue(err.startswith("cacheroute-sidecar: warning: the bounds"), err)
+        self.assertIn("past the cgroup memory limit", err)
+        self.assertIn("limit 1073741824", err)
+        # Serving, it says so once in the log.
+        sc = h.Sidecar("--max-owners", "20000000", env=self.cgroup(1 << 30))
+        self.addCleanup(sc.kill)
+        warns = sc.find_events(lambda e: e.get("msg") == "memory bounds past the limit")
+        self.assertEqual(len(warns), 1)
+        self.assertEqual(sc.config["memory_limit_bytes"], 1 << 30)
+        sc.assert_clean_exit(self)
 
 
 if __name__ == "__main__":

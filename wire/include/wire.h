@@ -17,6 +17,7 @@
 #define CR_WIRE_H
 
 #include <grpc/byte_buffer.h>
+#include <grpc/compression.h>
 #include <grpc/slice.h>
 #include <grpc/status.h>
 #include <protobuf-c/protobuf-c.h>
@@ -63,6 +64,17 @@ int cr_wire_pack(const ProtobufCMessage *msg, size_t max, grpc_byte_buffer **out
  * Returns 0, or -1 (*out untouched) when bb is NULL or cannot be read (a
  * compressed message that does not decompress). */
 int cr_wire_read(grpc_byte_buffer *bb, grpc_slice *out);
+
+/* The algorithm bb arrived compressed with (GRPC_COMPRESS_NONE: none),
+ * when gRPC core's own decompression is off. */
+grpc_compression_algorithm cr_wire_compression(const grpc_byte_buffer *bb);
+
+/* A compressed bb (gzip or deflate) inflated into one new slice *out (the
+ * caller unrefs it), stopping as soon as more than max bytes would come
+ * out: 0, or -1 with err (CR_ENOMEM past max or out of memory, CR_EINVAL
+ * for another algorithm or bytes that do not inflate). Memory: at most max
+ * bytes and zlib's 44 KiB. (inflate.c) */
+int cr_wire_inflate(const grpc_byte_buffer *bb, size_t max, grpc_slice *out, cr_error *err);
 
 /* Parses the whole of bb (which stays the caller's) as a message of type.
  * Returns the new message (the caller's: protobuf_c_message_free_unpacked(m,

@@ -174,6 +174,7 @@ separately.
 - nics=nic
 - adminIdentities=admin-identity
 - reservations=reservations
+- compressedRequests=compressed-requests
 {{- end }}
 
 {{/*
