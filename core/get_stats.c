@@ -35,6 +35,7 @@ void cr_core_loop_stats_read(cr_core *c, cr_loop_stats *out, cr_loop_shard_stats
         cr_receipts_stats(c->receipts, out);
     cr_loop_figures_read(c->figures, core_now(c), out, shards, max_shards);
     out->n_gpus = cr_core_gpu_count(c);
+    out->reservations_expired = cr_injector_expired(c->injector);
     for (uint32_t g = 0; g < max_gpus && g < out->n_gpus; g++)
         cr_injector_calibration(c->injector, g, &gpus[g]);
 }

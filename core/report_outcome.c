@@ -143,6 +143,8 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
                 cr_receipts_update(c->receipts, o->request_id, cr_receipt_apply_outcome, &at, &r);
     if (d.matched && c->hooks.receipted)
         c->hooks.receipted(c->hooks.ctx, &r);
+    if (d.matched) /* its reservation was served: it no longer expires */
+        cr_injector_confirm(c->injector, r.gpu, r.decision.reservation);
     cr_inject_observation ob;
     cr_error err;
     int observable = observation_of(o, d.matched ? &r : NULL, b->now, &ob);
@@ -151,7 +153,8 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     if (d.matched)
         judged(b, &r, &d);
     unsigned here = CR_OUT_OWNER | CR_OUT_SHARD;
-    int released = (o->has & here) == here && cr_router_release(c->router, o->owner, o->shard, b->now);
+    int released =
+        (o->has & here) == here && cr_router_release(c->router, o->owner, o->shard, b->now);
     d.rejected = !d.matched && !observable && !d.has_tokens && !released;
     if (d.rejected)
         rejection(o, i, out);

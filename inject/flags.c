@@ -103,10 +103,17 @@ static const cr_option ROWS[] = {
      .offset = AT(max_reservation_ms), .def = 600000, .min = 0, .max = 1e9,
      .flags = CR_OPT_MIN_OPEN,
      .help = "most GPU prefill or link transfer ms one SelectInjection may reserve"},
+    /* A GPU's queue past ten minutes is no queue a decision can trust, and
+     * the bound is what a flood of reservations can make every later
+     * decision see. */
     {.name = "reservation-horizon-s", .key = "reservation_horizon_s", .type = CR_OPT_DOUBLE,
-     .offset = AT(reservation_horizon_s), .def = 86400, .min = 0, .max = 1e7,
+     .offset = AT(reservation_horizon_s), .def = 600, .min = 0, .max = 1e7,
      .flags = CR_OPT_MIN_OPEN,
      .help = "how far past now a GPU's or a link's reservations may reach, in seconds"},
+    {.name = "reservation-confirm-s", .key = "reservation_confirm_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(reservation_confirm_s), .def = 30, .min = 0, .max = 86400,
+     .help = "a GPU reservation that no ReportOutcome for its request_id confirms by its "
+             "predicted end plus this many seconds gives its time back; 0 = never"},
 };
 
 static void defaults(void *cfg) { cr_inject_config_default(cfg); }

@@ -68,6 +68,8 @@ void cr_injector_free(cr_injector *inj)
         return;
     pthread_mutex_destroy(&inj->lock);
     cr_link_table_free(&inj->links);
+    for (int g = 0; g < CR_PROBE_MAX_GPUS; g++)
+        cr_pending_free(&inj->gpu_pending[g]);
     free(inj->cfg.kv_sources);
     free(inj);
 }
@@ -104,14 +106,50 @@ cr_inject_link cr_injector_link_prior(const cr_injector *inj, const cr_inject_mo
 /* The link carries the bytes for transfer - rtt; the rtt is latency that
  * overlaps the next transfer. */
 static void reserve(cr_injector *inj, const cr_inject_request *req, const cr_inject_link *links,
-                    const cr_inject_response *out, double now_ms)
+                    cr_inject_response *out, double now_ms)
 {
     int kv = out->mode == CR_INJECT_KV_CACHE;
-    double *gpu = &inj->gpu_busy_until_ms[req->gpu];
-    *gpu = fmax(*gpu, now_ms) + (kv ? out->kv.prefill_ms : out->text.prefill_ms);
+    double *gpu = &inj->gpu_busy_until_ms[req->gpu], back;
+    double ms = kv ? out->kv.prefill_ms : out->text.prefill_ms;
+    *gpu = fmax(*gpu, now_ms) + ms;
+    if (inj->cfg.reservation_confirm_s > 0) {
+        out->reservation = cr_pending_add(&inj->gpu_pending[req->gpu], *gpu, ms, &back);
+        *gpu -= back;
+    }
     if (kv)
         cr_link_table_reserve(&inj->links, out->source, now_ms,
                               out->kv.transfer_ms - links[out->source_index].rtt_ms);
+}
+
+/* Under the lock: reservations of gpu no outcome confirmed by their
+ * predicted end + --reservation-confirm-s give their time back. */
+void cr_injector_expire(cr_injector *inj, uint32_t gpu, double now_ms)
+{
+    if (inj->cfg.reservation_confirm_s <= 0)
+        return;
+    double back = cr_pending_expire(&inj->gpu_pending[gpu], now_ms,
+                                    inj->cfg.reservation_confirm_s * 1e3);
+    if (back > 0)
+        inj->gpu_busy_until_ms[gpu] -= back;
+}
+
+void cr_injector_confirm(cr_injector *inj, uint32_t gpu, uint64_t reservation)
+{
+    if (gpu >= CR_PROBE_MAX_GPUS || !reservation)
+        return;
+    pthread_mutex_lock(&inj->lock);
+    cr_pending_confirm(&inj->gpu_pending[gpu], reservation);
+    pthread_mutex_unlock(&inj->lock);
+}
+
+uint64_t cr_injector_expired(cr_injector *inj)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&inj->lock);
+    for (int g = 0; g < CR_PROBE_MAX_GPUS; g++)
+        n += inj->gpu_pending[g].expired;
+    pthread_mutex_unlock(&inj->lock);
+    return n;
 }
 
 /* Under the lock: the caps on what reserve() would add (see
@@ -180,6 +218,7 @@ cr_status cr_inject_select(cr_injector *inj, const cr_node_snapshot *snap,
 
     pthread_mutex_lock(&inj->lock);
     cr_calibration_apply(inj, req->gpu, &m, &labels);
+    cr_injector_expire(inj, req->gpu, now_ms);
     double w = req->has_queue_wait ? req->queue_wait_ms
                                    : fmax(0, inj->gpu_busy_until_ms[req->gpu] - now_ms);
     track_links(inj, req, &m, now_ms, links);
@@ -231,8 +270,10 @@ cr_status cr_injector_clear(cr_injector *inj, const cr_node_snapshot *snap,
     int all = !which->has_gpu && !which->source;
     pthread_mutex_lock(&inj->lock);
     for (uint32_t g = 0; g < CR_PROBE_MAX_GPUS; g++) {
-        if (all || (which->has_gpu && g == which->gpu))
+        if (all || (which->has_gpu && g == which->gpu)) {
             clear_timeline(&inj->gpu_busy_until_ms[g], now_ms, out, &out->gpus);
+            cr_pending_free(&inj->gpu_pending[g]); /* nothing left to expire */
+        }
     }
     if (all || which->source)
         clear_links(&inj->links, which->source, now_ms, out);

@@ -118,11 +118,42 @@ typedef struct cr_gpu_calibration {
     cr_fit h2d;            /* load_fixed, ms per byte */
 } cr_gpu_calibration;
 
+/* ---- pending.c: a GPU's reservations not yet confirmed ---- */
+
+#define CR_PENDING_CAP 1024 /* per GPU; past it the oldest is no longer tracked */
+
+typedef struct cr_pending_item {
+    double end_ms;     /* predicted end, when made */
+    double ms;         /* the time it reserved */
+    double shifted_at; /* cr_pending.shifted_ms when made */
+    int confirmed;     /* an outcome came for it */
+} cr_pending_item;
+
+typedef struct cr_pending {
+    cr_pending_item *ring; /* CR_PENDING_CAP, allocated at the first add */
+    uint32_t head, n;
+    uint64_t head_seq;     /* the seq of ring[head] */
+    double shifted_ms;     /* time given back so far: later ends move earlier */
+    uint64_t expired;      /* reservations expired unconfirmed */
+} cr_pending;
+
+void cr_pending_free(cr_pending *p);
+/* Tracks a reservation of ms ending at end_ms; its id (0: not tracked, out
+ * of memory). When full the oldest stops being tracked (it keeps its time:
+ * *back is 0, kept for the callers' one shape). */
+uint64_t cr_pending_add(cr_pending *p, double end_ms, double ms, double *back);
+/* The reservation id was served: it no longer expires. */
+void cr_pending_confirm(cr_pending *p, uint64_t id);
+/* Pops what is done (confirmed) or expired (unconfirmed past its end plus
+ * margin_ms at now_ms); returns the time expired ones give back. */
+double cr_pending_expire(cr_pending *p, double now_ms, double margin_ms);
+
 struct cr_injector {
     cr_inject_config cfg; /* kv_sources: our own copy, sorted by name */
     cr_fit_params fit;
     pthread_mutex_t lock; /* guards everything below */
     double gpu_busy_until_ms[CR_PROBE_MAX_GPUS];
+    cr_pending gpu_pending[CR_PROBE_MAX_GPUS]; /* unconfirmed reservations */
     cr_gpu_calibration gpus[CR_PROBE_MAX_GPUS];
     cr_link_table links;
 };
@@ -140,5 +171,9 @@ void cr_calibration_apply(cr_injector *inj, uint32_t gpu, cr_inject_model *m,
 void cr_calibration_link(const cr_link_entry *e, const cr_inject_model *m, cr_inject_link *link);
 /* Starts every GPU's calibration at the unprobed model. */
 void cr_calibration_init(cr_injector *inj);
+
+/* injector.c: under the lock, gives gpu's timeline back what its
+ * unconfirmed reservations held past their end + the margin. */
+void cr_injector_expire(cr_injector *inj, uint32_t gpu, double now_ms);
 
 #endif

@@ -615,7 +615,13 @@ static void test_link_table_bound(void)
                              .n_sources = 1,
                              .has_queue_wait = 1,
                              .queue_wait_ms = 0};
-    cr_injector *inj = hand_injector();
+    /* 4097 decisions' GPU prefills stack past the default 600 s horizon:
+     * not what this test is about. */
+    const char *flags[sizeof HAND_FLAGS / sizeof HAND_FLAGS[0] + 2];
+    memcpy(flags, HAND_FLAGS, sizeof HAND_FLAGS);
+    flags[sizeof HAND_FLAGS / sizeof HAND_FLAGS[0]] = "--reservation-horizon-s";
+    flags[sizeof HAND_FLAGS / sizeof HAND_FLAGS[0] + 1] = "86400";
+    cr_injector *inj = injector_with(flags, sizeof flags / sizeof flags[0]);
     /* Each name's link is busy for 1125 ms from now = i / 1000 ms. */
     for (int i = 0; i <= CR_INJECT_MAX_LINKS; i++) {
         snprintf(names[i], sizeof names[i], "src-%d", i);
@@ -823,6 +829,7 @@ static void test_concurrent_select(void)
     cr_error err;
     cr_inject_config_default(&cfg);
     set_flags(&cfg, flags, 2);
+    cfg.reservation_horizon_s = 86400; /* the workers stack far past the default */
     cr_injector *inj = cr_injector_new(&cfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(inj);
     pthread_t th[TEXT_THREADS + KV_THREADS];
@@ -1317,7 +1324,8 @@ static void test_concurrent_observe(void)
     static worker selectors[KV_THREADS];
     observer observers[4];
     pthread_t th[4 + KV_THREADS];
-    cr_injector *inj = injector_with(NULL, 0);
+    static const char *const far[] = {"--reservation-horizon-s", "86400"}; /* they stack */
+    cr_injector *inj = injector_with(far, 2);
     for (uint32_t t = 0; t < 4; t++) {
         observers[t] = (observer){inj, t, 0};
         pthread_create(&th[t], NULL, observe_worker, &observers[t]);

@@ -124,6 +124,8 @@ typedef struct cr_inject_config {
     uint32_t calibration_min_samples; /* --calibration-min-samples */
     double max_reservation_ms;     /* --max-reservation-ms: one decision's GPU or link time */
     double reservation_horizon_s;  /* --reservation-horizon-s: how far ahead a timeline reaches */
+    double reservation_confirm_s;  /* --reservation-confirm-s: a reservation no outcome confirms
+                                    * by its predicted end + this gives its time back; 0 = never */
     unsigned set; /* CR_INJECT_SET_*: the table's set word */
 } cr_inject_config;
 
@@ -275,6 +277,9 @@ typedef struct cr_inject_response {
      * when the margin or the link penalty kept the faster path from winning. */
     double saving_ms;
     cr_inject_reason reason;
+    /* The GPU reservation this decision made, for cr_injector_confirm; 0
+     * for none (a dry run, or --reservation-confirm-s 0). */
+    uint64_t reservation;
 } cr_inject_response;
 
 /* One source's link as the decision sees it. */
@@ -349,6 +354,14 @@ typedef struct cr_inject_cleared {
     uint32_t gpus, links; /* timelines that held reserved time at now_ms */
     double ms;            /* the reserved time dropped, summed over them */
 } cr_inject_cleared;
+
+/* A decision's GPU reservation (cr_inject_response.reservation) was
+ * served: an outcome confirmed it, so it no longer expires. Unknown ids
+ * (expired, cleared, 0) are ignored. Thread-safe. */
+void cr_injector_confirm(cr_injector *inj, uint32_t gpu, uint64_t reservation);
+
+/* GPU reservations expired unconfirmed so far (--reservation-confirm-s). */
+uint64_t cr_injector_expired(cr_injector *inj);
 
 /* Drops the pending reservations of the timelines which names, as of now_ms:
  * later decisions see those GPUs and links idle (calibration is kept). For

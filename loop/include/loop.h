@@ -153,6 +153,7 @@ typedef struct cr_loop_stats {
     /* outcomes */
     uint64_t outcomes_accepted, outcomes_matched, outcomes_rejected;
     uint64_t observations; /* fed to cr_injector_observe */
+    uint64_t reservations_expired; /* GPU reservations no outcome confirmed in time */
     /* Served prompt tokens, [admitted][cache]: admitted 0 = false, 1 =
      * true; cache 0 = miss (prompt - cached), 1 = hit (cached). The
      * counters of cacheroute_served_prompt_tokens_total. */

@@ -258,6 +258,10 @@ static void receipt_gauges(const cr_loop_stats *st, cr_page *p)
     cr_observe_single(p, "cacheroute_calibration_observations_total", "counter",
                       "Outcome measurements fed to the cost model's calibration.",
                       (double)st->observations);
+    cr_observe_single(p, "cacheroute_reservations_expired_total", "counter",
+                      "GPU reservations no ReportOutcome confirmed by their predicted end plus "
+                      "--reservation-confirm-s: their time given back.",
+                      (double)st->reservations_expired);
 }
 
 static void watch_gauges(cr_watch_hub *hub, cr_page *p)

@@ -284,6 +284,41 @@ class AbuseTest(h.SidecarTestCase):
         self.assertLessEqual(self.queue_wait(stub), 4000.0)
         sc.assert_clean_exit(self)
 
+    def test_a_flood_of_reservations_cannot_poison_the_queue(self):
+        # N5: 145 anonymous non-dry-run SelectInjection calls of 567,688
+        # prompt tokens (0.01 s in all) made every later decision see a 24 h
+        # GPU queue until an admin cleared it.
+        sc = self.start_sidecar(*MODEL)
+        stub = sc.stub()
+        refused = 0
+        for _ in range(145):
+            try:
+                self.select(stub, prompt_tokens=50_000)  # ~ 5.5 s of prefill each
+            except grpc.RpcError as e:
+                self.assertEqual(e.code(), EXHAUSTED)
+                refused += 1
+        self.assertGreater(refused, 0)
+        self.assertLessEqual(self.queue_wait(stub), 600_000.0)  # the 600 s horizon
+        sc.assert_clean_exit(self)
+        # Reservations no outcome confirms give their time back once past
+        # their predicted end and the margin: the stack behind the first
+        # falls with it.
+        sc = self.start_sidecar(*MODEL, "--reservation-confirm-s", "0.2")
+        stub = sc.stub()
+        one = prefill(9000)  # ~1 s
+        for _ in range(10):
+            self.select(stub, prompt_tokens=9000)
+        self.assertGreater(self.queue_wait(stub), 8 * one)
+        time.sleep((one + 400) / 1e3)
+        self.assertEqual(self.queue_wait(stub), 0.0)  # ~8.5 s before
+        # One an outcome confirmed keeps its place (it was served).
+        self.select(stub, prompt_tokens=9000, request_id="served")
+        self.select(stub, prompt_tokens=9000)
+        stub.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[
+            P.cr.Outcome(request_id="served", prefill_ms=one)]), timeout=h.RPC_TIMEOUT)
+        self.assertGreater(self.queue_wait(stub), one)
+        sc.assert_clean_exit(self)
+
     def test_clear_reservations(self):
         sc = self.start_sidecar(*MODEL)
         stub = sc.stub()

@@ -170,6 +170,7 @@ separately.
 - calibrationMinSamples=calibration-min-samples
 - maxReservationMs=max-reservation-ms
 - reservationHorizonS=reservation-horizon-s
+- reservationConfirmS=reservation-confirm-s
 - probeInterval=probe-interval
 - nics=nic
 - adminIdentities=admin-identity
