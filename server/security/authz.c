@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grpc/grpc_security.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "filesig.h"
@@ -23,6 +26,7 @@ struct cr_authz {
     int mu_ready;
     cr_filesig token_sig;           /* when the token was last read */
     unsigned char token_digest[32]; /* SHA-256 of the token */
+    int revoked;                    /* the file is gone: no token is accepted */
 };
 
 static void sha256(const void *data, size_t len, unsigned char out[32])
@@ -36,13 +40,31 @@ static void sha256(const void *data, size_t len, unsigned char out[32])
 static int read_token(const char *path, unsigned char digest[32], cr_error *err)
 {
     char buf[CR_AUTHZ_MAX_TOKEN_BYTES + 2];
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* O_NONBLOCK: a FIFO opens at once (and fstat refuses it). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         cr_fail(err, CR_EINVAL, "--admin-token-file %s: cannot read: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return -1;
     }
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
+    /* Readable by others is how a Kubernetes Secret volume mounts it (0644,
+     * the container its boundary); writable by others would let anyone set
+     * the token. */
+    const char *bad = !S_ISREG(st.st_mode) ? "it must be a regular file"
+                      : (st.st_mode & 022) ? "it is writable by group or others: anyone could "
+                                             "set the token"
+                                           : NULL;
+    if (bad) {
+        close(fd);
+        cr_fail(err, CR_EINVAL, "--admin-token-file %s: %s (mode 0%o)", path, bad,
+                (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    ssize_t got = read(fd, buf, sizeof buf);
+    close(fd);
+    size_t n = got > 0 ? (size_t)got : 0;
     while (n > 0 && isspace((unsigned char)buf[n - 1]))
         n--;
     const char *why = n == 0                         ? "empty token"
@@ -68,7 +90,8 @@ static int reload_locked(cr_authz *a, cr_error *err)
     cr_filesig_read(a->token_path, &a->token_sig);
     if (read_token(a->token_path, d, err) != 0)
         return -1;
-    int changed = memcmp(d, a->token_digest, sizeof d) != 0;
+    int changed = memcmp(d, a->token_digest, sizeof d) != 0 || a->revoked;
+    a->revoked = 0;
     memcpy(a->token_digest, d, sizeof d);
     OPENSSL_cleanse(d, sizeof d);
     return changed;
@@ -83,14 +106,23 @@ static void log_reload(int rc, const char *why)
                json_pack("{s:s}", "error", why));
 }
 
-/* A rotated token file (a Secret update) is read before the next check. */
+/* A rotated token file (a Secret update) is read before the next check; a
+ * deleted one revokes the token until a file is back. */
 static void refresh_locked(cr_authz *a)
 {
     cr_filesig now;
     cr_error why;
     cr_filesig_read(a->token_path, &now);
-    if (!cr_filesig_same(&now, &a->token_sig))
-        log_reload(reload_locked(a, &why), why.msg);
+    if (cr_filesig_same(&now, &a->token_sig))
+        return;
+    if (now.missing) {
+        a->token_sig = now;
+        a->revoked = 1;
+        cr_log(CR_LOG_WARN, "admin token file gone: no token is accepted until it is back",
+               json_pack("{s:s}", "file", a->token_path));
+        return;
+    }
+    log_reload(reload_locked(a, &why), why.msg);
 }
 
 int cr_authz_reload(cr_authz *a, cr_error *err)
@@ -195,8 +227,11 @@ static int token_is_admin(cr_authz *a, const grpc_metadata_array *md)
         return 0;
     pthread_mutex_lock(&a->mu);
     refresh_locked(a);
+    int revoked = a->revoked;
     memcpy(want, a->token_digest, sizeof want);
     pthread_mutex_unlock(&a->mu);
+    if (revoked)
+        return 0;
     for (size_t i = 0; i < md->count; i++) {
         const grpc_metadata *m = &md->metadata[i];
         const char *v = (const char *)GRPC_SLICE_START_PTR(m->value);

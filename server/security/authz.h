@@ -27,11 +27,14 @@ typedef struct cr_authz_config {
 /* Copies the identities and reads the token: the file's bytes without
  * trailing whitespace, 1..CR_AUTHZ_MAX_TOKEN_BYTES of them, printable
  * ASCII without spaces (it travels in an HTTP/2 header). Keeps only the
- * token's SHA-256. Returns NULL with err naming --admin-token-file, the
- * file and the problem. A token file replaced or rewritten later (its
- * inode, size or mtime changed) is read again before the next token check;
- * one that fails the rules is refused (logged at error) and the previous
- * token stays. */
+ * token's SHA-256. The file must be a regular file not writable by group
+ * or others (readable is fine: a Kubernetes Secret volume mounts 0644).
+ * Returns NULL with err naming --admin-token-file, the file and the
+ * problem. A token file replaced or rewritten later (its inode, size or
+ * mtime changed) is read again before the next token check; one that fails
+ * the rules is refused (logged at error) and the previous token stays. A
+ * deleted one revokes the token (logged at warn): no token is accepted
+ * until a file is back. */
 cr_authz *cr_authz_new(const cr_authz_config *c, cr_error *err);
 void cr_authz_free(cr_authz *a);
 

@@ -495,6 +495,61 @@ class OpenAndTokenOnlyTest(unittest.TestCase):
         self.assertIn("empty token", err["error"])
         sc.assert_clean_exit(self)
 
+    def test_deleted_token_file_revokes_the_token(self):
+        # Deleting the token file used to leave the old token valid.
+        token = os.path.join(tempfile.mkdtemp(dir=PKI.dir), "token")
+        PKI.install(PKI.path("token"), token)
+        os.chmod(token, 0o600)
+        sc = h.Sidecar("--admin-token-file", token)
+        self.addCleanup(sc.kill)
+        stub = sc.stub()
+        forget = guarded_calls()[1]
+        forget.fn(stub, BEARER)
+        os.unlink(token)
+        with self.assertRaises(grpc.RpcError) as cm:
+            forget.fn(stub, BEARER)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        ev = sc.wait_for(lambda e: e.get("msg", "").startswith("admin token file gone"), 10)
+        self.assertEqual(ev["level"], "warn")
+        # Back (a Secret re-created): accepted again.
+        PKI.install(PKI.path("token"), token)
+        os.chmod(token, 0o600)
+        forget.fn(stub, BEARER)
+        sc.assert_clean_exit(self)
+
+    def test_token_file_writable_by_others_is_refused(self):
+        # A token file others may write was accepted without a word; one
+        # others may only read (a Secret volume's 0644) still is.
+        token = os.path.join(tempfile.mkdtemp(dir=PKI.dir), "token")
+        PKI.install(PKI.path("token"), token)
+        for mode in (0o666, 0o620, 0o602):
+            os.chmod(token, mode)
+            p = h.run_sidecar("--admin-token-file", token, "--listen", "127.0.0.1:0")
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("writable by group or others", p.stderr)
+        os.chmod(token, 0o644)
+        sc = h.Sidecar("--admin-token-file", token)
+        self.addCleanup(sc.kill)
+        guarded_calls()[1].fn(sc.stub(), BEARER)
+        # Made writable later: refused at the next check, the token stays.
+        os.chmod(token, 0o666)
+        with open(token, "a") as f:
+            f.write("\n")  # a new size: read again
+        guarded_calls()[1].fn(sc.stub(), BEARER)
+        err = sc.wait_for(lambda e: e.get("msg", "").startswith("admin token file refused"), 10)
+        self.assertIn("writable by group or others", err["error"])
+        sc.assert_clean_exit(self)
+
+    def test_fifo_token_file_refused_at_once(self):
+        # N9: a FIFO as --admin-token-file blocked the start forever.
+        fifo = os.path.join(tempfile.mkdtemp(dir=PKI.dir), "token")
+        os.mkfifo(fifo)
+        t0 = time.monotonic()
+        p = h.run_sidecar("--admin-token-file", fifo, "--listen", "127.0.0.1:0", timeout=10)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("must be a regular file", p.stderr)
+
 
 
 def varint(v):
