@@ -59,8 +59,9 @@ long long cr_script_publish(cr_link *l, const cr_publish_keys *k, const uint8_t 
 /* ---- notify.c: the wait between syncs ---- */
 
 struct cr_replica;
-/* Waits until until (cr_mono_s), a stop or a notification: 1 for a
- * notification (a table was published: fetch it now), else 0. */
+/* Waits until until (cr_mono_s), a wake (cr_replica_wake: a stop, or work
+ * asked for now) or a notification: 1 for a notification (a table was
+ * published: fetch it now), -1 for a wake, else 0. */
 int cr_replica_wait(struct cr_replica *r, double until);
 int cr_replica_wake_open(struct cr_replica *r); /* 0, or -1 */
 void cr_replica_wake(struct cr_replica *r);     /* cuts the wait short */
@@ -103,6 +104,7 @@ struct cr_replica {
     cr_replica_stats stats;
     double last_push_mono;
     double merged_wanted_until;
+    pthread_cond_t merged_cond; /* broadcast when a merge lands (lead.c) */
     cr_merged merged;
     char down_why[CR_ERRLEN];
 };

@@ -125,6 +125,7 @@ static int merge(cr_replica *r, double wall)
     pthread_mutex_lock(&r->lock);
     free(r->merged.rates);
     r->merged = (cr_merged){rates, k, wall};
+    pthread_cond_broadcast(&r->merged_cond);
     r->stats.merge_seconds = cr_mono_s() - t0;
     r->stats.merges++;
     r->stats.replicas_seen = live;

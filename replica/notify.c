@@ -48,8 +48,14 @@ int cr_replica_wait(cr_replica *r, double until)
     int ms = left > 0 ? (int)(left * 1e3) + 1 : 0;
     if (!sub && ms > 100)
         ms = 100; /* retry the subscription soon */
-    if (poll(p, sub ? 2 : 1, ms) <= 0 || (p[0].revents & POLLIN))
+    if (poll(p, sub ? 2 : 1, ms) <= 0)
         return 0;
+    if (p[0].revents & POLLIN) { /* woken: stop, or work asked for now */
+        char b;
+        if (read(r->wake_fd[0], &b, 1) < 0) { /* drained by another wait: fine */
+        }
+        return -1;
+    }
     return sub && p[1].revents ? read_messages(r) : 0;
 }
 

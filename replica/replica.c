@@ -73,9 +73,13 @@ static void *run(void *arg)
         double until = cr_mono_s() + period_of(r);
         if (until > next_push)
             until = next_push;
-        while (cr_mono_s() < until && !stopping(r))
-            if (cr_replica_wait(r, until) && !r->stats.leader && r->link.ctx)
+        while (cr_mono_s() < until && !stopping(r)) {
+            int got = cr_replica_wait(r, until);
+            if (got < 0)
+                break; /* woken: a sync now (a merged GetRates waits for one) */
+            if (got && !r->stats.leader && r->link.ctx)
                 cr_replica_fetch_table(r);
+        }
     }
     return NULL;
 }
@@ -149,6 +153,7 @@ static cr_replica *fail(cr_replica *r)
     cr_link_close(&r->link);
     cr_replica_wake_close(r);
     pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->merged_cond);
     free(r);
     return NULL;
 }
@@ -166,6 +171,11 @@ cr_replica *cr_replica_start(const cr_replica_config *cfg, cr_core *core,
         return NULL;
     }
     pthread_mutex_init(&r->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&r->merged_cond, &ca);
+    pthread_condattr_destroy(&ca);
     r->wake_fd[0] = r->wake_fd[1] = -1;
     r->cfg = *cfg;
     r->core = core;
@@ -273,7 +283,19 @@ cr_replica_answer cr_replica_rates(cr_replica *r, const int64_t *owners, size_t 
     *out = NULL;
     *n_out = 0;
     pthread_mutex_lock(&r->lock);
-    r->merged_wanted_until = cr_mono_s() + r->merge_demand_s;
+    double now = cr_mono_s();
+    r->merged_wanted_until = now + r->merge_demand_s;
+    if (!r->merged.rates && r->stats.backend_up) {
+        /* The first merged call waits for one merge, not failing every
+         * client's first call: the thread is woken to merge at once. */
+        double until = now + fmin(CR_REPLICA_FIRST_MERGE_WAIT_S,
+                                  2 * r->cfg.sync_interval_s +
+                                      2 * (double)r->cfg.backend_timeout_ms / 1e3);
+        struct timespec ts = cr_timespec_of(until);
+        cr_replica_wake(r);
+        while (!r->merged.rates && r->stats.backend_up && cr_mono_s() < until)
+            pthread_cond_timedwait(&r->merged_cond, &r->lock, &ts);
+    }
     *merged_owners = r->merged.n;
     if (!r->stats.backend_up)
         cr_fail(err, CR_EINVAL, "the state backend %.100s is down: %.120s",

@@ -76,6 +76,8 @@
 #define CR_REPLICA_SKEW_WARN_S 1.0   /* a push this far from Redis TIME is skewed */
 #define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
 #define CR_REPLICA_MERGE_DEMAND_S 30.0 /* a merged GetRates keeps merges coming this long */
+/* A merged GetRates before any merge waits this long at most for one. */
+#define CR_REPLICA_FIRST_MERGE_WAIT_S 5.0
 
 typedef enum cr_backend_start { CR_BACKEND_DEGRADED, CR_BACKEND_REQUIRE } cr_backend_start;
 

@@ -226,6 +226,28 @@ class PlanReportTest(ReplicaTestCase):
 class MergePacingTest(ReplicaTestCase):
     DEMAND_S = 1.0  # CACHEROUTE_TEST_MERGE_DEMAND_S, for the default 30 s
 
+    def test_the_first_merged_call_waits_for_a_merge(self):
+        # GetRates(merged=true) answered UNAVAILABLE until a merge had run on
+        # that replica, so every client's first call failed. Now it waits for
+        # one (bounded), with syncs 2 s apart.
+        redis = self.redis()
+        lead = replica(redis, "r0", "--replan-interval", "0", "--sync-interval", "2")
+        self.addCleanup(lead.kill)
+        h.poll(lambda: leader_of([lead]), 10, what="one leader")
+        lead.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=OWNERS, omit_routes=True),
+                                  timeout=h.RPC_TIMEOUT)
+        h.poll(lambda: pushed_owners(redis, "r0") == set(OWNERS), 10, what="the leader's push")
+        follower = replica(redis, "r1", "--replan-interval", "0", "--sync-interval", "2")
+        self.addCleanup(follower.kill)
+        h.poll(lambda: scrape(follower)["cacheroute_state_backend_up"] == 1, 10,
+               what="backend_up 1")
+        t0 = time.monotonic()
+        r = follower.stub().GetRates(P.cr.GetRatesRequest(merged=True), timeout=h.RPC_TIMEOUT)
+        self.assertLess(time.monotonic() - t0, 2.0)  # woken at once, not the next sync
+        self.assertEqual(r.tracked_owners, len(OWNERS))
+        for sc in (lead, follower):
+            sc.assert_clean_exit(self)
+
     def test_a_follower_merges_while_merged_rates_are_asked_for(self):
         """A follower never plans: it merges only while GetRates(merged)
         demand lasts, then stops."""
