@@ -13,10 +13,17 @@
  * of traffic; the whole cluster runs at about 20% when every session hits
  * and is over capacity when none but the system prompt does.
  *
- * Two streams come from the seed, popularity draws and arrival gaps;
- * block ids come from a counter. The popularity draws are kept (one double
- * per request) so the Gini search can count, for each exponent tried,
- * exactly the ranks the trace will get. */
+ * Shared documents: none by default, so the default workload is the one
+ * above. With them, a session's document is drawn at each conversation
+ * start by default: a conversation is about one document, and its turns
+ * stay a prefix of each other, as they are without documents.
+ *
+ * Streams come from the seed: popularity draws, arrival gaps and, with
+ * documents only, document draws (so a trace without documents is the
+ * same as before they existed); block ids come from a counter that starts
+ * past every document's. The popularity draws are kept (one double per
+ * request) so the Gini search can count, for each exponent tried, exactly
+ * the ranks the trace will get. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +39,33 @@ void cr_replay_gen_default(cr_replay_gen_config *cfg)
     *cfg = (cr_replay_gen_config){
         .seed = 1, .n_requests = 100000, .n_sessions = 1000, .zipf_s = 1.0, .gini = 0.76,
         .rate_per_s = 500, .system_blocks = 2, .first_blocks = 4, .turn_blocks = 1,
-        .max_blocks = 32, .output_tokens = 256,
+        .max_blocks = 32, .output_tokens = 256, .document_zipf = 1.0,
     };
+}
+
+/* Documents and their blocks come together: one without the other is a
+ * flag forgotten, not a workload. */
+static cr_status check_documents(const cr_replay_gen_config *c, cr_error *err)
+{
+    if (c->documents > 0 && c->document_blocks < 1)
+        return cr_fail(err, CR_EINVAL, "document_blocks must be >= 1 with documents (%u), got 0",
+                       c->documents);
+    if (c->documents == 0 && c->document_blocks > 0)
+        return cr_fail(err, CR_EINVAL, "documents must be >= 1 with document_blocks (%u), got 0",
+                       c->document_blocks);
+    if (!cr_replay_finite_ge0(c->document_zipf))
+        return cr_fail(err, CR_EINVAL, "document_zipf must be finite and >= 0, got %g",
+                       c->document_zipf);
+    if (c->document_per != CR_REPLAY_DOC_PER_SESSION &&
+        c->document_per != CR_REPLAY_DOC_PER_REQUEST)
+        return cr_fail(err, CR_EINVAL, "document_per must be session (0) or request (1), got %d",
+                       (int)c->document_per);
+    if (c->owners != CR_REPLAY_OWNER_SESSION && c->owners != CR_REPLAY_OWNER_DOCUMENT)
+        return cr_fail(err, CR_EINVAL, "owners must be session (0) or document (1), got %d",
+                       (int)c->owners);
+    if (c->owners == CR_REPLAY_OWNER_DOCUMENT && c->documents == 0)
+        return cr_fail(err, CR_EINVAL, "owners by document need documents >= 1, got 0");
+    return CR_OK;
 }
 
 static cr_status check(const cr_replay_gen_config *c, cr_error *err)
@@ -56,9 +88,16 @@ static cr_status check(const cr_replay_gen_config *c, cr_error *err)
                        c->drift_per_s);
     if (c->first_blocks < 1)
         return cr_fail(err, CR_EINVAL, "first_blocks must be >= 1, got 0");
-    if ((uint64_t)c->max_blocks < (uint64_t)c->system_blocks + c->first_blocks)
-        return cr_fail(err, CR_EINVAL, "max_blocks must be >= system_blocks + first_blocks, got %u",
-                       c->max_blocks);
+    cr_status st = check_documents(c, err);
+    if (st != CR_OK)
+        return st;
+    /* Every conversation's first prompt fits, so each has a turn. */
+    uint64_t first = (uint64_t)c->system_blocks + c->document_blocks + c->first_blocks;
+    if (c->max_blocks < first)
+        return cr_fail(err, CR_EINVAL,
+                       "max_blocks must be >= system_blocks + document_blocks + first_blocks "
+                       "(%llu), got %u",
+                       (unsigned long long)first, c->max_blocks);
     if ((uint64_t)c->max_blocks * CR_REPLAY_BLOCK_TOKENS + c->knowledge_tokens > UINT32_MAX)
         return cr_fail(err, CR_EINVAL, "max_blocks * %u + knowledge_tokens must be < 2^32",
                        CR_REPLAY_BLOCK_TOKENS);
@@ -203,29 +242,64 @@ static double next_arrival(const cr_replay_gen_config *c, cr_replay_rng *g, doub
     return cycles * (on + off) + (*active - cycles * on);
 }
 
-/* Appends r with its session's next prompt: the session's last one (the
- * request *last; SIZE_MAX for none yet) plus a turn, or a fresh start
- * behind the system prompt when there is none or the turn would pass
- * max_blocks. */
-static int next_prompt(cr_replay_builder *b, const cr_replay_gen_config *c, size_t *last,
-                       uint64_t *next_id, cr_replay_request *r)
+/* What emit writes with: the trace so far, the next fresh block id, and
+ * the documents' cdf (NULL without documents) and their stream. */
+typedef struct gen_state {
+    const cr_replay_gen_config *c;
+    cr_replay_builder *b;
+    uint64_t next_id;
+    const double *doc_cdf;
+    cr_replay_rng docs;
+} gen_state;
+
+/* The system prompt into dst, then a document drawn now (none without
+ * documents). */
+static void write_head(gen_state *g, uint64_t *dst)
 {
-    uint32_t have = *last == SIZE_MAX ? 0 : b->t.reqs[*last].n_blocks;
-    int fresh = have == 0 || (uint64_t)have + c->turn_blocks > c->max_blocks;
-    uint32_t keep = fresh ? c->system_blocks : have;
+    const cr_replay_gen_config *c = g->c;
+    for (uint32_t i = 0; i < c->system_blocks; i++)
+        dst[i] = i;
+    if (c->documents == 0)
+        return;
+    double u = cr_replay_unit(cr_replay_rng_next(&g->docs));
+    uint64_t d = rank_of(g->doc_cdf, c->documents, u);
+    uint64_t first = c->system_blocks + d * c->document_blocks;
+    for (uint32_t j = 0; j < c->document_blocks; j++)
+        dst[c->system_blocks + j] = first + j;
+}
+
+/* Appends r with its session's next prompt: the system prompt and a
+ * document (the head), then the session's own blocks of its last prompt
+ * (the request *last; SIZE_MAX for none yet) plus a turn, or a fresh
+ * start when there is none or the turn would pass max_blocks. The head is
+ * drawn anew at a fresh start and, per request, at every turn; else the
+ * last prompt's is kept. With owners by document, r's owner becomes its
+ * document. */
+static int next_prompt(gen_state *g, size_t *last, cr_replay_request *r)
+{
+    const cr_replay_gen_config *c = g->c;
+    cr_replay_builder *b = g->b;
+    uint32_t head = c->system_blocks + c->document_blocks;
+    const cr_replay_request *p = *last == SIZE_MAX ? NULL : &b->t.reqs[*last];
+    int fresh = !p || (uint64_t)p->n_blocks + c->turn_blocks > c->max_blocks;
+    uint32_t keep = fresh ? 0 : p->n_blocks - head; /* the session's own */
     uint32_t add = fresh ? c->first_blocks : c->turn_blocks;
-    if (cr_replay_builder_reserve(b, (size_t)keep + add) != 0)
+    if (cr_replay_builder_reserve(b, (size_t)head + keep + add) != 0)
         return -1;
-    uint64_t *dst = b->t.blocks + b->t.n_blocks;
-    if (fresh)
-        for (uint32_t i = 0; i < keep; i++)
-            dst[i] = i;
+    uint64_t *dst = b->t.blocks + b->t.n_blocks; /* after the reserve: it may move the pool */
+    const uint64_t *was = fresh ? NULL : b->t.blocks + p->first_block;
+    if (fresh || c->document_per == CR_REPLAY_DOC_PER_REQUEST)
+        write_head(g, dst);
     else
-        memcpy(dst, b->t.blocks + b->t.reqs[*last].first_block, (size_t)keep * sizeof *dst);
+        memcpy(dst, was, (size_t)head * sizeof *dst);
+    if (keep)
+        memcpy(dst + head, was + head, (size_t)keep * sizeof *dst);
     for (uint32_t i = 0; i < add; i++)
-        dst[keep + i] = (*next_id)++;
-    uint32_t n = keep + add;
+        dst[head + keep + i] = g->next_id++;
+    uint32_t n = head + keep + add;
     r->input_tokens = n * CR_REPLAY_BLOCK_TOKENS + c->knowledge_tokens;
+    if (c->owners == CR_REPLAY_OWNER_DOCUMENT)
+        r->owner = (int64_t)((dst[c->system_blocks] - c->system_blocks) / c->document_blocks);
     *last = b->t.n;
     return cr_replay_builder_add(b, r, NULL, n);
 }
@@ -241,17 +315,20 @@ static size_t session_at(const cr_replay_gen_config *c, size_t k, double t)
 }
 
 static cr_status emit(const cr_replay_gen_config *c, const double *u, const double *cdf,
-                      size_t *last, cr_replay_builder *b, cr_error *err)
+                      const double *doc_cdf, size_t *last, cr_replay_builder *b, cr_error *err)
 {
     cr_replay_rng arrivals = {cr_mix64(c->seed ^ 0xa55a5aa5a55a5aa5ULL)};
     double active = 0;
-    uint64_t next_id = c->system_blocks;
+    /* Below 2^55: document_blocks fits in max_blocks, under 2^23 blocks. */
+    uint64_t documents = (uint64_t)c->documents * c->document_blocks;
+    gen_state g = {c, b, c->system_blocks + documents, doc_cdf,
+                   {cr_mix64(c->seed ^ 0x3cc3c33c3cc3c33cULL)}};
     for (size_t i = 0; i < c->n_requests; i++) {
         double t = next_arrival(c, &arrivals, &active);
         size_t k = session_at(c, rank_of(cdf, c->n_sessions, u[i]), t);
         cr_replay_request r = {.t_ms = t * 1000.0, .output_tokens = c->output_tokens,
                                .knowledge_tokens = c->knowledge_tokens, .owner = (int64_t)k};
-        if (next_prompt(b, c, &last[k], &next_id, &r) != 0)
+        if (next_prompt(&g, &last[k], &r) != 0)
             return cr_fail(err, CR_ENOMEM, "out of memory at request %zu of %zu", i,
                            c->n_requests);
     }
@@ -268,8 +345,9 @@ cr_status cr_replay_generate(const cr_replay_gen_config *cfg, cr_replay_trace *o
     double *u = malloc(cfg->n_requests * sizeof *u);
     double *cdf = malloc(cfg->n_sessions * sizeof *cdf);
     size_t *last = malloc(cfg->n_sessions * sizeof *last); /* per session */
+    double *doc_cdf = cfg->documents ? malloc(cfg->documents * sizeof *doc_cdf) : NULL;
     cr_replay_builder b = {0};
-    if (!u || !cdf || !last) {
+    if (!u || !cdf || !last || (cfg->documents && !doc_cdf)) {
         st = cr_fail(err, CR_ENOMEM, "out of memory for %zu requests", cfg->n_requests);
         goto done;
     }
@@ -283,8 +361,10 @@ cr_status cr_replay_generate(const cr_replay_gen_config *cfg, cr_replay_trace *o
         st = solve_exponent(cfg, u, cdf, &s, err);
     else
         zipf_cdf(s, cfg->n_sessions, cdf);
+    if (doc_cdf)
+        zipf_cdf(cfg->document_zipf, cfg->documents, doc_cdf);
     if (st == CR_OK)
-        st = emit(cfg, u, cdf, last, &b, err);
+        st = emit(cfg, u, cdf, doc_cdf, last, &b, err);
     if (st == CR_OK)
         cr_replay_builder_finish(&b, out); /* already in time order */
 done:
@@ -292,5 +372,6 @@ done:
     free(u);
     free(cdf);
     free(last);
+    free(doc_cdf);
     return st;
 }

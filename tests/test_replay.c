@@ -2,7 +2,8 @@
  * input, owner keys and the Gini, the LRU prefix cache (eviction order, and
  * against a plain model), each baseline's rule on its own, the event loop
  * on small cases computed by hand, the KV path, replan churn and dips, the
- * generator (reproducible, multi-turn, bursty, on its Gini target) and
+ * generator (reproducible, multi-turn, bursty, on its Gini target, shared
+ * documents) and
  * whole runs repeated. Deterministic; nothing is timed. */
 #include <math.h>
 #include <stdio.h>
@@ -773,24 +774,125 @@ static int same_trace(const cr_replay_trace *a, const cr_replay_trace *b)
            !memcmp(a->blocks, b->blocks, a->n_blocks * sizeof *a->blocks);
 }
 
+/* The same seed gives the same trace, another seed another, with shared
+ * documents (drawn per session, per request) and without. */
 static void test_gen_reproducible(void)
 {
-    cr_replay_gen_config g = small_gen();
-    cr_replay_trace a, b, d;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &a, &err), CR_OK);
-    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &b, &err), CR_OK);
-    g.seed = 2;
-    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &d, &err), CR_OK);
-    CU_ASSERT(same_trace(&a, &b));
-    CU_ASSERT_FALSE(same_trace(&a, &d));
-    cr_replay_trace_free(&a);
-    cr_replay_trace_free(&b);
-    cr_replay_trace_free(&d);
+    cr_replay_gen_config configs[3] = {small_gen(), small_gen(), small_gen()};
+    for (size_t i = 1; i < 3; i++) {
+        configs[i].documents = 20;
+        configs[i].document_blocks = 4;
+        configs[i].document_per = i == 1 ? CR_REPLAY_DOC_PER_SESSION : CR_REPLAY_DOC_PER_REQUEST;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        cr_replay_gen_config g = configs[i];
+        cr_replay_trace a, b, d;
+        cr_error err;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &a, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &b, &err), CR_OK);
+        g.seed = 2;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &d, &err), CR_OK);
+        CU_ASSERT(same_trace(&a, &b));
+        CU_ASSERT_FALSE(same_trace(&a, &d));
+        cr_replay_trace_free(&a);
+        cr_replay_trace_free(&b);
+        cr_replay_trace_free(&d);
+    }
 }
 
-/* Every prompt opens with the system prompt and is its session's last one
- * plus a turn, or a fresh start; no session's own blocks appear in another. */
+/* Without documents their other settings change nothing: the trace is the
+ * one from before they existed. */
+static void test_gen_documents_off(void)
+{
+    cr_replay_gen_config g = small_gen(), h = small_gen();
+    h.document_zipf = 3;
+    h.document_per = CR_REPLAY_DOC_PER_REQUEST;
+    cr_replay_trace a, b;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &a, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&h, &b, &err), CR_OK);
+    CU_ASSERT(same_trace(&a, &b));
+    cr_replay_trace_free(&a);
+    cr_replay_trace_free(&b);
+}
+
+/* The document of a generated prompt (0 without documents), or -1 when it
+ * does not open with the system prompt then one whole document. */
+static int64_t doc_of(const cr_replay_gen_config *g, const uint64_t *ids)
+{
+    uint32_t sys = g->system_blocks, d_blocks = g->document_blocks;
+    for (uint32_t j = 0; j < sys; j++)
+        if (ids[j] != j)
+            return -1;
+    if (g->documents == 0)
+        return 0;
+    uint64_t at = ids[sys] - sys; /* the document's first block, from 0 */
+    if (ids[sys] < sys || at % d_blocks != 0 || at / d_blocks >= g->documents)
+        return -1;
+    for (uint32_t j = 1; j < d_blocks; j++)
+        if (ids[sys + j] != ids[sys] + j)
+            return -1;
+    return (int64_t)(at / d_blocks);
+}
+
+/* What walking a generated trace (owners by session) found. */
+typedef struct gen_walk {
+    size_t bad, restarts;
+    size_t kept, switched; /* turns on their last prompt's document, or not */
+    size_t *per_doc;       /* requests per document (one count without) */
+} gen_walk;
+
+/* Every prompt opens with the system prompt and one document, then its
+ * session's own blocks: those of its last prompt plus a turn, or a fresh
+ * start; no session's own blocks appear in another's or in a document. */
+static void walk_sessions(const cr_replay_gen_config *g, const cr_replay_trace *t, gen_walk *w)
+{
+    uint32_t head = g->system_blocks + g->document_blocks;
+    uint64_t own_ids = g->system_blocks + (uint64_t)g->documents * g->document_blocks;
+    size_t *last = malloc(g->n_sessions * sizeof *last);
+    int64_t *owner_of_block = calloc(t->n_blocks + 1, sizeof *owner_of_block);
+    w->per_doc = calloc(g->documents ? g->documents : 1, sizeof *w->per_doc);
+    for (size_t k = 0; k < g->n_sessions; k++)
+        last[k] = SIZE_MAX;
+    for (size_t i = 0; i < t->n; i++) {
+        const cr_replay_request *r = &t->reqs[i];
+        const uint64_t *ids = t->blocks + r->first_block;
+        int64_t d = doc_of(g, ids);
+        w->bad += i > 0 && r->t_ms < t->reqs[i - 1].t_ms;
+        w->bad += r->n_blocks > g->max_blocks || r->owner < 0 || (size_t)r->owner >= g->n_sessions;
+        w->bad += r->input_tokens != r->n_blocks * 512 + g->knowledge_tokens ||
+                  r->knowledge_tokens != g->knowledge_tokens;
+        if (d < 0 || r->n_blocks <= head) {
+            w->bad++;
+            continue;
+        }
+        w->per_doc[d]++;
+        size_t p = last[r->owner];
+        const cr_replay_request *q = p == SIZE_MAX ? NULL : &t->reqs[p];
+        const uint64_t *was = q ? t->blocks + q->first_block : NULL;
+        int cont = q && r->n_blocks == q->n_blocks + g->turn_blocks &&
+                   !memcmp(ids + head, was + head, (q->n_blocks - head) * sizeof *ids);
+        int fresh = r->n_blocks == head + g->first_blocks &&
+                    (!q || q->n_blocks + g->turn_blocks > g->max_blocks);
+        w->bad += !cont && !fresh;
+        w->restarts += fresh && q;
+        w->kept += cont && doc_of(g, was) == d;
+        w->switched += cont && doc_of(g, was) != d;
+        for (uint32_t j = head; j < r->n_blocks; j++) {
+            if (ids[j] < own_ids || ids[j] - own_ids >= t->n_blocks) {
+                w->bad++;
+                continue;
+            }
+            int64_t *o = &owner_of_block[ids[j] - own_ids];
+            w->bad += *o && *o != r->owner + 1;
+            *o = r->owner + 1;
+        }
+        last[r->owner] = i;
+    }
+    free(last);
+    free(owner_of_block);
+}
+
 static void test_gen_sessions(void)
 {
     cr_replay_gen_config g = small_gen();
@@ -799,41 +901,82 @@ static void test_gen_sessions(void)
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
     CU_ASSERT_EQUAL_FATAL(t.n, g.n_requests);
-    size_t *last = malloc(g.n_sessions * sizeof *last);
-    int64_t *owner_of_block = calloc(t.n_blocks + 1, sizeof *owner_of_block);
-    for (size_t k = 0; k < g.n_sessions; k++)
-        last[k] = SIZE_MAX;
-    size_t restarts = 0, bad = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        const cr_replay_request *r = &t.reqs[i];
-        const uint64_t *ids = t.blocks + r->first_block;
-        bad += i > 0 && r->t_ms < t.reqs[i - 1].t_ms;
-        bad += r->n_blocks > g.max_blocks || r->owner < 0 || (size_t)r->owner >= g.n_sessions;
-        bad += r->input_tokens != r->n_blocks * 512 + 300 || r->knowledge_tokens != 300;
-        for (uint32_t j = 0; j < g.system_blocks; j++)
-            bad += ids[j] != j;
-        size_t p = last[r->owner];
-        int cont = p != SIZE_MAX && r->n_blocks == t.reqs[p].n_blocks + g.turn_blocks &&
-                   !memcmp(ids, t.blocks + t.reqs[p].first_block,
-                           t.reqs[p].n_blocks * sizeof *ids);
-        int fresh = r->n_blocks == g.system_blocks + g.first_blocks &&
-                    (p == SIZE_MAX || t.reqs[p].n_blocks + g.turn_blocks > g.max_blocks);
-        bad += !cont && !fresh;
-        restarts += fresh && p != SIZE_MAX;
-        for (uint32_t j = g.system_blocks; j < r->n_blocks; j++) {
-            int64_t *o = &owner_of_block[ids[j]];
-            bad += *o && *o != r->owner + 1;
-            *o = r->owner + 1;
-        }
-        last[r->owner] = i;
-    }
-    CU_ASSERT_EQUAL(bad, 0);
-    CU_ASSERT(restarts > 0);
+    gen_walk w = {0};
+    walk_sessions(&g, &t, &w);
+    CU_ASSERT_EQUAL(w.bad, 0);
+    CU_ASSERT(w.restarts > 0);
+    CU_ASSERT(w.kept > 0 && w.switched == 0);
     /* 20000 arrivals at 1000/s. */
     CU_ASSERT_DOUBLE_EQUAL(t.reqs[t.n - 1].t_ms / 1000, 20, 1);
-    free(last);
-    free(owner_of_block);
+    free(w.per_doc);
     cr_replay_trace_free(&t);
+}
+
+static cr_replay_gen_config docs_gen(cr_replay_doc_per per)
+{
+    cr_replay_gen_config g = small_gen();
+    g.documents = 50;
+    g.document_blocks = 3;
+    g.document_zipf = 1.1;
+    g.document_per = per;
+    return g;
+}
+
+/* The shape of a shared-document trace, and the documents' popularity:
+ * per session, every turn keeps its conversation's document; per request,
+ * a session's turns move between documents and each document's share of
+ * requests is its Zipf weight. Either way document 0 gets the most. */
+static void test_gen_documents(void)
+{
+    const cr_replay_doc_per pers[] = {CR_REPLAY_DOC_PER_SESSION, CR_REPLAY_DOC_PER_REQUEST};
+    for (size_t m = 0; m < 2; m++) {
+        cr_replay_gen_config g = docs_gen(pers[m]);
+        cr_replay_trace t;
+        cr_error err;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+        gen_walk w = {0};
+        walk_sessions(&g, &t, &w);
+        CU_ASSERT_EQUAL(w.bad, 0);
+        CU_ASSERT(w.restarts > 0 && w.kept > 0);
+        /* Per request, a turn's draw repeats its last one's about 1 time in 10. */
+        int per_session = pers[m] == CR_REPLAY_DOC_PER_SESSION;
+        CU_ASSERT(per_session ? w.switched == 0 : w.switched > w.kept);
+        double sum = 0;
+        for (uint32_t d = 0; d < g.documents; d++)
+            sum += pow(d + 1, -g.document_zipf);
+        size_t top = 0;
+        for (uint32_t d = 1; d < g.documents; d++)
+            top = w.per_doc[d] > w.per_doc[top] ? d : top;
+        CU_ASSERT_EQUAL(top, 0);
+        CU_ASSERT(w.per_doc[0] > 2 * w.per_doc[9] && w.per_doc[9] > w.per_doc[g.documents - 1]);
+        /* Per request: 20000 draws, a standard error below 0.003. */
+        if (pers[m] == CR_REPLAY_DOC_PER_REQUEST)
+            CU_ASSERT_DOUBLE_EQUAL((double)w.per_doc[0] / (double)t.n, 1 / sum, 0.01);
+        free(w.per_doc);
+        cr_replay_trace_free(&t);
+    }
+}
+
+/* Owners by document: each request's owner is its document, and the
+ * prompts are the ones owners by session give. */
+static void test_gen_document_owners(void)
+{
+    cr_replay_gen_config g = docs_gen(CR_REPLAY_DOC_PER_SESSION);
+    cr_replay_trace a, b;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &a, &err), CR_OK);
+    g.owners = CR_REPLAY_OWNER_DOCUMENT;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &b, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(a.n, b.n);
+    CU_ASSERT_EQUAL_FATAL(a.n_blocks, b.n_blocks);
+    CU_ASSERT(!memcmp(a.blocks, b.blocks, a.n_blocks * sizeof *a.blocks));
+    size_t bad = 0;
+    for (size_t i = 0; i < b.n; i++)
+        bad += b.reqs[i].owner != doc_of(&g, b.blocks + b.reqs[i].first_block) ||
+               b.reqs[i].first_block != a.reqs[i].first_block;
+    CU_ASSERT_EQUAL(bad, 0);
+    cr_replay_trace_free(&a);
+    cr_replay_trace_free(&b);
 }
 
 static void test_gen_gini(void)
@@ -899,8 +1042,11 @@ static void expect_gen_error(const cr_replay_gen_config *g, const char *field)
 
 static void test_gen_rejects(void)
 {
-    const char *field[] = {"n_requests", "n_sessions", "gini",         "zipf_s",     "rate_per_s",
-                           "burst_on_s", "first_blocks", "max_blocks", "drift_per_s"};
+    const char *field[] = {"n_requests",    "n_sessions",      "gini",          "zipf_s",
+                           "rate_per_s",    "burst_on_s",      "first_blocks",  "max_blocks",
+                           "drift_per_s",   "document_blocks", "documents",     "document_zipf",
+                           "document_zipf", "max_blocks",      "document_per",  "owners",
+                           "owners"};
     enum { N = sizeof field / sizeof field[0] };
     cr_replay_gen_config bad[N];
     for (size_t i = 0; i < N; i++)
@@ -915,6 +1061,15 @@ static void test_gen_rejects(void)
     bad[6].first_blocks = 0;
     bad[7].max_blocks = 5; /* below 2 + 4 */
     bad[8].drift_per_s = INFINITY;
+    bad[9].documents = 10; /* without their blocks */
+    bad[10].document_blocks = 4; /* without documents */
+    bad[11].document_zipf = -1;
+    bad[12].document_zipf = NAN;
+    bad[13].documents = 10; /* 2 + 27 + 4 blocks past 32: no turn would fit */
+    bad[13].document_blocks = 27;
+    bad[14].document_per = (cr_replay_doc_per)2;
+    bad[15].owners = (cr_replay_gen_owner)7;
+    bad[16].owners = CR_REPLAY_OWNER_DOCUMENT; /* without documents */
     for (size_t i = 0; i < N; i++)
         expect_gen_error(&bad[i], field[i]);
 }
@@ -987,7 +1142,10 @@ static const cr_test_case replay_tests[] = {
     {"true prefill", test_prefill_ms},
     {"run rejects", test_run_rejects},
     {"gen reproducible", test_gen_reproducible},
+    {"gen documents off", test_gen_documents_off},
     {"gen sessions", test_gen_sessions},
+    {"gen documents", test_gen_documents},
+    {"gen document owners", test_gen_document_owners},
     {"gen gini", test_gen_gini},
     {"gen bursts", test_gen_bursts},
     {"gen rejects", test_gen_rejects},

@@ -113,7 +113,31 @@ void cr_replay_trace_free(cr_replay_trace *t);
  * or the Gini's peak); without drift that is cr_replay_owner_gini of the
  * trace, with drift each session's requests spread over ranks and the
  * owner Gini is lower. The same config gives the same trace, on every
- * platform. */
+ * platform.
+ *
+ * Shared documents (documents > 0; the knowledge-intensive, RAG setting):
+ * K documents of document_blocks blocks each, document d (0-based) drawn
+ * with weight 1 / (d + 1)^document_zipf. A request's blocks are the system
+ * prompt, then one document (block j of document d has the fixed id
+ * system_blocks + d * document_blocks + j, so sessions that use a document
+ * share its blocks right behind the system prompt), then its session's own
+ * first prompt and turns, whose ids come after every document's. A
+ * session draws its document at each conversation start and keeps it for
+ * every turn (CR_REPLAY_DOC_PER_SESSION: a conversation about one
+ * document), or draws one per request (CR_REPLAY_DOC_PER_REQUEST: its own
+ * turns then follow a different document, so they hit only behind a
+ * document drawn again). The document's blocks count towards max_blocks.
+ * Owners are session ids, or with owners CR_REPLAY_OWNER_DOCUMENT the
+ * request's document, as a client that keys the sidecar by document
+ * would send. */
+typedef enum cr_replay_doc_per {
+    CR_REPLAY_DOC_PER_SESSION, /* drawn at each conversation start */
+    CR_REPLAY_DOC_PER_REQUEST  /* drawn for every request */
+} cr_replay_doc_per;
+typedef enum cr_replay_gen_owner {
+    CR_REPLAY_OWNER_SESSION, /* the session's id */
+    CR_REPLAY_OWNER_DOCUMENT /* the request's document, d (needs documents) */
+} cr_replay_gen_owner;
 typedef struct cr_replay_gen_config {
     uint64_t seed;
     size_t n_requests;
@@ -130,12 +154,18 @@ typedef struct cr_replay_gen_config {
     double drift_per_s;     /* popularity ranks rotate by this many per second; 0 = none */
     uint32_t knowledge_tokens; /* per request; 0 = none */
     uint32_t output_tokens;
+    uint32_t documents;       /* shared documents K; 0 = none (the workload above) */
+    uint32_t document_blocks; /* D, >= 1 with documents, 0 without */
+    double document_zipf;     /* documents' popularity exponent, >= 0 */
+    cr_replay_doc_per document_per;
+    cr_replay_gen_owner owners;
 } cr_replay_gen_config;
 
 /* The defaults (gen.c says why): seed 1, 100000 requests over 1000
  * sessions at 500/s Poisson, Gini 0.76, a 2-block system prompt, first
  * prompts of 4 blocks growing by 1 per turn up to 32, no drift, no
- * knowledge, 256 output tokens. */
+ * knowledge, 256 output tokens; no documents (exponent 1, one per
+ * session, owners by session once some are given). */
 void cr_replay_gen_default(cr_replay_gen_config *cfg);
 /* CR_EINVAL naming the field for a bad config. Owners are session ids. */
 cr_status cr_replay_generate(const cr_replay_gen_config *cfg, cr_replay_trace *out,
