@@ -57,6 +57,7 @@ typedef enum part_json {
     JSON_NONE,      /* not there (the outputs) */
     JSON_TOOL,      /* under the table's group */
     JSON_GENERATOR, /* likewise, when the trace is generated */
+    JSON_DOCUMENTS, /* likewise, when the generated trace has documents */
     JSON_SIDECAR    /* under "cacheroute", then the group ("core" for none) */
 } part_json;
 

@@ -41,6 +41,25 @@ static json_t *group_object(json_t *parent, const char *key)
     return obj;
 }
 
+/* Whether the inputs show a table of this kind: the generator's only for a
+ * generated trace, its documents' only when it has some (so a trace
+ * without them reads as it did before they existed). */
+static int shown(part_json kind, const settings *s)
+{
+    switch (kind) {
+    case JSON_NONE:
+        return 0;
+    case JSON_GENERATOR:
+        return s->generate;
+    case JSON_DOCUMENTS:
+        return s->generate && s->gen.documents > 0;
+    case JSON_TOOL:
+    case JSON_SIDECAR:
+        break;
+    }
+    return 1;
+}
+
 static json_t *inputs_json(const settings *s, const trace_stats *st)
 {
     json_t *in = json_object(), *sidecar = json_object();
@@ -48,8 +67,7 @@ static json_t *inputs_json(const settings *s, const trace_stats *st)
     for (cr_option_ref r = cr_compose_first(c); r.o; cr_compose_next(c, &r)) {
         const char *group = r.table->group;
         part_json kind = cli_part_json(&r);
-        if (kind == JSON_NONE || (kind == JSON_GENERATOR && !s->generate) ||
-            cr_compose_shadowed(c, &r))
+        if (!shown(kind, s) || cr_compose_shadowed(c, &r))
             continue;
         if (kind != JSON_SIDECAR)
             row_json(&r, s, group_object(in, group));
@@ -152,6 +170,13 @@ static void markdown_inputs(const runner *r)
            "blocks%s\n",
            st->requests, st->span_s, st->rate_per_s, st->owners, st->owner_gini,
            st->distinct_blocks, st->knowledge ? ", with knowledge" : "");
+    if (s->generate && s->gen.documents > 0) {
+        char per[16], owners[16];
+        flag_text(s, "document-per", per, sizeof per);
+        flag_text(s, "owners", owners, sizeof owners);
+        printf("- documents: %u x %u blocks, Zipf %g, one per %s; owners by %s\n",
+               s->gen.documents, s->gen.document_blocks, s->gen.document_zipf, per, owners);
+    }
     printf("- cluster: %u shards x %llu blocks; true prefill %g + %g (L - s) + %g (L^2 - s^2) "
            "ms, noise %g; KV %g + %g ms/token\n",
            s->cluster.shards, (unsigned long long)s->cluster.shard_blocks, k->a_ms,

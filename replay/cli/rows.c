@@ -200,6 +200,28 @@ static const cr_option GENERATOR_ROWS[] = {
            "output tokens per request"),
 };
 
+/* The generator's shared documents: a table of their own, so the JSON's
+ * inputs show them only when there are documents and every trace without
+ * them is reported as it was before they existed. */
+static const char *const DOC_PER[] = {"session", "request", NULL}; /* cr_replay_doc_per's order */
+static const char *const OWNERS[] = {"session", "document", NULL}; /* cr_replay_gen_owner's */
+
+static const cr_option DOCUMENT_ROWS[] = {
+    NUMBER("documents", CR_OPT_U32, gen.documents, 0, UINT32_MAX, 0, 0,
+           "shared documents K behind the system prompt (RAG); 0 = none"),
+    NUMBER("document-blocks", CR_OPT_U32, gen.document_blocks, 0, 1e6, 0, 0,
+           "blocks of each document (>= 1 with --documents)"),
+    NUMBER("document-zipf", CR_OPT_DOUBLE, gen.document_zipf, 0, 16, 0, 0,
+           "Zipf popularity exponent of the documents"),
+    {.name = "document-per", .key = "document_per", .type = CR_OPT_CHOICE,
+     .offset = AT(gen.document_per), .def_text = "session", .choices = DOC_PER,
+     .help = "a document is drawn per session (at each conversation start, kept for its "
+             "turns) or per request"},
+    {.name = "owners", .key = "owners", .type = CR_OPT_CHOICE, .offset = AT(gen.owners),
+     .def_text = "session", .choices = OWNERS,
+     .help = "a generated request's owner: its session, or its document (with --documents)"},
+};
+
 static const cr_option CLUSTER_ROWS[] = {
     NUMBER("shards", CR_OPT_U32, cluster.shards, 1, CR_MAX_SHARDS, 0, 0, "shards R"),
     NUMBER("n-shards", CR_OPT_U32, cluster.shards, 1, CR_MAX_SHARDS, 0, 0,
@@ -225,12 +247,14 @@ static const cr_option CLUSTER_ROWS[] = {
 static const cr_option_table REPLAY_TABLE = TABLE("replay", REPLAY_ROWS);
 static const cr_option_table OUTPUT_TABLE = TABLE("output", OUTPUT_ROWS);
 static const cr_option_table GENERATOR_TABLE = TABLE("generator", GENERATOR_ROWS);
+static const cr_option_table DOCUMENT_TABLE = TABLE("generator", DOCUMENT_ROWS);
 static const cr_option_table CLUSTER_TABLE = TABLE("cluster", CLUSTER_ROWS);
 
 static const cr_option_part TOOL_PARTS[] = {
     {&REPLAY_TABLE, 0},
     {&OUTPUT_TABLE, 0},
     {&GENERATOR_TABLE, 0},
+    {&DOCUMENT_TABLE, 0},
     {&CLUSTER_TABLE, 0},
 };
 static const cr_option_group GROUPS[] = {
@@ -245,6 +269,7 @@ part_json cli_part_json(const cr_option_ref *r)
         return JSON_SIDECAR;
     return r->table == &OUTPUT_TABLE      ? JSON_NONE
            : r->table == &GENERATOR_TABLE ? JSON_GENERATOR
+           : r->table == &DOCUMENT_TABLE  ? JSON_DOCUMENTS
                                           : JSON_TOOL;
 }
 

@@ -113,6 +113,41 @@ class ReplayTest(unittest.TestCase):
         self.assertGreater(by[("cacheroute", 1.0)]["n_replans"], 0)
         self.assertEqual(doc["inputs"]["cluster"]["seed"], 7)
 
+    def test_documents_reach_the_generator(self):
+        """The shared-document flags reach the generator: the JSON's inputs
+        show them (only when there are documents), owners by document are
+        at most the documents, and the same flags give the same bytes."""
+        base = ["--generate", "--requests", "3000", "--sessions", "100", "--rate", "300",
+                "--shards", "4", "--policies", "sticky,least-loaded"]
+        docs = ["--documents", "20", "--document-blocks", "4", "--document-zipf", "1.2",
+                "--document-per", "request", "--owners", "document"]
+        a = self.ok(*base, *docs, "--json", self.path("a.json"))
+        self.ok(*base, *docs, "--json", self.path("b.json"))
+        self.ok(*base, "--json", self.path("off.json"))
+        with open(self.path("a.json"), "rb") as f:
+            ja = f.read()
+        with open(self.path("b.json"), "rb") as f:
+            self.assertEqual(ja, f.read())
+        gen = json.loads(ja)["inputs"]["generator"]
+        self.assertEqual((gen["documents"], gen["document-blocks"], gen["document-zipf"],
+                          gen["document-per"], gen["owners"]),
+                         (20, 4, 1.2, "request", "document"))
+        stats = json.loads(ja)["inputs"]["trace_stats"]
+        self.assertLessEqual(stats["owners"], 20)
+        self.assertIn("- documents: 20 x 4 blocks, Zipf 1.2, one per request; owners by "
+                      "document", a.stdout)
+        with open(self.path("off.json")) as f:
+            off = json.load(f)
+        self.assertNotIn("documents", off["inputs"]["generator"])
+        self.assertGreater(off["inputs"]["trace_stats"]["owners"], 20)  # sessions
+        # Documents and their blocks come together; a bad choice names the flag.
+        self.bad(*base, "--documents", "20", contains=("document_blocks",))
+        self.bad(*base, "--document-blocks", "4", contains=("documents",))
+        self.bad(*base, "--owners", "document", contains=("owners", "documents"))
+        self.bad(*base, "--documents", "20", "--document-blocks", "40",
+                 contains=("max_blocks", "document_blocks"))
+        self.bad(*base, "--document-per", "turn", contains=("--document-per", "turn"))
+
     # ------------------------------------------------------------ errors
 
     def test_malformed_trace_line_names_it(self):
