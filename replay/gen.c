@@ -20,8 +20,8 @@
  *
  * Streams come from the seed: popularity draws, arrival gaps and, with
  * documents only, document draws (so a trace without documents is the
- * same as before they existed); block ids come from a counter that starts
- * past every document's. The popularity draws are kept (one double per
+ * same as before they existed); a session's own blocks are numbered by a
+ * counter (own_id makes their ids). The popularity draws are kept (one double per
  * request) so the Gini search can count, for each exponent tried, exactly
  * the ranks the trace will get. */
 #include <math.h>
@@ -65,6 +65,13 @@ static cr_status check_documents(const cr_replay_gen_config *c, cr_error *err)
                        (int)c->owners);
     if (c->owners == CR_REPLAY_OWNER_DOCUMENT && c->documents == 0)
         return cr_fail(err, CR_EINVAL, "owners by document need documents >= 1, got 0");
+    /* A request adds at most max_blocks own blocks, each with documents
+     * ids (own_id): all of them within 63 bits. */
+    if (c->documents > 0 && (uint64_t)c->n_requests > (UINT64_MAX / 2) / c->documents /
+                                                          (c->max_blocks ? c->max_blocks : 1))
+        return cr_fail(err, CR_EINVAL,
+                       "documents (%u) * max_blocks (%u) * n_requests (%zu) must be < 2^63",
+                       c->documents, c->max_blocks, c->n_requests);
     return CR_OK;
 }
 
@@ -242,15 +249,26 @@ static double next_arrival(const cr_replay_gen_config *c, cr_replay_rng *g, doub
     return cycles * (on + off) + (*active - cycles * on);
 }
 
-/* What emit writes with: the trace so far, the next fresh block id, and
- * the documents' cdf (NULL without documents) and their stream. */
+/* What emit writes with: the trace so far, the documents' cdf (NULL
+ * without documents) and their stream, and the sessions' own blocks: the
+ * next one from the counter, and where their ids start and how far apart
+ * (own_id). */
 typedef struct gen_state {
     const cr_replay_gen_config *c;
     cr_replay_builder *b;
-    uint64_t next_id;
     const double *doc_cdf;
     cr_replay_rng docs;
+    uint64_t next_own, own_start, stride;
 } gen_state;
+
+/* The id of a session's own block number own (from the counter) behind
+ * document d (0 without documents). A block's KV depends on everything
+ * before it, so a turn behind another document is another block: one id
+ * per (own, d), past every document's, dense without documents. */
+static uint64_t own_id(const gen_state *g, uint64_t own, uint64_t d)
+{
+    return g->own_start + own * g->stride + d;
+}
 
 /* The system prompt into dst, then a document drawn now (none without
  * documents). */
@@ -292,14 +310,15 @@ static int next_prompt(gen_state *g, size_t *last, cr_replay_request *r)
         write_head(g, dst);
     else
         memcpy(dst, was, (size_t)head * sizeof *dst);
-    if (keep)
-        memcpy(dst + head, was + head, (size_t)keep * sizeof *dst);
+    uint64_t d = c->documents ? (dst[c->system_blocks] - c->system_blocks) / c->document_blocks : 0;
+    for (uint32_t i = 0; i < keep; i++) /* the same turns, behind this document */
+        dst[head + i] = own_id(g, (was[head + i] - g->own_start) / g->stride, d);
     for (uint32_t i = 0; i < add; i++)
-        dst[head + keep + i] = g->next_id++;
+        dst[head + keep + i] = own_id(g, g->next_own++, d);
     uint32_t n = head + keep + add;
     r->input_tokens = n * CR_REPLAY_BLOCK_TOKENS + c->knowledge_tokens;
     if (c->owners == CR_REPLAY_OWNER_DOCUMENT)
-        r->owner = (int64_t)((dst[c->system_blocks] - c->system_blocks) / c->document_blocks);
+        r->owner = (int64_t)d;
     *last = b->t.n;
     return cr_replay_builder_add(b, r, NULL, n);
 }
@@ -321,8 +340,10 @@ static cr_status emit(const cr_replay_gen_config *c, const double *u, const doub
     double active = 0;
     /* Below 2^55: document_blocks fits in max_blocks, under 2^23 blocks. */
     uint64_t documents = (uint64_t)c->documents * c->document_blocks;
-    gen_state g = {c, b, c->system_blocks + documents, doc_cdf,
-                   {cr_mix64(c->seed ^ 0x3cc3c33c3cc3c33cULL)}};
+    gen_state g = {.c = c, .b = b, .doc_cdf = doc_cdf,
+                   .docs = {cr_mix64(c->seed ^ 0x3cc3c33c3cc3c33cULL)},
+                   .own_start = c->system_blocks + documents,
+                   .stride = c->documents ? c->documents : 1};
     for (size_t i = 0; i < c->n_requests; i++) {
         double t = next_arrival(c, &arrivals, &active);
         size_t k = session_at(c, rank_of(cdf, c->n_sessions, u[i]), t);

@@ -835,6 +835,30 @@ static int64_t doc_of(const cr_replay_gen_config *g, const uint64_t *ids)
     return (int64_t)(at / d_blocks);
 }
 
+/* A session's own block id of a generated trace as its number from the
+ * counter, and through *doc the document it follows: the ids start past
+ * every document's, one per number and document. UINT64_MAX for an id
+ * below them. */
+static uint64_t own_number(const cr_replay_gen_config *g, uint64_t id, uint64_t *doc)
+{
+    uint64_t start = g->system_blocks + (uint64_t)g->documents * g->document_blocks;
+    uint64_t stride = g->documents ? g->documents : 1;
+    if (id < start)
+        return UINT64_MAX;
+    *doc = (id - start) % stride;
+    return (id - start) / stride;
+}
+
+/* Whether a and b are the same n own blocks, behind whichever documents. */
+static int same_own(const cr_replay_gen_config *g, const uint64_t *a, const uint64_t *b, size_t n)
+{
+    uint64_t d;
+    for (size_t i = 0; i < n; i++)
+        if (own_number(g, a[i], &d) != own_number(g, b[i], &d))
+            return 0;
+    return 1;
+}
+
 /* What walking a generated trace (owners by session) found. */
 typedef struct gen_walk {
     size_t bad, restarts;
@@ -843,12 +867,12 @@ typedef struct gen_walk {
 } gen_walk;
 
 /* Every prompt opens with the system prompt and one document, then its
- * session's own blocks: those of its last prompt plus a turn, or a fresh
- * start; no session's own blocks appear in another's or in a document. */
+ * session's own blocks: those of its last prompt plus a turn (behind this
+ * prompt's document), or a fresh start; no session's own blocks appear in
+ * another's or in a document. */
 static void walk_sessions(const cr_replay_gen_config *g, const cr_replay_trace *t, gen_walk *w)
 {
     uint32_t head = g->system_blocks + g->document_blocks;
-    uint64_t own_ids = g->system_blocks + (uint64_t)g->documents * g->document_blocks;
     size_t *last = malloc(g->n_sessions * sizeof *last);
     int64_t *owner_of_block = calloc(t->n_blocks + 1, sizeof *owner_of_block);
     w->per_doc = calloc(g->documents ? g->documents : 1, sizeof *w->per_doc);
@@ -871,19 +895,20 @@ static void walk_sessions(const cr_replay_gen_config *g, const cr_replay_trace *
         const cr_replay_request *q = p == SIZE_MAX ? NULL : &t->reqs[p];
         const uint64_t *was = q ? t->blocks + q->first_block : NULL;
         int cont = q && r->n_blocks == q->n_blocks + g->turn_blocks &&
-                   !memcmp(ids + head, was + head, (q->n_blocks - head) * sizeof *ids);
+                   same_own(g, ids + head, was + head, q->n_blocks - head);
         int fresh = r->n_blocks == head + g->first_blocks &&
                     (!q || q->n_blocks + g->turn_blocks > g->max_blocks);
         w->bad += !cont && !fresh;
         w->restarts += fresh && q;
         w->kept += cont && doc_of(g, was) == d;
         w->switched += cont && doc_of(g, was) != d;
-        for (uint32_t j = head; j < r->n_blocks; j++) {
-            if (ids[j] < own_ids || ids[j] - own_ids >= t->n_blocks) {
+        for (uint32_t j = head; j < r->n_blocks; j++) { /* a number behind this document */
+            uint64_t behind, own = own_number(g, ids[j], &behind);
+            if (own >= t->n_blocks || behind != (uint64_t)d) {
                 w->bad++;
                 continue;
             }
-            int64_t *o = &owner_of_block[ids[j] - own_ids];
+            int64_t *o = &owner_of_block[own];
             w->bad += *o && *o != r->owner + 1;
             *o = r->owner + 1;
         }
@@ -1046,7 +1071,7 @@ static void test_gen_rejects(void)
                            "rate_per_s",    "burst_on_s",      "first_blocks",  "max_blocks",
                            "drift_per_s",   "document_blocks", "documents",     "document_zipf",
                            "document_zipf", "max_blocks",      "document_per",  "owners",
-                           "owners"};
+                           "owners",        "documents"};
     enum { N = sizeof field / sizeof field[0] };
     cr_replay_gen_config bad[N];
     for (size_t i = 0; i < N; i++)
@@ -1070,6 +1095,9 @@ static void test_gen_rejects(void)
     bad[14].document_per = (cr_replay_doc_per)2;
     bad[15].owners = (cr_replay_gen_owner)7;
     bad[16].owners = CR_REPLAY_OWNER_DOCUMENT; /* without documents */
+    bad[17].n_requests = (size_t)1 << 40; /* block ids past 2^63 */
+    bad[17].documents = 1u << 20;
+    bad[17].document_blocks = 1;
     for (size_t i = 0; i < N; i++)
         expect_gen_error(&bad[i], field[i]);
 }

@@ -124,9 +124,10 @@ void cr_replay_trace_free(cr_replay_trace *t);
  * first prompt and turns, whose ids come after every document's. A
  * session draws its document at each conversation start and keeps it for
  * every turn (CR_REPLAY_DOC_PER_SESSION: a conversation about one
- * document), or draws one per request (CR_REPLAY_DOC_PER_REQUEST: its own
- * turns then follow a different document, so they hit only behind a
- * document drawn again). The document's blocks count towards max_blocks.
+ * document), or draws one per request (CR_REPLAY_DOC_PER_REQUEST). A
+ * block's KV depends on everything before it, so a session's block has
+ * one id per document it follows: per request, a session's turns hit only
+ * behind a document they followed before. The document's blocks count towards max_blocks.
  * Owners are session ids, or with owners CR_REPLAY_OWNER_DOCUMENT the
  * request's document, as a client that keys the sidecar by document
  * would send. */
