@@ -30,6 +30,7 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
         !(c->figures = cr_loop_figures_new()))
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu receipts",
                        (unsigned long long)cfg->receipts);
+    c->route = cfg->route;
     if (!(c->router = cr_router_new(&cfg->route)))
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu outstanding routes",
                        (unsigned long long)cfg->route.inflight_max);

@@ -34,6 +34,7 @@ struct cr_core {
     cr_receipt_store *receipts; /* NULL with --receipts 0 */
     cr_loop_figures *figures;
     cr_router *router;
+    cr_route_config route;     /* its configuration (Route's bounds) */
     /* The state file (state.c) */
     char *state_path; /* NULL = none */
     int state_lock_fd; /* its lock (cr_state_lock); -1 = none */
@@ -72,6 +73,11 @@ uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as);
  * table became current. */
 double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
                        cr_core_plan_result *out);
+/* ---- route.c ---- */
+
+/* The prefill model routes predict with: GPU 0's, calibrated. */
+void cr_core_route_model(cr_core *c, cr_prefill_model *out);
+
 /* Shards routes go over with table t (NULL = none installed). */
 uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
 

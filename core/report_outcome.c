@@ -153,8 +153,14 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     if (d.matched)
         judged(b, &r, &d);
     unsigned here = CR_OUT_OWNER | CR_OUT_SHARD;
+    uint32_t routed;
     int released =
-        (o->has & here) == here && cr_router_release(c->router, o->owner, o->shard, b->now);
+        (given(o->request_id) &&
+         cr_router_release_request(c->router, cr_route_text_key(o->request_id,
+                                                                 strlen(o->request_id)),
+                                   b->now, (o->has & CR_OUT_CACHED_TOKENS) != 0,
+                                   o->cached_tokens, &routed)) ||
+        ((o->has & here) == here && cr_router_release(c->router, o->owner, o->shard, b->now));
     d.rejected = !d.matched && !observable && !d.has_tokens && !released;
     if (d.rejected)
         rejection(o, i, out);

@@ -26,6 +26,9 @@
 #                              only the C enum type's name differs
 #                              (Pkg__Msg__Enum), and C converts it to and from
 #                              int either way.
+#   repeated <numeric scalar> copied with [packed = true]: proto3 packs
+#                              them by default, proto2 does not; packed,
+#                              the wire is the same.
 # The descriptor set and every other language keep using PROTO itself.
 foreach(v IN ITEMS IN OUT_DIR PROTO MESSAGES SIDE)
   if(NOT DEFINED ${v})
@@ -56,6 +59,9 @@ foreach(name IN LISTS MESSAGES)
   string(REGEX REPLACE
          "[ \t]*optional (u?int32|u?int64|s?fixed32|s?fixed64|sint32|sint64|double|float|bool|string|bytes) [a-z_0-9]+ = [0-9]+;"
          "" body "${body}")
+  string(REGEX REPLACE
+         "[ \t]*repeated (u?int32|u?int64|s?fixed32|s?fixed64|sint32|sint64|double|float|bool) [a-z_0-9]+ = [0-9]+;"
+         "" body "${body}")
   # Enum-typed fields (without the `;`, which would split the CMake list).
   string(REGEX MATCHALL "optional [A-Z][A-Za-z0-9_]* [a-z_0-9]+ = [0-9]+" typed "${body}")
   string(REGEX REPLACE "[ \t]*optional [A-Z][A-Za-z0-9_]* [a-z_0-9]+ = [0-9]+;" "" body "${body}")
@@ -84,6 +90,9 @@ foreach(name IN LISTS MESSAGES)
     endif()
   endforeach()
   string(REPLACE "${block}" "\n" text "${text}")
+  string(REGEX REPLACE
+         "(repeated (u?int32|u?int64|s?fixed32|s?fixed64|sint32|sint64|double|float|bool) [a-z_0-9]+ = [0-9]+);"
+         "\\1 [packed = true];" block "${block}")
   if(nested)
     string(REPLACE "\nmessage ${name} {\n"
            "\nmessage ${name} {\n  // proto2 copies of the enums its fields use (proto3_optional.cmake)\n${nested}"

@@ -29,9 +29,13 @@
 #include "internal.h"
 
 typedef struct policy_state {
-    cr_core_config cfg;   /* as given; probe quiet, n_shards the cluster's;
-                           * kv_sources our own copy (for a reset) */
+    cr_core_config cfg;   /* as given; probe quiet, n_shards, block_tokens and
+                           * index_blocks the cluster's; kv_sources our own
+                           * copy (for a reset) */
     cr_replay_weight weight;
+    cr_replay_call call;
+    uint64_t *hashes;      /* scratch: one request's chained hashes */
+    size_t n_hashes;
     cr_replay_finishes finishes; /* served, not yet reported */
     cr_core *core;
     double now_s;         /* the clock the core reads */
@@ -44,12 +48,16 @@ static double virtual_now(void *ctx) { return ((const policy_state *)ctx)->now_s
 
 /* cfg with the parts the replay decides replaced; kv_sources deep-copied
  * so the caller may free its config at once. */
-static cr_status copy_config(const cr_core_config *cfg, uint32_t shards, cr_core_config *out,
-                             cr_error *err)
+static cr_status copy_config(const cr_core_config *cfg, const cr_replay_cluster *c,
+                             cr_core_config *out, cr_error *err)
 {
     *out = *cfg;
     cr_core_quiet_probe(&out->probe); /* the replay models a cluster, not this host */
-    out->planner.n_shards = shards;
+    out->planner.n_shards = c->shards;
+    out->route.block_tokens = c->block_tokens;
+    out->route.index_blocks = c->shard_blocks < CR_ROUTE_MAX_INDEX_BLOCKS
+                                  ? (uint32_t)c->shard_blocks
+                                  : CR_ROUTE_MAX_INDEX_BLOCKS;
     size_t n = cfg->inject.n_kv_sources;
     out->inject.kv_sources = NULL;
     if (n) {
@@ -122,20 +130,24 @@ static void note_install(policy_state *s)
     s->last = now;
 }
 
+/* A request's id: its first block's index in the pool, in decimal. */
+static void request_id(size_t first_block, char *buf, size_t len)
+{
+    snprintf(buf, len, "%zu", first_block);
+}
+
 /* Reports every prefill that has ended by now, as an engine's ReportOutcome
- * would, in batches: it releases the route's outstanding work (bounded,
- * live), counts served hits and feeds the core's calibration. */
+ * would, each at its own finish (the core's clock set to it): it releases
+ * the route's outstanding work (bounded, live, ttft), counts served hits
+ * and feeds the core's calibration. */
 static void report_finishes(policy_state *s)
 {
-    enum { BATCH = 256 };
-    cr_outcome batch[BATCH];
-    size_t n = 0;
+    double now = s->now_s;
     cr_replay_finish f;
-    int more = 1;
-    while (more) {
-        more = cr_replay_finishes_pop_due(&s->finishes, s->now_s, &f);
-        if (more)
-            batch[n++] = (cr_outcome){
+    while (cr_replay_finishes_pop_due(&s->finishes, now, &f)) {
+        char id[24];
+        request_id(f.request, id, sizeof id);
+        cr_outcome o = {
                 .has = CR_OUT_OWNER | CR_OUT_SHARD | CR_OUT_PROMPT_TOKENS | CR_OUT_CACHED_TOKENS |
                        CR_OUT_QUEUE_WAIT | CR_OUT_PREFILL | CR_OUT_PREFILLED_FROM |
                        CR_OUT_PREFILLED_TO | CR_OUT_TTFT | CR_OUT_GPU,
@@ -148,15 +160,15 @@ static void report_finishes(policy_state *s)
                 .prefilled_from = f.prefilled_from,
                 .prefilled_to = f.prompt_tokens,
                 .ttft_ms = f.ttft_ms,
-                .gpu = 0};
-        if (n == BATCH || (!more && n)) {
-            cr_outcome_counts counts;
-            cr_error err;
-            if (cr_core_report(s->core, batch, n, &counts, &err) != CR_OK) /* valid by construction */
-                fprintf(stderr, "cacheroute-replay: outcomes refused: %s\n", err.msg);
-            n = 0;
-        }
+                .gpu = 0,
+                .request_id = s->call == CR_REPLAY_CALL_ROUTE ? id : NULL};
+        cr_outcome_counts counts;
+        cr_error err;
+        s->now_s = f.at_s > s->now_s ? f.at_s : s->now_s;
+        if (cr_core_report(s->core, &o, 1, &counts, &err) != CR_OK) /* valid by construction */
+            fprintf(stderr, "cacheroute-replay: outcomes refused: %s\n", err.msg);
     }
+    s->now_s = now;
 }
 
 /* A clock running backwards is the start of another run over the same
@@ -177,9 +189,51 @@ static void tick(void *state, double now_s)
         note_install(s);
 }
 
+/* r's blocks' chained hashes into s->hashes; -1 when out of memory. */
+static int chain_hashes(policy_state *s, const cr_replay_request *r, const uint64_t *pool)
+{
+    if (r->n_blocks > s->n_hashes) {
+        uint64_t *h = realloc(s->hashes, r->n_blocks * sizeof *h);
+        if (!h)
+            return -1;
+        s->hashes = h;
+        s->n_hashes = r->n_blocks;
+    }
+    const uint64_t *ids = pool + r->first_block;
+    for (uint32_t i = 0; i < r->n_blocks; i++)
+        s->hashes[i] = cr_mix64((i ? s->hashes[i - 1] : 0) ^ ids[i]);
+    return 0;
+}
+
+/* Route for r, as a serving stack's gateway would call it. */
+static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr_replay_view *v)
+{
+    char id[24];
+    request_id(r->first_block, id, sizeof id);
+    int hashed = chain_hashes(s, r, v->blocks) == 0; /* out of memory: routed without hashes */
+    uint32_t most = s->cfg.route.max_hashes;
+    cr_core_route_item item = {
+        .has_owner = 1,
+        .owner = r->owner,
+        .prompt_tokens = r->input_tokens,
+        .hashes = hashed ? s->hashes : NULL,
+        .n_hashes = hashed ? (r->n_blocks < most ? r->n_blocks : most) : 0,
+        .request_id = id,
+    };
+    cr_route_answer a;
+    cr_error err;
+    if (cr_core_route(s->core, &item, 1, &a, NULL, &err) != CR_OK) { /* valid by construction */
+        fprintf(stderr, "cacheroute-replay: Route refused: %s\n", err.msg);
+        abort();
+    }
+    return a.shard;
+}
+
 static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     policy_state *s = state;
+    if (s->call == CR_REPLAY_CALL_ROUTE)
+        return route_call(s, r, v);
     (void)v;
     cr_route out;
     cr_error err;
@@ -199,6 +253,7 @@ static void served(void *state, const cr_replay_request *r, const cr_replay_outc
     uint32_t from = o->hit_tokens + (o->used_kv ? r->knowledge_tokens : 0);
     cr_replay_finish f = {
         .at_s = s->now_s + (o->queue_wait_ms + o->prefill_ms) / 1000.0,
+        .request = r->first_block,
         .owner = r->owner,
         .shard = o->shard,
         .prompt_tokens = r->input_tokens,
@@ -256,14 +311,15 @@ static void policy_free(void *state)
     cr_core_free(s->core);
     cr_replay_finishes_free(&s->finishes);
     free(s->cfg.inject.kv_sources);
+    free(s->hashes);
     free(s->changed);
     free(s->at_s);
     free(s);
 }
 
 cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
-                                      const cr_replay_cluster *c, cr_replay_policy *out,
-                                      cr_error *err)
+                                      cr_replay_call call, const cr_replay_cluster *c,
+                                      cr_replay_policy *out, cr_error *err)
 {
     memset(out, 0, sizeof *out);
     if (c->shards < 1 || c->shards > CR_MAX_SHARDS)
@@ -273,7 +329,8 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
     if (!s)
         return cr_fail(err, CR_ENOMEM, "out of memory for the cacheroute policy");
     s->weight = weight;
-    cr_status st = copy_config(cfg, c->shards, &s->cfg, err);
+    s->call = call;
+    cr_status st = copy_config(cfg, c, &s->cfg, err);
     if (st == CR_OK)
         st = open_core(s, err);
     if (st != CR_OK) {

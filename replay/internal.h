@@ -129,6 +129,7 @@ size_t *cr_replay_owner_counts(const cr_replay_trace *t, size_t *n);
 /* A served request as its engine would report it once its prefill ends. */
 typedef struct cr_replay_finish {
     double at_s;
+    size_t request; /* its first_block: unique per request, its id */
     int64_t owner;
     uint32_t shard;
     uint32_t prompt_tokens, cached_tokens, prefilled_from;

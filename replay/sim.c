@@ -228,7 +228,7 @@ static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
 static cr_status loop(sim *s, cr_error *err)
 {
     const cr_replay_policy *p = s->p;
-    cr_replay_view v = {s->c->shards, 0, s->backlog_ms, s->queued};
+    cr_replay_view v = {s->c->shards, 0, s->backlog_ms, s->queued, s->t->blocks};
     for (size_t i = 0; i < s->t->n; i++) {
         const cr_replay_request *r = &s->t->reqs[i];
         double now = cr_replay_arrival_s(r, s->c);

@@ -12,7 +12,16 @@
  *
  * Sums of doubles drift as work is added and taken away, so a shard's
  * load is reset to exactly 0 when its last item goes, and the total when
- * the last of all goes. */
+ * the last of all goes.
+ *
+ * The ttft rule also reads each shard's predicted timeline: when the work
+ * routed there so far should be done, if each item takes its weight in ms
+ * one after another. A route extends it; a release (an outcome: the item
+ * is done now, the next one starts) resets it to now plus the work still
+ * outstanding there, which corrects every earlier prediction at once. An
+ * expiry leaves it: by then the timeline has passed the item anyway.
+ * Items routed with a request id are found by it through an index of
+ * open-addressed slots, twice the cap, made on the first such item. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +32,10 @@
 typedef struct item {
     double expires, weight;
     int64_t owner;
-    uint32_t shard, next; /* next: the shard's next item, NONE = last */
+    uint64_t id;          /* the request id's key; 0 = none */
+    uint32_t shard;
+    uint32_t next, prev;  /* the shard's chain, oldest first; NONE at its ends */
+    uint32_t cached;      /* the cached tokens predicted for it */
 } item;
 
 typedef struct chain {
@@ -35,11 +47,14 @@ struct cr_inflight {
     item *items; /* the FIFO: count items from head, wrapping at cap */
     uint32_t cap, head, count;
     double *loads;  /* per shard: outstanding work */
+    double *busy;   /* per shard: when its work should be done, seconds */
     uint32_t *live; /* per shard: outstanding items */
     chain *chains;  /* per shard */
     uint32_t n_shards;
     double total;
     uint64_t outstanding, released, expired, evicted;
+    uint32_t *ids;  /* item + 1 by id, 2 cap slots; NULL until an id comes */
+    uint64_t ids_mask;
 };
 
 cr_inflight *cr_inflight_new(uint64_t cap, double ttl_s)
@@ -59,6 +74,8 @@ void cr_inflight_free(cr_inflight *w)
     if (!w)
         return;
     free(w->items);
+    free(w->ids);
+    free(w->busy);
     free(w->loads);
     free(w->live);
     free(w->chains);
@@ -81,6 +98,7 @@ int cr_inflight_reserve(cr_inflight *w, uint32_t n)
     if (n <= w->n_shards)
         return 0;
     if (grow((void **)&w->loads, sizeof *w->loads, w->n_shards, n, 0) != 0 ||
+        grow((void **)&w->busy, sizeof *w->busy, w->n_shards, n, 0) != 0 ||
         grow((void **)&w->live, sizeof *w->live, w->n_shards, n, 0) != 0 ||
         grow((void **)&w->chains, sizeof *w->chains, w->n_shards, n, 0xff) != 0)
         return -1; /* n_shards unchanged: the grown arrays are merely longer */
@@ -88,20 +106,49 @@ int cr_inflight_reserve(cr_inflight *w, uint32_t n)
     return 0;
 }
 
-/* Takes item idx (after prev in its shard's chain; NONE: it is the head)
- * out of the work and the chain. */
-static void retire(cr_inflight *w, uint32_t idx, uint32_t prev, uint64_t *counter)
+static uint64_t id_slot(const cr_inflight *w, uint64_t id) { return cr_mix64(id) & w->ids_mask; }
+
+/* The slot holding item idx's id. */
+static uint64_t id_find(const cr_inflight *w, uint64_t id)
+{
+    uint64_t i = id_slot(w, id);
+    while (w->ids[i] && w->items[w->ids[i] - 1].id != id)
+        i = (i + 1) & w->ids_mask;
+    return i;
+}
+
+/* Deletes slot i, shifting back the run after it (linear probing). */
+static void id_drop(cr_inflight *w, uint64_t i)
+{
+    for (uint64_t j = (i + 1) & w->ids_mask; w->ids[j]; j = (j + 1) & w->ids_mask) {
+        uint64_t home = id_slot(w, w->items[w->ids[j] - 1].id);
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            w->ids[i] = w->ids[j];
+            i = j;
+        }
+    }
+    w->ids[i] = 0;
+}
+
+/* Takes item idx out of the work and its shard's chain. */
+static void retire(cr_inflight *w, uint32_t idx, uint64_t *counter)
 {
     item *it = &w->items[idx];
     chain *ch = &w->chains[it->shard];
-    if (prev == NONE)
+    if (it->prev == NONE)
         ch->head = it->next;
     else
-        w->items[prev].next = it->next;
-    if (ch->tail == idx)
-        ch->tail = prev;
+        w->items[it->prev].next = it->next;
+    if (it->next == NONE)
+        ch->tail = it->prev;
+    else
+        w->items[it->next].prev = it->prev;
     w->loads[it->shard] = --w->live[it->shard] ? w->loads[it->shard] - it->weight : 0;
     w->total = --w->outstanding ? w->total - it->weight : 0;
+    if (it->id) {
+        id_drop(w, id_find(w, it->id));
+        it->id = 0;
+    }
     it->shard = NONE;
     (*counter)++;
 }
@@ -110,7 +157,7 @@ static void retire(cr_inflight *w, uint32_t idx, uint32_t prev, uint64_t *counte
 static void pop(cr_inflight *w, uint64_t *counter)
 {
     if (w->items[w->head].shard != NONE)
-        retire(w, w->head, NONE, counter);
+        retire(w, w->head, counter);
     w->head = w->head + 1 == w->cap ? 0 : w->head + 1;
     w->count--;
 }
@@ -122,19 +169,45 @@ void cr_inflight_expire(cr_inflight *w, double now)
         pop(w, &w->expired);
 }
 
+/* The id index, made on the first id; -1 when out of memory. */
+static int want_ids(cr_inflight *w)
+{
+    if (w->ids)
+        return 0;
+    uint64_t n = 2;
+    while (n < 2 * (uint64_t)w->cap)
+        n *= 2;
+    if (!(w->ids = calloc(n, sizeof *w->ids)))
+        return -1;
+    w->ids_mask = n - 1;
+    return 0;
+}
+
 void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now)
 {
+    cr_inflight_add_id(w, owner, 0, 0, shard, weight, now);
+}
+
+void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
+                        uint32_t shard, double weight, double now)
+{
+    if (id && (want_ids(w) != 0 || w->ids[id_find(w, id)]))
+        id = 0; /* no index, or the id is outstanding already: this one by owner */
     if (w->count == w->cap)
         pop(w, &w->evicted);
     uint32_t idx = w->head + w->count; /* < 2 cap, no overflow */
     idx -= idx >= w->cap ? w->cap : 0;
-    w->items[idx] = (item){now + w->ttl_s, weight, owner, shard, NONE};
+    w->items[idx] = (item){now + w->ttl_s, weight, owner, id, shard, NONE, NONE, cached};
     w->count++;
+    if (id)
+        w->ids[id_find(w, id)] = idx + 1;
+    w->busy[shard] = (w->busy[shard] > now ? w->busy[shard] : now) + weight / 1e3;
     chain *ch = &w->chains[shard];
     if (ch->tail == NONE)
         ch->head = idx;
     else
         w->items[ch->tail].next = idx;
+    w->items[idx].prev = ch->tail;
     ch->tail = idx;
     w->loads[shard] += weight;
     w->live[shard]++;
@@ -142,20 +215,47 @@ void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weigh
     w->outstanding++;
 }
 
-int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard)
+/* Releases item idx, done at now: the shard's next item starts now. */
+static void done(cr_inflight *w, uint32_t idx, double now)
+{
+    uint32_t s = w->items[idx].shard;
+    retire(w, idx, &w->released);
+    w->busy[s] = now + w->loads[s] / 1e3;
+}
+
+int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now)
 {
     if (shard >= w->n_shards)
         return 0;
-    uint32_t prev = NONE, idx = w->chains[shard].head;
+    uint32_t idx = w->chains[shard].head;
     for (int k = 0; idx != NONE && k < CR_ROUTE_RELEASE_DEPTH; k++) {
-        if (w->items[idx].owner == owner) {
-            retire(w, idx, prev, &w->released);
+        if (w->items[idx].owner == owner && !w->items[idx].id) {
+            done(w, idx, now);
             return 1;
         }
-        prev = idx;
         idx = w->items[idx].next;
     }
     return 0;
+}
+
+int cr_inflight_release_id(cr_inflight *w, uint64_t id, double now, uint32_t *shard,
+                           uint32_t *cached)
+{
+    if (!id || !w->ids)
+        return 0;
+    uint32_t v = w->ids[id_find(w, id)];
+    if (!v)
+        return 0;
+    *shard = w->items[v - 1].shard;
+    *cached = w->items[v - 1].cached;
+    done(w, v - 1, now);
+    return 1;
+}
+
+double cr_inflight_wait_ms(const cr_inflight *w, uint32_t shard, double now)
+{
+    double left = w->busy[shard] - now;
+    return left > 0 ? left * 1e3 : 0;
 }
 
 const double *cr_inflight_loads(const cr_inflight *w) { return w->loads; }
@@ -172,5 +272,7 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out)
     out->expired = w->expired;
     out->evicted = w->evicted;
     out->bytes = sizeof *w + (uint64_t)w->cap * sizeof *w->items +
-                 (uint64_t)w->n_shards * (sizeof *w->loads + sizeof *w->live + sizeof *w->chains);
+                 (w->ids ? (w->ids_mask + 1) * sizeof *w->ids : 0) +
+                 (uint64_t)w->n_shards *
+                     (sizeof *w->loads + sizeof *w->busy + sizeof *w->live + sizeof *w->chains);
 }

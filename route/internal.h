@@ -1,7 +1,11 @@
-/* Private to the route component: the outstanding work per shard
- * (inflight.c) that the router (router.c) weighs under bounded and live. */
+/* Private to the route component: the router's handle (router.c, ttft.c),
+ * the outstanding work per shard (inflight.c) that bounded, live and ttft
+ * weigh, the prefix index (prefix.c) and the sessions (sessions.c) that
+ * ttft reads. */
 #ifndef CR_ROUTE_INTERNAL_H
 #define CR_ROUTE_INTERNAL_H
+
+#include <pthread.h>
 
 #include "route.h"
 
@@ -27,13 +31,31 @@ void cr_inflight_expire(cr_inflight *w, double now);
 
 /* Adds weight of owner on shard (reserved), expiring at now + ttl_s. A
  * full FIFO first retires its oldest item (counted evicted: at the cap the
- * oldest work counts as done). O(1). */
+ * oldest work counts as done). The shard's timeline grows by weight ms.
+ * O(1). */
 void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now);
 
-/* Retires owner's oldest outstanding item on shard, counted released,
- * looking CR_ROUTE_RELEASE_DEPTH items deep from the shard's oldest: 1, or
- * 0 when there is none that deep. */
-int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard);
+/* The same for a request whose id has key id (0 = none; an id outstanding
+ * already is kept by owner instead), with the cached tokens predicted for
+ * it. O(1) expected. */
+void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
+                        uint32_t shard, double weight, double now);
+
+/* Retires owner's oldest outstanding item on shard that has no id,
+ * counted released, looking CR_ROUTE_RELEASE_DEPTH items deep from the
+ * shard's oldest: 1, or 0 when there is none that deep. The shard's
+ * timeline restarts at now with the work left there. */
+int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now);
+
+/* Retires the item with id key id as cr_inflight_release does: 1 with its
+ * shard and predicted cached tokens, or 0 when none is outstanding. O(1)
+ * expected. */
+int cr_inflight_release_id(cr_inflight *w, uint64_t id, double now, uint32_t *shard,
+                           uint32_t *cached);
+
+/* How long a request routed to shard at now would wait, ms: its timeline
+ * past now, or 0. */
+double cr_inflight_wait_ms(const cr_inflight *w, uint32_t shard, double now);
 
 /* Outstanding work per shard (cr_inflight_reserve'd entries; exactly 0 on
  * a shard with no items) and in all. */
@@ -45,5 +67,92 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out);
 
 /* Shards reserved so far (cr_inflight_loads has this many). */
 uint32_t cr_inflight_shards(const cr_inflight *w);
+
+/* ---- the prefix index (prefix.c) ---------------------------------------- */
+
+typedef struct cr_prefix cr_prefix;
+
+/* An empty index of n_shards (1..CR_ROUTE_INDEX_MAX_SHARDS) shards, each
+ * holding at most blocks_per_shard (>= 1) blocks; it grows as blocks come.
+ * NULL when out of memory or out of range. Not thread-safe. */
+cr_prefix *cr_prefix_new(uint32_t n_shards, uint32_t blocks_per_shard);
+void cr_prefix_free(cr_prefix *p); /* NULL is ignored */
+uint32_t cr_prefix_shards(const cr_prefix *p);
+
+/* Marks keys[0..n) held by shard (< cr_prefix_shards), the last first (so
+ * the prefix's tail ages first), evicting the shard's oldest unreferenced
+ * blocks past its bound; a key held already is touched. -1 when out of
+ * memory (some keys may be in). O(n) expected. */
+int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_t n);
+
+/* depth[s] for s < min(n_shards, shards): how many leading keys of
+ * keys[0..n) shard s holds. Returns the largest. Changes nothing; O(the
+ * longest depth + n_shards). */
+uint32_t cr_prefix_match(const cr_prefix *p, const uint64_t *keys, uint32_t n, uint32_t n_shards,
+                         uint32_t *depth);
+
+/* Blocks held over all shards, bytes allocated. */
+void cr_prefix_stats(const cr_prefix *p, uint64_t *blocks, uint64_t *bytes);
+
+/* ---- sessions (sessions.c) ------------------------------------------------ */
+
+/* Per owner, the shard its last request went to and that request's prompt
+ * tokens: a direct-mapped table (an owner may push another out), 16 B a
+ * slot, a power of two of them. Not thread-safe. */
+typedef struct cr_session {
+    int64_t owner;
+    uint32_t shard;  /* UINT32_MAX: empty */
+    uint32_t tokens;
+} cr_session;
+
+typedef struct cr_sessions {
+    cr_session *slots;
+    uint64_t mask;
+} cr_sessions;
+
+/* At least n slots; -1 when out of memory. */
+int cr_sessions_init(cr_sessions *s, uint64_t n);
+void cr_sessions_free(cr_sessions *s);
+/* owner's session, or NULL. */
+const cr_session *cr_sessions_find(const cr_sessions *s, int64_t owner);
+void cr_sessions_put(cr_sessions *s, int64_t owner, uint32_t shard, uint32_t tokens);
+
+/* ---- the router ------------------------------------------------------------ */
+
+struct cr_router {
+    pthread_mutex_t lock; /* guards everything below */
+    cr_route_by by;
+    double c;             /* --load-bound */
+    cr_inflight *work;    /* NULL under plan */
+    cr_ring *ring;        /* over the latest route's shard count; NULL before */
+    cr_ring *other;       /* the last other count cr_router_home asked for */
+    uint32_t *seen;       /* per ring shard: the walk that last looked at it */
+    uint32_t walk;
+    uint64_t diverted;
+    /* ttft (ttft.c); the index exists under every rule, for Route */
+    cr_prefix *index;     /* NULL until the first block */
+    cr_sessions sessions; /* ttft only */
+    double trust[CR_ROUTE_INDEX_MAX_SHARDS]; /* measured / predicted hits */
+    uint32_t block_tokens, index_blocks;
+    double g;             /* --miss-weight */
+    int planned;          /* --route-planned */
+    uint32_t *depth;      /* per shard: scratch for a match */
+    uint64_t *keys;       /* scratch for a request's namespaced keys */
+    uint32_t n_depth, n_keys;
+    uint64_t why[CR_ROUTE_N_WHY]; /* routes placed, by reason */
+};
+
+/* r locked: the ring and the counters for n shards, built when n changes;
+ * -1 (the old ones kept) when out of memory. */
+int cr_router_prepare(cr_router *r, uint32_t n);
+
+/* r locked: the first shard of owner's ring over n shards; UINT32_MAX when
+ * out of memory. */
+uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n);
+
+/* r locked, prepared for n shards: owner's shard under plan, bounded or
+ * live at now under t, weighing weight; *admitted = whether t admits it. */
+uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t owner,
+                            double weight, double now, int *admitted);
 
 #endif

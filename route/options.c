@@ -6,14 +6,17 @@
 
 #define AT(field) offsetof(cr_route_config, field)
 
-static const char *const ROUTE_BY[] = {"plan", "bounded", "live", NULL}; /* cr_route_by's order */
+static const char *const ROUTE_BY[] = {"plan", "bounded", "live", "ttft", NULL}; /* cr_route_by's */
+static const char *const OFF_ON[] = {"off", "on", NULL};
 
 static const cr_option ROWS[] = {
     {.name = "route-by", .key = "route_by", .type = CR_OPT_CHOICE, .offset = AT(by),
      .def_text = "plan", .choices = ROUTE_BY,
-     .help = "RecordArrival's route: plan (the preferred shard, else owner mod R), bounded "
-             "(affinity unless the shard's outstanding work exceeds --load-bound x the mean, "
-             "then the session's next shard, then its ring) or live (least outstanding work)"},
+     .help = "RecordArrival's and Route's rule: plan (the preferred shard, else owner mod R), "
+             "bounded (affinity unless the shard's outstanding work exceeds --load-bound x the "
+             "mean, then the session's next shard, then its ring), live (least outstanding "
+             "work) or ttft (the least predicted queue wait + --miss-weight x prefill, from "
+             "the prefix index and the calibrated model)"},
     {.name = "load-bound", .key = "load_bound", .type = CR_OPT_DOUBLE, .offset = AT(load_bound),
      .def = 1.25, .min = 1, .max = 100,
      .help = "--route-by bounded: a shard takes a route while its outstanding work is at "
@@ -24,8 +27,28 @@ static const cr_option ROWS[] = {
              "when no ReportOutcome for its owner and shard came"},
     {.name = "inflight-max", .key = "inflight_max", .type = CR_OPT_U64,
      .offset = AT(inflight_max), .def = 100000, .min = 1, .max = CR_ROUTE_MAX_INFLIGHT,
-     .help = "--route-by bounded or live: outstanding routes tracked at most (32 B each, "
-             "allocated up front), the oldest counted as done first"},
+     .help = "--route-by bounded, live or ttft: outstanding routes tracked at most (48 B "
+             "each, allocated up front; ttft 16 B more for its sessions), the oldest counted "
+             "as done first"},
+    {.name = "block-tokens", .key = "block_tokens", .type = CR_OPT_U32,
+     .offset = AT(block_tokens), .def = 16, .min = 1, .max = 1u << 20,
+     .help = "Route: the tokens each block hash stands for (the engine's KV block size)"},
+    {.name = "index-blocks", .key = "index_blocks", .type = CR_OPT_U32,
+     .offset = AT(index_blocks), .def = 131072, .min = 1, .max = CR_ROUTE_MAX_INDEX_BLOCKS,
+     .help = "Route: the blocks the prefix index keeps per shard (set it to a shard's KV "
+             "cache in blocks); at most 36 B each, allocated as blocks come"},
+    {.name = "max-route-hashes", .key = "max_route_hashes", .type = CR_OPT_U32,
+     .offset = AT(max_hashes), .def = 8192, .min = 1, .max = CR_ROUTE_MAX_HASHES,
+     .help = "Route: block hashes one request may carry (more is INVALID_ARGUMENT)"},
+    {.name = "miss-weight", .key = "miss_weight", .type = CR_OPT_DOUBLE,
+     .offset = AT(miss_weight), .def = 2, .min = 1, .max = 1000,
+     .help = "--route-by ttft: how many times a request's predicted prefill counts against "
+             "its predicted queue wait (1: its own TTFT; more: the work a miss adds for the "
+             "requests behind it)"},
+    {.name = "route-planned", .key = "route_planned", .type = CR_OPT_CHOICE,
+     .offset = AT(planned), .def_text = "off", .choices = OFF_ON,
+     .help = "--route-by ttft: on sends an owner the plan admits to the least predicted "
+             "TTFT among its planned shards only"},
 };
 
 const cr_option_table cr_route_options = CR_OPTION_TABLE("", ROWS);

@@ -1,6 +1,6 @@
-/* The route rule, once (see route.h): plan, the default, keeps no state;
- * bounded and live read the outstanding work per shard (inflight.c) and
- * walk the owner's ring (ring.c), under one lock. */
+/* The route rule, once (see route.h): plan keeps no state; bounded and
+ * live read the outstanding work per shard (inflight.c) and walk the
+ * owner's ring (ring.c), under one lock; ttft (the default) is ttft.c's. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,29 +34,27 @@ static size_t find_chunk(const cr_table *t, const cr_route *routes, size_t n,
     return n;
 }
 
-struct cr_router {
-    pthread_mutex_t lock; /* guards everything below */
-    cr_route_by by;
-    double c;             /* --load-bound */
-    cr_inflight *work;    /* NULL under plan */
-    cr_ring *ring;        /* over the latest route's shard count; NULL before */
-    cr_ring *other;       /* the last other count cr_router_home asked for */
-    uint32_t *seen;       /* per ring shard: the walk that last looked at it */
-    uint32_t walk;
-    uint64_t diverted;
-};
-
 cr_router *cr_router_new(const cr_route_config *cfg)
 {
     cr_router *r = calloc(1, sizeof *r);
-    if (!r || (cfg->by != CR_ROUTE_PLAN &&
-               !(r->work = cr_inflight_new(cfg->inflight_max, cfg->inflight_ttl_s)))) {
+    if (!r)
+        return NULL;
+    if ((cfg->by != CR_ROUTE_PLAN &&
+         !(r->work = cr_inflight_new(cfg->inflight_max, cfg->inflight_ttl_s))) ||
+        (cfg->by == CR_ROUTE_TTFT && cr_sessions_init(&r->sessions, cfg->inflight_max) != 0)) {
+        cr_inflight_free(r->work);
         free(r);
         return NULL;
     }
     pthread_mutex_init(&r->lock, NULL);
     r->by = cfg->by;
     r->c = cfg->load_bound;
+    r->block_tokens = cfg->block_tokens ? cfg->block_tokens : 1;
+    r->index_blocks = cfg->index_blocks ? cfg->index_blocks : 1;
+    r->g = cfg->miss_weight;
+    r->planned = cfg->planned;
+    for (uint32_t s = 0; s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
+        r->trust[s] = 1;
     return r;
 }
 
@@ -69,14 +67,16 @@ void cr_router_free(cr_router *r)
     cr_ring_free(r->ring);
     cr_ring_free(r->other);
     free(r->seen);
+    cr_prefix_free(r->index);
+    cr_sessions_free(&r->sessions);
+    free(r->depth);
+    free(r->keys);
     free(r);
 }
 
-/* The ring and the counters for n shards, built when n changes; -1 (the
- * old ones kept) when out of memory. */
-static int prepare(cr_router *r, uint32_t n)
+int cr_router_prepare(cr_router *r, uint32_t n)
 {
-    if (cr_inflight_reserve(r->work, n) != 0)
+    if (r->work && cr_inflight_reserve(r->work, n) != 0)
         return -1;
     if (r->ring && cr_ring_n_shards(r->ring) == n)
         return 0;
@@ -99,9 +99,8 @@ static int prepare(cr_router *r, uint32_t n)
     return 0;
 }
 
-/* r locked: the first shard of owner's ring over n shards, the routes'
- * ring or another kept for this; UINT32_MAX when out of memory. */
-static uint32_t ring_home(cr_router *r, int64_t owner, uint32_t n)
+/* The routes' ring or another kept for this. */
+uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n)
 {
     const cr_ring *ring = r->ring && cr_ring_n_shards(r->ring) == n ? r->ring : NULL;
     if (!ring && !(r->other && cr_ring_n_shards(r->other) == n)) {
@@ -120,7 +119,7 @@ uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards)
     uint32_t s = UINT32_MAX;
     if (r->work) {
         pthread_mutex_lock(&r->lock);
-        s = ring_home(r, owner, n_shards);
+        s = cr_router_ring_home(r, owner, n_shards);
         pthread_mutex_unlock(&r->lock);
     }
     return s != UINT32_MAX ? s : cr_route_fallback_shard(owner, n_shards);
@@ -239,7 +238,7 @@ static int route_moving(cr_router *r, const cr_table *t, uint32_t shards,
                         const double *weights, cr_route *routes, size_t n, double now)
 {
     pthread_mutex_lock(&r->lock);
-    int st = prepare(r, shards);
+    int st = cr_router_prepare(r, shards);
     if (st == 0)
         cr_inflight_expire(r->work, now);
     const cr_placement *placed[CHUNK];
@@ -252,9 +251,26 @@ static int route_moving(cr_router *r, const cr_table *t, uint32_t shards,
     return st;
 }
 
+uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t owner,
+                            double weight, double now, int *admitted)
+{
+    const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
+    if (!r->work)
+        return plan_shard(r, p, owner, n, admitted);
+    cr_route out = {.owner = owner};
+    route_one(r, t, p, &out, weight, now);
+    *admitted = out.admitted;
+    return out.preferred_shard;
+}
+
 void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const double *weights,
                      cr_route *routes, size_t n, double now)
 {
+    if (r->by == CR_ROUTE_TTFT) { /* tokens as ms: the core passes its model instead */
+        cr_prefill_model unit = {0, 1, 0};
+        cr_router_route_ttft(r, t, shards, &unit, weights, routes, n, now);
+        return;
+    }
     if (r->work && route_moving(r, t, shards, weights, routes, n, now) == 0)
         return;
     const cr_placement *placed[CHUNK];
@@ -273,7 +289,7 @@ int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now)
         return 0;
     pthread_mutex_lock(&r->lock);
     cr_inflight_expire(r->work, now);
-    int released = cr_inflight_release(r->work, owner, shard);
+    int released = cr_inflight_release(r->work, owner, shard, now);
     pthread_mutex_unlock(&r->lock);
     return released;
 }

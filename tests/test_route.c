@@ -252,7 +252,7 @@ static void test_route_rows(void)
     CU_ASSERT_EQUAL_FATAL(cr_option_set(&cr_route_options, o, &cfg.route, "bounded", &err), CR_OK);
     CU_ASSERT_EQUAL(cfg.route.by, CR_ROUTE_BOUNDED);
     CU_ASSERT_EQUAL(cr_option_set(&cr_route_options, o, &cfg.route, "least", &err), CR_EINVAL);
-    CU_ASSERT_STRING_EQUAL(err.msg, "--route-by must be one of plan, bounded, live, got \"least\"");
+    CU_ASSERT_STRING_EQUAL(err.msg, "--route-by must be one of plan, bounded, live, ttft, got \"least\"");
     cfg.route.load_bound = 0.99;
     CU_ASSERT_PTR_NULL(cr_core_new(&cfg, NULL, NULL, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "load_bound must be in 1..100, got 0.99");
@@ -548,10 +548,10 @@ static void test_memory_bounded_under_owner_flood(void)
     for (int s = 0; s < SHARDS; s++)
         sum += work[s];
     CU_ASSERT_DOUBLE_EQUAL(sum, st.work, 1e-9);
-    /* Nothing grew after the first thousand; the bound as core.h states it:
-     * 64 items of 32 B, 20 B a shard (and 4 of walk marks), the ring. */
+    /* Nothing grew after the first thousand; the bound as route.h states it:
+     * 64 items of 48 B, 28 B a shard (and 4 of walk marks), the ring. */
     CU_ASSERT_EQUAL(st.bytes, bytes);
-    CU_ASSERT_TRUE(st.bytes <= 256 + 64 * 32 + SHARDS * (20 + 4) + cr_ring_bytes(f.ring));
+    CU_ASSERT_TRUE(st.bytes <= 256 + 64 * 48 + SHARDS * (28 + 4) + cr_ring_bytes(f.ring));
     fixture_close(&f);
 }
 

@@ -2,6 +2,8 @@
  * for refusing a call whose answer could not be sent before its work is
  * done. Each is a sum of the parts' keys and widest values, checked
  * against protobuf-c's packing by test_record_answer and test_plan_answer. */
+#include <string.h>
+
 #include "wire.h"
 #include "internal.h"
 
@@ -9,6 +11,17 @@ size_t cr_wire_route_bytes(uint64_t shards)
 {
     /* key and length 2, owner 1 + 10, rate 1 + 8, admitted 1 + 1, shard key 1 */
     return 2 + 11 + 9 + 2 + 1 + varint_len(shards > 1 ? shards - 1 : 0);
+}
+
+size_t cr_wire_decision_bytes(void)
+{
+    size_t reason = 0;
+    for (int r = 0; r < CR_ROUTE_N_WHY; r++) {
+        size_t n = strlen(cr_route_reason_name((cr_route_reason)r));
+        reason = n > reason ? n : reason;
+    }
+    /* key and length, shard 1 + 5, admitted, cached 1 + 5, two doubles 1 + 8, reason */
+    return 2 + 6 + 2 + 6 + 9 + 9 + 2 + reason;
 }
 
 size_t cr_wire_rate_bytes(void)

@@ -188,6 +188,37 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
                          size_t n_weights, cr_route *routes, uint64_t *generation,
                          cr_error *err);
 
+/* ---- Route -------------------------------------------------------------- */
+
+#define CR_CORE_MAX_ROUTES 4096    /* requests in one Route call */
+#define CR_CORE_NAMESPACE_MAX 256  /* bytes in a Route namespace */
+
+/* One request to route. */
+typedef struct cr_core_route_item {
+    int has_owner;
+    int64_t owner;            /* its session: recorded as one arrival */
+    uint32_t prompt_tokens;   /* L; 0 = n_hashes x --block-tokens */
+    const uint64_t *hashes;   /* its blocks' chained hashes (route.h) */
+    size_t n_hashes;          /* at most --max-route-hashes */
+    const char *space;        /* its namespace (model, adapter, cache salt) */
+    size_t space_len;         /* at most CR_CORE_NAMESPACE_MAX bytes; 0 = none */
+    const char *request_id;   /* NULL or "" = none; at most CR_LOOP_REQUEST_ID_MAX
+                               * bytes: an outcome with it releases the route */
+} cr_core_route_item;
+
+/* Routes n requests in order under the installed table with the calibrated
+ * prefill model of GPU 0 (cr_router_place), answering out[0..n-1] and the
+ * table's generation; each owner given is recorded as one arrival of
+ * weight 1. CR_EINVAL in field order, nothing recorded or routed:
+ * "requests must not be empty", "requests must be at most 4096, got N",
+ * "requests[3].block_hashes has 9000 hashes, at most 8192
+ * (--max-route-hashes)", "requests[1].prompt_tokens must be at most
+ * 10000000, got N", "requests[0].namespace must be at most 256 bytes, got
+ * N", "requests[2].request_id must be at most 128 bytes, got N"; CR_ENOMEM.
+ * Thread-safe. */
+cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
+                        cr_route_answer *out, uint64_t *generation, cr_error *err);
+
 /* cr_router_home of the core's router: where an owner without warm slots
  * goes over n_shards. Thread-safe. */
 uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards);

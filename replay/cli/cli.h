@@ -38,6 +38,7 @@ typedef struct settings {
     char *scale_text, *sweep_qcap_text, *sweep_warm_text, *sweep_margin_text;
     double slo_p99_ms, series_window_s;
     cr_replay_weight weight; /* --weight: what a cacheroute arrival weighs */
+    cr_replay_call call;     /* --call: Route or RecordArrival */
     /* the lists, parsed from their text by cli_finish_settings */
     values scales; /* ascending, distinct */
     values sweep_qcap, sweep_warm, sweep_margin; /* empty = from the trace */
@@ -114,7 +115,7 @@ void cli_choose_policies(settings *s, const trace_stats *st);
 /* A fresh policy by index, for one run, cacheroute's arrivals weighing
  * what weight says; dump (NULL = none) gets every outcome. */
 cr_status cli_make_policy(unsigned policy, const cr_core_config *core, cr_replay_weight weight,
-                          const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
+                          cr_replay_call call, const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
                           cr_error *err);
 
 /* ---- runs, capacity and the sweep (runs.c) ---------------------------------------- */

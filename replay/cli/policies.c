@@ -166,13 +166,13 @@ static cr_status wrap(cr_replay_policy *p, const char *name, kv_rule rule,
  * shards request by request); a baseline or cacheroute itself is wrapped
  * only to record its outcomes. */
 cr_status cli_make_policy(unsigned name, const cr_core_config *core, cr_replay_weight weight,
-                          const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
+                          cr_replay_call call, const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
                           cr_error *err)
 {
     const char *n = POLICY_NAMES[name];
     static const kv_rule RULES[] = {[6] = KV_TEXT, [7] = KV_ALL, [8] = KV_ORACLE, [9] = KV_OWN};
     int routes_like_cacheroute = name == 0 || name >= DEFAULT_POLICIES;
-    cr_status st = routes_like_cacheroute ? cr_replay_cacheroute_policy(core, weight, c, out, err)
+    cr_status st = routes_like_cacheroute ? cr_replay_cacheroute_policy(core, weight, call, c, out, err)
                                           : cr_replay_baseline(n, c, out, err);
     if (st != CR_OK || (name < DEFAULT_POLICIES && !dump))
         return st;

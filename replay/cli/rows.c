@@ -133,6 +133,7 @@ static int show_true_kv(const void *cfg, char *buf, size_t len)
 #define TEXT(flag, field, text) LIST(flag, field, "", text)
 
 static const char *const WEIGHTS[] = {"requests", "tokens", NULL}; /* cr_replay_weight's order */
+static const char *const CALLS[] = {"route", "record", NULL};       /* cr_replay_call's order */
 
 static const cr_option REPLAY_ROWS[] = {
     TEXT("trace", trace, "Mooncake JSON-lines trace to replay (or --generate)"),
@@ -164,6 +165,10 @@ static const cr_option REPLAY_ROWS[] = {
      .def_text = "requests", .choices = WEIGHTS,
      .help = "what each cacheroute arrival weighs: requests (1) or tokens (its input tokens; "
              "rates and --qcap are then tokens/s)"},
+    {.name = "call", .key = "call", .type = CR_OPT_CHOICE, .offset = AT(call),
+     .def_text = "route", .choices = CALLS,
+     .help = "what cacheroute is asked per request: route (Route: owner, prompt tokens, block "
+             "hashes, request id) or record (RecordArrival: owner and --weight)"},
 };
 
 static const cr_option OUTPUT_ROWS[] = {

@@ -220,6 +220,7 @@ typedef struct cr_replay_view {
     double now_s;
     const double *backlog_ms;  /* per shard: work queued and in service, ms */
     const uint32_t *queued;    /* per shard: requests queued and in service */
+    const uint64_t *blocks;    /* the trace's block ids: a request's are at its first_block */
 } cr_replay_view;
 
 /* What happened to one request. */
@@ -278,20 +279,31 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  * tokens, so rates are tokens/s and --qcap is tokens/s per shard. */
 typedef enum cr_replay_weight { CR_REPLAY_WEIGHT_REQUESTS, CR_REPLAY_WEIGHT_TOKENS } cr_replay_weight;
 
+/* What the cacheroute policy calls per request (--call): Route
+ * (cr_core_route) with its owner, prompt tokens, its blocks' chained
+ * hashes (h_0 = cr_mix64(id_0), h_i = cr_mix64(h_{i-1} ^ id_i)) and a
+ * request id, its outcome reported by that id; or RecordArrival
+ * (cr_core_record) with its owner and weight, its outcome by owner and
+ * shard. */
+typedef enum cr_replay_call { CR_REPLAY_CALL_ROUTE, CR_REPLAY_CALL_RECORD } cr_replay_call;
+
 /* The cacheroute policy: the sidecar's own core (core/) run in-process in
- * virtual time. Each request is one cr_core_record (its owner, weighing
- * what weight says), sent to the route's preferred shard; cr_core_tick
+ * virtual time. Each request is one call (above; a RecordArrival weighing
+ * what weight says), sent to the shard it answers; the core's --block-tokens
+ * and --index-blocks are set to the cluster's block_tokens and
+ * shard_blocks (what a deployer sets them to); cr_core_tick
  * before each request lets the core's replanner install a plan every
  * cfg->replan_interval_s of virtual time; requests with knowledge go
- * through cr_core_select. Under --route-by bounded or live the core is told
- * when each request's prefill ends: served pushes (its arrival + queue wait
- * + prefill, owner, shard) on a min-heap, and tick reports every finish due
- * by then (cr_core_report with owner and shard), as an engine reporting
- * each outcome at once would; --inflight-ttl still applies. cfg is copied
+ * through cr_core_select. The core is told when each request's prefill
+ * ends: served pushes (its arrival + queue wait + prefill, owner, shard,
+ * request) on a min-heap, and tick reports every finish due by then, each
+ * at its own finish time (cr_core_report), as an engine reporting each
+ * outcome at once would; that releases the route's outstanding work under
+ * bounded, live and ttft; --inflight-ttl still applies. cfg is copied
  * (its probe is replaced by one that finds nothing). replans reports churn. */
 cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
-                                      const cr_replay_cluster *c, cr_replay_policy *out,
-                                      cr_error *err);
+                                      cr_replay_call call, const cr_replay_cluster *c,
+                                      cr_replay_policy *out, cr_error *err);
 
 /* ---- runs ------------------------------------------------------------ */
 

@@ -32,18 +32,26 @@
  *            under bounded; a tie with the session's first choice (its
  *            preferred shard, or its ring's first) keeps it, other ties
  *            go to the lowest id. O(R) a route; kept for comparison.
+ *   ttft     the least predicted queue wait plus --miss-weight times the
+ *            predicted prefill, from the prefix index (Route's block
+ *            hashes) or the owner's session (RecordArrival, weights read
+ *            as prompt tokens): "per-request routes" below.
  * Deterministic: the same calls in the same order give the same routes.
  *
  * Memory: outstanding work is a FIFO of at most --inflight-max (default
- * 100,000) items of 32 B (expiry, owner, shard, weight), allocated up
- * front, each linked into its shard's chain; 20 B per shard; and the ring
- * (1.5 KB per shard at most), rebuilt when the shard count changes: 3.2 MB
- * at the defaults on 8 shards. At the cap the oldest item is retired
- * first, its work counted as done (evicted). A release looks for the
+ * 100,000) items of 48 B (expiry, owner, request id, shard, weight,
+ * predicted hit), allocated up front, each linked into its shard's chain;
+ * 28 B per shard; and the ring (1.5 KB per shard at most), rebuilt when
+ * the shard count changes: 4.8 MB at the defaults on 8 shards; under ttft
+ * 16 B a session (as many as --inflight-max, rounded up to a power of
+ * two), 8 B an item for the request-id index once an id comes, and the
+ * prefix index (below). At the cap the oldest item is retired first, its
+ * work counted as done (evicted). A release by owner looks for the
  * owner's oldest item from its shard's oldest, at most
  * CR_ROUTE_RELEASE_DEPTH items deep (a shard serves about in arrival
- * order): deeper work waits for the ttl. Nothing is hashed on a route's
- * path; one short lock per batch of routes.
+ * order): deeper work waits for the ttl; a release by request id finds its
+ * item at once. plan, bounded and live hash nothing on a route's path; one
+ * short lock per batch of routes.
  */
 #ifndef CR_ROUTE_H
 #define CR_ROUTE_H
@@ -56,20 +64,35 @@
 #include "planner.h"
 
 /* --route-by, in its choices' order. */
-typedef enum cr_route_by { CR_ROUTE_PLAN, CR_ROUTE_BOUNDED, CR_ROUTE_LIVE } cr_route_by;
+typedef enum cr_route_by {
+    CR_ROUTE_PLAN,
+    CR_ROUTE_BOUNDED,
+    CR_ROUTE_LIVE,
+    CR_ROUTE_TTFT
+} cr_route_by;
 
 #define CR_ROUTE_MAX_INFLIGHT 10000000 /* --inflight-max's upper bound */
 #define CR_ROUTE_RELEASE_DEPTH 256     /* items a release looks through */
+#define CR_ROUTE_INDEX_MAX_SHARDS 64   /* shards the prefix index tells apart */
+#define CR_ROUTE_MAX_INDEX_BLOCKS (1u << 25) /* --index-blocks' upper bound */
+#define CR_ROUTE_MAX_HASHES 65536      /* --max-route-hashes' upper bound */
 
 typedef struct cr_route_config {
     cr_route_by by;        /* --route-by */
     double load_bound;     /* --load-bound: c */
     double inflight_ttl_s; /* --inflight-ttl */
     uint64_t inflight_max; /* --inflight-max */
+    uint32_t block_tokens; /* --block-tokens: tokens per block hash */
+    uint32_t index_blocks; /* --index-blocks: blocks indexed per shard */
+    uint32_t max_hashes;   /* --max-route-hashes: per Route request */
+    double miss_weight;    /* --miss-weight: the ttft rule's g */
+    int planned;           /* --route-planned: admitted owners among their shards */
 } cr_route_config;
 
 /* The rows of cr_route_config (--route-by, --load-bound, --inflight-ttl,
- * --inflight-max); top-level keys of the effective configuration. */
+ * --inflight-max, --block-tokens, --index-blocks, --max-route-hashes,
+ * --miss-weight, --route-planned); top-level keys of the effective
+ * configuration. */
 extern const cr_option_table cr_route_options;
 
 /* One arrival's route. */
@@ -94,6 +117,16 @@ typedef struct cr_router cr_router;
 cr_router *cr_router_new(const cr_route_config *cfg);
 void cr_router_free(cr_router *r); /* NULL is ignored */
 
+/* The prefill model routes predict with, for L prompt tokens of which s
+ * are cached: a + b (L - s) + c (L^2 - s^2) ms (the core passes its
+ * calibrated model of GPU 0: the fleet is taken to be uniform). */
+typedef struct cr_prefill_model {
+    double a_ms, b_ms_per_token, c_ms_per_token2;
+} cr_prefill_model;
+
+/* The model's prediction, ms; never below 0. Pure. */
+double cr_prefill_predict(const cr_prefill_model *m, double s, double l);
+
 /* The route rule for n arrivals at now (seconds, any monotonic origin)
  * under table t (NULL: none installed) over n_shards shards (t's, or the
  * configured count before the first table): sets routes[i].admitted and
@@ -103,6 +136,13 @@ void cr_router_free(cr_router *r); /* NULL is ignored */
  * nothing added. Thread-safe. */
 void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards, const double *weights,
                      cr_route *routes, size_t n, double now);
+
+/* Under ttft the same for RecordArrival: each owner's weight read as its
+ * prompt tokens (NULL: 1 each) and placed as cr_router_place places a
+ * request without hashes, with m's predictions. Other rules ignore m. */
+void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
+                          const cr_prefill_model *m, const double *weights, cr_route *routes,
+                          size_t n, double now);
 
 /* owner's home under t before any load is weighed: its preferred shard
  * when t admits it, else cr_router_home over n_shards; *admitted = whether
@@ -143,6 +183,100 @@ typedef struct cr_route_stats {
  * 0). Thread-safe; one short lock, O(max_shards). */
 void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work,
                      uint32_t max_shards);
+
+/* ---- per-request routes (Route) ---------------------------------------------
+ *
+ * The ttft rule places one request at a time from what each shard holds of
+ * its prompt and how long it would wait there:
+ *
+ *   hit_s   = the tokens of the request's leading blocks that were sent to
+ *             shard s and are still in its index (below), at most L
+ *   wait_s  = shard s's predicted queue: the prefills routed there and not
+ *             yet reported done, each its predicted ms, one after another
+ *   cost_s  = wait_s + g x prefill(L, hit_s)             g = --miss-weight
+ *
+ * and takes the cheapest shard (ties: the request's home, the first shard
+ * of its owner's ring or of its first hash's, then the lowest id). With g = 1
+ * that is the request's predicted TTFT; g > 1 also charges the work a miss
+ * adds for every request queued behind it, so a session stays where its
+ * prefix is until another shard's queue is shorter by more than the extra
+ * prefill. Without hashes, an owner's session (the shard its last request
+ * went to and that request's prompt tokens) stands for its prefix: a
+ * conversation's prompt repeats its last one. --route-planned restricts an
+ * admitted owner to its placement's shards.
+ *
+ * The prefix index: per shard, the block keys sent there (each block's
+ * chained hash, mixed with its namespace), at most --index-blocks of them,
+ * aged out CLOCK-wise (close to LRU), like the shard's KV cache. A route
+ * adds every block of its request to its shard. At most
+ * CR_ROUTE_INDEX_MAX_SHARDS shards are indexed; past them a shard is
+ * weighed by its wait and sessions alone.
+ *
+ * The timeline: each route adds its predicted prefill to its shard's
+ * queue as outstanding work; an outcome for its request id (or its owner
+ * and shard) releases it, and the shard's queue restarts from the work
+ * still outstanding there (so every prediction is corrected by what was
+ * measured); --inflight-ttl and --inflight-max bound what is kept. */
+
+/* Why a request went where it did. The names are stable (the wire's reason
+ * strings): never rename one. */
+typedef enum cr_route_reason {
+    CR_ROUTE_WHY_PREFIX,       /* "prefix": the longest cached prefix */
+    CR_ROUTE_WHY_SESSION,      /* "session": where its owner's conversation is */
+    CR_ROUTE_WHY_PLANNED,      /* "planned": among its owner's planned shards */
+    CR_ROUTE_WHY_SPILL,        /* "spill": less cached than elsewhere, a shorter queue */
+    CR_ROUTE_WHY_LEAST_LOADED, /* "least_loaded": no shard holds more of it */
+    CR_ROUTE_WHY_RULE,         /* "rule": --route-by plan, bounded or live */
+    CR_ROUTE_N_WHY
+} cr_route_reason;
+
+const char *cr_route_reason_name(cr_route_reason r);
+
+/* A stable key of a text (XXH3 64), never 0; 0 for the empty text. For
+ * namespaces and request ids. Pure. */
+uint64_t cr_route_text_key(const char *s, size_t n);
+
+/* One request to place. */
+typedef struct cr_route_query {
+    int has_owner;
+    int64_t owner;
+    uint32_t prompt_tokens;  /* L */
+    const uint64_t *hashes;  /* its blocks' chained hashes, in prompt order */
+    uint32_t n_hashes;       /* at most --max-route-hashes (checked by the caller) */
+    uint64_t space;          /* its namespace's key; 0 = none */
+    uint64_t request;        /* its request id's key; 0 = none */
+} cr_route_query;
+
+typedef struct cr_route_answer {
+    uint32_t shard;
+    int admitted;           /* the owner is admitted in the table */
+    uint32_t cached_tokens; /* predicted hit on that shard */
+    double queue_wait_ms, prefill_ms; /* predicted */
+    cr_route_reason reason;
+} cr_route_answer;
+
+/* Places n requests at now under table t over n_shards shards with model
+ * m, in order, each seeing the ones before it. Under --route-by ttft as
+ * above; under the other rules each request goes where the rule sends its
+ * owner (without one, its first hash's or request id's key stands in),
+ * weighing 1, with the same predictions and reason "rule". Out of memory
+ * for the index: the request is placed as if nothing were cached.
+ * Thread-safe; one lock for the batch. */
+void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
+                     const cr_prefill_model *m, const cr_route_query *q, cr_route_answer *out,
+                     size_t n, double now);
+
+/* An outcome for the request whose id has key request, at now: releases
+ * its outstanding work (its shard's queue restarts then) and, when
+ * has_cached, corrects the shard's hit predictions by what was measured.
+ * *shard = where it had gone. 1 when the request was outstanding.
+ * Thread-safe. */
+int cr_router_release_request(cr_router *r, uint64_t request, double now, int has_cached,
+                              uint32_t cached_tokens, uint32_t *shard);
+
+/* The prefix index's figures: blocks held over all shards, bytes
+ * allocated. Thread-safe. */
+void cr_router_index_stats(cr_router *r, uint64_t *blocks, uint64_t *bytes);
 
 /* ---- the consistent-hash ring --------------------------------------------
  *

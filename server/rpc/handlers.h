@@ -27,6 +27,9 @@ void cr_handle_plan(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
  * included: what a stream handler calls per inbound message too (out must
  * start zeroed, as run_handler's does; its body is the caller's). */
 void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+/* One RouteRequest to its RouteResponse, wire checks included: what the
+ * Routes stream calls per inbound message too. */
+void cr_handle_route(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out);

@@ -32,6 +32,8 @@ CR_METHODS = {
     "GetStats": ("GetStatsRequest", "GetStatsResponse"),
     "ClearReservations": ("ClearReservationsRequest", "ClearReservationsResponse"),
     "RecordArrivals": ("RecordArrivalRequest", "RecordArrivalResponse"),
+    "Route": ("RouteRequest", "RouteResponse"),
+    "Routes": ("RouteRequest", "RouteResponse"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 

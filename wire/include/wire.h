@@ -278,6 +278,11 @@ size_t cr_record_answer_pack(const cr_route *routes, size_t n, uint32_t recorded
  * CR_MAX_SHARDS, 30 for any uint32. Pure. */
 size_t cr_wire_route_bytes(uint64_t shards);
 
+/* The most bytes one RouteDecision entry of a RouteResponse takes: its key
+ * and length 2, shard 6, admitted 2, cached_tokens 6, queue_wait_ms 9,
+ * prefill_ms 9, and reason 14 (the longest name, "least_loaded"). Pure. */
+size_t cr_wire_decision_bytes(void);
+
 /* The most bytes one SessionRate entry of a GetRatesResponse takes: its
  * key and length 2, owner 11, rate 9. */
 size_t cr_wire_rate_bytes(void);

@@ -121,6 +121,11 @@ separately.
 - loadBound=load-bound
 - inflightTtl=inflight-ttl
 - inflightMax=inflight-max
+- blockTokens=block-tokens
+- indexBlocks=index-blocks
+- maxRouteHashes=max-route-hashes
+- missWeight=miss-weight
+- routePlanned=route-planned
 - snapshotInterval=snapshot-interval
 - logLevel=log-level
 - handshakeTimeout=handshake-timeout

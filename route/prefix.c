@@ -1,0 +1,283 @@
+/* The prefix index (route.h): which shards were sent which prompt blocks,
+ * aged out per shard, sized like a shard's KV cache.
+ *
+ * One table of entries, one per distinct block key, each with the set of
+ * shards that hold it (a 64-bit mask) and a reference bit per shard; an
+ * open-addressing index of slots (linear probing, deletion by backward
+ * shift) finds an entry from its key. Each shard ages its blocks with a
+ * CLOCK ring of entry numbers: a block touched again gets its reference
+ * bit and survives one sweep of the hand (second chance); a full shard
+ * evicts the first block the hand finds unreferenced. CLOCK keeps LRU's
+ * order closely enough for a prediction and costs 4 bytes a block, where a
+ * list would cost 8 more.
+ *
+ * Why a mask rather than a table per shard: a match then costs one lookup
+ * per block for every shard at once (the running intersection of the
+ * masks), where tables per shard would cost one per block per shard.
+ *
+ * Memory: 24 B an entry, 4 B a ring place, and a slot array kept at most
+ * 3/4 full (4 to 5.3 B an entry once it has grown to fit): 32 to 36 B a
+ * block when no two shards share it, less when they do. Everything grows
+ * geometrically up to the bound, so an idle index costs nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define EMPTY 0u /* a slot without an entry; slots hold entry number + 1 */
+
+typedef struct entry {
+    uint64_t key;  /* the block's key; on the free list, the next free entry */
+    uint64_t held; /* shards holding it; 0 = free */
+    uint64_t ref;  /* per shard: touched since the hand last passed */
+} entry;
+
+typedef struct ring {
+    uint32_t *at; /* entry numbers, a CLOCK's places */
+    uint32_t n, alloc, hand;
+} ring;
+
+struct cr_prefix {
+    uint32_t n_shards;
+    uint32_t cap;       /* blocks per shard */
+    entry *entries;
+    uint32_t n_entries; /* used or on the free list */
+    uint32_t alloc;
+    uint32_t free_head; /* UINT32_MAX: none */
+    uint32_t live;      /* entries holding a block */
+    uint32_t *slots;
+    uint64_t mask;      /* slots - 1; 0 before the first insert */
+    uint64_t held;      /* blocks held over all shards */
+    ring rings[];
+};
+
+cr_prefix *cr_prefix_new(uint32_t n_shards, uint32_t blocks_per_shard)
+{
+    if (n_shards < 1 || n_shards > CR_ROUTE_INDEX_MAX_SHARDS || blocks_per_shard < 1)
+        return NULL;
+    cr_prefix *p = calloc(1, sizeof *p + n_shards * sizeof p->rings[0]);
+    if (!p)
+        return NULL;
+    p->n_shards = n_shards;
+    p->cap = blocks_per_shard;
+    p->free_head = UINT32_MAX;
+    return p;
+}
+
+void cr_prefix_free(cr_prefix *p)
+{
+    if (!p)
+        return;
+    for (uint32_t s = 0; s < p->n_shards; s++)
+        free(p->rings[s].at);
+    free(p->entries);
+    free(p->slots);
+    free(p);
+}
+
+uint32_t cr_prefix_shards(const cr_prefix *p) { return p->n_shards; }
+
+static uint64_t slot_of(const cr_prefix *p, uint64_t key) { return cr_mix64(key) & p->mask; }
+
+/* The entry number of key, or UINT32_MAX. */
+static uint32_t find(const cr_prefix *p, uint64_t key)
+{
+    if (!p->slots)
+        return UINT32_MAX;
+    for (uint64_t i = slot_of(p, key);; i = (i + 1) & p->mask) {
+        uint32_t v = p->slots[i];
+        if (v == EMPTY)
+            return UINT32_MAX;
+        if (p->entries[v - 1].key == key)
+            return v - 1;
+    }
+}
+
+static void put_slot(cr_prefix *p, uint32_t e)
+{
+    uint64_t i = slot_of(p, p->entries[e].key);
+    while (p->slots[i] != EMPTY)
+        i = (i + 1) & p->mask;
+    p->slots[i] = e + 1;
+}
+
+/* Room for one more live entry in the slots (at most 3/4 full); -1 when
+ * out of memory. */
+static int grow_slots(cr_prefix *p)
+{
+    uint64_t n = p->mask + 1;
+    if (p->slots && (uint64_t)(p->live + 1) * 4 <= n * 3)
+        return 0;
+    uint64_t want = p->slots ? 2 * n : 1024;
+    uint32_t *slots = calloc(want, sizeof *slots);
+    if (!slots)
+        return -1;
+    free(p->slots);
+    p->slots = slots;
+    p->mask = want - 1;
+    for (uint32_t e = 0; e < p->n_entries; e++)
+        if (p->entries[e].held)
+            put_slot(p, e);
+    return 0;
+}
+
+/* Deletes e's slot, shifting back the entries after it in its run so every
+ * lookup still finds its entry before an empty slot. */
+static void drop_slot(cr_prefix *p, uint32_t e)
+{
+    uint64_t i = slot_of(p, p->entries[e].key);
+    while (p->slots[i] != e + 1)
+        i = (i + 1) & p->mask;
+    for (uint64_t j = (i + 1) & p->mask;; j = (j + 1) & p->mask) {
+        uint32_t v = p->slots[j];
+        if (v == EMPTY)
+            break;
+        uint64_t home = slot_of(p, p->entries[v - 1].key);
+        /* v may move to i when its home is not in (i, j], cyclically */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            p->slots[i] = v;
+            i = j;
+        }
+    }
+    p->slots[i] = EMPTY;
+}
+
+/* A free entry for key, slotted; UINT32_MAX when out of memory. */
+static uint32_t add(cr_prefix *p, uint64_t key)
+{
+    if (grow_slots(p) != 0)
+        return UINT32_MAX;
+    uint32_t e = p->free_head;
+    if (e != UINT32_MAX) {
+        p->free_head = (uint32_t)p->entries[e].key;
+    } else {
+        if (p->n_entries == p->alloc) {
+            uint64_t most = (uint64_t)p->n_shards * p->cap;
+            uint64_t want = p->alloc ? 2 * (uint64_t)p->alloc : 1024;
+            want = want < most ? want : most;
+            if (want <= p->alloc)
+                return UINT32_MAX; /* cannot happen: every entry holds a block */
+            entry *grown = realloc(p->entries, want * sizeof *grown);
+            if (!grown)
+                return UINT32_MAX;
+            p->entries = grown;
+            p->alloc = (uint32_t)want;
+        }
+        e = p->n_entries++;
+    }
+    p->entries[e] = (entry){key, 0, 0};
+    put_slot(p, e);
+    p->live++;
+    return e;
+}
+
+/* Entry e, held by no shard, back to the free list. */
+static void free_entry(cr_prefix *p, uint32_t e)
+{
+    drop_slot(p, e);
+    p->entries[e].key = p->free_head;
+    p->free_head = e;
+    p->live--;
+}
+
+/* Takes shard bit b from entry e; the entry goes when no shard holds it. */
+static void unhold(cr_prefix *p, uint32_t e, uint64_t b)
+{
+    entry *x = &p->entries[e];
+    x->held &= ~b;
+    x->ref &= ~b;
+    p->held--;
+    if (!x->held)
+        free_entry(p, e);
+}
+
+/* A place in shard s's ring for entry e: appended while under the cap,
+ * else the first unreferenced block the hand meets is evicted for it. -1
+ * when out of memory. */
+static int place(cr_prefix *p, uint32_t s, uint32_t e)
+{
+    ring *r = &p->rings[s];
+    uint64_t b = 1ull << s;
+    if (r->n < p->cap) {
+        if (r->n == r->alloc) {
+            uint64_t want = r->alloc ? 2 * (uint64_t)r->alloc : 256;
+            want = want < p->cap ? want : p->cap;
+            uint32_t *at = realloc(r->at, want * sizeof *at);
+            if (!at)
+                return -1;
+            r->at = at;
+            r->alloc = (uint32_t)want;
+        }
+        r->at[r->n++] = e;
+        return 0;
+    }
+    for (;;) { /* ends: each pass clears the bits it meets */
+        uint32_t v = r->at[r->hand];
+        if (p->entries[v].ref & b) {
+            p->entries[v].ref &= ~b;
+            r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
+            continue;
+        }
+        unhold(p, v, b);
+        r->at[r->hand] = e;
+        r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
+        return 0;
+    }
+}
+
+int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_t n)
+{
+    uint64_t b = 1ull << shard;
+    for (uint32_t i = n; i-- > 0;) { /* last first: a prefix ages from its tail */
+        uint32_t e = find(p, keys[i]);
+        if (e != UINT32_MAX && (p->entries[e].held & b)) {
+            p->entries[e].ref |= b;
+            continue;
+        }
+        if (e == UINT32_MAX && (e = add(p, keys[i])) == UINT32_MAX)
+            return -1;
+        /* e is held by no shard only when just added; eviction below may
+         * not take it, as it is not in shard's ring yet */
+        if (place(p, shard, e) != 0) {
+            if (!p->entries[e].held)
+                free_entry(p, e);
+            return -1;
+        }
+        p->entries[e].held |= b;
+        p->held++;
+    }
+    return 0;
+}
+
+uint32_t cr_prefix_match(const cr_prefix *p, const uint64_t *keys, uint32_t n, uint32_t n_shards,
+                         uint32_t *depth)
+{
+    n_shards = n_shards < p->n_shards ? n_shards : p->n_shards;
+    uint64_t alive = n_shards == 64 ? ~0ull : (1ull << n_shards) - 1;
+    memset(depth, 0, n_shards * sizeof *depth);
+    uint32_t i = 0;
+    for (; i < n && alive; i++) {
+        uint32_t e = find(p, keys[i]);
+        uint64_t held = e == UINT32_MAX ? 0 : p->entries[e].held;
+        for (uint64_t gone = alive & ~held; gone; gone &= gone - 1)
+            depth[__builtin_ctzll(gone)] = i;
+        alive &= held;
+    }
+    for (; alive; alive &= alive - 1)
+        depth[__builtin_ctzll(alive)] = i;
+    uint32_t best = 0;
+    for (uint32_t s = 0; s < n_shards; s++)
+        best = depth[s] > best ? depth[s] : best;
+    return best;
+}
+
+void cr_prefix_stats(const cr_prefix *p, uint64_t *blocks, uint64_t *bytes)
+{
+    uint64_t b = sizeof *p + p->n_shards * sizeof p->rings[0] +
+                 (uint64_t)p->alloc * sizeof *p->entries +
+                 (p->slots ? (p->mask + 1) * sizeof *p->slots : 0);
+    for (uint32_t s = 0; s < p->n_shards; s++)
+        b += (uint64_t)p->rings[s].alloc * sizeof *p->rings[s].at;
+    *blocks = p->held;
+    *bytes = b;
+}
