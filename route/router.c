@@ -301,16 +301,21 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     if (work)
         memset(work, 0, max_shards * sizeof *work);
     out->by = r->by;
-    if (!r->work)
-        return;
     pthread_mutex_lock(&r->lock);
-    cr_inflight_expire(r->work, now);
-    cr_inflight_stats(r->work, out);
+    if (r->work) {
+        cr_inflight_expire(r->work, now);
+        cr_inflight_stats(r->work, out);
+        out->n_shards = cr_inflight_shards(r->work);
+        for (uint32_t s = 0; work && s < max_shards && s < out->n_shards; s++)
+            work[s] = cr_inflight_loads(r->work)[s];
+        out->bytes += cr_ring_bytes(r->ring) + cr_ring_bytes(r->other) +
+                      (r->ring ? cr_ring_n_shards(r->ring) : 0) * sizeof *r->seen;
+    }
     out->diverted = r->diverted;
-    out->bytes += cr_ring_bytes(r->ring) + cr_ring_bytes(r->other) +
-                  (r->ring ? cr_ring_n_shards(r->ring) : 0) * sizeof *r->seen;
-    out->n_shards = cr_inflight_shards(r->work);
-    for (uint32_t s = 0; work && s < max_shards && s < out->n_shards; s++)
-        work[s] = cr_inflight_loads(r->work)[s];
+    memcpy(out->placed, r->why, sizeof out->placed);
+    if (r->index)
+        cr_prefix_stats(r->index, &out->index_blocks, &out->index_bytes);
+    out->bytes += out->index_bytes +
+                  (r->sessions.slots ? (r->sessions.mask + 1) * sizeof *r->sessions.slots : 0);
     pthread_mutex_unlock(&r->lock);
 }

@@ -3,3 +3,7 @@
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_route SOURCES test_route.c LIBS cacheroute_core LABELS concurrency)
 endif()
+# Route and the ttft rule on the core, in virtual time.
+if(TARGET cacheroute_core)
+  cr_add_cunit_test(test_ttft SOURCES test_ttft.c LIBS cacheroute_core)
+endif()

@@ -163,7 +163,19 @@ uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards);
  * Thread-safe. */
 int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now);
 
-/* The route rule's figures: all 0 but by under plan. */
+/* Why a request went where it did. The names are stable (the wire's reason
+ * strings): never rename one. */
+typedef enum cr_route_reason {
+    CR_ROUTE_WHY_PREFIX,       /* "prefix": the longest cached prefix */
+    CR_ROUTE_WHY_SESSION,      /* "session": where its owner's conversation is */
+    CR_ROUTE_WHY_PLANNED,      /* "planned": among its owner's planned shards */
+    CR_ROUTE_WHY_SPILL,        /* "spill": less cached than elsewhere, a shorter queue */
+    CR_ROUTE_WHY_LEAST_LOADED, /* "least_loaded": no shard holds more of it */
+    CR_ROUTE_WHY_RULE,         /* "rule": --route-by plan, bounded or live */
+    CR_ROUTE_N_WHY
+} cr_route_reason;
+
+/* The route rule's figures: under plan only by, placed and the index's. */
 typedef struct cr_route_stats {
     cr_route_by by;
     uint64_t outstanding; /* routes whose work is counted now */
@@ -176,6 +188,11 @@ typedef struct cr_route_stats {
     uint64_t diverted;    /* routes to another shard than the first choice */
     uint64_t bytes;       /* the FIFO, index, counters and ring allocated now */
     uint32_t n_shards;    /* shards with counters (the most routed over) */
+    /* Routes placed one request at a time (Route; RecordArrival under
+     * ttft), by reason; the prefix index's blocks held over all shards and
+     * bytes allocated (in bytes too). */
+    uint64_t placed[CR_ROUTE_N_WHY];
+    uint64_t index_blocks, index_bytes;
 } cr_route_stats;
 
 /* The figures at now into *out and each shard's outstanding work into
@@ -217,18 +234,6 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
  * and shard) releases it, and the shard's queue restarts from the work
  * still outstanding there (so every prediction is corrected by what was
  * measured); --inflight-ttl and --inflight-max bound what is kept. */
-
-/* Why a request went where it did. The names are stable (the wire's reason
- * strings): never rename one. */
-typedef enum cr_route_reason {
-    CR_ROUTE_WHY_PREFIX,       /* "prefix": the longest cached prefix */
-    CR_ROUTE_WHY_SESSION,      /* "session": where its owner's conversation is */
-    CR_ROUTE_WHY_PLANNED,      /* "planned": among its owner's planned shards */
-    CR_ROUTE_WHY_SPILL,        /* "spill": less cached than elsewhere, a shorter queue */
-    CR_ROUTE_WHY_LEAST_LOADED, /* "least_loaded": no shard holds more of it */
-    CR_ROUTE_WHY_RULE,         /* "rule": --route-by plan, bounded or live */
-    CR_ROUTE_N_WHY
-} cr_route_reason;
 
 const char *cr_route_reason_name(cr_route_reason r);
 

@@ -296,6 +296,56 @@ class ReplayTest(unittest.TestCase):
         problem = sc.exit_problems(sc.stop())
         self.assertIsNone(problem, problem)
 
+    def test_route_answers_equal_the_replays(self):
+        # Route's answers depend on the prefix index and on predicted waits.
+        # With prefills predicted at 1e-6 ms a token (no calibration) no
+        # wait outlasts the gap between two calls, so both sides place each
+        # request by its hits alone, ties to its home; caches larger than
+        # the trace keep the index and the simulated LRU equal. Prompts:
+        # 20 documents, each followed by its conversation's turns, so
+        # placement by prefix across owners matters (no shared system
+        # block: with waits out of the picture it would draw everything to
+        # the first shard that holds it).
+        rows, t = [], 0.0
+        for conv in range(60):
+            doc = [100 + conv % 20 * 10 + 1, 100 + conv % 20 * 10 + 2]
+            own = []
+            for turn in range(1 + conv % 4):
+                own.append(10000 + conv * 10 + turn)
+                t += 37.0 + conv % 7
+                rows.append((t, 512 * (len(doc) + len(own)) - 100, doc + own))
+        trace = self.write("docs.jsonl", trace_text(rows))
+        rule = ["--route-by", "ttft", "--prefill-coeffs", "0,1e-6,0", "--calibrate", "off",
+                "--miss-weight", "1", "--replan-interval", "0"]
+        self.ok("--trace", trace, "--owner-key", "prefix:3", "--shards", "5", "--shard-blocks",
+                "4096", "--noise", "0", "--policies", "cacheroute", "--dump-routes",
+                self.path("routes.csv"), *rule)
+        dump = read_dump(self.path("routes.csv"))
+        self.assertEqual(len(dump), len(rows))
+        sc = h.Sidecar("--n-shards", "5", "--block-tokens", "512", "--index-blocks", "4096",
+                       *rule)
+        self.addCleanup(sc.kill)
+        stub = sc.stub()
+        got, reasons = [], set()
+        for (_, n, ids), r in zip(rows, dump):
+            chained, prev = [], 0
+            for i in ids:
+                prev = h.splitmix64(prev ^ i)
+                chained.append(prev)
+            resp = stub.Route(P.cr.RouteRequest(requests=[P.cr.RouteItem(
+                owner=int(r["owner"]), prompt_tokens=n, block_hashes=chained)]),
+                timeout=h.RPC_TIMEOUT)
+            d = resp.routes[0]
+            got.append(d.shard)
+            reasons.add(d.reason)
+            self.assertEqual(d.cached_tokens, int(r["hit_tokens"]), r)
+        self.assertEqual(got, [int(r["shard"]) for r in dump])
+        # Meaningful: requests went by their prefixes to more than one shard.
+        self.assertIn("prefix", reasons)
+        self.assertGreater(len(set(got)), 2)
+        problem = sc.exit_problems(sc.stop())
+        self.assertIsNone(problem, problem)
+
     # ------------------------------------------------------------ knowledge
 
     def test_oracle_takes_the_faster_true_path(self):

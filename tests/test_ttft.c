@@ -1,0 +1,404 @@
+/* Route and the ttft rule on the core, in virtual time, with a prefill
+ * model set by hand (a = 0, b = 1 ms a token, c = 0, no calibration), so
+ * every prediction is worked out in the case: a prefix goes where it was
+ * sent; namespaces never match; a queue longer than the extra prefill
+ * spills; a request id's outcome restarts its shard's timeline; the index
+ * stays within --index-blocks and keeps what was just sent; an owner's
+ * session stands for its prefix without hashes (RecordArrival too);
+ * --route-planned keeps an admitted owner among its shards; bad requests
+ * name the field and record nothing; the same calls give the same routes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "cunit_main.h"
+#include "route.h"
+
+#define SHARDS 4
+#define BT 16 /* --block-tokens */
+
+typedef struct fixture {
+    double t; /* the core's clock, seconds */
+    uint64_t arrivals;
+    cr_core *core;
+} fixture;
+
+static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
+static void on_record(void *ctx, uint64_t n) { ((fixture *)ctx)->arrivals += n; }
+
+/* 4 shards, ttft with miss weight g, index_blocks per shard, the model
+ * above, no replanner. */
+static void open_ttft(fixture *f, double g, uint32_t index_blocks, int planned)
+{
+    memset(f, 0, sizeof *f);
+    cr_core_config cfg;
+    cr_core_config_default(&cfg);
+    cr_core_quiet_probe(&cfg.probe);
+    cfg.planner = (cr_planner_config){SHARDS, 50, 200};
+    cfg.replan_interval_s = 0;
+    cfg.route.by = CR_ROUTE_TTFT;
+    cfg.route.miss_weight = g;
+    cfg.route.block_tokens = BT;
+    cfg.route.index_blocks = index_blocks;
+    cfg.route.planned = planned;
+    cfg.inject.prefill_coeffs[0] = 0;
+    cfg.inject.prefill_coeffs[1] = 1;
+    cfg.inject.prefill_coeffs[2] = 0;
+    cfg.inject.set |= CR_INJECT_SET_PREFILL_COEFFS;
+    cfg.inject.calibrate = 0;
+    cr_core_hooks hooks = {.recorded = on_record, .ctx = f};
+    cr_clock_source clock = {now_of, f};
+    cr_error err;
+    f->core = cr_core_new(&cfg, &hooks, &clock, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
+}
+
+/* hashes[i] = base + i: distinct per base, a prefix of a longer run. */
+static void run_of(uint64_t *h, uint32_t n, uint64_t base)
+{
+    for (uint32_t i = 0; i < n; i++)
+        h[i] = base + i;
+}
+
+/* One Route of n hashes (no owner unless owner >= 0), its answer. */
+static cr_route_answer route_full(fixture *f, const uint64_t *h, uint32_t n, int64_t owner,
+                                  const char *space, const char *id)
+{
+    cr_core_route_item q = {.has_owner = owner >= 0, .owner = owner, .hashes = h, .n_hashes = n,
+                            .space = space, .space_len = space ? strlen(space) : 0,
+                            .request_id = id};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
+static cr_route_answer route(fixture *f, const uint64_t *h, uint32_t n)
+{
+    return route_full(f, h, n, -1, NULL, NULL);
+}
+
+static const char *why(const cr_route_answer *a) { return cr_route_reason_name(a->reason); }
+
+static void test_prefix_goes_where_it_was_sent(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[16];
+    run_of(h, 8, 100);
+    cr_route_answer a = route(&f, h, 8);
+    CU_ASSERT_STRING_EQUAL(why(&a), "least_loaded");
+    CU_ASSERT_EQUAL(a.cached_tokens, 0);
+    CU_ASSERT_DOUBLE_EQUAL(a.prefill_ms, 8 * BT, 1e-9); /* L = 8 blocks */
+    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 0, 1e-9);
+    f.t = 10; /* its prefill (128 ms) is long done */
+    run_of(h + 4, 4, 900); /* 4 blocks in common, then others */
+    cr_route_answer b = route(&f, h, 8);
+    CU_ASSERT_EQUAL(b.shard, a.shard);
+    CU_ASSERT_STRING_EQUAL(why(&b), "prefix");
+    CU_ASSERT_EQUAL(b.cached_tokens, 4 * BT);
+    CU_ASSERT_DOUBLE_EQUAL(b.prefill_ms, 4 * BT, 1e-9);
+    /* a prompt shorter than what is held: its whole length hits */
+    f.t = 20;
+    cr_route_answer c = route_full(&f, h, 2, -1, NULL, NULL);
+    CU_ASSERT_EQUAL(c.shard, a.shard);
+    CU_ASSERT_EQUAL(c.cached_tokens, 2 * BT);
+    cr_core_free(f.core);
+}
+
+static void test_namespaces_never_match(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    route_full(&f, h, 8, -1, "llama-8b", NULL);
+    f.t = 10;
+    cr_route_answer same = route_full(&f, h, 8, -1, "llama-8b", NULL);
+    CU_ASSERT_EQUAL(same.cached_tokens, 8 * BT);
+    cr_route_answer other = route_full(&f, h, 8, -1, "llama-8b:lora-7", NULL);
+    CU_ASSERT_EQUAL(other.cached_tokens, 0);
+    CU_ASSERT_STRING_EQUAL(why(&other), "least_loaded");
+    cr_route_answer none = route_full(&f, h, 8, -1, NULL, NULL);
+    CU_ASSERT_EQUAL(none.cached_tokens, 0);
+    cr_core_free(f.core);
+}
+
+/* At one instant, requests of the same 64-block prefix pile onto its
+ * shard until its queue outweighs g times the extra prefill elsewhere: the
+ * first with wait + g x 16 > g x 1040 spills (g = 2: wait > 2048 ms; at
+ * 2048 the costs tie, and the sums of seconds decide). */
+static void test_spill_when_the_queue_outweighs_the_miss(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 10000, 0);
+    uint64_t h[65];
+    run_of(h, 65, 7);
+    cr_route_answer first = route(&f, h, 64); /* 1024 ms on its shard */
+    double wait = first.prefill_ms;
+    int spilled = 0;
+    for (int k = 0; k < 200 && !spilled; k++) {
+        h[64] = 5000 + (uint64_t)k; /* its own last block */
+        cr_route_answer a = route(&f, h, 65);
+        if (a.shard == first.shard) {
+            CU_ASSERT_STRING_EQUAL(why(&a), "prefix");
+            CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, wait, 1e-6);
+            CU_ASSERT_TRUE(wait + 2 * 16 <= 2 * 1040 + 1e-9);
+            wait += a.prefill_ms;
+            continue;
+        }
+        spilled = 1;
+        CU_ASSERT_STRING_EQUAL(why(&a), "spill");
+        CU_ASSERT_TRUE(wait + 2 * 16 >= 2 * 1040 - 1e-6); /* a tie, to rounding, may go */
+        CU_ASSERT_EQUAL(a.cached_tokens, 0);
+        CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 0, 1e-9);
+    }
+    CU_ASSERT_TRUE(spilled);
+    cr_route_stats st;
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.placed[CR_ROUTE_WHY_SPILL], 1);
+    CU_ASSERT_TRUE(st.placed[CR_ROUTE_WHY_PREFIX] > 50);
+    cr_core_free(f.core);
+}
+
+static cr_outcome outcome_for(const char *id, uint32_t cached)
+{
+    return (cr_outcome){.request_id = id, .has = CR_OUT_CACHED_TOKENS | CR_OUT_PROMPT_TOKENS,
+                        .prompt_tokens = 1024, .cached_tokens = cached};
+}
+
+static void test_outcome_by_request_id_restarts_the_timeline(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[64];
+    run_of(h, 64, 1);
+    cr_route_answer a = route_full(&f, h, 64, -1, NULL, "req-a"); /* 1024 ms */
+    cr_route_answer b = route_full(&f, h, 64, -1, NULL, "req-b"); /* behind it, all cached */
+    CU_ASSERT_EQUAL(b.shard, a.shard);
+    CU_ASSERT_DOUBLE_EQUAL(b.queue_wait_ms, 1024, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(b.prefill_ms, 0, 1e-9);
+    /* req-a done early, at 0.5 s: req-b (0 ms predicted) starts then */
+    f.t = 0.5;
+    cr_outcome o = outcome_for("req-a", 0);
+    cr_outcome_counts counts;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    CU_ASSERT_EQUAL(counts.rejected, 0);
+    cr_route_answer c = route(&f, h, 64);
+    CU_ASSERT_EQUAL(c.shard, a.shard);
+    CU_ASSERT_DOUBLE_EQUAL(c.queue_wait_ms, 0, 1e-9);
+    cr_route_stats st;
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.released, 1);
+    /* the same id again finds nothing outstanding */
+    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.released, 1);
+    cr_core_free(f.core);
+}
+
+/* An engine that holds less than the index says lowers that shard's
+ * predicted hits: req-x found 0 of its 1024 predicted tokens. */
+static void test_measured_hits_correct_the_prediction(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[64];
+    run_of(h, 64, 1);
+    cr_route_answer a = route(&f, h, 64);
+    f.t = 10;
+    cr_route_answer x = route_full(&f, h, 64, -1, NULL, "req-x");
+    CU_ASSERT_EQUAL(x.shard, a.shard);
+    CU_ASSERT_EQUAL(x.cached_tokens, 1024);
+    cr_outcome o = outcome_for("req-x", 0);
+    cr_outcome_counts counts;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    f.t = 20;
+    cr_route_answer y = route(&f, h, 64);
+    CU_ASSERT_EQUAL(y.shard, a.shard);
+    CU_ASSERT_TRUE(y.cached_tokens < 1024); /* 0.8 of it: trusted less */
+    CU_ASSERT_TRUE(y.cached_tokens >= 800);
+    cr_core_free(f.core);
+}
+
+/* Within its bound, and what was just sent is held: each route of 8 fresh
+ * blocks is matched in full right after, on every shard the rule picks. */
+static void test_index_within_its_bound(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 64, 0);
+    uint64_t h[8];
+    for (int k = 0; k < 500; k++) {
+        f.t += 10;
+        run_of(h, 8, 1000 + 8 * (uint64_t)k);
+        cr_route_answer a = route(&f, h, 8);
+        f.t += 10;
+        cr_route_answer b = route(&f, h, 8);
+        CU_ASSERT_EQUAL(b.shard, a.shard);
+        CU_ASSERT_EQUAL(b.cached_tokens, 8 * BT);
+    }
+    cr_route_stats st;
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.index_blocks, SHARDS * 64); /* full, never more */
+    CU_ASSERT_TRUE(st.index_bytes > 0);
+    CU_ASSERT_TRUE(st.index_bytes < 200000);
+    /* the oldest blocks are gone */
+    run_of(h, 8, 1000);
+    cr_route_answer old = route(&f, h, 8);
+    CU_ASSERT_EQUAL(old.cached_tokens, 0);
+    cr_core_free(f.core);
+}
+
+/* RecordArrival under ttft: a weight is the prompt's tokens and the
+ * owner's last shard holds its conversation. */
+static void test_session_stands_for_the_prefix(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    int64_t owner = 42;
+    double w = 1000;
+    cr_route r1, r2, r3;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, &w, 1, &r1, NULL, &err), CR_OK);
+    /* another owner piles 900 ms onto that shard at once; owner 42's next
+     * turn (1100 tokens, 1000 of them cached there) still goes back: 900 +
+     * 2 x 100 < 2 x 1100 */
+    f.t = 5;
+    cr_route_answer a;
+    cr_core_route_item q = {.has_owner = 1, .owner = 7, .prompt_tokens = 900};
+    CU_ASSERT_EQUAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    w = 1100;
+    CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, &w, 1, &r2, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(r2.preferred_shard, r1.preferred_shard);
+    /* the same through Route without hashes: reason "session" */
+    f.t = 10;
+    q = (cr_core_route_item){.has_owner = 1, .owner = owner, .prompt_tokens = 1200};
+    CU_ASSERT_EQUAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(a.shard, r1.preferred_shard);
+    CU_ASSERT_STRING_EQUAL(why(&a), "session");
+    CU_ASSERT_EQUAL(a.cached_tokens, 1100);
+    (void)r3;
+    cr_core_free(f.core);
+}
+
+static void test_planned_owner_stays_among_its_shards(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 1);
+    cr_session_rate rates[] = {{7, 150}}; /* 3 x qcap: kb = 3 */
+    cr_core_plan_request req = {.rates = rates, .n_rates = 1, .install = 1};
+    cr_core_plan_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_plan(f.core, &req, &res, &err), CR_OK);
+    const cr_placement *p = cr_table_find(res.table, 7);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(p->kb, 3);
+    const uint32_t *own = cr_table_shards(res.table, p);
+    uint64_t h[32];
+    int used[SHARDS] = {0};
+    for (int k = 0; k < 30; k++) { /* at one instant: the queues spread them */
+        run_of(h, 32, 100 + 1000 * (uint64_t)k);
+        cr_route_answer a = route_full(&f, h, 32, 7, NULL, NULL);
+        CU_ASSERT_TRUE(a.admitted);
+        CU_ASSERT_STRING_EQUAL(why(&a), "planned");
+        CU_ASSERT_TRUE(a.shard == own[0] || a.shard == own[1] || a.shard == own[2]);
+        used[a.shard]++;
+    }
+    CU_ASSERT_TRUE(used[own[0]] && used[own[1]] && used[own[2]]);
+    cr_route_answer other = route_full(&f, h, 4, 8, NULL, NULL);
+    CU_ASSERT_FALSE(other.admitted);
+    CU_ASSERT_STRING_NOT_EQUAL(why(&other), "planned");
+    cr_core_plan_result_free(&res);
+    cr_core_free(f.core);
+}
+
+static void expect_refused(fixture *f, const cr_core_route_item *q, size_t n, const char *msg)
+{
+    cr_route_answer a[2];
+    cr_error err;
+    uint64_t before = f->arrivals;
+    cr_route_stats st0, st1;
+    cr_core_route_stats_read(f->core, &st0, NULL, 0);
+    CU_ASSERT_EQUAL(cr_core_route(f->core, q, n, a, NULL, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, msg);
+    cr_core_route_stats_read(f->core, &st1, NULL, 0);
+    CU_ASSERT_EQUAL(f->arrivals, before);
+    CU_ASSERT_EQUAL(st1.index_blocks, st0.index_blocks);
+    CU_ASSERT_EQUAL(st1.outstanding, st0.outstanding);
+}
+
+static void test_bad_requests_name_the_field(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    static uint64_t many[8193];
+    char space[300], id[200];
+    memset(space, 'n', sizeof space - 1);
+    space[sizeof space - 1] = '\0';
+    memset(id, 'i', sizeof id - 1);
+    id[sizeof id - 1] = '\0';
+    cr_core_route_item ok = {.has_owner = 1, .owner = 1, .hashes = many, .n_hashes = 4};
+    cr_core_route_item q[2] = {ok, ok};
+    expect_refused(&f, q, 0, "requests must not be empty");
+    q[1].n_hashes = 8193;
+    expect_refused(&f, q, 2,
+                   "requests[1].block_hashes has 8193 hashes, at most 8192 (--max-route-hashes)");
+    q[1] = ok;
+    q[1].prompt_tokens = 10000001;
+    expect_refused(&f, q, 2, "requests[1].prompt_tokens must be at most 10000000, got 10000001");
+    q[1] = ok;
+    q[1].space = space;
+    q[1].space_len = strlen(space);
+    expect_refused(&f, q, 2, "requests[1].namespace must be at most 256 bytes, got 299");
+    q[1] = ok;
+    q[1].request_id = id;
+    expect_refused(&f, q, 2, "requests[1].request_id must be at most 128 bytes, got 199");
+    static cr_core_route_item lots[CR_CORE_MAX_ROUTES + 1];
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_route(f.core, lots, CR_CORE_MAX_ROUTES + 1, &a, NULL, &err),
+                    CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "requests must be at most 4096, got 4097");
+    cr_core_free(f.core);
+}
+
+/* Two cores fed the same calls at the same times answer the same. */
+static void test_same_calls_same_answers(void)
+{
+    fixture a, b;
+    open_ttft(&a, 2, 50, 0);
+    open_ttft(&b, 2, 50, 0);
+    uint64_t h[12];
+    for (int k = 0; k < 400; k++) {
+        a.t = b.t = k * 0.05;
+        run_of(h, 12, (uint64_t)(k % 37) * 7);
+        cr_route_answer x = route_full(&a, h, 4 + (uint32_t)(k % 9), k % 11, NULL, NULL);
+        cr_route_answer y = route_full(&b, h, 4 + (uint32_t)(k % 9), k % 11, NULL, NULL);
+        CU_ASSERT_EQUAL(x.shard, y.shard);
+        CU_ASSERT_EQUAL(x.cached_tokens, y.cached_tokens);
+        CU_ASSERT_EQUAL(x.reason, y.reason);
+    }
+    cr_core_free(a.core);
+    cr_core_free(b.core);
+}
+
+static const cr_test_case ttft_tests[] = {
+    {"a prefix goes where it was sent", test_prefix_goes_where_it_was_sent},
+    {"namespaces never match", test_namespaces_never_match},
+    {"spill when the queue outweighs the miss", test_spill_when_the_queue_outweighs_the_miss},
+    {"outcome by request id restarts the timeline",
+     test_outcome_by_request_id_restarts_the_timeline},
+    {"measured hits correct the prediction", test_measured_hits_correct_the_prediction},
+    {"index within its bound", test_index_within_its_bound},
+    {"session stands for the prefix", test_session_stands_for_the_prefix},
+    {"planned owner stays among its shards", test_planned_owner_stays_among_its_shards},
+    {"bad requests name the field", test_bad_requests_name_the_field},
+    {"same calls same answers", test_same_calls_same_answers},
+    {NULL, NULL},
+};
+
+static const cr_test_suite suites[] = {{"ttft", ttft_tests}};
+CR_TEST_MAIN(suites)
