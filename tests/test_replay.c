@@ -274,7 +274,7 @@ static uint32_t route_once(const cr_replay_policy *p, int64_t owner, size_t firs
                            const uint32_t *queued, const double *backlog, uint32_t shards)
 {
     cr_replay_request r = {.owner = owner, .first_block = first_block, .n_blocks = 1};
-    cr_replay_view v = {shards, 0, backlog, queued};
+    cr_replay_view v = {.shards = shards, .backlog_ms = backlog, .queued = queued};
     return p->route(p->state, &r, &v);
 }
 

@@ -183,12 +183,28 @@ void cr_replay_cluster_default(cr_replay_cluster *c);
 cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err);
 
 /* What a policy may look at when routing: the cluster as it stands at the
- * request's arrival. */
+ * request's arrival. Every member after queued may be NULL or 0 in a view
+ * not made by cr_replay_run (a test's); a policy reading one says what it
+ * does without it. */
 typedef struct cr_replay_view {
     uint32_t shards;
     double now_s;
     const double *backlog_ms;  /* per shard: work queued and in service, ms */
     const uint32_t *queued;    /* per shard: requests queued and in service */
+    /* The trace's block pool: request r's ids are blocks[r->first_block ..
+     * + r->n_blocks), for policies that index prompts. */
+    const uint64_t *blocks;
+    /* Per shard: blocks its cache holds, of shard_blocks (KV-cache usage,
+     * as an engine's metrics report it). */
+    const uint32_t *blocks_held;
+    uint64_t shard_blocks;
+    /* The prefix hit r would get on shard now, in blocks, read from the
+     * true cache without changing it; O(blocks). Only for policies that
+     * are told the truth (min-ttft-exact): a router in front of real
+     * engines sees only what they report, so a peer reads its own record
+     * of what it routed or of prefills completed before the request. */
+    uint32_t (*hit_blocks)(const void *ctx, uint32_t shard, const cr_replay_request *r);
+    const void *hit_ctx;
 } cr_replay_view;
 
 /* What happened to one request. */
