@@ -260,6 +260,28 @@ static void test_lru_model(void)
     cr_replay_cache_free(&c);
 }
 
+/* A side table on the cache: use gives an id's node (fresh when the id was
+ * not held), find gives it back while the id stays, and an eviction hands
+ * the least recent id's node to the next new id, fresh. */
+static void test_lru_side_table(void)
+{
+    cr_replay_cache c;
+    cr_replay_cache_init(&c, 2);
+    uint32_t n1, n2, n3, again;
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 1), CR_REPLAY_NIL);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 1, &n1), 1);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 2, &n2), 1);
+    CU_ASSERT(n1 < 2 && n2 < 2 && n1 != n2);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 1, &again), 0); /* held: 2 is now the least recent */
+    CU_ASSERT_EQUAL(again, n1);
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 2), n2);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 3, &n3), 1);
+    CU_ASSERT_EQUAL(n3, n2);
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 2), CR_REPLAY_NIL);
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 1), n1);
+    cr_replay_cache_free(&c);
+}
+
 /* ---- the baselines ------------------------------------------------------------ */
 
 static cr_replay_cluster cluster_of(uint32_t shards)
@@ -976,6 +998,7 @@ static const cr_test_case replay_tests[] = {
     {"gini", test_gini},
     {"lru order", test_lru_order},
     {"lru against a model", test_lru_model},
+    {"lru side table", test_lru_side_table},
     {"sticky", test_sticky},
     {"chwbl", test_chwbl},
     {"flat-lb", test_flat_lb},
