@@ -501,8 +501,9 @@ static int rec_kv(void *state, const cr_replay_request *r, const cr_replay_view 
 static void rec_served(void *state, const cr_replay_request *r, const cr_replay_outcome *o)
 {
     recorder *x = state;
-    (void)r;
     x->out[x->n++] = *o;
+    if (x->inner.served)
+        x->inner.served(x->inner.state, r, o);
 }
 
 static int rec_replans(void *state, size_t *n, const double **changed, const double **at)
@@ -514,13 +515,22 @@ static int rec_replans(void *state, size_t *n, const double **changed, const dou
     return 0;
 }
 
-static cr_replay_policy recording(recorder *x, const char *inner, const cr_replay_cluster *c)
+/* Records what inner (taken over: x->inner.free frees it) is shown and
+ * does, for up to HAND_N requests. */
+static cr_replay_policy recording_of(recorder *x, cr_replay_policy inner)
 {
     memset(x, 0, sizeof *x);
-    cr_error err;
-    CU_ASSERT_EQUAL(cr_replay_baseline(inner, c, &x->inner, &err), CR_OK);
-    return (cr_replay_policy){.name = inner, .state = x, .route = rec_route, .kv = rec_kv,
+    x->inner = inner;
+    return (cr_replay_policy){.name = inner.name, .state = x, .route = rec_route, .kv = rec_kv,
                               .served = rec_served, .replans = rec_replans};
+}
+
+static cr_replay_policy recording(recorder *x, const char *inner, const cr_replay_cluster *c)
+{
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_baseline(inner, c, &p, &err), CR_OK);
+    return recording_of(x, p);
 }
 
 typedef struct expect {
@@ -989,6 +999,76 @@ static void test_runs_repeat(void)
     cr_replay_trace_free(&t);
 }
 
+/* ---- the peers ------------------------------------------------------------------- */
+
+static cr_replay_policy make_peer(const char *name, const cr_replay_cluster *c)
+{
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_peer(name, c, &p, &err), CR_OK);
+    return p;
+}
+
+/* Runs t through peer name, recording; the result is freed, the policy
+ * with it. */
+static void run_peer(const char *name, const cr_replay_trace *t, const cr_replay_cluster *c,
+                     recorder *x)
+{
+    cr_replay_policy p = recording_of(x, make_peer(name, c));
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(t, c, &p, 1.0, &res, &err), CR_OK);
+    CU_ASSERT_STRING_EQUAL(res.policy, name);
+    cr_replay_result_free(&res);
+    x->inner.free(x->inner.state);
+}
+
+/* min-ttft-exact: backlog + the true prefill at the true hit. Two shards;
+ * prefill 1 ms + 0.01 ms a token (1 ms a block):
+ *   r0 [1..5] (500) at 0: 6 on both -> 0 (ties: the lower), busy to 6
+ *   r1 [1..6] (600) at 2: shard 0 4 + 1 + 1 = 6 (r0's blocks, though r0
+ *      is still running), shard 1 7 -> 0, TTFT 6, busy to 8
+ *   r2 [1..7] (700) at 3: 0: 5 + 2 = 7, 1: 8 -> 0, TTFT 7, busy to 10
+ *   r3 [1 2 20..25] (800) at 4: 0: 6 + 1 + 6 = 13, 1: 9 -> 1, TTFT 9 */
+static void test_peer_exact(void)
+{
+    uint64_t ids[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 20, 21, 22, 23, 24, 25};
+    cr_replay_request reqs[HAND_N] = {
+        {.t_ms = 0, .input_tokens = 500, .n_blocks = 5, .first_block = 0},
+        {.t_ms = 2, .input_tokens = 600, .n_blocks = 6, .first_block = 0},
+        {.t_ms = 3, .input_tokens = 700, .n_blocks = 7, .first_block = 0},
+        {.t_ms = 4, .input_tokens = 800, .n_blocks = 8, .first_block = 7},
+        {.t_ms = 100, .input_tokens = 200, .n_blocks = 2, .first_block = 7},
+    };
+    cr_replay_trace t = {reqs, HAND_N, ids, 15};
+    cr_replay_cluster c = hand_cluster();
+    c.shard_blocks = 16;
+    recorder x;
+    run_peer("min-ttft-exact", &t, &c, &x);
+    /* r4 [1 2] at 100, both idle: both hit 2 blocks: 1 on both -> 0. */
+    const uint32_t want[HAND_N] = {0, 0, 0, 1, 0}, hit[HAND_N] = {0, 500, 600, 0, 200};
+    const double ttft[HAND_N] = {6, 6, 7, 9, 1};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+        CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
+        CU_ASSERT_DOUBLE_EQUAL(x.out[i].ttft_ms, ttft[i], EPS);
+    }
+}
+
+static void test_peer_rejects(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_peer("llm-d", &c, &p, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "\"llm-d\" ("));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "min-ttft-exact)")); /* the names it knows */
+    c.shards = 0;
+    CU_ASSERT_EQUAL(cr_replay_peer("min-ttft-exact", &c, &p, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "shards"));
+}
+
+
 static const cr_test_case replay_tests[] = {
     {"parse good", test_parse_good},
     {"parse malformed", test_parse_malformed},
@@ -1015,6 +1095,8 @@ static const cr_test_case replay_tests[] = {
     {"gen bursts", test_gen_bursts},
     {"gen rejects", test_gen_rejects},
     {"runs repeat", test_runs_repeat},
+    {"peer: min-ttft-exact", test_peer_exact},
+    {"peer rejects", test_peer_rejects},
     {NULL, NULL},
 };
 static const cr_test_suite suites[] = {{"replay", replay_tests}};

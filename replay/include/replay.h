@@ -258,6 +258,26 @@ typedef struct cr_replay_policy {
 cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_replay_policy *out,
                              cr_error *err);
 
+/* The routers platform teams deploy, each as its public source describes
+ * its default, plus an exact reference. "In flight" is the view's queued:
+ * routed to the shard and not yet through its prefill. Cache-reading
+ * peers never read the simulator's caches: each keeps its own record of
+ * what it routed where, or (dynamo-kv) of the prefills completed before
+ * the request arrives, as a router in front of real engines must.
+ *   min-ttft-exact      not a router: the reference told the truth. The
+ *                       shard with the least backlog_ms + true prefill
+ *                       (cr_replay_prefill_ms, noise aside) given its true
+ *                       hit (the view's hit_blocks); ties to the lowest
+ *                       index.
+ * Draws come from the seed and the request's first block, like the
+ * baselines'. A run whose clock starts behind the last one's end starts
+ * the policy afresh (as the cacheroute policy), so a policy may be run
+ * again; every run of one gives the same choices. Memory is bounded: the
+ * tables above, plus what is in flight. CR_EINVAL for an unknown name or a
+ * bad cluster; CR_ENOMEM. */
+cr_status cr_replay_peer(const char *name, const cr_replay_cluster *c, cr_replay_policy *out,
+                         cr_error *err);
+
 /* What each of the cacheroute policy's arrivals weighs (--weight): 1, so
  * rates count requests (the sidecar's default), or the request's input
  * tokens, so rates are tokens/s and --qcap is tokens/s per shard. */
