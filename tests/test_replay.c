@@ -1023,6 +1023,44 @@ static void run_peer(const char *name, const cr_replay_trace *t, const cr_replay
     x->inner.free(x->inner.state);
 }
 
+/* llmd-scorer: 2 queue + 2 kv + 3 prefix over a 50 ms snapshot. Two
+ * shards of 16 blocks of 100 tokens; prefill 10 ms + 1 ms a token. r0
+ * [1 2] at 0 is a tie (all scores 4): drawn, call its shard A; it runs to
+ * 210 ms.
+ *   r1 [3..8] at 60: new snapshot: waiting (0, 0) (A's one is in service),
+ *      held (2, 0): A 2 + 1.75 = 3.75, B 2 + 2 = 4 -> B, runs to 670
+ *   r2 [9] at 70: the 60 ms snapshot, so B still looks empty -> B (a fresh
+ *      one, held (2, 6), would give B 2 + 1.25 = 3.25 and A)
+ *   r3 [3..8] at 120: new snapshot: waiting (0, 1) (B holds r1 and r2):
+ *      queue A 1, B 0; held (2, 7): kv A 1.75, B 1.125; prefix B 6/6:
+ *      A 2 + 1.75 = 3.75 loses to B 0 + 1.125 + 3 = 4.125 -> B, hit 600:
+ *      the prefix outweighs the queue
+ *   r4 [11] at 130: no prefix: A 3.75, B 1.125 -> A */
+static void test_peer_llmd(void)
+{
+    uint64_t ids[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 3, 4, 5, 6, 7, 8, 11};
+    cr_replay_request reqs[HAND_N] = {
+        {.t_ms = 0, .input_tokens = 200, .n_blocks = 2, .first_block = 0},
+        {.t_ms = 60, .input_tokens = 600, .n_blocks = 6, .first_block = 2},
+        {.t_ms = 70, .input_tokens = 100, .n_blocks = 1, .first_block = 8},
+        {.t_ms = 120, .input_tokens = 600, .n_blocks = 6, .first_block = 9},
+        {.t_ms = 130, .input_tokens = 100, .n_blocks = 1, .first_block = 15},
+    };
+    cr_replay_trace t = {reqs, HAND_N, ids, 16};
+    cr_replay_cluster c = hand_cluster();
+    c.shard_blocks = 16;
+    c.truth = (cr_replay_cost){.a_ms = 10, .b_ms_per_token = 1};
+    recorder x;
+    run_peer("llmd-scorer", &t, &c, &x);
+    uint32_t a = x.out[0].shard, b = 1 - a;
+    const uint32_t want[HAND_N] = {a, b, b, b, a}, hit[HAND_N] = {0, 0, 0, 600, 0};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+        CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
+    }
+    CU_ASSERT(x.queued[3][a] == 1 && x.queued[3][b] == 2);
+}
+
 /* min-ttft-exact: backlog + the true prefill at the true hit. Two shards;
  * prefill 1 ms + 0.01 ms a token (1 ms a block):
  *   r0 [1..5] (500) at 0: 6 on both -> 0 (ties: the lower), busy to 6
@@ -1095,6 +1133,7 @@ static const cr_test_case replay_tests[] = {
     {"gen bursts", test_gen_bursts},
     {"gen rejects", test_gen_rejects},
     {"runs repeat", test_runs_repeat},
+    {"peer: llmd-scorer", test_peer_llmd},
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
     {NULL, NULL},

@@ -264,6 +264,20 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  * peers never read the simulator's caches: each keeps its own record of
  * what it routed where, or (dynamo-kv) of the prefills completed before
  * the request arrives, as a router in front of real engines must.
+ *   llmd-scorer         llm-d inference scheduler (Gateway API Inference
+ *                       Extension), default profile: score = 2 queue +
+ *                       2 kv + 3 prefix, the highest wins, ties drawn.
+ *                       queue = (max - waiting) / (max - min) over the pods
+ *                       (1 when all are equal), waiting = queued but the one
+ *                       in service; kv = 1 - blocks held / shard_blocks;
+ *                       both from a snapshot of the view refreshed when 50
+ *                       ms of virtual time have passed since the last (the
+ *                       metrics scrape). prefix = the leading run of the
+ *                       prompt's first 4096 tokens' blocks (256 blocks of
+ *                       64 characters at 4 a token: 8 blocks of 512)
+ *                       found in the pod's LRU index of the blocks it was
+ *                       routed, shard_blocks long, over how many of them
+ *                       the prompt has.
  *   min-ttft-exact      not a router: the reference told the truth. The
  *                       shard with the least backlog_ms + true prefill
  *                       (cr_replay_prefill_ms, noise aside) given its true

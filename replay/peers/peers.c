@@ -9,6 +9,7 @@ static const struct {
     const char *name;
     cr_status (*make)(const cr_replay_cluster *, cr_replay_policy *, cr_error *);
 } PEERS[] = {
+    {"llmd-scorer", cr_peer_llmd},
     {"min-ttft-exact", cr_peer_exact},
 };
 #define N_PEERS (sizeof PEERS / sizeof PEERS[0])
