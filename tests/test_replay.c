@@ -1023,6 +1023,18 @@ static void run_peer(const char *name, const cr_replay_trace *t, const cr_replay
     x->inner.free(x->inner.state);
 }
 
+/* Asks p alone for a shard: a request of the n blocks ids (block 100
+ * tokens unless tokens is given) at now, with these requests in flight. */
+static uint32_t ask(const cr_replay_policy *p, const uint64_t *ids, uint32_t n, uint32_t tokens,
+                    double now, const uint32_t *queued, uint32_t shards)
+{
+    cr_replay_request r = {.input_tokens = tokens ? tokens : 100 * n, .n_blocks = n};
+    double backlog[4] = {0};
+    cr_replay_view v = {.shards = shards, .now_s = now, .backlog_ms = backlog, .queued = queued,
+                        .blocks = ids};
+    return p->route(p->state, &r, &v);
+}
+
 /* llmd-scorer: 2 queue + 2 kv + 3 prefix over a 50 ms snapshot. Two
  * shards of 16 blocks of 100 tokens; prefill 10 ms + 1 ms a token. r0
  * [1 2] at 0 is a tie (all scores 4): drawn, call its shard A; it runs to
@@ -1059,6 +1071,61 @@ static void test_peer_llmd(void)
         CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
     }
     CU_ASSERT(x.queued[3][a] == 1 && x.queued[3][b] == 2);
+}
+
+/* sglang-cache-aware on two workers, asked directly (100-token blocks):
+ * the 0.3 threshold, the longest holder, the imbalance override. */
+static void test_peer_sglang(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_policy p = make_peer("sglang-cache-aware", &c);
+    uint64_t a[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, b[] = {20, 21, 22, 23},
+             d[] = {20, 21, 22, 30, 31, 32, 33, 34, 35, 36}, e[] = {20, 21, 22, 40};
+    uint32_t q00[] = {0, 0}, q10[] = {1, 0}, q05[] = {0, 5};
+    CU_ASSERT_EQUAL(ask(&p, a, 10, 0, 0, q00, 2), 0);     /* empty: least loaded, lowest */
+    CU_ASSERT_EQUAL(ask(&p, b, 4, 0, 0.001, q10, 2), 1);  /* no match: least loaded */
+    /* 3 of 10 blocks is 0.3, not over it: the least loaded. */
+    CU_ASSERT_EQUAL(ask(&p, d, 10, 0, 0.002, q05, 2), 0);
+    /* 3 of 4 is: blocks 20 21 22 are held by 1 (since 1 ms) and 0 (since
+     * 2 ms); the longest holder, though it is the busier. */
+    CU_ASSERT_EQUAL(ask(&p, e, 4, 0, 0.003, q05, 2), 1);
+    /* Over the imbalance (max - min > 64 and max > 1.5 min): the least
+     * loaded; at it, the tree's worker (1, which holds 40 the longest). */
+    const uint32_t loads[][2] = {{0, 65}, {0, 64}, {100, 166}, {110, 166}, {120, 185}, {130, 195}};
+    const uint32_t want[] = {0, 1, 0, 1, 0, 1};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CU_ASSERT_EQUAL(ask(&p, e, 4, 0, 0.004 + 0.001 * i, loads[i], 2), want[i]);
+    p.free(p.state);
+}
+
+/* sglang's eviction: with blocks of 2^20 tokens a worker keeps 2^24 / 2^20
+ * = 16 blocks, at the 120 s timer, or at once past 32. */
+static void test_peer_sglang_evicts(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    c.block_tokens = 1u << 20;
+    cr_replay_policy p = make_peer("sglang-cache-aware", &c);
+    uint64_t ids[200];
+    for (uint32_t i = 0; i < 200; i++)
+        ids[i] = i;
+    const uint32_t B = 1u << 20; /* a block's tokens */
+    uint32_t q00[] = {0, 0}, q50[] = {5, 0}, q05[] = {0, 5};
+    CU_ASSERT_EQUAL(ask(&p, ids + 1, 4, 4 * B, 0, q00, 2), 0);   /* 1..4 on 0 */
+    CU_ASSERT_EQUAL(ask(&p, ids + 1, 4, 4 * B, 1, q50, 2), 0);   /* matched, used at 1 s */
+    CU_ASSERT_EQUAL(ask(&p, ids + 10, 20, 20 * B, 2, q50, 2), 1); /* 10..29 on 1 */
+    CU_ASSERT_EQUAL(ask(&p, ids + 30, 20, 20 * B, 3, q05, 2), 0); /* 30..49 on 0: 24 held */
+    /* At 121 s the timer takes 0's oldest leaves: 4 3 2 1 (used at 1 s),
+     * then 49 48 47 46; so 1..4 match nothing (the least loaded, 1)... */
+    CU_ASSERT_EQUAL(ask(&p, ids + 1, 4, 4 * B, 121, q50, 2), 1);
+    /* ...and 30..45 are still 0's. */
+    CU_ASSERT_EQUAL(ask(&p, ids + 30, 16, 16 * B, 122, q50, 2), 0);
+    /* 40 new blocks put 0 at 56 > 32: evicted at once to 16, its least
+     * recent first: 30..45 (122 s), then 139 down to 116. */
+    CU_ASSERT_EQUAL(ask(&p, ids + 100, 40, 40 * B, 124, q05, 2), 0);
+    CU_ASSERT_EQUAL(ask(&p, ids + 100, 16, 16 * B, 125, q50, 2), 0);
+    CU_ASSERT_EQUAL(ask(&p, ids + 30, 3, 3 * B, 126, q50, 2), 1);
+    CU_ASSERT_EQUAL(ask(&p, ids + 116, 3, 3 * B, 127, q05, 2), 0); /* 116 gone: least loaded */
+    p.free(p.state);
 }
 
 /* min-ttft-exact: backlog + the true prefill at the true hit. Two shards;
@@ -1134,6 +1201,8 @@ static const cr_test_case replay_tests[] = {
     {"gen rejects", test_gen_rejects},
     {"runs repeat", test_runs_repeat},
     {"peer: llmd-scorer", test_peer_llmd},
+    {"peer: sglang-cache-aware", test_peer_sglang},
+    {"peer: sglang evicts", test_peer_sglang_evicts},
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
     {NULL, NULL},

@@ -278,6 +278,20 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       found in the pod's LRU index of the blocks it was
  *                       routed, shard_blocks long, over how many of them
  *                       the prompt has.
+ *   sglang-cache-aware  SGLang model gateway, command-line defaults: load =
+ *                       in flight. When max - min > 64 and max > 1.5 min,
+ *                       the least loaded (lowest index on a tie). Else the
+ *                       prompt is matched in one trie of block ids routed,
+ *                       each node with its workers (last use, held since):
+ *                       when the match is over 0.3 of the prompt's tokens,
+ *                       the deepest matched node's worker that has held it
+ *                       longest (lowest index on a tie); else the least
+ *                       loaded. The prompt is inserted for the worker
+ *                       chosen. Every 120 s of virtual time each worker's
+ *                       least recently used leaves are evicted down to
+ *                       2^26 characters (2^24 tokens: 32768 blocks of 512);
+ *                       a worker past twice that is evicted at once, which
+ *                       bounds the trie.
  *   min-ttft-exact      not a router: the reference told the truth. The
  *                       shard with the least backlog_ms + true prefill
  *                       (cr_replay_prefill_ms, noise aside) given its true

@@ -10,6 +10,7 @@ static const struct {
     cr_status (*make)(const cr_replay_cluster *, cr_replay_policy *, cr_error *);
 } PEERS[] = {
     {"llmd-scorer", cr_peer_llmd},
+    {"sglang-cache-aware", cr_peer_sglang},
     {"min-ttft-exact", cr_peer_exact},
 };
 #define N_PEERS (sizeof PEERS / sizeof PEERS[0])
