@@ -1128,6 +1128,41 @@ static void test_peer_sglang_evicts(void)
     p.free(p.state);
 }
 
+/* dynamo-kv sees a worker's blocks when its prefill completes. Two
+ * shards of 16 blocks of 100 tokens; prefill 10 ms + 0.1 ms a token. r0
+ * [1 2 3 4] of 350 tokens at 0: cost 350 on both, equal caches: drawn,
+ * call its shard A; it completes at 45 ms.
+ *   r1 [1..8] (800) at 10: r0 not complete, no overlap: A 350 + 800 =
+ *      1150, B 800 -> B (A's true cache holds 1..4 already: a router
+ *      reading it would say A 750); completes at 100
+ *   r2 [1 2 3 4 9] (450) at 50: r0 complete: A 0 + 450 - 400 = 50, B 800
+ *      + 450 -> A, hit 400; completes at 65
+ *   r3 [20] (100) at 200: both 100; A's shadow holds 5 blocks, B's 8: A
+ *   r4 [21] (100) at 300: the same, with 6 blocks on A: A */
+static void test_peer_dynamo(void)
+{
+    uint64_t ids[] = {1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 9, 20, 21};
+    cr_replay_request reqs[HAND_N] = {
+        {.t_ms = 0, .input_tokens = 350, .n_blocks = 4, .first_block = 0},
+        {.t_ms = 10, .input_tokens = 800, .n_blocks = 8, .first_block = 4},
+        {.t_ms = 50, .input_tokens = 450, .n_blocks = 5, .first_block = 12},
+        {.t_ms = 200, .input_tokens = 100, .n_blocks = 1, .first_block = 17},
+        {.t_ms = 300, .input_tokens = 100, .n_blocks = 1, .first_block = 18},
+    };
+    cr_replay_trace t = {reqs, HAND_N, ids, 19};
+    cr_replay_cluster c = hand_cluster();
+    c.shard_blocks = 16;
+    c.truth = (cr_replay_cost){.a_ms = 10, .b_ms_per_token = 0.1};
+    recorder x;
+    run_peer("dynamo-kv", &t, &c, &x);
+    uint32_t a = x.out[0].shard, b = 1 - a;
+    const uint32_t want[HAND_N] = {a, b, a, a, a}, hit[HAND_N] = {0, 0, 400, 0, 0};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+        CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
+    }
+}
+
 /* min-ttft-exact: backlog + the true prefill at the true hit. Two shards;
  * prefill 1 ms + 0.01 ms a token (1 ms a block):
  *   r0 [1..5] (500) at 0: 6 on both -> 0 (ties: the lower), busy to 6
@@ -1203,6 +1238,7 @@ static const cr_test_case replay_tests[] = {
     {"peer: llmd-scorer", test_peer_llmd},
     {"peer: sglang-cache-aware", test_peer_sglang},
     {"peer: sglang evicts", test_peer_sglang_evicts},
+    {"peer: dynamo-kv", test_peer_dynamo},
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
     {NULL, NULL},

@@ -292,6 +292,18 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       2^26 characters (2^24 tokens: 32768 blocks of 512);
  *                       a worker past twice that is evicted at once, which
  *                       bounds the trie.
+ *   dynamo-kv           NVIDIA Dynamo KV router (prefill): per worker, cost
+ *                       = (queued prefill tokens + prompt tokens - overlap
+ *                       blocks * block_tokens) / block_tokens; the lowest
+ *                       wins, ties to the smaller cache (fewer blocks
+ *                       held), then drawn. Queued prefill tokens: what the
+ *                       router charged each request in flight there (its
+ *                       prompt less the overlap seen when routed). The
+ *                       overlap is the prompt's leading blocks in a shadow
+ *                       LRU per worker, shard_blocks long, fed with each
+ *                       request's blocks at its completion (arrival + queue
+ *                       wait + prefill), as KV events report them: a block
+ *                       routed but not yet completed is no overlap.
  *   min-ttft-exact      not a router: the reference told the truth. The
  *                       shard with the least backlog_ms + true prefill
  *                       (cr_replay_prefill_ms, noise aside) given its true

@@ -11,6 +11,7 @@ static const struct {
 } PEERS[] = {
     {"llmd-scorer", cr_peer_llmd},
     {"sglang-cache-aware", cr_peer_sglang},
+    {"dynamo-kv", cr_peer_dynamo},
     {"min-ttft-exact", cr_peer_exact},
 };
 #define N_PEERS (sizeof PEERS / sizeof PEERS[0])
