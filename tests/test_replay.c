@@ -1163,6 +1163,69 @@ static void test_peer_dynamo(void)
     }
 }
 
+/* aibrix-prefix on three pods, asked directly: the first three requests
+ * spread (a least loaded pod, drawn; call them X, Y, Z), then the table
+ * and the mean + 1 std bound decide. */
+static void test_peer_aibrix(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    c.shards = 3;
+    cr_replay_policy p = make_peer("aibrix-prefix", &c);
+    uint64_t one[] = {1}, two[] = {2}, three[] = {3}, y2[] = {2, 20}, x2[] = {1, 10},
+             x3[] = {1, 10, 11}, z3[] = {1, 10, 12};
+    uint32_t q[3] = {0, 0, 0};
+    uint32_t X = ask(&p, one, 1, 0, 0, q, 3);
+    q[X] = 1;
+    uint32_t Y = ask(&p, two, 1, 0, 0.001, q, 3);
+    CU_ASSERT_NOT_EQUAL(Y, X);
+    q[Y] = 1;
+    uint32_t Z = 3 - X - Y; /* the only one left at 0 */
+    CU_ASSERT_EQUAL(ask(&p, three, 1, 0, 0.002, q, 3), Z);
+    q[Z] = 1;
+    /* Loads (1, 1, 1): bound 1 + 0. */
+    CU_ASSERT_EQUAL(ask(&p, y2, 2, 0, 0.003, q, 3), Y);
+    q[Y] = 2; /* (X, Y, Z) = (1, 2, 1): mean 4/3, std 0.47 */
+    CU_ASSERT_EQUAL(ask(&p, x2, 2, 0, 0.004, q, 3), X);
+    q[X] = 2; /* (2, 2, 1): bound 5/3 + 0.47 = 2.14 */
+    CU_ASSERT_EQUAL(ask(&p, x3, 3, 0, 0.005, q, 3), X);
+    q[X] = 3; /* (3, 2, 1): bound 2 + 0.82: X, the only match, is over it */
+    CU_ASSERT_EQUAL(ask(&p, z3, 3, 0, 0.006, q, 3), Z);
+    q[Z] = 2; /* (3, 2, 2): X matches 3 of 3 but is over 2.80; Z matches 2 */
+    CU_ASSERT_EQUAL(ask(&p, x3, 3, 0, 0.007, q, 3), Z);
+    /* Past an imbalance of 8 the match is ignored: a least loaded pod. */
+    uint32_t skew[3];
+    skew[X] = 9, skew[Y] = 1, skew[Z] = 0;
+    CU_ASSERT_EQUAL(ask(&p, y2, 2, 0, 0.008, skew, 3), Z);
+    /* 1 was used at 7 ms: still matched 1199 s on (X 1 of 2, the only
+     * holder of it all), expired 1201 s after that (Y, the least loaded). */
+    q[X] = 1, q[Y] = 0, q[Z] = 1;
+    uint64_t x9[] = {1, 10, 11, 99};
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 1199.007, q, 3), X);
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 2400.008, q, 3), Y);
+    /* Y, its only holder, over mean + std (5 > 5/3 + 2.36): X or Z, drawn;
+     * call it W, and the third V. */
+    uint32_t busy[3];
+    busy[X] = 0, busy[Y] = 5, busy[Z] = 0;
+    uint32_t W = ask(&p, x9, 4, 0, 2400.009, busy, 3), V = 3 - W - Y;
+    CU_ASSERT(W == X || W == Z);
+    /* Y and W match all 4: the one with fewer in flight (bound 1.14). */
+    busy[Y] = 1, busy[W] = 0, busy[V] = 1;
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 2400.010, busy, 3), W);
+    busy[Y] = 0, busy[W] = 1;
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 2400.011, busy, 3), Y);
+    /* More matched before fewer in flight: 200 201 202 to X (the least
+     * loaded), 200 201 205 to Y (X, 5 in flight, over 2 + 2.16); then X
+     * matches 3, Y 2, both under the bound (1.14): X. */
+    uint64_t m3[] = {200, 201, 202}, m2[] = {200, 201, 205};
+    busy[X] = 0, busy[Y] = 1, busy[Z] = 1;
+    CU_ASSERT_EQUAL(ask(&p, m3, 3, 0, 2401, busy, 3), X);
+    busy[X] = 5, busy[Y] = 0, busy[Z] = 1;
+    CU_ASSERT_EQUAL(ask(&p, m2, 3, 0, 2401.001, busy, 3), Y);
+    busy[X] = 1, busy[Y] = 0, busy[Z] = 1;
+    CU_ASSERT_EQUAL(ask(&p, m3, 3, 0, 2401.002, busy, 3), X);
+    p.free(p.state);
+}
+
 /* min-ttft-exact: backlog + the true prefill at the true hit. Two shards;
  * prefill 1 ms + 0.01 ms a token (1 ms a block):
  *   r0 [1..5] (500) at 0: 6 on both -> 0 (ties: the lower), busy to 6
@@ -1239,6 +1302,7 @@ static const cr_test_case replay_tests[] = {
     {"peer: sglang-cache-aware", test_peer_sglang},
     {"peer: sglang evicts", test_peer_sglang_evicts},
     {"peer: dynamo-kv", test_peer_dynamo},
+    {"peer: aibrix-prefix", test_peer_aibrix},
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
     {NULL, NULL},

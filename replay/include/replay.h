@@ -304,6 +304,17 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       request's blocks at its completion (arrival + queue
  *                       wait + prefill), as KV events report them: a block
  *                       routed but not yet completed is no overlap.
+ *   aibrix-prefix       AIBrix gateway: load = in flight. When max - min >
+ *                       8, a least loaded pod, drawn. Else the prompt's
+ *                       blocks are walked in one table of 200,000 block ids
+ *                       (each: the pods it was routed to, its last use;
+ *                       unused for 20 minutes of virtual time it expires;
+ *                       LRU past 200,000) while some pod holds every block
+ *                       so far; of the pods that held the first, ranked by
+ *                       blocks matched, then fewer in flight, then index,
+ *                       the first whose load is at most mean + 1 population
+ *                       std of the loads; none: a least loaded pod, drawn.
+ *                       The prompt's blocks are recorded for the pod.
  *   min-ttft-exact      not a router: the reference told the truth. The
  *                       shard with the least backlog_ms + true prefill
  *                       (cr_replay_prefill_ms, noise aside) given its true

@@ -12,6 +12,7 @@ static const struct {
     {"llmd-scorer", cr_peer_llmd},
     {"sglang-cache-aware", cr_peer_sglang},
     {"dynamo-kv", cr_peer_dynamo},
+    {"aibrix-prefix", cr_peer_aibrix},
     {"min-ttft-exact", cr_peer_exact},
 };
 #define N_PEERS (sizeof PEERS / sizeof PEERS[0])

@@ -20,6 +20,7 @@
 cr_status cr_peer_llmd(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
 cr_status cr_peer_sglang(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
 cr_status cr_peer_dynamo(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
+cr_status cr_peer_aibrix(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
 cr_status cr_peer_exact(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
 
 /* ---- what a policy reads from a request and a view ------------------------- */
