@@ -1271,6 +1271,43 @@ static void test_peer_rejects(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "shards"));
 }
 
+/* Each peer on the hand trace and on a generated one with noise: run
+ * twice on one policy (the second run starts it afresh) and once on a new
+ * one, identical results. */
+static void test_peers_repeat(void)
+{
+    static const char *const names[] = {"llmd-scorer", "sglang-cache-aware", "dynamo-kv",
+                                        "aibrix-prefix", "min-ttft-exact"};
+    cr_replay_gen_config g = small_gen();
+    g.n_requests = 5000;
+    cr_replay_trace gen, hand = hand_trace();
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &gen, &err), CR_OK);
+    cr_replay_cluster big = cluster_of(16), small = hand_cluster();
+    big.shard_blocks = 256;
+    const struct {
+        const cr_replay_trace *t;
+        const cr_replay_cluster *c;
+    } cases[] = {{&hand, &small}, {&gen, &big}};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            cr_replay_policy p = make_peer(names[i], cases[k].c),
+                             q = make_peer(names[i], cases[k].c);
+            cr_replay_result a, b, d;
+            CU_ASSERT_EQUAL_FATAL(cr_replay_run(cases[k].t, cases[k].c, &p, 1.0, &a, &err), CR_OK);
+            CU_ASSERT_EQUAL_FATAL(cr_replay_run(cases[k].t, cases[k].c, &p, 1.0, &b, &err), CR_OK);
+            CU_ASSERT_EQUAL_FATAL(cr_replay_run(cases[k].t, cases[k].c, &q, 1.0, &d, &err), CR_OK);
+            CU_ASSERT(same_result(&a, &b));
+            CU_ASSERT(same_result(&a, &d));
+            CU_ASSERT(a.hit_ratio > 0);
+            cr_replay_result_free(&a);
+            cr_replay_result_free(&b);
+            cr_replay_result_free(&d);
+            p.free(p.state);
+            q.free(q.state);
+        }
+    cr_replay_trace_free(&gen);
+}
 
 static const cr_test_case replay_tests[] = {
     {"parse good", test_parse_good},
@@ -1305,6 +1342,7 @@ static const cr_test_case replay_tests[] = {
     {"peer: aibrix-prefix", test_peer_aibrix},
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
+    {"peers repeat", test_peers_repeat},
     {NULL, NULL},
 };
 static const cr_test_suite suites[] = {{"replay", replay_tests}};
