@@ -156,6 +156,17 @@ int cr_replay_cache_insert(cr_replay_cache *c, const uint64_t *ids, uint32_t n)
     return 0;
 }
 
+uint32_t cr_replay_cache_find(const cr_replay_cache *c, uint64_t id) { return lookup(c, id); }
+
+int cr_replay_cache_use(cr_replay_cache *c, uint64_t id, uint32_t *node)
+{
+    int fresh = lookup(c, id) == CR_REPLAY_NIL;
+    if (touch(c, id) != 0)
+        return -1;
+    *node = c->head; /* touch leaves id the most recent */
+    return fresh;
+}
+
 int cr_replay_cache_rank(const cr_replay_cache *c, uint64_t id, uint32_t *rank)
 {
     uint32_t r = 0;

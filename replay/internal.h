@@ -87,6 +87,17 @@ uint32_t cr_replay_cache_prefix(const cr_replay_cache *c, const uint64_t *ids, u
  * cache is then as if only some of them were inserted), else 0. */
 int cr_replay_cache_insert(cr_replay_cache *c, const uint64_t *ids, uint32_t n);
 
+/* For a side table indexed by node (a payload per id, as the peers'
+ * tables keep): the node holding id, or CR_REPLAY_NIL; a node's index stays
+ * the id's while the id is held, and is below cap. Changes nothing. */
+uint32_t cr_replay_cache_find(const cr_replay_cache *c, uint64_t id);
+
+/* Makes id the most recently used (inserting it, evicting the least
+ * recently used when full) and gives its node through *node: 1 when id was
+ * not held (the node is a new one or the evicted id's, so its payload is
+ * stale), 0 when it was, -1 when out of memory (nothing changed). */
+int cr_replay_cache_use(cr_replay_cache *c, uint64_t id, uint32_t *node);
+
 /* Whether id is held, and its recency rank (0 = most recent) through
  * *rank when not NULL; O(n). For tests. */
 int cr_replay_cache_rank(const cr_replay_cache *c, uint64_t id, uint32_t *rank);
@@ -124,9 +135,11 @@ size_t *cr_replay_owner_counts(const cr_replay_trace *t, size_t *n);
 
 /* ---- requests in service by finish time (finishes.c) ---------------------- */
 
-/* A min-heap of (finish, owner, shard): the cacheroute policy's record of
- * prefills not yet done. Zero-initialised is empty. */
-/* A served request as its engine would report it once its prefill ends. */
+/* A min-heap of (finish, owner, shard): the cacheroute policy's and the
+ * dynamo-kv peer's record of prefills not yet done. Zero-initialised is
+ * empty. */
+/* A served request as its engine would report it once its prefill ends
+ * (its blocks too: the KV events a router's indexer reads). */
 typedef struct cr_replay_finish {
     double at_s;
     size_t request; /* its first_block: unique per request, its id */
@@ -134,6 +147,8 @@ typedef struct cr_replay_finish {
     uint32_t shard;
     uint32_t prompt_tokens, cached_tokens, prefilled_from;
     double queue_wait_ms, prefill_ms, ttft_ms;
+    size_t first_block; /* its blocks in the trace's pool */
+    uint32_t n_blocks;
 } cr_replay_finish;
 
 typedef struct cr_replay_finishes {

@@ -10,6 +10,9 @@
  * not delay the next prefill. Per request the loop allocates nothing once
  * the rings and caches have grown to their working size.
  *
+ * The view also carries the trace's block pool, each cache's size and a
+ * read-only lookup of the true hit (for the one policy told the truth).
+ *
  * Noise is drawn per request index from the seed, so every policy run over
  * the same trace and cluster sees the same noise on the same request.
  *
@@ -129,6 +132,7 @@ typedef struct sim {
     double *busy_until; /* s */
     double *backlog_ms; /* the view */
     uint32_t *queued;
+    uint32_t *blocks_held;
     cr_replay_tally tally;
 } sim;
 
@@ -143,6 +147,7 @@ static void sim_free(sim *s)
     free(s->busy_until);
     free(s->backlog_ms);
     free(s->queued);
+    free(s->blocks_held);
     cr_replay_tally_free(&s->tally);
 }
 
@@ -159,8 +164,9 @@ static cr_status sim_init(sim *s, cr_error *err)
     s->busy_until = calloc(R, sizeof *s->busy_until);
     s->backlog_ms = calloc(R, sizeof *s->backlog_ms);
     s->queued = calloc(R, sizeof *s->queued);
+    s->blocks_held = calloc(R, sizeof *s->blocks_held);
     if (!s->caches || !s->queues || !s->busy_until || !s->backlog_ms || !s->queued ||
-        cr_replay_tally_init(&s->tally, s->t->n, R) != 0)
+        !s->blocks_held || cr_replay_tally_init(&s->tally, s->t->n, R) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
     for (uint32_t k = 0; k < R; k++)
         cr_replay_cache_init(&s->caches[k], (uint32_t)(cap ? cap : 1));
@@ -175,7 +181,18 @@ static void refresh_view(sim *s, double now)
         s->queued[k] = (uint32_t)s->queues[k].n;
         double left = s->busy_until[k] - now;
         s->backlog_ms[k] = left > 0 ? left * 1000.0 : 0.0;
+        s->blocks_held[k] = s->caches[k].n;
     }
+}
+
+/* The view's hit_blocks: the prefix of r's blocks the shard's true cache
+ * holds, looked up as serve will look it up. */
+static uint32_t true_hit_blocks(const void *ctx, uint32_t shard, const cr_replay_request *r)
+{
+    const sim *s = ctx;
+    if (shard >= s->c->shards)
+        return 0;
+    return cr_replay_cache_prefix(&s->caches[shard], s->t->blocks + r->first_block, r->n_blocks);
 }
 
 static double noise_factor(const sim *s, size_t i)
@@ -228,7 +245,10 @@ static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
 static cr_status loop(sim *s, cr_error *err)
 {
     const cr_replay_policy *p = s->p;
-    cr_replay_view v = {s->c->shards, 0, s->backlog_ms, s->queued, s->t->blocks};
+    cr_replay_view v = {.shards = s->c->shards, .backlog_ms = s->backlog_ms,
+                        .queued = s->queued, .blocks = s->t->blocks,
+                        .blocks_held = s->blocks_held, .shard_blocks = s->c->shard_blocks,
+                        .hit_blocks = true_hit_blocks, .hit_ctx = s};
     for (size_t i = 0; i < s->t->n; i++) {
         const cr_replay_request *r = &s->t->reqs[i];
         double now = cr_replay_arrival_s(r, s->c);

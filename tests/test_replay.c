@@ -261,6 +261,28 @@ static void test_lru_model(void)
     cr_replay_cache_free(&c);
 }
 
+/* A side table on the cache: use gives an id's node (fresh when the id was
+ * not held), find gives it back while the id stays, and an eviction hands
+ * the least recent id's node to the next new id, fresh. */
+static void test_lru_side_table(void)
+{
+    cr_replay_cache c;
+    cr_replay_cache_init(&c, 2);
+    uint32_t n1, n2, n3, again;
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 1), CR_REPLAY_NIL);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 1, &n1), 1);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 2, &n2), 1);
+    CU_ASSERT(n1 < 2 && n2 < 2 && n1 != n2);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 1, &again), 0); /* held: 2 is now the least recent */
+    CU_ASSERT_EQUAL(again, n1);
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 2), n2);
+    CU_ASSERT_EQUAL(cr_replay_cache_use(&c, 3, &n3), 1);
+    CU_ASSERT_EQUAL(n3, n2);
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 2), CR_REPLAY_NIL);
+    CU_ASSERT_EQUAL(cr_replay_cache_find(&c, 1), n1);
+    cr_replay_cache_free(&c);
+}
+
 /* ---- the baselines ------------------------------------------------------------ */
 
 static cr_replay_cluster cluster_of(uint32_t shards)
@@ -275,7 +297,7 @@ static uint32_t route_once(const cr_replay_policy *p, int64_t owner, size_t firs
                            const uint32_t *queued, const double *backlog, uint32_t shards)
 {
     cr_replay_request r = {.owner = owner, .first_block = first_block, .n_blocks = 1};
-    cr_replay_view v = {shards, 0, backlog, queued, NULL};
+    cr_replay_view v = {.shards = shards, .backlog_ms = backlog, .queued = queued};
     return p->route(p->state, &r, &v);
 }
 
@@ -480,8 +502,9 @@ static int rec_kv(void *state, const cr_replay_request *r, const cr_replay_view 
 static void rec_served(void *state, const cr_replay_request *r, const cr_replay_outcome *o)
 {
     recorder *x = state;
-    (void)r;
     x->out[x->n++] = *o;
+    if (x->inner.served)
+        x->inner.served(x->inner.state, r, o);
 }
 
 static int rec_replans(void *state, size_t *n, const double **changed, const double **at)
@@ -493,13 +516,22 @@ static int rec_replans(void *state, size_t *n, const double **changed, const dou
     return 0;
 }
 
-static cr_replay_policy recording(recorder *x, const char *inner, const cr_replay_cluster *c)
+/* Records what inner (taken over: x->inner.free frees it) is shown and
+ * does, for up to HAND_N requests. */
+static cr_replay_policy recording_of(recorder *x, cr_replay_policy inner)
 {
     memset(x, 0, sizeof *x);
-    cr_error err;
-    CU_ASSERT_EQUAL(cr_replay_baseline(inner, c, &x->inner, &err), CR_OK);
-    return (cr_replay_policy){.name = inner, .state = x, .route = rec_route, .kv = rec_kv,
+    x->inner = inner;
+    return (cr_replay_policy){.name = inner.name, .state = x, .route = rec_route, .kv = rec_kv,
                               .served = rec_served, .replans = rec_replans};
+}
+
+static cr_replay_policy recording(recorder *x, const char *inner, const cr_replay_cluster *c)
+{
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_baseline(inner, c, &p, &err), CR_OK);
+    return recording_of(x, p);
 }
 
 typedef struct expect {
@@ -1150,6 +1182,316 @@ static void test_runs_repeat(void)
     cr_replay_trace_free(&t);
 }
 
+/* ---- the peers ------------------------------------------------------------------- */
+
+static cr_replay_policy make_peer(const char *name, const cr_replay_cluster *c)
+{
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_peer(name, c, &p, &err), CR_OK);
+    return p;
+}
+
+/* Runs t through peer name, recording; the result is freed, the policy
+ * with it. */
+static void run_peer(const char *name, const cr_replay_trace *t, const cr_replay_cluster *c,
+                     recorder *x)
+{
+    cr_replay_policy p = recording_of(x, make_peer(name, c));
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(t, c, &p, 1.0, &res, &err), CR_OK);
+    CU_ASSERT_STRING_EQUAL(res.policy, name);
+    cr_replay_result_free(&res);
+    x->inner.free(x->inner.state);
+}
+
+/* Asks p alone for a shard: a request of the n blocks ids (block 100
+ * tokens unless tokens is given) at now, with these requests in flight. */
+static uint32_t ask(const cr_replay_policy *p, const uint64_t *ids, uint32_t n, uint32_t tokens,
+                    double now, const uint32_t *queued, uint32_t shards)
+{
+    cr_replay_request r = {.input_tokens = tokens ? tokens : 100 * n, .n_blocks = n};
+    double backlog[4] = {0};
+    cr_replay_view v = {.shards = shards, .now_s = now, .backlog_ms = backlog, .queued = queued,
+                        .blocks = ids};
+    return p->route(p->state, &r, &v);
+}
+
+/* llmd-scorer: 2 queue + 2 kv + 3 prefix over a 50 ms snapshot. Two
+ * shards of 16 blocks of 100 tokens; prefill 10 ms + 1 ms a token. r0
+ * [1 2] at 0 is a tie (all scores 4): drawn, call its shard A; it runs to
+ * 210 ms.
+ *   r1 [3..8] at 60: new snapshot: waiting (0, 0) (A's one is in service),
+ *      held (2, 0): A 2 + 1.75 = 3.75, B 2 + 2 = 4 -> B, runs to 670
+ *   r2 [9] at 70: the 60 ms snapshot, so B still looks empty -> B (a fresh
+ *      one, held (2, 6), would give B 2 + 1.25 = 3.25 and A)
+ *   r3 [3..8] at 120: new snapshot: waiting (0, 1) (B holds r1 and r2):
+ *      queue A 1, B 0; held (2, 7): kv A 1.75, B 1.125; prefix B 6/6:
+ *      A 2 + 1.75 = 3.75 loses to B 0 + 1.125 + 3 = 4.125 -> B, hit 600:
+ *      the prefix outweighs the queue
+ *   r4 [11] at 130: no prefix: A 3.75, B 1.125 -> A */
+static void test_peer_llmd(void)
+{
+    uint64_t ids[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 3, 4, 5, 6, 7, 8, 11};
+    cr_replay_request reqs[HAND_N] = {
+        {.t_ms = 0, .input_tokens = 200, .n_blocks = 2, .first_block = 0},
+        {.t_ms = 60, .input_tokens = 600, .n_blocks = 6, .first_block = 2},
+        {.t_ms = 70, .input_tokens = 100, .n_blocks = 1, .first_block = 8},
+        {.t_ms = 120, .input_tokens = 600, .n_blocks = 6, .first_block = 9},
+        {.t_ms = 130, .input_tokens = 100, .n_blocks = 1, .first_block = 15},
+    };
+    cr_replay_trace t = {reqs, HAND_N, ids, 16};
+    cr_replay_cluster c = hand_cluster();
+    c.shard_blocks = 16;
+    c.truth = (cr_replay_cost){.a_ms = 10, .b_ms_per_token = 1};
+    recorder x;
+    run_peer("llmd-scorer", &t, &c, &x);
+    uint32_t a = x.out[0].shard, b = 1 - a;
+    const uint32_t want[HAND_N] = {a, b, b, b, a}, hit[HAND_N] = {0, 0, 0, 600, 0};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+        CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
+    }
+    CU_ASSERT(x.queued[3][a] == 1 && x.queued[3][b] == 2);
+}
+
+/* sglang-cache-aware on two workers, asked directly (100-token blocks):
+ * the 0.3 threshold, the longest holder, the imbalance override. */
+static void test_peer_sglang(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_policy p = make_peer("sglang-cache-aware", &c);
+    uint64_t a[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, b[] = {20, 21, 22, 23},
+             d[] = {20, 21, 22, 30, 31, 32, 33, 34, 35, 36}, e[] = {20, 21, 22, 40};
+    uint32_t q00[] = {0, 0}, q10[] = {1, 0}, q05[] = {0, 5};
+    CU_ASSERT_EQUAL(ask(&p, a, 10, 0, 0, q00, 2), 0);     /* empty: least loaded, lowest */
+    CU_ASSERT_EQUAL(ask(&p, b, 4, 0, 0.001, q10, 2), 1);  /* no match: least loaded */
+    /* 3 of 10 blocks is 0.3, not over it: the least loaded. */
+    CU_ASSERT_EQUAL(ask(&p, d, 10, 0, 0.002, q05, 2), 0);
+    /* 3 of 4 is: blocks 20 21 22 are held by 1 (since 1 ms) and 0 (since
+     * 2 ms); the longest holder, though it is the busier. */
+    CU_ASSERT_EQUAL(ask(&p, e, 4, 0, 0.003, q05, 2), 1);
+    /* Over the imbalance (max - min > 64 and max > 1.5 min): the least
+     * loaded; at it, the tree's worker (1, which holds 40 the longest). */
+    const uint32_t loads[][2] = {{0, 65}, {0, 64}, {100, 166}, {110, 166}, {120, 185}, {130, 195}};
+    const uint32_t want[] = {0, 1, 0, 1, 0, 1};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CU_ASSERT_EQUAL(ask(&p, e, 4, 0, 0.004 + 0.001 * i, loads[i], 2), want[i]);
+    p.free(p.state);
+}
+
+/* sglang's eviction: with blocks of 2^20 tokens a worker keeps 2^24 / 2^20
+ * = 16 blocks, at the 120 s timer, or at once past 32. */
+static void test_peer_sglang_evicts(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    c.block_tokens = 1u << 20;
+    cr_replay_policy p = make_peer("sglang-cache-aware", &c);
+    uint64_t ids[200];
+    for (uint32_t i = 0; i < 200; i++)
+        ids[i] = i;
+    const uint32_t B = 1u << 20; /* a block's tokens */
+    uint32_t q00[] = {0, 0}, q50[] = {5, 0}, q05[] = {0, 5};
+    CU_ASSERT_EQUAL(ask(&p, ids + 1, 4, 4 * B, 0, q00, 2), 0);   /* 1..4 on 0 */
+    CU_ASSERT_EQUAL(ask(&p, ids + 1, 4, 4 * B, 1, q50, 2), 0);   /* matched, used at 1 s */
+    CU_ASSERT_EQUAL(ask(&p, ids + 10, 20, 20 * B, 2, q50, 2), 1); /* 10..29 on 1 */
+    CU_ASSERT_EQUAL(ask(&p, ids + 30, 20, 20 * B, 3, q05, 2), 0); /* 30..49 on 0: 24 held */
+    /* At 121 s the timer takes 0's oldest leaves: 4 3 2 1 (used at 1 s),
+     * then 49 48 47 46; so 1..4 match nothing (the least loaded, 1)... */
+    CU_ASSERT_EQUAL(ask(&p, ids + 1, 4, 4 * B, 121, q50, 2), 1);
+    /* ...and 30..45 are still 0's. */
+    CU_ASSERT_EQUAL(ask(&p, ids + 30, 16, 16 * B, 122, q50, 2), 0);
+    /* 40 new blocks put 0 at 56 > 32: evicted at once to 16, its least
+     * recent first: 30..45 (122 s), then 139 down to 116. */
+    CU_ASSERT_EQUAL(ask(&p, ids + 100, 40, 40 * B, 124, q05, 2), 0);
+    CU_ASSERT_EQUAL(ask(&p, ids + 100, 16, 16 * B, 125, q50, 2), 0);
+    CU_ASSERT_EQUAL(ask(&p, ids + 30, 3, 3 * B, 126, q50, 2), 1);
+    CU_ASSERT_EQUAL(ask(&p, ids + 116, 3, 3 * B, 127, q05, 2), 0); /* 116 gone: least loaded */
+    p.free(p.state);
+}
+
+/* dynamo-kv sees a worker's blocks when its prefill completes. Two
+ * shards of 16 blocks of 100 tokens; prefill 10 ms + 0.1 ms a token. r0
+ * [1 2 3 4] of 350 tokens at 0: cost 350 on both, equal caches: drawn,
+ * call its shard A; it completes at 45 ms.
+ *   r1 [1..8] (800) at 10: r0 not complete, no overlap: A 350 + 800 =
+ *      1150, B 800 -> B (A's true cache holds 1..4 already: a router
+ *      reading it would say A 750); completes at 100
+ *   r2 [1 2 3 4 9] (450) at 50: r0 complete: A 0 + 450 - 400 = 50, B 800
+ *      + 450 -> A, hit 400; completes at 65
+ *   r3 [20] (100) at 200: both 100; A's shadow holds 5 blocks, B's 8: A
+ *   r4 [21] (100) at 300: the same, with 6 blocks on A: A */
+static void test_peer_dynamo(void)
+{
+    uint64_t ids[] = {1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 9, 20, 21};
+    cr_replay_request reqs[HAND_N] = {
+        {.t_ms = 0, .input_tokens = 350, .n_blocks = 4, .first_block = 0},
+        {.t_ms = 10, .input_tokens = 800, .n_blocks = 8, .first_block = 4},
+        {.t_ms = 50, .input_tokens = 450, .n_blocks = 5, .first_block = 12},
+        {.t_ms = 200, .input_tokens = 100, .n_blocks = 1, .first_block = 17},
+        {.t_ms = 300, .input_tokens = 100, .n_blocks = 1, .first_block = 18},
+    };
+    cr_replay_trace t = {reqs, HAND_N, ids, 19};
+    cr_replay_cluster c = hand_cluster();
+    c.shard_blocks = 16;
+    c.truth = (cr_replay_cost){.a_ms = 10, .b_ms_per_token = 0.1};
+    recorder x;
+    run_peer("dynamo-kv", &t, &c, &x);
+    uint32_t a = x.out[0].shard, b = 1 - a;
+    const uint32_t want[HAND_N] = {a, b, a, a, a}, hit[HAND_N] = {0, 0, 400, 0, 0};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+        CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
+    }
+}
+
+/* aibrix-prefix on three pods, asked directly: the first three requests
+ * spread (a least loaded pod, drawn; call them X, Y, Z), then the table
+ * and the mean + 1 std bound decide. */
+static void test_peer_aibrix(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    c.shards = 3;
+    cr_replay_policy p = make_peer("aibrix-prefix", &c);
+    uint64_t one[] = {1}, two[] = {2}, three[] = {3}, y2[] = {2, 20}, x2[] = {1, 10},
+             x3[] = {1, 10, 11}, z3[] = {1, 10, 12};
+    uint32_t q[3] = {0, 0, 0};
+    uint32_t X = ask(&p, one, 1, 0, 0, q, 3);
+    q[X] = 1;
+    uint32_t Y = ask(&p, two, 1, 0, 0.001, q, 3);
+    CU_ASSERT_NOT_EQUAL(Y, X);
+    q[Y] = 1;
+    uint32_t Z = 3 - X - Y; /* the only one left at 0 */
+    CU_ASSERT_EQUAL(ask(&p, three, 1, 0, 0.002, q, 3), Z);
+    q[Z] = 1;
+    /* Loads (1, 1, 1): bound 1 + 0. */
+    CU_ASSERT_EQUAL(ask(&p, y2, 2, 0, 0.003, q, 3), Y);
+    q[Y] = 2; /* (X, Y, Z) = (1, 2, 1): mean 4/3, std 0.47 */
+    CU_ASSERT_EQUAL(ask(&p, x2, 2, 0, 0.004, q, 3), X);
+    q[X] = 2; /* (2, 2, 1): bound 5/3 + 0.47 = 2.14 */
+    CU_ASSERT_EQUAL(ask(&p, x3, 3, 0, 0.005, q, 3), X);
+    q[X] = 3; /* (3, 2, 1): bound 2 + 0.82: X, the only match, is over it */
+    CU_ASSERT_EQUAL(ask(&p, z3, 3, 0, 0.006, q, 3), Z);
+    q[Z] = 2; /* (3, 2, 2): X matches 3 of 3 but is over 2.80; Z matches 2 */
+    CU_ASSERT_EQUAL(ask(&p, x3, 3, 0, 0.007, q, 3), Z);
+    /* Past an imbalance of 8 the match is ignored: a least loaded pod. */
+    uint32_t skew[3];
+    skew[X] = 9, skew[Y] = 1, skew[Z] = 0;
+    CU_ASSERT_EQUAL(ask(&p, y2, 2, 0, 0.008, skew, 3), Z);
+    /* 1 was used at 7 ms: still matched 1199 s on (X 1 of 2, the only
+     * holder of it all), expired 1201 s after that (Y, the least loaded). */
+    q[X] = 1, q[Y] = 0, q[Z] = 1;
+    uint64_t x9[] = {1, 10, 11, 99};
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 1199.007, q, 3), X);
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 2400.008, q, 3), Y);
+    /* Y, its only holder, over mean + std (5 > 5/3 + 2.36): X or Z, drawn;
+     * call it W, and the third V. */
+    uint32_t busy[3];
+    busy[X] = 0, busy[Y] = 5, busy[Z] = 0;
+    uint32_t W = ask(&p, x9, 4, 0, 2400.009, busy, 3), V = 3 - W - Y;
+    CU_ASSERT(W == X || W == Z);
+    /* Y and W match all 4: the one with fewer in flight (bound 1.14). */
+    busy[Y] = 1, busy[W] = 0, busy[V] = 1;
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 2400.010, busy, 3), W);
+    busy[Y] = 0, busy[W] = 1;
+    CU_ASSERT_EQUAL(ask(&p, x9, 4, 0, 2400.011, busy, 3), Y);
+    /* More matched before fewer in flight: 200 201 202 to X (the least
+     * loaded), 200 201 205 to Y (X, 5 in flight, over 2 + 2.16); then X
+     * matches 3, Y 2, both under the bound (1.14): X. */
+    uint64_t m3[] = {200, 201, 202}, m2[] = {200, 201, 205};
+    busy[X] = 0, busy[Y] = 1, busy[Z] = 1;
+    CU_ASSERT_EQUAL(ask(&p, m3, 3, 0, 2401, busy, 3), X);
+    busy[X] = 5, busy[Y] = 0, busy[Z] = 1;
+    CU_ASSERT_EQUAL(ask(&p, m2, 3, 0, 2401.001, busy, 3), Y);
+    busy[X] = 1, busy[Y] = 0, busy[Z] = 1;
+    CU_ASSERT_EQUAL(ask(&p, m3, 3, 0, 2401.002, busy, 3), X);
+    p.free(p.state);
+}
+
+/* min-ttft-exact: backlog + the true prefill at the true hit. Two shards;
+ * prefill 1 ms + 0.01 ms a token (1 ms a block):
+ *   r0 [1..5] (500) at 0: 6 on both -> 0 (ties: the lower), busy to 6
+ *   r1 [1..6] (600) at 2: shard 0 4 + 1 + 1 = 6 (r0's blocks, though r0
+ *      is still running), shard 1 7 -> 0, TTFT 6, busy to 8
+ *   r2 [1..7] (700) at 3: 0: 5 + 2 = 7, 1: 8 -> 0, TTFT 7, busy to 10
+ *   r3 [1 2 20..25] (800) at 4: 0: 6 + 1 + 6 = 13, 1: 9 -> 1, TTFT 9 */
+static void test_peer_exact(void)
+{
+    uint64_t ids[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 20, 21, 22, 23, 24, 25};
+    cr_replay_request reqs[HAND_N] = {
+        {.t_ms = 0, .input_tokens = 500, .n_blocks = 5, .first_block = 0},
+        {.t_ms = 2, .input_tokens = 600, .n_blocks = 6, .first_block = 0},
+        {.t_ms = 3, .input_tokens = 700, .n_blocks = 7, .first_block = 0},
+        {.t_ms = 4, .input_tokens = 800, .n_blocks = 8, .first_block = 7},
+        {.t_ms = 100, .input_tokens = 200, .n_blocks = 2, .first_block = 7},
+    };
+    cr_replay_trace t = {reqs, HAND_N, ids, 15};
+    cr_replay_cluster c = hand_cluster();
+    c.shard_blocks = 16;
+    recorder x;
+    run_peer("min-ttft-exact", &t, &c, &x);
+    /* r4 [1 2] at 100, both idle: both hit 2 blocks: 1 on both -> 0. */
+    const uint32_t want[HAND_N] = {0, 0, 0, 1, 0}, hit[HAND_N] = {0, 500, 600, 0, 200};
+    const double ttft[HAND_N] = {6, 6, 7, 9, 1};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+        CU_ASSERT_EQUAL(x.out[i].hit_tokens, hit[i]);
+        CU_ASSERT_DOUBLE_EQUAL(x.out[i].ttft_ms, ttft[i], EPS);
+    }
+}
+
+static void test_peer_rejects(void)
+{
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_peer("llm-d", &c, &p, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "\"llm-d\" ("));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "min-ttft-exact)")); /* the names it knows */
+    c.shards = 0;
+    CU_ASSERT_EQUAL(cr_replay_peer("min-ttft-exact", &c, &p, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "shards"));
+}
+
+/* Each peer on the hand trace and on a generated one with noise: run
+ * twice on one policy (the second run starts it afresh) and once on a new
+ * one, identical results. */
+static void test_peers_repeat(void)
+{
+    static const char *const names[] = {"llmd-scorer", "sglang-cache-aware", "dynamo-kv",
+                                        "aibrix-prefix", "min-ttft-exact"};
+    cr_replay_gen_config g = small_gen();
+    g.n_requests = 5000;
+    cr_replay_trace gen, hand = hand_trace();
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &gen, &err), CR_OK);
+    cr_replay_cluster big = cluster_of(16), small = hand_cluster();
+    big.shard_blocks = 256;
+    const struct {
+        const cr_replay_trace *t;
+        const cr_replay_cluster *c;
+    } cases[] = {{&hand, &small}, {&gen, &big}};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            cr_replay_policy p = make_peer(names[i], cases[k].c),
+                             q = make_peer(names[i], cases[k].c);
+            cr_replay_result a, b, d;
+            CU_ASSERT_EQUAL_FATAL(cr_replay_run(cases[k].t, cases[k].c, &p, 1.0, &a, &err), CR_OK);
+            CU_ASSERT_EQUAL_FATAL(cr_replay_run(cases[k].t, cases[k].c, &p, 1.0, &b, &err), CR_OK);
+            CU_ASSERT_EQUAL_FATAL(cr_replay_run(cases[k].t, cases[k].c, &q, 1.0, &d, &err), CR_OK);
+            CU_ASSERT(same_result(&a, &b));
+            CU_ASSERT(same_result(&a, &d));
+            CU_ASSERT(a.hit_ratio > 0);
+            cr_replay_result_free(&a);
+            cr_replay_result_free(&b);
+            cr_replay_result_free(&d);
+            p.free(p.state);
+            q.free(q.state);
+        }
+    cr_replay_trace_free(&gen);
+}
+
 static const cr_test_case replay_tests[] = {
     {"parse good", test_parse_good},
     {"parse malformed", test_parse_malformed},
@@ -1159,6 +1501,7 @@ static const cr_test_case replay_tests[] = {
     {"gini", test_gini},
     {"lru order", test_lru_order},
     {"lru against a model", test_lru_model},
+    {"lru side table", test_lru_side_table},
     {"sticky", test_sticky},
     {"chwbl", test_chwbl},
     {"flat-lb", test_flat_lb},
@@ -1178,6 +1521,14 @@ static const cr_test_case replay_tests[] = {
     {"gen bursts", test_gen_bursts},
     {"gen rejects", test_gen_rejects},
     {"runs repeat", test_runs_repeat},
+    {"peer: llmd-scorer", test_peer_llmd},
+    {"peer: sglang-cache-aware", test_peer_sglang},
+    {"peer: sglang evicts", test_peer_sglang_evicts},
+    {"peer: dynamo-kv", test_peer_dynamo},
+    {"peer: aibrix-prefix", test_peer_aibrix},
+    {"peer: min-ttft-exact", test_peer_exact},
+    {"peer rejects", test_peer_rejects},
+    {"peers repeat", test_peers_repeat},
     {NULL, NULL},
 };
 static const cr_test_suite suites[] = {{"replay", replay_tests}};

@@ -1,6 +1,7 @@
 /* The policies the tool knows and how each is made for a run: the
  * baselines (replay.h), cacheroute (the core, knowledge by its injection
- * model), and cacheroute's routes under another knowledge rule. The
+ * model), cacheroute's routes under another knowledge rule, and the peers
+ * (the routers platform teams deploy, and the exact reference). The
  * knowledge variants and --dump-routes' recorder wrap another policy. */
 #include <math.h>
 #include <stdio.h>
@@ -11,11 +12,14 @@
 
 /* "iws" is cacheroute's own rule under its own name. The first
  * DEFAULT_POLICIES are the default; the next KNOWLEDGE_POLICIES join them
- * when the trace has knowledge. */
-static const char *const POLICY_NAMES[] = {"cacheroute",  "flat-lb",   "sticky", "chwbl",
-                                           "least-loaded", "random",    "always-text",
-                                           "always-kv",   "oracle",    "iws"};
+ * when the trace has knowledge. The peers, from FIRST_PEER on, are only
+ * run when named. */
+static const char *const POLICY_NAMES[] = {
+    "cacheroute",  "flat-lb",   "sticky", "chwbl", "least-loaded", "random",
+    "always-text", "always-kv", "oracle", "iws",
+    "llmd-scorer", "sglang-cache-aware", "dynamo-kv", "aibrix-prefix", "min-ttft-exact"};
 #define KNOWLEDGE_POLICIES 3
+#define FIRST_PEER 10
 #define N_POLICY_NAMES (sizeof POLICY_NAMES / sizeof POLICY_NAMES[0])
 
 const char *cli_policy_name(unsigned policy) { return POLICY_NAMES[policy]; }
@@ -163,18 +167,23 @@ static cr_status wrap(cr_replay_policy *p, const char *name, kv_rule rule,
 }
 
 /* The knowledge variants route like cacheroute (the same core, so the same
- * shards request by request); a baseline or cacheroute itself is wrapped
- * only to record its outcomes. */
+ * shards request by request); a baseline, a peer or cacheroute itself is
+ * wrapped only to record its outcomes. */
 cr_status cli_make_policy(unsigned name, const cr_core_config *core, cr_replay_weight weight,
                           cr_replay_call call, const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
                           cr_error *err)
 {
     const char *n = POLICY_NAMES[name];
     static const kv_rule RULES[] = {[6] = KV_TEXT, [7] = KV_ALL, [8] = KV_ORACLE, [9] = KV_OWN};
-    int routes_like_cacheroute = name == 0 || name >= DEFAULT_POLICIES;
-    cr_status st = routes_like_cacheroute ? cr_replay_cacheroute_policy(core, weight, call, c, out, err)
-                                          : cr_replay_baseline(n, c, out, err);
-    if (st != CR_OK || (name < DEFAULT_POLICIES && !dump))
+    int own_rule = name < DEFAULT_POLICIES || name >= FIRST_PEER;
+    cr_status st;
+    if (name >= FIRST_PEER)
+        st = cr_replay_peer(n, c, out, err);
+    else if (name == 0 || !own_rule)
+        st = cr_replay_cacheroute_policy(core, weight, call, c, out, err);
+    else
+        st = cr_replay_baseline(n, c, out, err);
+    if (st != CR_OK || (own_rule && !dump))
         return st;
-    return wrap(out, n, name < DEFAULT_POLICIES ? KV_OWN : RULES[name], c, dump, err);
+    return wrap(out, n, own_rule ? KV_OWN : RULES[name], c, dump, err);
 }

@@ -142,7 +142,8 @@ static const cr_option REPLAY_ROWS[] = {
            "block number N"),
     CUSTOM("policies", "policies", set_policies, show_policies, SET_POLICIES,
            "comma list of policies to replay (always-text, always-kv and oracle join the "
-           "default when the trace has knowledge)"),
+           "default when the trace has knowledge; the peers llmd-scorer, sglang-cache-aware, "
+           "dynamo-kv, aibrix-prefix and min-ttft-exact run only when named)"),
     LIST("scale", scale_text, "1",
          "load scales, comma list: arrivals at timestamp / scale, so offered load = trace "
          "rate * scale"),

@@ -214,13 +214,28 @@ void cr_replay_cluster_default(cr_replay_cluster *c);
 cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err);
 
 /* What a policy may look at when routing: the cluster as it stands at the
- * request's arrival. */
+ * request's arrival. Every member after queued may be NULL or 0 in a view
+ * not made by cr_replay_run (a test's); a policy reading one says what it
+ * does without it. */
 typedef struct cr_replay_view {
     uint32_t shards;
     double now_s;
     const double *backlog_ms;  /* per shard: work queued and in service, ms */
     const uint32_t *queued;    /* per shard: requests queued and in service */
-    const uint64_t *blocks;    /* the trace's block ids: a request's are at its first_block */
+    /* The trace's block pool: request r's ids are blocks[r->first_block ..
+     * + r->n_blocks), for policies that index prompts. */
+    const uint64_t *blocks;
+    /* Per shard: blocks its cache holds, of shard_blocks (KV-cache usage,
+     * as an engine's metrics report it). */
+    const uint32_t *blocks_held;
+    uint64_t shard_blocks;
+    /* The prefix hit r would get on shard now, in blocks, read from the
+     * true cache without changing it; O(blocks). Only for policies that
+     * are told the truth (min-ttft-exact): a router in front of real
+     * engines sees only what they report, so a peer reads its own record
+     * of what it routed or of prefills completed before the request. */
+    uint32_t (*hit_blocks)(const void *ctx, uint32_t shard, const cr_replay_request *r);
+    const void *hit_ctx;
 } cr_replay_view;
 
 /* What happened to one request. */
@@ -273,6 +288,77 @@ typedef struct cr_replay_policy {
  * CR_ENOMEM. */
 cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_replay_policy *out,
                              cr_error *err);
+
+/* The routers platform teams deploy, each as its public source describes
+ * its default, plus an exact reference. "In flight" is the view's queued:
+ * routed to the shard and not yet through its prefill. Cache-reading
+ * peers never read the simulator's caches: each keeps its own record of
+ * what it routed where, or (dynamo-kv) of the prefills completed before
+ * the request arrives, as a router in front of real engines must.
+ *   llmd-scorer         llm-d inference scheduler (Gateway API Inference
+ *                       Extension), default profile: score = 2 queue +
+ *                       2 kv + 3 prefix, the highest wins, ties drawn.
+ *                       queue = (max - waiting) / (max - min) over the pods
+ *                       (1 when all are equal), waiting = queued but the one
+ *                       in service; kv = 1 - blocks held / shard_blocks;
+ *                       both from a snapshot of the view refreshed when 50
+ *                       ms of virtual time have passed since the last (the
+ *                       metrics scrape). prefix = the leading run of the
+ *                       prompt's first 4096 tokens' blocks (256 blocks of
+ *                       64 characters at 4 a token: 8 blocks of 512)
+ *                       found in the pod's LRU index of the blocks it was
+ *                       routed, shard_blocks long, over how many of them
+ *                       the prompt has.
+ *   sglang-cache-aware  SGLang model gateway, command-line defaults: load =
+ *                       in flight. When max - min > 64 and max > 1.5 min,
+ *                       the least loaded (lowest index on a tie). Else the
+ *                       prompt is matched in one trie of block ids routed,
+ *                       each node with its workers (last use, held since):
+ *                       when the match is over 0.3 of the prompt's tokens,
+ *                       the deepest matched node's worker that has held it
+ *                       longest (lowest index on a tie); else the least
+ *                       loaded. The prompt is inserted for the worker
+ *                       chosen. Every 120 s of virtual time each worker's
+ *                       least recently used leaves are evicted down to
+ *                       2^26 characters (2^24 tokens: 32768 blocks of 512);
+ *                       a worker past twice that is evicted at once, which
+ *                       bounds the trie.
+ *   dynamo-kv           NVIDIA Dynamo KV router (prefill): per worker, cost
+ *                       = (queued prefill tokens + prompt tokens - overlap
+ *                       blocks * block_tokens) / block_tokens; the lowest
+ *                       wins, ties to the smaller cache (fewer blocks
+ *                       held), then drawn. Queued prefill tokens: what the
+ *                       router charged each request in flight there (its
+ *                       prompt less the overlap seen when routed). The
+ *                       overlap is the prompt's leading blocks in a shadow
+ *                       LRU per worker, shard_blocks long, fed with each
+ *                       request's blocks at its completion (arrival + queue
+ *                       wait + prefill), as KV events report them: a block
+ *                       routed but not yet completed is no overlap.
+ *   aibrix-prefix       AIBrix gateway: load = in flight. When max - min >
+ *                       8, a least loaded pod, drawn. Else the prompt's
+ *                       blocks are walked in one table of 200,000 block ids
+ *                       (each: the pods it was routed to, its last use;
+ *                       unused for 20 minutes of virtual time it expires;
+ *                       LRU past 200,000) while some pod holds every block
+ *                       so far; of the pods that held the first, ranked by
+ *                       blocks matched, then fewer in flight, then index,
+ *                       the first whose load is at most mean + 1 population
+ *                       std of the loads; none: a least loaded pod, drawn.
+ *                       The prompt's blocks are recorded for the pod.
+ *   min-ttft-exact      not a router: the reference told the truth. The
+ *                       shard with the least backlog_ms + true prefill
+ *                       (cr_replay_prefill_ms, noise aside) given its true
+ *                       hit (the view's hit_blocks); ties to the lowest
+ *                       index.
+ * Draws come from the seed and the request's first block, like the
+ * baselines'. A run whose clock starts behind the last one's end starts
+ * the policy afresh (as the cacheroute policy), so a policy may be run
+ * again; every run of one gives the same choices. Memory is bounded: the
+ * tables above, plus what is in flight. CR_EINVAL for an unknown name or a
+ * bad cluster; CR_ENOMEM. */
+cr_status cr_replay_peer(const char *name, const cr_replay_cluster *c, cr_replay_policy *out,
+                         cr_error *err);
 
 /* What each of the cacheroute policy's arrivals weighs (--weight): 1, so
  * rates count requests (the sidecar's default), or the request's input

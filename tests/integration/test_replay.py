@@ -148,6 +148,26 @@ class ReplayTest(unittest.TestCase):
                  contains=("max_blocks", "document_blocks"))
         self.bad(*base, "--document-per", "turn", contains=("--document-per", "turn"))
 
+    def test_peers_run_when_named(self):
+        """The five peers run when --policies names them (never by default),
+        every request routed, and repeat byte for byte."""
+        peers = ["llmd-scorer", "sglang-cache-aware", "dynamo-kv", "aibrix-prefix",
+                 "min-ttft-exact"]
+        args = ["--generate", "--requests", "3000", "--sessions", "100", "--rate", "300",
+                "--shards", "4", "--scale", "0.5,1", "--policies", ",".join(peers)]
+        self.ok(*args, "--json", self.path("a.json"), "--dump-routes", self.path("d.csv"))
+        self.ok(*args, "--json", self.path("b.json"))
+        with open(self.path("a.json"), "rb") as f:
+            ja = f.read()
+        with open(self.path("b.json"), "rb") as f:
+            self.assertEqual(ja, f.read())
+        doc = json.loads(ja)
+        self.assertEqual([r["policy"] for r in doc["results"]], [n for n in peers for _ in "ab"])
+        for r in doc["results"]:
+            self.assertEqual(r["requests"], 3000)
+            self.assertGreater(r["hit_ratio"], 0)
+        self.assertEqual(len(read_dump(self.path("d.csv"))), 5 * 2 * 3000)
+
     # ------------------------------------------------------------ errors
 
     def test_malformed_trace_line_names_it(self):
