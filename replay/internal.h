@@ -174,6 +174,7 @@ static inline double cr_replay_arrival_s(const cr_replay_request *r, const cr_re
 /* What a run records as it goes, for cr_replay_summarize. */
 typedef struct cr_replay_tally {
     uint32_t shards;
+    size_t warmup;    /* requests before this index add no work */
     uint32_t *hits;   /* per request, trace order */
     double *ttft_ms;  /* per request; summarize hands it to the result, sorted */
     double *work_ms;  /* per shard, prefill */

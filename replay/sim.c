@@ -168,6 +168,7 @@ static cr_status sim_init(sim *s, cr_error *err)
     if (!s->caches || !s->queues || !s->busy_until || !s->backlog_ms || !s->queued ||
         !s->blocks_held || cr_replay_tally_init(&s->tally, s->t->n, R) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
+    s->tally.warmup = s->c->warmup;
     for (uint32_t k = 0; k < R; k++)
         cr_replay_cache_init(&s->caches[k], (uint32_t)(cap ? cap : 1));
     return CR_OK;
@@ -279,6 +280,9 @@ cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
         st = check_trace(t, err);
     if (st == CR_OK)
         st = cr_replay_window_check(t, c, window_s, err);
+    if (st == CR_OK && c->warmup >= t->n)
+        st = cr_fail(err, CR_EINVAL, "warmup must be below the trace's %zu requests, got %llu",
+                     t->n, (unsigned long long)c->warmup);
     if (st != CR_OK)
         return st;
     sim s = {.t = t, .c = c, .p = p};

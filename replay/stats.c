@@ -22,7 +22,8 @@ void cr_replay_tally_add(cr_replay_tally *t, size_t i, const cr_replay_request *
 {
     t->hits[i] = o->hit_tokens;
     t->ttft_ms[i] = o->ttft_ms;
-    t->work_ms[o->shard] += o->prefill_ms;
+    if (i >= t->warmup)
+        t->work_ms[o->shard] += o->prefill_ms;
     t->with_knowledge += r->knowledge_tokens > 0;
     t->as_kv += o->used_kv != 0;
 }
@@ -140,10 +141,12 @@ static double nearest_rank(const double *v, size_t n, double q)
     return v[k > 0 ? k - 1 : 0];
 }
 
+/* Over the requests from tally->warmup on (n of them). */
 static void ttft_figures(cr_replay_tally *tally, size_t n, cr_replay_result *out)
 {
     double *v = tally->ttft_ms;
     tally->ttft_ms = NULL;
+    memmove(v, v + tally->warmup, n * sizeof *v);
     qsort(v, n, sizeof *v, cr_replay_cmp_double);
     double sum = 0;
     for (size_t i = 0; i < n; i++)
@@ -175,12 +178,13 @@ cr_status cr_replay_summarize(const cr_replay_trace *t, const cr_replay_cluster 
         st = cr_fail(err, CR_ENOMEM, "out of memory summing %zu requests", t->n);
     if (st == CR_OK) {
         strncpy(out->policy, p->name ? p->name : "", sizeof out->policy - 1);
-        out->requests = t->n;
-        out->hit_ratio = s.hit[t->n] / s.in[t->n];
+        size_t w = tally->warmup;
+        out->requests = t->n - w;
+        out->hit_ratio = (s.hit[t->n] - s.hit[w]) / (s.in[t->n] - s.in[w]);
         out->imbalance = imbalance(tally);
         out->kv_share =
             tally->with_knowledge ? (double)tally->as_kv / (double)tally->with_knowledge : 0;
-        ttft_figures(tally, t->n, out);
+        ttft_figures(tally, t->n - w, out);
         st = series(&s, window_s, out, err);
     }
     if (st == CR_OK)

@@ -663,6 +663,23 @@ static void test_hand_sticky(void)
     CU_ASSERT_DOUBLE_EQUAL(res.hit_series[0], 100.0 / 1300.0, EPS);
     CU_ASSERT_EQUAL(res.n_replans, 0);
     cr_replay_result_free(&res);
+    /* The same run with the first two requests as warm-up: the figures
+     * over r2..r4 only (hits 100 of 900 tokens; TTFTs 7 8.5 4; 11 ms of
+     * work, all on S), the same routes and outcomes. */
+    c.warmup = 2;
+    x.n = 0; /* the recorder's log starts again */
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+    check_requests(&x, e, s);
+    CU_ASSERT_EQUAL(res.requests, 3);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_ratio, 100.0 / 900.0, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p50_ms, 7, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p99_ms, 8.5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_mean_ms, 6.5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(res.imbalance, 2, EPS);
+    cr_replay_result_free(&res);
+    c.warmup = 5; /* nothing left to measure */
+    CU_ASSERT_EQUAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "warmup must be below the trace's 5 requests, got 5");
     x.inner.free(x.inner.state);
 }
 

@@ -244,6 +244,9 @@ static const cr_option CLUSTER_ROWS[] = {
            "prefill times lognormal(0, noise)"),
     NUMBER("seed", CR_OPT_U64, cluster.seed, 0, CR_OPT_U64_MAX, 0, 0,
            "seed of the generator, the noise and the random policies"),
+    NUMBER("warmup", CR_OPT_U64, cluster.warmup, 0, CR_OPT_U64_MAX, 0, 0,
+           "the first requests served but left out of the figures (hit ratio, TTFT, "
+           "imbalance, capacity): a cluster measured once warm"),
 };
 
 #define TABLE(group_, rows_)                                                                      \

@@ -202,6 +202,9 @@ typedef struct cr_replay_cluster {
     cr_replay_cost truth;
     double scale;          /* arrivals at t_ms / 1000 / scale seconds; > 0 */
     uint64_t seed;         /* noise and random policies */
+    uint64_t warmup;       /* the first warmup requests are served but left out
+                            * of the result's hit ratio, TTFTs and imbalance
+                            * (a cluster measured once warm); < the requests */
 } cr_replay_cluster;
 
 /* The defaults (sim.c says why): 64 shards of 1024 blocks, 512-token
