@@ -254,8 +254,11 @@ int cr_inflight_release_id(cr_inflight *w, uint64_t id, double now, uint32_t *sh
 
 double cr_inflight_wait_ms(const cr_inflight *w, uint32_t shard, double now)
 {
-    double left = w->busy[shard] - now;
-    return left > 0 ? left * 1e3 : 0;
+    /* never more than the work still outstanding there: without outcomes
+     * the timeline alone would keep what --inflight-ttl already let go */
+    double left = (w->busy[shard] - now) * 1e3;
+    left = left < w->loads[shard] ? left : w->loads[shard];
+    return left > 0 ? left : 0;
 }
 
 const double *cr_inflight_loads(const cr_inflight *w) { return w->loads; }

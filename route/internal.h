@@ -54,7 +54,8 @@ int cr_inflight_release_id(cr_inflight *w, uint64_t id, double now, uint32_t *sh
                            uint32_t *cached);
 
 /* How long a request routed to shard at now would wait, ms: its timeline
- * past now, or 0. */
+ * past now, at most the work outstanding there (so expired work no longer
+ * counts), or 0. */
 double cr_inflight_wait_ms(const cr_inflight *w, uint32_t shard, double now);
 
 /* Outstanding work per shard (cr_inflight_reserve'd entries; exactly 0 on

@@ -11,7 +11,7 @@ static const char *const OFF_ON[] = {"off", "on", NULL};
 
 static const cr_option ROWS[] = {
     {.name = "route-by", .key = "route_by", .type = CR_OPT_CHOICE, .offset = AT(by),
-     .def_text = "plan", .choices = ROUTE_BY,
+     .def_text = "ttft", .choices = ROUTE_BY,
      .help = "RecordArrival's and Route's rule: plan (the preferred shard, else owner mod R), "
              "bounded (affinity unless the shard's outstanding work exceeds --load-bound x the "
              "mean, then the session's next shard, then its ring), live (least outstanding "
@@ -41,7 +41,7 @@ static const cr_option ROWS[] = {
      .offset = AT(max_hashes), .def = 8192, .min = 1, .max = CR_ROUTE_MAX_HASHES,
      .help = "Route: block hashes one request may carry (more is INVALID_ARGUMENT)"},
     {.name = "miss-weight", .key = "miss_weight", .type = CR_OPT_DOUBLE,
-     .offset = AT(miss_weight), .def = 2, .min = 1, .max = 1000,
+     .offset = AT(miss_weight), .def = 8, .min = 1, .max = 1000,
      .help = "--route-by ttft: how many times a request's predicted prefill counts against "
              "its predicted queue wait (1: its own TTFT; more: the work a miss adds for the "
              "requests behind it)"},

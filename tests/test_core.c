@@ -64,11 +64,13 @@ typedef struct fixture {
 /* A core on 8 shards, qcap 50, W 200, seconds clock with H = 20, no probing
  * of this machine (an empty sysfs, no CUDA), replans every 10 s of virtual
  * time. */
-/* The defaults, with a probe that finds nothing, at once, on any machine. */
+/* The defaults, with a probe that finds nothing, at once, on any machine,
+ * and the plan route rule: routes these cases work out from the table. */
 static void quiet_config(cr_core_config *cfg)
 {
     cr_core_config_default(cfg);
     cr_core_quiet_probe(&cfg->probe);
+    cfg->route.by = CR_ROUTE_PLAN;
 }
 
 /* The fixture's core on cfg (quiet_config's, with changes). */

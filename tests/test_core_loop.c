@@ -46,6 +46,7 @@ static void quiet_config(cr_core_config *cfg, uint64_t receipts)
 {
     cr_core_config_default(cfg);
     cr_core_quiet_probe(&cfg->probe);
+    cfg->route.by = CR_ROUTE_PLAN; /* served hits by the table's shard */
     cfg->replan_interval_s = 0;
     cfg->receipts = receipts;
 }

@@ -36,7 +36,8 @@ def cli_table(t):
 
 class CliTest(h.SidecarTestCase):
     SIDECAR_FLAGS = ("--n-shards", "6", "--qcap", "10", "--warm-slots-per-shard", "2",
-                     "--estimator-clock", "calls", "--half-life", "5", "--replan-interval", "0")
+                     "--estimator-clock", "calls", "--half-life", "5", "--replan-interval", "0",
+                     "--route-by", "plan")
     H = 5.0
 
     def cli(self, *args, rc=0, **kw):
@@ -82,7 +83,7 @@ class CliTest(h.SidecarTestCase):
 
     def test_plan_install_and_from_estimator(self):
         sc = self.start_sidecar("--estimator-clock", "calls", "--half-life", "5",
-                                "--replan-interval", "0", "--n-shards", "3")
+                                "--replan-interval", "0", "--n-shards", "3", "--route-by", "plan")
 
         def cli(*args, **kw):
             p = h.run_cli("--target", sc.target, *args, **kw)

@@ -154,7 +154,7 @@ class ConfigTest(h.SidecarTestCase):
                                 "--window", "11", "--estimator-clock", "seconds",
                                 "--max-owners", "77", "--replan-interval", "0.5",
                                 "--max-message-bytes", "70000", "--shutdown-grace", "5",
-                                "--log-level", "info", env=env)
+                                "--log-level", "info", "--route-by", "plan", env=env)
         c = sc.config
         self.assertEqual((c["threads"], c["planner"], c["estimator"]),
                          (2, {"n_shards": 5, "qcap": 9.0, "warm_slots_per_shard": 4.0},

@@ -26,7 +26,7 @@ MAX_ROUTED = (LIMIT - 32) // 28
 
 class ErrorsTest(h.SidecarTestCase):
     SIDECAR_FLAGS = ("--max-message-bytes", str(LIMIT), "--estimator-clock", "calls",
-                     "--half-life", "8", "--replan-interval", "0")
+                     "--half-life", "8", "--replan-interval", "0", "--route-by", "plan")
 
     def plan_error(self, code, details, **kw):
         return self.assertRpcError(code, self.stub.Plan, h.plan_request(**kw), details=details)
@@ -131,7 +131,7 @@ class ErrorsTest(h.SidecarTestCase):
 
     def test_rejected_plans_install_nothing(self):
         sc = self.start_sidecar("--max-message-bytes", str(LIMIT), "--n-shards", "8",
-                                "--replan-interval", "0")
+                                "--replan-interval", "0", "--route-by", "plan")
         stub = sc.stub()
         t = stub.Plan(h.plan_request(rates=[(1, 10.0), (2, 80.0)], config=(4, 50.0, 200.0),
                                      install=True), timeout=h.RPC_TIMEOUT).table

@@ -115,7 +115,7 @@ def reflection_api(version):
 
 
 class ReflectionTest(h.SidecarTestCase):
-    SIDECAR_FLAGS = ("--replan-interval", "0")
+    SIDECAR_FLAGS = ("--replan-interval", "0", "--route-by", "plan")
 
     def ask(self, version, *requests):
         """Sends the requests on one stream; returns the answers in order."""

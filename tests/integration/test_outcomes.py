@@ -34,7 +34,7 @@ FIELD_OF = {"queue_wait": "queue_wait_ms", "prefill": "prefill_ms", "transfer": 
 FLAGS = ("--prefill-coeffs", "10,0.1,2e-6", "--kv-bytes-per-token", "131072",
          "--kv-source", "fast=100,0.5", "--decision-margin-ms", "100", "--n-shards", "4",
          "--replan-interval", "0", "--reservation-horizon-s", "86400",
-         "--reservation-confirm-s", "0")
+         "--reservation-confirm-s", "0", "--route-by", "plan")
 
 
 def select(stub, rid, p=2000, k=8000, cached=8000, wait=0.0, dry=False):

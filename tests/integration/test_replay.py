@@ -261,7 +261,7 @@ class ReplayTest(unittest.TestCase):
         # arrival: admitted owners and fallbacks alike. Plan calls plan
         # fresh, so the tool's replanner does too here.
         planner = ["--qcap", "2", "--warm-slots-per-shard", "3", "--estimator-clock", "calls",
-                   "--half-life", "5", "--replan", "fresh"]
+                   "--half-life", "5", "--replan", "fresh", "--route-by", "plan"]
         self.ok("--generate", "--requests", "3000", "--sessions", "40", "--gini", "0.6",
                 "--rate", "100", "--shards", "6", "--replan-interval", "2", "--policies",
                 "cacheroute", "--dump-routes", self.path("routes.csv"),
@@ -376,7 +376,7 @@ class ReplayTest(unittest.TestCase):
                 "--knowledge-tokens", "3000", "--shards", "4", "--noise", "0",
                 "--true-prefill", "%r,%r,%r" % (a, b, c), "--true-kv", "%r,%r" % (kv_fixed, kv_tok),
                 "--policies", "oracle,always-text,always-kv,cacheroute",
-                "--dump-routes", self.path("kv.csv"))
+                "--dump-routes", self.path("kv.csv"), "--route-by", "plan")
         dump = read_dump(self.path("kv.csv"))
 
         def prefill(L, s):
@@ -395,7 +395,8 @@ class ReplayTest(unittest.TestCase):
                 self.assertEqual(r["used_kv"], "0")
             if r["policy"] == "always-kv":
                 self.assertEqual(r["used_kv"], "1")
-        # The variants route like cacheroute: the same shards request by request.
+        # The variants route like cacheroute: under plan (routes that do not
+        # follow the queues) the same shards request by request.
         shards = {}
         for r in dump:
             shards.setdefault(r["policy"], []).append(r["shard"])

@@ -31,7 +31,7 @@ OWNERS = list(range(-20, 40))
 QUIET = 999
 FAST = ("--half-life", "%g" % H, "--sync-interval", "0.1", "--lease-ttl", "%g" % LEASE,
         "--replica-ttl", "5", "--backend-timeout", "200", "--n-shards", "4",
-        "--warm-slots-per-shard", "4")
+        "--warm-slots-per-shard", "4", "--route-by", "plan")
 
 
 def scrape(sc):

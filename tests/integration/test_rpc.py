@@ -211,7 +211,7 @@ class InstallTest(h.SidecarTestCase):
 
     def test_install_generation_and_routes(self):
         sc = self.start_sidecar("--n-shards", "8", "--estimator-clock", "calls",
-                                "--half-life", "4", "--replan-interval", "0")
+                                "--half-life", "4", "--replan-interval", "0", "--route-by", "plan")
         stub = sc.stub()
         # No table yet: generation 0, nobody admitted, fallback over the
         # configured 8 shards.
@@ -308,7 +308,8 @@ class SwapTest(h.SidecarTestCase):
         # shard counts) while four threads record arrivals. Every answer must
         # be computed from exactly the table whose generation it names (the
         # swap is atomic), and generations never go back within a thread.
-        sc = self.start_sidecar("--replan-interval", "0", "--n-shards", "8", "--threads", threads)
+        sc = self.start_sidecar("--replan-interval", "0", "--n-shards", "8", "--threads", threads,
+                                "--route-by", "plan")
         tables = {}
         plans = [
             (h.plan_request(rates=[(o, 10.0 + o) for o in range(1, 11)], config=(4, 50.0, 200.0),
@@ -372,9 +373,10 @@ class SwapTest(h.SidecarTestCase):
 
 
 class RecordArrivalTest(h.SidecarTestCase):
+    # The plan rule: routes worked out from the table and splitmix64.
     H = 4.0
     SIDECAR_FLAGS = ("--estimator-clock", "calls", "--half-life", "4", "--n-shards", "6",
-                     "--replan-interval", "0")
+                     "--replan-interval", "0", "--route-by", "plan")
 
     def record(self, owners, **kw):
         return self.stub.RecordArrival(P.cr.RecordArrivalRequest(owners=owners, **kw),
@@ -479,7 +481,8 @@ class RecordArrivalTest(h.SidecarTestCase):
         sc.assert_clean_exit(self)
 
     def test_seconds_clock_first_arrival(self):
-        sc = self.start_sidecar("--replan-interval", "0")  # default: seconds, H = 20
+        # default: seconds, H = 20; the plan rule's fallback shards
+        sc = self.start_sidecar("--replan-interval", "0", "--route-by", "plan")
         r = sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[5, 6]),
                                     timeout=h.RPC_TIMEOUT)
         self.assertEqual([x.rate for x in r.routes], [math.log(2) / 20] * 2)

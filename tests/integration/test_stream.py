@@ -27,7 +27,7 @@ EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 DEADLINE = grpc.StatusCode.DEADLINE_EXCEEDED
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 CALLS = ("--estimator-clock", "calls", "--half-life", "4", "--n-shards", "6",
-         "--replan-interval", "0")
+         "--replan-interval", "0", "--route-by", "plan")
 
 
 class Stream:
