@@ -54,6 +54,7 @@ while (($#)); do
   case "$1" in
     --sidecar) SIDECAR=$2; shift 2 ;;
     --sidecar-arg) SIDECAR_ARGS+=("$2"); shift 2 ;;
+    --sidecar-arg=*) SIDECAR_ARGS+=("${1#*=}"); shift ;;
     --ceiling) CEILING=$2; shift 2 ;;
     --loadgen) LOADGEN=$2; shift 2 ;;
     --lg-seconds) LG_SECONDS=$2; shift 2 ;;
