@@ -191,10 +191,13 @@ static void unhold(cr_prefix *p, uint32_t e, uint64_t b)
         free_entry(p, e);
 }
 
-/* A place in shard s's ring for entry e: appended while under the cap,
- * else the first unreferenced block the hand meets is evicted for it. -1
- * when out of memory. */
-static int place(cr_prefix *p, uint32_t s, uint32_t e)
+/* A place in shard s's ring for one more block, its index in the ring:
+ * appended while under the cap, else the place of the first unreferenced
+ * block the hand meets, that block evicted now (so that its entry is free
+ * before the new block's is taken: a full index of distinct blocks needs
+ * no entry more). The caller fills the place. UINT32_MAX when out of
+ * memory. */
+static uint32_t room(cr_prefix *p, uint32_t s)
 {
     ring *r = &p->rings[s];
     uint64_t b = 1ull << s;
@@ -204,25 +207,32 @@ static int place(cr_prefix *p, uint32_t s, uint32_t e)
             want = want < p->cap ? want : p->cap;
             uint32_t *at = realloc(r->at, want * sizeof *at);
             if (!at)
-                return -1;
+                return UINT32_MAX;
             r->at = at;
             r->alloc = (uint32_t)want;
         }
-        r->at[r->n++] = e;
-        return 0;
+        return r->n++;
     }
     for (;;) { /* ends: each pass clears the bits it meets */
-        uint32_t v = r->at[r->hand];
+        uint32_t at = r->hand, v = r->at[at];
+        r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
         if (p->entries[v].ref & b) {
             p->entries[v].ref &= ~b;
-            r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
             continue;
         }
         unhold(p, v, b);
-        r->at[r->hand] = e;
-        r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
-        return 0;
+        return at;
     }
+}
+
+/* Gives back shard s's place at, left empty: the ring's last place moves
+ * into it. */
+static void unroom(cr_prefix *p, uint32_t s, uint32_t at)
+{
+    ring *r = &p->rings[s];
+    r->at[at] = r->at[--r->n];
+    if (r->hand >= r->n)
+        r->hand = 0;
 }
 
 int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_t n)
@@ -234,15 +244,16 @@ int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_
             p->entries[e].ref |= b;
             continue;
         }
-        if (e == UINT32_MAX && (e = add(p, keys[i])) == UINT32_MAX)
+        /* room first, then the entry: an eviction cannot take e, which is
+         * not in shard's ring, and frees the entry the new key may need */
+        uint32_t at = room(p, shard);
+        if (at == UINT32_MAX)
             return -1;
-        /* e is held by no shard only when just added; eviction below may
-         * not take it, as it is not in shard's ring yet */
-        if (place(p, shard, e) != 0) {
-            if (!p->entries[e].held)
-                free_entry(p, e);
+        if (e == UINT32_MAX && (e = add(p, keys[i])) == UINT32_MAX) {
+            unroom(p, shard, at);
             return -1;
         }
+        p->rings[shard].at[at] = e;
         p->entries[e].held |= b;
         p->held++;
     }

@@ -4,7 +4,8 @@
  * then its ring; the walk always ending under the bound), live, expiry and
  * release, memory under an owner flood, determinism, plan unchanged,
  * batched lookups (one call of many owners routing as one-owner calls),
- * and one threaded case. */
+ * one threaded case, and the ttft rule's prefix index at its bound (it
+ * keeps taking new blocks; its memory stays put). */
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -744,6 +745,74 @@ static void test_threads_account_for_every_route(void)
     fixture_close(&f);
 }
 
+/* ---- the prefix index at its bound (--route-by ttft) ---------------------- */
+
+#define INDEX_HASHES 8
+
+/* Request i of INDEX_HASHES hashes of its own, placed at *now over n
+ * shards; the clock moves a tenth of a second first. */
+static cr_route_answer place_fresh(cr_router *r, uint32_t n, uint64_t i, double *now)
+{
+    static const cr_prefill_model unit = {0, 1, 0}; /* 1 ms a token */
+    uint64_t h[INDEX_HASHES];
+    for (uint32_t j = 0; j < INDEX_HASHES; j++)
+        h[j] = cr_mix64(i * INDEX_HASHES + j + 1);
+    cr_route_query q = {.prompt_tokens = INDEX_HASHES * 16, .hashes = h,
+                        .n_hashes = INDEX_HASHES};
+    cr_route_answer a;
+    *now += 0.1;
+    cr_router_place(r, NULL, n, &unit, &q, &a, 1, *now);
+    return a;
+}
+
+/* Fills n shards' index of per blocks each with distinct blocks, routes
+ * as many requests again, then the last one once more once every queue
+ * has drained: it must find its whole prompt where it went. bytes_at and
+ * bytes_after: the index's allocation at the bound and after. */
+static void index_at_bound(uint32_t n, uint32_t per, uint64_t *bytes_at, uint64_t *bytes_after)
+{
+    cr_route_config cfg = {.by = CR_ROUTE_TTFT, .load_bound = 1.25, .inflight_ttl_s = 1,
+                           .inflight_max = 1000, .block_tokens = 16, .index_blocks = per,
+                           .max_hashes = INDEX_HASHES, .miss_weight = 2};
+    cr_router *r = cr_router_new(&cfg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    uint64_t want = (uint64_t)n * per, blocks = 0, i = 0;
+    double now = 0;
+    for (; blocks < want && i < 100 * want; i++) {
+        place_fresh(r, n, i, &now);
+        cr_router_index_stats(r, &blocks, bytes_at);
+    }
+    CU_ASSERT_EQUAL(blocks, want);
+    for (uint64_t k = i + want / INDEX_HASHES; i < k; i++)
+        place_fresh(r, n, i, &now);
+    cr_router_index_stats(r, &blocks, bytes_after);
+    CU_ASSERT_EQUAL(blocks, want);
+    now += 100; /* every queue drained: only the hits differ */
+    cr_route_answer a = place_fresh(r, n, i - 1, &now);
+    CU_ASSERT_EQUAL(a.cached_tokens, INDEX_HASHES * 16);
+    CU_ASSERT_EQUAL(a.reason, CR_ROUTE_WHY_PREFIX);
+    cr_router_free(r);
+}
+
+/* 64 shards full of distinct blocks use every entry the index may have:
+ * a new block's entry must come from the block it evicts (it once came
+ * first, found none, and the index stopped taking blocks). */
+static void test_index_at_bound_keeps_taking_blocks(void)
+{
+    uint64_t at, after;
+    index_at_bound(CR_ROUTE_INDEX_MAX_SHARDS, 64, &at, &after);
+}
+
+/* 8 shards of 128 blocks fill the entries' first allocation (1,024)
+ * exactly: a new block must not double it (it once did, 60 B a block
+ * instead of 36). */
+static void test_index_at_bound_memory_stays(void)
+{
+    uint64_t at, after;
+    index_at_bound(8, 128, &at, &after);
+    CU_ASSERT_EQUAL(after, at);
+}
+
 static const cr_test_case route_tests[] = {
     {"weighted rates by hand", test_weighted_rates_by_hand},
     {"weighted stream converges", test_weighted_stream_converges},
@@ -764,6 +833,8 @@ static const cr_test_case route_tests[] = {
     {"plan: batch routes are lookups", test_plan_batch_routes_are_lookups},
     {"bounded: batch routes in order", test_bounded_batch_routes_in_order},
     {"threads account for every route", test_threads_account_for_every_route},
+    {"ttft: the index at its bound keeps taking blocks", test_index_at_bound_keeps_taking_blocks},
+    {"ttft: the index at its bound keeps its memory", test_index_at_bound_memory_stays},
     {NULL, NULL},
 };
 

@@ -1,12 +1,13 @@
 // gRPC ceiling server for the cacheroute benchmark (bench/grpc/run.sh).
 //
-// Serves cacheroute.v1.CacheRoute's RecordArrival and SelectInjection with
-// the C++ completion-queue async API, doing no work: every call is answered
-// with an empty response message and status OK, and every message of a
-// RecordArrivals stream with one empty response. The throughput and latency it
-// reaches are what the gRPC stack alone allows on this machine, the ceiling
-// the C sidecar is compared against. The other methods answer UNIMPLEMENTED
-// (from one requested call per queue each).
+// Serves cacheroute.v1.CacheRoute's RecordArrival, SelectInjection and Route
+// with the C++ completion-queue async API, doing no work: every call is
+// answered with an empty response message and status OK, and every message
+// of a RecordArrivals or Routes stream with one empty response. The
+// throughput and latency it reaches are what the gRPC stack alone allows on
+// this machine, the ceiling the C sidecar is compared against. Plan,
+// GetRates, Forget and GetNodeProfile answer UNIMPLEMENTED (from one
+// requested call per queue each); the other methods are never requested.
 //
 // Layout: one ServerCompletionQueue and one thread per --threads; each queue
 // keeps --outstanding requested calls (or streams) per served method. A call
@@ -124,11 +125,13 @@ class UnaryCall final : public Tag {
   const Resp response_;  // always empty
 };
 
-// A RecordArrivals stream slot: each inbound message is answered with one
-// empty response, in order. One read and one write may be in flight at once
+// A bidirectional stream slot (RecordArrivals, Routes): each inbound message
+// is answered with one empty response, in order. kRequest is the generated
+// Service::RequestXxx member, as for UnaryCall. One read and one write may be in flight at once
 // (gRPC's rule per stream), so reads and writes complete on their own tags;
 // answers not yet written are a count, and past kMaxPending of them the slot
 // stops reading, which lets HTTP/2 flow control push back on the client.
+template <class Req, class Resp, auto kRequest>
 class StreamCall final : public Tag {
  public:
   StreamCall(Service* service, Worker* worker)
@@ -179,8 +182,8 @@ class StreamCall final : public Tag {
     stream_.reset();
     ctx_.emplace();
     stream_.emplace(&*ctx_);
-    service_->RequestRecordArrivals(&*ctx_, &*stream_, worker_->cq.get(),
-                                    worker_->cq.get(), this);
+    (service_->*kRequest)(&*ctx_, &*stream_, worker_->cq.get(),
+                          worker_->cq.get(), this);
   }
 
   void Read() {
@@ -235,11 +238,9 @@ class StreamCall final : public Tag {
   bool read_closed_ = false;
   int pending_ = 0;
   std::optional<grpc::ServerContext> ctx_;
-  std::optional<grpc::ServerAsyncReaderWriter<pb::RecordArrivalResponse,
-                                              pb::RecordArrivalRequest>>
-      stream_;
-  pb::RecordArrivalRequest request_;
-  const pb::RecordArrivalResponse response_;  // always empty
+  std::optional<grpc::ServerAsyncReaderWriter<Resp, Req>> stream_;
+  Req request_;
+  const Resp response_;  // always empty
 };
 
 using RecordArrivalCall =
@@ -248,6 +249,13 @@ using RecordArrivalCall =
 using SelectInjectionCall =
     UnaryCall<pb::SelectInjectionRequest, pb::SelectInjectionResponse,
               &Service::RequestSelectInjection>;
+using RouteCall = UnaryCall<pb::RouteRequest, pb::RouteResponse,
+                            &Service::RequestRoute>;
+using RecordArrivalsStream =
+    StreamCall<pb::RecordArrivalRequest, pb::RecordArrivalResponse,
+               &Service::RequestRecordArrivals>;
+using RoutesStream = StreamCall<pb::RouteRequest, pb::RouteResponse,
+                                &Service::RequestRoutes>;
 using PlanCall = UnaryCall<pb::PlanRequest, pb::PlanResponse,
                            &Service::RequestPlan, false>;
 using GetRatesCall = UnaryCall<pb::GetRatesRequest, pb::GetRatesResponse,
@@ -345,7 +353,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < outstanding; ++i) {
       new RecordArrivalCall(&service, &w);
       new SelectInjectionCall(&service, &w);
-      new StreamCall(&service, &w);
+      new RouteCall(&service, &w);
+      new RecordArrivalsStream(&service, &w);
+      new RoutesStream(&service, &w);
     }
     new PlanCall(&service, &w);
     new GetRatesCall(&service, &w);

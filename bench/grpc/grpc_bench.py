@@ -5,12 +5,15 @@ python3-grpcio for the `wait` and `call` commands).
   freeport                       print a free TCP port on 127.0.0.1
   bodies PROTO_ROOT OUTDIR       write the request bodies of every scenario,
                                  encoded by `protoc --encode`: NAME.pb (the
-                                 message) and NAME.grpc (gRPC length-prefixed)
+                                 message) and NAME.grpc (gRPC length-prefixed;
+                                 a stream's body: the message several times)
   wait ADDR PID SECONDS          poll until the server at ADDR answers a gRPC
                                  call (any status but UNAVAILABLE) or PID dies
   call ADDR METHOD BODY [--expect SPEC]
-                                 one real gRPC unary call with BODY (.pb); exit
-                                 0 when grpc-status is OK (and SPEC holds)
+                                 one real gRPC call with BODY: unary with a
+                                 .pb, a stream of its messages with a .grpc
+                                 (each answer checked); exit 0 when
+                                 grpc-status is OK (and SPEC holds)
   h2load OUTPUT N LOG|- [--min-bytes B]
                                  check an h2load run (N requests all succeeded,
                                  all 2xx, each response carried a message) and
@@ -33,26 +36,58 @@ import time
 PROTO_FILE = "cacheroute/v1/cacheroute.proto"
 PKG = "cacheroute.v1"
 
-# Scenario request bodies: name -> (message type, protobuf text format).
+# Scenario request bodies: name -> (message type, protobuf text format[,
+# messages per stream]).
 BATCH_OWNERS = 1000
+ROUTE_HASHES = 64        # block hashes per Route request (r, s)
+ROUTE_BLOCK_TOKENS = 16  # the sidecar's default --block-tokens
+ROUTES_PER_STREAM = 16   # Route messages per Routes stream (s)
+MASK64, GOLDEN = (1 << 64) - 1, 0x9E3779B97F4A7C15
+# RouteDecision.reason's names (cacheroute.proto).
+ROUTE_REASONS = {"prefix", "session", "planned", "spill", "least_loaded", "rule"}
 
 
 def _owner(i):
     """Deterministic, hash-like positive int64 owner ids (splitmix64 of i,
     top bit cleared): session ids are usually hashes, so every owner costs a
     full-size varint on the wire."""
-    z = (i * 0x9E3779B97F4A7C15 + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return (z ^ (z >> 31)) & 0x7FFFFFFFFFFFFFFF
+    return _mix64((i + 1) * GOLDEN & MASK64) & 0x7FFFFFFFFFFFFFFF
+
+
+def _mix64(z):
+    """splitmix64's finalizer: a full 64-bit value."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def _block_hashes(n, seed=1):
+    """n chained block hashes as an engine makes them, h_i = H(h_(i-1),
+    block i): full 64-bit values (about half of them take a 10-byte varint,
+    as real hashes do)."""
+    out, h = [], _mix64(seed)
+    for i in range(n):
+        h = _mix64(h ^ ((i + 1) * GOLDEN & MASK64))
+        out.append(h)
+    return out
 
 
 def _bodies():
     select = ('request_id: "bench-req-000001" prompt_tokens: 2000 '
               'knowledge_tokens: 8000 '
               'sources { name: "kvstore-a" cached_tokens: 8000 } gpu: 0 ')
+    # One request of one owner and 64 blocks (1,024 tokens), no request_id:
+    # h2load sends the same body every time, so a fixed id would be
+    # outstanding already from the second call on (kept by owner instead),
+    # a path no gateway takes; without one each route's work is kept by
+    # owner and shard, as for a gateway that reports outcomes without ids.
+    route = ("requests { owner: %d prompt_tokens: %d %s }"
+             % (_owner(0), ROUTE_HASHES * ROUTE_BLOCK_TOKENS,
+                " ".join("block_hashes: %d" % h for h in _block_hashes(ROUTE_HASHES))))
     return {
         "ra1": ("RecordArrivalRequest", "owners: %d" % _owner(0)),
+        "route64": ("RouteRequest", route),
+        "routes64": ("RouteRequest", route, ROUTES_PER_STREAM),
         "ra1000": ("RecordArrivalRequest",
                    " ".join("owners: %d" % _owner(i) for i in range(BATCH_OWNERS))
                    + " omit_routes: true"),
@@ -73,7 +108,7 @@ def cmd_bodies(args):
     proto_root, outdir = args[0], args[1]
     protoc = os.environ.get("PROTOC", "protoc")
     os.makedirs(outdir, exist_ok=True)
-    for name, (msg, text) in _bodies().items():
+    for name, (msg, text, *per_stream) in _bodies().items():
         pb = subprocess.run(
             [protoc, "--encode=%s.%s" % (PKG, msg), "-I", proto_root,
              os.path.join(proto_root, PROTO_FILE)],
@@ -81,7 +116,7 @@ def cmd_bodies(args):
         with open(os.path.join(outdir, name + ".pb"), "wb") as f:
             f.write(pb)
         with open(os.path.join(outdir, name + ".grpc"), "wb") as f:
-            f.write(b"\x00" + len(pb).to_bytes(4, "big") + pb)
+            f.write((b"\x00" + len(pb).to_bytes(4, "big") + pb) * (per_stream or [1])[0])
     return 0
 
 
@@ -168,7 +203,8 @@ def _fields(buf):
 
 def _check_response(spec, resp):
     """SPEC: 'recorded=N[,routes=M]' for RecordArrival, 'select=REQUEST_ID'
-    for SelectInjection; '' = grpc-status OK is enough (ceiling)."""
+    for SelectInjection, 'decided=N' for Route (N decisions, each with a
+    known reason); '' = grpc-status OK is enough (ceiling)."""
     if not spec:
         return None
     f = _fields(resp)
@@ -182,6 +218,15 @@ def _check_response(spec, resp):
             got = len(f.get(1, []))
             if got != int(want):
                 return "%d routes, expected %s" % (got, want)
+        elif key == "decided":
+            got = f.get(1, [])
+            if len(got) != int(want):
+                return "%d route decisions, expected %s" % (len(got), want)
+            for i, d in enumerate(got):
+                reason = _fields(d).get(6, [b""])[-1].decode(errors="replace")
+                if reason not in ROUTE_REASONS:
+                    return "routes[%d].reason %r, expected one of %s" % (
+                        i, reason, ", ".join(sorted(ROUTE_REASONS)))
         elif key == "select":
             mode = f.get(1, [0])[-1]
             reason = f.get(6, [b""])[-1].decode(errors="replace")
@@ -197,6 +242,16 @@ def _check_response(spec, resp):
     return None
 
 
+def _frames(data):
+    """The messages of a gRPC length-prefixed body."""
+    out, i = [], 0
+    while i < len(data):
+        n = int.from_bytes(data[i + 1:i + 5], "big")
+        out.append(data[i + 5:i + 5 + n])
+        i += 5 + n
+    return out
+
+
 def cmd_call(args):
     grpc = _grpc()
     addr, method, body = args[0], args[1], args[2]
@@ -205,19 +260,36 @@ def cmd_call(args):
         spec = args[4]
     with open(body, "rb") as f:
         req = f.read()
+    stream = body.endswith(".grpc")
+    path = "/%s.CacheRoute/%s" % (PKG, method)
     with grpc.insecure_channel(addr) as ch:
-        fn = ch.unary_unary("/%s.CacheRoute/%s" % (PKG, method),
-                            request_serializer=None, response_deserializer=None)
         try:
-            resp = fn(req, timeout=10.0)
+            if stream:  # one answer per message, in order
+                reqs = _frames(req)
+                fn = ch.stream_stream(path, request_serializer=None,
+                                      response_deserializer=None)
+                resps = list(fn(iter(reqs), timeout=10.0))
+            else:
+                fn = ch.unary_unary(path, request_serializer=None,
+                                    response_deserializer=None)
+                reqs, resps = [req], [fn(req, timeout=10.0)]
         except grpc.RpcError as e:
             print("grpc-status %s: %s" % (e.code().name, e.details()))
             return 1
-    err = _check_response(spec, resp)
+    err = None
+    if len(resps) != len(reqs):
+        err = "%d answers to %d messages" % (len(resps), len(reqs))
+    for i, resp in enumerate(resps):
+        if err:
+            break
+        err = _check_response(spec, resp)
+        if err and stream:
+            err = "message %d: %s" % (i, err)
     if err:
         print("grpc-status OK but unexpected response: %s" % err)
         return 1
-    print("OK %d" % len(resp))  # response message size in bytes
+    # the response's size in bytes (a stream's: its messages, framed but the first)
+    print("OK %d" % (sum(5 + len(r) for r in resps) - 5))
     return 0
 
 
@@ -305,7 +377,15 @@ SCENARIOS = [
     ("c", "c. RecordArrival, 1,000 owners/call, omit_routes (batch ingestion)"),
     ("d_dry", "d. SelectInjection dry_run=true, throughput"),
     ("d_live", "d. SelectInjection dry_run=false, throughput"),
+    ("r", "r. Route, 1 request of %d block hashes/call, throughput" % ROUTE_HASHES),
+    ("s", "s. Routes streams of %d messages (each as r's), throughput" % ROUTES_PER_STREAM),
 ]
+
+# Scenarios whose calls carry several items: key -> (items a call, the row).
+PER_CALL = {
+    "c": (BATCH_OWNERS, "arrivals/s (calls/s x %d)" % BATCH_OWNERS),
+    "s": (ROUTES_PER_STREAM, "routes/s (streams/s x %d)" % ROUTES_PER_STREAM),
+}
 
 
 # Scenarios e..k (varied.sh): key, title.
@@ -496,13 +576,9 @@ def cmd_report(args):
             rows.append(("p99 latency, µs", cell(ks, P99), cell(kc, P99), ratio(key, P99)))
             rows.append(("calls/s", cell(ks, RPS), cell(kc, RPS), ratio(key, RPS)))
         else:
-            if key == "c":
-                rows.append(("arrivals/s (calls/s x %d)" % BATCH_OWNERS,
-                             cell(ks, RPS, BATCH_OWNERS, True),
-                             cell(kc, RPS, BATCH_OWNERS, True), ratio(key, RPS, True)))
-            else:
-                rows.append(("calls/s", cell(ks, RPS, 1, True), cell(kc, RPS, 1, True),
-                             ratio(key, RPS, True)))
+            k, metric = PER_CALL.get(key, (1, "calls/s"))
+            rows.append((metric, cell(ks, RPS, k, True), cell(kc, RPS, k, True),
+                         ratio(key, RPS, True)))
             rows.append(("p50 latency under load, µs", cell(ks, P50), cell(kc, P50), ratio(key, P50)))
             rows.append(("p99 latency under load, µs", cell(ks, P99), cell(kc, P99), ratio(key, P99)))
         rows.append(("server CPU use, % of its CPUs", cell(ks, CPU), cell(kc, CPU), ""))
@@ -522,7 +598,9 @@ def cmd_report(args):
              "message; each scenario began and ended with a real gRPC call "
              "(python3-grpcio) checking grpc-status OK%s. h2load sends the same "
              "body on every request (one owner id; one fixed batch of 1,000 "
-             "hash-like owner ids for c). In a throughput row, server CPU use "
+             "hash-like owner ids for c; one request of 64 fixed block hashes "
+             "for r and s, so after the first call every Route hits a cached "
+             "prefix). In a throughput row, server CPU use "
              "well below 100%% means the client, not the server, was the limit."
              % (" and the sidecar's answer" if meta.get("response_check") else ""))
     print("\n".join(L))

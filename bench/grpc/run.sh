@@ -22,8 +22,8 @@ usage: bench/grpc/run.sh [options]
   --ceiling-only       do not run the sidecar (ceiling figures only)
   --quick              small request counts, one round (smoke run, ~15 s)
   --rounds N           measured rounds per scenario and target (default 5)
-  --scenarios LIST     comma-separated subset of a,b,c,d (h2load, one fixed
-                       body) and e,f,g,h,i,j,k (cacheroute-grpc-loadgen,
+  --scenarios LIST     comma-separated subset of a,b,c,d,r,s (h2load, one
+                       fixed body) and e,f,g,h,i,j,k (cacheroute-grpc-loadgen,
                        varied owners; see README.md) (default a,b,c,d)
   --loadgen BIN        load generator for e..k (default: built with the
                        ceiling)
@@ -54,6 +54,7 @@ while (($#)); do
   case "$1" in
     --sidecar) SIDECAR=$2; shift 2 ;;
     --sidecar-arg) SIDECAR_ARGS+=("$2"); shift 2 ;;
+    --sidecar-arg=*) SIDECAR_ARGS+=("${1#*=}"); shift ;;
     --ceiling) CEILING=$2; shift 2 ;;
     --loadgen) LOADGEN=$2; shift 2 ;;
     --lg-seconds) LG_SECONDS=$2; shift 2 ;;
@@ -166,6 +167,7 @@ else
   N_TPUT=100000 N_LAT=15000 N_BATCH=15000 WARM_DIV=10
 fi
 TPUT_C=8 TPUT_M=32 BATCH_C=4 BATCH_M=8
+N_STREAMS=$((N_TPUT / 16))  # s: Routes streams of 16 messages (grpc_bench.py)
 # Other programs (a compiler, a test suite) skew the figures: before each
 # measured run wait until the machine is quiet, and measure a run again when
 # other programs used more than OTHER_LIMIT CPUs during it; all this waiting
@@ -276,10 +278,12 @@ child_seconds() {  # user+sys seconds of this shell's finished children, as
 }
 
 # check TARGET SCENARIO METHOD BODY SPEC -> sets CHECK_BYTES; 1 on failure
+# (a stream method gets the body's messages as one stream: its .grpc file)
 check() {
-  local target=$1 scen=$2 method=$3 body=$4 spec=$5 out
+  local target=$1 scen=$2 method=$3 body=$4 spec=$5 out file=$WORK/bodies/$4.pb
   [[ $target == sidecar && $RESPONSE_CHECK == 1 ]] || spec=""
-  if out=$("${HELPER[@]}" call "${ADDR[$target]}" "$method" "$WORK/bodies/$body.pb" ${spec:+--expect "$spec"} 2>&1); then
+  [[ $method != Routes ]] || file=$WORK/bodies/$body.grpc
+  if out=$("${HELPER[@]}" call "${ADDR[$target]}" "$method" "$file" ${spec:+--expect "$spec"} 2>&1); then
     CHECK_BYTES=${out#OK }
     return 0
   fi
@@ -419,8 +423,13 @@ for s in "${WANT[@]}"; do
     d) scenario d_dry SelectInjection sel_dry "$SEL_SPEC" "$N_TPUT" "$TPUT_C" "$TPUT_M"
        # Last: dry_run=false reserves GPU/link time in the sidecar's timeline.
        scenario d_live SelectInjection sel_live "$SEL_SPEC" "$N_TPUT" "$TPUT_C" "$TPUT_M" ;;
+    # Route with 64 block hashes; s: Routes streams of 16 such messages
+    # (h2load sends them as one body; N_STREAMS streams, as many messages
+    # as r's calls)
+    r) scenario r Route route64 "decided=1" "$N_TPUT" "$TPUT_C" "$TPUT_M" ;;
+    s) scenario s Routes routes64 "decided=1" "$N_STREAMS" "$TPUT_C" "$TPUT_M" ;;
     [e-k]) varied_scenario "$s" ;;
-    *) die "unknown scenario '$s' (a, b, c, d, e, ..., k)" ;;
+    *) die "unknown scenario '$s' (a, b, c, d, r, s, e, ..., k)" ;;
   esac
 done
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Smoke test for bench/grpc (a ctest test; builds nothing).
 #   bench/grpc/smoke_test.sh CEILING_BIN LOADGEN_BIN
-# 1. Runs scenarios a (h2load), e and k (the load generator) of run.sh with
-#    --quick against the ceiling only, and asserts that every call succeeded
-#    and that the server stopped cleanly on SIGTERM.
+# 1. Runs scenarios a, r and s (h2load: RecordArrival, Route, Routes
+#    streams), e and k (the load generator) of run.sh with --quick against
+#    the ceiling only, and asserts that every call succeeded and that the
+#    server stopped cleanly on SIGTERM.
 # 2. Starts a ceiling itself and runs the load generator against it for a
 #    second in each mode (every distribution, omit_routes, a ring, counted
 #    calls, streams of several owners), asserting every call ended OK; then
@@ -40,14 +41,12 @@ fail() { echo "smoke_test: FAIL: $*" >&2; exit 1; }
 rc=0
 # --no-pin: a test must not assume which CPUs it may use or that it runs alone.
 timeout 100 bash "$HERE/run.sh" --ceiling "$CEILING" --loadgen "$LOADGEN" --ceiling-only \
-  --quick --no-pin --scenarios a,e,k --rounds 1 --lg-seconds 0.3 >"$out" 2>&1 || rc=$?
+  --quick --no-pin --scenarios a,r,s,e,k --rounds 1 --lg-seconds 0.3 >"$out" 2>&1 || rc=$?
 cat "$out"
 ((rc == 0)) || fail "run.sh exited with status $rc"
-grep -qE '^\[[0-9:]+\]   a ceiling round 1: [0-9.]+ calls/s' "$out" ||
-  fail "no successful h2load run reported"
-for s in e k; do
-  grep -qE "^\[[0-9:]+\]   $s ceiling round 1: [0-9]+ calls/s" "$out" ||
-    fail "no successful loadgen run reported for scenario $s"
+for s in a r s e k; do  # h2load (a, r, s) or the load generator (e, k)
+  grep -qE "^\[[0-9:]+\]   $s ceiling round 1: [0-9.]+ calls/s" "$out" ||
+    fail "no successful run reported for scenario $s"
 done
 grep -q 'FAILED' "$out" && fail "a scenario failed"
 grep -q 'ceiling: exit status 0 after SIGTERM' "$out" ||
