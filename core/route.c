@@ -1,6 +1,5 @@
 /* Route: the checks in field order, the owners' arrivals, then the route
  * rule (route.h) placing each request with the calibrated prefill model. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -10,7 +9,7 @@ void cr_core_route_model(cr_core *c, cr_prefill_model *out)
     cr_inject_model m;
     cr_error err;
     const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
-    cr_status st = cr_injector_model(c->injector, snap, 0, &m, &err);
+    cr_status st = cr_injector_coefficients(c->injector, snap, 0, &m, &err);
     cr_node_snapshot_release(snap);
     if (st != CR_OK) /* cannot happen: GPU 0 always resolves */
         memset(&m, 0, sizeof m);
@@ -60,6 +59,24 @@ static size_t record_owners(cr_core *c, const cr_core_route_item *q, size_t n, d
     return all;
 }
 
+/* Requests placed per cr_router_place call (one lock each). */
+#define CHUNK 64
+
+static cr_route_query query_of(const cr_core *c, const cr_core_route_item *x)
+{
+    uint64_t tokens =
+        x->prompt_tokens ? x->prompt_tokens : (uint64_t)x->n_hashes * c->route.block_tokens;
+    return (cr_route_query){
+        .has_owner = x->has_owner,
+        .owner = x->owner,
+        .prompt_tokens = tokens < CR_INJECT_MAX_TOKENS ? (uint32_t)tokens : CR_INJECT_MAX_TOKENS,
+        .hashes = x->hashes,
+        .n_hashes = (uint32_t)x->n_hashes,
+        .space = cr_route_text_key(x->space, x->space_len),
+        .request = x->request_id ? cr_route_text_key(x->request_id, strlen(x->request_id)) : 0,
+    };
+}
+
 cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err)
 {
@@ -71,34 +88,21 @@ cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
     for (size_t i = 0; i < n; i++)
         if (check_item(c, &items[i], i, err) != CR_OK)
             return CR_EINVAL;
-    cr_route_query *q = malloc(n * sizeof *q);
-    if (!q)
-        return cr_fail(err, CR_ENOMEM, "out of memory routing %zu requests", n);
-    for (size_t i = 0; i < n; i++) {
-        const cr_core_route_item *x = &items[i];
-        uint64_t tokens = x->prompt_tokens ? x->prompt_tokens
-                                           : (uint64_t)x->n_hashes * c->route.block_tokens;
-        q[i] = (cr_route_query){
-            .has_owner = x->has_owner,
-            .owner = x->owner,
-            .prompt_tokens = tokens < CR_INJECT_MAX_TOKENS ? (uint32_t)tokens
-                                                           : CR_INJECT_MAX_TOKENS,
-            .hashes = x->hashes,
-            .n_hashes = (uint32_t)x->n_hashes,
-            .space = cr_route_text_key(x->space, x->space_len),
-            .request = x->request_id ? cr_route_text_key(x->request_id, strlen(x->request_id))
-                                     : 0,
-        };
-    }
     uint64_t gen;
     cr_installed *t = cr_core_acquire(c, &gen);
     double now = core_now(c);
     cr_prefill_model m;
     cr_core_route_model(c, &m);
     size_t arrivals = record_owners(c, items, n, now);
-    cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, q, out, n, now);
+    cr_route_query q[CHUNK]; /* on the stack: a Route mallocs nothing here */
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        for (size_t i = 0; i < k; i++)
+            q[i] = query_of(c, &items[at + i]);
+        cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, q, out + at,
+                        k, now);
+    }
     cr_installed_release(t);
-    free(q);
     if (generation)
         *generation = gen;
     if (c->hooks.recorded && arrivals)

@@ -74,17 +74,35 @@ void cr_injector_free(cr_injector *inj)
     free(inj);
 }
 
+/* The model and its labels, calibration applied. */
+static cr_status resolve(cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
+                         cr_inject_model *out, cr_inject_labels *labels, cr_error *err)
+{
+    if (cr_inject_model_resolve_labels(&inj->cfg, snap, gpu, out, labels, err) != CR_OK)
+        return CR_EINVAL;
+    pthread_mutex_lock(&inj->lock);
+    cr_calibration_apply(inj, gpu, out, labels);
+    pthread_mutex_unlock(&inj->lock);
+    return CR_OK;
+}
+
 cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
                             cr_inject_model *out, cr_error *err)
 {
     cr_inject_labels labels;
-    if (cr_inject_model_resolve_labels(&inj->cfg, snap, gpu, out, &labels, err) != CR_OK)
+    if (resolve(inj, snap, gpu, out, &labels, err) != CR_OK)
         return CR_EINVAL;
-    pthread_mutex_lock(&inj->lock);
-    cr_calibration_apply(inj, gpu, out, &labels);
-    pthread_mutex_unlock(&inj->lock);
     cr_inject_model_write_source(out, &labels);
     return CR_OK;
+}
+
+cr_status cr_injector_coefficients(cr_injector *inj, const cr_node_snapshot *snap,
+                                   uint32_t gpu, cr_inject_model *out, cr_error *err)
+{
+    cr_inject_labels labels;
+    cr_status st = resolve(inj, snap, gpu, out, &labels, err);
+    out->source[0] = '\0';
+    return st;
 }
 
 cr_inject_link cr_injector_link_prior(const cr_injector *inj, const cr_inject_model *m,

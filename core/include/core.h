@@ -214,7 +214,7 @@ typedef struct cr_core_route_item {
  * "requests[3].block_hashes has 9000 hashes, at most 8192
  * (--max-route-hashes)", "requests[1].prompt_tokens must be at most
  * 10000000, got N", "requests[0].namespace must be at most 256 bytes, got
- * N", "requests[2].request_id must be at most 128 bytes, got N"; CR_ENOMEM.
+ * N", "requests[2].request_id must be at most 128 bytes, got N".
  * Thread-safe. */
 cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err);

@@ -310,6 +310,11 @@ void cr_injector_free(cr_injector *inj);
 cr_status cr_injector_model(cr_injector *inj, const cr_node_snapshot *snap, uint32_t gpu,
                             cr_inject_model *out, cr_error *err);
 
+/* The same model without its source text (out->source is left empty): for
+ * callers on a hot path that read only coefficients (Route). */
+cr_status cr_injector_coefficients(cr_injector *inj, const cr_node_snapshot *snap,
+                                   uint32_t gpu, cr_inject_model *out, cr_error *err);
+
 /* Validates req, resolves the model for req->gpu against snap (NULL =
  * nothing probed), decides, and unless dry_run reserves the chosen path:
  * the GPU's queue grows by the chosen prefill (the GPU works through
