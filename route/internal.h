@@ -118,6 +118,26 @@ void cr_sessions_free(cr_sessions *s);
 const cr_session *cr_sessions_find(const cr_sessions *s, int64_t owner);
 void cr_sessions_put(cr_sessions *s, int64_t owner, uint32_t shard, uint32_t tokens);
 
+/* ---- popular prefixes (popular.c) ------------------------------------------ */
+
+/* Requests that matched up to a block key, lately: a count-min sketch
+ * (CR_POPULAR_ROWS rows of 2^14 16-bit counters, 128 KB), every counter
+ * halved each CR_POPULAR_HALF counts. Not thread-safe. */
+#define CR_POPULAR_ROWS 4
+#define CR_POPULAR_HALF 16384
+
+typedef struct cr_popular {
+    uint16_t *counts; /* NULL: none (every count 0) */
+    uint32_t n;       /* counts since the last halving */
+} cr_popular;
+
+int cr_popular_init(cr_popular *p); /* -1 when out of memory */
+void cr_popular_free(cr_popular *p);
+/* key's count: at least its true count since the halvings, and rarely
+ * more (a count-min sketch overestimates only on collisions). */
+uint32_t cr_popular_count(const cr_popular *p, uint64_t key);
+void cr_popular_touch(cr_popular *p, uint64_t key);
+
 /* ---- the router ------------------------------------------------------------ */
 
 struct cr_router {
@@ -133,6 +153,7 @@ struct cr_router {
     /* ttft (ttft.c); the index exists under every rule, for Route */
     cr_prefix *index;     /* NULL until the first block */
     cr_sessions sessions; /* ttft only */
+    cr_popular popular;   /* ttft only: how shared each matched prefix is */
     double trust[CR_ROUTE_INDEX_MAX_SHARDS]; /* measured / predicted hits */
     uint32_t block_tokens, index_blocks;
     double g;             /* --miss-weight */

@@ -41,10 +41,10 @@ static const cr_option ROWS[] = {
      .offset = AT(max_hashes), .def = 8192, .min = 1, .max = CR_ROUTE_MAX_HASHES,
      .help = "Route: block hashes one request may carry (more is INVALID_ARGUMENT)"},
     {.name = "miss-weight", .key = "miss_weight", .type = CR_OPT_DOUBLE,
-     .offset = AT(miss_weight), .def = 8, .min = 1, .max = 1000,
+     .offset = AT(miss_weight), .def = 32, .min = 1, .max = 1000,
      .help = "--route-by ttft: how many times a request's predicted prefill counts against "
              "its predicted queue wait (1: its own TTFT; more: the work a miss adds for the "
-             "requests behind it)"},
+             "requests behind it), for a prefix of its own; less for one many share"},
     {.name = "route-planned", .key = "route_planned", .type = CR_OPT_CHOICE,
      .offset = AT(planned), .def_text = "off", .choices = OFF_ON,
      .help = "--route-by ttft: on sends an owner the plan admits to the least predicted "

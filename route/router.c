@@ -41,7 +41,9 @@ cr_router *cr_router_new(const cr_route_config *cfg)
         return NULL;
     if ((cfg->by != CR_ROUTE_PLAN &&
          !(r->work = cr_inflight_new(cfg->inflight_max, cfg->inflight_ttl_s))) ||
-        (cfg->by == CR_ROUTE_TTFT && cr_sessions_init(&r->sessions, cfg->inflight_max) != 0)) {
+        (cfg->by == CR_ROUTE_TTFT && (cr_sessions_init(&r->sessions, cfg->inflight_max) != 0 ||
+                                      cr_popular_init(&r->popular) != 0))) {
+        cr_sessions_free(&r->sessions);
         cr_inflight_free(r->work);
         free(r);
         return NULL;
@@ -69,6 +71,7 @@ void cr_router_free(cr_router *r)
     free(r->seen);
     cr_prefix_free(r->index);
     cr_sessions_free(&r->sessions);
+    cr_popular_free(&r->popular);
     free(r->depth);
     free(r->keys);
     free(r);
@@ -316,6 +319,7 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     if (r->index)
         cr_prefix_stats(r->index, &out->index_blocks, &out->index_bytes);
     out->bytes += out->index_bytes +
-                  (r->sessions.slots ? (r->sessions.mask + 1) * sizeof *r->sessions.slots : 0);
+                  (r->sessions.slots ? (r->sessions.mask + 1) * sizeof *r->sessions.slots : 0) +
+                  (r->popular.counts ? CR_POPULAR_ROWS * (1u << 14) * sizeof(uint16_t) : 0);
     pthread_mutex_unlock(&r->lock);
 }

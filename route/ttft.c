@@ -96,9 +96,28 @@ static uint32_t home_of(cr_router *r, const cr_route_query *q, uint32_t n)
     return s != UINT32_MAX ? s : cr_route_fallback_shard(key, n);
 }
 
-/* The ttft choice among the candidates (cand NULL: every shard). */
-static void choose(cr_router *r, const request *x, const cr_prefill_model *m, const uint32_t *cand,
-                   uint32_t n_cand, uint32_t home, double now, cr_route_answer *out)
+/* The miss weight for x: --miss-weight g for a prefix of its own (a
+ * session's), less for one many requests share (a document, a system
+ * prompt), whose copies on more shards many will reuse: 1 + (g - 1) H /
+ * (H + n), n the requests that lately matched up to the deepest block any
+ * shard holds of it. Counts that request. */
+static double miss_weight(cr_router *r, const request *x)
+{
+    uint32_t d = 0;
+    for (uint32_t s = 0; x->keys && s < x->indexed; s++)
+        d = r->depth[s] > d ? r->depth[s] : d;
+    if (!d)
+        return r->g;
+    uint32_t n = cr_popular_count(&r->popular, x->keys[d - 1]);
+    cr_popular_touch(&r->popular, x->keys[d - 1]);
+    return 1 + (r->g - 1) * CR_ROUTE_SHARED_HALF / (CR_ROUTE_SHARED_HALF + n);
+}
+
+/* The ttft choice among the candidates (cand NULL: every shard), with miss
+ * weight g. */
+static void choose(cr_router *r, const request *x, const cr_prefill_model *m, double g,
+                   const uint32_t *cand, uint32_t n_cand, uint32_t home, double now,
+                   cr_route_answer *out)
 {
     double l = x->q->prompt_tokens, best_cost = INFINITY, most = 0, least = INFINITY;
     uint32_t best = UINT32_MAX;
@@ -115,7 +134,7 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, co
                 continue;
         }
         double hit = hit_on(r, x, s);
-        double cost = cr_inflight_wait_ms(r->work, s, now) + r->g * cr_prefill_predict(m, hit, l);
+        double cost = cr_inflight_wait_ms(r->work, s, now) + g * cr_prefill_predict(m, hit, l);
         most = hit > most ? hit : most;
         least = hit < least ? hit : least;
         if (cost < best_cost) {
@@ -142,7 +161,7 @@ static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const cr_pre
     const cr_route_query *q = x->q;
     const cr_placement *p = t && q->has_owner ? cr_table_find(t, q->owner) : NULL;
     const uint32_t *cand = r->planned && p ? cr_table_shards(t, p) : NULL;
-    choose(r, x, m, cand, cand ? p->kb : n, home_of(r, q, n), now, out);
+    choose(r, x, m, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, q, n), now, out);
     out->admitted = p != NULL;
 }
 

@@ -245,7 +245,7 @@ static void test_route_rows(void)
     cr_core_config_default(&cfg);
     cr_core_quiet_probe(&cfg.probe);
     CU_ASSERT_EQUAL(cfg.route.by, CR_ROUTE_TTFT);
-    CU_ASSERT_EQUAL(cfg.route.miss_weight, 8);
+    CU_ASSERT_EQUAL(cfg.route.miss_weight, 32);
     CU_ASSERT_EQUAL(cfg.route.load_bound, 1.25);
     CU_ASSERT_EQUAL(cfg.route.inflight_ttl_s, 60);
     CU_ASSERT_EQUAL(cfg.route.inflight_max, 100000);

@@ -125,41 +125,62 @@ static void test_namespaces_never_match(void)
     cr_core_free(f.core);
 }
 
-/* At one instant, requests of the same 64-block prefix pile onto its
- * shard until its queue outweighs g times the extra prefill elsewhere: the
- * first with wait + g x 16 > g x 1040 spills (g = 2: wait > 2048 ms; at
- * 2048 the costs tie, and the sums of seconds decide). */
-static void test_spill_when_the_queue_outweighs_the_miss(void)
+/* The miss weight a request is charged with: g for a prefix of its own,
+ * 1 + (g - 1) 32 / (32 + n) for one that n earlier requests matched up to
+ * the same block (CR_ROUTE_SHARED_HALF). */
+static double g_for(double g, int n) { return 1 + (g - 1) * 32 / (32 + n); }
+
+/* At one instant, requests pile onto the shard holding their prefix until
+ * its queue outweighs g times the extra prefill elsewhere (a tie, to the
+ * rounding of the sums of seconds, may go either way). shared: every
+ * request is the same 64 blocks plus one of its own, so the n-th of them
+ * is charged g_for(g, n); else each is the one before plus one block (a
+ * conversation's turns), the deepest block held its own, charged g. */
+static void pile_until_spill(int shared, double g, int *spilled_at)
 {
     fixture f;
-    open_ttft(&f, 2, 10000, 0);
-    uint64_t h[65];
-    run_of(h, 65, 7);
+    open_ttft(&f, g, 10000, 0);
+    uint64_t h[300];
+    run_of(h, 300, 7);
     cr_route_answer first = route(&f, h, 64); /* 1024 ms on its shard */
     double wait = first.prefill_ms;
-    int spilled = 0;
-    for (int k = 0; k < 200 && !spilled; k++) {
-        h[64] = 5000 + (uint64_t)k; /* its own last block */
-        cr_route_answer a = route(&f, h, 65);
+    *spilled_at = -1;
+    for (int k = 0; k < 200 && *spilled_at < 0; k++) {
+        uint32_t n = shared ? 65 : 65 + (uint32_t)k;
+        if (shared)
+            h[64] = 5000 + (uint64_t)k; /* its own last block */
+        double gk = shared ? g_for(g, k) : g, miss = 16 * (n - 1); /* elsewhere: all but 16 */
+        cr_route_answer a = route(&f, h, n);
         if (a.shard == first.shard) {
             CU_ASSERT_STRING_EQUAL(why(&a), "prefix");
             CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, wait, 1e-6);
-            CU_ASSERT_TRUE(wait + 2 * 16 <= 2 * 1040 + 1e-9);
+            CU_ASSERT_TRUE(wait + gk * 16 <= gk * (miss + 16) + 1e-6);
             wait += a.prefill_ms;
             continue;
         }
-        spilled = 1;
+        *spilled_at = k;
         CU_ASSERT_STRING_EQUAL(why(&a), "spill");
-        CU_ASSERT_TRUE(wait + 2 * 16 >= 2 * 1040 - 1e-6); /* a tie, to rounding, may go */
+        CU_ASSERT_TRUE(wait + gk * 16 >= gk * (miss + 16) - 1e-6);
         CU_ASSERT_EQUAL(a.cached_tokens, 0);
         CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 0, 1e-9);
     }
-    CU_ASSERT_TRUE(spilled);
     cr_route_stats st;
     cr_core_route_stats_read(f.core, &st, NULL, 0);
-    CU_ASSERT_EQUAL(st.placed[CR_ROUTE_WHY_SPILL], 1);
-    CU_ASSERT_TRUE(st.placed[CR_ROUTE_WHY_PREFIX] > 50);
+    CU_ASSERT_EQUAL(st.placed[CR_ROUTE_WHY_SPILL], *spilled_at >= 0);
+    CU_ASSERT_EQUAL(st.placed[CR_ROUTE_WHY_PREFIX], *spilled_at >= 0 ? (uint64_t)*spilled_at : 200);
     cr_core_free(f.core);
+}
+
+static void test_spill_when_the_queue_outweighs_the_miss(void)
+{
+    int own, shared;
+    pile_until_spill(0, 2, &own);
+    pile_until_spill(1, 2, &shared);
+    /* own: the queue grows by 16 ms a turn and the miss by g x 16: never;
+     * shared: 1024 + 16 k > g_for(2, k) x 1024 first at k = 33, where a
+     * weight of 2 throughout would wait until k = 65 */
+    CU_ASSERT_EQUAL(own, -1);
+    CU_ASSERT_TRUE(shared >= 32 && shared <= 34);
 }
 
 static cr_outcome outcome_for(const char *id, uint32_t cached)

@@ -76,6 +76,9 @@ typedef enum cr_route_by {
 #define CR_ROUTE_INDEX_MAX_SHARDS 64   /* shards the prefix index tells apart */
 #define CR_ROUTE_MAX_INDEX_BLOCKS (1u << 25) /* --index-blocks' upper bound */
 #define CR_ROUTE_MAX_HASHES 65536      /* --max-route-hashes' upper bound */
+/* The ttft rule's miss weight is halfway down to 1 for a prefix this many
+ * recent requests share (route.h, "per-request routes"). */
+#define CR_ROUTE_SHARED_HALF 32.0
 
 typedef struct cr_route_config {
     cr_route_by by;        /* --route-by */
@@ -210,15 +213,22 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
  *             shard s and are still in its index (below), at most L
  *   wait_s  = shard s's predicted queue: the prefills routed there and not
  *             yet reported done, each its predicted ms, one after another
- *   cost_s  = wait_s + g x prefill(L, hit_s)             g = --miss-weight
+ *   g'      = 1 + (g - 1) H / (H + n)    g = --miss-weight, H =
+ *             CR_ROUTE_SHARED_HALF, n = the requests that lately matched
+ *             up to the deepest block any shard holds of this one
+ *   cost_s  = wait_s + g' x prefill(L, hit_s)
  *
  * and takes the cheapest shard (ties: the request's home, the first shard
- * of its owner's ring or of its first hash's, then the lowest id). With g = 1
- * that is the request's predicted TTFT; g > 1 also charges the work a miss
- * adds for every request queued behind it, so a session stays where its
- * prefix is until another shard's queue is shorter by more than the extra
- * prefill. Without hashes, an owner's session (the shard its last request
- * went to and that request's prompt tokens) stands for its prefix: a
+ * of its owner's ring or of its first hash's, then the lowest id). With
+ * g' = 1 that is the request's predicted TTFT; g' > 1 also charges the work
+ * a miss adds for every request queued behind it, so a session stays where
+ * its prefix is until another shard's queue is shorter by g' times the
+ * extra prefill. A prefix many requests share (a document, a system
+ * prompt) is charged less for its misses: a copy on another shard is work
+ * that many will reuse, so a hot one spreads over shards as its queue
+ * grows, where a session's own prefix stays put (popular.c counts them).
+ * Without hashes, an owner's session (the shard its last request went to
+ * and that request's prompt tokens) stands for its prefix: a
  * conversation's prompt repeats its last one. --route-planned restricts an
  * admitted owner to its placement's shards.
  *
