@@ -117,17 +117,15 @@ static uint64_t id_find(const cr_inflight *w, uint64_t id)
     return i;
 }
 
-/* Deletes slot i, shifting back the run after it (linear probing). */
+static uint64_t id_home(const void *ctx, uint32_t v)
+{
+    const cr_inflight *w = ctx;
+    return id_slot(w, w->items[v - 1].id);
+}
+
 static void id_drop(cr_inflight *w, uint64_t i)
 {
-    for (uint64_t j = (i + 1) & w->ids_mask; w->ids[j]; j = (j + 1) & w->ids_mask) {
-        uint64_t home = id_slot(w, w->items[w->ids[j] - 1].id);
-        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-            w->ids[i] = w->ids[j];
-            i = j;
-        }
-    }
-    w->ids[i] = 0;
+    cr_slots_drop(w->ids, w->ids_mask, i, id_home, w);
 }
 
 /* Takes item idx out of the work and its shard's chain. */

@@ -121,25 +121,19 @@ static int grow_slots(cr_prefix *p)
     return 0;
 }
 
-/* Deletes e's slot, shifting back the entries after it in its run so every
- * lookup still finds its entry before an empty slot. */
+static uint64_t home_of(const void *ctx, uint32_t v)
+{
+    const cr_prefix *p = ctx;
+    return slot_of(p, p->entries[v - 1].key);
+}
+
+/* Deletes e's slot. */
 static void drop_slot(cr_prefix *p, uint32_t e)
 {
     uint64_t i = slot_of(p, p->entries[e].key);
     while (p->slots[i] != e + 1)
         i = (i + 1) & p->mask;
-    for (uint64_t j = (i + 1) & p->mask;; j = (j + 1) & p->mask) {
-        uint32_t v = p->slots[j];
-        if (v == EMPTY)
-            break;
-        uint64_t home = slot_of(p, p->entries[v - 1].key);
-        /* v may move to i when its home is not in (i, j], cyclically */
-        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
-            p->slots[i] = v;
-            i = j;
-        }
-    }
-    p->slots[i] = EMPTY;
+    cr_slots_drop(p->slots, p->mask, i, home_of, p);
 }
 
 /* A free entry for key, slotted; UINT32_MAX when out of memory. */

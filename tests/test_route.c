@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "core_config.h"
 #include "cunit_main.h"
 #include "route.h"
 
@@ -39,10 +40,7 @@ static void open_with(fixture *f, cr_route_by by, double load_bound, double ttl_
 {
     memset(f, 0, sizeof *f);
     cr_core_config cfg;
-    cr_core_config_default(&cfg);
-    cr_core_quiet_probe(&cfg.probe);
-    cfg.planner = (cr_planner_config){SHARDS, 50, 200};
-    cfg.replan_interval_s = 0;
+    cr_test_core_config(&cfg, SHARDS);
     cfg.route.by = by;
     cfg.route.load_bound = load_bound;
     cfg.route.inflight_ttl_s = ttl_s;

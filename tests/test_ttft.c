@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "core_config.h"
 #include "cunit_main.h"
 #include "route.h"
 
@@ -33,10 +34,7 @@ static void open_ttft(fixture *f, double g, uint32_t index_blocks, int planned)
 {
     memset(f, 0, sizeof *f);
     cr_core_config cfg;
-    cr_core_config_default(&cfg);
-    cr_core_quiet_probe(&cfg.probe);
-    cfg.planner = (cr_planner_config){SHARDS, 50, 200};
-    cfg.replan_interval_s = 0;
+    cr_test_core_config(&cfg, SHARDS);
     cfg.route.by = CR_ROUTE_TTFT;
     cfg.route.miss_weight = g;
     cfg.route.block_tokens = BT;

@@ -53,6 +53,7 @@ void cr_fuzz_env_open(cr_fuzz_env *env, cr_route_by route_by)
     cfg.receipts = 64;
     cfg.estimator.max_owners = 4096;
     cfg.route.inflight_max = 1024;
+    cfg.route.index_blocks = 64; /* Route's inputs evict */
     cfg.route.by = route_by;
     env->now = 1000;
     env->handlers.max_message = CR_FUZZ_MAX_MESSAGE;

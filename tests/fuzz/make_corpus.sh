@@ -20,7 +20,8 @@ seed() {
 }
 cr() { seed "$1" "$2" "cacheroute.v1.$3" cacheroute/v1/cacheroute.proto "$root/proto"; }
 
-rm -rf "$out"
+# state/'s seeds are state files, not protobuf text: kept as committed.
+find "$out" -mindepth 1 -maxdepth 1 ! -name state -exec rm -rf {} +
 
 cr plan rates PlanRequest <<'EOF'
 rates { owner: 1 rate: 10 } rates { owner: 2 rate: 80 }
@@ -53,6 +54,20 @@ cr record_arrival bad_weights RecordArrivalRequest <<'EOF'
 owners: [1, 2] weights: [1]
 EOF
 cr record_arrival empty RecordArrivalRequest </dev/null
+
+cr route hashes RouteRequest <<'EOF'
+requests { owner: 3 prompt_tokens: 100 block_hashes: [11, 12, 13, 14] request_id: "q1" }
+requests { block_hashes: [11, 12, 99] namespace: "m" }
+requests { owner: 99 prompt_tokens: 5000 }
+EOF
+cr route many RouteRequest <<'EOF'
+requests { owner: 1 block_hashes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70] }
+requests { owner: 2 block_hashes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 71, 72, 73, 74, 75, 76, 77, 78, 79, 80] }
+EOF
+cr route bad RouteRequest <<'EOF'
+requests { prompt_tokens: 20000000 } requests { namespace: "" request_id: "" }
+EOF
+cr route empty RouteRequest </dev/null
 
 cr select_injection kv SelectInjectionRequest <<'EOF'
 request_id: "r9" prompt_tokens: 2000 knowledge_tokens: 8000

@@ -335,14 +335,7 @@ except grpc.RpcError:
 def big_answer_plan_request(n=2_000_000):
     """A PlanRequest, as raw bytes, whose answer is ~52 MB: n sessions, every
     one admitted on one shard (a huge qcap and warm-slot budget)."""
-    def varint(v):
-        out = bytearray()
-        while True:
-            b = v & 0x7F
-            v >>= 7
-            out.append(b | (0x80 if v else 0))
-            if not v:
-                return bytes(out)
+    varint = h.varint
     rate = struct.pack("<d", 1.0)
     parts = []
     for o in range(1, n + 1):

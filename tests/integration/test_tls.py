@@ -552,14 +552,7 @@ class OpenAndTokenOnlyTest(unittest.TestCase):
 
 
 
-def varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
+varint = h.varint
 
 
 PAST_64 = b"\x80" * 9 + b"\x02"   # a set bit past bit 64 (a scanner kept 64 bits)
