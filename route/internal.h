@@ -96,6 +96,17 @@ uint32_t cr_prefix_shards(const cr_prefix *p);
  * memory (some keys may be in). O(n) expected. */
 int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_t n);
 
+/* Whether shard holds key. O(1) expected. */
+int cr_prefix_holds(const cr_prefix *p, uint32_t shard, uint64_t key);
+
+/* Takes key away from shard (an engine evicted it): 1 when the shard held
+ * it. Its ring place stays a ghost until the hand reclaims it. O(1)
+ * expected. */
+int cr_prefix_forget(cr_prefix *p, uint32_t shard, uint64_t key);
+
+/* Empties shard (an engine cleared its cache). O(its blocks). */
+void cr_prefix_clear(cr_prefix *p, uint32_t shard);
+
 /* depth[s] for s < min(n_shards, shards): how many leading keys of
  * keys[0..n) shard s holds. Returns the largest. Changes nothing; O(the
  * longest depth + n_shards). */
@@ -148,6 +159,12 @@ void cr_popular_free(cr_popular *p);
 uint32_t cr_popular_count(const cr_popular *p, uint64_t key);
 void cr_popular_touch(cr_popular *p, uint64_t key);
 
+/* ---- the engines' hashes (kv.c) ------------------------------------------ */
+
+typedef struct cr_kvmap cr_kvmap;
+void cr_kvmap_free(cr_kvmap *m); /* NULL is ignored */
+uint64_t cr_kvmap_bytes(const cr_kvmap *m); /* 0 for NULL */
+
 /* ---- the router ------------------------------------------------------------ */
 
 struct cr_router {
@@ -172,6 +189,8 @@ struct cr_router {
     uint64_t *keys;       /* scratch for a request's namespaced keys */
     uint32_t n_depth, n_keys;
     uint64_t why[CR_ROUTE_N_WHY]; /* routes placed, by reason */
+    cr_kvmap *kvmaps[CR_ROUTE_INDEX_MAX_SHARDS]; /* kv.c: per shard, NULL until its
+                                                  * first event */
 };
 
 /* r locked: the ring and the counters for n shards, built when n changes;

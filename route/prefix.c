@@ -15,6 +15,14 @@
  * per block for every shard at once (the running intersection of the
  * masks), where tables per shard would cost one per block per shard.
  *
+ * An engine's KV events can take a block away before the hand reaches it
+ * (cr_prefix_forget): its place in the ring cannot be found without a
+ * search, so the block stays there as a ghost, not held but still
+ * referenced (its ref bit set without its held bit), until the hand comes
+ * by and takes the place back at once; a block sent again meanwhile is
+ * held again in the same place. An entry is free when no shard holds or
+ * references it.
+ *
  * Memory: 24 B an entry, 4 B a ring place, and a slot array kept at most
  * 3/4 full (4 to 5.3 B an entry once it has grown to fit): 32 to 36 B a
  * block when no two shards share it, less when they do. Everything grows
@@ -28,9 +36,13 @@
 
 typedef struct entry {
     uint64_t key;  /* the block's key; on the free list, the next free entry */
-    uint64_t held; /* shards holding it; 0 = free */
-    uint64_t ref;  /* per shard: touched since the hand last passed */
+    uint64_t held; /* shards holding it */
+    uint64_t ref;  /* per shard: held, touched since the hand last passed;
+                    * not held, a ghost in that shard's ring */
 } entry;
+
+/* Whether some shard's ring refers to x: else it is free. */
+static int in_use(const entry *x) { return (x->held | x->ref) != 0; }
 
 typedef struct ring {
     uint32_t *at; /* entry numbers, a CLOCK's places */
@@ -116,7 +128,7 @@ static int grow_slots(cr_prefix *p)
     p->slots = slots;
     p->mask = want - 1;
     for (uint32_t e = 0; e < p->n_entries; e++)
-        if (p->entries[e].held)
+        if (in_use(&p->entries[e]))
             put_slot(p, e);
     return 0;
 }
@@ -165,7 +177,7 @@ static uint32_t add(cr_prefix *p, uint64_t key)
     return e;
 }
 
-/* Entry e, held by no shard, back to the free list. */
+/* Entry e, in no shard's ring, back to the free list. */
 static void free_entry(cr_prefix *p, uint32_t e)
 {
     drop_slot(p, e);
@@ -174,14 +186,15 @@ static void free_entry(cr_prefix *p, uint32_t e)
     p->live--;
 }
 
-/* Takes shard bit b from entry e; the entry goes when no shard holds it. */
-static void unhold(cr_prefix *p, uint32_t e, uint64_t b)
+/* Takes entry e out of shard bit b's ring, held or a ghost there; the
+ * entry goes when no ring refers to it. */
+static void unring(cr_prefix *p, uint32_t e, uint64_t b)
 {
     entry *x = &p->entries[e];
+    p->held -= (x->held & b) != 0;
     x->held &= ~b;
     x->ref &= ~b;
-    p->held--;
-    if (!x->held)
+    if (!in_use(x))
         free_entry(p, e);
 }
 
@@ -210,11 +223,12 @@ static uint32_t room(cr_prefix *p, uint32_t s)
     for (;;) { /* ends: each pass clears the bits it meets */
         uint32_t at = r->hand, v = r->at[at];
         r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
-        if (p->entries[v].ref & b) {
+        const entry *x = &p->entries[v];
+        if ((x->held & b) && (x->ref & b)) { /* a second chance */
             p->entries[v].ref &= ~b;
             continue;
         }
-        unhold(p, v, b);
+        unring(p, v, b); /* the unreferenced block, or a ghost */
         return at;
     }
 }
@@ -234,7 +248,10 @@ int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_
     uint64_t b = 1ull << shard;
     for (uint32_t i = n; i-- > 0;) { /* last first: a prefix ages from its tail */
         uint32_t e = find(p, keys[i]);
-        if (e != UINT32_MAX && (p->entries[e].held & b)) {
+        if (e != UINT32_MAX && ((p->entries[e].held | p->entries[e].ref) & b)) {
+            /* held (touched now), or a ghost held again in its place */
+            p->held += (p->entries[e].held & b) == 0;
+            p->entries[e].held |= b;
             p->entries[e].ref |= b;
             continue;
         }
@@ -252,6 +269,32 @@ int cr_prefix_insert(cr_prefix *p, uint32_t shard, const uint64_t *keys, uint32_
         p->held++;
     }
     return 0;
+}
+
+int cr_prefix_holds(const cr_prefix *p, uint32_t shard, uint64_t key)
+{
+    uint32_t e = find(p, key);
+    return e != UINT32_MAX && (p->entries[e].held >> shard & 1);
+}
+
+int cr_prefix_forget(cr_prefix *p, uint32_t shard, uint64_t key)
+{
+    uint64_t b = 1ull << shard;
+    uint32_t e = find(p, key);
+    if (e == UINT32_MAX || !(p->entries[e].held & b))
+        return 0;
+    p->entries[e].held &= ~b; /* a ghost in its ring until the hand comes */
+    p->entries[e].ref |= b;
+    p->held--;
+    return 1;
+}
+
+void cr_prefix_clear(cr_prefix *p, uint32_t shard)
+{
+    ring *r = &p->rings[shard];
+    for (uint32_t i = 0; i < r->n; i++)
+        unring(p, r->at[i], 1ull << shard);
+    r->n = r->hand = 0;
 }
 
 uint32_t cr_prefix_match(const cr_prefix *p, const uint64_t *keys, uint32_t n, uint32_t n_shards,

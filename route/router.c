@@ -72,6 +72,8 @@ void cr_router_free(cr_router *r)
     cr_prefix_free(r->index);
     cr_sessions_free(&r->sessions);
     cr_popular_free(&r->popular);
+    for (uint32_t s = 0; s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
+        cr_kvmap_free(r->kvmaps[s]);
     free(r->depth);
     free(r->keys);
     free(r);
@@ -321,5 +323,7 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     out->bytes += out->index_bytes +
                   (r->sessions.slots ? (r->sessions.mask + 1) * sizeof *r->sessions.slots : 0) +
                   (r->popular.counts ? CR_POPULAR_ROWS * (1u << 14) * sizeof(uint16_t) : 0);
+    for (uint32_t s = 0; s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
+        out->bytes += cr_kvmap_bytes(r->kvmaps[s]);
     pthread_mutex_unlock(&r->lock);
 }

@@ -7,3 +7,7 @@ endif()
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_ttft SOURCES test_ttft.c LIBS cacheroute_core)
 endif()
+# Engines' KV events on the core's prefix index.
+if(TARGET cacheroute_core)
+  cr_add_cunit_test(test_kv SOURCES test_kv.c LIBS cacheroute_core)
+endif()

@@ -219,6 +219,22 @@ typedef struct cr_core_route_item {
 cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err);
 
+/* ---- ReportKvEvents ------------------------------------------------------ */
+
+#define CR_CORE_MAX_KV_EVENTS 10000        /* events in one ReportKvEvents */
+#define CR_CORE_MAX_BLOCK_TOKENS (1u << 20) /* a KV event's block_size */
+
+/* Applies engines' KV events (route.h, "KV events") to the prefix index, in
+ * order, after checking the whole batch: CR_EINVAL naming the first bad
+ * event and field, nothing applied ("events[2].shard must be below the 8
+ * shards, got 9", "events[0].token_ids has 10 tokens, 3 blocks of 4 need
+ * 12", block_size in 1..2^20, at most --max-route-hashes hashes and
+ * CR_CORE_MAX_KV_EVENTS events, a namespace of at most 256 bytes);
+ * CR_ENOMEM when the index could not grow (what fit is applied). *out
+ * counts what they did. Thread-safe. */
+cr_status cr_core_kv_events(cr_core *c, const cr_kv_event *ev, size_t n, cr_kv_applied *out,
+                            cr_error *err);
+
 /* cr_router_home of the core's router: where an owner without warm slots
  * goes over n_shards. Thread-safe. */
 uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards);

@@ -293,6 +293,64 @@ int cr_router_release_request(cr_router *r, uint64_t request, double now, int ha
  * allocated. Thread-safe. */
 void cr_router_index_stats(cr_router *r, uint64_t *blocks, uint64_t *bytes);
 
+/* ---- what the engines hold (KV events) ----------------------------------------
+ *
+ * Engines that publish KV events (vLLM, SGLang) say which blocks they
+ * stored and removed, each under the engine's own hash. The router keys a
+ * block by the chained hash below, the one Route's callers compute, so a
+ * stored block's key is computed from its tokens and its parent's key,
+ * and each shard keeps a map from the engine's hashes to the router's keys
+ * (for removals and parents): direct-mapped, 2 x --index-blocks places of
+ * 16 B per shard that has sent events, made at its first; a place taken by
+ * another block loses the older mapping (its removal then waits for the
+ * index's own ageing). Stored blocks enter the prefix index as a route's
+ * do; removed ones leave it; a cleared shard's index is emptied. */
+
+/* The router's key of a block of n tokens after the block keyed parent (0
+ * for a prompt's first block): XXH3-64 of the token ids as little-endian
+ * uint32, seeded with parent. What a Route caller computes for
+ * block_hashes so that engines' events match them. Pure. */
+uint64_t cr_route_block_hash(uint64_t parent, const uint32_t *tokens, size_t n);
+
+/* One event of one engine (shard), as vLLM's names them. */
+typedef enum cr_kv_kind { CR_KV_STORED = 1, CR_KV_REMOVED, CR_KV_CLEARED } cr_kv_kind;
+
+typedef struct cr_kv_event {
+    cr_kv_kind kind;
+    uint32_t shard;
+    /* STORED and REMOVED: the engine's hash of each block */
+    const uint64_t *engine;
+    size_t n;
+    /* STORED: the engine's hash of the block before the first (has_parent
+     * 0: they start a prompt); n x block_size tokens; the namespace (LoRA
+     * adapter, cache salt; space_len 0 = none), as Route's namespace */
+    int has_parent;
+    uint64_t parent;
+    const uint32_t *tokens;
+    size_t n_tokens;
+    uint32_t block_size;
+    const char *space;
+    size_t space_len;
+} cr_kv_event;
+
+/* What the events did, for counters. */
+typedef struct cr_kv_applied {
+    uint64_t stored, removed;  /* blocks the index took in and let go */
+    uint64_t orphans;          /* stored blocks whose parent the map did not know:
+                                * their keys cannot be chained, so they are skipped */
+    uint64_t unknown;          /* removals the map did not know */
+} cr_kv_applied;
+
+/* Applies n events (checked by the caller: block_size >= 1, tokens as
+ * many as the blocks need) in order, one lock, adding what they did to
+ * *out. A shard at or past CR_ROUTE_INDEX_MAX_SHARDS is not indexed: its
+ * blocks count as orphans or unknown. CLEARED (the engine emptied its
+ * cache, or its view cannot be trusted: a gap no replay covered, a
+ * publisher restart) empties the shard's index and map. -1 when out of
+ * memory (the index or a map could not grow: some blocks left out).
+ * Thread-safe. */
+int cr_router_kv_apply(cr_router *r, const cr_kv_event *ev, size_t n, cr_kv_applied *out);
+
 /* ---- the consistent-hash ring --------------------------------------------
  *
  * CR_RING_VNODES virtual nodes per shard at cr_mix64 positions, sorted
