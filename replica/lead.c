@@ -247,12 +247,14 @@ int cr_replica_fetch_table(cr_replica *r)
             cr_replica_event_to(r, CR_REPLICA_ERROR, e.msg, 0, 0);
             ok = 0;
         } else if (cr_table_n_shards(t) != cr_core_n_shards(r->core)) {
+            /* No generation in the reason: the leader republishes each
+             * replan, and one misconfiguration is one refusal, not one a tick. */
             char why[CR_ERRLEN];
             snprintf(why, sizeof why,
-                     "the published table of generation %llu routes over %u shards, this "
-                     "replica's --n-shards is %u: not installed (every replica of a cluster "
-                     "needs the same --n-shards)",
-                     (unsigned long long)gen, cr_table_n_shards(t), cr_core_n_shards(r->core));
+                     "the published table routes over %u shards, this replica's --n-shards "
+                     "is %u: not installed (every replica of a cluster needs the same "
+                     "--n-shards)",
+                     cr_table_n_shards(t), cr_core_n_shards(r->core));
             cr_table_free(t);
             refuse_table(r, why, have);
             ok = 0;

@@ -470,6 +470,10 @@ class RefusedTableTest(ReplicaTestCase):
         gen, got = routes(follower)
         self.assertEqual(gen, 0)
         self.assertTrue(all(shard < 4 for _, _, shard in got), got)
+        # The leader replans every 0.2 s: later generations are the same
+        # refusal, said and counted once.
+        h.poll(lambda: routes(lead)[0] >= 3, 10, what="two more generations")
+        time.sleep(0.5)
         self.assertEqual(scrape(follower)["cacheroute_replica_tables_refused_total"], 1)
         for sc in (lead, follower):
             sc.assert_clean_exit(self)
