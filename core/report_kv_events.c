@@ -9,7 +9,7 @@ static cr_status check_event(const cr_core *c, const cr_kv_event *e, size_t i, u
 {
     if (e->kind < CR_KV_STORED || e->kind > CR_KV_CLEARED)
         return cr_fail(err, CR_EINVAL, "events[%zu] must be one of block_stored, block_removed, "
-                       "all_blocks_cleared", i);
+                       "all_blocks_cleared, got none", i);
     if (e->shard >= shards)
         return cr_fail(err, CR_EINVAL, "events[%zu].shard must be below the %u shards, got %u", i,
                        shards, e->shard);

@@ -45,7 +45,7 @@ typedef struct sidecar {
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
 
-enum { N_METHODS = 18 };
+enum { N_METHODS = 19 };
 
 /* The last columns say who may call (rpc.h cr_access): state-changing calls
  * are an admin's once authorization is on. */
@@ -83,6 +83,8 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
          &s->handlers, OPEN},
         {SERVICE "Route", &cr_unary_kind, 0, cr_handle_route, &s->handlers, OPEN},
         {SERVICE "Routes", &cr_bidi_each_kind, 0, cr_handle_route, &s->handlers, OPEN},
+        {SERVICE "ReportKvEvents", &cr_unary_kind, 1, cr_handle_report_kv_events, &s->handlers,
+         ADMIN},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health, OPEN},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health, OPEN},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,

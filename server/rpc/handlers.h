@@ -30,6 +30,7 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
 /* One RouteRequest to its RouteResponse, wire checks included: what the
  * Routes stream calls per inbound message too. */
 void cr_handle_route(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_report_kv_events(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_rates(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_forget(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_select_injection(void *ctx, const uint8_t *data, size_t len, cr_reply *out);

@@ -69,6 +69,21 @@ requests { prompt_tokens: 20000000 } requests { namespace: "" request_id: "" }
 EOF
 cr route empty RouteRequest </dev/null
 
+cr report_kv_events stored ReportKvEventsRequest <<'EOF'
+events { shard: 2 block_stored { block_hashes: [101, 102] token_ids: [1, 2, 3, 4, 5, 6, 7, 8] block_size: 4 lora_name: "a" } }
+events { shard: 2 block_stored { block_hashes: [103] parent_block_hash: 102 token_ids: [9, 10, 11, 12] block_size: 4 lora_name: "a" } }
+events { shard: 5 block_stored { block_hashes: [18446744073709551615] token_ids: [7] block_size: 1 } }
+EOF
+cr report_kv_events removed ReportKvEventsRequest <<'EOF'
+events { shard: 1 block_stored { block_hashes: [1, 2, 3] token_ids: [1, 2, 3] block_size: 1 } }
+events { shard: 1 block_removed { block_hashes: [2, 9] } }
+events { shard: 1 all_blocks_cleared { } } events { shard: 3 all_blocks_cleared { } }
+EOF
+cr report_kv_events bad ReportKvEventsRequest <<'EOF'
+events { shard: 9 } events { shard: 0 block_stored { block_hashes: [1] token_ids: [1, 2] block_size: 4 } }
+EOF
+cr report_kv_events empty ReportKvEventsRequest </dev/null
+
 cr select_injection kv SelectInjectionRequest <<'EOF'
 request_id: "r9" prompt_tokens: 2000 knowledge_tokens: 8000
 sources { name: "kvstore-a" cached_tokens: 8000 } sources { name: "kvstore-b" cached_tokens: 4000 }

@@ -34,6 +34,7 @@ CR_METHODS = {
     "RecordArrivals": ("RecordArrivalRequest", "RecordArrivalResponse"),
     "Route": ("RouteRequest", "RouteResponse"),
     "Routes": ("RouteRequest", "RouteResponse"),
+    "ReportKvEvents": ("ReportKvEventsRequest", "ReportKvEventsResponse"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 

@@ -324,6 +324,10 @@ def guarded_calls():
             metadata=md, timeout=h.RPC_TIMEOUT)),
         Call("ClearReservations", lambda s, md: s.ClearReservations(
             P.cr.ClearReservationsRequest(), metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("ReportKvEvents", lambda s, md: s.ReportKvEvents(
+            P.cr.ReportKvEventsRequest(events=[P.cr.KvEvent(
+                shard=0, all_blocks_cleared=P.cr.KvAllBlocksCleared())]),
+            metadata=md, timeout=h.RPC_TIMEOUT)),
         # --reservations admins, the default: reserving is an admin's.
         Call("SelectInjection", lambda s, md: s.SelectInjection(
             P.cr.SelectInjectionRequest(prompt_tokens=100, knowledge_tokens=100, dry_run=False),
