@@ -126,32 +126,16 @@ static void plan(uint64_t owners, int repeats)
     cr_estimator_free(e);
 }
 
-static uint64_t flag(int argc, char **argv, const char *name, uint64_t def)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return strtoull(argv[i + 1], NULL, 10);
-    return def;
-}
-
-static int has(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return 1;
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && strncmp(argv[1], "--", 2) == 0) {
-        uint64_t owners = flag(argc, argv, "--owners", 1000000);
-        if (has(argc, argv, "--plan"))
-            plan(owners, (int)flag(argc, argv, "--repeats", 5));
+        uint64_t owners = bench_flag(argc, argv, "--owners", 1000000);
+        if (bench_has(argc, argv, "--plan"))
+            plan(owners, (int)bench_flag(argc, argv, "--repeats", 5));
         else
-            throughput(owners, flag(argc, argv, "--calls", 50000000),
-                       flag(argc, argv, "--batch", 0),
-                       flag(argc, argv, "--max-owners", owners > 1000000 ? owners : 1000000));
+            throughput(owners, bench_flag(argc, argv, "--calls", 50000000),
+                       bench_flag(argc, argv, "--batch", 0),
+                       bench_flag(argc, argv, "--max-owners", owners > 1000000 ? owners : 1000000));
         return 0;
     }
     uint64_t owners = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;

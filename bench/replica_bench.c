@@ -34,13 +34,6 @@ static double cpu_self(void)
     return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
 }
 
-static double cpu_thread(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* utime + stime of pid, seconds; -1 when unreadable. */
 static double cpu_of(pid_t pid)
 {
@@ -114,7 +107,7 @@ static void *drive(void *arg)
         if (wait > 0)
             usleep((useconds_t)(wait * 1e6));
     }
-    d->cpu = cpu_thread();
+    d->cpu = bench_thread_cpu();
     return NULL;
 }
 
@@ -191,7 +184,7 @@ static void sync_cost(const char *url, pid_t redis, double secs)
         reps[i] = replica_on(cores[i], url, i, 5.0);
     }
     sleep(3); /* the first, full pushes */
-    double cpu0 = cpu_self(), r0 = cpu_of(redis), t0 = bench_now(), main0 = cpu_thread();
+    double cpu0 = cpu_self(), r0 = cpu_of(redis), t0 = bench_now(), main0 = bench_thread_cpu();
     uint64_t trips0 = 0;
     for (int i = 0; i < REPLICAS; i++) {
         cr_replica_stats st;
@@ -207,7 +200,7 @@ static void sync_cost(const char *url, pid_t redis, double secs)
         pthread_join(d[i].t, NULL);
         drivers += d[i].cpu;
     }
-    double wall = bench_now() - t0, cpu = cpu_self() - cpu0 - drivers - (cpu_thread() - main0);
+    double wall = bench_now() - t0, cpu = cpu_self() - cpu0 - drivers - (bench_thread_cpu() - main0);
     double rcpu = redis > 0 ? cpu_of(redis) - r0 : -1;
     uint64_t trips = 0, pushed = 0, pushes = 0;
     cr_replica_stats lead = {0};

@@ -131,22 +131,13 @@ static cr_core *big_core(int table, vclock *clock)
     return c;
 }
 
-/* This thread's CPU time: a shared machine's other work does not count in
- * it, though its cache traffic still does. */
-static double thread_cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* CPU ns per arrival over calls of BATCH owners from owners (SEQ + BATCH
  * of them); routes NULL records without routing. */
 static double batch_ns(cr_core *c, vclock *clock, const int64_t *owners, uint64_t calls,
                        cr_route *routes)
 {
     cr_error err;
-    double t0 = thread_cpu_now();
+    double t0 = bench_thread_cpu();
     for (uint64_t k = 0; k < calls; k++) {
         clock->t += 1e-4;
         if (cr_core_record(c, &owners[(k * BATCH) % SEQ], BATCH, NULL, 0, routes, NULL, &err) !=
@@ -155,7 +146,7 @@ static double batch_ns(cr_core *c, vclock *clock, const int64_t *owners, uint64_
             exit(1);
         }
     }
-    return (thread_cpu_now() - t0) / (double)(calls * BATCH) * 1e9;
+    return (bench_thread_cpu() - t0) / (double)(calls * BATCH) * 1e9;
 }
 
 /* The large table's half: records without routes, routes with no table

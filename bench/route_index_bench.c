@@ -46,21 +46,6 @@ typedef struct phase {
     double cpu_s;
 } phase;
 
-static uint64_t flag(int argc, char **argv, const char *name, uint64_t def)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (strcmp(argv[i], name) == 0)
-            return strtoull(argv[i + 1], NULL, 10);
-    return def;
-}
-
-static double thread_cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Request i's chained hashes: the first p->shared from its group's chain,
  * the rest from its own, each hash chained over the one before. */
 static void hashes_of(const params *p, uint64_t i, uint64_t *h)
@@ -80,7 +65,7 @@ static phase place(cr_router *r, const params *p, const cr_prefill_model *m, uin
     uint64_t *h = p->h, blocks = 0, bytes, n = 0;
     uint32_t tokens = p->hashes * p->block_tokens;
     double dt = cr_prefill_predict(m, 0, tokens) / 1e3 / p->shards;
-    double t0 = thread_cpu_now();
+    double t0 = bench_thread_cpu();
     for (; want ? blocks < want : n < count; n++) {
         uint64_t i = (*next)++;
         hashes_of(p, i, h);
@@ -97,20 +82,20 @@ static phase place(cr_router *r, const params *p, const cr_prefill_model *m, uin
             exit(1);
         }
     }
-    return (phase){n, thread_cpu_now() - t0};
+    return (phase){n, bench_thread_cpu() - t0};
 }
 
 int main(int argc, char **argv)
 {
     params p = {
-        .shards = (uint32_t)flag(argc, argv, "--shards", 64),
-        .blocks = (uint32_t)flag(argc, argv, "--blocks", 1u << 20),
-        .hashes = (uint32_t)flag(argc, argv, "--hashes", 64),
-        .shared = (uint32_t)flag(argc, argv, "--shared", 0),
-        .group = flag(argc, argv, "--group", 8),
-        .block_tokens = (uint32_t)flag(argc, argv, "--block-tokens", 16),
+        .shards = (uint32_t)bench_flag(argc, argv, "--shards", 64),
+        .blocks = (uint32_t)bench_flag(argc, argv, "--blocks", 1u << 20),
+        .hashes = (uint32_t)bench_flag(argc, argv, "--hashes", 64),
+        .shared = (uint32_t)bench_flag(argc, argv, "--shared", 0),
+        .group = bench_flag(argc, argv, "--group", 8),
+        .block_tokens = (uint32_t)bench_flag(argc, argv, "--block-tokens", 16),
     };
-    uint64_t steady_n = flag(argc, argv, "--steady", 0);
+    uint64_t steady_n = bench_flag(argc, argv, "--steady", 0);
     if (p.shards < 1 || p.shards > CR_ROUTE_INDEX_MAX_SHARDS || p.blocks < 1 ||
         p.blocks > CR_ROUTE_MAX_INDEX_BLOCKS || p.hashes < 1 || p.hashes > CR_ROUTE_MAX_HASHES ||
         p.shared > p.hashes || p.group < 1 || p.block_tokens < 1 ||
