@@ -61,6 +61,17 @@ static cr_status valid_health_listen(const char *value, cr_error *err)
                    value);
 }
 
+/* One --kv-events value on its own; the rules across values and flags are
+ * cr_config_kv_engines'. */
+static cr_status valid_kv_events(const char *value, cr_error *err)
+{
+    cr_kv_engine e;
+    cr_error why;
+    if (cr_kv_engine_parse(value, &e, &why) == CR_OK)
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL, "--kv-events %s, got \"%s\"", why.msg, value);
+}
+
 #define AT(field) offsetof(cr_server_config, field)
 
 static const char *const RESERVATIONS[] = {"admins", "anyone", NULL}; /* cr_reservations' order */
@@ -99,6 +110,11 @@ static const cr_option SERVER_ROWS[] = {
      .offset = AT(admin_identities), .count_offset = AT(n_admin_identities), .min = 1,
      .max = 1024, .flags = CR_OPT_REPEATABLE,
      .help = "client certificate SAN URI, SAN DNS or CN allowed state-changing calls (mTLS)"},
+    {.name = "kv-events", .key = "kv_events", .type = CR_OPT_LIST, .offset = AT(kv_events),
+     .count_offset = AT(n_kv_events), .min = 1, .max = 1024, .flags = CR_OPT_REPEATABLE,
+     .valid = valid_kv_events,
+     .help = "a shard's engine publishing KV events (vLLM, SGLang) on ZeroMQ: "
+             "SHARD=ENDPOINT[,replay=ENDPOINT], tcp:// or ipc://, at most one a shard"},
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
      .offset = AT(admin_token_file), .def_text = "",
      .help = "file holding the bearer token allowed state-changing calls"},
@@ -202,6 +218,40 @@ static cr_status check_server(const cr_server_config *s, cr_error *err)
     return CR_OK;
 }
 
+cr_status cr_config_kv_engines(const cr_config *cfg, cr_kv_engine *out, size_t *n,
+                               cr_error *err)
+{
+    const cr_server_config *s = &cfg->server;
+    uint32_t shards = cfg->core.planner.n_shards;
+    uint64_t seen = 0; /* a bit a shard: CR_KV_MAX_ENGINES is 64 */
+    *n = 0;
+    if (s->n_kv_events > CR_KV_MAX_ENGINES)
+        return cr_fail(err, CR_EINVAL, "--kv-events must be given at most %d times, got %zu",
+                       CR_KV_MAX_ENGINES, s->n_kv_events);
+    for (size_t i = 0; i < s->n_kv_events; i++) {
+        const char *v = s->kv_events[i];
+        if (cr_kv_engine_parse(v, &out[i], err) != CR_OK)
+            return valid_kv_events(v, err); /* its message names the flag */
+        if (out[i].shard >= shards)
+            return cr_fail(err, CR_EINVAL,
+                           "--kv-events SHARD must be below --n-shards (%u), got \"%s\"", shards,
+                           v);
+        if (seen >> out[i].shard & 1)
+            return cr_fail(err, CR_EINVAL, "--kv-events names shard %u twice, got \"%s\"",
+                           out[i].shard, v);
+        seen |= 1ull << out[i].shard;
+    }
+    *n = s->n_kv_events;
+    return CR_OK;
+}
+
+static cr_status check_kv_events(const cr_config *cfg, cr_error *err)
+{
+    cr_kv_engine engines[CR_KV_MAX_ENGINES];
+    size_t n;
+    return cr_config_kv_engines(cfg, engines, &n, err);
+}
+
 /* Every component's check, then the rules across components. */
 static cr_status check_all(const cr_config *cfg, cr_error *err)
 {
@@ -210,6 +260,8 @@ static cr_status check_all(const cr_config *cfg, cr_error *err)
         st = cr_replica_config_check(&cfg->replica, cfg->core.estimator.clock, err);
     if (st == CR_OK)
         st = check_server(&cfg->server, err);
+    if (st == CR_OK)
+        st = check_kv_events(cfg, err);
     return st;
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "core.h"
+#include "kvevents.h"
 #include "log.h"
 #include "options.h"
 #include "replica.h"
@@ -30,6 +31,8 @@ typedef struct cr_server_config {
     char **admin_identities;  /* --admin-identity, repeatable */
     size_t n_admin_identities;
     char *admin_token_file;   /* --admin-token-file path, "" = no token */
+    char **kv_events;         /* --kv-events SHARD=ENDPOINT[,replay=ENDPOINT], repeatable */
+    size_t n_kv_events;
     int reservations;         /* --reservations: cr_reservations */
     int compressed_requests;  /* --compressed-requests: 0 refuse, 1 inflate */
     /* Bounds on what clients can make the server hold: connections,
@@ -88,6 +91,13 @@ void cr_memory_defaults(cr_server_config *s, uint64_t limit);
 #define CR_MEMORY_PER_RECEIPT 800 /* receipts: 797 B each */
 #define CR_MEMORY_PER_ROUTE 32    /* outstanding routes: 32 B each */
 uint64_t cr_memory_bounds(const cr_config *cfg);
+
+/* --kv-events parsed, one engine a value, into out (room for
+ * CR_KV_MAX_ENGINES); *n of them. CR_EINVAL naming the flag and value for
+ * a bad value, more than CR_KV_MAX_ENGINES, a shard at or past
+ * --n-shards or a shard given twice. */
+cr_status cr_config_kv_engines(const cr_config *cfg, cr_kv_engine *out, size_t *n,
+                               cr_error *err);
 
 /* The composition, in --help order: the server's rows, the core's parts
  * (core.h), the replica's. Names are unique over all of them. */

@@ -347,6 +347,19 @@ static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
     return s->handlers.replica ? 0 : -1;
 }
 
+/* With --kv-events, the subscriber over the built core (its own thread,
+ * never on an RPC's path); 0, or -1 with e. */
+static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    cr_kv_engine engines[CR_KV_MAX_ENGINES];
+    size_t n;
+    if (cr_config_kv_engines(cfg, engines, &n, e) != CR_OK)
+        return -1;
+    cr_kv_hooks hooks = cr_observe_kv_hooks(&s->observer);
+    s->observer.kv = cr_kv_start(engines, n, s->handlers.core, &hooks, e);
+    return n == 0 || s->observer.kv ? 0 : -1;
+}
+
 /* Builds the parts, serves, and tears down in reverse. */
 static int run(const cr_config *cfg, json_t *nofile)
 {
@@ -374,13 +387,14 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL};
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
-    } else if (s.observer.core = s.handlers.core, start_replica(cfg, &s, &e) != 0) {
+    } else if (s.observer.core = s.handlers.core,
+               start_replica(cfg, &s, &e) != 0 || start_kv(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -391,6 +405,7 @@ static int run(const cr_config *cfg, json_t *nofile)
         cr_security_close(&s.security);
         grpc_shutdown();
     }
+    cr_kv_stop(s.observer.kv);           /* before the core it feeds */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */

@@ -4,6 +4,8 @@
 #ifndef CR_TEST_CORE_CONFIG_H
 #define CR_TEST_CORE_CONFIG_H
 
+#include <string.h>
+
 #include "core.h"
 
 static inline void cr_test_core_config(cr_core_config *cfg, uint32_t shards)
@@ -12,6 +14,43 @@ static inline void cr_test_core_config(cr_core_config *cfg, uint32_t shards)
     cr_core_quiet_probe(&cfg->probe);
     cfg->planner = (cr_planner_config){shards, 50, 200};
     cfg->replan_interval_s = 0;
+}
+
+/* A core on a virtual clock (t, seconds) that the test moves, routing by
+ * the ttft rule over a prefix index of index_blocks blocks of
+ * block_tokens tokens a shard: what the KV-event suites feed. */
+typedef struct cr_test_kv_core {
+    double t;
+    cr_core *core;
+} cr_test_kv_core;
+
+static inline double cr_test_kv_core_now(void *ctx) { return ((cr_test_kv_core *)ctx)->t; }
+
+/* f->core NULL (err says why) when the core cannot be made. */
+static inline void cr_test_kv_core_open(cr_test_kv_core *f, uint32_t shards,
+                                        uint32_t block_tokens, uint32_t index_blocks)
+{
+    cr_core_config cfg;
+    cr_test_core_config(&cfg, shards);
+    cfg.route.by = CR_ROUTE_TTFT;
+    cfg.route.block_tokens = block_tokens;
+    cfg.route.index_blocks = index_blocks;
+    cr_clock_source clock = {cr_test_kv_core_now, f};
+    cr_error err;
+    f->t = 0;
+    f->core = cr_core_new(&cfg, NULL, &clock, &err);
+}
+
+/* Route's answer for the n chained block keys h under namespace space
+ * (NULL: none), 100 s after the last call so that every queue drained. */
+static inline cr_status cr_test_kv_core_route(cr_test_kv_core *f, const uint64_t *h, size_t n,
+                                              const char *space, cr_route_answer *a)
+{
+    f->t += 100;
+    cr_core_route_item q = {.hashes = h, .n_hashes = n, .space = space,
+                            .space_len = space ? strlen(space) : 0};
+    cr_error err;
+    return cr_core_route(f->core, &q, 1, a, NULL, &err);
 }
 
 #endif

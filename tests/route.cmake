@@ -11,3 +11,10 @@ endif()
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_kv SOURCES test_kv.c LIBS cacheroute_core)
 endif()
+# vLLM's KV-event payloads decoded (kvevents/), and applied on the core;
+# the test packs its payloads with msgpack-c.
+if(TARGET cr_kvevents)
+  pkg_check_modules(TEST_MSGPACK REQUIRED IMPORTED_TARGET msgpack)
+  cr_add_cunit_test(test_kv_decode SOURCES test_kv_decode.c
+                    LIBS cr_kvevents PkgConfig::TEST_MSGPACK)
+endif()

@@ -462,6 +462,8 @@ static int alternatives(const cr_option *o, alt *out)
         {"state-backend-password-file", "/tmp/cr-redis-pw-a", "/tmp/cr-redis-pw-b", NULL, NULL},
         {"replica-id", "replica-0", "r.1_x", NULL, NULL},
         {"cluster", "c1", "prod.east-2", NULL, NULL},
+        {"kv-events", "0=tcp://127.0.0.1:5557 1=ipc:///k,replay=tcp://h:5558", "2=tcp://h:1",
+         NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {

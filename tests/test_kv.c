@@ -14,24 +14,11 @@
 #define SHARDS 4
 #define BT 4 /* tokens a block */
 
-typedef struct fixture {
-    double t;
-    cr_core *core;
-} fixture;
-
-static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
+typedef cr_test_kv_core fixture;
 
 static void open_kv(fixture *f, uint32_t index_blocks)
 {
-    memset(f, 0, sizeof *f);
-    cr_core_config cfg;
-    cr_test_core_config(&cfg, SHARDS);
-    cfg.route.by = CR_ROUTE_TTFT;
-    cfg.route.block_tokens = BT;
-    cfg.route.index_blocks = index_blocks;
-    cr_clock_source clock = {now_of, f};
-    cr_error err;
-    f->core = cr_core_new(&cfg, NULL, &clock, &err);
+    cr_test_kv_core_open(f, SHARDS, BT, index_blocks);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
 }
 
@@ -78,17 +65,13 @@ static cr_kv_applied store(fixture *f, uint32_t shard, uint32_t p, uint32_t firs
     return apply(f, &ev, 1);
 }
 
-/* A Route of prompt p's first n blocks, well after any queue drained. */
+/* A Route of prompt p's first n blocks. */
 static cr_route_answer route(fixture *f, uint32_t p, uint32_t n, const char *space)
 {
     uint64_t h[16];
     chain_of(p, n, h);
-    f->t += 100;
-    cr_core_route_item q = {.hashes = h, .n_hashes = n, .space = space,
-                            .space_len = space ? strlen(space) : 0};
     cr_route_answer a;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_test_kv_core_route(f, h, n, space, &a), CR_OK);
     return a;
 }
 

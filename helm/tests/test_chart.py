@@ -46,7 +46,7 @@ SIDECAR_FLAGS = [
     "calibrate", "calibration-half-life", "calibration-min-samples",
     "max-reservation-ms", "reservation-horizon-s", "reservation-confirm-s",
     "probe-interval", "nic", "sysfs-root",
-    "tls-cert", "tls-key", "tls-client-ca", "health-listen", "admin-identity",
+    "tls-cert", "tls-key", "tls-client-ca", "health-listen", "admin-identity", "kv-events",
     "admin-token-file",
     "state-backend", "replica-id", "cluster", "sync-interval", "lease-ttl", "replica-ttl",
     "backend-timeout", "backend-start", "state-backend-password-file",
@@ -129,6 +129,7 @@ CONFIG_FLAGS = {
     "nics": "nic",
     "sysfsRoot": "sysfs-root",
     "adminIdentities": "admin-identity",
+    "kvEvents": "kv-events",
 }
 # Keys that compose a flag with a port.
 HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen",

@@ -326,4 +326,6 @@ void cr_observe_gauges(void *ctx, cr_page *p)
     loop_gauges(o, p);
     if (o->replica)
         cr_observe_replica_gauges(o->replica, p);
+    if (o->kv)
+        cr_observe_kv_gauges(o->kv, p);
 }

@@ -4,6 +4,7 @@
 #define CR_OBSERVE_H
 
 #include "core.h"
+#include "kvevents.h"
 #include "metrics.h"
 #include "replica.h"
 #include "watch_decisions.h"
@@ -14,6 +15,7 @@ typedef struct cr_observer {
     cr_watch_hub *watch; /* WatchDecisions: each receipt, encoded, when watched */
     cr_core *core;       /* for the gauges: set once the core is built */
     cr_replica *replica; /* --state-backend's, once started; NULL when standalone */
+    cr_kv_subscriber *kv; /* --kv-events', once started; NULL without */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -35,5 +37,11 @@ void cr_observe_single(cr_page *p, const char *name, const char *type, const cha
  * when standalone). */
 cr_replica_hooks cr_observe_replica_hooks(cr_observer *o);
 void cr_observe_replica_gauges(cr_replica *r, cr_page *page);
+
+/* observe_kv.c: hooks that log the KV-event subscriber's reports (drops
+ * at most once a minute a shard, each reset, each replay), and its
+ * cacheroute_kv_* families by shard (none without --kv-events). */
+cr_kv_hooks cr_observe_kv_hooks(cr_observer *o);
+void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
 
 #endif

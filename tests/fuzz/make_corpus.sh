@@ -197,3 +197,32 @@ printf '[1, 2]\n' >"$out/trace/not_object"
 # Raw bytes: an unknown field (valid: proto3 keeps going) and a truncated one.
 printf '\010\001' >"$out/watch_decisions/unknown_field"
 printf '\012\005ab' >"$out/watch_decisions/truncated"
+
+# KV-event payloads (msgpack, written as hex): vLLM's older array-like
+# encoding with int hashes (negative int64 among them), its current
+# map-like one with bytes hashes, a lora_name, fields past the known and a
+# CPU-tier event, and one refused (1 token for a block of 2).
+hex() { # the bytes the hex digits spell
+    for b in $(printf '%s' "$1" | sed 's/../& /g'); do printf "\\$(printf %03o "0x$b")"; done
+}
+mkdir -p "$out/kv_decode"
+# [1.5, [["BlockStored", [1, -2], nil, [1, 2, 3, 4], 2, nil, "GPU", nil],
+#        ["BlockStored", [3], -2, [5, 6], 2, 7, nil, nil], ["BlockRemoved", [1], "GPU"],
+#        ["AllBlocksCleared"]], 0]
+hex 93cb3ff80000000000009498ab426c6f636b53746f7265649201fec0940102030402c0a3475055c098ab426c\
+6f636b53746f7265649103fe9205060207c0c093ac426c6f636b52656d6f7665649101a347505591b0416c6c426c6f\
+636b73436c656172656400 >"$out/kv_decode/array_like"
+# {"ts": 2.0, "events": [{"type": "BlockStored", "block_hashes": [bin 16, bin 16],
+#  "parent_block_hash": nil, "token_ids": [1, 2, 3, 70000], "block_size": 2, "lora_id": nil,
+#  "medium": "GPU", "lora_name": "a", "group_idx": 0, "extra_keys": [nil, nil]},
+#  {"type": "BlockRemoved", "block_hashes": [bin 16], "medium": "CPU"}],
+#  "data_parallel_rank": nil}
+hex 83a27473cb4000000000000000a66576656e7473928aa474797065ab426c6f636b53746f726564ac626c6f63\
+6b5f68617368657392c41030313233343536373839616263646566c41066656463626139383736353433323130b170\
+6172656e745f626c6f636b5f68617368c0a9746f6b656e5f69647394010203ce00011170aa626c6f636b5f73697a65\
+02a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65a161a967726f75705f69647800aa6578\
+7472615f6b65797392c0c083a474797065ac426c6f636b52656d6f766564ac626c6f636b5f68617368657391c41030\
+313233343536373839616263646566a66d656469756da3435055b2646174615f706172616c6c656c5f72616e6bc0 \
+    >"$out/kv_decode/map_like"
+# [1, [["BlockStored", [1], nil, [1], 2]], 0]
+hex 93019195ab426c6f636b53746f7265649101c091010200 >"$out/kv_decode/bad_tokens"

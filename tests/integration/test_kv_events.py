@@ -144,5 +144,237 @@ class ReportKvEventsTest(h.SidecarTestCase):
         self.assertEqual(r.stored, 0)
 
 
+
+# ---- the ZeroMQ subscriber (--kv-events), against a Python publisher --------
+#
+# The engine's side as vLLM's kv_events.py describes it: a PUB socket sending
+# [topic, seq as 8 bytes big-endian, msgpack EventBatch], and a ROUTER replay
+# socket answering [b"", start_seq] with [b"", seq, payload] per buffered
+# batch from start_seq, then [b"", -1, b""].
+
+import hashlib  # noqa: E402
+import re  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import urllib.request  # noqa: E402
+
+import msgpack  # noqa: E402
+import zmq  # noqa: E402
+
+KV_SHARD = 5
+
+
+class Publisher:
+    """One engine's KV-event sockets on 127.0.0.1, on ports of their own."""
+
+    def __init__(self):
+        self.ctx = zmq.Context()
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.seq = 0
+        self.buffer = {}  # seq -> payload: what the replay socket can answer
+        self.lock = threading.Lock()
+        self.stopping = False
+        self.thread = threading.Thread(target=self._serve_replays, daemon=True)
+        self.thread.start()
+
+    def flag(self, replay=True):
+        v = "%d=tcp://127.0.0.1:%d" % (KV_SHARD, self.port)
+        return v + (",replay=tcp://127.0.0.1:%d" % self.replay_port if replay else "")
+
+    def send(self, payload, deliver=True, keep=True):
+        """Publishes payload as the next seq; deliver=False skips the PUB
+        (a message lost on the way), keep=False keeps it out of the replay
+        buffer (one the engine no longer holds)."""
+        with self.lock:
+            seq, self.seq = self.seq, self.seq + 1
+            if keep:
+                self.buffer[seq] = payload
+        if deliver:
+            self.pub.send_multipart([b"kv-events", struct.pack(">Q", seq), payload])
+        return seq
+
+    def restart(self):
+        """The engine restarted: seq from 0, nothing buffered."""
+        with self.lock:
+            self.seq = 0
+            self.buffer.clear()
+
+    def _serve_replays(self):
+        while not self.stopping:
+            if not self.router.poll(50):
+                continue
+            frames = self.router.recv_multipart()
+            ident, start = frames[0], struct.unpack(">Q", frames[-1])[0]
+            with self.lock:
+                batches = sorted((k, v) for k, v in self.buffer.items() if k >= start)
+            for seq, payload in batches:
+                self.router.send_multipart([ident, b"", struct.pack(">Q", seq), payload])
+            self.router.send_multipart([ident, b"", struct.pack(">q", -1), b""])
+
+    def close(self):
+        self.stopping = True
+        self.thread.join()
+        self.pub.close(0)
+        self.router.close(0)
+        self.ctx.term()
+
+
+def batch(events, as_map=False):
+    if as_map:
+        return msgpack.packb({"ts": time.time(), "events": events, "data_parallel_rank": None})
+    return msgpack.packb([time.time(), events, None])
+
+
+def bytes_hashes(prompt, n_blocks, first=0):
+    """Current vLLM releases' hashes: bytes."""
+    return [hashlib.sha256(b"%d/%d" % (prompt, first + i)).digest() for i in range(n_blocks)]
+
+
+def block_stored(prompt, first, n, as_map=False, parent=None):
+    toks = tokens_of(prompt, first + n)[first * BT:]
+    if as_map:
+        return {"type": "BlockStored", "block_hashes": bytes_hashes(prompt, n, first),
+                "parent_block_hash": parent, "token_ids": toks, "block_size": BT,
+                "lora_id": None, "medium": "GPU", "lora_name": None}
+    return ["BlockStored", engine_hashes(prompt, n, first), parent, toks, BT, None, "GPU", None]
+
+
+class KvEventSubscriberTest(h.SidecarTestCase):
+    SHARED = False
+
+    def setUp(self):
+        self.pub = Publisher()
+        self.addCleanup(self.pub.close)
+
+    def start(self, replay=True):
+        self.sc = self.start_sidecar("--n-shards", str(SHARDS), "--block-tokens", str(BT),
+                                     "--index-blocks", "4096", "--metrics-listen",
+                                     "127.0.0.1:0", "--kv-events", self.pub.flag(replay),
+                                     metrics=False)
+        self.stub = self.sc.stub()
+        self.wait_subscribed()
+
+    def metric(self, name):
+        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = r.read().decode()
+        m = re.search(r'^%s\{shard="%d"\} (\S+)$' % (name, KV_SHARD), body, re.M)
+        self.assertIsNotNone(m, name)
+        return float(m.group(1))
+
+    def wait_subscribed(self):
+        """A SUB socket misses what was published before it joined: empty
+        batches until the sidecar counts one, then the count once settled
+        is where the test's own messages start."""
+        def seen():
+            self.pub.send(batch([]))
+            return self.metric("cacheroute_kv_event_batches_total") >= 1
+        h.poll(seen, 10, interval=0.1, what="the sidecar subscribed")
+        time.sleep(0.3)  # a probe still on its way
+        self.delivered = self.metric("cacheroute_kv_event_batches_total")
+
+    def send(self, events, as_map=False, deliver=True, keep=True, payload=None):
+        """Publishes one batch and waits until the sidecar has taken it."""
+        self.pub.send(payload if payload is not None else batch(events, as_map), deliver, keep)
+        if deliver:
+            self.delivered += 1
+            h.poll(lambda: self.metric("cacheroute_kv_event_batches_total") >= self.delivered,
+                   10, what="batch %d taken" % self.delivered)
+
+    def route(self, prompt, n_blocks):
+        item = P.cr.RouteItem(block_hashes=keys_of(tokens_of(prompt, n_blocks)),
+                              prompt_tokens=n_blocks * BT)
+        d = self.stub.Route(P.cr.RouteRequest(requests=[item]), timeout=h.RPC_TIMEOUT).routes[0]
+        return d.shard, d.cached_tokens
+
+    def assertBlocks(self, prompt, n_blocks):
+        """Each leading run of the prompt's blocks is a hit on the shard."""
+        for k in range(1, n_blocks + 1):
+            self.assertEqual(self.route(prompt, k), (KV_SHARD, k * BT), "block %d" % k)
+
+    def test_both_encodings_block_by_block_and_cleared(self):
+        self.start()
+        self.send([block_stored(1, 0, 3)])
+        self.assertBlocks(1, 3)
+        self.send([block_stored(2, 0, 2, as_map=True)], as_map=True)
+        self.assertBlocks(2, 2)
+        # A child names its parent by the engine's (bytes) hash.
+        self.send([block_stored(2, 2, 1, as_map=True, parent=bytes_hashes(2, 2)[1])],
+                  as_map=True)
+        self.assertBlocks(2, 3)
+        self.send([["AllBlocksCleared"]])
+        self.assertEqual(self.route(2, 3)[1], 0)
+        self.assertEqual(self.metric("cacheroute_kv_events_applied_total"), 4)
+        self.assertEqual(self.metric("cacheroute_kv_resets_total"), 0)
+
+    def test_a_gap_is_replayed(self):
+        self.start()
+        self.send([block_stored(3, 0, 2)])
+        self.send([block_stored(4, 0, 2)], deliver=False)  # lost on the way
+        self.send([block_stored(5, 0, 2, as_map=True)], as_map=True)
+        self.assertBlocks(4, 2)
+        self.assertBlocks(3, 2)
+        self.assertBlocks(5, 2)
+        self.assertEqual(self.metric("cacheroute_kv_replayed_batches_total"), 1)
+        self.assertEqual(self.metric("cacheroute_kv_resets_total"), 0)
+        self.sc.wait_for(lambda e: e.get("msg") == "kv events replayed", 5)
+
+    def test_a_gap_the_replay_cannot_cover_resets(self):
+        self.start()
+        self.send([block_stored(6, 0, 2)])
+        self.send([block_stored(7, 0, 2)], deliver=False, keep=False)  # gone for good
+        self.send([block_stored(8, 0, 2)])
+        self.assertEqual(self.metric("cacheroute_kv_resets_total"), 1)
+        self.assertEqual(self.route(6, 2)[1], 0)
+        self.assertBlocks(8, 2)  # the batch after the gap applies to the fresh view
+        ev = self.sc.wait_for(lambda e: e.get("msg", "").startswith("kv events view reset"), 5)
+        self.assertEqual(ev["shard"], KV_SHARD)
+
+    def test_a_gap_without_a_replay_endpoint_resets(self):
+        self.start(replay=False)
+        self.send([block_stored(12, 0, 2)])
+        self.send([block_stored(13, 0, 2)], deliver=False)
+        self.send([block_stored(14, 0, 1)])
+        self.assertEqual(self.metric("cacheroute_kv_resets_total"), 1)
+        self.assertEqual(self.route(12, 2)[1], 0)
+        self.assertEqual(self.route(13, 2)[1], 0)
+
+    def test_a_publisher_restart_resets(self):
+        self.start()
+        self.send([block_stored(9, 0, 2)])
+        self.assertBlocks(9, 2)
+        self.pub.restart()
+        self.send([block_stored(10, 0, 2, as_map=True)], as_map=True)
+        self.assertEqual(self.metric("cacheroute_kv_resets_total"), 1)
+        self.assertEqual(self.route(9, 2)[1], 0)
+        self.assertBlocks(10, 2)
+
+    def test_malformed_payloads_are_dropped(self):
+        self.start()
+        self.send([block_stored(11, 0, 2)])
+        bad = [b"\xc1 not msgpack", msgpack.packb([1.0, [["BlockStored", [1], None, [1] * BT,
+                                                          "sixteen", None, None, None]], None]),
+               msgpack.packb({"ts": 1.0}),
+               msgpack.packb([1.0, [["BlockRemoved", "not a list", None]], None])]
+        for payload in bad:
+            self.send(None, payload=payload)
+        self.assertEqual(self.metric("cacheroute_kv_events_dropped_total"), len(bad))
+        ev = self.sc.wait_for(lambda e: e.get("msg") == "kv events dropped", 5)
+        self.assertEqual(ev["shard"], KV_SHARD)
+        self.assertIn("decode", ev["reason"])
+        # Logged once a minute a shard, not once a message.
+        self.assertEqual(len(self.sc.find_events(lambda e: e.get("msg") == "kv events dropped")),
+                         1)
+        self.assertBlocks(11, 2)
+        self.assertEqual(self.metric("cacheroute_kv_resets_total"), 0)
+        health = self.sc.health_stub().Check(P.health.HealthCheckRequest(),
+                                             timeout=h.RPC_TIMEOUT)
+        self.assertEqual(health.status, P.health.HealthCheckResponse.SERVING)
+        self.sc.assert_clean_exit(self)
+
+
 if __name__ == "__main__":
     h.main()

@@ -179,6 +179,7 @@ separately.
 - probeInterval=probe-interval
 - nics=nic
 - adminIdentities=admin-identity
+- kvEvents=kv-events
 - reservations=reservations
 - compressedRequests=compressed-requests
 {{- end }}

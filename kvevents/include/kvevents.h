@@ -1,0 +1,164 @@
+/* cacheroute kvevents: what the serving engines say they cache. vLLM (and
+ * SGLang, in the same format) publish KV events on a ZeroMQ PUB socket,
+ * each message [topic, seq, payload]: seq an 8-byte big-endian counter per
+ * publisher, payload msgpack of an EventBatch. This component decodes
+ * those payloads (decode.c) and runs the subscriber (subscriber.c): one
+ * SUB connection per shard's engine, on a thread of its own, its events
+ * applied to the core's prefix index (cr_core_kv_events), gaps replayed
+ * from the engine's ROUTER socket.
+ *
+ * The format, from vLLM's kv_events.py (both encodings are accepted):
+ *   batch   [ts, events, data_parallel_rank]  or  {"ts", "events",
+ *           "data_parallel_rank"}; ts a number, the rank an int or nil
+ *   event   ["BlockStored", block_hashes, parent_block_hash, token_ids,
+ *            block_size, lora_id, medium, lora_name, ...]
+ *           ["BlockRemoved", block_hashes, medium, ...]
+ *           ["AllBlocksCleared"]
+ *           or the same as maps with a "type" tag; fields past these
+ *           (group_idx, extra_keys, kv_cache_spec_*) are ignored
+ *   hashes  ints (int64 or uint64), or bytes (taken as their XXH3-64)
+ * Only blocks in the GPU tier (medium "GPU", or none given) are indexed;
+ * other tiers' events, and events of a type this release does not know
+ * (a later engine's), are counted and skipped. The namespace is lora_name,
+ * else lora_id in decimal, else none.
+ */
+#ifndef CR_KVEVENTS_H
+#define CR_KVEVENTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "core.h"
+
+/* ---- decoding ------------------------------------------------------------- */
+
+/* What a payload may hold at most: past any of these it is refused whole. */
+#define CR_KV_MAX_EVENTS 10000      /* events in one batch */
+#define CR_KV_MAX_HASHES 65536      /* hashes in one event */
+#define CR_KV_MAX_TOKENS (1u << 24) /* tokens in one event */
+
+/* A decoded batch: events pointing into arrays it owns. */
+typedef struct cr_kv_batch {
+    cr_kv_event *events; /* shard left 0: the caller's to set */
+    size_t n;
+    uint64_t skipped;    /* events of another tier or an unknown type: not indexed */
+    double ts;
+    /* owned storage the events point into */
+    uint64_t *hashes;
+    uint32_t *tokens;
+    char *names;
+} cr_kv_batch;
+
+/* Decodes one payload (len bytes at data) into *out. CR_EINVAL with err
+ * saying why ("event 3: block_size must be an int, got str") for bytes
+ * that are not msgpack, trailing bytes, a shape that is neither encoding,
+ * a field of the wrong type, or anything past the bounds above; a scan of
+ * the raw bytes first refuses nesting deeper than 31 and containers that
+ * claim more items than bytes are left, so msgpack-c never allocates for
+ * what the payload does not hold. CR_ENOMEM. Memory: at most about 24
+ * bytes per payload byte in msgpack-c's zone, freed before returning, plus
+ * out's arrays (cr_kv_batch_free). Thread-safe. */
+cr_status cr_kv_decode(const uint8_t *data, size_t len, cr_kv_batch *out, cr_error *err);
+void cr_kv_batch_free(cr_kv_batch *b);
+
+/* ---- the subscriber (subscriber.c) ------------------------------------------
+ *
+ * One thread for every configured shard (never on an RPC's path), one SUB
+ * socket per shard's engine, subscribed to every topic, polled with a
+ * short timeout so that a stop is prompt. Per shard it keeps the last seq
+ * seen:
+ *   seq > last + 1  a gap: with a replay endpoint, a DEALER asks the
+ *                   engine's ROUTER for the batches from last + 1 and
+ *                   applies those in (last, seq) in order, waiting at most
+ *                   CR_KV_REPLAY_WAIT_S; a gap the replay cannot cover (no
+ *                   replay endpoint, no answer in time, its first batch
+ *                   past last + 1, a hole in it) resets the shard's view
+ *   seq <= last     the publisher restarted: the view is reset
+ * A reset is a CR_KV_CLEARED event for the shard (the index cannot say
+ * which of its blocks the engine still holds), counted and reported once.
+ * Each batch is decoded (cr_kv_decode), given its shard and applied
+ * (cr_core_kv_events); a message that is not [topic, 8-byte seq,
+ * payload], a payload that does not decode and a batch the core refuses
+ * are dropped whole, counted, and reported at most once a minute per
+ * shard: they never touch the index. */
+
+#define CR_KV_MAX_ENGINES 64            /* shards configured with --kv-events */
+#define CR_KV_ENDPOINT_MAX 256          /* bytes of an endpoint, NUL included */
+#define CR_KV_MAX_MSG_BYTES (64 << 20)  /* ZMQ_MAXMSGSIZE: a larger frame closes the link */
+#define CR_KV_RCV_HWM 10000             /* ZMQ_RCVHWM: messages queued per socket */
+#define CR_KV_POLL_MS 100               /* the thread notices a stop within this */
+#define CR_KV_REPLAY_WAIT_S 2.0         /* a replay's whole answer, at most */
+#define CR_KV_DROP_LOG_S 60.0           /* drops reported at most this often a shard */
+
+/* One --kv-events value: SHARD=ENDPOINT[,replay=ENDPOINT]. */
+typedef struct cr_kv_engine {
+    uint32_t shard;
+    char endpoint[CR_KV_ENDPOINT_MAX]; /* the engine's PUB socket */
+    char replay[CR_KV_ENDPOINT_MAX];   /* its ROUTER replay socket; "" = none */
+} cr_kv_engine;
+
+/* Parses text as SHARD=ENDPOINT[,replay=ENDPOINT] into *out: SHARD a
+ * decimal below CR_KV_MAX_ENGINES, each endpoint tcp://... or ipc://...
+ * and shorter than CR_KV_ENDPOINT_MAX. CR_EINVAL with err saying what is
+ * wrong ("the shard must be a decimal in 0..63") without quoting text, so
+ * that the caller names its flag and value. Pure. */
+cr_status cr_kv_engine_parse(const char *text, cr_kv_engine *out, cr_error *err);
+
+/* What the subscriber tells its owner, for logs. */
+typedef enum cr_kv_report_kind {
+    CR_KV_REPORT_DROPPED,  /* count messages dropped since the last report; detail: the
+                            * latest's reason */
+    CR_KV_REPORT_REPLAYED, /* a gap filled: count batches, from first to last seq */
+    CR_KV_REPORT_RESET     /* the shard's view reset; detail: why */
+} cr_kv_report_kind;
+
+typedef struct cr_kv_report {
+    cr_kv_report_kind kind;
+    uint32_t shard;
+    const char *detail; /* valid for the call; "" when none */
+    uint64_t count;
+    uint64_t first, last; /* REPLAYED: the seqs applied */
+} cr_kv_report;
+
+/* Called on the subscriber's thread; must not block (log and return). */
+typedef struct cr_kv_hooks {
+    void (*report)(void *ctx, const cr_kv_report *r);
+    void *ctx;
+} cr_kv_hooks;
+
+typedef struct cr_kv_subscriber cr_kv_subscriber;
+
+/* Connects a SUB socket (and nothing else yet: replays connect when a gap
+ * needs one) to each of the n sources, which must name distinct shards,
+ * and starts the thread applying their events to core. n at most
+ * CR_KV_MAX_ENGINES; n 0 gives NULL with no error (nothing to run). NULL
+ * with err ("--kv-events 3=tcp://x:1: cannot connect: why") when a socket
+ * cannot be made or connected, or out of memory. sources is copied; core
+ * and hooks->ctx must outlive the subscriber; hooks may be NULL. */
+cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, cr_core *core,
+                              const cr_kv_hooks *hooks, cr_error *err);
+
+/* Stops the thread (within about CR_KV_POLL_MS, or a replay's wait when
+ * one is running: at most CR_KV_REPLAY_WAIT_S), closes the sockets without
+ * lingering, frees. NULL ignored. Call before freeing the core. */
+void cr_kv_stop(cr_kv_subscriber *s);
+
+/* One shard's figures since start. */
+typedef struct cr_kv_stats {
+    uint32_t shard;
+    uint64_t batches;   /* messages received live, counted once handled (applied or dropped) */
+    uint64_t applied;   /* events applied (live and replayed) */
+    uint64_t dropped;   /* messages dropped: malformed, or refused by the core */
+    uint64_t replayed;  /* batches applied from replays */
+    uint64_t gaps;      /* seq gaps seen (replayed or not) */
+    uint64_t resets;    /* views reset: unreplayed gaps, publisher restarts */
+    double last_event_s; /* cr_mono_s of the last batch applied; -1 before the first */
+} cr_kv_stats;
+
+/* Copies each shard's figures, in the sources' order, into out (room for
+ * max); returns how many shards there are (0 for NULL). Thread-safe: any
+ * thread, while the subscriber runs. */
+size_t cr_kv_stats_read(cr_kv_subscriber *s, cr_kv_stats *out, size_t max);
+
+#endif
