@@ -189,6 +189,8 @@ struct cr_router {
     uint64_t *keys;       /* scratch for a request's namespaced keys */
     uint32_t n_depth, n_keys;
     uint64_t why[CR_ROUTE_N_WHY]; /* routes placed, by reason */
+    uint64_t hit_checked[2];      /* cr_route_stats' */
+    double hit_error[2];
     cr_kvmap *kvmaps[CR_ROUTE_INDEX_MAX_SHARDS]; /* kv.c: per shard, NULL until its
                                                   * first event */
 };

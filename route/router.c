@@ -318,6 +318,8 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     }
     out->diverted = r->diverted;
     memcpy(out->placed, r->why, sizeof out->placed);
+    memcpy(out->hit_checked, r->hit_checked, sizeof out->hit_checked);
+    memcpy(out->hit_error_tokens, r->hit_error, sizeof out->hit_error_tokens);
     if (r->index)
         cr_prefix_stats(r->index, &out->index_blocks, &out->index_bytes);
     out->bytes += out->index_bytes +

@@ -279,6 +279,11 @@ int cr_router_release_request(cr_router *r, uint64_t request, double now, int ha
     pthread_mutex_lock(&r->lock);
     cr_inflight_expire(r->work, now);
     int found = cr_inflight_release_id(r->work, request, now, shard, &predicted);
+    if (found && has_cached) {
+        int events = *shard < CR_ROUTE_INDEX_MAX_SHARDS && r->kvmaps[*shard];
+        r->hit_checked[events]++;
+        r->hit_error[events] += fabs((double)cached_tokens - predicted);
+    }
     if (found && has_cached && predicted > 0 && *shard < CR_ROUTE_INDEX_MAX_SHARDS) {
         /* a shard whose engine holds less than its index says is trusted less */
         double ratio = cached_tokens >= predicted ? 1.0 : (double)cached_tokens / predicted;

@@ -196,6 +196,12 @@ typedef struct cr_route_stats {
      * bytes allocated (in bytes too). */
     uint64_t placed[CR_ROUTE_N_WHY];
     uint64_t index_blocks, index_bytes;
+    /* Outcomes that reported cached tokens for an outstanding route with a
+     * request id, and the sum of |reported - predicted| cached tokens over
+     * them: [1] where the route's shard had sent KV events by then, [0]
+     * where it had not (the index knows only what was routed there). */
+    uint64_t hit_checked[2];
+    double hit_error_tokens[2];
 } cr_route_stats;
 
 /* The figures at now into *out and each shard's outstanding work into

@@ -324,6 +324,7 @@ void cr_observe_gauges(void *ctx, cr_page *p)
                    st.imbalance);
     probe_gauges(core, p);
     loop_gauges(o, p);
+    cr_observe_route_gauges(core, p);
     if (o->replica)
         cr_observe_replica_gauges(o->replica, p);
     if (o->kv)

@@ -44,4 +44,8 @@ void cr_observe_replica_gauges(cr_replica *r, cr_page *page);
 cr_kv_hooks cr_observe_kv_hooks(cr_observer *o);
 void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
 
+/* observe_route.c: the cacheroute_routes_placed_total{reason},
+ * cacheroute_route_* gauges and the hit-prediction error counters. */
+void cr_observe_route_gauges(cr_core *core, cr_page *page);
+
 #endif

@@ -1,17 +1,25 @@
 """What engines say they cache, against the real sidecar: ReportKvEvents
-(admin) feeds the prefix index that Route reads. Block keys are computed
+(admin) and the --kv-events ZeroMQ subscriber feed the prefix index that
+Route reads, and outcomes measure its predictions. Block keys are computed
 here independently (python3-xxhash) as route.h documents them: XXH3-64 of
 a block's token ids as little-endian uint32, seeded with the key of the
 block before it (0 for a prompt's first)."""
+import hashlib
 import os
+import re
 import struct
 import sys
+import threading
+import time
+import urllib.request
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
+import msgpack  # noqa: E402
 import xxhash  # noqa: E402
+import zmq  # noqa: E402
 
 import harness as h  # noqa: E402
 from harness import P  # noqa: E402
@@ -64,7 +72,8 @@ def cleared(shard):
 class ReportKvEventsTest(h.SidecarTestCase):
     def setUp(self):
         self.sc = self.start_sidecar("--n-shards", str(SHARDS), "--block-tokens", str(BT),
-                                     "--index-blocks", "4096")
+                                     "--index-blocks", "4096", "--metrics-listen",
+                                     "127.0.0.1:0", metrics=False)
         self.stub = self.sc.stub()
 
     def report(self, *events):
@@ -135,6 +144,43 @@ class ReportKvEventsTest(h.SidecarTestCase):
             # The good event before it was not applied either.
             self.assertEqual(self.route(8 + k, 2).cached_tokens, 0)
 
+    def test_hit_prediction_error_by_kv_events(self):
+        """A Route with a request_id predicts cached tokens; the outcome's
+        cached_tokens is the truth: the error is counted by whether the
+        shard's engine had sent events."""
+        def served(prompt, n, rid, cached):
+            item = P.cr.RouteItem(block_hashes=keys_of(tokens_of(prompt, n)),
+                                  prompt_tokens=n * BT, request_id=rid)
+            d = self.stub.Route(P.cr.RouteRequest(requests=[item]),
+                                timeout=h.RPC_TIMEOUT).routes[0]
+            self.stub.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[P.cr.Outcome(
+                request_id=rid, cached_tokens=cached)]), timeout=h.RPC_TIMEOUT)
+            return d
+        # Shard 2 reported 3 blocks; the engine then says it served 1.
+        self.report(stored(2, 21, 0, 3))
+        d = served(21, 3, "with-events", BT)
+        self.assertEqual((d.shard, d.cached_tokens), (2, 3 * BT))
+        # A prompt no shard holds goes to a shard without events; predicted 0.
+        d = served(22, 2, "without-events", 2 * BT)
+        self.assertEqual(d.cached_tokens, 0)
+        self.assertNotEqual(d.shard, 2)
+        body = self.scrape()
+        self.assertEqual(body['cacheroute_route_hit_predictions_checked_total{kv_events="yes"}'], 1)
+        self.assertEqual(body['cacheroute_route_hit_prediction_error_tokens_total{kv_events="yes"}'],
+                         2 * BT)
+        self.assertEqual(body['cacheroute_route_hit_predictions_checked_total{kv_events="no"}'], 1)
+        self.assertEqual(body['cacheroute_route_hit_prediction_error_tokens_total{kv_events="no"}'],
+                         2 * BT)
+        self.assertEqual(body['cacheroute_routes_placed_total{reason="prefix"}'], 1)
+        self.assertGreaterEqual(body["cacheroute_route_index_blocks"], 5)
+
+    def scrape(self):
+        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
+        with urllib.request.urlopen(url, timeout=10) as r:
+            lines = r.read().decode().splitlines()
+        return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in lines
+                                          if line and not line.startswith("#"))}
+
     def test_too_many_events_are_refused_before_decoding(self):
         many = P.cr.ReportKvEventsRequest(events=[cleared(0)] * 10001)
         self.assertRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ReportKvEvents,
@@ -151,15 +197,6 @@ class ReportKvEventsTest(h.SidecarTestCase):
 # [topic, seq as 8 bytes big-endian, msgpack EventBatch], and a ROUTER replay
 # socket answering [b"", start_seq] with [b"", seq, payload] per buffered
 # batch from start_seq, then [b"", -1, b""].
-
-import hashlib  # noqa: E402
-import re  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-
-import msgpack  # noqa: E402
-import zmq  # noqa: E402
 
 KV_SHARD = 5
 

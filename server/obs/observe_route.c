@@ -1,0 +1,50 @@
+/* The route rule's figures at scrape time (cr_core_route_stats_read):
+ * routes by reason, outstanding work, the prefix index, and how far its
+ * hit predictions were from what engines reported, with and without KV
+ * events. */
+#include <stdio.h>
+
+#include "observe.h"
+
+static void routes_by_reason(const cr_route_stats *st, cr_page *p)
+{
+    const char *name = "cacheroute_routes_placed_total";
+    char label[48];
+    cr_page_family(p, name, "counter",
+                   "Requests placed one at a time (Route; RecordArrival under --route-by ttft), "
+                   "by reason.");
+    for (int w = 0; w < CR_ROUTE_N_WHY; w++) {
+        snprintf(label, sizeof label, "reason=\"%s\"", cr_route_reason_name((cr_route_reason)w));
+        cr_page_sample(p, name, label, (double)st->placed[w]);
+    }
+}
+
+/* One family, a sample for shards with KV events and one for those without. */
+static void by_events(cr_page *p, const char *name, const char *help, const double v[2])
+{
+    cr_page_family(p, name, "counter", help);
+    cr_page_sample(p, name, "kv_events=\"no\"", v[0]);
+    cr_page_sample(p, name, "kv_events=\"yes\"", v[1]);
+}
+
+void cr_observe_route_gauges(cr_core *core, cr_page *p)
+{
+    cr_route_stats st;
+    cr_core_route_stats_read(core, &st, NULL, 0);
+    routes_by_reason(&st, p);
+    cr_observe_single(p, "cacheroute_route_outstanding", "gauge",
+                      "Routes whose predicted work is still counted against their shard.",
+                      (double)st.outstanding);
+    cr_observe_single(p, "cacheroute_route_index_blocks", "gauge",
+                      "Blocks the prefix index holds over all shards.",
+                      (double)st.index_blocks);
+    cr_observe_single(p, "cacheroute_route_index_bytes", "gauge",
+                      "Memory of the prefix index now.", (double)st.index_bytes);
+    double checked[2] = {(double)st.hit_checked[0], (double)st.hit_checked[1]};
+    by_events(p, "cacheroute_route_hit_predictions_checked_total",
+              "Outcomes with cached_tokens for a Route with a request_id, by whether its "
+              "shard's engine had sent KV events.", checked);
+    by_events(p, "cacheroute_route_hit_prediction_error_tokens_total",
+              "Sum of |reported - predicted| cached tokens over those outcomes (divided by "
+              "the checked count: the mean error).", st.hit_error_tokens);
+}
