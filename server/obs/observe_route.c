@@ -27,11 +27,28 @@ static void by_events(cr_page *p, const char *name, const char *help, const doub
     cr_page_sample(p, name, "kv_events=\"yes\"", v[1]);
 }
 
+/* Each shard's outstanding work: its predicted queue. At most
+ * CR_ROUTE_INDEX_MAX_SHARDS samples, so a scrape stays small. */
+static void work_by_shard(const cr_route_stats *st, const double *work, cr_page *p)
+{
+    const char *name = "cacheroute_route_outstanding_work";
+    char label[32];
+    cr_page_family(p, name, "gauge",
+                   "Outstanding work routed to the shard: predicted prefill ms under --route-by "
+                   "ttft, the arrivals' weights under bounded and live.");
+    for (uint32_t s = 0; s < st->n_shards && s < CR_ROUTE_INDEX_MAX_SHARDS; s++) {
+        snprintf(label, sizeof label, "shard=\"%u\"", s);
+        cr_page_sample(p, name, label, work[s]);
+    }
+}
+
 void cr_observe_route_gauges(cr_core *core, cr_page *p)
 {
     cr_route_stats st;
-    cr_core_route_stats_read(core, &st, NULL, 0);
+    double work[CR_ROUTE_INDEX_MAX_SHARDS];
+    cr_core_route_stats_read(core, &st, work, CR_ROUTE_INDEX_MAX_SHARDS);
     routes_by_reason(&st, p);
+    work_by_shard(&st, work, p);
     cr_observe_single(p, "cacheroute_route_outstanding", "gauge",
                       "Routes whose predicted work is still counted against their shard.",
                       (double)st.outstanding);

@@ -173,6 +173,9 @@ class ReportKvEventsTest(h.SidecarTestCase):
                          2 * BT)
         self.assertEqual(body['cacheroute_routes_placed_total{reason="prefix"}'], 1)
         self.assertGreaterEqual(body["cacheroute_route_index_blocks"], 5)
+        # Both outcomes released their routes' predicted work.
+        self.assertEqual(body['cacheroute_route_outstanding_work{shard="2"}'], 0)
+        self.assertEqual(body["cacheroute_route_outstanding"], 0)
 
     def scrape(self):
         url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
