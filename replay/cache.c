@@ -121,6 +121,8 @@ static int take_node(cr_replay_cache *c, uint32_t *k)
     *k = c->tail;
     unlink_node(c, *k);
     delete_slot(c, find_slot(c, c->nodes[*k].id));
+    if (c->on_evict)
+        c->on_evict(c->evict_ctx, c, c->nodes[*k].id);
     return 0;
 }
 

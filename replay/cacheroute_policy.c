@@ -1,7 +1,9 @@
 /* The cacheroute policy: the sidecar's own core (core/) in-process, on a
- * virtual clock. Every request is one cr_core_record of its owner, sent to
- * the preferred shard the core answers (so a route here is exactly what a
- * sidecar would answer for the same arrivals and plans); cr_core_tick before
+ * virtual clock. Every request is one cr_core_route (its owner, prompt
+ * tokens, chained block hashes and a request id; --call record: one
+ * cr_core_record of its owner instead), sent to the shard the core answers
+ * (so a route here is exactly what a sidecar would answer for the same
+ * calls and plans); cr_core_tick before
  * each request lets the core's replanner install a plan every
  * replan_interval_s of virtual time; knowledge goes through cr_core_select.
  * Each arrival weighs 1 or its input tokens (--weight). Every served
@@ -20,7 +22,17 @@
  * --route-by plan, its ring's first shard otherwise): that is where its
  * requests went (bounded and live aside, when a shard was over) and where
  * its blocks are cached. The share recorded is, of the sessions the new
- * table admits, those whose shard set changed. */
+ * table admits, those whose shard set changed.
+ *
+ * KV events (--kv-events on, replay.h): Route's hashes are then the
+ * router's own chain over 2-token pseudo-blocks of the block ids, the keys
+ * an engine's events are indexed under, and the core hears the simulated
+ * caches as an engine would publish them: a STORED event of a request's
+ * blocks when its prefill ends (with its outcome) and a REMOVED event for
+ * every block its shard evicts, gathered while the simulator serves a
+ * request and sent when it is served, before the next route. Under
+ * --kv-events dispatch the STORED is sent when the request is served
+ * instead (replay.h says why). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +46,16 @@ typedef struct policy_state {
                            * copy (for a reset) */
     cr_replay_weight weight;
     cr_replay_call call;
+    cr_replay_kv_events events;
     uint64_t *hashes;      /* scratch: one request's chained hashes */
     size_t n_hashes;
+    uint32_t *tokens;      /* scratch: its pseudo-blocks' tokens (events) */
+    size_t n_tokens;
+    const uint64_t *pool;  /* the trace's block ids, from the last route */
+    uint64_t *gone;        /* blocks evicted on gone_shard, not yet sent */
+    size_t n_gone, cap_gone;
+    uint32_t gone_shard;
+    uint32_t predicted;    /* the last Route answer's cached_tokens */
     cr_replay_finishes finishes; /* served, not yet reported */
     cr_core *core;
     double now_s;         /* the clock the core reads */
@@ -77,6 +97,7 @@ static cr_status open_core(policy_state *s, cr_error *err)
     cr_core_plan_result_free(&s->last);
     cr_replay_finishes_free(&s->finishes);
     s->n_replans = 0;
+    s->n_gone = 0;
     s->now_s = 0;
     cr_clock_source clock = {virtual_now, s};
     s->core = cr_core_new(&s->cfg, NULL, &clock, err);
@@ -136,6 +157,88 @@ static void request_id(size_t first_block, char *buf, size_t len)
     snprintf(buf, len, "%zu", first_block);
 }
 
+/* buf with room for n items of size bytes: itself when *cap holds them,
+ * else grown to at least twice *cap (updated); NULL when out of memory
+ * (buf is then untouched). */
+static void *grown(void *buf, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap)
+        return buf;
+    size_t want = n > 2 * *cap ? n : 2 * *cap;
+    void *p = realloc(buf, want * size);
+    if (p)
+        *cap = want;
+    return p;
+}
+
+/* ids[0 .. n) as 2-token pseudo-blocks {low, high 32 bits} into s->tokens
+ * (the tokens an engine would hash): -1 when out of memory. */
+static int pseudo_tokens(policy_state *s, const uint64_t *ids, uint32_t n)
+{
+    uint32_t *t = grown(s->tokens, &s->n_tokens, 2 * (size_t)n, sizeof *t);
+    if (!t)
+        return -1;
+    s->tokens = t;
+    for (uint32_t i = 0; i < n; i++) {
+        t[2 * i] = (uint32_t)ids[i];
+        t[2 * i + 1] = (uint32_t)(ids[i] >> 32);
+    }
+    return 0;
+}
+
+/* Applies one engine event to the core; built valid, so only memory can
+ * fail it (then the index holds less). */
+static void send_event(policy_state *s, const cr_kv_event *ev)
+{
+    cr_kv_applied applied;
+    cr_error err;
+    if (cr_core_kv_events(s->core, ev, 1, &applied, &err) != CR_OK)
+        fprintf(stderr, "cacheroute-replay: KV event refused: %s\n", err.msg);
+}
+
+/* The blocks of f's request stored on its shard, as an engine publishes
+ * them once its prefill is done: all of them, from its first block (no
+ * parent), at most --max-route-hashes (what Route indexes of it). */
+static void send_stored(policy_state *s, const cr_replay_finish *f)
+{
+    uint32_t most = s->cfg.route.max_hashes;
+    uint32_t n = f->n_blocks < most ? f->n_blocks : most;
+    const uint64_t *ids = s->pool + f->first_block;
+    if (pseudo_tokens(s, ids, n) != 0)
+        return; /* out of memory: not stored, as an event lost */
+    cr_kv_event ev = {.kind = CR_KV_STORED, .shard = f->shard, .engine = ids, .n = n,
+                      .tokens = s->tokens, .n_tokens = 2 * (size_t)n, .block_size = 2};
+    send_event(s, &ev);
+}
+
+/* The evictions gathered so far, as REMOVED events of at most
+ * --max-route-hashes blocks each. */
+static void send_removed(policy_state *s)
+{
+    size_t most = s->cfg.route.max_hashes;
+    for (size_t at = 0; at < s->n_gone; at += most) {
+        size_t n = s->n_gone - at < most ? s->n_gone - at : most;
+        cr_kv_event ev = {.kind = CR_KV_REMOVED, .shard = s->gone_shard, .engine = s->gone + at,
+                          .n = n};
+        send_event(s, &ev);
+    }
+    s->n_gone = 0;
+}
+
+/* The simulator's eviction hook: gathered per shard, sent at served. */
+static void evicted(void *state, uint32_t shard, uint64_t id)
+{
+    policy_state *s = state;
+    if (s->n_gone && shard != s->gone_shard)
+        send_removed(s);
+    uint64_t *g = grown(s->gone, &s->cap_gone, s->n_gone + 1, sizeof *g);
+    if (!g)
+        return; /* out of memory: lost, as an event; the index ages it out */
+    s->gone = g;
+    s->gone_shard = shard;
+    s->gone[s->n_gone++] = id;
+}
+
 /* Reports every prefill that has ended by now, as an engine's ReportOutcome
  * would, each at its own finish (the core's clock set to it): it releases
  * the route's outstanding work (bounded, live, ttft), counts served hits
@@ -165,6 +268,8 @@ static void report_finishes(policy_state *s)
         cr_outcome_counts counts;
         cr_error err;
         s->now_s = f.at_s > s->now_s ? f.at_s : s->now_s;
+        if (s->events == CR_REPLAY_KV_EVENTS_ON)
+            send_stored(s, &f);
         if (cr_core_report(s->core, &o, 1, &counts, &err) != CR_OK) /* valid by construction */
             fprintf(stderr, "cacheroute-replay: outcomes refused: %s\n", err.msg);
     }
@@ -189,19 +294,25 @@ static void tick(void *state, double now_s)
         note_install(s);
 }
 
-/* r's blocks' chained hashes into s->hashes; -1 when out of memory. */
+/* r's blocks' chained hashes into s->hashes: the splitmix chain, or with
+ * events the router's chain over the pseudo-blocks (what the events'
+ * blocks are keyed by); -1 when out of memory. */
 static int chain_hashes(policy_state *s, const cr_replay_request *r, const uint64_t *pool)
 {
-    if (r->n_blocks > s->n_hashes) {
-        uint64_t *h = realloc(s->hashes, r->n_blocks * sizeof *h);
-        if (!h)
-            return -1;
-        s->hashes = h;
-        s->n_hashes = r->n_blocks;
-    }
+    uint64_t *h = grown(s->hashes, &s->n_hashes, r->n_blocks, sizeof *h);
+    if (!h)
+        return -1;
+    s->hashes = h;
     const uint64_t *ids = pool + r->first_block;
+    if (s->events == CR_REPLAY_KV_EVENTS_OFF) {
+        for (uint32_t i = 0; i < r->n_blocks; i++)
+            h[i] = cr_mix64((i ? h[i - 1] : 0) ^ ids[i]);
+        return 0;
+    }
+    if (pseudo_tokens(s, ids, r->n_blocks) != 0)
+        return -1;
     for (uint32_t i = 0; i < r->n_blocks; i++)
-        s->hashes[i] = cr_mix64((i ? s->hashes[i - 1] : 0) ^ ids[i]);
+        h[i] = cr_route_block_hash(i ? h[i - 1] : 0, s->tokens + 2 * (size_t)i, 2);
     return 0;
 }
 
@@ -226,15 +337,16 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         fprintf(stderr, "cacheroute-replay: Route refused: %s\n", err.msg);
         abort();
     }
+    s->predicted = a.cached_tokens;
     return a.shard;
 }
 
 static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     policy_state *s = state;
+    s->pool = v->blocks; /* the trace's, for the events at its finishes */
     if (s->call == CR_REPLAY_CALL_ROUTE)
         return route_call(s, r, v);
-    (void)v;
     cr_route out;
     cr_error err;
     double w = r->input_tokens; /* >= 1 and < 2^32: a valid weight */
@@ -250,6 +362,7 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
 static void served(void *state, const cr_replay_request *r, const cr_replay_outcome *o)
 {
     policy_state *s = state;
+    send_removed(s); /* its dispatch's evictions, before the next route */
     uint32_t from = o->hit_tokens + (o->used_kv ? r->knowledge_tokens : 0);
     cr_replay_finish f = {
         .at_s = s->now_s + (o->queue_wait_ms + o->prefill_ms) / 1000.0,
@@ -262,7 +375,11 @@ static void served(void *state, const cr_replay_request *r, const cr_replay_outc
         .queue_wait_ms = o->queue_wait_ms,
         .prefill_ms = o->prefill_ms,
         .ttft_ms = o->ttft_ms,
+        .first_block = r->first_block,
+        .n_blocks = r->n_blocks,
     };
+    if (s->events == CR_REPLAY_KV_EVENTS_DISPATCH)
+        send_stored(s, &f);
     cr_replay_finishes_push(&s->finishes, f); /* out of memory: not reported */
 }
 
@@ -293,6 +410,15 @@ static int kv(void *state, const cr_replay_request *r, const cr_replay_view *v, 
     return resp.mode == CR_INJECT_KV_CACHE;
 }
 
+/* Route's prediction for the request just routed; RecordArrival makes
+ * none. */
+static int predicted(void *state, uint32_t *tokens)
+{
+    const policy_state *s = state;
+    *tokens = s->predicted;
+    return s->call == CR_REPLAY_CALL_ROUTE;
+}
+
 static int replans(void *state, size_t *n, const double **changed_share_out, const double **at_s)
 {
     const policy_state *s = state;
@@ -312,14 +438,17 @@ static void policy_free(void *state)
     cr_replay_finishes_free(&s->finishes);
     free(s->cfg.inject.kv_sources);
     free(s->hashes);
+    free(s->tokens);
+    free(s->gone);
     free(s->changed);
     free(s->at_s);
     free(s);
 }
 
 cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
-                                      cr_replay_call call, const cr_replay_cluster *c,
-                                      cr_replay_policy *out, cr_error *err)
+                                      cr_replay_call call, cr_replay_kv_events events,
+                                      const cr_replay_cluster *c, cr_replay_policy *out,
+                                      cr_error *err)
 {
     memset(out, 0, sizeof *out);
     if (c->shards < 1 || c->shards > CR_MAX_SHARDS)
@@ -330,6 +459,7 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
         return cr_fail(err, CR_ENOMEM, "out of memory for the cacheroute policy");
     s->weight = weight;
     s->call = call;
+    s->events = events;
     cr_status st = copy_config(cfg, c, &s->cfg, err);
     if (st == CR_OK)
         st = open_core(s, err);
@@ -339,6 +469,7 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
     }
     *out = (cr_replay_policy){.name = "cacheroute", .state = s, .route = route, .kv = kv,
                               .served = served, .tick = tick, .free = policy_free,
-                              .replans = replans};
+                              .replans = replans, .predicted = predicted,
+                              .evicted = events != CR_REPLAY_KV_EVENTS_OFF ? evicted : NULL};
     return CR_OK;
 }

@@ -68,13 +68,18 @@ typedef struct cr_replay_cache {
     uint32_t head, tail; /* most and least recently used; CR_REPLAY_NIL when empty */
     uint32_t *slots;     /* node index or CR_REPLAY_NIL; a power of two of them */
     uint32_t mask;
+    /* Called with evict_ctx for each id evicted to make room (not for ids
+     * touched again); NULL = none. The simulator sets it so a policy can
+     * hear of evictions as an engine's KV events would tell a router. */
+    void (*on_evict)(void *evict_ctx, const struct cr_replay_cache *c, uint64_t id);
+    void *evict_ctx;
 } cr_replay_cache;
 
 #define CR_REPLAY_NIL UINT32_MAX
 #define CR_REPLAY_CACHE_MAX (UINT32_MAX / 4) /* blocks: keeps the slot count in range */
 
-/* An empty cache of cap blocks (1 .. CR_REPLAY_CACHE_MAX); allocates
- * nothing yet. */
+/* An empty cache of cap blocks (1 .. CR_REPLAY_CACHE_MAX), without an
+ * eviction hook; allocates nothing yet. */
 void cr_replay_cache_init(cr_replay_cache *c, uint32_t cap);
 void cr_replay_cache_free(cr_replay_cache *c);
 
@@ -179,12 +184,20 @@ typedef struct cr_replay_tally {
     double *ttft_ms;  /* per request; summarize hands it to the result, sorted */
     double *work_ms;  /* per shard, prefill */
     size_t with_knowledge, as_kv;
+    /* measured requests the policy predicted a hit for: how many, the sum
+     * of |predicted - served| and of their input tokens */
+    size_t predicted;
+    double predicted_error, predicted_input;
 } cr_replay_tally;
 
 /* Room for n requests on shards; -1 when out of memory. */
 int cr_replay_tally_init(cr_replay_tally *t, size_t n, uint32_t shards);
 void cr_replay_tally_add(cr_replay_tally *t, size_t i, const cr_replay_request *r,
                          const cr_replay_outcome *o);
+/* Request i (r) was predicted to hit predicted tokens and hit hit_tokens;
+ * counted from the warm-up on. */
+void cr_replay_tally_predicted(cr_replay_tally *t, size_t i, const cr_replay_request *r,
+                               uint32_t predicted, uint32_t hit_tokens);
 void cr_replay_tally_free(cr_replay_tally *t);
 
 /* CR_EINVAL unless window_s is finite, > 0 and cuts the trace (not empty)

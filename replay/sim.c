@@ -151,6 +151,14 @@ static void sim_free(sim *s)
     cr_replay_tally_free(&s->tally);
 }
 
+/* A shard's cache evicted id: the policy hears of it as of an engine's
+ * BlockRemoved. */
+static void evicted(void *ctx, const cr_replay_cache *c, uint64_t id)
+{
+    const sim *s = ctx;
+    s->p->evicted(s->p->state, (uint32_t)(c - s->caches), id);
+}
+
 static cr_status sim_init(sim *s, cr_error *err)
 {
     uint32_t R = s->c->shards;
@@ -169,8 +177,11 @@ static cr_status sim_init(sim *s, cr_error *err)
         !s->blocks_held || cr_replay_tally_init(&s->tally, s->t->n, R) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
     s->tally.warmup = s->c->warmup;
-    for (uint32_t k = 0; k < R; k++)
+    for (uint32_t k = 0; k < R; k++) {
         cr_replay_cache_init(&s->caches[k], (uint32_t)(cap ? cap : 1));
+        s->caches[k].on_evict = s->p->evicted ? evicted : NULL;
+        s->caches[k].evict_ctx = s;
+    }
     return CR_OK;
 }
 
@@ -262,6 +273,9 @@ static cr_status loop(sim *s, cr_error *err)
         if (st != CR_OK)
             return st;
         cr_replay_tally_add(&s->tally, i, r, &o);
+        uint32_t predicted;
+        if (p->predicted && p->predicted(p->state, &predicted))
+            cr_replay_tally_predicted(&s->tally, i, r, predicted, o.hit_tokens);
         if (p->served)
             p->served(p->state, r, &o);
     }

@@ -28,6 +28,16 @@ void cr_replay_tally_add(cr_replay_tally *t, size_t i, const cr_replay_request *
     t->as_kv += o->used_kv != 0;
 }
 
+void cr_replay_tally_predicted(cr_replay_tally *t, size_t i, const cr_replay_request *r,
+                               uint32_t predicted, uint32_t hit_tokens)
+{
+    if (i < t->warmup)
+        return;
+    t->predicted++;
+    t->predicted_error += fabs((double)predicted - (double)hit_tokens);
+    t->predicted_input += r->input_tokens;
+}
+
 void cr_replay_tally_free(cr_replay_tally *t)
 {
     free(t->hits);
@@ -168,6 +178,15 @@ static double imbalance(const cr_replay_tally *tally)
     return mean > 0 ? max / mean : 1.0;
 }
 
+/* The mean error over the predicted requests, and that over their mean
+ * prompt (the sums' ratio); NaN for a policy that predicted none. */
+static void hit_error(const cr_replay_tally *tally, cr_replay_result *out)
+{
+    size_t n = tally->predicted;
+    out->hit_error_tokens = n ? tally->predicted_error / (double)n : NAN;
+    out->hit_error_share = n ? tally->predicted_error / tally->predicted_input : NAN;
+}
+
 cr_status cr_replay_summarize(const cr_replay_trace *t, const cr_replay_cluster *c,
                               const cr_replay_policy *p, double window_s, cr_replay_tally *tally,
                               cr_replay_result *out, cr_error *err)
@@ -185,6 +204,7 @@ cr_status cr_replay_summarize(const cr_replay_trace *t, const cr_replay_cluster 
         out->kv_share =
             tally->with_knowledge ? (double)tally->as_kv / (double)tally->with_knowledge : 0;
         ttft_figures(tally, t->n - w, out);
+        hit_error(tally, out);
         st = series(&s, window_s, out, err);
     }
     if (st == CR_OK)

@@ -3,8 +3,8 @@
  * against a plain model), each baseline's rule on its own, the event loop
  * on small cases computed by hand, the KV path, replan churn and dips, the
  * generator (reproducible, multi-turn, bursty, on its Gini target, shared
- * documents) and
- * whole runs repeated. Deterministic; nothing is timed. */
+ * documents), whole runs repeated, and the cacheroute policy's KV events
+ * and hit predictions. Deterministic; nothing is timed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1199,6 +1199,117 @@ static void test_runs_repeat(void)
     cr_replay_trace_free(&t);
 }
 
+/* ---- cacheroute's KV events ------------------------------------------------------ */
+
+static cr_replay_policy make_cacheroute(cr_replay_kv_events events, const cr_replay_cluster *c)
+{
+    cr_core_config cfg;
+    cr_core_config_default(&cfg);
+    cr_replay_policy p;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_cacheroute_policy(&cfg, CR_REPLAY_WEIGHT_REQUESTS,
+                                                      CR_REPLAY_CALL_ROUTE, events, c, &p, &err),
+                          CR_OK);
+    return p;
+}
+
+/* One shard caching 3 blocks of 100 tokens: A [1], B [1], C [2 3], D [4]
+ * right behind C (queued while C is prefilled), E [1]. D's dispatch makes
+ * the cache evict block 1 (the least recently used), while the core's
+ * index, a CLOCK whose hand gives 1 (touched by B) a second chance, ages
+ * out 3 instead: without events E is predicted block 1's 100 tokens and
+ * hits none. With events the eviction's REMOVED takes 1 out of the index
+ * (C's STORED, at its prefill's end, puts 3 back, which the cache still
+ * holds), so every prediction is the truth. */
+static uint64_t evict_blocks[] = {1, 1, 2, 3, 4, 1};
+static cr_replay_request evict_reqs[] = {
+    {.t_ms = 0, .input_tokens = 100, .n_blocks = 1, .first_block = 0, .owner = 1},
+    {.t_ms = 1000, .input_tokens = 100, .n_blocks = 1, .first_block = 1, .owner = 1},
+    {.t_ms = 2000, .input_tokens = 200, .n_blocks = 2, .first_block = 2, .owner = 2},
+    {.t_ms = 2001, .input_tokens = 100, .n_blocks = 1, .first_block = 4, .owner = 3},
+    {.t_ms = 5000, .input_tokens = 100, .n_blocks = 1, .first_block = 5, .owner = 1},
+};
+
+static double evict_error(cr_replay_kv_events events)
+{
+    cr_replay_trace t = {evict_reqs, 5, evict_blocks, 6};
+    cr_replay_cluster c = hand_cluster();
+    c.shards = 1;
+    cr_replay_policy p = make_cacheroute(events, &c);
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL(res.requests, 5);
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_ratio, 100.0 / 600.0, EPS); /* B's block 1 only */
+    double e = res.hit_error_tokens;
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_error_share, e * 5 / 600.0, EPS);
+    cr_replay_result_free(&res);
+    p.free(p.state);
+    return e;
+}
+
+static void test_cacheroute_kv_events_evict(void)
+{
+    CU_ASSERT_DOUBLE_EQUAL(evict_error(CR_REPLAY_KV_EVENTS_OFF), 100.0 / 5, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(evict_error(CR_REPLAY_KV_EVENTS_ON), 0, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(evict_error(CR_REPLAY_KV_EVENTS_DISPATCH), 0, EPS);
+}
+
+/* The hooks by hand, nothing in the simulator between them: a block the
+ * shard reports evicted leaves the prediction at once. */
+static void test_cacheroute_kv_events_hooks(void)
+{
+    uint64_t pool[] = {1, 2, 3, 9, 1, 2, 3};
+    cr_replay_request a = {.input_tokens = 300, .n_blocks = 3, .first_block = 0, .owner = 1};
+    cr_replay_request b = {.input_tokens = 100, .n_blocks = 1, .first_block = 3, .owner = 2};
+    cr_replay_request c = {.input_tokens = 300, .n_blocks = 3, .first_block = 4, .owner = 1};
+    cr_replay_cluster cl = hand_cluster();
+    cl.shards = 1;
+    cl.shard_blocks = 8;
+    cr_replay_policy p = make_cacheroute(CR_REPLAY_KV_EVENTS_ON, &cl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p.evicted);
+    cr_replay_view v = {.shards = 1, .blocks = pool};
+    uint32_t k, tokens;
+    p.tick(p.state, 0);
+    k = p.route(p.state, &a, &v);
+    CU_ASSERT(p.predicted(p.state, &tokens) && tokens == 0);
+    p.served(p.state, &a, &(cr_replay_outcome){.shard = k, .prefill_ms = 4});
+    p.tick(p.state, 1); /* A's prefill is over: STORED [1 2 3] */
+    k = p.route(p.state, &b, &v);
+    p.evicted(p.state, k, 2); /* B's dispatch evicts block 2 */
+    p.served(p.state, &b, &(cr_replay_outcome){.shard = k, .prefill_ms = 2});
+    p.tick(p.state, 2);
+    CU_ASSERT_EQUAL(p.route(p.state, &c, &v), k);
+    CU_ASSERT(p.predicted(p.state, &tokens) && tokens == 100); /* block 1 only */
+    p.free(p.state);
+}
+
+/* With caches that never evict, the two hash chains and the events leave
+ * every route, outcome and prediction as they were. */
+static void test_cacheroute_kv_events_same_routes(void)
+{
+    cr_replay_gen_config g = small_gen();
+    g.n_requests = 4000;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    cr_replay_cluster c = cluster_of(4);
+    c.shard_blocks = t.n_blocks; /* every block a request can name */
+    cr_replay_result res[2];
+    for (int on = 0; on < 2; on++) {
+        cr_replay_policy p = make_cacheroute(on ? CR_REPLAY_KV_EVENTS_ON : CR_REPLAY_KV_EVENTS_OFF,
+                                             &c);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res[on], &err), CR_OK);
+        p.free(p.state);
+    }
+    CU_ASSERT(same_result(&res[0], &res[1]));
+    CU_ASSERT(isfinite(res[0].hit_error_tokens));
+    CU_ASSERT_EQUAL(res[0].hit_error_tokens, res[1].hit_error_tokens);
+    for (int on = 0; on < 2; on++)
+        cr_replay_result_free(&res[on]);
+    cr_replay_trace_free(&t);
+}
+
 /* ---- the peers ------------------------------------------------------------------- */
 
 static cr_replay_policy make_peer(const char *name, const cr_replay_cluster *c)
@@ -1538,6 +1649,9 @@ static const cr_test_case replay_tests[] = {
     {"gen bursts", test_gen_bursts},
     {"gen rejects", test_gen_rejects},
     {"runs repeat", test_runs_repeat},
+    {"cacheroute: kv events remove evicted blocks", test_cacheroute_kv_events_evict},
+    {"cacheroute: kv event hooks", test_cacheroute_kv_events_hooks},
+    {"cacheroute: kv events change no route", test_cacheroute_kv_events_same_routes},
     {"peer: llmd-scorer", test_peer_llmd},
     {"peer: sglang-cache-aware", test_peer_sglang},
     {"peer: sglang evicts", test_peer_sglang_evicts},

@@ -39,6 +39,7 @@ typedef struct settings {
     double slo_p99_ms, series_window_s;
     cr_replay_weight weight; /* --weight: what a cacheroute arrival weighs */
     cr_replay_call call;     /* --call: Route or RecordArrival */
+    cr_replay_kv_events kv_events; /* --kv-events: the shards' KV events to cacheroute */
     /* the lists, parsed from their text by cli_finish_settings */
     values scales; /* ascending, distinct */
     values sweep_qcap, sweep_warm, sweep_margin; /* empty = from the trace */
@@ -113,9 +114,10 @@ void cli_policy_names(char *buf, size_t len);
  * the trace has knowledge). */
 void cli_choose_policies(settings *s, const trace_stats *st);
 /* A fresh policy by index, for one run, cacheroute's arrivals weighing
- * what weight says; dump (NULL = none) gets every outcome. */
-cr_status cli_make_policy(unsigned policy, const cr_core_config *core, cr_replay_weight weight,
-                          cr_replay_call call, const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
+ * what s->weight says, its call and KV events s's; dump (NULL = none) gets
+ * every outcome. */
+cr_status cli_make_policy(unsigned policy, const cr_core_config *core, const settings *s,
+                          const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
                           cr_error *err);
 
 /* ---- runs, capacity and the sweep (runs.c) ---------------------------------------- */

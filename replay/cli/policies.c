@@ -140,6 +140,18 @@ static int wrapper_replans(void *state, size_t *n, const double **changed, const
     return w->inner.replans(w->inner.state, n, changed, at);
 }
 
+static int wrapper_predicted(void *state, uint32_t *tokens)
+{
+    wrapper *w = state;
+    return w->inner.predicted(w->inner.state, tokens);
+}
+
+static void wrapper_evicted(void *state, uint32_t shard, uint64_t id)
+{
+    wrapper *w = state;
+    w->inner.evicted(w->inner.state, shard, id);
+}
+
 static void wrapper_free(void *state)
 {
     wrapper *w = state;
@@ -162,15 +174,17 @@ static cr_status wrap(cr_replay_policy *p, const char *name, kv_rule rule,
     w->inner.name = name;
     *p = (cr_replay_policy){.name = name, .state = w, .route = wrapper_route,
                             .kv = wrapper_kv, .served = wrapper_served, .tick = wrapper_tick,
-                            .free = wrapper_free, .replans = wrapper_replans};
+                            .free = wrapper_free, .replans = wrapper_replans,
+                            .predicted = w->inner.predicted ? wrapper_predicted : NULL,
+                            .evicted = w->inner.evicted ? wrapper_evicted : NULL};
     return CR_OK;
 }
 
 /* The knowledge variants route like cacheroute (the same core, so the same
  * shards request by request); a baseline, a peer or cacheroute itself is
  * wrapped only to record its outcomes. */
-cr_status cli_make_policy(unsigned name, const cr_core_config *core, cr_replay_weight weight,
-                          cr_replay_call call, const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
+cr_status cli_make_policy(unsigned name, const cr_core_config *core, const settings *s,
+                          const cr_replay_cluster *c, FILE *dump, cr_replay_policy *out,
                           cr_error *err)
 {
     const char *n = POLICY_NAMES[name];
@@ -180,7 +194,7 @@ cr_status cli_make_policy(unsigned name, const cr_core_config *core, cr_replay_w
     if (name >= FIRST_PEER)
         st = cr_replay_peer(n, c, out, err);
     else if (name == 0 || !own_rule)
-        st = cr_replay_cacheroute_policy(core, weight, call, c, out, err);
+        st = cr_replay_cacheroute_policy(core, s->weight, s->call, s->kv_events, c, out, err);
     else
         st = cr_replay_baseline(n, c, out, err);
     if (st != CR_OK || (own_rule && !dump))

@@ -90,14 +90,15 @@ static json_t *result_json(const runner *r, const series *x, size_t j)
 {
     const cr_replay_result *res = &x->at[j];
     double scale = r->s->scales.v[j];
-    return json_pack("{s:s,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o}", "policy",
+    return json_pack("{s:s,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o}", "policy",
                      cli_policy_name(x->policy), "scale", num(scale), "offered_load_per_s",
                      num(cli_offered_load(r, scale)), "requests", (json_int_t)res->requests,
                      "hit_ratio", num(res->hit_ratio), "ttft_p50_ms", num(res->ttft_p50_ms),
                      "ttft_p99_ms", num(res->ttft_p99_ms), "ttft_mean_ms", num(res->ttft_mean_ms),
                      "imbalance", num(res->imbalance), "kv_share", num(res->kv_share),
                      "n_replans", (json_int_t)res->n_replans, "churn_mean", num(res->churn_mean),
-                     "dip_mean", num(res->dip_mean));
+                     "dip_mean", num(res->dip_mean), "hit_error_tokens",
+                     num(res->hit_error_tokens), "hit_error_share", num(res->hit_error_share));
 }
 
 static json_t *capacity_json(const series *x, const char *key, json_t *v)
@@ -191,6 +192,28 @@ static void markdown_inputs(const runner *r)
            s->core.inject.decision_margin_ms, by, s->core.route.load_bound, weight);
 }
 
+/* One line per run of a policy that predicts hits (a table of its own, so
+ * the results table keeps its columns for the parsers that read it). */
+static void markdown_hit_error(const runner *r, const series *all, size_t n)
+{
+    int heading = 0;
+    char events[16];
+    flag_text(r->s, "kv-events", events, sizeof events);
+    for (size_t j = 0; j < r->s->scales.n; j++)
+        for (size_t i = 0; i < n; i++) {
+            const cr_replay_result *x = &all[i].at[j];
+            if (!isfinite(x->hit_error_tokens))
+                continue;
+            if (!heading++)
+                printf("\nHit prediction error (mean |predicted - served cached tokens| per "
+                       "request; KV events %s):\n\n| policy | scale | error (tokens) | of the "
+                       "mean prompt |\n|---|---:|---:|---:|\n",
+                       events);
+            printf("| %s | %g | %.1f | %.4f |\n", cli_policy_name(all[i].policy),
+                   r->s->scales.v[j], x->hit_error_tokens, x->hit_error_share);
+        }
+}
+
 static void markdown_results(const runner *r, const series *all, size_t n)
 {
     printf("| policy | scale | load (req/s) | hit ratio | p50 TTFT (ms) | p99 TTFT (ms) | "
@@ -206,6 +229,7 @@ static void markdown_results(const runner *r, const series *all, size_t n)
                    x->ttft_p99_ms, x->ttft_mean_ms, x->imbalance, x->kv_share, x->n_replans,
                    x->churn_mean, x->dip_mean);
         }
+    markdown_hit_error(r, all, n);
     printf("\nCapacity at p99 TTFT <= %g ms:\n\n| policy | capacity (req/s) | bound | mean hit "
            "ratio |\n|---|---:|---|---:|\n",
            r->s->slo_p99_ms);

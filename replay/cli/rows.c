@@ -134,6 +134,7 @@ static int show_true_kv(const void *cfg, char *buf, size_t len)
 
 static const char *const WEIGHTS[] = {"requests", "tokens", NULL}; /* cr_replay_weight's order */
 static const char *const CALLS[] = {"route", "record", NULL};       /* cr_replay_call's order */
+static const char *const KV_EVENTS[] = {"off", "on", "dispatch", NULL}; /* cr_replay_kv_events' */
 
 static const cr_option REPLAY_ROWS[] = {
     TEXT("trace", trace, "Mooncake JSON-lines trace to replay (or --generate)"),
@@ -170,6 +171,11 @@ static const cr_option REPLAY_ROWS[] = {
      .def_text = "route", .choices = CALLS,
      .help = "what cacheroute is asked per request: route (Route: owner, prompt tokens, block "
              "hashes, request id) or record (RecordArrival: owner and --weight)"},
+    {.name = "kv-events", .key = "kv_events", .type = CR_OPT_CHOICE, .offset = AT(kv_events),
+     .def_text = "off", .choices = KV_EVENTS,
+     .help = "feed cacheroute's prefix index the shards' KV events (blocks stored at each "
+             "prefill's end, removed at each eviction), its Route hashes then the router's "
+             "chain; dispatch: stored when each request is dispatched instead (a diagnostic)"},
 };
 
 static const cr_option OUTPUT_ROWS[] = {

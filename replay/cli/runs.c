@@ -31,7 +31,7 @@ cr_status cli_run_series(const runner *r, unsigned policy, const cr_core_config 
         cr_replay_cluster c = r->s->cluster;
         c.scale = sc->v[j];
         cr_replay_policy p;
-        cr_status st = cli_make_policy(policy, core, r->s->weight, r->s->call, &c, r->dump, &p, err);
+        cr_status st = cli_make_policy(policy, core, r->s, &c, r->dump, &p, err);
         if (st == CR_OK) {
             st = cr_replay_run(r->t, &c, &p, r->s->series_window_s, &out->at[j], err);
             p.free(p.state);

@@ -272,6 +272,14 @@ typedef struct cr_replay_policy {
     void (*free)(void *state);
     /* churn: filled by policies that install tables (see cr_replay_result) */
     int (*replans)(void *state, size_t *n, const double **changed_share, const double **at_s);
+    /* Optional. predicted: the cached tokens the policy predicted for the
+     * request route just placed, asked right after route: 1 with *tokens,
+     * 0 when it made no prediction (the result's hit_error counts only
+     * the requests it predicted). evicted: the routed shard's LRU cache
+     * evicted block id while serving the request route just placed (what
+     * an engine publishes as BlockRemoved), called before served. */
+    int (*predicted)(void *state, uint32_t *tokens);
+    void (*evicted)(void *state, uint32_t shard, uint64_t id);
 } cr_replay_policy;
 
 /* The baselines, each its own rule:
@@ -376,6 +384,27 @@ typedef enum cr_replay_weight { CR_REPLAY_WEIGHT_REQUESTS, CR_REPLAY_WEIGHT_TOKE
  * shard. */
 typedef enum cr_replay_call { CR_REPLAY_CALL_ROUTE, CR_REPLAY_CALL_RECORD } cr_replay_call;
 
+/* Whether the cacheroute policy's prefix index is also fed the simulated
+ * shards' caches as engines publish them (--kv-events). With ON, Route's
+ * hashes are the router's chain (cr_route_block_hash) over each block id
+ * as a 2-token pseudo-block {(uint32_t)id, (uint32_t)(id >> 32)}, so that
+ * events match them; each prefill's end (when its outcome is reported)
+ * sends a STORED event of all its blocks on its shard (engine hash = block
+ * id, block_size 2, no parent: the chain starts at its first block), and
+ * each block its shard's cache evicts a REMOVED event, sent with the other
+ * evictions of the same request before the next request is routed. With
+ * OFF, the splitmix chain above and no events. DISPATCH is ON with each
+ * STORED sent when the request is served (dispatched: when the simulated
+ * cache takes its blocks) rather than at its prefill's end: a diagnostic
+ * of what the delay costs, since a block the cache evicts while its
+ * request waits is stored again at its end under ON (an engine pins a
+ * waiting request's blocks; the simulated cache does not). */
+typedef enum cr_replay_kv_events {
+    CR_REPLAY_KV_EVENTS_OFF,
+    CR_REPLAY_KV_EVENTS_ON,
+    CR_REPLAY_KV_EVENTS_DISPATCH
+} cr_replay_kv_events;
+
 /* The cacheroute policy: the sidecar's own core (core/) run in-process in
  * virtual time. Each request is one call (above; a RecordArrival weighing
  * what weight says), sent to the shard it answers; the core's --block-tokens
@@ -389,10 +418,14 @@ typedef enum cr_replay_call { CR_REPLAY_CALL_ROUTE, CR_REPLAY_CALL_RECORD } cr_r
  * at its own finish time (cr_core_report), as an engine reporting each
  * outcome at once would; that releases the route's outstanding work under
  * bounded, live and ttft; --inflight-ttl still applies. cfg is copied
- * (its probe is replaced by one that finds nothing). replans reports churn. */
+ * (its probe is replaced by one that finds nothing). replans reports churn;
+ * predicted gives each Route answer's cached_tokens (none under --call
+ * record); events says whether the index also takes the shards' KV events
+ * (cr_replay_kv_events). */
 cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
-                                      cr_replay_call call, const cr_replay_cluster *c,
-                                      cr_replay_policy *out, cr_error *err);
+                                      cr_replay_call call, cr_replay_kv_events events,
+                                      const cr_replay_cluster *c, cr_replay_policy *out,
+                                      cr_error *err);
 
 /* ---- runs ------------------------------------------------------------ */
 
@@ -410,6 +443,11 @@ typedef struct cr_replay_result {
      * requests on both sides; 0 when none has). */
     size_t n_replans;
     double churn_mean, dip_mean;
+    /* Hit prediction (policies with a predicted hook): over the measured
+     * requests it predicted, the mean |predicted cached tokens - the
+     * hit_tokens served|, in tokens and over the mean prompt tokens of
+     * those requests; NaN when it predicted none. */
+    double hit_error_tokens, hit_error_share;
     /* Hit ratio per window_s of virtual time from 0 (by arrival; a window
      * without requests repeats the one before, 0 at the start), and every
      * TTFT sorted (for a CDF; p50 and p99 are nearest-rank); owned by the

@@ -251,6 +251,36 @@ class ReplayTest(unittest.TestCase):
             self.assertAlmostEqual(float(r["ttft_ms"]), want, places=6)
         self.assertAlmostEqual(float(dump[2]["queue_wait_ms"]), 534, places=6)
 
+    # ------------------------------------------------------------ KV events
+
+    def test_kv_events_take_evictions_out_of_the_prediction(self):
+        """One shard of 3 blocks: A [1], B [1], C [2,3], D [4] queued behind
+        C, E [1]. D's dispatch evicts block 1 (LRU) while the core's CLOCK
+        index keeps it (B touched it) and ages out 3: without events E is
+        predicted 512 cached tokens and hits none; with them the eviction's
+        REMOVED takes 1 out. The error is in the JSON (null for a policy
+        that predicts nothing) and in the Markdown."""
+        rows = [(0, 512, [1]), (1000, 512, [1]), (2000, 1024, [2, 3]), (2001, 512, [4]),
+                (5000, 512, [1])]
+        t = self.write("evict.jsonl", trace_text(rows))
+        args = ["--trace", t, "--owner-key", "block:0", "--shards", "1", "--shard-blocks", "3",
+                "--true-prefill", "10,1,0", "--noise", "0", "--policies", "cacheroute,random"]
+        err = {}
+        for mode in ("off", "on"):
+            p = self.ok(*args, "--kv-events", mode, "--json", self.path(mode + ".json"))
+            self.assertIn("Hit prediction error", p.stdout)
+            with open(self.path(mode + ".json")) as f:
+                doc = json.load(f)
+            self.assertEqual(doc["inputs"]["replay"]["kv-events"], mode)
+            by = {r["policy"]: r for r in doc["results"]}
+            self.assertIsNone(by["random"]["hit_error_tokens"])
+            err[mode] = by["cacheroute"]["hit_error_tokens"]
+            self.assertAlmostEqual(by["cacheroute"]["hit_error_share"], err[mode] * 5 / 3072,
+                                   places=9)
+        self.assertAlmostEqual(err["off"], 512 / 5, places=9)
+        self.assertEqual(err["on"], 0)
+        self.bad(*args, "--kv-events", "maybe", contains=("--kv-events", "maybe"))
+
     # ------------------------------------------------------------ against the sidecar
 
     def test_cacheroute_routes_equal_the_sidecars(self):
