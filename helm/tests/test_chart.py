@@ -217,10 +217,18 @@ def render(*args, chart=CHART):
     return docs, by_kind
 
 
-def one(by_kind, kind):
-    objs = by_kind.get(kind, [])
+def is_redis(obj):
+    """One of the chart's Redis objects (redis.enabled)."""
+    return obj["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "redis"
+
+
+def one(by_kind, kind, redis=False):
+    """The one object of a kind: cacheroute's own, or with redis=True the
+    chart's Redis'."""
+    objs = [o for o in by_kind.get(kind, []) if is_redis(o) == redis]
     if len(objs) != 1:
-        raise AssertionError("expected one %s, got %d" % (kind, len(objs)))
+        raise AssertionError("expected one %s%s, got %d" % ("Redis " if redis else "", kind,
+                                                            len(objs)))
     return objs[0]
 
 
@@ -885,6 +893,160 @@ class ChartTest(unittest.TestCase):
                                "--set-string", "cacheroute.extraEnv[0].value=x"],
                               "cacheroute.extraEnv sets " + name)
 
+    # --- the chart's Redis (redis.enabled) -----------------------------------
+    def test_redis_objects(self):
+        docs, by_kind = render("-f", os.path.join(CI, "router-redis-values.yaml"))
+        dep, svc, np = (one(by_kind, k, redis=True) for k in ("Deployment", "Service", "NetworkPolicy"))
+        for obj in (dep, svc, np):
+            self.assertEqual(obj["metadata"]["name"], "cr-cacheroute-redis")
+            self.assertEqual(obj["metadata"]["namespace"], "serving")
+        # The replicas point at it.
+        cr = one(by_kind, "Deployment")
+        self.assertEqual(cr["spec"]["replicas"], 3)
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_STATE_BACKEND"], "redis://cr-cacheroute-redis.serving.svc:6379/0")
+        self.assertEqual(env["CACHEROUTE_CLUSTER"], "serving.cr-cacheroute")
+        self.assertEqual(env["CACHEROUTE_SYNC_INTERVAL"], "0.5")
+        self.assertIn("CACHEROUTE_REPLICA_ID", env)
+        self.assertNotIn("CACHEROUTE_STATE_BACKEND_PASSWORD_FILE", env)
+        # Neither Deployment's selector matches the other's pods.
+        def matches(selector, labels):
+            return all(labels.get(k) == v for k, v in selector.items())
+        cr_sel, r_sel = cr["spec"]["selector"]["matchLabels"], dep["spec"]["selector"]["matchLabels"]
+        cr_pod, r_pod = (d["spec"]["template"]["metadata"]["labels"] for d in (cr, dep))
+        self.assertTrue(matches(r_sel, r_pod))
+        self.assertFalse(matches(r_sel, cr_pod))
+        self.assertFalse(matches(cr_sel, r_pod))
+        self.assertEqual(svc["spec"]["selector"], r_sel)
+        self.assertFalse(matches(one(by_kind, "Service")["spec"]["selector"], r_pod))
+        self.assertEqual(svc["spec"]["ports"], [{"name": "redis", "port": 6379, "targetPort": "redis",
+                                                 "protocol": "TCP", "appProtocol": "redis"}])
+        # Hardened: non-root, read-only root filesystem, resources, probes.
+        spec = dep["spec"]["template"]["spec"]
+        self.assertEqual(dep["spec"]["replicas"], 1)
+        self.assertEqual(dep["spec"]["strategy"], {"type": "Recreate"})
+        self.assertIs(spec["automountServiceAccountToken"], False)
+        self.assertNotIn("tolerations", spec)  # not the GPU nodes' toleration
+        (c,) = spec["containers"]
+        self.assertEqual(c["image"], "redis:7.4.2-alpine")
+        self.assertRegex(c["image"], r":\d+\.\d+\.\d+-alpine$")  # a pinned tag
+        sc = c["securityContext"]
+        self.assertIs(sc["runAsNonRoot"], True)
+        self.assertNotEqual(sc["runAsUser"], 0)
+        self.assertIs(sc["readOnlyRootFilesystem"], True)
+        self.assertIs(sc["allowPrivilegeEscalation"], False)
+        self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
+        self.assertEqual(sc["seccompProfile"]["type"], "RuntimeDefault")
+        self.assertEqual(c["resources"]["limits"]["memory"], "256Mi")
+        self.assertIn("cpu", c["resources"]["requests"])
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            self.assertIn(probe, c)
+        self.assertEqual(c["readinessProbe"]["exec"]["command"], ["redis-cli", "-p", "6379", "ping"])
+        self.assertEqual(c["command"], ["redis-server"])
+        args = c["args"]
+        self.assertEqual(args[:2], ["--port", "6379"])
+        self.assertEqual(args[args.index("--save") + 1], "")
+        self.assertEqual(args[args.index("--appendonly") + 1], "no")
+        self.assertEqual(args[-2:], ["--maxmemory", "200mb"])
+        self.assertNotIn("--requirepass", args)
+        self.assertNotIn("env", c)
+        # The writable places are emptyDirs (read-only root filesystem).
+        self.assertEqual({m["mountPath"] for m in c["volumeMounts"]}, {"/data", "/tmp"})
+        self.assertTrue(all("emptyDir" in v for v in spec["volumes"]))
+        # Only this release's cacheroute pods reach it.
+        self.assertEqual(np["spec"]["podSelector"]["matchLabels"], r_sel)
+        self.assertEqual(np["spec"]["policyTypes"], ["Ingress"])
+        self.assertEqual(np["spec"]["ingress"], [{
+            "ports": [{"port": "redis", "protocol": "TCP"}],
+            "from": [{"podSelector": {"matchLabels": cr_sel}}]}])
+        # cacheroute's own NetworkPolicy still selects only cacheroute's pods.
+        self.assertEqual(one(by_kind, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"], cr_sel)
+
+    def test_redis_values(self):
+        _, by_kind = render("--set", "mode=standalone", "--set", "replicaCount=2",
+                            "--set", "redis.enabled=true", "--set", "redis.port=6380",
+                            "--set", "redis.db=3", "--set", "redis.networkPolicy.enabled=false",
+                            "--set", "redis.image.digest=sha256:" + "a" * 64,
+                            "--set", "redis.nodeSelector.pool=system",
+                            "--set", "fullnameOverride=router")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_STATE_BACKEND"], "redis://router-redis.serving.svc:6380/3")
+        dep = one(by_kind, "Deployment", redis=True)
+        c = dep["spec"]["template"]["spec"]["containers"][0]
+        self.assertEqual(c["image"], "redis@sha256:" + "a" * 64)
+        self.assertEqual(c["ports"][0]["containerPort"], 6380)
+        self.assertEqual(dep["spec"]["template"]["spec"]["nodeSelector"], {"pool": "system"})
+        self.assertEqual(one(by_kind, "Service", redis=True)["spec"]["ports"][0]["port"], 6380)
+        self.assertNotIn("NetworkPolicy", by_kind)
+        # Off by default, and with an existing Redis: no Redis objects.
+        for args in ([], ["-f", os.path.join(CI, "standalone-values.yaml")],
+                     ["-f", os.path.join(CI, "all-options-values.yaml")]):
+            docs, _ = render(*args)
+            self.assertEqual([d["kind"] for d in docs if is_redis(d)], [], args)
+        # In sidecar mode too (the engine pods' sidecars are the replicas).
+        _, by_kind = render("--set", "replicaCount=4", "--set", "redis.enabled=true")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_STATE_BACKEND"], "redis://cr-cacheroute-redis.serving.svc:6379/0")
+        # Both an existing Redis and the chart's: refused.
+        self.render_fails(["--set", "redis.enabled=true", "--set", "cacheroute.stateBackend.url=" + BACKEND_URL],
+                          "redis.enabled and cacheroute.stateBackend.url")
+        # The calls clock is refused with the chart's Redis as with any.
+        self.render_fails(["--set", "redis.enabled=true", "--set", "cacheroute.config.estimatorClock=calls"],
+                          "needs cacheroute.config.estimatorClock seconds")
+        self.render_fails(["--set", "redis.db=16"], "redis.db")
+        self.render_fails(["--set", "redis.typo=1"], "typo")
+
+    def test_redis_password(self):
+        # One Secret for both sides: Redis requires it, cacheroute AUTHs with it.
+        _, by_kind = render("--set", "mode=standalone", "--set", "replicaCount=2",
+                            "--set", "redis.enabled=true",
+                            "--set", "cacheroute.stateBackend.passwordSecret.name=redis-auth")
+        c = one(by_kind, "Deployment", redis=True)["spec"]["template"]["spec"]["containers"][0]
+        ref = {"secretKeyRef": {"name": "redis-auth", "key": "password"}}
+        self.assertEqual(c["env"], [{"name": "REDIS_PASSWORD", "valueFrom": ref},
+                                    {"name": "REDISCLI_AUTH", "valueFrom": ref}])
+        self.assertEqual(c["args"][c["args"].index("--requirepass") + 1], "$(REDIS_PASSWORD)")
+        self.assertNotIn("--protected-mode", c["args"])
+        cr = containers(pod_spec(by_kind))["cacheroute"]
+        self.assertEqual(env_of(cr)["CACHEROUTE_STATE_BACKEND_PASSWORD_FILE"],
+                         "/etc/cacheroute/state-backend/password")
+        self.assertIn("cacheroute-state-backend-password", [m["name"] for m in cr["volumeMounts"]])
+
+    # --- the Grafana dashboard (dashboards.enabled) -------------------------
+    def test_dashboard_configmap(self):
+        with open(os.path.join(CHART, "dashboards", "cacheroute.json")) as f:
+            text = f.read()
+        dash = json.loads(text)
+        self.assertNotIn("ConfigMap", self.default)  # off by default
+        _, by_kind = render("-f", os.path.join(CI, "router-redis-values.yaml"))
+        cm = one(by_kind, "ConfigMap")
+        self.assertEqual(cm["metadata"]["name"], "cr-cacheroute-dashboards")
+        self.assertEqual(cm["metadata"]["namespace"], "serving")
+        self.assertEqual(cm["metadata"]["labels"]["grafana_dashboard"], "1")
+        self.assertEqual(cm["metadata"]["labels"]["app.kubernetes.io/instance"], "cr")
+        self.assertEqual(cm["metadata"]["annotations"], {"grafana_folder": "LLM serving"})
+        self.assertEqual(list(cm["data"]), ["cacheroute.json"])
+        self.assertEqual(json.loads(cm["data"]["cacheroute.json"]), dash)
+        self.assertEqual(cm["data"]["cacheroute.json"].strip(), text.strip())
+        # All options: another namespace, the label overridable, extra labels
+        # win over commonLabels without a duplicate key.
+        cm = one(self.all, "ConfigMap")
+        self.assertEqual(cm["metadata"]["namespace"], "monitoring")
+        self.assertEqual(cm["metadata"]["labels"]["team"], "observability")
+        _, by_kind = render("--set", "dashboards.enabled=true", "--set", "dashboards.label=dashboards",
+                            "--set-string", "dashboards.labelValue=cacheroute")
+        labels = one(by_kind, "ConfigMap")["metadata"]["labels"]
+        self.assertEqual(labels["dashboards"], "cacheroute")
+        self.assertNotIn("grafana_dashboard", labels)
+        # The dashboard itself: a datasource variable, no hard-coded uid,
+        # unique panel ids (tests/integration/test_dashboard.py checks every
+        # query against a running sidecar).
+        self.assertEqual(dash["templating"]["list"][0]["type"], "datasource")
+        self.assertNotRegex(text, r'"uid":\s*"(?!\$\{datasource\}|-- Grafana --|%s")' % dash["uid"])
+        ids = [p["id"] for p in dash["panels"]]
+        self.assertEqual(len(ids), len(set(ids)))
+        self.render_fails(["--set", "dashboards.label=bad label"], "dashboards.label")
+
     # --- NOTES.txt ----------------------------------------------------------
     def render_notes(self, *args):
         """helm template does not render NOTES.txt: render it through tpl
@@ -898,7 +1060,7 @@ class ChartTest(unittest.TestCase):
                 f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n"
                         "  notes: {{ tpl (.Files.Get \"notes-source.txt\") . | toJson }}\n")
             _, by_kind = render(*args, chart=chart)
-            return one(by_kind, "ConfigMap")["data"]["notes"]
+            return [c for c in by_kind["ConfigMap"] if c["metadata"]["name"] == "notes"][0]["data"]["notes"]
         finally:
             shutil.rmtree(tmp)
 
@@ -950,6 +1112,13 @@ class ChartTest(unittest.TestCase):
         self.assertIn("port-forward deployment/cr-cacheroute 50051:50051", notes)
         self.assertIn("standalone", notes)
         self.assertIn("Every call is open", notes)
+        self.assertIn("That Redis is yours", notes)
+        notes = self.render_notes("-f", os.path.join(CI, "router-redis-values.yaml"))
+        self.assertIn('3 replica(s) share routing state through '
+                      'redis://cr-cacheroute-redis.serving.svc:6379/0', notes)
+        self.assertIn("Deployment and Service serving/cr-cacheroute-redis", notes)
+        self.assertIn("reachable only from this release's cacheroute pods", notes)
+        self.assertIn("ConfigMap serving/cr-cacheroute-dashboards, labelled grafana_dashboard=\"1\"", notes)
         notes = self.render_notes("-f", os.path.join(CI, "all-options-values.yaml"))
         self.assertNotIn("-plaintext", notes)
         self.assertIn("grpcurl -cacert ca.crt -cert client.crt -key client.key 127.0.0.1:50051 list",

@@ -375,6 +375,55 @@ Call with (list TABLE VALUES).
 {{- end }}
 
 {{/*
+The state backend URL: cacheroute.stateBackend.url, else the chart's own
+Redis when redis.enabled, else "" (off). Both set fails: the chart's Redis
+would run unused.
+*/}}
+{{- define "cacheroute.stateBackendUrl" -}}
+{{- $url := .Values.cacheroute.stateBackend.url }}
+{{- if .Values.redis.enabled }}
+{{- if $url }}
+{{- fail (printf "redis.enabled and cacheroute.stateBackend.url (%s) are both set: the chart's Redis would run unused. Leave cacheroute.stateBackend.url empty to use the chart's Redis, or set redis.enabled=false to use the existing one." $url) }}
+{{- end }}
+{{- printf "redis://%s.%s.svc:%d/%d" (include "cacheroute.redis.fullname" .) .Release.Namespace (.Values.redis.port | int) (.Values.redis.db | int) }}
+{{- else }}
+{{- $url }}
+{{- end }}
+{{- end }}
+
+{{/*
+The chart's Redis (redis.enabled): its name, <fullname>-redis (the full
+name trimmed so that the suffix fits in 63 characters).
+*/}}
+{{- define "cacheroute.redis.fullname" -}}
+{{- printf "%s-redis" (include "cacheroute.fullname" . | trunc 57 | trimSuffix "-") }}
+{{- end }}
+
+{{/*
+The Redis pods' selector labels: a name of their own, so that neither
+Deployment's selector matches the other's pods.
+*/}}
+{{- define "cacheroute.redis.selectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-redis" (include "cacheroute.name" . | trunc 57 | trimSuffix "-") }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Labels of the chart's Redis objects.
+*/}}
+{{- define "cacheroute.redis.labels" -}}
+helm.sh/chart: {{ include "cacheroute.chart" . }}
+{{ include "cacheroute.redis.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.redis.image.tag | default "latest" | toString | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: cacheroute
+app.kubernetes.io/component: redis
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
 The --cluster name: stateBackend.cluster, else <namespace>.<fullname>, so
 that two releases sharing one Redis never merge their rates (the binary's
 own default, "cacheroute", would be the same for both).
@@ -391,10 +440,12 @@ takes its own counts back.
 */}}
 {{- define "cacheroute.backendEnv" -}}
 {{- $sb := .Values.cacheroute.stateBackend }}
+{{- $url := include "cacheroute.stateBackendUrl" . }}
 {{- $env := list }}
-{{- if $sb.url }}
+{{- if $url }}
 {{- $values := deepCopy $sb }}
-{{- $_ := set $values "cluster" (include "cacheroute.backendCluster" .) }}
+{{- $_ := set $values "url" $url }}
+{{- $_ = set $values "cluster" (include "cacheroute.backendCluster" .) }}
 {{- $env = include "cacheroute.tableEnv" (list (include "cacheroute.backendFlags" .) $values) | fromYamlArray }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "replica-id") "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name"))) }}
 {{- with $sb.passwordSecret }}
@@ -414,9 +465,9 @@ counts do not add up to one rate).
 */}}
 {{- define "cacheroute.checkReplicas" -}}
 {{- $n := .Values.replicaCount | int }}
-{{- $url := .Values.cacheroute.stateBackend.url }}
+{{- $url := include "cacheroute.stateBackendUrl" . }}
 {{- if and (eq .Values.mode "standalone") (gt $n 1) (not $url) }}
-{{- fail (printf "replicaCount %d in standalone mode needs cacheroute.stateBackend.url (an existing Redis, redis://HOST:PORT[/DB] or unix:PATH): without it each replica plans from its own share of the arrivals and answers different routes for the same owner. Set it, or replicaCount: 1." $n) }}
+{{- fail (printf "replicaCount %d in standalone mode needs cacheroute.stateBackend.url (an existing Redis, redis://HOST:PORT[/DB] or unix:PATH) or redis.enabled=true (the chart's own): without it each replica plans from its own share of the arrivals and answers different routes for the same owner. Set one, or replicaCount: 1." $n) }}
 {{- end }}
 {{- if and $url (eq (toString .Values.cacheroute.config.estimatorClock) "calls") }}
 {{- fail "cacheroute.stateBackend.url needs cacheroute.config.estimatorClock seconds (or unset): the calls clock counts each replica's own calls, so replicas' rates cannot be added." }}
@@ -649,7 +700,7 @@ Secret name (backendEnv passes the file only then, too).
 */}}
 {{- define "cacheroute.backendPassword" -}}
 {{- $sb := .Values.cacheroute.stateBackend }}
-{{- if and $sb.url $sb.passwordSecret.name }}true{{ end }}
+{{- if and (include "cacheroute.stateBackendUrl" .) $sb.passwordSecret.name }}true{{ end }}
 {{- end }}
 
 {{/*
