@@ -1,8 +1,10 @@
-/* cr_wire_split_pairs and cr_wire_split_varints (wire/pairs.c)
- * against protobuf-c itself: on hand-made and seeded random PlanRequest and
- * RecordArrivalRequest encodings, well-formed and
- * mangled, whatever it accepts protobuf-c must accept with the same rates,
- * and the rest it leaves must unpack (and string-check) as the whole. */
+/* cr_wire_split_pairs and cr_wire_split_varints (wire/pairs.c), and
+ * cr_wire_route_request (wire/route_request.c), against protobuf-c itself:
+ * on hand-made and seeded random PlanRequest, RecordArrivalRequest and
+ * RouteRequest encodings, well-formed and mangled, whatever they accept
+ * protobuf-c must accept with the same rates, owners or items, and the
+ * rest a split leaves must unpack (and string-check) as the whole; what
+ * the route decoder accepts must pass the string check too. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,6 +565,268 @@ static void test_varints_random(void)
     garbage(0x0a, compare_varints); /* packed owners */
 }
 
+/* ---- RouteRequest: cr_wire_route_request ---- */
+
+typedef Cacheroute__V1__RouteRequest RouteRequest;
+typedef Cacheroute__V1__RouteItem RouteItem;
+static const ProtobufCMessageDescriptor *const ROUTE = &cacheroute__v1__route_request__descriptor;
+
+/* Whether w holds what protobuf-c decoded into m. */
+static int same_text(const char *w, size_t len, const char *m)
+{
+    return !w == !m && (!w || (len == strlen(m) && memcmp(w, m, len) == 0));
+}
+
+static int same_item(const cr_wire_route_item *w, const RouteItem *m)
+{
+    return w->has_owner == m->has_owner && w->owner == m->owner &&
+           w->has_prompt_tokens == m->has_prompt_tokens &&
+           w->prompt_tokens == m->prompt_tokens && w->n_hashes == m->n_block_hashes &&
+           (!w->n_hashes || memcmp(w->hashes, m->block_hashes, w->n_hashes * 8) == 0) &&
+           same_text(w->space, w->space_len, m->namespace_) &&
+           same_text(w->request_id, w->request_id ? strlen(w->request_id) : 0, m->request_id);
+}
+
+/* The comparison: the decoder's answer, 0 only when protobuf-c takes the
+ * whole with the same items and the string check passes it. */
+static int compare_route(const uint8_t *b, size_t n)
+{
+    size_t max = cr_wire_count(ROUTE, b, n, "requests");
+    size_t max_hashes = cr_wire_route_hashes_bound(b, n);
+    cr_wire_route_out out = {.items = calloc(max + 1, sizeof *out.items), .max_items = max,
+                             .hashes = calloc(max_hashes + 1, sizeof *out.hashes),
+                             .max_hashes = max_hashes, .text = malloc(n + 1), .text_cap = n};
+    int rc = cr_wire_route_request(b, n, &out);
+    RouteRequest *whole = (RouteRequest *)protobuf_c_message_unpack(ROUTE, NULL, n, b);
+    size_t hashes = 0;
+    for (size_t i = 0; whole && i < whole->n_requests; i++)
+        hashes += whole->requests[i]->n_block_hashes;
+    if (whole) /* the counts the handler sizes its arrays by */
+        CU_ASSERT(max == whole->n_requests && hashes <= max_hashes);
+    if (rc == 0) {
+        cr_error err = {""};
+        CU_ASSERT_FATAL(whole != NULL);
+        CU_ASSERT_EQUAL(cr_wire_check_strings(ROUTE, b, n, &err), 0);
+        CU_ASSERT_EQUAL_FATAL(out.n_items, whole->n_requests);
+        CU_ASSERT(out.n_hashes == hashes && out.text_used <= n);
+        for (size_t i = 0; i < out.n_items; i++)
+            CU_ASSERT(same_item(&out.items[i], whole->requests[i]));
+    }
+    if (whole)
+        protobuf_c_message_free_unpacked(&whole->base, NULL);
+    free(out.items);
+    free(out.hashes);
+    free(out.text);
+    return rc;
+}
+
+static int route_ok(const enc *e) { return unpacks(ROUTE, e); }
+
+static void test_route_forms(void)
+{
+    enc item = {.n = 0}, packed = {.n = 0}, e = {.n = 0};
+    key(&item, 1, 0);
+    varint(&item, 3, 1);
+    key(&item, 1, 0);
+    varint(&item, (uint64_t)-5, 1); /* the last owner wins: 10 bytes */
+    key(&item, 2, 0);
+    varint(&item, (1ull << 32) + 7, 1); /* prompt_tokens: its low 32 bits */
+    varint(&packed, 1, 1);
+    varint(&packed, UINT64_MAX, 1);
+    varint(&packed, 2, 3); /* non-canonical */
+    nested(&item, 3, &packed);
+    key(&item, 3, 0); /* one unpacked */
+    varint(&item, 9, 1);
+    const char *ns = "model-\xc3\xa9";
+    key(&item, 4, 2);
+    varint(&item, 1, 1);
+    byte(&item, 'x'); /* replaced by the next namespace */
+    key(&item, 4, 2);
+    varint(&item, strlen(ns), 5); /* a 5-byte length */
+    for (const char *c = ns; *c; c++)
+        byte(&item, (uint8_t)*c);
+    key(&item, 5, 2); /* request_id "" */
+    varint(&item, 0, 1);
+    key(&item, 1u << 28, 5); /* unknown, a 5-byte key */
+    fixed64(&item, 0);
+    item.n -= 4;
+    nested(&e, 1, &item);
+    enc empty = {.n = 0};
+    nested(&e, 1, &empty);
+    key(&e, 7, 2); /* unknown, top level */
+    varint(&e, 0, 1);
+    CU_ASSERT_EQUAL_FATAL(compare_route(e.b, e.n), 0);
+    cr_wire_route_item it[2];
+    uint64_t h[64];
+    char text[sizeof e.b];
+    cr_wire_route_out out = {it, 2, h, 64, text, e.n, 0, 0, 0};
+    CU_ASSERT_EQUAL_FATAL(cr_wire_route_request(e.b, e.n, &out), 0);
+    CU_ASSERT_EQUAL_FATAL(out.n_items, 2);
+    CU_ASSERT(it[0].has_owner && it[0].owner == -5);
+    CU_ASSERT(it[0].has_prompt_tokens && it[0].prompt_tokens == 7);
+    CU_ASSERT_EQUAL_FATAL(it[0].n_hashes, 4);
+    CU_ASSERT(h[0] == 1 && h[1] == UINT64_MAX && h[2] == 2 && h[3] == 9);
+    CU_ASSERT(it[0].space_len == strlen(ns) && memcmp(it[0].space, ns, strlen(ns)) == 0);
+    CU_ASSERT(it[0].request_id && !*it[0].request_id);
+    CU_ASSERT(!it[1].has_owner && !it[1].n_hashes && !it[1].space && !it[1].request_id);
+    out.max_items = 1;
+    CU_ASSERT_EQUAL(cr_wire_route_request(e.b, e.n, &out), -1); /* over max */
+    out = (cr_wire_route_out){it, 2, h, 3, text, e.n, 0, 0, 0};
+    CU_ASSERT_EQUAL(cr_wire_route_request(e.b, e.n, &out), -1); /* over max hashes */
+}
+
+/* The hashes' bound is the count of bytes that end a varint, at every
+ * length and alignment (8 bytes a step, then a tail). */
+static void test_route_hashes_bound(void)
+{
+    uint8_t b[80];
+    for (int k = 0; k < 2000; k++) {
+        size_t n = (size_t)(next() % 72), at = (size_t)(next() % 8), want = 0;
+        for (size_t i = 0; i < n; i++) {
+            b[at + i] = (uint8_t)(next() % 4 ? next() | 0x80 : next());
+            want += b[at + i] < 0x80;
+        }
+        CU_ASSERT_EQUAL(cr_wire_route_hashes_bound(b + at, n), want);
+    }
+}
+
+/* Each of these protobuf-c refuses, or cr_wire_check_strings does: the
+ * decoder must be unsure of it. */
+static void test_route_unsure(void)
+{
+    static const unsure_case cases[] = {
+        {"requests as varint", {0x08, 0x01}, 2},
+        {"owner as 64-bit", {0x0a, 0x09, 0x09, 1, 2, 3, 4, 5, 6, 7, 8}, 11},
+        {"prompt_tokens as bytes", {0x0a, 0x02, 0x12, 0x00}, 4},
+        {"hashes as 32-bit", {0x0a, 0x05, 0x1d, 1, 2, 3, 4}, 7},
+        {"namespace as varint", {0x0a, 0x02, 0x20, 0x01}, 4},
+        {"request_id as 64-bit", {0x0a, 0x09, 0x29, 1, 2, 3, 4, 5, 6, 7, 8}, 11},
+        {"packed ends inside a varint", {0x0a, 0x04, 0x1a, 0x02, 0x01, 0x81}, 6},
+        {"11-byte hash", {0x0a, 0x0c, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                          0xff, 0xff, 0x01}, 14},
+        {"NUL in namespace", {0x0a, 0x04, 0x22, 0x02, 'a', 0x00}, 6},
+        {"bad UTF-8 in request_id", {0x0a, 0x03, 0x2a, 0x01, 0xc0}, 5},
+        {"surrogate in namespace", {0x0a, 0x05, 0x22, 0x03, 0xed, 0xa0, 0x80}, 7},
+        {"field 0 in an item, two bytes", {0x0a, 0x03, 0x80, 0x00, 0x01}, 5},
+        {"field 0 in an item, one byte", {0x0a, 0x02, 0x00, 0x01}, 4},
+        {"field 0 at the top, two bytes", {0x80, 0x00, 0x01}, 3},
+        {"group in an item", {0x0a, 0x02, 0x2b, 0x2c}, 4},
+        {"6-byte key at the top", {0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01}, 7},
+        {"6-byte length at the top", {0x0a, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, 7},
+        {"item past the end", {0x0a, 0x05, 0x08, 0x01}, 4},
+        {"truncated top key", {0x80}, 1},
+        {"wire type 7", {0x0f}, 1},
+    };
+    check_unsure(cases, sizeof cases / sizeof cases[0], compare_route);
+}
+
+/* The layout route_request.c decodes by. */
+static void test_route_descriptor_agrees(void)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(ROUTE, "requests");
+    CU_ASSERT_FATAL(ROUTE->n_fields == 1 && f && f->id == 1 &&
+                    f->type == PROTOBUF_C_TYPE_MESSAGE && f->label == PROTOBUF_C_LABEL_REPEATED);
+    static const struct {
+        const char *name;
+        ProtobufCType type;
+        ProtobufCLabel label;
+    } want[] = {{"owner", PROTOBUF_C_TYPE_INT64, PROTOBUF_C_LABEL_OPTIONAL},
+                {"prompt_tokens", PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_LABEL_OPTIONAL},
+                {"block_hashes", PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_LABEL_REPEATED},
+                {"namespace", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL},
+                {"request_id", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL}};
+    const ProtobufCMessageDescriptor *item = f->descriptor;
+    CU_ASSERT_EQUAL_FATAL(item->n_fields, 5);
+    for (unsigned i = 0; i < 5; i++) {
+        const ProtobufCFieldDescriptor *g = &item->fields[i];
+        CU_ASSERT(g->id == i + 1 && strcmp(g->name, want[i].name) == 0 &&
+                  g->type == want[i].type && g->label == want[i].label);
+    }
+}
+
+/* A valid namespace or request id: ASCII, empty, 2-, 3- and 4-byte UTF-8. */
+static void random_text(enc *e, uint32_t number)
+{
+    static const char *const texts[] = {"", "m", "req-42", "\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+                                        "\xf0\x9f\x99\x82 ok"};
+    const char *t = texts[next() % (sizeof texts / sizeof texts[0])];
+    key(e, number, 2);
+    varint(e, strlen(t), 1);
+    for (; *t; t++)
+        byte(e, (uint8_t)*t);
+}
+
+static void random_route_item(enc *e)
+{
+    static const unsigned types[] = {0, 1, 2, 5};
+    enc s = {.n = 0};
+    for (int k = (int)(next() % 7); k > 0; k--) {
+        unsigned pick = (unsigned)(next() % 10);
+        if (pick < 2) { /* owner, prompt_tokens */
+            key(&s, 1 + pick, 0);
+            random_value(&s, 0);
+        } else if (pick < 5) { /* a packed run of hashes */
+            enc h = {.n = 0};
+            for (int j = (int)(next() % 9); j > 0; j--)
+                varint(&h, next() >> (next() % 64), 1 + (unsigned)(next() % 3));
+            nested(&s, 3, &h);
+        } else if (pick == 5) {
+            key(&s, 3, 0);
+            random_value(&s, 0);
+        } else if (pick < 8) {
+            random_text(&s, pick == 6 ? 4 : 5);
+        } else {
+            unsigned type = types[next() % 4];
+            key(&s, 6 + (uint32_t)(next() % 2000), type);
+            random_value(&s, type);
+        }
+    }
+    nested(e, 1, &s);
+}
+
+static void random_route(enc *e)
+{
+    e->n = 0;
+    for (int k = (int)(next() % 6); k > 0; k--) {
+        if (next() % 8) {
+            random_route_item(e);
+        } else {
+            key(e, 2 + (uint32_t)(next() % 100), 0);
+            random_value(e, 0);
+        }
+    }
+}
+
+static void test_route_random(void)
+{
+    enc e;
+    size_t taken = 0, refused = 0;
+    for (int i = 0; i < 20000; i++) {
+        random_route(&e);
+        CU_ASSERT_TRUE_FATAL(route_ok(&e));
+        CU_ASSERT_EQUAL(compare_route(e.b, e.n), 0); /* no needless trip to protobuf-c */
+    }
+    for (int i = 0; i < 50000; i++) {
+        random_route(&e);
+        for (int k = (int)(next() % 3); k >= 0; k--)
+            mangle(&e);
+        taken += compare_route(e.b, e.n) == 0;
+        refused += !route_ok(&e);
+    }
+    CU_ASSERT(taken > 1000 && refused > 1000);
+    garbage(0x0a, compare_route); /* a RouteItem */
+}
+
+static const cr_test_case route_tests[] = {
+    {"packed, unpacked, last wins, unknown skipped", test_route_forms},
+    {"unsure of what protobuf-c or the string check refuses", test_route_unsure},
+    {"hashes' bound", test_route_hashes_bound},
+    {"descriptor agrees", test_route_descriptor_agrees},
+    {"random, mangled, garbage", test_route_random},
+    {NULL, NULL},
+};
+
 static const cr_test_case varint_tests[] = {
     {"packed, unpacked, non-canonical, empty", test_varints_forms},
     {"unsure of what protobuf-c refuses", test_varints_unsure},
@@ -584,5 +848,6 @@ static const cr_test_case pair_tests[] = {
 };
 
 static const cr_test_suite suites[] = {{"wire pairs", pair_tests},
-                                        {"wire varints", varint_tests}};
+                                        {"wire varints", varint_tests},
+                                        {"wire route request", route_tests}};
 CR_TEST_MAIN(suites)

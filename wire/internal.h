@@ -1,12 +1,14 @@
 /* Protobuf's wire encoding written by hand, for the answers that skip
- * protobuf-c's descriptor walk (plan_answer.c, record_answer.c): a key is
- * the field number << 3 | the wire type (0 varint, 1 fixed64, 2
- * length-delimited). Fields numbered 1..15 only: their key is one byte. */
+ * protobuf-c's descriptor walk (plan_answer.c, record_answer.c,
+ * route_answer.c): a key is the field number << 3 | the wire type (0
+ * varint, 1 fixed64, 2 length-delimited). Fields numbered 1..15 only:
+ * their key is one byte. */
 #ifndef CR_WIRE_INTERNAL_H
 #define CR_WIRE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define KEY_VARINT(n) ((uint8_t)((n) << 3))
 #define KEY_FIXED64(n) ((uint8_t)((n) << 3 | 1))
@@ -33,6 +35,17 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
         v >>= 7;
     }
     *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Writes d's 8 bytes at p, little-endian as protobuf's fixed64 is,
+ * whatever the host; returns the byte after them. */
+static inline uint8_t *put_double(uint8_t *p, double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    for (int i = 0; i < 8; i++)
+        *p++ = (uint8_t)(bits >> (8 * i));
     return p;
 }
 

@@ -13,16 +13,6 @@ size_t cr_record_answer_bound(size_t n)
     return n * cr_wire_route_bytes((uint64_t)1 << 32) + CR_WIRE_RECORD_TAIL_BYTES;
 }
 
-/* Little-endian, as protobuf's fixed64 is, whatever the host. */
-static uint8_t *put_double(uint8_t *p, double d)
-{
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    for (int i = 0; i < 8; i++)
-        *p++ = (uint8_t)(bits >> (8 * i));
-    return p;
-}
-
 /* A Route's fields are at most 28 bytes, so its length is one byte,
  * written once they are. */
 static uint8_t *put_route(uint8_t *p, const cr_route *r)

@@ -2,11 +2,16 @@
  * core's field checks and the ttft rule over a small prefix index (64
  * blocks a shard, so inputs evict): one decision per request, each in
  * range and consistent with its request, and the index never over its
- * bound. */
+ * bound. And on every input the request decoded straight from the wire
+ * (cr_wire_route_request, what the handler takes it with) against
+ * protobuf-c's; the answer written straight is checked by the driver
+ * (it packs back to the same bytes). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
+#include "wire.h"
 
 static const char *const REASONS[] = {"prefix", "session", "planned", "spill", "least_loaded",
                                       "rule"};
@@ -55,4 +60,62 @@ static const cr_fuzz_method route = {
     .check_ok = check_ok,
 };
 
-CR_FUZZ_UNARY_TARGET(route)
+/* A string the decoder points at (len bytes) as protobuf-c's copy m. */
+static int same_string(const char *s, size_t len, const char *m)
+{
+    if (!s || !m)
+        return !s && !m;
+    return strlen(m) == len && memcmp(s, m, len) == 0;
+}
+
+/* Item i as decoded straight (w) and by protobuf-c (m). */
+static void check_item(size_t i, const cr_wire_route_item *w, const Cacheroute__V1__RouteItem *m)
+{
+    CR_FUZZ_CHECK(w->has_owner == m->has_owner && w->owner == m->owner &&
+                      w->has_prompt_tokens == m->has_prompt_tokens &&
+                      w->prompt_tokens == m->prompt_tokens,
+                  "item %zu: owner or prompt_tokens differ", i);
+    CR_FUZZ_CHECK(w->n_hashes == m->n_block_hashes &&
+                      (!w->n_hashes ||
+                       memcmp(w->hashes, m->block_hashes, w->n_hashes * sizeof *w->hashes) == 0),
+                  "item %zu: %zu hashes decoded, %zu unpacked, or different", i, w->n_hashes,
+                  m->n_block_hashes);
+    CR_FUZZ_CHECK(same_string(w->space, w->space_len, m->namespace_) &&
+                      same_string(w->request_id, w->request_id ? strlen(w->request_id) : 0,
+                                  m->request_id),
+                  "item %zu: namespace or request_id differ", i);
+}
+
+/* Where the decoder takes the bytes, protobuf-c takes them too with the
+ * same items, and the string check passes them. */
+static void check_decode(const uint8_t *data, size_t len)
+{
+    const ProtobufCMessageDescriptor *d = &cacheroute__v1__route_request__descriptor;
+    size_t max = cr_wire_count(d, data, len, "requests");
+    size_t max_hashes = cr_wire_route_hashes_bound(data, len);
+    cr_wire_route_out out = {.items = malloc((max + 1) * sizeof *out.items), .max_items = max,
+                             .hashes = malloc((max_hashes + 1) * sizeof *out.hashes),
+                             .max_hashes = max_hashes, .text = malloc(len + 1), .text_cap = len};
+    CR_FUZZ_CHECK(out.items && out.hashes && out.text, "out of memory");
+    Cacheroute__V1__RouteRequest *w = NULL;
+    cr_error err;
+    if (cr_wire_route_request(data, len, &out) == 0 &&
+        (w = (void *)cr_fuzz_split_agrees(d, data, len, data, 0)) != NULL) {
+        CR_FUZZ_CHECK(cr_wire_check_strings(d, data, len, &err) == 0,
+                      "decoded straight, but the string check says: %s", err.msg);
+        CR_FUZZ_CHECK(out.n_items == w->n_requests, "%zu items decoded, %zu unpacked",
+                      out.n_items, w->n_requests);
+        for (size_t i = 0; i < out.n_items; i++)
+            check_item(i, &out.items[i], w->requests[i]);
+        protobuf_c_message_free_unpacked(&w->base, NULL);
+    }
+    free(out.items);
+    free(out.hashes);
+    free(out.text);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check_decode(data, size);
+    return cr_fuzz_unary(&route, data, size);
+}

@@ -8,6 +8,8 @@
  *                   straight from the wire
  *   plan_answer.c   PlanResponse written straight from a cr_table
  *   record_answer.c RecordArrivalResponse written straight from cr_routes
+ *   route_request.c RouteRequest decoded straight from the wire
+ *   route_answer.c  RouteResponse written straight from cr_route_answers
  *   bounds.c        the most bytes an answer's parts take, for refusing a
  *                   call before its work is done
  *
@@ -188,6 +190,63 @@ typedef struct cr_wire_varints {
 int cr_wire_split_varints(const uint8_t *data, size_t len, uint32_t field, cr_wire_varints *out,
                           uint8_t *rest, size_t *rest_len);
 
+/* ---- RouteRequest decoded straight (route_request.c) ------------------ */
+
+/* One RouteItem as cr_wire_route_request decodes it: what protobuf-c's
+ * Cacheroute__V1__RouteItem holds, as the core's cr_core_route_item takes
+ * it (wire.h stays free of core.h: the CLI links this library). */
+typedef struct cr_wire_route_item {
+    int has_owner, has_prompt_tokens;
+    int64_t owner;
+    uint32_t prompt_tokens;
+    const uint64_t *hashes; /* n_hashes of them, in the caller's hashes */
+    size_t n_hashes;
+    const char *space;      /* NULL when absent, else space_len bytes in the
+                             * request's own bytes (no NUL after them) */
+    size_t space_len;
+    const char *request_id; /* NULL when absent, else a NUL-terminated copy
+                             * in the caller's text */
+} cr_wire_route_item;
+
+/* Where cr_wire_route_request writes: the caller's arrays (an arena's, say),
+ * each with its capacity; n_items and n_hashes say, on return, how many it
+ * wrote, text_used how many bytes of text. */
+typedef struct cr_wire_route_out {
+    cr_wire_route_item *items;
+    size_t max_items; /* cr_wire_count's count of "requests" */
+    uint64_t *hashes;
+    size_t max_hashes; /* cr_wire_route_hashes_bound's */
+    char *text;
+    size_t text_cap; /* the request's length: request ids' copies, and scratch */
+    size_t n_items, n_hashes, text_used;
+} cr_wire_route_out;
+
+/* The most block hashes the len bytes at data can hold, however they are
+ * framed: the bytes that end a varint (high bit clear). At most len. */
+size_t cr_wire_route_hashes_bound(const uint8_t *data, size_t len);
+
+/* Decodes the len bytes at data, a RouteRequest, into out, as protobuf-c
+ * 1.4.1's unpack decodes them: items in wire order; in each, the last
+ * owner, prompt_tokens, namespace and request_id win (has_owner,
+ * has_prompt_tokens: present at all), block_hashes packed (wire type 2)
+ * and one a field (0) concatenated in wire order, unknown fields skipped
+ * at both levels. Owner and hashes are the varints' low 64 bits, as
+ * protobuf-c reads them, prompt_tokens their low 32.
+ *
+ * Returns 0, or -1 (out then holds garbage) when anything is not as
+ * protobuf-c would take it (a truncated or over-long key, varint or
+ * length, a group, a field of its number with another wire type), when
+ * cr_wire_check_strings would refuse it (a namespace or request id that
+ * is not UTF-8 or holds a NUL, a field numbered 0 at either level), when
+ * there are over out->max_items items or out->max_hashes hashes, or when
+ * data is 256 MiB or more (where protobuf-c's own limit of fields per
+ * message could be reached): the caller then hands the message to
+ * protobuf-c, whose answer (and cr_wire_check_strings's, with its
+ * messages) decides. So -1 never means more than "do it the slow way",
+ * and 0 that both would take the message with these items. O(len); no
+ * allocation; thread-safe. */
+int cr_wire_route_request(const uint8_t *data, size_t len, cr_wire_route_out *out);
+
 /* ---- answers written by hand (plan_answer.c, record_answer.c) ---------- */
 
 /* PlanResponse (plan_answer.c): a plan's answer, encoded straight from
@@ -257,6 +316,28 @@ size_t cr_record_answer_bound(size_t n);
  * allocation. */
 size_t cr_record_answer_pack(const cr_route *routes, size_t n, uint32_t recorded,
                              uint64_t generation, uint8_t *buf);
+
+/* RouteResponse (route_answer.c): Route's answer, written straight from
+ * the core's cr_route_answer array: the bytes protobuf-c packs from the
+ * same message (RouteDecision's fields in number order, proto3's zeros
+ * left out as protobuf-c 1.4 leaves them: a -0.0 too; reason as
+ * cr_route_reason_name names it), without a RouteDecision message and
+ * pointer per decision, in one pass (each decision's one-byte length
+ * filled in after its fields). Used by Route and each Routes message. */
+
+/* The most bytes cr_route_answer_pack writes for n decisions:
+ * cr_wire_decision_bytes() each and 11 for table_generation. n must be
+ * below SIZE_MAX / 64 (its request was bounded long before). */
+size_t cr_route_answer_bound(size_t n);
+
+/* Writes RouteResponse {routes: a[0..n) (a may be NULL when n is 0),
+ * table_generation: generation} into buf, which holds at least
+ * cr_route_answer_bound(n) bytes. Returns the bytes written: protobuf-c's
+ * packed size of that message. Any double is written as protobuf-c
+ * writes it (NaN and infinities included), any admitted not 0 as true.
+ * Thread-safe; no allocation. */
+size_t cr_route_answer_pack(const cr_route_answer *a, size_t n, uint64_t generation,
+                            uint8_t *buf);
 
 /* ---- bounds (bounds.c): the most bytes an answer's parts take ---------- */
 
