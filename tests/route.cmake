@@ -13,8 +13,8 @@ if(TARGET cacheroute_core)
 endif()
 # vLLM's KV-event payloads decoded (kvevents/), and applied on the core;
 # the test packs its payloads with msgpack-c.
-if(TARGET cr_kvevents)
+if(TARGET cacheroute_kvevents)
   pkg_check_modules(TEST_MSGPACK REQUIRED IMPORTED_TARGET msgpack)
   cr_add_cunit_test(test_kv_decode SOURCES test_kv_decode.c
-                    LIBS cr_kvevents PkgConfig::TEST_MSGPACK)
+                    LIBS cacheroute_kvevents PkgConfig::TEST_MSGPACK)
 endif()
