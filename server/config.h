@@ -59,7 +59,7 @@ extern const cr_option_table cr_server_options;
 /* --reservations, in its choices' order. */
 typedef enum cr_reservations { CR_RESERVATIONS_ADMINS, CR_RESERVATIONS_ANYONE } cr_reservations;
 
-#define CR_CONFIG_MAX_OPTIONS 96 /* rows over every composed table */
+#define CR_CONFIG_MAX_OPTIONS 128 /* rows over every composed table */
 
 typedef struct cr_config {
     cr_server_config server;
