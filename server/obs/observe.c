@@ -280,11 +280,43 @@ static void watch_gauges(cr_watch_hub *hub, cr_page *p)
                       "WatchDecisions calls refused at the watcher limit.", (double)ws.refused);
 }
 
+/* Served tokens and the rolling hit ratio of the first CR_OBSERVE_SHARDS
+ * shards with outcomes (a scrape stays small on a large fleet). */
+#define CR_OBSERVE_SHARDS 64
+
+static void shard_gauges(const cr_loop_stats *st, const cr_loop_shard_stats *sh, cr_page *p)
+{
+    const char *tokens = "cacheroute_shard_served_prompt_tokens_total",
+               *ratio = "cacheroute_shard_served_hit_ratio";
+    uint32_t n = st->n_shards < CR_OBSERVE_SHARDS ? st->n_shards : CR_OBSERVE_SHARDS;
+    char labels[48];
+    cr_page_family(p, tokens, "counter",
+                   "Prompt tokens served on the shard (ReportOutcome), by whether the engine's "
+                   "prefix cache held them.");
+    for (uint32_t s = 0; s < n; s++) {
+        snprintf(labels, sizeof labels, "shard=\"%u\",cache=\"hit\"", s);
+        cr_page_sample(p, tokens, labels, (double)sh[s].cached_tokens);
+        snprintf(labels, sizeof labels, "shard=\"%u\",cache=\"miss\"", s);
+        uint64_t miss = sh[s].prompt_tokens > sh[s].cached_tokens
+                            ? sh[s].prompt_tokens - sh[s].cached_tokens : 0;
+        cr_page_sample(p, tokens, labels, (double)miss);
+    }
+    cr_page_family(p, ratio, "gauge",
+                   "Rolling token-weighted prefix-cache hit ratio of the shard's served requests "
+                   "(half-life 60 s).");
+    for (uint32_t s = 0; s < n; s++) {
+        snprintf(labels, sizeof labels, "shard=\"%u\"", s);
+        cr_page_sample(p, ratio, labels, sh[s].hit_ratio);
+    }
+}
+
 static void loop_gauges(const cr_observer *o, cr_page *p)
 {
     cr_loop_stats st;
-    cr_core_loop_stats_read(o->core, &st, NULL, 0, NULL, 0);
+    cr_loop_shard_stats shards[CR_OBSERVE_SHARDS];
+    cr_core_loop_stats_read(o->core, &st, shards, CR_OBSERVE_SHARDS, NULL, 0);
     served_gauges(&st, p);
+    shard_gauges(&st, shards, p);
     prediction_gauges(&st, p);
     receipt_gauges(&st, p);
     if (o->watch)

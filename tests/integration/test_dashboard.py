@@ -253,7 +253,8 @@ def served(stub, rid, prompt, blocks, cached, shard_hint=None):
                           prompt_tokens=blocks * 16, request_id=rid)
     d = stub.Route(P.cr.RouteRequest(requests=[item]), timeout=h.RPC_TIMEOUT).routes[0]
     stub.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[P.cr.Outcome(
-        request_id=rid, cached_tokens=cached)]), timeout=h.RPC_TIMEOUT)
+        request_id=rid, shard=d.shard, prompt_tokens=blocks * 16, cached_tokens=cached)]),
+        timeout=h.RPC_TIMEOUT)
     return d
 
 

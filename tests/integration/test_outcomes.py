@@ -282,6 +282,16 @@ class MetricsTest(h.SidecarTestCase):
             outcomes[shard] += 1
         self.assertEqual([x.prompt_tokens for x in s1.served.shards], tokens)
         self.assertEqual([x.outcomes for x in s1.served.shards], outcomes)
+        # The same per shard on /metrics, tokens split by the cache.
+        hits = [0] * 4
+        for shard, n in ((0, 600), (h.fallback_shard(2, 4), 100)):
+            hits[shard] += n
+        for shard in range(4):
+            key = 'cacheroute_shard_served_prompt_tokens_total{shard="%d",cache="%s"}'
+            self.assertEqual((m1[key % (shard, "hit")], m1[key % (shard, "miss")]),
+                             (hits[shard], tokens[shard] - hits[shard]), shard)
+            self.assertAlmostEqual(m1['cacheroute_shard_served_hit_ratio{shard="%d"}' % shard],
+                                   s1.served.shards[shard].rolling_ratio, places=6)
         self.assertEqual(m1['cacheroute_outcomes_total{result="rejected"}'], 1)
         self.assertEqual(m1['cacheroute_outcomes_total{result="unmatched"}'], 3)
 
