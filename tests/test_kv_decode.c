@@ -629,6 +629,48 @@ static void test_applied_to_core(void)
     cr_core_free(f.core);
 }
 
+/* ---- --kv-events values ------------------------------------------------------- */
+
+static void test_engine_values(void)
+{
+    cr_kv_engine e;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_kv_engine_parse("7=tcp://vllm-7:5557", &e, &err), CR_OK);
+    CU_ASSERT_EQUAL(e.shard, 7);
+    CU_ASSERT_STRING_EQUAL(e.endpoint, "tcp://vllm-7:5557");
+    CU_ASSERT_STRING_EQUAL(e.replay, "");
+    CU_ASSERT_EQUAL_FATAL(
+        cr_kv_engine_parse("63=ipc:///run/kv.sock,replay=tcp://[::1]:5558", &e, &err), CR_OK);
+    CU_ASSERT_EQUAL(e.shard, 63);
+    CU_ASSERT_STRING_EQUAL(e.endpoint, "ipc:///run/kv.sock");
+    CU_ASSERT_STRING_EQUAL(e.replay, "tcp://[::1]:5558");
+    static const struct {
+        const char *text, *why;
+    } bad[] = {
+        {"tcp://x:1", "must be SHARD=ENDPOINT[,replay=ENDPOINT]"},
+        {"64=tcp://x:1", "SHARD must be a decimal in 0..63"},
+        {"-1=tcp://x:1", "SHARD must be a decimal in 0..63"},
+        {"007=tcp://x:1", "SHARD must be a decimal in 0..63"},
+        {"=tcp://x:1", "SHARD must be a decimal in 0..63"},
+        {"1=http://x:1", "ENDPOINT must be tcp://... or ipc://..."},
+        {"1=tcp://", "ENDPOINT must be tcp://... or ipc://..."},
+        {"1=tcp://x:1,other=tcp://y:2", "only ,replay=ENDPOINT may follow ENDPOINT"},
+        {"1=tcp://x:1,replay=udp://y", "replay=ENDPOINT must be tcp://... or ipc://..."},
+        {"1=tcp://x y:1", "ENDPOINT must be 1..255 bytes without spaces"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CU_ASSERT_EQUAL(cr_kv_engine_parse(bad[i].text, &e, &err), CR_EINVAL);
+        CU_ASSERT_STRING_EQUAL(err.msg, bad[i].why);
+    }
+    char longest[CR_KV_ENDPOINT_MAX + 8] = "1=tcp://";
+    memset(longest + 8, 'h', CR_KV_ENDPOINT_MAX - 1 - 6);
+    longest[CR_KV_ENDPOINT_MAX + 1] = '\0'; /* "tcp://" + 249 bytes: 255, the most */
+    CU_ASSERT_EQUAL(cr_kv_engine_parse(longest, &e, &err), CR_OK);
+    longest[CR_KV_ENDPOINT_MAX + 1] = 'h'; /* one more */
+    longest[CR_KV_ENDPOINT_MAX + 2] = '\0';
+    CU_ASSERT_EQUAL(cr_kv_engine_parse(longest, &e, &err), CR_EINVAL);
+}
+
 static const cr_test_case decode_tests[] = {
     {"array-like", test_array_like},
     {"map-like", test_map_like},
@@ -647,5 +689,11 @@ static const cr_test_case core_tests[] = {
     {NULL, NULL},
 };
 
-static const cr_test_suite suites[] = {{"kv_decode", decode_tests}, {"kv_decode_core", core_tests}};
+static const cr_test_case engine_tests[] = {
+    {"--kv-events values", test_engine_values},
+    {NULL, NULL},
+};
+
+static const cr_test_suite suites[] = {
+    {"kv_decode", decode_tests}, {"kv_decode_core", core_tests}, {"kv_engines", engine_tests}};
 CR_TEST_MAIN(suites)
