@@ -22,22 +22,11 @@ static void open_kv(fixture *f, uint32_t index_blocks)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
 }
 
-/* tokens of block i of prompt p: distinct per (p, i) */
+/* The tokens of blocks [first, first + n) of prompt p. */
 static void tokens_of(uint32_t p, uint32_t first, uint32_t n, uint32_t *out)
 {
     for (uint32_t i = 0; i < n * BT; i++)
-        out[i] = p * 100000 + (first + i / BT) * 100 + i % BT;
-}
-
-/* The router's chain of prompt p's first n blocks, as a Route caller
- * computes it. */
-static void chain_of(uint32_t p, uint32_t n, uint64_t *h)
-{
-    uint32_t tok[BT];
-    for (uint32_t i = 0; i < n; i++) {
-        tokens_of(p, i, 1, tok);
-        h[i] = cr_route_block_hash(i ? h[i - 1] : 0, tok, BT);
-    }
+        out[i] = cr_test_kv_token(p, first + i / BT, i % BT);
 }
 
 static cr_kv_applied apply(fixture *f, const cr_kv_event *ev, size_t n)
@@ -68,10 +57,8 @@ static cr_kv_applied store(fixture *f, uint32_t shard, uint32_t p, uint32_t firs
 /* A Route of prompt p's first n blocks. */
 static cr_route_answer route(fixture *f, uint32_t p, uint32_t n, const char *space)
 {
-    uint64_t h[16];
-    chain_of(p, n, h);
     cr_route_answer a;
-    CU_ASSERT_EQUAL_FATAL(cr_test_kv_core_route(f, h, n, space, &a), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_test_kv_core_route(f, p, n, space, &a), CR_OK);
     return a;
 }
 

@@ -548,9 +548,6 @@ static void open_core(fixture *f)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
 }
 
-/* Token t of block i of prompt p. */
-static uint32_t token(uint32_t p, uint32_t i, uint32_t t) { return p * 100000 + i * 100 + t; }
-
 /* Blocks [first, first + n) of prompt p, engine hashes -(1000 p + i) (the
  * older releases' negative int64s), as one BlockStored. */
 static void store_prompt(writer *w, uint32_t p, uint32_t first, uint32_t n, const char *name)
@@ -559,7 +556,7 @@ static void store_prompt(writer *w, uint32_t p, uint32_t first, uint32_t n, cons
     for (uint32_t i = 0; i < n; i++) {
         h[i] = -(1000 * (int64_t)p + first + i);
         for (uint32_t t = 0; t < BT; t++)
-            tok[i * BT + t] = token(p, first + i, t);
+            tok[i * BT + t] = cr_test_kv_token(p, first + i, t);
     }
     block_stored(w, &(stored){h, n, first ? &parent : NULL, tok, n * BT, BT, -1, "GPU", name});
 }
@@ -581,15 +578,8 @@ static cr_kv_applied apply(fixture *f, writer *w, uint32_t shard)
 /* Route's cached tokens for prompt p's first n blocks. */
 static uint32_t cached(fixture *f, uint32_t p, uint32_t n, const char *space, uint32_t *shard)
 {
-    uint64_t h[8];
-    uint32_t tok[BT];
-    for (uint32_t i = 0; i < n; i++) {
-        for (uint32_t t = 0; t < BT; t++)
-            tok[t] = token(p, i, t);
-        h[i] = cr_route_block_hash(i ? h[i - 1] : 0, tok, BT);
-    }
     cr_route_answer a;
-    CU_ASSERT_EQUAL_FATAL(cr_test_kv_core_route(f, h, n, space, &a), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_test_kv_core_route(f, p, n, space, &a), CR_OK);
     *shard = a.shard;
     return a.cached_tokens;
 }
