@@ -258,7 +258,7 @@ static void *open_socket(void *zmq, int type, const char *endpoint)
 /* A replay in progress: the batches wanted are [next, upto). */
 typedef struct replay {
     void *dealer;
-    uint64_t next, upto, first;
+    uint64_t next, upto;
     double deadline;
 } replay;
 
@@ -332,8 +332,8 @@ static int replay_read(cr_kv_subscriber *s, shard *sh, replay *r, char *why)
  * was applied of it is reset with the rest). */
 static int replay_gap(cr_kv_subscriber *s, shard *sh, uint64_t upto, char *why)
 {
-    replay r = {.next = sh->last_seq + 1, .upto = upto, .first = sh->last_seq + 1,
-                .deadline = cr_mono_s() + CR_KV_REPLAY_WAIT_S};
+    uint64_t first = sh->last_seq + 1;
+    replay r = {.next = first, .upto = upto, .deadline = cr_mono_s() + CR_KV_REPLAY_WAIT_S};
     if (!*sh->src.replay) {
         snprintf(why, WHY_LEN, "no --kv-events replay endpoint");
         return -1;
@@ -352,8 +352,8 @@ static int replay_gap(cr_kv_subscriber *s, shard *sh, uint64_t upto, char *why)
     if (r.dealer)
         zmq_close(r.dealer);
     if (rc == 0)
-        report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_REPLAYED, .count = upto - r.first,
-                                     .first = r.first, .last = upto - 1});
+        report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_REPLAYED, .count = upto - first,
+                                     .first = first, .last = upto - 1});
     return rc;
 }
 

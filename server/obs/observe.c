@@ -170,6 +170,13 @@ void cr_observe_single(cr_page *p, const char *name, const char *type, const cha
     cr_page_sample(p, name, NULL, v);
 }
 
+void cr_observe_shard(cr_page *p, const char *name, uint32_t shard, double v)
+{
+    char label[32];
+    snprintf(label, sizeof label, "shard=\"%u\"", shard);
+    cr_page_sample(p, name, label, v);
+}
+
 static void served_gauges(const cr_loop_stats *st, cr_page *p)
 {
     static const char *const cache[2] = {"miss", "hit"}, *const admitted[2] = {"false", "true"};
@@ -304,10 +311,8 @@ static void shard_gauges(const cr_loop_stats *st, const cr_loop_shard_stats *sh,
     cr_page_family(p, ratio, "gauge",
                    "Rolling token-weighted prefix-cache hit ratio of the shard's served requests "
                    "(half-life 60 s).");
-    for (uint32_t s = 0; s < n; s++) {
-        snprintf(labels, sizeof labels, "shard=\"%u\"", s);
-        cr_page_sample(p, ratio, labels, sh[s].hit_ratio);
-    }
+    for (uint32_t s = 0; s < n; s++)
+        cr_observe_shard(p, ratio, s, sh[s].hit_ratio);
 }
 
 static void loop_gauges(const cr_observer *o, cr_page *p)

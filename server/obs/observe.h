@@ -31,6 +31,9 @@ void cr_observe_gauges(void *ctx, cr_page *page);
 void cr_observe_single(cr_page *p, const char *name, const char *type, const char *help,
                        double v);
 
+/* One sample of family name labelled shard="<shard>". */
+void cr_observe_shard(cr_page *p, const char *name, uint32_t shard, double v);
+
 /* observe_replica.c: hooks that log each replica event once (backend up
  * and down, leader and follower, skewed pushes, refused publishes), and
  * the cacheroute_state_backend_up and cacheroute_replica_* gauges (none

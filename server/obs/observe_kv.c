@@ -2,7 +2,6 @@
  * limits drops to one report a minute a shard), and its figures by shard at
  * scrape time. */
 #include <stddef.h>
-#include <stdio.h>
 
 #include "log.h"
 #include "observe.h"
@@ -37,13 +36,10 @@ cr_kv_hooks cr_observe_kv_hooks(cr_observer *o)
 static void by_shard(cr_page *p, const cr_kv_stats *st, size_t n, const char *name,
                      const char *type, const char *help, size_t offset)
 {
-    char label[32];
     cr_page_family(p, name, type, help);
-    for (size_t i = 0; i < n; i++) {
-        snprintf(label, sizeof label, "shard=\"%u\"", st[i].shard);
-        cr_page_sample(p, name, label,
-                       (double)*(const uint64_t *)((const char *)&st[i] + offset));
-    }
+    for (size_t i = 0; i < n; i++)
+        cr_observe_shard(p, name, st[i].shard,
+                         (double)*(const uint64_t *)((const char *)&st[i] + offset));
 }
 
 void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *p)
@@ -76,13 +72,11 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *p)
     for (size_t k = 0; k < sizeof COUNTERS / sizeof COUNTERS[0]; k++)
         by_shard(p, st, n, COUNTERS[k].name, "counter", COUNTERS[k].help, COUNTERS[k].offset);
     const char *age = "cacheroute_kv_last_event_age_seconds";
-    char label[32];
     double now = cr_mono_s();
     cr_page_family(p, age, "gauge",
                    "Seconds since the shard's last KV-event batch was applied; -1 before the "
                    "first.");
-    for (size_t i = 0; i < n; i++) {
-        snprintf(label, sizeof label, "shard=\"%u\"", st[i].shard);
-        cr_page_sample(p, age, label, st[i].last_event_s < 0 ? -1 : now - st[i].last_event_s);
-    }
+    for (size_t i = 0; i < n; i++)
+        cr_observe_shard(p, age, st[i].shard,
+                         st[i].last_event_s < 0 ? -1 : now - st[i].last_event_s);
 }

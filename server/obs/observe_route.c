@@ -32,14 +32,11 @@ static void by_events(cr_page *p, const char *name, const char *help, const doub
 static void work_by_shard(const cr_route_stats *st, const double *work, cr_page *p)
 {
     const char *name = "cacheroute_route_outstanding_work";
-    char label[32];
     cr_page_family(p, name, "gauge",
                    "Outstanding work routed to the shard: predicted prefill ms under --route-by "
                    "ttft, the arrivals' weights under bounded and live.");
-    for (uint32_t s = 0; s < st->n_shards && s < CR_ROUTE_INDEX_MAX_SHARDS; s++) {
-        snprintf(label, sizeof label, "shard=\"%u\"", s);
-        cr_page_sample(p, name, label, work[s]);
-    }
+    for (uint32_t s = 0; s < st->n_shards && s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
+        cr_observe_shard(p, name, s, work[s]);
 }
 
 void cr_observe_route_gauges(cr_core *core, cr_page *p)
