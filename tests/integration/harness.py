@@ -15,6 +15,7 @@ the process exits, and (PR_SET_PDEATHSIG) when the Python process dies.
 import argparse
 import atexit
 import ctypes
+import faulthandler
 import importlib
 import json
 import math
@@ -109,6 +110,10 @@ def main():
     ap.add_argument("--plan-dump", required=True)
     ap.add_argument("--proto-dir", required=True)
     ARGS, rest = ap.parse_known_args()
+    # ctest kills a suite at 300 s (tests/integration.cmake) and shows only
+    # its output: a suite still running at 280 s prints every thread's stack
+    # first, so a hang says where it is.
+    faulthandler.dump_traceback_later(280, exit=False)
     STUB_DIR = _generate_stubs(ARGS.proto_dir)
     atexit.register(shutil.rmtree, STUB_DIR, True)
     unittest.main(module="__main__", argv=[sys.argv[0], "-v"] + rest)
