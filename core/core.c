@@ -75,6 +75,7 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
     c->epoch = cr_mono_s();
     c->clock = clock ? *clock : (cr_clock_source){real_clock, c};
     cr_published_init(&c->table);
+    cr_members_init(c, &cfg->endpoints);
     pthread_mutex_init(&c->tick_lock, NULL);
     pthread_mutex_init(&c->install_lock, NULL);
     c->last_replan = core_now(c);
@@ -99,6 +100,7 @@ void cr_core_free(cr_core *c)
     cr_injector_free(c->injector);
     cr_estimator_free(c->estimator);
     cr_published_destroy(&c->table);
+    cr_members_destroy(c);
     pthread_mutex_destroy(&c->tick_lock);
     pthread_mutex_destroy(&c->install_lock);
     pthread_mutex_destroy(&c->state_lock);

@@ -40,9 +40,14 @@ uint64_t cr_core_install(cr_core *c, cr_installed *t, uint64_t as)
     return as;
 }
 
-uint32_t cr_core_shards(const cr_core *c, const cr_installed *t)
+uint32_t cr_core_shards(cr_core *c, const cr_installed *t)
 {
-    return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
+    uint32_t slots = atomic_load_explicit(&c->member_slots, memory_order_acquire);
+    if (!slots)
+        return t ? cr_table_n_shards(t->table) : c->planner.n_shards;
+    if (core_now(c) >= atomic_load_explicit(&c->next_retry, memory_order_relaxed))
+        cr_members_retry(c, core_now(c));
+    return atomic_load_explicit(&c->member_slots, memory_order_acquire);
 }
 
 uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards)

@@ -45,6 +45,13 @@ struct cr_core {
     int started, final_snapshot; /* cr_core_start ran; the stop's snapshot was taken */
     _Atomic(cr_touched *) touched; /* replicas: owners since the last push; NULL = off */
     atomic_int tables_external;    /* cr_core_set_tables_external */
+    /* The endpoints (endpoints.c) */
+    cr_endpoints_config endpoints_cfg;
+    cr_published members;          /* of cr_endpoints; none until a set is given */
+    pthread_mutex_t members_lock;  /* one change at a time; guards errors */
+    _Atomic uint32_t member_slots; /* the set's n_slots (it never shrinks); 0: no set */
+    _Atomic double next_retry;     /* the set's next_retry_s */
+    struct cr_core_errors *errors; /* per slot: errors in the current window */
 };
 
 /* Owners handed to the estimator per batch (RecordArrival, GetRates): their
@@ -78,8 +85,35 @@ double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
 /* The prefill model routes predict with: GPU 0's, calibrated. */
 void cr_core_route_model(cr_core *c, cr_prefill_model *out);
 
-/* Shards routes go over with table t (NULL = none installed). */
-uint32_t cr_core_shards(const cr_core *c, const cr_installed *t);
+/* Shards routes go over with table t (NULL = none installed): an
+ * endpoint set's slots once one is given. A DOWN endpoint whose retry
+ * time has passed is made ACTIVE first. */
+uint32_t cr_core_shards(cr_core *c, const cr_installed *t);
+
+/* ---- endpoints.c ---- */
+
+void cr_members_init(cr_core *c, const cr_endpoints_config *cfg);
+void cr_members_destroy(cr_core *c);
+/* An error reported for shard at now (an outcome with CR_OUT_ERROR): may
+ * mark its endpoint DOWN. 1 when the shard is an endpoint's. */
+int cr_members_error(cr_core *c, uint32_t shard, double now);
+/* Makes DOWN endpoints whose retry time has passed ACTIVE. */
+void cr_members_retry(cr_core *c, double now);
+/* The current set with a reference, or NULL. */
+const cr_endpoints *cr_members_current(cr_core *c);
+/* members_lock held: makes e (its reference taken over) current after old,
+ * telling the router first; the event's version, slots and sessions to
+ * move into *ev. CR_ENOMEM (e released, nothing changed) when the
+ * router's mask could not be made. */
+cr_status cr_members_publish(cr_core *c, const cr_endpoints *old, cr_endpoints *e,
+                             cr_core_members_event *ev, cr_error *err);
+/* members_lock held: slot's endpoint into state at now (DOWN until
+ * until_s), published; *ev's change too. */
+cr_status cr_members_set_state(cr_core *c, const cr_endpoints *old, uint32_t slot,
+                               cr_endpoint_state state, double now, double until_s,
+                               cr_core_members_event *ev, cr_error *err);
+/* Reports ev to hooks->members; call outside every lock. */
+void cr_members_report(cr_core *c, const cr_core_members_event *ev);
 
 /* ---- plan.c ---- */
 

@@ -9,6 +9,7 @@
 const cr_option_part cr_core_parts[] = {
     {&cr_core_options, 0},
     {&cr_route_options, offsetof(cr_core_config, route)},
+    {&cr_endpoints_options, offsetof(cr_core_config, endpoints)},
     {&cr_core_state_options, 0},
     {&cr_planner_options, offsetof(cr_core_config, planner)},
     {&cr_replan_options, offsetof(cr_core_config, replan)},

@@ -153,15 +153,21 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     if (d.matched)
         judged(b, &r, &d);
     unsigned here = CR_OUT_OWNER | CR_OUT_SHARD;
-    uint32_t routed;
-    int released =
-        (given(o->request_id) &&
-         cr_router_release_request(c->router, cr_route_text_key(o->request_id,
-                                                                 strlen(o->request_id)),
-                                   b->now, (o->has & CR_OUT_CACHED_TOKENS) != 0,
-                                   o->cached_tokens, &routed)) ||
-        ((o->has & here) == here && cr_router_release(c->router, o->owner, o->shard, b->now));
-    d.rejected = !d.matched && !observable && !d.has_tokens && !released;
+    uint32_t routed = UINT32_MAX;
+    int by_id = given(o->request_id) &&
+                cr_router_release_request(c->router, cr_route_text_key(o->request_id,
+                                                                        strlen(o->request_id)),
+                                          b->now, (o->has & CR_OUT_CACHED_TOKENS) != 0,
+                                          o->cached_tokens, &routed);
+    int released = by_id || ((o->has & here) == here &&
+                             cr_router_release(c->router, o->owner, o->shard, b->now));
+    /* a failure counts against the shard given, else the one it was routed to */
+    uint32_t failed_on = !(o->has & CR_OUT_ERROR) ? UINT32_MAX
+                         : (o->has & CR_OUT_SHARD) ? o->shard
+                         : by_id                   ? routed
+                                                   : UINT32_MAX;
+    int failed = failed_on != UINT32_MAX && cr_members_error(c, failed_on, b->now);
+    d.rejected = !d.matched && !observable && !d.has_tokens && !released && !failed;
     if (d.rejected)
         rejection(o, i, out);
     out->matched += (uint32_t)d.matched;

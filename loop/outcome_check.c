@@ -6,7 +6,7 @@
 
 #include "loop.h"
 
-#define ALL_BITS ((CR_OUT_GPU << 1) - 1u)
+#define ALL_BITS ((CR_OUT_ERROR << 1) - 1u)
 
 static cr_status check_length(const char *s, size_t max, size_t i, const char *field,
                               cr_error *err)
@@ -86,7 +86,8 @@ cr_status cr_outcome_check(const cr_outcome *o, size_t i, uint32_t shards, uint3
         check_ms(o, CR_OUT_TRANSFER_MS, o->transfer_ms, i, "transfer_ms", err) != CR_OK ||
         check_ms(o, CR_OUT_LOAD, o->load_ms, i, "load_ms", err) != CR_OK ||
         check_ms(o, CR_OUT_TTFT, o->ttft_ms, i, "ttft_ms", err) != CR_OK ||
-        check_below(o, CR_OUT_GPU, o->gpu, gpus, i, "gpu", err) != CR_OK)
+        check_below(o, CR_OUT_GPU, o->gpu, gpus, i, "gpu", err) != CR_OK ||
+        check_length(o->error, CR_LOOP_ERROR_MAX, i, "error", err) != CR_OK)
         return CR_EINVAL;
     return CR_OK;
 }

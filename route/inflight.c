@@ -221,6 +221,15 @@ static void done(cr_inflight *w, uint32_t idx, double now)
     w->busy[s] = now + w->loads[s] / 1e3;
 }
 
+void cr_inflight_clear_shard(cr_inflight *w, uint32_t shard)
+{
+    if (shard >= w->n_shards)
+        return;
+    while (w->chains[shard].head != NONE)
+        retire(w, w->chains[shard].head, &w->evicted);
+    w->busy[shard] = 0;
+}
+
 int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now)
 {
     if (shard >= w->n_shards)

@@ -53,6 +53,10 @@ int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double no
 int cr_inflight_release_id(cr_inflight *w, uint64_t id, double now, uint32_t *shard,
                            uint32_t *cached);
 
+/* Retires every outstanding item on shard (its engine went; counted
+ * evicted) and empties its timeline. O(its items). */
+void cr_inflight_clear_shard(cr_inflight *w, uint32_t shard);
+
 /* How long a request routed to shard at now would wait, ms: its timeline
  * past now, at most the work outstanding there (so expired work no longer
  * counts), or 0. */
@@ -193,7 +197,37 @@ struct cr_router {
     double hit_error[2];
     cr_kvmap *kvmaps[CR_ROUTE_INDEX_MAX_SHARDS]; /* kv.c: per shard, NULL until its
                                                   * first event */
+    /* members.c: which shards take requests (NULL: all) and each one's
+     * capacity weight (NULL: 1 each), n_members of them */
+    uint8_t *usable;
+    double *speed;
+    uint32_t n_members;
+    atomic_int has_members; /* set once a mask came: plan's lock-free path checks it */
+    uint64_t moved[2]; /* cr_route_stats' */
 };
+
+/* Whether shard s may take a new request under mask u of n shards
+ * (NULL: all may). */
+static inline int cr_members_usable(const uint8_t *u, uint32_t n, uint32_t s)
+{
+    return !u || (s < n && u[s]);
+}
+
+/* r locked: the same under r's mask. */
+static inline int cr_router_usable(const cr_router *r, uint32_t s)
+{
+    return cr_members_usable(r->usable, r->n_members, s);
+}
+
+/* r locked: shard s's capacity weight. */
+static inline double cr_router_speed(const cr_router *r, uint32_t s)
+{
+    return r->speed && s < r->n_members ? r->speed[s] : 1.0;
+}
+
+/* r locked: the first usable shard of key's ring over n shards (s when it
+ * is usable); s itself when none is or the ring cannot be built. */
+uint32_t cr_router_usable_from(cr_router *r, int64_t key, uint32_t s, uint32_t n);
 
 /* r locked: the ring and the counters for n shards, built when n changes;
  * -1 (the old ones kept) when out of memory. */

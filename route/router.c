@@ -76,6 +76,8 @@ void cr_router_free(cr_router *r)
         cr_kvmap_free(r->kvmaps[s]);
     free(r->depth);
     free(r->keys);
+    free(r->usable);
+    free(r->speed);
     free(r);
 }
 
@@ -130,19 +132,30 @@ uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards)
     return s != UINT32_MAX ? s : cr_route_fallback_shard(owner, n_shards);
 }
 /* owner's shard under the plan rule, p its placement (NULL: none), over
- * shards when it has none; *admitted = whether it has one. */
+ * shards when it has none, or the next serving shard after it (plan keeps
+ * no ring); *admitted = whether it has one. locked: the caller holds r's
+ * lock (the mask is read under it). */
 static uint32_t plan_shard(cr_router *r, const cr_placement *p, int64_t owner, uint32_t shards,
-                           int *admitted)
+                           int *admitted, int locked)
 {
     *admitted = p != NULL;
-    return p ? p->preferred_shard : cr_router_home(r, owner, shards);
+    uint32_t s = p ? p->preferred_shard : cr_router_home(r, owner, shards);
+    if (!atomic_load_explicit(&r->has_members, memory_order_acquire))
+        return s; /* no endpoint set: every shard serves, and no lock is taken */
+    if (!locked)
+        pthread_mutex_lock(&r->lock);
+    for (uint32_t k = 0; k < shards && !cr_router_usable(r, s); k++)
+        s = s + 1 < shards ? s + 1 : 0;
+    if (!locked)
+        pthread_mutex_unlock(&r->lock);
+    return s;
 }
 
 uint32_t cr_router_shard(cr_router *r, const cr_table *t, uint32_t n_shards, int64_t owner,
                          int *admitted)
 {
     const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
-    return plan_shard(r, p, owner, n_shards, admitted);
+    return plan_shard(r, p, owner, n_shards, admitted, 0);
 }
 
 
@@ -172,6 +185,8 @@ static int takes(walk *w, uint32_t s)
     if (w->r->seen[s] == w->r->walk)
         return 0;
     w->r->seen[s] = w->r->walk;
+    if (!cr_router_usable(w->r, s))
+        return 0; /* looked at: it takes nothing */
     w->looked++;
     if (w->loads[s] <= w->limit)
         return 1;
@@ -193,7 +208,7 @@ static uint32_t bounded(cr_router *r, const cr_table *t, const cr_placement *p, 
 {
     uint32_t n = cr_ring_n_shards(r->ring);
     double limit = r->c * (cr_inflight_total(r->work) + weight) / n;
-    if (cr_inflight_loads(r->work)[first] <= limit)
+    if (cr_inflight_loads(r->work)[first] <= limit && cr_router_usable(r, first))
         return first; /* the common case, without a walk */
     walk w = walk_begin(r, n, limit);
     if (p) {
@@ -218,10 +233,11 @@ static uint32_t live(const cr_router *r, uint32_t first)
 {
     const double *loads = cr_inflight_loads(r->work);
     uint32_t best = first, n = cr_ring_n_shards(r->ring);
+    best = cr_router_usable(r, best) ? best : UINT32_MAX;
     for (uint32_t s = 0; s < n; s++)
-        if (loads[s] < loads[best])
+        if (cr_router_usable(r, s) && (best == UINT32_MAX || loads[s] < loads[best]))
             best = s;
-    return best;
+    return best != UINT32_MAX ? best : first;
 }
 
 /* r locked: out's route under bounded or live, p its placement. */
@@ -261,7 +277,7 @@ uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t
 {
     const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
     if (!r->work)
-        return plan_shard(r, p, owner, n, admitted);
+        return plan_shard(r, p, owner, n, admitted, 1);
     cr_route out = {.owner = owner};
     route_one(r, t, p, &out, weight, now);
     *admitted = out.admitted;
@@ -283,7 +299,7 @@ void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const dou
         m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++) {
             cr_route *o = &routes[i + j];
-            o->preferred_shard = plan_shard(r, placed[j], o->owner, shards, &o->admitted);
+            o->preferred_shard = plan_shard(r, placed[j], o->owner, shards, &o->admitted, 0);
         }
     }
 }
@@ -319,6 +335,7 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     out->diverted = r->diverted;
     memcpy(out->placed, r->why, sizeof out->placed);
     memcpy(out->hit_checked, r->hit_checked, sizeof out->hit_checked);
+    memcpy(out->moved, r->moved, sizeof out->moved);
     memcpy(out->hit_error_tokens, r->hit_error, sizeof out->hit_error_tokens);
     if (r->index)
         cr_prefix_stats(r->index, &out->index_blocks, &out->index_bytes);

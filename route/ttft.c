@@ -93,7 +93,8 @@ static uint32_t home_of(cr_router *r, const cr_route_query *q, uint32_t n)
                   : q->n_hashes ? (int64_t)q->hashes[0]
                                 : (int64_t)q->request;
     uint32_t s = cr_router_ring_home(r, key, n);
-    return s != UINT32_MAX ? s : cr_route_fallback_shard(key, n);
+    s = s != UINT32_MAX ? s : cr_route_fallback_shard(key, n);
+    return cr_router_usable_from(r, key, s, n);
 }
 
 /* The miss weight for x: --miss-weight g for a prefix of its own (a
@@ -133,8 +134,11 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
             if (j == n_cand)
                 continue;
         }
+        if (!cr_router_usable(r, s))
+            continue; /* draining, down or gone */
         double hit = hit_on(r, x, s);
-        double cost = cr_inflight_wait_ms(r->work, s, now) + g * cr_prefill_predict(m, hit, l);
+        double cost = (cr_inflight_wait_ms(r->work, s, now) + g * cr_prefill_predict(m, hit, l)) /
+                      cr_router_speed(r, s);
         most = hit > most ? hit : most;
         least = hit < least ? hit : least;
         if (cost < best_cost) {
@@ -142,6 +146,9 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
             best = s;
         }
     }
+    if (best == UINT32_MAX && cand) /* every planned shard left service */
+        return choose(r, x, m, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
+    best = best != UINT32_MAX ? best : home;
     double hit = hit_on(r, x, best);
     out->shard = best;
     out->cached_tokens = (uint32_t)hit;
@@ -189,8 +196,12 @@ static void remember(cr_router *r, const request *x, const cr_route_answer *a, d
     const cr_route_query *q = x->q;
     if (x->keys && a->shard < x->indexed)
         cr_prefix_insert(r->index, a->shard, x->keys, q->n_hashes); /* out of memory: less kept */
-    if (q->has_owner)
+    if (q->has_owner) {
+        const cr_session *was = cr_sessions_find(&r->sessions, q->owner);
+        if (was && was->shard != a->shard)
+            r->moved[!cr_router_usable(r, was->shard)]++;
         cr_sessions_put(&r->sessions, q->owner, a->shard, q->prompt_tokens);
+    }
     if (r->by == CR_ROUTE_TTFT)
         cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, q->request, a->cached_tokens,
                            a->shard, a->prefill_ms, now);

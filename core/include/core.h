@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "endpoints.h"
 #include "estimator.h"
 #include "inject.h"
 #include "loop.h"
@@ -53,6 +54,7 @@ typedef struct cr_core_config {
     double replan_interval_s;      /* --replan-interval; 0 = no replanner */
     uint64_t receipts;             /* --receipts: decision receipts kept; 0 = none */
     cr_route_config route;         /* the route rule (route.h) */
+    cr_endpoints_config endpoints; /* the failure detector (endpoints.h) */
     /* State that survives a restart (see "state" below) */
     char *state_file;              /* --state-file; "" or NULL = none */
     double snapshot_interval_s;    /* --snapshot-interval; 0 = only at stop */
@@ -66,9 +68,9 @@ extern const cr_option_table cr_core_state_options;
 /* The components of cr_core_config, once: their option tables in --help
  * order, each with where its struct lies (cr_core_options and
  * cr_core_state_options on cr_core_config itself; the route's, the
- * planner's, the replan's, the estimator's, the injector's, the probe's on
+ * endpoints', the planner's, the replan's, the estimator's, the injector's, the probe's on
  * their members). The sidecar and the replay compose their flags from it. */
-#define CR_CORE_N_PARTS 8
+#define CR_CORE_N_PARTS 9
 extern const cr_option_part cr_core_parts[CR_CORE_N_PARTS];
 /* The probe's part is the last: a core driven in virtual time on a quiet
  * probe (the replay tool) composes the first CR_CORE_N_PARTS - 1. */
@@ -107,6 +109,7 @@ typedef struct cr_core_plan_event {
 } cr_core_plan_event;
 
 struct cr_receipt;
+typedef struct cr_core_members_event cr_core_members_event; /* see "endpoints" below */
 typedef struct cr_core_state_event cr_core_state_event; /* see "state" below */
 
 /* Optional callbacks, each called on the thread that did the work, after
@@ -124,6 +127,9 @@ typedef struct cr_core_hooks {
     void (*receipted)(void *ctx, const struct cr_receipt *r);
     /* Each restore (in cr_core_new) and snapshot of the state file. */
     void (*state)(void *ctx, const cr_core_state_event *ev);
+    /* Each change of the endpoints ("endpoints" below), after the new set
+     * is current. */
+    void (*members)(void *ctx, const cr_core_members_event *ev);
     void *ctx;
 } cr_core_hooks;
 
@@ -242,6 +248,59 @@ uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards);
 /* cr_router_stats of the core's router at the core's now. */
 void cr_core_route_stats_read(cr_core *c, cr_route_stats *out, double *work,
                               uint32_t max_shards);
+
+/* ---- endpoints (core/endpoints.c) -------------------------------------------
+ *
+ * Without endpoints a shard is a number below the table's (or the
+ * configured) shard count. Once a set is given (an endpoints file,
+ * SetEndpoints) the shards are its slots (endpoints.h): routes go over its
+ * n_slots, and every rule sends new requests only to usable slots
+ * (cr_endpoints_usable): a DRAINING or DOWN endpoint takes none, and a
+ * session whose last shard left service goes where the rule sends it
+ * then (counted in cr_route_stats.moved[1]). A GONE or DOWN slot's prefix
+ * index, KV-event map and outstanding work are dropped (its cache went
+ * with it); a DRAINING one keeps them until it is gone. A slot reused by
+ * a new endpoint starts empty. The installed table still decides who is
+ * admitted; a placement on an unusable shard is skipped like a full one.
+ *
+ * Failures: an outcome with an error (CR_OUT_ERROR) counts against its
+ * shard; cr_endpoints_config's fail_errors of them within fail_window_s
+ * make it DOWN for down_s, then it is ACTIVE again (reported with by
+ * "errors" and "retry"). */
+
+struct cr_core_members_event {
+    const char *by;  /* "set", "drain", "undrain", "errors" or "retry" */
+    const char *id;  /* the endpoint a drain, undrain, errors or retry names;
+                      * NULL for "set" */
+    uint64_t version;          /* the set's now */
+    uint32_t n_slots;
+    cr_endpoints_change change;
+    /* Sessions whose last shard left service with this change (drained,
+     * down or removed): the least any rule must move. */
+    uint64_t sessions_to_move;
+};
+
+/* Replaces the endpoint set by v[0..n) (cr_endpoints_apply at the core's
+ * now): CR_EINVAL as cr_endpoints_check names the first bad entry, or
+ * "endpoints must not be empty" (removing the last endpoint is refused),
+ * nothing changed then; CR_ENOMEM. *out (may be NULL) gets the change,
+ * also reported to hooks->members. Thread-safe: changes are serialized,
+ * routes keep running on the set they read. */
+cr_status cr_core_set_endpoints(cr_core *c, const cr_endpoint_spec *v, size_t n,
+                                cr_core_members_event *out, cr_error *err);
+
+/* Drains (drain 1) or undrains (drain 0: ACTIVE again) the endpoint id:
+ * CR_EINVAL "endpoint \"x\" is not in the set" (or no set yet: "no
+ * endpoints are set"), nothing changed; draining a draining endpoint is no
+ * error (nothing changes, version kept). *out and the hook as
+ * cr_core_set_endpoints. Thread-safe. */
+cr_status cr_core_drain_endpoint(cr_core *c, const char *id, int drain,
+                                 cr_core_members_event *out, cr_error *err);
+
+/* The current set with a reference (cr_endpoints_release), or NULL while
+ * none was given. A DOWN endpoint whose retry time has passed is made
+ * ACTIVE first (reported as "retry"). Thread-safe. */
+const cr_endpoints *cr_core_endpoints(cr_core *c);
 
 /* ---- Plan --------------------------------------------------------------- */
 

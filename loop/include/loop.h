@@ -30,6 +30,7 @@
 
 #define CR_LOOP_MAX_OUTCOMES 10000     /* per cr_core_report batch */
 #define CR_LOOP_REQUEST_ID_MAX 128     /* bytes in a request_id */
+#define CR_LOOP_ERROR_MAX 256          /* bytes in an outcome's error */
 #define CR_LOOP_MAX_RECEIPTS 10000000  /* --receipts' upper bound */
 #define CR_LOOP_HALF_LIFE_S 60.0  /* rolling figures: see cr_loop_stats */
 #define CR_LOOP_APE_FLOOR_MS 1.0       /* see cr_loop_error_stats */
@@ -98,6 +99,10 @@ enum {
     CR_OUT_LOAD = 1u << 10,
     CR_OUT_TTFT = 1u << 11,
     CR_OUT_GPU = 1u << 12,
+    /* The request failed on its shard (the engine could not be reached or
+     * answered an error): counts against the shard's endpoint (core.h,
+     * "endpoints"). Not a field but a fact, so it has no value. */
+    CR_OUT_ERROR = 1u << 13,
 };
 
 /* What the serving engine measured for one request it served. Times are
@@ -117,6 +122,7 @@ typedef struct cr_outcome {
     double load_ms;
     double ttft_ms; /* arrival to first token: the measured total */
     uint32_t gpu;
+    const char *error; /* CR_OUT_ERROR: why; NULL = none; at most CR_LOOP_ERROR_MAX bytes */
 } cr_outcome;
 
 typedef struct cr_outcome_counts {

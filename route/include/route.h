@@ -202,6 +202,10 @@ typedef struct cr_route_stats {
      * where it had not (the index knows only what was routed there). */
     uint64_t hit_checked[2];
     double hit_error_tokens[2];
+    /* Requests of an owner with a session (ttft) that went to another
+     * shard than its last: [0] the last one could still take it (a spill,
+     * a rebalance), [1] it had left service (cr_router_members). */
+    uint64_t moved[2];
 } cr_route_stats;
 
 /* The figures at now into *out and each shard's outstanding work into
@@ -298,6 +302,21 @@ int cr_router_release_request(cr_router *r, uint64_t request, double now, int ha
 /* The prefix index's figures: blocks held over all shards, bytes
  * allocated. Thread-safe. */
 void cr_router_index_stats(cr_router *r, uint64_t *blocks, uint64_t *bytes);
+
+/* Which shards may take requests, for n shards (an endpoint set's slots,
+ * endpoints.h): usable[s] = 0 keeps every rule's new requests off shard s
+ * (its sessions go where the rule sends them when they next arrive);
+ * usable NULL: all may. speed[s] (NULL: 1 each) is shard s's capacity
+ * weight: the ttft rule divides its predicted wait and prefill by it.
+ * forget[s] = 1 (NULL: none) drops what the router keeps of shard s (its
+ * prefix index, KV-event map, outstanding work and sessions there): its
+ * engine went, or a new one took its slot. Returns the sessions whose last
+ * shard is now unusable (before any forget: the sessions a change forces
+ * to move). n at most CR_ENDPOINTS_MAX (endpoints.h); -1 when out of
+ * memory (nothing changed). Thread-safe; O(sessions) when forgetting or
+ * counting, once per change. */
+int64_t cr_router_members(cr_router *r, uint32_t n, const uint8_t *usable, const double *speed,
+                          const uint8_t *forget);
 
 /* ---- what the engines hold (KV events) ----------------------------------------
  *

@@ -1,0 +1,162 @@
+/* cacheroute endpoints: the fleet as named endpoints. A shard is an
+ * endpoint's slot: an id (stable, the caller's name for the engine: a pod
+ * name, say), an address (host:port or URL, opaque to cacheroute: the
+ * answers carry it to the caller) and a capacity weight. A slot keeps its
+ * endpoint for the endpoint's life, so a join or a removal never renumbers
+ * another endpoint's shard, and the prefix index, sessions and outstanding
+ * work the router keeps per shard stay with their engine.
+ *
+ * A set is immutable once made (published through cr_ref: the core swaps
+ * in a new one per change while routes read the old); every change makes
+ * the next version:
+ *   join     an id not in the set takes the lowest slot that has been
+ *            free for CR_ENDPOINTS_REUSE_S seconds, else a new slot at
+ *            the end (an answer naming a freed slot's old endpoint can
+ *            still be read from the set that routed it)
+ *   remove   an id left out of a new set: its slot is GONE (its id and
+ *            address kept until the slot is reused)
+ *   drain    DRAINING: takes no new sessions; its sessions move when they
+ *            next arrive
+ *   fail     DOWN (too many errors reported): as DRAINING, until
+ *            down_until_s, then ACTIVE again (tried again)
+ * A new set keeps a listed endpoint's slot and state (draining and down
+ * included): only a drain's undo or the retry time ends those.
+ *
+ * Thread safety: a set is read-only, any number of threads may read one;
+ * the calls that make sets are pure functions of their arguments. */
+#ifndef CR_ENDPOINTS_H
+#define CR_ENDPOINTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "options.h"
+
+#define CR_ENDPOINTS_MAX 1024           /* slots (shards), gone ones included */
+#define CR_ENDPOINT_ID_MAX 128          /* bytes in an id */
+#define CR_ENDPOINT_ADDRESS_MAX 256     /* bytes in an address */
+#define CR_ENDPOINT_WEIGHT_MAX 1000.0   /* a capacity weight's upper bound */
+#define CR_ENDPOINTS_FILE_MAX (1 << 20) /* bytes in an endpoints file */
+#define CR_ENDPOINTS_REUSE_S 60.0       /* a GONE slot's quarantine */
+
+typedef enum cr_endpoint_state {
+    CR_ENDPOINT_ACTIVE,
+    CR_ENDPOINT_DRAINING,
+    CR_ENDPOINT_DOWN,
+    CR_ENDPOINT_GONE
+} cr_endpoint_state;
+
+/* "active", "draining", "down", "gone": stable names (wire and metrics). */
+const char *cr_endpoint_state_name(cr_endpoint_state s);
+
+/* One endpoint as a caller gives it (a file, SetEndpoints). */
+typedef struct cr_endpoint_spec {
+    const char *id;      /* 1..CR_ENDPOINT_ID_MAX bytes, printable ASCII */
+    const char *address; /* 1..CR_ENDPOINT_ADDRESS_MAX bytes, printable ASCII */
+    double weight;       /* capacity, in (0, CR_ENDPOINT_WEIGHT_MAX]; 0 = 1 */
+} cr_endpoint_spec;
+
+/* One slot of a set. */
+typedef struct cr_endpoint {
+    char id[CR_ENDPOINT_ID_MAX + 1];
+    char address[CR_ENDPOINT_ADDRESS_MAX + 1];
+    double weight;
+    cr_endpoint_state state;
+    double since_s;      /* when it entered state (the caller's clock) */
+    double down_until_s; /* DOWN: when it is tried again */
+} cr_endpoint;
+
+/* What one change did, slot by slot (counts). */
+typedef struct cr_endpoints_change {
+    uint32_t joined, removed, drained, undrained, failed, recovered;
+} cr_endpoints_change;
+
+typedef struct cr_endpoints {
+    cr_ref ref;
+    uint64_t version;  /* 1 for the first set, one more per change */
+    uint32_t n_slots;  /* shards 0..n_slots-1; slot s is shard s */
+    uint32_t n_state[4]; /* slots per cr_endpoint_state */
+    double next_retry_s; /* the earliest DOWN slot's down_until_s; INFINITY: none */
+    /* Every change since the first set, added up (for counters); the
+     * sessions that had to move, as the caller adds them. */
+    uint64_t total[6]; /* joined, removed, drained, undrained, failed, recovered */
+    uint64_t sessions_to_move;
+    uint32_t longest_id, longest_address; /* bytes, over every slot */
+    cr_endpoint slot[];
+} cr_endpoints;
+
+/* A reference more / less (cr_ref_retain / cr_ref_release); NULL is
+ * ignored. */
+void cr_endpoints_retain(const cr_endpoints *e);
+void cr_endpoints_release(const cr_endpoints *e);
+
+/* Checks n specs as a whole set: CR_EINVAL naming the first bad entry and
+ * field: "endpoints must not be empty", "endpoints has 1025 entries, at
+ * most 1024", "endpoints[2].id must be 1..128 bytes of printable ASCII,
+ * got \"\"", "endpoints[3].id \"vllm-0\" is given twice (endpoints[0])",
+ * "endpoints[1].address must be 1..256 bytes of printable ASCII, got
+ * \"\"", "endpoints[0].weight must be in (0, 1000], got -1". Pure. */
+cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err);
+
+/* Parses an endpoints file's text (len bytes, at most
+ * CR_ENDPOINTS_FILE_MAX): JSON, {"endpoints": [{"id": "vllm-0",
+ * "address": "10.0.0.5:8000", "weight": 1}, ...]} ("weight" optional,
+ * nothing else allowed), then cr_endpoints_check. *out is one malloc'd
+ * block holding the specs and their strings (the caller frees it), *n
+ * entries. CR_EINVAL with err "NAME:LINE: why" (name: the file's, for the
+ * message); CR_ENOMEM out of memory. Pure. */
+cr_status cr_endpoints_parse(const char *text, size_t len, const char *name,
+                             cr_endpoint_spec **out, size_t *n, cr_error *err);
+
+/* Reads path (at most CR_ENDPOINTS_FILE_MAX bytes) and parses it as
+ * cr_endpoints_parse does; CR_EINVAL naming the path and the system's
+ * reason when it cannot be read. */
+cr_status cr_endpoints_read_file(const char *path, cr_endpoint_spec **out, size_t *n,
+                                 cr_error *err);
+
+/* The set after replacing old's endpoints (NULL: none yet) by v[0..n)
+ * (checked here as cr_endpoints_check does) at now: joins, removals, the
+ * listed ones' addresses and weights updated, states kept. *out has one
+ * reference for the caller; *chg counts what changed (all 0: nothing did,
+ * and *out is a new set of the same content and the next version).
+ * CR_EINVAL as cr_endpoints_check, or "endpoints need N slots, at most
+ * 1024" when the gone slots still in quarantine leave no room; CR_ENOMEM.
+ * Pure. */
+cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v, size_t n,
+                             double now, cr_endpoints **out, cr_endpoints_change *chg,
+                             cr_error *err);
+
+/* The set after slot's endpoint enters state (ACTIVE, DRAINING or DOWN;
+ * DOWN until until_s) at now; a slot already in state keeps its since_s
+ * (a DOWN one takes the new until_s). *out as cr_endpoints_apply; NULL
+ * with CR_ENOMEM. A GONE or missing slot: CR_EINVAL. Pure. */
+cr_status cr_endpoints_with_state(const cr_endpoints *old, uint32_t slot, cr_endpoint_state state,
+                                  double now, double until_s, cr_endpoints **out,
+                                  cr_endpoints_change *chg, cr_error *err);
+
+/* The slot of id among the set's non-GONE endpoints, or UINT32_MAX. O(n). */
+uint32_t cr_endpoints_find(const cr_endpoints *e, const char *id);
+
+/* Which slots may take a request: usable[s] = 1 for ACTIVE slots; when
+ * none is, the DRAINING ones; when none is either, the DOWN ones (some
+ * shard always answers while any endpoint is listed). usable has n_slots
+ * places. */
+void cr_endpoints_usable(const cr_endpoints *e, uint8_t *usable);
+
+/* ---- failure detection ---------------------------------------------------- */
+
+/* An endpoint is DOWN after fail_errors errors reported for it (ReportOutcome's
+ * error) within fail_window_s seconds, for down_s seconds, then tried
+ * again. */
+typedef struct cr_endpoints_config {
+    uint32_t fail_errors; /* --endpoint-fail-errors; 0 = never marked down */
+    double fail_window_s; /* --endpoint-fail-window */
+    double down_s;        /* --endpoint-down-for */
+} cr_endpoints_config;
+
+/* Its rows (--endpoint-fail-errors, --endpoint-fail-window,
+ * --endpoint-down-for): top-level keys of the effective configuration. */
+extern const cr_option_table cr_endpoints_options;
+
+#endif

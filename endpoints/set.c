@@ -1,0 +1,251 @@
+/* Endpoint sets (endpoints.h): each change copies the old set into a new
+ * one, so a set a route holds never changes under it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "endpoints.h"
+
+static const char *const STATE[] = {"active", "draining", "down", "gone"};
+
+const char *cr_endpoint_state_name(cr_endpoint_state s)
+{
+    return (unsigned)s < 4 ? STATE[s] : "unknown";
+}
+
+static void set_free(cr_ref *ref)
+{
+    free((cr_endpoints *)((char *)ref - offsetof(cr_endpoints, ref)));
+}
+
+void cr_endpoints_retain(const cr_endpoints *e)
+{
+    if (e)
+        cr_ref_retain((cr_ref *)&e->ref);
+}
+
+void cr_endpoints_release(const cr_endpoints *e)
+{
+    if (e)
+        cr_ref_release((cr_ref *)&e->ref);
+}
+
+/* 1 when s is 1..max bytes of printable ASCII. */
+static int printable(const char *s, size_t max)
+{
+    size_t n = s ? strnlen(s, max + 1) : 0;
+    if (n == 0 || n > max)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e)
+            return 0;
+    return 1;
+}
+
+/* The first bytes of s for a message, quoted and cut. */
+static const char *shown(const char *s, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.60s%s", s ? s : "", s && strlen(s) > 60 ? "..." : "");
+    for (char *p = buf; *p; p++)
+        if (*p < 0x20 || *p > 0x7e || *p == '"')
+            *p = '?';
+    return buf;
+}
+
+cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err)
+{
+    char got[80];
+    if (n == 0)
+        return cr_fail(err, CR_EINVAL, "endpoints must not be empty");
+    if (n > CR_ENDPOINTS_MAX)
+        return cr_fail(err, CR_EINVAL, "endpoints has %zu entries, at most %d", n,
+                       CR_ENDPOINTS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        if (!printable(v[i].id, CR_ENDPOINT_ID_MAX))
+            return cr_fail(err, CR_EINVAL,
+                           "endpoints[%zu].id must be 1..%d bytes of printable ASCII, got \"%s\"",
+                           i, CR_ENDPOINT_ID_MAX, shown(v[i].id, got, sizeof got));
+        if (!printable(v[i].address, CR_ENDPOINT_ADDRESS_MAX))
+            return cr_fail(err, CR_EINVAL,
+                           "endpoints[%zu].address must be 1..%d bytes of printable ASCII, got "
+                           "\"%s\"",
+                           i, CR_ENDPOINT_ADDRESS_MAX, shown(v[i].address, got, sizeof got));
+        double w = v[i].weight;
+        if (!(isfinite(w) && w >= 0 && w <= CR_ENDPOINT_WEIGHT_MAX))
+            return cr_fail(err, CR_EINVAL, "endpoints[%zu].weight must be in (0, %g], got %g", i,
+                           CR_ENDPOINT_WEIGHT_MAX, w);
+        /* O(n^2) over at most 1024 short ids, once per change */
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(v[j].id, v[i].id) == 0)
+                return cr_fail(err, CR_EINVAL,
+                               "endpoints[%zu].id \"%s\" is given twice (endpoints[%zu])", i,
+                               shown(v[i].id, got, sizeof got), j);
+    }
+    return CR_OK;
+}
+
+/* A set of n slots, one reference, its counts left to tally. */
+static cr_endpoints *set_new(uint32_t n)
+{
+    cr_endpoints *e = calloc(1, sizeof *e + (size_t)n * sizeof e->slot[0]);
+    if (!e)
+        return NULL;
+    cr_ref_init(&e->ref, set_free);
+    e->n_slots = n;
+    return e;
+}
+
+/* The counts and next retry of e from its slots; old's totals (NULL:
+ * none) plus chg. */
+static void tally(cr_endpoints *e, const cr_endpoints *old, const cr_endpoints_change *chg)
+{
+    const uint32_t add[6] = {chg->joined, chg->removed, chg->drained,
+                             chg->undrained, chg->failed, chg->recovered};
+    for (int i = 0; i < 6; i++)
+        e->total[i] = (old ? old->total[i] : 0) + add[i];
+    e->sessions_to_move = old ? old->sessions_to_move : 0;
+    memset(e->n_state, 0, sizeof e->n_state);
+    e->next_retry_s = INFINITY;
+    e->longest_id = e->longest_address = 0;
+    for (uint32_t s = 0; s < e->n_slots; s++) {
+        const cr_endpoint *x = &e->slot[s];
+        uint32_t a = (uint32_t)strlen(x->id), b = (uint32_t)strlen(x->address);
+        e->longest_id = a > e->longest_id ? a : e->longest_id;
+        e->longest_address = b > e->longest_address ? b : e->longest_address;
+        e->n_state[x->state]++;
+        if (x->state == CR_ENDPOINT_DOWN && x->down_until_s < e->next_retry_s)
+            e->next_retry_s = x->down_until_s;
+    }
+}
+
+static void fill(cr_endpoint *x, const cr_endpoint_spec *v)
+{
+    snprintf(x->id, sizeof x->id, "%s", v->id);
+    snprintf(x->address, sizeof x->address, "%s", v->address);
+    x->weight = v->weight > 0 ? v->weight : 1;
+}
+
+/* The slot a new endpoint takes: the lowest GONE one out of quarantine
+ * (marked taken in *taken), else the next one past *end. */
+static uint32_t free_slot(const cr_endpoints *old, uint8_t *taken, uint32_t *end, double now)
+{
+    for (uint32_t s = 0; old && s < old->n_slots; s++)
+        if (!taken[s] && old->slot[s].state == CR_ENDPOINT_GONE &&
+            now - old->slot[s].since_s >= CR_ENDPOINTS_REUSE_S) {
+            taken[s] = 1;
+            return s;
+        }
+    return (*end)++;
+}
+
+cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v, size_t n,
+                             double now, cr_endpoints **out, cr_endpoints_change *chg,
+                             cr_error *err)
+{
+    *out = NULL;
+    memset(chg, 0, sizeof *chg);
+    cr_status st = cr_endpoints_check(v, n, err);
+    if (st != CR_OK)
+        return st;
+    uint32_t old_n = old ? old->n_slots : 0;
+    /* where each spec goes: its old slot, or a free one (old slots first) */
+    uint32_t *at = malloc(n * sizeof *at);
+    uint8_t *taken = calloc(old_n + 1, 1), *listed = calloc(old_n + 1, 1);
+    if (!at || !taken || !listed) {
+        free(at), free(taken), free(listed);
+        return cr_fail(err, CR_ENOMEM, "out of memory for %zu endpoints", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        at[i] = old ? cr_endpoints_find(old, v[i].id) : UINT32_MAX;
+        if (at[i] != UINT32_MAX)
+            taken[at[i]] = listed[at[i]] = 1;
+    }
+    uint32_t end = old_n;
+    for (size_t i = 0; i < n; i++)
+        if (at[i] == UINT32_MAX)
+            at[i] = free_slot(old, taken, &end, now);
+    free(taken);
+    if (end > CR_ENDPOINTS_MAX) {
+        free(at), free(listed);
+        return cr_fail(err, CR_EINVAL,
+                       "endpoints need %u slots, at most %d (removed endpoints' slots are "
+                       "reused %g s after their removal)",
+                       end, CR_ENDPOINTS_MAX, CR_ENDPOINTS_REUSE_S);
+    }
+    cr_endpoints *e = set_new(end);
+    if (!e) {
+        free(at), free(listed);
+        return cr_fail(err, CR_ENOMEM, "out of memory for %u endpoint slots", end);
+    }
+    e->version = old ? old->version + 1 : 1;
+    for (uint32_t s = 0; s < old_n; s++) {
+        e->slot[s] = old->slot[s];
+        if (!listed[s] && e->slot[s].state != CR_ENDPOINT_GONE) {
+            e->slot[s].state = CR_ENDPOINT_GONE;
+            e->slot[s].since_s = now;
+            chg->removed++;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        cr_endpoint *x = &e->slot[at[i]];
+        if (at[i] >= old_n || !listed[at[i]]) { /* a join, maybe into a gone slot */
+            memset(x, 0, sizeof *x);
+            x->state = CR_ENDPOINT_ACTIVE;
+            x->since_s = now;
+            chg->joined++;
+        }
+        fill(x, &v[i]);
+    }
+    free(at), free(listed);
+    tally(e, old, chg);
+    *out = e;
+    return CR_OK;
+}
+
+cr_status cr_endpoints_with_state(const cr_endpoints *old, uint32_t slot, cr_endpoint_state state,
+                                  double now, double until_s, cr_endpoints **out,
+                                  cr_endpoints_change *chg, cr_error *err)
+{
+    *out = NULL;
+    memset(chg, 0, sizeof *chg);
+    if (!old || slot >= old->n_slots || old->slot[slot].state == CR_ENDPOINT_GONE ||
+        state == CR_ENDPOINT_GONE)
+        return cr_fail(err, CR_EINVAL, "endpoint slot %u is not in the set", slot);
+    cr_endpoints *e = set_new(old->n_slots);
+    if (!e)
+        return cr_fail(err, CR_ENOMEM, "out of memory for %u endpoint slots", old->n_slots);
+    memcpy(e->slot, old->slot, old->n_slots * sizeof e->slot[0]);
+    e->version = old->version + 1;
+    cr_endpoint *x = &e->slot[slot];
+    cr_endpoint_state was = x->state;
+    if (was != state) {
+        x->since_s = now;
+        chg->drained += state == CR_ENDPOINT_DRAINING;
+        chg->failed += state == CR_ENDPOINT_DOWN;
+        chg->undrained += state == CR_ENDPOINT_ACTIVE && was == CR_ENDPOINT_DRAINING;
+        chg->recovered += state == CR_ENDPOINT_ACTIVE && was == CR_ENDPOINT_DOWN;
+    }
+    x->state = state;
+    x->down_until_s = state == CR_ENDPOINT_DOWN ? until_s : 0;
+    tally(e, old, chg);
+    *out = e;
+    return CR_OK;
+}
+
+uint32_t cr_endpoints_find(const cr_endpoints *e, const char *id)
+{
+    for (uint32_t s = 0; e && id && s < e->n_slots; s++)
+        if (e->slot[s].state != CR_ENDPOINT_GONE && strcmp(e->slot[s].id, id) == 0)
+            return s;
+    return UINT32_MAX;
+}
+
+void cr_endpoints_usable(const cr_endpoints *e, uint8_t *usable)
+{
+    cr_endpoint_state take = e->n_state[CR_ENDPOINT_ACTIVE]     ? CR_ENDPOINT_ACTIVE
+                             : e->n_state[CR_ENDPOINT_DRAINING] ? CR_ENDPOINT_DRAINING
+                                                                : CR_ENDPOINT_DOWN;
+    for (uint32_t s = 0; s < e->n_slots; s++)
+        usable[s] = e->slot[s].state == take;
+}
