@@ -115,6 +115,11 @@ static const cr_option SERVER_ROWS[] = {
      .valid = valid_kv_events,
      .help = "a shard's engine publishing KV events (vLLM, SGLang) on ZeroMQ: "
              "SHARD=ENDPOINT[,replay=ENDPOINT], tcp:// or ipc://, at most one a shard"},
+    {.name = "endpoints-file", .key = "endpoints_file", .type = CR_OPT_STRING,
+     .offset = AT(endpoints_file), .def_text = "",
+     .help = "YAML or JSON file of the endpoints ({\"endpoints\": [{\"id\", \"address\", "
+             "\"weight\"}]}): shards become named endpoints; re-read when it changes and on "
+             "SIGHUP; empty = shards by number"},
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
      .offset = AT(admin_token_file), .def_text = "",
      .help = "file holding the bearer token allowed state-changing calls"},

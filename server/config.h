@@ -32,6 +32,7 @@ typedef struct cr_server_config {
     size_t n_admin_identities;
     char *admin_token_file;   /* --admin-token-file path, "" = no token */
     char **kv_events;         /* --kv-events SHARD=ENDPOINT[,replay=ENDPOINT], repeatable */
+    char *endpoints_file;     /* --endpoints-file path, "" = shards by number */
     size_t n_kv_events;
     int reservations;         /* --reservations: cr_reservations */
     int compressed_requests;  /* --compressed-requests: 0 refuse, 1 inflate */

@@ -45,7 +45,7 @@ typedef struct sidecar {
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
 
-enum { N_METHODS = 19 };
+enum { N_METHODS = 22 };
 
 /* The last columns say who may call (rpc.h cr_access): state-changing calls
  * are an admin's once authorization is on. */
@@ -84,6 +84,12 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
         {SERVICE "Route", &cr_unary_kind, 0, cr_handle_route, &s->handlers, OPEN},
         {SERVICE "Routes", &cr_bidi_each_kind, 0, cr_handle_route, &s->handlers, OPEN},
         {SERVICE "ReportKvEvents", &cr_unary_kind, 1, cr_handle_report_kv_events, &s->handlers,
+         ADMIN},
+        {SERVICE "SetEndpoints", &cr_unary_kind, 0, cr_handle_set_endpoints, &s->handlers,
+         ADMIN},
+        {SERVICE "DrainEndpoint", &cr_unary_kind, 0, cr_handle_drain_endpoint, &s->handlers,
+         ADMIN},
+        {SERVICE "ListEndpoints", &cr_unary_kind, 0, cr_handle_list_endpoints, &s->handlers,
          ADMIN},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health, OPEN},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health, OPEN},
@@ -215,6 +221,13 @@ static void reload_replica(void *ctx)
     cr_replica_reload(s->handlers.replica);
 }
 
+/* SIGHUP: re-read --endpoints-file. */
+static void reload_endpoints(void *ctx)
+{
+    sidecar *s = ctx;
+    cr_endpoints_watch_reload(s->observer.endpoints);
+}
+
 /* SIGUSR1: write the state file now. A failed write is logged through the
  * core's state hook; only "no --state-file" is said here. */
 static void snapshot_now(void *ctx)
@@ -319,6 +332,7 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     cr_signals_on(&s->signals, CR_SIGNAL_STATS, "stats", log_stats, s);
     cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "tls", reload_security, s);
     cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "state-backend", reload_replica, s);
+    cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "endpoints", reload_endpoints, s);
     cr_signals_on(&s->signals, CR_SIGNAL_SNAPSHOT, "state", snapshot_now, s);
     cr_health_set_serving(s->health, 1);
     cr_error e;
@@ -360,6 +374,16 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 
+/* With --endpoints-file, the set read and watched; 0, or -1 with e. */
+static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (!*cfg->server.endpoints_file)
+        return 0;
+    s->observer.endpoints =
+        cr_endpoints_watch_start(cfg->server.endpoints_file, s->handlers.core, e);
+    return s->observer.endpoints ? 0 : -1;
+}
+
 /* Builds the parts, serves, and tears down in reverse. */
 static int run(const cr_config *cfg, json_t *nofile)
 {
@@ -387,14 +411,15 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL};
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
-               start_replica(cfg, &s, &e) != 0 || start_kv(cfg, &s, &e) != 0) {
+               start_endpoints(cfg, &s, &e) != 0 || start_replica(cfg, &s, &e) != 0 ||
+                   start_kv(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -406,6 +431,7 @@ static int run(const cr_config *cfg, json_t *nofile)
         grpc_shutdown();
     }
     cr_kv_stop(s.observer.kv);           /* before the core it feeds */
+    cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */

@@ -458,6 +458,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"health-listen", "127.0.0.1:4", "[::1]:5", NULL, NULL},
         {"admin-identity", "spiffe://a/admin admin.example", "cn-admin", NULL, NULL},
         {"admin-token-file", "/tmp/cr-token-a", "/tmp/cr-token-b", NULL, NULL},
+        {"endpoints-file", "/tmp/cr-endpoints-a.yaml", "/tmp/cr-endpoints-b.json", NULL, NULL},
         {"state-backend", "redis://127.0.0.1:6379", "unix:/tmp/cr-r.sock?db=2", NULL, NULL},
         {"state-backend-password-file", "/tmp/cr-redis-pw-a", "/tmp/cr-redis-pw-b", NULL, NULL},
         {"replica-id", "replica-0", "r.1_x", NULL, NULL},

@@ -13,6 +13,7 @@
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "common.h"
 #include "cunit_main.h"
+#include "named.h"
 #include "wire.h"
 
 static uint64_t seed = 14;
@@ -48,7 +49,7 @@ static cr_route any_route(void)
 
 /* protobuf-c's own bytes for the same answer. */
 static uint8_t *reference(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen,
-                          size_t *len)
+                          const cr_endpoints *named, size_t *len)
 {
     Cacheroute__V1__Route *msgs = calloc(n + 1, sizeof *msgs);
     Cacheroute__V1__Route **ptrs = calloc(n + 1, sizeof *ptrs);
@@ -58,6 +59,10 @@ static uint8_t *reference(const cr_route *routes, size_t n, uint32_t recorded, u
         msgs[i].rate = routes[i].rate;
         msgs[i].admitted = routes[i].admitted;
         msgs[i].preferred_shard = routes[i].preferred_shard;
+        if (named && routes[i].preferred_shard < named->n_slots) {
+            msgs[i].endpoint_id = (char *)named->slot[routes[i].preferred_shard].id;
+            msgs[i].endpoint_address = (char *)named->slot[routes[i].preferred_shard].address;
+        }
         ptrs[i] = &msgs[i];
     }
     Cacheroute__V1__RecordArrivalResponse resp = CACHEROUTE__V1__RECORD_ARRIVAL_RESPONSE__INIT;
@@ -73,19 +78,25 @@ static uint8_t *reference(const cr_route *routes, size_t n, uint32_t recorded, u
     return out;
 }
 
-static void agrees(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen)
+static void agrees_named(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen,
+                         const cr_endpoints *named)
 {
-    size_t ref_len, bound = cr_record_answer_bound(n);
-    uint8_t *ref = reference(routes, n, recorded, gen, &ref_len);
+    size_t ref_len, bound = cr_record_answer_bound(n, named);
+    uint8_t *ref = reference(routes, n, recorded, gen, named, &ref_len);
     uint8_t *ours = malloc(bound + 1);
     ours[bound] = 0xa5; /* a canary just past the bound */
-    size_t len = cr_record_answer_pack(routes, n, recorded, gen, ours);
+    size_t len = cr_record_answer_pack(routes, n, recorded, gen, named, ours);
     CU_ASSERT_EQUAL(len, ref_len);
     CU_ASSERT(len <= bound);
     CU_ASSERT_EQUAL(ours[bound], 0xa5);
     CU_ASSERT(len == ref_len && memcmp(ours, ref, len) == 0);
     free(ref);
     free(ours);
+}
+
+static void agrees(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen)
+{
+    agrees_named(routes, n, recorded, gen, NULL);
 }
 
 /* Each n with recorded and generation at 0, 1 and their widest. */
@@ -114,8 +125,25 @@ static void test_widest(void)
     cr_route many[3] = {r, r, r};
     agrees(many, 3, UINT32_MAX, UINT64_MAX);
     uint8_t buf[3 * 30 + 17];
-    CU_ASSERT_EQUAL(cr_record_answer_pack(many, 3, UINT32_MAX, UINT64_MAX, buf),
-                    cr_record_answer_bound(3));
+    CU_ASSERT_EQUAL(cr_record_answer_pack(many, 3, UINT32_MAX, UINT64_MAX, NULL, buf),
+                    cr_record_answer_bound(3, NULL));
+}
+
+/* With an endpoint set, each route to one of its shards (a gone one too)
+ * names it; others do not. */
+static void test_named(void)
+{
+    cr_endpoints *e = cr_test_named_set();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    cr_route routes[16];
+    for (int k = 0; k < 300; k++) {
+        for (size_t i = 0; i < 16; i++) {
+            routes[i] = any_route();
+            routes[i].preferred_shard %= 5;
+        }
+        agrees_named(routes, 1 + (size_t)k % 16, (uint32_t)k, (uint64_t)k, e);
+    }
+    cr_endpoints_release(e);
 }
 
 static void field_is(const ProtobufCMessageDescriptor *d, const char *name, unsigned number,
@@ -138,11 +166,13 @@ static void test_descriptors(void)
     field_is(resp, "routes", 1, PROTOBUF_C_TYPE_MESSAGE, PROTOBUF_C_LABEL_REPEATED);
     field_is(resp, "recorded", 2, PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_LABEL_NONE);
     field_is(resp, "table_generation", 3, PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_LABEL_NONE);
-    CU_ASSERT_EQUAL(route->n_fields, 4);
+    CU_ASSERT_EQUAL(route->n_fields, 6);
     field_is(route, "owner", 1, PROTOBUF_C_TYPE_INT64, PROTOBUF_C_LABEL_NONE);
     field_is(route, "rate", 2, PROTOBUF_C_TYPE_DOUBLE, PROTOBUF_C_LABEL_NONE);
     field_is(route, "admitted", 3, PROTOBUF_C_TYPE_BOOL, PROTOBUF_C_LABEL_NONE);
     field_is(route, "preferred_shard", 4, PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_LABEL_NONE);
+    field_is(route, "endpoint_id", 5, PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_NONE);
+    field_is(route, "endpoint_address", 6, PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_NONE);
 }
 
 static const cr_test_case ANSWER[] = {
@@ -152,6 +182,7 @@ static const cr_test_case ANSWER[] = {
     {"16 routes", test_few},
     {"1000 routes", test_thousand},
     {"widest routes fill the bound", test_widest},
+    {"endpoint names with a set", test_named},
     {NULL, NULL},
 };
 

@@ -14,6 +14,7 @@
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "common.h"
 #include "cunit_main.h"
+#include "named.h"
 #include "wire.h"
 
 #define MAX_DECISIONS 300
@@ -51,7 +52,7 @@ static cr_route_answer decision(uint64_t r)
 
 /* protobuf-c's bytes for the same RouteResponse, malloc'd; *len of them. */
 static uint8_t *packed_by_protobuf_c(const cr_route_answer *a, size_t n, uint64_t gen,
-                                     size_t *len)
+                                     const cr_endpoints *named, size_t *len)
 {
     static RouteDecision d[MAX_DECISIONS];
     static RouteDecision *ptrs[MAX_DECISIONS];
@@ -63,6 +64,10 @@ static uint8_t *packed_by_protobuf_c(const cr_route_answer *a, size_t n, uint64_
         d[i].queue_wait_ms = a[i].queue_wait_ms;
         d[i].prefill_ms = a[i].prefill_ms;
         d[i].reason = (char *)cr_route_reason_name(a[i].reason);
+        if (named && a[i].shard < named->n_slots) {
+            d[i].endpoint_id = (char *)named->slot[a[i].shard].id;
+            d[i].endpoint_address = (char *)named->slot[a[i].shard].address;
+        }
         ptrs[i] = &d[i];
     }
     Cacheroute__V1__RouteResponse resp = CACHEROUTE__V1__ROUTE_RESPONSE__INIT;
@@ -76,19 +81,25 @@ static uint8_t *packed_by_protobuf_c(const cr_route_answer *a, size_t n, uint64_
 }
 
 /* Ours is protobuf-c's, within the bound (a canary just past it). */
-static void same_bytes(const cr_route_answer *a, size_t n, uint64_t gen)
+static void same_named(const cr_route_answer *a, size_t n, uint64_t gen,
+                       const cr_endpoints *named)
 {
-    size_t theirs_len, bound = cr_route_answer_bound(n);
-    uint8_t *theirs = packed_by_protobuf_c(a, n, gen, &theirs_len);
+    size_t theirs_len, bound = cr_route_answer_bound(n, named);
+    uint8_t *theirs = packed_by_protobuf_c(a, n, gen, named, &theirs_len);
     uint8_t *ours = malloc(bound + 1);
     CU_ASSERT_FATAL(ours != NULL);
     ours[bound] = 0x5a;
-    size_t len = cr_route_answer_pack(a, n, gen, ours);
+    size_t len = cr_route_answer_pack(a, n, gen, named, ours);
     CU_ASSERT(len <= bound && ours[bound] == 0x5a);
     CU_ASSERT_EQUAL(len, theirs_len);
     CU_ASSERT(len == theirs_len && memcmp(ours, theirs, len) == 0);
     free(theirs);
     free(ours);
+}
+
+static void same_bytes(const cr_route_answer *a, size_t n, uint64_t gen)
+{
+    same_named(a, n, gen, NULL);
 }
 
 /* rounds batches of n decisions, generation 0, 1, 128 and UINT64_MAX by
@@ -131,10 +142,34 @@ static void test_widest(void)
     size_t most = 0;
     for (int r = 0; r < CR_ROUTE_N_WHY; r++) {
         w.reason = (cr_route_reason)r;
-        size_t n = cr_route_answer_pack(&w, 1, UINT64_MAX, buf);
+        size_t n = cr_route_answer_pack(&w, 1, UINT64_MAX, NULL, buf);
         most = n > most ? n : most;
     }
-    CU_ASSERT_EQUAL(most, cr_route_answer_bound(1));
+    CU_ASSERT_EQUAL(most, cr_route_answer_bound(1, NULL));
+}
+
+/* With an endpoint set, each decision on one of its shards (a gone one
+ * too) names it; one past them does not. The longest names fill the
+ * bound's share. */
+static void test_named(void)
+{
+    cr_endpoints *e = cr_test_named_set();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    cr_route_answer a[MAX_DECISIONS];
+    for (int k = 0; k < 200; k++) {
+        size_t n = 1 + (size_t)k % 17;
+        for (size_t i = 0; i < n; i++) {
+            a[i] = decision(cr_mix64(counter++));
+            a[i].shard = (uint32_t)(cr_mix64(counter) % 5);
+        }
+        same_named(a, n, (uint64_t)k, e);
+    }
+    cr_route_answer w = {1, 1, UINT32_MAX, NAN, -INFINITY, CR_ROUTE_WHY_LEAST_LOADED};
+    uint8_t buf[1024];
+    CU_ASSERT(cr_route_answer_pack(&w, 1, UINT64_MAX, e, buf) <= cr_route_answer_bound(1, e));
+    CU_ASSERT(cr_route_answer_pack(&w, 1, UINT64_MAX, e, buf) >
+              cr_route_answer_bound(1, NULL) + CR_ENDPOINT_ID_MAX + CR_ENDPOINT_ADDRESS_MAX);
+    cr_endpoints_release(e);
 }
 
 /* The numbers and types route_answer.c writes, and no field it would
@@ -149,11 +184,13 @@ static void test_descriptors(void)
                 {"cached_tokens", PROTOBUF_C_TYPE_UINT32},
                 {"queue_wait_ms", PROTOBUF_C_TYPE_DOUBLE},
                 {"prefill_ms", PROTOBUF_C_TYPE_DOUBLE},
-                {"reason", PROTOBUF_C_TYPE_STRING}};
+                {"reason", PROTOBUF_C_TYPE_STRING},
+                {"endpoint_id", PROTOBUF_C_TYPE_STRING},
+                {"endpoint_address", PROTOBUF_C_TYPE_STRING}};
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__route_decision__descriptor;
     const ProtobufCMessageDescriptor *resp = &cacheroute__v1__route_response__descriptor;
-    CU_ASSERT_EQUAL_FATAL(d->n_fields, 6);
-    for (unsigned i = 0; i < 6; i++)
+    CU_ASSERT_EQUAL_FATAL(d->n_fields, 8);
+    for (unsigned i = 0; i < 8; i++)
         CU_ASSERT(d->fields[i].id == i + 1 && strcmp(d->fields[i].name, want[i].name) == 0 &&
                   d->fields[i].type == want[i].type &&
                   d->fields[i].label == PROTOBUF_C_LABEL_NONE);
@@ -171,6 +208,7 @@ static const cr_test_case tests[] = {
     {"300 decisions", test_many},
     {"every special double", test_each_double},
     {"widest decision fills the bound", test_widest},
+    {"endpoint names with a set", test_named},
     {"descriptors agree", test_descriptors},
     {NULL, NULL},
 };

@@ -40,3 +40,30 @@ uint64_t cr_wire_plan_bound(const cr_plan_size *s)
     return (uint64_t)s->sessions * 27 + s->slots * id_bytes(s->n_shards) +
            (uint64_t)s->n_shards * 8 + 256;
 }
+
+size_t cr_wire_named_bytes(const cr_endpoints *e)
+{
+    if (!e)
+        return 0;
+    return 1 + varint_len(e->longest_id) + e->longest_id + 1 + varint_len(e->longest_address) +
+           e->longest_address + 1;
+}
+
+uint8_t *cr_wire_put_named(uint8_t *p, unsigned number, const uint8_t *fields, size_t n,
+                           const cr_endpoint *x, unsigned id_field)
+{
+    size_t a = strlen(x->id), b = strlen(x->address);
+    size_t body = n + 1 + varint_len(a) + a + 1 + varint_len(b) + b;
+    *p++ = KEY_LEN(number);
+    p = put_varint(p, body);
+    memcpy(p, fields, n);
+    p += n;
+    *p++ = KEY_LEN(id_field);
+    p = put_varint(p, a);
+    memcpy(p, x->id, a);
+    p += a;
+    *p++ = KEY_LEN(id_field + 1);
+    p = put_varint(p, b);
+    memcpy(p, x->address, b);
+    return p + b;
+}

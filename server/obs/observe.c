@@ -161,6 +161,7 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .probed = log_probe,
                            .receipted = receipted,
                            .state = state,
+                           .members = cr_observe_members,
                            .ctx = o};
 }
 
@@ -362,6 +363,7 @@ void cr_observe_gauges(void *ctx, cr_page *p)
     probe_gauges(core, p);
     loop_gauges(o, p);
     cr_observe_route_gauges(core, p);
+    cr_observe_endpoint_gauges(o, p);
     if (o->replica)
         cr_observe_replica_gauges(o->replica, p);
     if (o->kv)

@@ -4,6 +4,7 @@
 #define CR_OBSERVE_H
 
 #include "core.h"
+#include "endpoints_file.h"
 #include "kvevents.h"
 #include "metrics.h"
 #include "replica.h"
@@ -16,6 +17,7 @@ typedef struct cr_observer {
     cr_core *core;       /* for the gauges: set once the core is built */
     cr_replica *replica; /* --state-backend's, once started; NULL when standalone */
     cr_kv_subscriber *kv; /* --kv-events', once started; NULL without */
+    cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -46,6 +48,11 @@ void cr_observe_replica_gauges(cr_replica *r, cr_page *page);
  * cacheroute_kv_* families by shard (none without --kv-events). */
 cr_kv_hooks cr_observe_kv_hooks(cr_observer *o);
 void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
+
+/* observe_endpoints.c: a log line per change of the endpoint set, and
+ * the cacheroute_endpoint* families (none before a set is given). */
+void cr_observe_members(void *ctx, const cr_core_members_event *ev);
+void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
 
 /* observe_route.c: the cacheroute_routes_placed_total{reason},
  * cacheroute_route_* gauges and the hit-prediction error counters. */

@@ -39,8 +39,16 @@ void cr_handle_get_node_profile(void *ctx, const uint8_t *data, size_t len, cr_r
 void cr_handle_report_outcome(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_decision(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 void cr_handle_get_stats(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_set_endpoints(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_drain_endpoint(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
+void cr_handle_list_endpoints(void *ctx, const uint8_t *data, size_t len, cr_reply *out);
 
 /* ---- messages built from core types, shared by the handlers ---- */
+
+/* e (NULL: no set) as an EndpointsResponse into out, with ev's change
+ * when ev is not NULL (SetEndpoints, DrainEndpoint). */
+void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
+                         const cr_core_members_event *ev, cr_reply *out);
 
 /* Fill m (initialised here) from c / model; strings point into model. */
 void cr_breakdown_msg(Cacheroute__V1__CostBreakdown *m, const cr_cost_breakdown *c);

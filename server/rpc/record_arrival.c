@@ -19,12 +19,17 @@ static void answer_routes(const cr_handlers *h, const cr_route *routes, size_t n
 {
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__record_arrival_response__descriptor;
     size_t n_routes = routes ? n : 0;
-    uint8_t *body = malloc(cr_record_answer_bound(n_routes));
+    /* the set read after the routes: its slots only ever grow, and a slot
+     * keeps its endpoint's name for a minute after it leaves */
+    const cr_endpoints *named = n_routes ? cr_core_endpoints(h->core) : NULL;
+    uint8_t *body = malloc(cr_record_answer_bound(n_routes, named));
     if (!body) {
+        cr_endpoints_release(named);
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s", d->name);
         return;
     }
-    size_t len = cr_record_answer_pack(routes, n_routes, (uint32_t)n, generation, body);
+    size_t len = cr_record_answer_pack(routes, n_routes, (uint32_t)n, generation, named, body);
+    cr_endpoints_release(named);
     if (len > h->max_message) {
         free(body);
         cr_reply_too_big(out, d, len, h->max_message, NULL);
@@ -95,7 +100,9 @@ void cr_handle_record_arrival(void *ctx, const uint8_t *data, size_t len, cr_rep
     size_t max = h->max_message;
     record_call c = {.h = h, .max_owners = cr_wire_count(d, data, len, "owners")};
     size_t n = cr_wire_last_varint(d, data, len, "omit_routes", 0) ? 0 : c.max_owners;
-    size_t each = cr_wire_route_bytes(CR_MAX_SHARDS);
+    const cr_endpoints *named = cr_core_endpoints(h->core);
+    size_t each = cr_wire_route_bytes(CR_MAX_SHARDS) + cr_wire_named_bytes(named);
+    cr_endpoints_release(named);
     if (n > (max - CR_WIRE_ANSWER_SLACK) / each) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
                        "%zu owners could need %zu response bytes, over the %zu-byte message "

@@ -38,6 +38,10 @@ static void outcome_of(const Outcome *m, cr_outcome *o)
     TAKE(ttft_ms, CR_OUT_TTFT);
     TAKE(gpu, CR_OUT_GPU);
 #undef TAKE
+    if (m->error && *m->error) { /* "" is no error, as proto3 strings go */
+        o->has |= CR_OUT_ERROR;
+        o->error = m->error;
+    }
 }
 
 static void report_outcome(void *ctx, const void *message, cr_reply *out)

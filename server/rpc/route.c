@@ -59,8 +59,10 @@ static void answer(const cr_handlers *h, const cr_route_answer *a, size_t n, uin
                    cr_reply *out)
 {
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__route_response__descriptor;
-    uint8_t *body = malloc(cr_route_answer_bound(n));
-    size_t len = body ? cr_route_answer_pack(a, n, generation, body) : 0;
+    const cr_endpoints *named = cr_core_endpoints(h->core); /* as RecordArrival's */
+    uint8_t *body = malloc(cr_route_answer_bound(n, named));
+    size_t len = body ? cr_route_answer_pack(a, n, generation, named, body) : 0;
+    cr_endpoints_release(named);
     if (!body) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory packing %s", d->name);
     } else if (len > h->max_message) {
@@ -135,7 +137,9 @@ void cr_handle_route(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
     if (cr_refuse_entries(out, "requests", n, CR_CORE_MAX_ROUTES, GRPC_STATUS_RESOURCE_EXHAUSTED,
                           "send them in several calls") != 0)
         return;
-    size_t each = cr_wire_decision_bytes();
+    const cr_endpoints *named = cr_core_endpoints(h->core);
+    size_t each = cr_wire_decision_bytes() + cr_wire_named_bytes(named);
+    cr_endpoints_release(named);
     if (n > (h->max_message - CR_WIRE_ANSWER_SLACK) / each) {
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
                        "%zu requests could need %zu response bytes, over the %zu-byte message "

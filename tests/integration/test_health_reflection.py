@@ -35,6 +35,9 @@ CR_METHODS = {
     "Route": ("RouteRequest", "RouteResponse"),
     "Routes": ("RouteRequest", "RouteResponse"),
     "ReportKvEvents": ("ReportKvEventsRequest", "ReportKvEventsResponse"),
+    "SetEndpoints": ("SetEndpointsRequest", "EndpointsResponse"),
+    "DrainEndpoint": ("DrainEndpointRequest", "EndpointsResponse"),
+    "ListEndpoints": ("ListEndpointsRequest", "EndpointsResponse"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 
@@ -238,7 +241,8 @@ class ReflectionTest(h.SidecarTestCase):
                           for k, (i, o) in CR_METHODS.items()})
         route = pool.FindMessageTypeByName("cacheroute.v1.Route")
         self.assertEqual([(f.name, f.number) for f in route.fields],
-                         [("owner", 1), ("rate", 2), ("admitted", 3), ("preferred_shard", 4)])
+                         [("owner", 1), ("rate", 2), ("admitted", 3), ("preferred_shard", 4),
+                          ("endpoint_id", 5), ("endpoint_address", 6)])
 
         # invoke: request/response classes built from the pool only.
         method = svc.FindMethodByName("RecordArrival")

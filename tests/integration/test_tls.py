@@ -328,6 +328,15 @@ def guarded_calls():
             P.cr.ReportKvEventsRequest(events=[P.cr.KvEvent(
                 shard=0, all_blocks_cleared=P.cr.KvAllBlocksCleared())]),
             metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("SetEndpoints", lambda s, md: s.SetEndpoints(P.cr.SetEndpointsRequest(
+            endpoints=[P.cr.Endpoint(id="e0", address="h:1")]), metadata=md,
+            timeout=h.RPC_TIMEOUT)),
+        Call("DrainEndpoint", lambda s, md: s.DrainEndpoint(
+            P.cr.DrainEndpointRequest(id="e0", undrain=True), metadata=md,
+            timeout=h.RPC_TIMEOUT)),
+        Call("ListEndpoints", lambda s, md: s.ListEndpoints(P.cr.ListEndpointsRequest(),
+                                                            metadata=md,
+                                                            timeout=h.RPC_TIMEOUT)),
         # --reservations admins, the default: reserving is an admin's.
         Call("SelectInjection", lambda s, md: s.SelectInjection(
             P.cr.SelectInjectionRequest(prompt_tokens=100, knowledge_tokens=100, dry_run=False),

@@ -28,6 +28,7 @@
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "common.h"
+#include "endpoints.h"
 #include "planner.h"
 #include "route.h"
 
@@ -305,7 +306,7 @@ void cr_plan_answer_free(cr_plan_answer *a);
  * cr_wire_route_bytes(2^32) per route and CR_WIRE_RECORD_TAIL_BYTES for
  * recorded and table_generation. n must be below SIZE_MAX / 30 (the
  * caller's request was bounded by the message limit long before). */
-size_t cr_record_answer_bound(size_t n);
+size_t cr_record_answer_bound(size_t n, const cr_endpoints *named);
 
 /* Writes RecordArrivalResponse {routes: routes[0..n) (n 0 for none, as with
  * omit_routes: routes may then be NULL), recorded, table_generation:
@@ -315,7 +316,7 @@ size_t cr_record_answer_bound(size_t n);
  * infinities included), any admitted not 0 as true. Thread-safe; no
  * allocation. */
 size_t cr_record_answer_pack(const cr_route *routes, size_t n, uint32_t recorded,
-                             uint64_t generation, uint8_t *buf);
+                             uint64_t generation, const cr_endpoints *named, uint8_t *buf);
 
 /* RouteResponse (route_answer.c): Route's answer, written straight from
  * the core's cr_route_answer array: the bytes protobuf-c packs from the
@@ -328,7 +329,7 @@ size_t cr_record_answer_pack(const cr_route *routes, size_t n, uint32_t recorded
 /* The most bytes cr_route_answer_pack writes for n decisions:
  * cr_wire_decision_bytes() each and 11 for table_generation. n must be
  * below SIZE_MAX / 64 (its request was bounded long before). */
-size_t cr_route_answer_bound(size_t n);
+size_t cr_route_answer_bound(size_t n, const cr_endpoints *named);
 
 /* Writes RouteResponse {routes: a[0..n) (a may be NULL when n is 0),
  * table_generation: generation} into buf, which holds at least
@@ -337,7 +338,13 @@ size_t cr_route_answer_bound(size_t n);
  * writes it (NaN and infinities included), any admitted not 0 as true.
  * Thread-safe; no allocation. */
 size_t cr_route_answer_pack(const cr_route_answer *a, size_t n, uint64_t generation,
-                            uint8_t *buf);
+                            const cr_endpoints *named, uint8_t *buf);
+
+/* Endpoint names (both answers): with named (an endpoint set) each entry
+ * whose shard is one of its slots also carries the slot's endpoint id and
+ * address (Route's endpoint_id and endpoint_address, RouteDecision's
+ * likewise), and the bounds above add cr_wire_named_bytes(named) per
+ * entry; without (NULL), the bytes are as before. */
 
 /* ---- bounds (bounds.c): the most bytes an answer's parts take ---------- */
 
@@ -358,6 +365,18 @@ size_t cr_route_answer_pack(const cr_route_answer *a, size_t n, uint64_t generat
  * 11, rate 9, admitted 2, and the shard's key and varint. 28 for
  * CR_MAX_SHARDS, 30 for any uint32. Pure. */
 size_t cr_wire_route_bytes(uint64_t shards);
+
+/* The most bytes an entry's endpoint id and address add with set e (its
+ * longest of each as two string fields, and one more byte of length): 0
+ * for NULL. */
+size_t cr_wire_named_bytes(const cr_endpoints *e);
+
+/* A Route or RouteDecision entry of field number: the key, the length,
+ * fields[0..n) (its other fields, written, at most 127 bytes), then x's
+ * id and address as fields id_field and id_field + 1: at most 2 + n +
+ * cr_wire_named_bytes of x's set. */
+uint8_t *cr_wire_put_named(uint8_t *p, unsigned number, const uint8_t *fields, size_t n,
+                           const cr_endpoint *x, unsigned id_field);
 
 /* The most bytes one RouteDecision entry of a RouteResponse takes: its key
  * and length 2, shard 6, admitted 2, cached_tokens 6, queue_wait_ms 9,

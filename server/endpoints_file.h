@@ -1,0 +1,33 @@
+/* --endpoints-file: the endpoint set read from a file (a mounted
+ * ConfigMap) into the core at start, again whenever the file changes
+ * (checked every CR_ENDPOINTS_FILE_POLL_S: its device, inode, size and
+ * modification time, through symlinks, as a ConfigMap update swaps them)
+ * and on SIGHUP. A file that cannot be read or is refused keeps the set
+ * that is there, logged at warn with the file and line; at start it is an
+ * error. */
+#ifndef CR_ENDPOINTS_FILE_H
+#define CR_ENDPOINTS_FILE_H
+
+#include <stdint.h>
+
+#include "core.h"
+
+#define CR_ENDPOINTS_FILE_POLL_S 0.5
+
+typedef struct cr_endpoints_watch cr_endpoints_watch;
+
+/* Reads path into core (cr_core_set_endpoints) and starts the poller.
+ * NULL with err naming the file and line when it cannot be read or is
+ * refused, or out of memory. */
+cr_endpoints_watch *cr_endpoints_watch_start(const char *path, cr_core *core, cr_error *err);
+
+/* Re-reads the file now (SIGHUP), whether or not it changed. Thread-safe. */
+void cr_endpoints_watch_reload(cr_endpoints_watch *w);
+
+/* Reads that were refused (the old set kept) and applied, since start. */
+void cr_endpoints_watch_counts(cr_endpoints_watch *w, uint64_t *refused, uint64_t *applied);
+
+/* Stops the poller and frees w; NULL is ignored. */
+void cr_endpoints_watch_stop(cr_endpoints_watch *w);
+
+#endif

@@ -1,0 +1,68 @@
+/* ListEndpoints: the current set as EndpointsResponse; the answer
+ * SetEndpoints and DrainEndpoint give too (cr_endpoints_answer). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "handlers.h"
+#include "reply.h"
+
+typedef Cacheroute__V1__EndpointStatus EndpointStatus;
+
+void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
+                         const cr_core_members_event *ev, cr_reply *out)
+{
+    Cacheroute__V1__EndpointsResponse resp = CACHEROUTE__V1__ENDPOINTS_RESPONSE__INIT;
+    Cacheroute__V1__EndpointsChange change = CACHEROUTE__V1__ENDPOINTS_CHANGE__INIT;
+    uint32_t n = e ? e->n_slots : 0;
+    EndpointStatus *rows = calloc(n ? n : 1, sizeof *rows);
+    EndpointStatus **ptrs = calloc(n ? n : 1, sizeof *ptrs);
+    if (!rows || !ptrs) {
+        free(rows), free(ptrs);
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %u endpoints", n);
+        return;
+    }
+    double now = cr_core_now(h->core);
+    for (uint32_t s = 0; s < n; s++) {
+        const cr_endpoint *x = &e->slot[s];
+        EndpointStatus *r = &rows[s];
+        *r = (EndpointStatus)CACHEROUTE__V1__ENDPOINT_STATUS__INIT;
+        r->shard = s;
+        r->id = (char *)x->id;
+        r->address = (char *)x->address;
+        r->weight = x->weight;
+        r->state = (char *)cr_endpoint_state_name(x->state);
+        r->state_age_s = fmax(0, now - x->since_s);
+        r->retry_in_s = x->state == CR_ENDPOINT_DOWN ? fmax(0, x->down_until_s - now) : 0;
+        ptrs[s] = r;
+    }
+    resp.version = e ? e->version : 0;
+    resp.n_endpoints = n;
+    resp.endpoints = ptrs;
+    if (ev) {
+        change.joined = ev->change.joined;
+        change.removed = ev->change.removed;
+        change.drained = ev->change.drained;
+        change.undrained = ev->change.undrained;
+        change.failed = ev->change.failed;
+        change.recovered = ev->change.recovered;
+        change.sessions_to_move = ev->sessions_to_move;
+        resp.change = &change;
+    }
+    cr_reply_message(out, &resp.base, h->max_message, NULL);
+    free(rows), free(ptrs);
+}
+
+static void list_endpoints(void *ctx, const void *message, cr_reply *out)
+{
+    (void)message;
+    const cr_handlers *h = ctx;
+    const cr_endpoints *e = cr_core_endpoints(h->core);
+    cr_endpoints_answer(h, e, NULL, out);
+    cr_endpoints_release(e);
+}
+
+void cr_handle_list_endpoints(void *ctx, const uint8_t *data, size_t len, cr_reply *out)
+{
+    cr_run_decoded(ctx, &cacheroute__v1__list_endpoints_request__descriptor, data, len, out,
+                   list_endpoints);
+}
