@@ -14,22 +14,29 @@
 3. The schema is no looser than the binary: every numeric config and
    stateBackend value at the lowest and at the highest value
    values.schema.json allows is accepted by the binary.
+4. The endpoints.json each ci/*.yaml file renders (endpoints.list) is taken
+   whole by the binary, started on loopback with it as --endpoints-file
+   (--check-config does not read the file); one with an id given twice
+   stops it.
 Needs helm (scripts/helm-tools.sh) and PyYAML (python3-yaml).
 """
+import atexit
 import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import yaml
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_chart import (BACKEND_FLAGS, BACKEND_URL, CHART, CI, CONFIG_FLAGS, HOST_KEYS,  # noqa: E402
-                        POD_FLAGS, REPO, SECRET_FLAGS, env_name, render, pod_spec)
+from test_chart import (BACKEND_FLAGS, BACKEND_URL, CHART, CI, CONFIG_FLAGS, ENDPOINTS_FLAGS,  # noqa: E402
+                        HOST_KEYS, POD_FLAGS, REPO, SECRET_FLAGS, env_name, render, pod_spec)
 
 passed = failed = 0
 
@@ -71,6 +78,24 @@ MODEL_CONFIG = os.path.join(REPO, "tests", "fixtures", "model-configs", "Llama-3
 REDIS_PASSWORD = os.path.join(REPO, "tests", "fixtures", "redis-password")
 
 
+# --endpoints-file names the mounted ConfigMap's file in the pod: the
+# rendered endpoints.json is written here instead (an existingConfigMap's
+# stand-in is a one-endpoint file).
+ENDPOINTS_DIR = tempfile.mkdtemp(prefix="cr-endpoints-")
+atexit.register(shutil.rmtree, ENDPOINTS_DIR, True)
+
+
+def endpoints_file(by_kind):
+    text = '{"endpoints": [{"id": "stand-in", "address": "127.0.0.1:8000"}]}'
+    for cm in by_kind.get("ConfigMap", []):
+        if cm["metadata"]["name"].endswith("-endpoints") and "endpoints.json" in cm.get("data", {}):
+            text = cm["data"]["endpoints.json"]
+    fd, path = tempfile.mkstemp(suffix=".json", dir=ENDPOINTS_DIR)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return path
+
+
 def cacheroute_env(by_kind):
     spec = pod_spec(by_kind)
     for c in spec.get("containers", []) + spec.get("initContainers", []):
@@ -81,8 +106,44 @@ def cacheroute_env(by_kind):
                 env["CACHEROUTE_MODEL_CONFIG"] = MODEL_CONFIG
             if "CACHEROUTE_STATE_BACKEND_PASSWORD_FILE" in env:
                 env["CACHEROUTE_STATE_BACKEND_PASSWORD_FILE"] = REDIS_PASSWORD
+            if "CACHEROUTE_ENDPOINTS_FILE" in env:
+                env["CACHEROUTE_ENDPOINTS_FILE"] = endpoints_file(by_kind)
             return env
     raise AssertionError("no cacheroute container")
+
+
+def start_with_endpoints(binary, path, n, timeout=30):
+    """Starts the sidecar on loopback with --endpoints-file path until it
+    logs the set ("endpoints changed" with n shards: True) or exits (False),
+    then stops it. Returns (ok, its output)."""
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "CACHEROUTE_LISTEN": "127.0.0.1:0",
+           "CACHEROUTE_METRICS_LISTEN": "", "CACHEROUTE_ENDPOINTS_FILE": path}
+    p = subprocess.Popen([binary], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         universal_newlines=True)
+    lines, ok = [], False
+    timer = threading.Timer(timeout, p.kill)
+    timer.start()
+    try:
+        for line in p.stdout:
+            lines.append(line.rstrip("\n"))
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(ev, dict) and ev.get("msg") == "endpoints changed":
+                ok = n is not None and ev.get("shards") == n and ev.get("joined") == n
+                break
+    finally:
+        timer.cancel()
+        if p.poll() is None:
+            p.terminate()
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        p.stdout.close()
+    return ok, "\n".join(lines[-5:])
 
 
 def check_schema_bounds(binary, section, props):
@@ -126,7 +187,7 @@ def main():
     binary_vars = set(re.findall(r"\benv (CACHEROUTE_[A-Z0-9_]+)", p.stdout))
     chart_vars = {env_name(f) for f in
                   list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values()) + SECRET_FLAGS
-                  + list(BACKEND_FLAGS.values()) + POD_FLAGS}
+                  + list(BACKEND_FLAGS.values()) + POD_FLAGS + ENDPOINTS_FLAGS}
     report(binary_vars - chart_vars == set(),
            "every variable the binary reads has a chart value",
            "no chart value for: %s" % " ".join(sorted(binary_vars - chart_vars)))
@@ -154,6 +215,30 @@ def main():
         p = run_check(binary, dict(env, **{var: bad}))
         report(p.returncode != 0 and var in p.stderr,
                "binary rejects %s=%s" % (var, bad), "exit %d: %s" % (p.returncode, p.stderr.strip()))
+
+    # --check-config names the endpoints file without reading it: the
+    # sidecar reads it when it starts. Start it (loopback, no metrics) on
+    # each endpoints.json the ci files render, and see it take every
+    # endpoint; a file with an id given twice (which the chart refuses to
+    # render) must stop it, or that acceptance says nothing.
+    if env_name("endpoints-file") in binary_vars:
+        for name, args in cases:
+            _, by_kind = render(*args)
+            lists = [cm["data"]["endpoints.json"] for cm in by_kind.get("ConfigMap", [])
+                     if cm["metadata"]["name"].endswith("-endpoints")]
+            for text in lists:
+                path = os.path.join(ENDPOINTS_DIR, name + ".json")
+                with open(path, "w") as f:
+                    f.write(text)
+                n = len(json.loads(text)["endpoints"])
+                ok, out = start_with_endpoints(binary, path, n)
+                report(ok, "binary takes the %d endpoints of the %s endpoints.json" % (n, name), out)
+        bad = os.path.join(ENDPOINTS_DIR, "duplicate.json")
+        with open(bad, "w") as f:
+            json.dump({"endpoints": [{"id": "a", "address": "x:1"}, {"id": "a", "address": "y:1"}]}, f)
+        ok, out = start_with_endpoints(binary, bad, None)
+        report(not ok and "given twice" in out,
+               "binary refuses an endpoints file with an id given twice", out)
 
     with open(os.path.join(CHART, "values.schema.json")) as f:
         schema = json.load(f)

@@ -50,6 +50,7 @@ SIDECAR_FLAGS = [
     "admin-token-file",
     "state-backend", "replica-id", "cluster", "sync-interval", "lease-ttl", "replica-ttl",
     "backend-timeout", "backend-start", "state-backend-password-file",
+    "endpoints-file", "endpoint-fail-errors", "endpoint-fail-window", "endpoint-down-for",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -130,6 +131,9 @@ CONFIG_FLAGS = {
     "sysfsRoot": "sysfs-root",
     "adminIdentities": "admin-identity",
     "kvEvents": "kv-events",
+    "endpointFailErrors": "endpoint-fail-errors",
+    "endpointFailWindow": "endpoint-fail-window",
+    "endpointDownFor": "endpoint-down-for",
 }
 # Keys that compose a flag with a port.
 HOST_KEYS = {"listenHost": "listen", "metricsListenHost": "metrics-listen",
@@ -151,6 +155,9 @@ BACKEND_FLAGS = {
 }
 # Flags from the pod itself (the downward API), not from a value.
 POD_FLAGS = ["replica-id"]
+# Flags rendered from the top-level endpoints values (the mounted ConfigMap's
+# file), not from cacheroute.config.
+ENDPOINTS_FLAGS = ["endpoints-file"]
 BACKEND_URL = "redis://redis.serving.svc:6379/1"
 
 
@@ -232,6 +239,14 @@ def one(by_kind, kind, redis=False):
     return objs[0]
 
 
+def configmap(by_kind, name):
+    """The ConfigMap called name."""
+    objs = [o for o in by_kind.get("ConfigMap", []) if o["metadata"]["name"] == name]
+    if len(objs) != 1:
+        raise AssertionError("expected one ConfigMap %s, got %d" % (name, len(objs)))
+    return objs[0]
+
+
 def pod_spec(by_kind):
     return one(by_kind, "Deployment")["spec"]["template"]["spec"]
 
@@ -280,7 +295,7 @@ class ChartTest(unittest.TestCase):
     # --- the values files -------------------------------------------------
     def test_flags_table_covers_every_sidecar_flag(self):
         flags = (set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
-                 | set(BACKEND_FLAGS.values()) | set(POD_FLAGS))
+                 | set(BACKEND_FLAGS.values()) | set(POD_FLAGS) | set(ENDPOINTS_FLAGS))
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
@@ -358,6 +373,7 @@ class ChartTest(unittest.TestCase):
             "CACHEROUTE_STATE_BACKEND_PASSWORD_FILE": "%s/%s" % (
                 cr["stateBackend"]["passwordSecret"]["mountPath"],
                 cr["stateBackend"]["passwordSecret"]["key"]),
+            "CACHEROUTE_ENDPOINTS_FILE": self.all_values["endpoints"]["mountPath"] + "/endpoints.json",
         }
         for key, flag in CONFIG_FLAGS.items():
             expected[env_name(flag)] = expected_flag_value(key, cfg[key])
@@ -1030,7 +1046,7 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(cm["data"]["cacheroute.json"].strip(), text.strip())
         # All options: another namespace, the label overridable, extra labels
         # win over commonLabels without a duplicate key.
-        cm = one(self.all, "ConfigMap")
+        cm = configmap(self.all, "cacheroute-llama-dashboards")
         self.assertEqual(cm["metadata"]["namespace"], "monitoring")
         self.assertEqual(cm["metadata"]["labels"]["team"], "observability")
         _, by_kind = render("--set", "dashboards.enabled=true", "--set", "dashboards.label=dashboards",
@@ -1046,6 +1062,173 @@ class ChartTest(unittest.TestCase):
         ids = [p["id"] for p in dash["panels"]]
         self.assertEqual(len(ids), len(set(ids)))
         self.render_fails(["--set", "dashboards.label=bad label"], "dashboards.label")
+
+    # --- endpoints (--endpoints-file) ----------------------------------------
+    def render_values(self, values, *args):
+        """helm template with a values file holding values (a dict)."""
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            yaml.safe_dump(values, f)
+            f.flush()
+            return render("-f", f.name, *args)
+
+    def check_endpoints_mounted(self, by_kind, cm_name, mount_path, container="cacheroute"):
+        """The endpoints ConfigMap mounted read-only as a directory (never a
+        subPath: those are not updated) in the cacheroute container only, and
+        --endpoints-file naming endpoints.json in it."""
+        spec = pod_spec(by_kind)
+        all_containers = spec.get("containers", []) + spec.get("initContainers", [])
+        c = [x for x in all_containers if x["name"] == container][0]
+        self.assertEqual(env_of(c)["CACHEROUTE_ENDPOINTS_FILE"], mount_path + "/endpoints.json")
+        mounts = [m for m in c["volumeMounts"] if m["name"] == "cacheroute-endpoints"]
+        self.assertEqual(mounts, [{"name": "cacheroute-endpoints", "mountPath": mount_path,
+                                   "readOnly": True}])
+        for other in all_containers:
+            if other is not c:
+                self.assertNotIn("cacheroute-endpoints",
+                                 [m["name"] for m in other.get("volumeMounts", [])], other["name"])
+        vols = [v for v in spec["volumes"] if v["name"] == "cacheroute-endpoints"]
+        self.assertEqual(vols, [{"name": "cacheroute-endpoints", "configMap": {
+            "name": cm_name, "items": [{"key": "endpoints.json", "path": "endpoints.json"}]}}])
+
+    def check_endpoints_file(self, cm, values_list):
+        """endpoints.json is the file the sidecar reads: JSON, exactly
+        {"endpoints": the list}, with no other keys."""
+        self.assertEqual(list(cm["data"]), ["endpoints.json"])
+        doc = json.loads(cm["data"]["endpoints.json"])
+        self.assertEqual(list(doc), ["endpoints"])
+        self.assertEqual(doc["endpoints"], values_list)
+        for e in doc["endpoints"]:
+            self.assertLessEqual(set(e), {"id", "address", "weight"})
+            self.assertIsInstance(e["id"], str)
+            self.assertIsInstance(e["address"], str)
+
+    def test_endpoints_router(self):
+        values = load_yaml(os.path.join(CI, "router-endpoints-values.yaml"))
+        _, by_kind = render("-f", os.path.join(CI, "router-endpoints-values.yaml"))
+        cm = configmap(by_kind, "cr-cacheroute-endpoints")
+        self.assertEqual(cm["metadata"]["namespace"], "serving")
+        self.assertEqual(cm["metadata"]["labels"]["app.kubernetes.io/instance"], "cr")
+        self.check_endpoints_file(cm, values["endpoints"]["list"])
+        self.assertEqual(len(values["endpoints"]["list"]), 3)
+        self.check_endpoints_mounted(by_kind, "cr-cacheroute-endpoints", "/etc/cacheroute/endpoints")
+        # Standalone, two replicas agreeing over the chart's Redis.
+        dep = one(by_kind, "Deployment")
+        self.assertEqual(dep["spec"]["replicas"], 2)
+        self.assertEqual([c["name"] for c in pod_spec(by_kind)["containers"]], ["cacheroute"])
+        one(by_kind, "Deployment", redis=True)
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_STATE_BACKEND"], "redis://cr-cacheroute-redis.serving.svc:6379/0")
+        # No checksum of the list on the pods: the sidecar re-reads the file,
+        # so a changed list must leave the Deployment as it is (no restart).
+        self.assertNotIn("annotations", dep["spec"]["template"]["metadata"])
+        changed = dict(values, endpoints={"list": values["endpoints"]["list"][:1] + [
+            {"id": "vllm-9", "address": "10.0.0.9:8000", "weight": 3}]})
+        _, by_kind2 = self.render_values(changed)
+        self.assertEqual(one(by_kind2, "Deployment"), dep)
+        self.check_endpoints_file(configmap(by_kind2, "cr-cacheroute-endpoints"),
+                                  changed["endpoints"]["list"])
+
+    def test_endpoints_all_options(self):
+        # Sidecar mode: mounted in the cacheroute container, not the engine's;
+        # characters JSON-encoded as they are (no \u0026 for "&").
+        want = self.all_values["endpoints"]["list"]
+        cm = configmap(self.all, "cacheroute-llama-endpoints")
+        self.check_endpoints_file(cm, want)
+        self.assertIn("&tier=<gold>", cm["data"]["endpoints.json"])
+        self.assertIn('"id":"7"', cm["data"]["endpoints.json"])
+        self.check_endpoints_mounted(self.all, "cacheroute-llama-endpoints", "/etc/cr/endpoints")
+        # The same in standalone mode and as a native sidecar.
+        _, by_kind = render("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=standalone")
+        self.check_endpoints_file(configmap(by_kind, "cacheroute-llama-endpoints"), want)
+        self.check_endpoints_mounted(by_kind, "cacheroute-llama-endpoints", "/etc/cr/endpoints")
+        _, by_kind = render("-f", os.path.join(CI, "native-sidecar-values.yaml"),
+                            "--set", "endpoints.list[0].id=e0", "--set", "endpoints.list[0].address=a:1")
+        self.check_endpoints_mounted(by_kind, "cr-cacheroute-endpoints", "/etc/cacheroute/endpoints")
+        self.assertEqual([c["name"] for c in pod_spec(by_kind)["initContainers"]], ["cacheroute"])
+
+    def test_endpoints_sources(self):
+        # Off by default: no ConfigMap, variable, mount or volume.
+        for args in ([], ["--set", "mode=standalone"],
+                     ["-f", os.path.join(CI, "router-redis-values.yaml")]):
+            docs, by_kind = render(*args)
+            self.assertEqual([d["metadata"]["name"] for d in docs
+                              if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-endpoints")],
+                             [], args)
+            spec = pod_spec(by_kind)
+            self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env_of(containers(spec)["cacheroute"]), args)
+            self.assertNotIn("cacheroute-endpoints", [v["name"] for v in spec["volumes"]], args)
+        one_ep = [{"id": "e0", "address": "10.0.0.5:8000"}]
+        # enabled null or true with a list: the chart's ConfigMap; false: off.
+        for enabled in (None, True):
+            _, by_kind = self.render_values({"endpoints": {"enabled": enabled, "list": one_ep}})
+            self.check_endpoints_file(configmap(by_kind, "cr-cacheroute-endpoints"), one_ep)
+            self.check_endpoints_mounted(by_kind, "cr-cacheroute-endpoints", "/etc/cacheroute/endpoints")
+        _, by_kind = self.render_values({"endpoints": {"enabled": False, "list": one_ep}})
+        self.assertNotIn("ConfigMap", by_kind)
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env_of(containers(pod_spec(by_kind))["cacheroute"]))
+        # An existing ConfigMap: mounted, the chart renders none.
+        for enabled in (None, True):
+            _, by_kind = self.render_values({"mode": "standalone",
+                                             "endpoints": {"enabled": enabled, "existingConfigMap": "fleet",
+                                                           "mountPath": "/srv/endpoints/"}})
+            self.assertNotIn("ConfigMap", by_kind)
+            self.check_endpoints_mounted(by_kind, "fleet", "/srv/endpoints/".rstrip("/"))
+        # A weight is passed as given (a whole number stays one); none = absent.
+        _, by_kind = self.render_values({"endpoints": {"list": [
+            {"id": "a", "address": "x:1", "weight": 1000}, {"id": "b", "address": "y:1", "weight": 0.001},
+            {"id": "c", "address": 'q"uote\\back'}]}})
+        text = configmap(by_kind, "cr-cacheroute-endpoints")["data"]["endpoints.json"]
+        self.assertIn('"weight":1000}', text)
+        self.assertEqual([e.get("weight") for e in json.loads(text)["endpoints"]], [1000, 0.001, None])
+        self.assertEqual(json.loads(text)["endpoints"][2]["address"], 'q"uote\\back')
+        # The most the sidecar takes: 1024 endpoints, 128-byte ids, 256-byte addresses.
+        big = [{"id": ("%d-" % i).ljust(128, "x"), "address": ("h%d:" % i).ljust(256, "9")}
+               for i in range(1024)]
+        _, by_kind = self.render_values({"endpoints": {"list": big}})
+        self.check_endpoints_file(configmap(by_kind, "cr-cacheroute-endpoints"), big)
+
+    def test_endpoints_render_failures(self):
+        ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}
+        cases = [
+            ({"list": [ep, dict(ep, id="vllm-1", address="b:1"), ep]},
+             'endpoints.list[2].id "vllm-0" is given twice (endpoints.list[0])'),
+            ({"list": [ep, dict(ep, id="vllm-0 ")]}, None),  # distinct ids
+            ({"enabled": True}, "endpoints.enabled is true but endpoints.list is empty"),
+            ({"enabled": True, "list": []}, "endpoints.enabled is true but endpoints.list is empty"),
+            ({"list": [ep], "existingConfigMap": "fleet"},
+             "endpoints.list and endpoints.existingConfigMap (fleet) are both set"),
+            ({"enabled": False, "list": [ep], "existingConfigMap": "fleet"}, "are both set"),
+            ({"list": [dict(ep, weight=0)]}, "endpoints.list.0.weight: Must be greater than 0"),
+            ({"list": [dict(ep, weight=-1)]}, "endpoints.list.0.weight: Must be greater than 0"),
+            ({"list": [dict(ep, weight=1000.5)]}, "endpoints.list.0.weight: Must be less than or equal to 1000"),
+            ({"list": [dict(ep, weight="1")]}, "endpoints.list.0.weight: Invalid type"),
+            ({"list": [dict(ep, id="")]}, "endpoints.list.0.id: String length must be greater than or equal to 1"),
+            ({"list": [dict(ep, id="x" * 129)]}, "endpoints.list.0.id: String length must be less than or equal to 128"),
+            ({"list": [dict(ep, address="x" * 257)]},
+             "endpoints.list.0.address: String length must be less than or equal to 256"),
+            ({"list": [dict(ep, address="caf\u00e9:80")]}, "endpoints.list.0.address: Does not match pattern"),
+            ({"list": [dict(ep, id="a\nb")]}, "endpoints.list.0.id: Does not match pattern"),
+            ({"list": [{"id": "a"}]}, "address is required"),
+            ({"list": [dict(ep, port=1)]}, "Additional property port is not allowed"),
+            ({"list": [dict(ep, id="e%d" % i) for i in range(1025)]}, "endpoints.list: Array must have at most 1024 items"),
+            ({"existingConfigMap": "Bad_Name"}, "endpoints.existingConfigMap: Does not match pattern"),
+            ({"mountPath": "relative"}, "endpoints.mountPath"),
+            ({"typo": 1}, "Additional property typo is not allowed"),
+        ]
+        for endpoints, message in cases:
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+                yaml.safe_dump({"endpoints": endpoints}, f)
+                f.flush()
+                p = helm("template", "cr", CHART, "-f", f.name, check=False)
+            if message is None:
+                self.assertEqual(p.returncode, 0, p.stderr)
+                continue
+            self.assertNotEqual(p.returncode, 0, endpoints)
+            self.assertIn(message, p.stderr, str(endpoints)[:200])
+        # extraEnv cannot set the file behind the chart's back.
+        self.render_fails(["--set", "cacheroute.extraEnv[0].name=CACHEROUTE_ENDPOINTS_FILE",
+                           "--set-string", "cacheroute.extraEnv[0].value=/x"],
+                          "cacheroute.extraEnv sets CACHEROUTE_ENDPOINTS_FILE")
 
     # --- NOTES.txt ----------------------------------------------------------
     def render_notes(self, *args):
@@ -1067,25 +1250,33 @@ class ChartTest(unittest.TestCase):
     def check_plan_request_json(self, text):
         """The Plan body in NOTES parses as a cacheroute.v1.PlanRequest (when
         protoc and python3-protobuf are installed)."""
+        req = self.parse_request_json(text, "PlanRequest")
+        if req is not None:
+            self.assertEqual(len(req.rates), 2)
+            self.assertEqual(req.rates[0].owner, 1)
+
+    def parse_request_json(self, text, message):
+        """text parsed as the JSON of cacheroute.v1.<message>, or None when
+        protoc or python3-protobuf is missing."""
         protoc = shutil.which("protoc")
         try:
             from google.protobuf import json_format
         except ImportError:
             json_format = None
         if not protoc or json_format is None:
-            return
+            return None
         tmp = tempfile.mkdtemp()
         try:
             subprocess.run([protoc, "-I", os.path.join(REPO, "proto"), "--python_out", tmp,
                             "cacheroute/v1/cacheroute.proto"], check=True)
             sys.path.insert(0, tmp)
             try:
+                for name in [m for m in sys.modules if m == "cacheroute" or m.startswith("cacheroute.")]:
+                    del sys.modules[name]
                 from cacheroute.v1 import cacheroute_pb2
-                req = json_format.Parse(text, cacheroute_pb2.PlanRequest())
+                return json_format.Parse(text, getattr(cacheroute_pb2, message)())
             finally:
                 sys.path.remove(tmp)
-            self.assertEqual(len(req.rates), 2)
-            self.assertEqual(req.rates[0].owner, 1)
         finally:
             shutil.rmtree(tmp)
 
@@ -1125,6 +1316,40 @@ class ChartTest(unittest.TestCase):
                       notes)
         self.assertIn("cacheroute --target 127.0.0.1:8082 health", notes)
         self.assertNotIn("Every call is open", notes)
+        # Endpoints: how routes name them, how to change the list, how to drain one.
+        self.assertIn("each shard is an endpoint of ConfigMap serving/cacheroute-llama-endpoints "
+                      "(3 listed in endpoints.list)", notes)
+        self.assertIn("-H \"authorization: Bearer $TOKEN\" -d '{\"id\": \"vllm-0\"}' "
+                      "127.0.0.1:50051 cacheroute.v1.CacheRoute/DrainEndpoint", notes)
+        self.assertIn("get secret cacheroute-admin -o jsonpath='{.data.admin-token}'", notes)
+        self.assertNotIn("DrainEndpoint", self.render_notes())
+        notes = self.render_notes("-f", os.path.join(CI, "router-endpoints-values.yaml"))
+        self.assertIn("Endpoints: each shard is an endpoint of ConfigMap serving/cr-cacheroute-endpoints "
+                      "(3 listed in endpoints.list), which every pod mounts at "
+                      "/etc/cacheroute/endpoints/endpoints.json (--endpoints-file).", notes)
+        self.assertIn("Service serving/cr-cacheroute:50051", notes)
+        self.assertIn("edit endpoints.list and run helm upgrade", notes)
+        self.assertIn("no pod restarts", notes)
+        m = re.search(r"grpcurl -plaintext -d '([^']*)' 127\.0\.0\.1:50051 cacheroute\.v1\.CacheRoute/DrainEndpoint",
+                      notes)
+        self.assertIsNotNone(m, notes)
+        self.assertEqual(json.loads(m.group(1)), {"id": "vllm-0"})
+        req = self.parse_request_json(m.group(1), "DrainEndpointRequest")
+        if req is not None:
+            self.assertEqual((req.id, req.undrain), ("vllm-0", False))
+        undrain = re.findall(r"-d '([^']*)' 127\.0\.0\.1:50051 cacheroute\.v1\.CacheRoute/DrainEndpoint", notes)
+        self.assertEqual([json.loads(b) for b in undrain], [{"id": "vllm-0"}, {"id": "vllm-0", "undrain": True}])
+        req = self.parse_request_json(undrain[1], "DrainEndpointRequest")
+        if req is not None:
+            self.assertEqual((req.id, req.undrain), ("vllm-0", True))
+        self.assertIn("grpcurl -plaintext -d '{}' 127.0.0.1:50051 cacheroute.v1.CacheRoute/ListEndpoints", notes)
+        self.assertIn("endpoint_id and endpoint_address", notes)
+        self.assertIn("with 2 pods, send it to each", notes)
+        notes = self.render_notes("--set", "endpoints.existingConfigMap=fleet")
+        self.assertIn("your ConfigMap serving/fleet (endpoints.existingConfigMap, key endpoints.json)", notes)
+        self.assertIn("kubectl -n serving edit configmap fleet.", notes)
+        self.assertIn("asks its own sidecar at 127.0.0.1:50051", notes)
+        self.assertNotIn("send it to each", notes)
 
 
 if __name__ == "__main__":

@@ -182,6 +182,9 @@ separately.
 - kvEvents=kv-events
 - reservations=reservations
 - compressedRequests=compressed-requests
+- endpointFailErrors=endpoint-fail-errors
+- endpointFailWindow=endpoint-fail-window
+- endpointDownFor=endpoint-down-for
 {{- end }}
 
 {{/*
@@ -216,6 +219,7 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - state-file
 - replica-id
 - state-backend-password-file
+- endpoints-file
 {{- end }}
 
 {{/*
@@ -528,6 +532,9 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- else if $state.enabled }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "state-file") "value" (printf "%s/%s" (trimSuffix "/" $state.mountPath) $state.fileName)) }}
 {{- end }}
+{{- if include "cacheroute.endpointsSource" . }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-file") "value" (include "cacheroute.endpointsFile" .)) }}
+{{- end }}
 {{- if .Values.cacheroute.nvidia.enabled }}
 {{- $env = append $env (dict "name" "NVIDIA_VISIBLE_DEVICES" "value" (toString .Values.cacheroute.nvidia.visibleDevices)) }}
 {{- $env = append $env (dict "name" "NVIDIA_DRIVER_CAPABILITIES" "value" .Values.cacheroute.nvidia.driverCapabilities) }}
@@ -627,6 +634,14 @@ volumeMounts:
   {{- if .Values.cacheroute.state.enabled }}
   - name: cacheroute-state
     mountPath: {{ .Values.cacheroute.state.mountPath }}
+  {{- end }}
+  {{- if include "cacheroute.endpointsSource" . }}
+  {{- /* The directory, never a subPath: the kubelet updates a ConfigMap
+      volume in place (an atomic swap of its ..data link) but never a
+      subPath mount, and the sidecar re-reads the file itself. */}}
+  - name: cacheroute-endpoints
+    mountPath: {{ trimSuffix "/" .Values.endpoints.mountPath }}
+    readOnly: true
   {{- end }}
   {{- include "cacheroute.securityMounts" . }}
   {{- with .Values.cacheroute.extraVolumeMounts }}
@@ -746,4 +761,56 @@ Only the keys the sidecar reads are projected.
               - {key: {{ .key }}, path: {{ .key }}}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+Where the endpoints come from (endpoints.*): "list" (the chart's ConfigMap),
+"existing" (endpoints.existingConfigMap) or "" (off). enabled null means on
+when either is given. Fails when both are given, when enabled is true with
+neither, and on an id given twice (the schema checks each entry, not that).
+*/}}
+{{- define "cacheroute.endpointsSource" -}}
+{{- $ep := .Values.endpoints }}
+{{- $list := $ep.list | default list }}
+{{- if and $list $ep.existingConfigMap }}
+{{- fail (printf "endpoints.list and endpoints.existingConfigMap (%s) are both set: give the endpoints in one place, endpoints.list (rendered into the chart's ConfigMap) or endpoints.existingConfigMap (yours, holding endpoints.json)." $ep.existingConfigMap) }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $e := $list }}
+{{- $id := toString $e.id }}
+{{- if hasKey $seen $id }}
+{{- fail (printf "endpoints.list[%d].id %q is given twice (endpoints.list[%v]): each endpoint needs its own id." $i $id (get $seen $id)) }}
+{{- end }}
+{{- $_ := set $seen $id $i }}
+{{- end }}
+{{- $on := $ep.enabled }}
+{{- if kindIs "invalid" $on }}
+{{- $on = or (gt (len $list) 0) (ne (toString $ep.existingConfigMap) "") }}
+{{- end }}
+{{- if $on }}
+{{- if $list }}list
+{{- else if $ep.existingConfigMap }}existing
+{{- else }}
+{{- fail "endpoints.enabled is true but endpoints.list is empty and endpoints.existingConfigMap is \"\": the sidecar would have no endpoints file. Give endpoints.list (at least one {id, address}) or endpoints.existingConfigMap, or leave endpoints.enabled null." }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The endpoints ConfigMap's name: the chart's <fullname>-endpoints, or
+endpoints.existingConfigMap.
+*/}}
+{{- define "cacheroute.endpointsConfigMap" -}}
+{{- if eq (include "cacheroute.endpointsSource" .) "existing" }}
+{{- .Values.endpoints.existingConfigMap }}
+{{- else }}
+{{- printf "%s-endpoints" (include "cacheroute.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
+--endpoints-file: endpoints.json in the mounted directory.
+*/}}
+{{- define "cacheroute.endpointsFile" -}}
+{{- printf "%s/endpoints.json" (trimSuffix "/" .Values.endpoints.mountPath) }}
 {{- end }}
