@@ -1,7 +1,13 @@
 /* The baseline policies (rules in replay.h). Each is one route function
- * over a shared state: the shard count, the seed and, for the two
- * consistent-hashing ones, the ring (the core's, ring.h: 64 virtual nodes
- * per shard). */
+ * over a shared state: the seed and, for the two consistent-hashing ones,
+ * the ring (the core's, ring.h: 64 virtual nodes per shard).
+ *
+ * Each chooses among the view's serving shards. The ring holds every slot
+ * a run may open and a walk skips the slots not serving: a point's place
+ * depends only on its shard and virtual node, so that is the ring rebuilt
+ * over the serving shards, and a join or a removal moves only the owners
+ * whose walk meets its points first. Without events every shard serves
+ * and each rule is what it was before them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +18,6 @@
 #define CHWBL_C_DEN 4
 
 typedef struct baseline {
-    uint32_t shards;
     uint64_t seed;
     cr_ring *ring; /* NULL when not needed */
 } baseline;
@@ -28,39 +33,53 @@ static uint64_t draw(const baseline *b, const cr_replay_request *r)
 static uint32_t route_flat_lb(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     const baseline *b = state;
-    if (b->shards == 1)
-        return 0;
+    uint32_t n = cr_replay_n_serving(v);
+    if (n == 1)
+        return cr_replay_serving_at(v, 0);
     uint64_t x = draw(b, r);
-    uint32_t first = below(x >> 32, b->shards);
-    uint32_t second = below(x & 0xffffffffu, b->shards - 1);
+    uint32_t first = below(x >> 32, n);
+    uint32_t second = below(x & 0xffffffffu, n - 1);
     second += second >= first; /* distinct from the first */
+    first = cr_replay_serving_at(v, first);
+    second = cr_replay_serving_at(v, second);
     return v->queued[second] < v->queued[first] ? second : first;
+}
+
+#define ANY_LOAD UINT64_MAX
+
+/* The first serving shard on the walk from point start whose queue is
+ * below bound (ANY_LOAD: the first serving one); UINT32_MAX when a lap
+ * finds none. */
+static uint32_t walk(const baseline *b, const cr_replay_view *v, size_t start, uint64_t bound)
+{
+    for (size_t i = 0, n = cr_ring_n_points(b->ring); i < n; i++) {
+        uint32_t s = cr_ring_shard(b->ring, start + i);
+        if (cr_replay_usable(v, s) && (bound == ANY_LOAD || v->queued[s] < bound))
+            return s;
+    }
+    return UINT32_MAX;
 }
 
 static uint32_t route_sticky(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     const baseline *b = state;
-    (void)v;
-    return cr_ring_shard(b->ring, cr_ring_start(b->ring, r->owner));
+    return walk(b, v, cr_ring_start(b->ring, r->owner), ANY_LOAD);
 }
 
-/* Walks the owner's ring to the first shard below the load bound. One
- * always is (the mean is below the bound), so the walk ends within a lap. */
+/* Walks the owner's ring to the first serving shard below the load bound.
+ * One always is (their mean is below the bound), so the walk ends within a
+ * lap. */
 static uint32_t route_chwbl(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     const baseline *b = state;
     uint64_t total = 0;
-    for (uint32_t s = 0; s < b->shards; s++)
+    CR_REPLAY_FOR_SERVING(v, s)
         total += v->queued[s];
-    uint64_t den = (uint64_t)CHWBL_C_DEN * b->shards;
+    uint64_t den = (uint64_t)CHWBL_C_DEN * cr_replay_n_serving(v);
     uint64_t bound = ((total + 1) * CHWBL_C_NUM + den - 1) / den;
-    size_t n = cr_ring_n_points(b->ring), start = cr_ring_start(b->ring, r->owner);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t s = cr_ring_shard(b->ring, start + i);
-        if (v->queued[s] < bound)
-            return s;
-    }
-    return cr_ring_shard(b->ring, start);
+    size_t start = cr_ring_start(b->ring, r->owner);
+    uint32_t s = walk(b, v, start, bound);
+    return s != UINT32_MAX ? s : walk(b, v, start, ANY_LOAD);
 }
 
 static uint32_t route_least_loaded(void *state, const cr_replay_request *r,
@@ -68,8 +87,8 @@ static uint32_t route_least_loaded(void *state, const cr_replay_request *r,
 {
     (void)state;
     (void)r;
-    uint32_t best = 0;
-    for (uint32_t s = 1; s < v->shards; s++)
+    uint32_t best = cr_replay_serving_at(v, 0);
+    CR_REPLAY_FOR_SERVING(v, s)
         if (v->backlog_ms[s] < v->backlog_ms[best])
             best = s;
     return best;
@@ -78,8 +97,7 @@ static uint32_t route_least_loaded(void *state, const cr_replay_request *r,
 static uint32_t route_random(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     const baseline *b = state;
-    (void)v;
-    return below(draw(b, r) >> 32, b->shards);
+    return cr_replay_serving_at(v, below(draw(b, r) >> 32, cr_replay_n_serving(v)));
 }
 
 static void baseline_free(void *state)
@@ -116,8 +134,8 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
         return st;
     baseline *b = calloc(1, sizeof *b);
     if (b)
-        *b = (baseline){.shards = c->shards, .seed = c->seed};
-    if (!b || (kinds[k].ring && !(b->ring = cr_ring_new(c->shards)))) {
+        *b = (baseline){.seed = c->seed};
+    if (!b || (kinds[k].ring && !(b->ring = cr_ring_new(cr_replay_slots(c))))) {
         baseline_free(b);
         return cr_fail(err, CR_ENOMEM, "out of memory for policy %s", kinds[k].name);
     }

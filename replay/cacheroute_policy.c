@@ -32,7 +32,18 @@
  * every block its shard evicts, gathered while the simulator serves a
  * request and sent when it is served, before the next route. Under
  * --kv-events dispatch the STORED is sent when the request is served
- * instead (replay.h says why). */
+ * instead (replay.h says why).
+ *
+ * Membership events (the cluster's events, replay.h): the core is given
+ * the endpoints as a sidecar's operator would give them, only in runs
+ * with events (a run without is as before they existed). At the start,
+ * cr_core_set_endpoints with e0 .. e{R-1} (address "sim:K" for shard K);
+ * a join, the set with the new endpoint; a drain, cr_core_drain_endpoint;
+ * a fail, the set without it, and the outcomes of what it held are never
+ * reported (the requests were lost with it). The core numbers its slots
+ * itself (a join may reuse a slot freed long enough ago), so the policy
+ * maps the core's slots to the simulator's shards by address after each
+ * change, both ways. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +73,12 @@ typedef struct policy_state {
     cr_core_plan_result last; /* the newest installed table seen, held */
     size_t n_replans, cap;
     double *changed, *at_s;
+    /* With events (else NULL): the endpoints, which of their shards the
+     * core's set lists (joined, not failed), and the shard <-> core slot
+     * maps (UINT32_MAX: none). */
+    const cr_replay_events *membership;
+    uint8_t *listed;
+    uint32_t *to_sim, *to_core;
 } policy_state;
 
 static double virtual_now(void *ctx) { return ((const policy_state *)ctx)->now_s; }
@@ -89,8 +106,78 @@ static cr_status copy_config(const cr_core_config *cfg, const cr_replay_cluster 
     return CR_OK;
 }
 
+/* ---- membership -------------------------------------------------------------- */
+
+/* The core's slot of a simulated shard and back; the identity without
+ * events. */
+static uint32_t core_slot(const policy_state *s, uint32_t shard)
+{
+    return s->to_core ? s->to_core[shard] : shard;
+}
+
+static uint32_t sim_shard(const policy_state *s, uint32_t slot)
+{
+    return s->to_sim ? (slot < CR_ENDPOINTS_MAX ? s->to_sim[slot] : UINT32_MAX) : slot;
+}
+
+/* The maps from the core's set as it is now: each endpoint's address
+ * names its shard. */
+static void map_slots(policy_state *s)
+{
+    uint32_t slots = s->membership->slots;
+    for (uint32_t k = 0; k < CR_ENDPOINTS_MAX; k++)
+        s->to_sim[k] = UINT32_MAX;
+    for (uint32_t k = 0; k < slots; k++)
+        s->to_core[k] = UINT32_MAX;
+    const cr_endpoints *e = cr_core_endpoints(s->core);
+    for (uint32_t k = 0; e && k < e->n_slots; k++) {
+        unsigned shard;
+        if (e->slot[k].state == CR_ENDPOINT_GONE ||
+            sscanf(e->slot[k].address, "sim:%u", &shard) != 1 || shard >= slots)
+            continue;
+        s->to_sim[k] = shard;
+        s->to_core[shard] = k;
+    }
+    cr_endpoints_release(e);
+}
+
+/* Gives the core every listed endpoint (cr_core_set_endpoints) and maps
+ * its slots. The events were checked when parsed, so a refusal is the
+ * core's: said, and the run goes on with the set it kept. */
+static void set_endpoints(policy_state *s)
+{
+    uint32_t n = 0, slots = s->membership->slots;
+    cr_endpoint_spec *v = malloc(slots * sizeof *v);
+    char (*text)[2][CR_REPLAY_ENDPOINT_ID_MAX + 1] = malloc(slots * sizeof *text);
+    cr_error err = {{0}};
+    cr_status st = v && text ? CR_OK : cr_fail(&err, CR_ENOMEM, "out of memory for %u", slots);
+    for (uint32_t k = 0; st == CR_OK && k < slots; k++) {
+        if (!s->listed[k])
+            continue;
+        cr_replay_endpoint_id(s->membership, k, text[n][0], sizeof text[n][0]);
+        snprintf(text[n][1], sizeof text[n][1], "sim:%u", k);
+        v[n] = (cr_endpoint_spec){.id = text[n][0], .address = text[n][1], .weight = 1};
+        n++;
+    }
+    if (st == CR_OK)
+        st = cr_core_set_endpoints(s->core, v, n, NULL, &err);
+    if (st != CR_OK)
+        fprintf(stderr, "cacheroute-replay: SetEndpoints refused: %s\n", err.msg);
+    free(v);
+    free(text);
+    map_slots(s);
+}
+
+/* The initial endpoints, e0 .. e{R-1}, in a fresh core. */
+static void initial_endpoints(policy_state *s)
+{
+    memset(s->listed, 0, s->membership->slots);
+    memset(s->listed, 1, s->membership->shards);
+    set_endpoints(s);
+}
+
 /* A fresh core at virtual time 0, no table, no replans recorded, nothing
- * in service. */
+ * in service; with events, the initial endpoints. */
 static cr_status open_core(policy_state *s, cr_error *err)
 {
     cr_core_free(s->core);
@@ -101,6 +188,8 @@ static cr_status open_core(policy_state *s, cr_error *err)
     s->now_s = 0;
     cr_clock_source clock = {virtual_now, s};
     s->core = cr_core_new(&s->cfg, NULL, &clock, err);
+    if (s->core && s->membership)
+        initial_endpoints(s);
     return s->core ? CR_OK : CR_EINVAL;
 }
 
@@ -206,7 +295,7 @@ static void send_stored(policy_state *s, const cr_replay_finish *f)
     const uint64_t *ids = s->pool + f->first_block;
     if (pseudo_tokens(s, ids, n) != 0)
         return; /* out of memory: not stored, as an event lost */
-    cr_kv_event ev = {.kind = CR_KV_STORED, .shard = f->shard, .engine = ids, .n = n,
+    cr_kv_event ev = {.kind = CR_KV_STORED, .shard = core_slot(s, f->shard), .engine = ids, .n = n,
                       .tokens = s->tokens, .n_tokens = 2 * (size_t)n, .block_size = 2};
     send_event(s, &ev);
 }
@@ -218,8 +307,8 @@ static void send_removed(policy_state *s)
     size_t most = s->cfg.route.max_hashes;
     for (size_t at = 0; at < s->n_gone; at += most) {
         size_t n = s->n_gone - at < most ? s->n_gone - at : most;
-        cr_kv_event ev = {.kind = CR_KV_REMOVED, .shard = s->gone_shard, .engine = s->gone + at,
-                          .n = n};
+        cr_kv_event ev = {.kind = CR_KV_REMOVED, .shard = core_slot(s, s->gone_shard),
+                          .engine = s->gone + at, .n = n};
         send_event(s, &ev);
     }
     s->n_gone = 0;
@@ -242,12 +331,15 @@ static void evicted(void *state, uint32_t shard, uint64_t id)
 /* Reports every prefill that has ended by now, as an engine's ReportOutcome
  * would, each at its own finish (the core's clock set to it): it releases
  * the route's outstanding work (bounded, live, ttft), counts served hits
- * and feeds the core's calibration. */
+ * and feeds the core's calibration. A failed shard's are never reported:
+ * they were not served. */
 static void report_finishes(policy_state *s)
 {
     double now = s->now_s;
     cr_replay_finish f;
     while (cr_replay_finishes_pop_due(&s->finishes, now, &f)) {
+        if (s->listed && !s->listed[f.shard])
+            continue;
         char id[24];
         request_id(f.request, id, sizeof id);
         cr_outcome o = {
@@ -255,7 +347,7 @@ static void report_finishes(policy_state *s)
                        CR_OUT_QUEUE_WAIT | CR_OUT_PREFILL | CR_OUT_PREFILLED_FROM |
                        CR_OUT_PREFILLED_TO | CR_OUT_TTFT | CR_OUT_GPU,
                 .owner = f.owner,
-                .shard = f.shard,
+                .shard = core_slot(s, f.shard),
                 .prompt_tokens = f.prompt_tokens,
                 .cached_tokens = f.cached_tokens,
                 .queue_wait_ms = f.queue_wait_ms,
@@ -276,22 +368,53 @@ static void report_finishes(policy_state *s)
     s->now_s = now;
 }
 
-/* A clock running backwards is the start of another run over the same
- * policy: that run gets a fresh core, as a fresh sidecar would be. */
+/* A fresh core for another run over the same policy, as a fresh sidecar
+ * would be. */
+static void reopen(policy_state *s)
+{
+    cr_error err;
+    if (open_core(s, &err) != CR_OK) { /* the config passed once: only memory */
+        fprintf(stderr, "cacheroute-replay: cannot reset the core: %s\n", err.msg);
+        abort();
+    }
+}
+
+/* A clock running backwards is the start of another run. */
 static void tick(void *state, double now_s)
 {
     policy_state *s = state;
-    if (now_s < s->now_s) {
-        cr_error err;
-        if (open_core(s, &err) != CR_OK) { /* the config passed once: only memory */
-            fprintf(stderr, "cacheroute-replay: cannot reset the core: %s\n", err.msg);
-            abort();
-        }
-    }
+    if (now_s < s->now_s)
+        reopen(s);
     s->now_s = now_s;
     report_finishes(s);
     if (cr_core_tick(s->core))
         note_install(s);
+}
+
+/* A run with events starts (ev NULL: a fresh core, its initial
+ * endpoints), or the set changes at ev->at_s: what ended before is
+ * reported on the set before, then the core is told as an operator
+ * would tell a sidecar (the file's comment). */
+static void members(void *state, const uint8_t *usable, uint32_t n_slots,
+                    const cr_replay_member_event *ev)
+{
+    policy_state *s = state;
+    (void)usable;
+    (void)n_slots;
+    if (!ev) {
+        reopen(s);
+        return;
+    }
+    s->now_s = ev->at_s > s->now_s ? ev->at_s : s->now_s;
+    report_finishes(s);
+    if (ev->kind == CR_REPLAY_DRAIN) {
+        cr_error err;
+        if (cr_core_drain_endpoint(s->core, ev->id, 1, NULL, &err) != CR_OK)
+            fprintf(stderr, "cacheroute-replay: DrainEndpoint refused: %s\n", err.msg);
+        return;
+    }
+    s->listed[ev->slot] = ev->kind == CR_REPLAY_JOIN;
+    set_endpoints(s);
 }
 
 /* r's blocks' chained hashes into s->hashes: the splitmix chain, or with
@@ -338,7 +461,7 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         abort();
     }
     s->predicted = a.cached_tokens;
-    return a.shard;
+    return sim_shard(s, a.shard);
 }
 
 static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
@@ -353,7 +476,7 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     int tokens = s->weight == CR_REPLAY_WEIGHT_TOKENS;
     /* Fails only for 0 owners or a bad weight. */
     cr_core_record(s->core, &r->owner, 1, tokens ? &w : NULL, tokens, &out, NULL, &err);
-    return out.preferred_shard;
+    return sim_shard(s, out.preferred_shard);
 }
 
 /* The shard is busy with r until its queue wait and prefill have passed;
@@ -442,7 +565,28 @@ static void policy_free(void *state)
     free(s->gone);
     free(s->changed);
     free(s->at_s);
+    free(s->listed);
+    free(s->to_sim);
+    free(s->to_core);
     free(s);
+}
+
+/* With events: the membership tables (CR_ENDPOINTS_MAX core slots, one
+ * per shard); CR_EINVAL when the core's set could not hold them. */
+static cr_status members_init(policy_state *s, const cr_replay_cluster *c, cr_error *err)
+{
+    s->membership = c->events;
+    if (!s->membership)
+        return CR_OK;
+    if (s->membership->slots > CR_ENDPOINTS_MAX)
+        return cr_fail(err, CR_EINVAL, "cacheroute takes at most %u endpoints, the events open %u",
+                       CR_ENDPOINTS_MAX, s->membership->slots);
+    s->listed = calloc(s->membership->slots, sizeof *s->listed);
+    s->to_core = calloc(s->membership->slots, sizeof *s->to_core);
+    s->to_sim = calloc(CR_ENDPOINTS_MAX, sizeof *s->to_sim);
+    if (!s->listed || !s->to_core || !s->to_sim)
+        return cr_fail(err, CR_ENOMEM, "out of memory for %u endpoints", s->membership->slots);
+    return CR_OK;
 }
 
 cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weight weight,
@@ -462,6 +606,8 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
     s->events = events;
     cr_status st = copy_config(cfg, c, &s->cfg, err);
     if (st == CR_OK)
+        st = members_init(s, c, err);
+    if (st == CR_OK)
         st = open_core(s, err);
     if (st != CR_OK) {
         policy_free(s);
@@ -470,6 +616,7 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
     *out = (cr_replay_policy){.name = "cacheroute", .state = s, .route = route, .kv = kv,
                               .served = served, .tick = tick, .free = policy_free,
                               .replans = replans, .predicted = predicted,
-                              .evicted = events != CR_REPLAY_KV_EVENTS_OFF ? evicted : NULL};
+                              .evicted = events != CR_REPLAY_KV_EVENTS_OFF ? evicted : NULL,
+                              .members = c->events ? members : NULL};
     return CR_OK;
 }

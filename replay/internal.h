@@ -55,6 +55,30 @@ static inline double cr_replay_normal(uint64_t x1, uint64_t x2)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+/* ---- the serving shards ---------------------------------------------------- */
+
+/* Whether shard k of v takes requests (a view without events: all do). */
+static inline int cr_replay_usable(const cr_replay_view *v, uint32_t k)
+{
+    return !v->usable || v->usable[k];
+}
+
+/* The serving shards, in index order: how many, and the j-th. */
+static inline uint32_t cr_replay_n_serving(const cr_replay_view *v)
+{
+    return v->serving ? v->n_serving : v->shards;
+}
+static inline uint32_t cr_replay_serving_at(const cr_replay_view *v, uint32_t j)
+{
+    return v->serving ? v->serving[j] : j;
+}
+
+/* A loop over v's serving shards k, in index order: without events the
+ * loop over 0 .. shards - 1 that the policies ran before them. */
+#define CR_REPLAY_FOR_SERVING(v, k)                                                               \
+    for (uint32_t k##_j = 0, k = 0;                                                              \
+         k##_j < cr_replay_n_serving(v) && ((k = cr_replay_serving_at(v, k##_j)), 1); k##_j++)
+
 /* ---- the prefix cache ------------------------------------------------------ */
 
 /* One shard's LRU set of block ids: a doubly linked list of nodes (most
@@ -182,6 +206,10 @@ typedef struct cr_replay_tally {
     size_t warmup;    /* requests before this index add no work */
     uint32_t *hits;   /* per request, trace order */
     double *ttft_ms;  /* per request; summarize hands it to the result, sorted */
+    /* With events only (else NULL): per request, its shard, and whether it
+     * failed (queued on a shard when it failed). */
+    uint32_t *shard;
+    uint8_t *failed;
     double *work_ms;  /* per shard, prefill */
     size_t with_knowledge, as_kv;
     /* measured requests the policy predicted a hit for: how many, the sum
@@ -190,8 +218,9 @@ typedef struct cr_replay_tally {
     double predicted_error, predicted_input;
 } cr_replay_tally;
 
-/* Room for n requests on shards; -1 when out of memory. */
-int cr_replay_tally_init(cr_replay_tally *t, size_t n, uint32_t shards);
+/* Room for n requests on shards (with events: their shards and failures
+ * too); -1 when out of memory. */
+int cr_replay_tally_init(cr_replay_tally *t, size_t n, uint32_t shards, int events);
 void cr_replay_tally_add(cr_replay_tally *t, size_t i, const cr_replay_request *r,
                          const cr_replay_outcome *o);
 /* Request i (r) was predicted to hit predicted tokens and hit hit_tokens;

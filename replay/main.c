@@ -101,7 +101,9 @@ int main(int argc, char **argv)
         rc = fail(2, "%s", err.msg);
     } else {
         cr_replay_trace t = {0};
-        rc = cli_open_trace(&s, &t, &err);
+        rc = cli_open_events(&s, &err);
+        if (rc == 0)
+            rc = cli_open_trace(&s, &t, &err);
         rc = rc ? fail(rc, "%s", err.msg) : run_with_trace(&s, &t);
         cr_replay_trace_free(&t);
     }

@@ -13,6 +13,12 @@
  * The view also carries the trace's block pool, each cache's size and a
  * read-only lookup of the true hit (for the one policy told the truth).
  *
+ * Membership events (replay.h) are applied in time order before the first
+ * request at or after each: every per-shard array is sized for all the
+ * slots the events can open, and the view shows the slots opened so far
+ * and which of them serve. A fail's queue is walked once, so each shard's
+ * ring also keeps which request each completion is.
+ *
  * Noise is drawn per request index from the seed, so every policy run over
  * the same trace and cluster sees the same noise on the same request.
  *
@@ -66,6 +72,9 @@ cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err)
                            costs[i].name, costs[i].v);
     if (!(isfinite(c->scale) && c->scale > 0))
         return cr_fail(err, CR_EINVAL, "scale must be finite and > 0, got %g", c->scale);
+    if (c->events && c->events->shards != c->shards)
+        return cr_fail(err, CR_EINVAL, "events were parsed for %u shards, the cluster has %u",
+                       c->events->shards, c->shards);
     return CR_OK;
 }
 
@@ -91,17 +100,23 @@ static cr_status check_trace(const cr_replay_trace *t, cr_error *err)
     return CR_OK;
 }
 
-/* A shard's FIFO: completion times (s) of what it holds, oldest first. */
+/* A shard's FIFO: completion times (s) of what it holds, oldest first,
+ * and which requests they are. */
+typedef struct held {
+    double done;
+    size_t request;
+} held;
+
 typedef struct fifo {
-    double *done;
+    held *done;
     size_t head, n, cap; /* cap a power of two */
 } fifo;
 
-static int fifo_push(fifo *q, double done)
+static int fifo_push(fifo *q, double done, size_t request)
 {
     if (q->n == q->cap) {
         size_t cap = q->cap ? 2 * q->cap : 16;
-        double *d = malloc(cap * sizeof *d);
+        held *d = malloc(cap * sizeof *d);
         if (!d)
             return -1;
         for (size_t i = 0; i < q->n; i++)
@@ -109,17 +124,20 @@ static int fifo_push(fifo *q, double done)
         free(q->done);
         *q = (fifo){d, 0, q->n, cap};
     }
-    q->done[(q->head + q->n++) & (q->cap - 1)] = done;
+    q->done[(q->head + q->n++) & (q->cap - 1)] = (held){done, request};
     return 0;
 }
 
 static void fifo_drain(fifo *q, double now)
 {
-    while (q->n && q->done[q->head] <= now) {
+    while (q->n && q->done[q->head].done <= now) {
         q->head = (q->head + 1) & (q->cap - 1);
         q->n--;
     }
 }
+
+/* What a slot is doing (events). */
+typedef enum slot_state { SLOT_SERVING, SLOT_DRAINING, SLOT_GONE } slot_state;
 
 /* Everything one run holds, per shard and per request. */
 typedef struct sim {
@@ -127,6 +145,12 @@ typedef struct sim {
     const cr_replay_cluster *c;
     const cr_replay_policy *p;
     uint64_t noise_seed;
+    uint32_t slots, n_slots; /* allocated for; opened so far */
+    /* The serving set (events only, else NULL): per slot its state and
+     * usable (the view's), and the serving ones in index order. */
+    uint8_t *state, *usable;
+    uint32_t *serving, n_serving;
+    size_t next_event;
     cr_replay_cache *caches;
     fifo *queues;
     double *busy_until; /* s */
@@ -138,10 +162,13 @@ typedef struct sim {
 
 static void sim_free(sim *s)
 {
-    for (uint32_t k = 0; s->caches && k < s->c->shards; k++)
+    for (uint32_t k = 0; s->caches && k < s->slots; k++)
         cr_replay_cache_free(&s->caches[k]);
-    for (uint32_t k = 0; s->queues && k < s->c->shards; k++)
+    for (uint32_t k = 0; s->queues && k < s->slots; k++)
         free(s->queues[k].done);
+    free(s->state);
+    free(s->usable);
+    free(s->serving);
     free(s->caches);
     free(s->queues);
     free(s->busy_until);
@@ -159,9 +186,27 @@ static void evicted(void *ctx, const cr_replay_cache *c, uint64_t id)
     s->p->evicted(s->p->state, (uint32_t)(c - s->caches), id);
 }
 
+/* The initial serving set: shards 0 .. shards - 1; 0 or -1 when out of
+ * memory. */
+static int members_init(sim *s)
+{
+    s->state = calloc(s->slots, sizeof *s->state);
+    s->usable = calloc(s->slots, sizeof *s->usable);
+    s->serving = calloc(s->slots, sizeof *s->serving);
+    if (!s->state || !s->usable || !s->serving)
+        return -1;
+    for (uint32_t k = 0; k < s->c->shards; k++) {
+        s->usable[k] = 1;
+        s->serving[k] = k;
+    }
+    s->n_serving = s->c->shards;
+    return 0;
+}
+
 static cr_status sim_init(sim *s, cr_error *err)
 {
-    uint32_t R = s->c->shards;
+    uint32_t R = s->slots = cr_replay_slots(s->c);
+    s->n_slots = s->c->shards;
     uint64_t cap = s->c->shard_blocks < s->t->n_blocks ? s->c->shard_blocks : s->t->n_blocks;
     if (cap > CR_REPLAY_CACHE_MAX)
         return cr_fail(err, CR_ENOMEM, "shard_blocks %llu: the cache holds at most %u blocks",
@@ -174,7 +219,8 @@ static cr_status sim_init(sim *s, cr_error *err)
     s->queued = calloc(R, sizeof *s->queued);
     s->blocks_held = calloc(R, sizeof *s->blocks_held);
     if (!s->caches || !s->queues || !s->busy_until || !s->backlog_ms || !s->queued ||
-        !s->blocks_held || cr_replay_tally_init(&s->tally, s->t->n, R) != 0)
+        !s->blocks_held || cr_replay_tally_init(&s->tally, s->t->n, R, !!s->c->events) != 0 ||
+        (s->c->events && members_init(s) != 0))
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
     s->tally.warmup = s->c->warmup;
     for (uint32_t k = 0; k < R; k++) {
@@ -185,11 +231,16 @@ static cr_status sim_init(sim *s, cr_error *err)
     return CR_OK;
 }
 
-/* The cluster as a policy sees it at now. */
+/* The cluster as a policy sees it at now. A draining shard with no work
+ * left is gone, and its cache with it. */
 static void refresh_view(sim *s, double now)
 {
-    for (uint32_t k = 0; k < s->c->shards; k++) {
+    for (uint32_t k = 0; k < s->n_slots; k++) {
         fifo_drain(&s->queues[k], now);
+        if (s->state && s->state[k] == SLOT_DRAINING && s->queues[k].n == 0) {
+            s->state[k] = SLOT_GONE;
+            cr_replay_cache_free(&s->caches[k]);
+        }
         s->queued[k] = (uint32_t)s->queues[k].n;
         double left = s->busy_until[k] - now;
         s->backlog_ms[k] = left > 0 ? left * 1000.0 : 0.0;
@@ -202,7 +253,7 @@ static void refresh_view(sim *s, double now)
 static uint32_t true_hit_blocks(const void *ctx, uint32_t shard, const cr_replay_request *r)
 {
     const sim *s = ctx;
-    if (shard >= s->c->shards)
+    if (shard >= s->n_slots)
         return 0;
     return cr_replay_cache_prefix(&s->caches[shard], s->t->blocks + r->first_block, r->n_blocks);
 }
@@ -230,9 +281,13 @@ static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
     const cr_replay_policy *p = s->p;
     const uint64_t *ids = s->t->blocks + r->first_block;
     uint32_t k = p->route(p->state, r, v);
-    if (k >= s->c->shards)
+    if (k >= s->n_slots)
         return cr_fail(err, CR_EINVAL, "policy %s routed request %zu to shard %u of %u",
-                       p->name ? p->name : "?", i, k, s->c->shards);
+                       p->name ? p->name : "?", i, k, s->n_slots);
+    if (!cr_replay_usable(v, k))
+        return cr_fail(err, CR_EINVAL,
+                       "policy %s routed request %zu to shard %u, which takes no requests",
+                       p->name ? p->name : "?", i, k);
     uint64_t hit = (uint64_t)cr_replay_cache_prefix(&s->caches[k], ids, r->n_blocks) *
                    s->c->block_tokens;
     *o = (cr_replay_outcome){.shard = k,
@@ -248,22 +303,84 @@ static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
     o->queue_wait_ms = (start - now) * 1000.0;
     o->ttft_ms = o->queue_wait_ms + o->prefill_ms + o->kv_ms;
     s->busy_until[k] = start + o->prefill_ms / 1000.0;
-    if (fifo_push(&s->queues[k], s->busy_until[k]) != 0 ||
+    if (fifo_push(&s->queues[k], s->busy_until[k], i) != 0 ||
         cr_replay_cache_insert(&s->caches[k], ids, r->n_blocks) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory at request %zu", i);
     return CR_OK;
 }
 
+/* ---- membership events ---------------------------------------------------------- */
+
+/* Shard k takes no more requests. */
+static void stop_serving(sim *s, uint32_t k)
+{
+    uint32_t n = 0;
+    s->usable[k] = 0;
+    for (uint32_t j = 0; j < s->n_serving; j++)
+        if (s->serving[j] != k)
+            s->serving[n++] = s->serving[j];
+    s->n_serving = n;
+}
+
+/* Shard k failed at now: what it still held is not served, and its cache
+ * is lost (without eviction hooks: the policy hears of the fail itself). */
+static void fail_shard(sim *s, uint32_t k, double now)
+{
+    fifo *q = &s->queues[k];
+    fifo_drain(q, now);
+    for (size_t i = 0; i < q->n; i++)
+        s->tally.failed[q->done[(q->head + i) & (q->cap - 1)].request] = 1;
+    q->n = 0;
+    s->busy_until[k] = now;
+    s->state[k] = SLOT_GONE;
+    cr_replay_cache_free(&s->caches[k]);
+}
+
+static void apply_event(sim *s, const cr_replay_member_event *ev)
+{
+    uint32_t k = ev->slot;
+    if (ev->kind == CR_REPLAY_JOIN) { /* the next slot, by the parser's numbering */
+        s->n_slots = k + 1;
+        s->usable[k] = 1;
+        s->serving[s->n_serving++] = k; /* the highest slot yet: still in order */
+        return;
+    }
+    stop_serving(s, k);
+    if (ev->kind == CR_REPLAY_FAIL)
+        fail_shard(s, k, ev->at_s);
+    else
+        s->state[k] = SLOT_DRAINING;
+}
+
+/* Every event due by now, each told to the policy; v shows the set after
+ * them. */
+static void apply_events(sim *s, double now, cr_replay_view *v)
+{
+    const cr_replay_events *e = s->c->events;
+    const cr_replay_policy *p = s->p;
+    for (; e && s->next_event < e->n && e->ev[s->next_event].at_s <= now; s->next_event++) {
+        apply_event(s, &e->ev[s->next_event]);
+        if (p->members)
+            p->members(p->state, s->usable, s->n_slots, &e->ev[s->next_event]);
+    }
+    v->shards = s->n_slots;
+    v->n_serving = s->n_serving;
+}
+
 static cr_status loop(sim *s, cr_error *err)
 {
     const cr_replay_policy *p = s->p;
-    cr_replay_view v = {.shards = s->c->shards, .backlog_ms = s->backlog_ms,
+    cr_replay_view v = {.shards = s->n_slots, .usable = s->usable, .serving = s->serving,
+                        .n_serving = s->n_serving, .backlog_ms = s->backlog_ms,
                         .queued = s->queued, .blocks = s->t->blocks,
                         .blocks_held = s->blocks_held, .shard_blocks = s->c->shard_blocks,
                         .hit_blocks = true_hit_blocks, .hit_ctx = s};
+    if (s->c->events && p->members)
+        p->members(p->state, s->usable, s->n_slots, NULL);
     for (size_t i = 0; i < s->t->n; i++) {
         const cr_replay_request *r = &s->t->reqs[i];
         double now = cr_replay_arrival_s(r, s->c);
+        apply_events(s, now, &v);
         if (p->tick)
             p->tick(p->state, now);
         refresh_view(s, now);

@@ -1620,6 +1620,387 @@ static void test_peers_repeat(void)
     cr_replay_trace_free(&gen);
 }
 
+
+/* ---- membership events ------------------------------------------------------------ */
+
+/* Parses text for shards initial endpoints, which must succeed. */
+static cr_replay_events events_of(const char *text, uint32_t shards)
+{
+    cr_replay_events e;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_events_parse("ev", text, strlen(text), shards, &e, &err),
+                          CR_OK);
+    return e;
+}
+
+static void expect_bad_events(const char *text, uint32_t shards, const char *msg)
+{
+    cr_replay_events e = {(void *)1, 9, 9, 9};
+    cr_error err = {{0}};
+    CU_ASSERT_EQUAL(cr_replay_events_parse("ev.txt", text, strlen(text), shards, &e, &err),
+                    CR_EINVAL);
+    if (strcmp(err.msg, msg) != 0)
+        fprintf(stderr, "\n  got  \"%s\"\n  want \"%s\"\n", err.msg, msg);
+    CU_ASSERT_STRING_EQUAL(err.msg, msg);
+    CU_ASSERT(e.ev == NULL && e.n == 0); /* nothing kept */
+}
+
+static void test_events_parse(void)
+{
+    cr_replay_events e = events_of("# a comment\n\n 1.5 join x \t# late\n2 drain e0\n2 fail x\n"
+                                   "3e1 join e01\n",
+                                   2);
+    CU_ASSERT_EQUAL_FATAL(e.n, 4);
+    CU_ASSERT_EQUAL(e.shards, 2);
+    CU_ASSERT_EQUAL(e.slots, 4);
+    CU_ASSERT_DOUBLE_EQUAL(e.ev[0].at_s, 1.5, 0);
+    CU_ASSERT_EQUAL(e.ev[0].kind, CR_REPLAY_JOIN);
+    CU_ASSERT_EQUAL(e.ev[0].slot, 2);
+    CU_ASSERT_EQUAL(e.ev[1].slot, 0);
+    CU_ASSERT_EQUAL(e.ev[2].kind, CR_REPLAY_FAIL);
+    CU_ASSERT_EQUAL(e.ev[2].slot, 2); /* the joined x */
+    CU_ASSERT_EQUAL(e.ev[3].slot, 3); /* "e01" is not e1 */
+    char id[16];
+    cr_replay_endpoint_id(&e, 1, id, sizeof id);
+    CU_ASSERT_STRING_EQUAL(id, "e1");
+    cr_replay_endpoint_id(&e, 3, id, sizeof id);
+    CU_ASSERT_STRING_EQUAL(id, "e01");
+    cr_replay_events_free(&e);
+    e = events_of("", 3); /* none: valid */
+    CU_ASSERT_EQUAL(e.n, 0);
+    CU_ASSERT_EQUAL(e.slots, 3);
+    cr_replay_events_free(&e);
+}
+
+static void test_events_errors(void)
+{
+    expect_bad_events("1 join x\n2 boot y\n", 2, "ev.txt:2: unknown kind \"boot\" (join, drain, fail)");
+    expect_bad_events("\n\n1 drain e2\n", 2, "ev.txt:3: drain of unknown endpoint \"e2\"");
+    expect_bad_events("1 fail zz\n", 2, "ev.txt:1: fail of unknown endpoint \"zz\"");
+    expect_bad_events("1 join e1\n", 2, "ev.txt:1: join of endpoint \"e1\", which is already serving");
+    expect_bad_events("1 join x\n2 join x\n", 2,
+                      "ev.txt:2: join of endpoint \"x\", which is already serving");
+    expect_bad_events("1 fail e0\n2 join e0\n", 2,
+                      "ev.txt:2: join of endpoint \"e0\", which has left (ids are not reused)");
+    expect_bad_events("1 drain e0\n2 fail e0\n", 3,
+                      "ev.txt:2: fail of endpoint \"e0\", which is not serving");
+    expect_bad_events("2 join x\n1 drain e0\n", 2,
+                      "ev.txt:2: time 1 is before the previous event's 2");
+    expect_bad_events("1 drain e0\n2 fail e1\n", 2,
+                      "ev.txt:2: fail of endpoint \"e1\" would leave none serving");
+    expect_bad_events("-1 join x\n", 2,
+                      "ev.txt:1: time must be a finite number of seconds >= 0, got \"-1\"");
+    expect_bad_events("inf join x\n", 2,
+                      "ev.txt:1: time must be a finite number of seconds >= 0, got \"inf\"");
+    expect_bad_events("1 join\n", 2, "ev.txt:1: want AT_S KIND ENDPOINT, got fewer fields");
+    expect_bad_events("1 join x y\n", 2, "ev.txt:1: want AT_S KIND ENDPOINT, got more fields");
+    char text[CR_REPLAY_EVENTS_MAX * 16 + 64] = "", want[64];
+    size_t used = 0;
+    for (int i = 0; i <= CR_REPLAY_EVENTS_MAX; i++)
+        used += (size_t)snprintf(text + used, sizeof text - used, "%d join j%d\n", i, i);
+    snprintf(want, sizeof want, "ev.txt:%d: more than %d events", CR_REPLAY_EVENTS_MAX + 1,
+             CR_REPLAY_EVENTS_MAX);
+    expect_bad_events(text, 2, want);
+    char id[CR_REPLAY_ENDPOINT_ID_MAX + 16];
+    snprintf(id, sizeof id, "1 join %0*d\n", CR_REPLAY_ENDPOINT_ID_MAX + 1, 7);
+    snprintf(want, sizeof want, "ev.txt:1: endpoint id must be at most %d bytes, got %d",
+             CR_REPLAY_ENDPOINT_ID_MAX, CR_REPLAY_ENDPOINT_ID_MAX + 1);
+    expect_bad_events(id, 2, want);
+    /* The file: a path that cannot be read names itself; a good one loads. */
+    cr_replay_events e;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_replay_events_load("/nonexistent/ev.txt", 2, &e, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/nonexistent/ev.txt: cannot read: "));
+    char path[] = "/tmp/cr-replay-events-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT_EQUAL(write(fd, "5 join x\n6 fail y\n", 18), 18);
+    close(fd);
+    CU_ASSERT_EQUAL(cr_replay_events_load(path, 2, &e, &err), CR_EINVAL);
+    snprintf(want, sizeof want, "%s:2: fail of unknown endpoint \"y\"", path);
+    CU_ASSERT_STRING_EQUAL(err.msg, want);
+    unlink(path);
+}
+
+/* One request of one 100-token block per owner (owner = its index), at
+ * t_ms[i]: a trace over evt_reqs and evt_blocks. */
+#define EVT_MAX 16
+static cr_replay_request evt_reqs[EVT_MAX];
+static uint64_t evt_blocks[EVT_MAX];
+
+static cr_replay_trace evt_trace(const double *t_ms, const int64_t *owner, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        evt_blocks[i] = 100 + i;
+        evt_reqs[i] = (cr_replay_request){.t_ms = t_ms[i], .input_tokens = 100, .n_blocks = 1,
+                                          .first_block = i, .owner = owner ? owner[i] : (int64_t)i};
+    }
+    return (cr_replay_trace){evt_reqs, n, evt_blocks, n};
+}
+
+/* least-loaded on the hand cluster, idle between requests: ties go to
+ * shard 0 until it is drained at 2.5 s, then to shard 1. Nothing fails. */
+static void test_events_drain(void)
+{
+    const double t[] = {0, 1000, 2000, 3000, 4000};
+    cr_replay_trace tr = evt_trace(t, NULL, 5);
+    cr_replay_events e = events_of("2.5 drain e0\n", 2);
+    cr_replay_cluster c = hand_cluster();
+    c.events = &e;
+    recorder x;
+    cr_replay_policy p = recording(&x, "least-loaded", &c);
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&tr, &c, &p, 1.0, &res, &err), CR_OK);
+    const uint32_t want[] = {0, 0, 0, 1, 1};
+    for (size_t i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+    CU_ASSERT_EQUAL(res.requests, 5);
+    CU_ASSERT_EQUAL(res.failed_requests, 0);
+    CU_ASSERT_EQUAL_FATAL(res.n_events, 1);
+    CU_ASSERT_EQUAL(res.events[0].moved, 0); /* every owner has one request */
+    CU_ASSERT_EQUAL(res.events[0].forced, 0);
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+    cr_replay_events_free(&e);
+}
+
+/* One owner's three requests at once on its sticky shard (3 ms each): a
+ * fail at 3.5 ms loses the one in service and the one waiting; its next
+ * request goes to the other shard, cold. The lost two are failed requests,
+ * out of the TTFTs and the hit ratio. */
+static void test_events_fail(void)
+{
+    const double t[] = {0, 0, 0, 10};
+    const int64_t owner[] = {7, 7, 7, 7};
+    cr_replay_trace tr = evt_trace(t, owner, 4);
+    for (size_t i = 1; i < 4; i++) /* the same block: later ones hit, where served */
+        evt_blocks[i] = evt_blocks[0];
+    cr_replay_cluster c = hand_cluster();
+    c.truth.b_ms_per_token = 0.02; /* 3 ms cold, 1 ms on a hit */
+    cr_replay_policy sticky;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("sticky", &c, &sticky, &err), CR_OK);
+    uint32_t home = route_once(&sticky, 7, 0, (uint32_t[2]){0}, (double[2]){0}, 2);
+    sticky.free(sticky.state);
+    char text[32];
+    snprintf(text, sizeof text, "0.0035 fail e%u\n", home);
+    cr_replay_events e = events_of(text, 2);
+    c.events = &e;
+    recorder x;
+    cr_replay_policy p = recording(&x, "sticky", &c);
+    cr_replay_result res;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&tr, &c, &p, 1.0, &res, &err), CR_OK);
+    for (size_t i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(x.out[i].shard, home);
+    CU_ASSERT_EQUAL(x.out[3].shard, 1 - home);
+    CU_ASSERT_EQUAL(res.failed_requests, 2);
+    CU_ASSERT_EQUAL(res.requests, 2);
+    CU_ASSERT_DOUBLE_EQUAL(res.ttft_p99_ms, 3, EPS); /* both served ones cold */
+    CU_ASSERT_DOUBLE_EQUAL(res.hit_ratio, 0, EPS);   /* the hits were the lost ones' */
+    CU_ASSERT_EQUAL_FATAL(res.n_events, 1);
+    CU_ASSERT_EQUAL(res.events[0].moved, 1);
+    CU_ASSERT_EQUAL(res.events[0].forced, 1);
+    CU_ASSERT_DOUBLE_EQUAL(res.events[0].p99_before_ms, 3, EPS); /* the served one of 0..4 ms */
+    CU_ASSERT(isnan(res.events[0].recovered_s)); /* the trace ends within 30 s */
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+    cr_replay_events_free(&e);
+}
+
+/* Three requests at once after x joins: least-loaded fills the two busy
+ * shards' idle moments first, then the new one. */
+static void test_events_join(void)
+{
+    const double t[] = {0, 2000, 2000, 2000};
+    cr_replay_trace tr = evt_trace(t, NULL, 4);
+    cr_replay_events e = events_of("1 join x\n", 2);
+    cr_replay_cluster c = hand_cluster();
+    c.events = &e;
+    recorder x;
+    cr_replay_policy p = recording(&x, "least-loaded", &c);
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&tr, &c, &p, 1.0, &res, &err), CR_OK);
+    const uint32_t want[] = {0, 0, 1, 2};
+    for (size_t i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+    CU_ASSERT_EQUAL(res.failed_requests, 0);
+    cr_replay_result_free(&res);
+    x.inner.free(x.inner.state);
+    cr_replay_events_free(&e);
+}
+
+/* A policy that checks every route against the view it was given. */
+typedef struct guard {
+    cr_replay_policy inner;
+    size_t bad, routed, per_shard[16];
+} guard;
+
+static uint32_t guard_route(void *state, const cr_replay_request *r, const cr_replay_view *v)
+{
+    guard *g = state;
+    uint32_t k = g->inner.route(g->inner.state, r, v);
+    g->bad += k >= v->shards || !v->usable || !v->usable[k];
+    g->per_shard[k < 16 ? k : 15]++;
+    g->routed++;
+    return k;
+}
+
+static void guard_served(void *state, const cr_replay_request *r, const cr_replay_outcome *o)
+{
+    guard *g = state;
+    if (g->inner.served)
+        g->inner.served(g->inner.state, r, o);
+}
+
+static void guard_tick(void *state, double now)
+{
+    guard *g = state;
+    if (g->inner.tick)
+        g->inner.tick(g->inner.state, now);
+}
+
+static void guard_members(void *state, const uint8_t *usable, uint32_t n_slots,
+                          const cr_replay_member_event *ev)
+{
+    guard *g = state;
+    if (g->inner.members)
+        g->inner.members(g->inner.state, usable, n_slots, ev);
+}
+
+static cr_replay_policy guarding(guard *g, cr_replay_policy inner)
+{
+    memset(g, 0, sizeof *g);
+    g->inner = inner;
+    return (cr_replay_policy){.name = inner.name, .state = g, .route = guard_route,
+                              .served = guard_served, .tick = guard_tick,
+                              .members = guard_members};
+}
+
+static cr_replay_policy any_policy(const char *name, const cr_replay_cluster *c)
+{
+    cr_replay_policy p;
+    cr_error err;
+    if (!strcmp(name, "cacheroute"))
+        return make_cacheroute(CR_REPLAY_KV_EVENTS_OFF, c);
+    if (cr_replay_baseline(name, c, &p, &err) != CR_OK)
+        p = make_peer(name, c);
+    return p;
+}
+
+static const char *const ALL_POLICIES[] = {
+    "cacheroute", "flat-lb", "sticky", "chwbl", "least-loaded", "random", "llmd-scorer",
+    "sglang-cache-aware", "dynamo-kv", "aibrix-prefix", "min-ttft-exact"};
+#define N_ALL_POLICIES (sizeof ALL_POLICIES / sizeof ALL_POLICIES[0])
+
+/* Every policy over a generated trace (5 s) while two shards join, one
+ * drains and one fails: each routes only to serving shards (the guard
+ * sees every view; the run would also fail), the joined shards get
+ * traffic, the drained and failed ones none after their events, and a
+ * second run over the same policy gives the same result. */
+static void test_events_every_policy(void)
+{
+    cr_replay_gen_config g = small_gen();
+    g.n_requests = 5000;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    cr_replay_events e = events_of("1 join x\n1.5 join y\n2.5 drain e1\n3.5 fail x\n", 4);
+    cr_replay_cluster c = cluster_of(4);
+    c.shard_blocks = 256;
+    c.events = &e;
+    for (size_t i = 0; i < N_ALL_POLICIES; i++) {
+        guard gd;
+        cr_replay_policy p = guarding(&gd, any_policy(ALL_POLICIES[i], &c));
+        cr_replay_result a, b;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &a, &err), CR_OK);
+        CU_ASSERT_EQUAL(gd.bad, 0);
+        CU_ASSERT_EQUAL(gd.routed, t.n);
+        if (gd.per_shard[4] == 0 || gd.per_shard[5] == 0)
+            fprintf(stderr, "\n  %s: joined shards got %zu and %zu\n", ALL_POLICIES[i],
+                    gd.per_shard[4], gd.per_shard[5]);
+        CU_ASSERT(gd.per_shard[4] > 0 && gd.per_shard[5] > 0);
+        CU_ASSERT_EQUAL_FATAL(a.n_events, 4);
+        CU_ASSERT(a.events[2].forced <= a.events[2].moved);
+        CU_ASSERT(a.events[3].forced <= a.events[3].moved);
+        CU_ASSERT_EQUAL(a.requests + a.failed_requests, t.n);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &b, &err), CR_OK);
+        if (!same_result(&a, &b) || a.failed_requests != b.failed_requests)
+            fprintf(stderr, "\n  %s: a second run differs\n", ALL_POLICIES[i]);
+        CU_ASSERT(same_result(&a, &b));
+        CU_ASSERT_EQUAL(a.failed_requests, b.failed_requests);
+        cr_replay_result_free(&a);
+        cr_replay_result_free(&b);
+        gd.inner.free(gd.inner.state);
+    }
+    cr_replay_events_free(&e);
+    cr_replay_trace_free(&t);
+}
+
+/* sticky's ring without a drained shard moves only the drained shard's
+ * owners: moved is forced, the consistent-hash minimum. */
+static void test_events_sticky_moves_forced(void)
+{
+    cr_replay_gen_config g = small_gen();
+    g.n_requests = 5000;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    cr_replay_events e = events_of("2.5 drain e1\n", 4);
+    cr_replay_cluster c = cluster_of(4);
+    c.events = &e;
+    cr_replay_policy p = any_policy("sticky", &c);
+    cr_replay_result a;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &a, &err), CR_OK);
+    CU_ASSERT(a.events[0].forced > 0);
+    CU_ASSERT_EQUAL(a.events[0].moved, a.events[0].forced);
+    CU_ASSERT(isfinite(a.hit_ratio_events));
+    cr_replay_result_free(&a);
+    p.free(p.state);
+    cr_replay_events_free(&e);
+    cr_replay_trace_free(&t);
+}
+
+/* sglang-cache-aware's hit ratio on the run below, as the tree before
+ * events gave it (0c7f6b0: cacheroute-replay --generate --requests 5000
+ * --sessions 200 --rate 1000 --shards 4 --shard-blocks 256, 12 digits). */
+#define PINNED_SGLANG_HIT 0.787676637257
+
+/* Without events a run is what it was before events existed: the same as
+ * with a file of none (cacheroute is then given its endpoints, which
+ * changes none of its routes), and a figure pinned from before the
+ * change. */
+static void test_events_none_as_before(void)
+{
+    cr_replay_gen_config g = small_gen();
+    g.n_requests = 5000;
+    cr_replay_trace t;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
+    cr_replay_events none = events_of("# nothing happens\n", 4);
+    cr_replay_cluster c = cluster_of(4), with = c;
+    c.shard_blocks = with.shard_blocks = 256;
+    with.events = &none;
+    for (size_t i = 0; i < N_ALL_POLICIES; i++) {
+        cr_replay_policy p = any_policy(ALL_POLICIES[i], &c), q = any_policy(ALL_POLICIES[i], &with);
+        cr_replay_result a, b;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &a, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &with, &q, 1.0, &b, &err), CR_OK);
+        CU_ASSERT(same_result(&a, &b));
+        CU_ASSERT(a.events == NULL && a.n_events == 0 && a.failed_requests == 0);
+        CU_ASSERT(b.n_events == 0 && isnan(b.hit_ratio_events));
+        if (!strcmp(ALL_POLICIES[i], "sglang-cache-aware"))
+            CU_ASSERT_DOUBLE_EQUAL(a.hit_ratio, PINNED_SGLANG_HIT, 1e-11);
+        cr_replay_result_free(&a);
+        cr_replay_result_free(&b);
+        p.free(p.state);
+        q.free(q.state);
+    }
+    cr_replay_events_free(&none);
+    cr_replay_trace_free(&t);
+}
+
 static const cr_test_case replay_tests[] = {
     {"parse good", test_parse_good},
     {"parse malformed", test_parse_malformed},
@@ -1660,6 +2041,14 @@ static const cr_test_case replay_tests[] = {
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
     {"peers repeat", test_peers_repeat},
+    {"events: parse", test_events_parse},
+    {"events: parse errors name file:line", test_events_errors},
+    {"events: a drained shard takes no more requests", test_events_drain},
+    {"events: a fail's queued requests are failed", test_events_fail},
+    {"events: a joined shard takes requests", test_events_join},
+    {"events: no policy routes to a shard not serving", test_events_every_policy},
+    {"events: sticky moves only the forced", test_events_sticky_moves_forced},
+    {"events: none is as before", test_events_none_as_before},
     {NULL, NULL},
 };
 static const cr_test_suite suites[] = {{"replay", replay_tests}};

@@ -45,6 +45,9 @@ typedef struct settings {
     values sweep_qcap, sweep_warm, sweep_margin; /* empty = from the trace */
     /* output rows */
     char *json, *plots, *dump_routes; /* "" = none */
+    /* events row, and the file it names (cli_open_events) */
+    char *events_path; /* "" = none */
+    cr_replay_events events;
     /* generator and cluster rows */
     cr_replay_gen_config gen;
     cr_replay_cluster cluster;
@@ -60,6 +63,7 @@ typedef enum part_json {
     JSON_TOOL,      /* under the table's group */
     JSON_GENERATOR, /* likewise, when the trace is generated */
     JSON_DOCUMENTS, /* likewise, when the generated trace has documents */
+    JSON_EVENTS,    /* under the replay group, when --events is given */
     JSON_SIDECAR    /* under "cacheroute", then the group ("core" for none) */
 } part_json;
 
@@ -99,6 +103,9 @@ typedef struct trace_stats {
 
 /* Loads or generates the trace; exit status 2 for bad input, 1 otherwise. */
 int cli_open_trace(const settings *s, cr_replay_trace *t, cr_error *err);
+/* Loads --events, when given, for the cluster's shards and gives it to
+ * the cluster; exit status as cli_open_trace. */
+int cli_open_events(settings *s, cr_error *err);
 void cli_measure(const cr_replay_trace *t, const cr_replay_cost *truth, trace_stats *st);
 
 /* ---- policies (policies.c) ----------------------------------------------------- */

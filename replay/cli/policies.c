@@ -152,6 +152,13 @@ static void wrapper_evicted(void *state, uint32_t shard, uint64_t id)
     w->inner.evicted(w->inner.state, shard, id);
 }
 
+static void wrapper_members(void *state, const uint8_t *usable, uint32_t n_slots,
+                            const cr_replay_member_event *ev)
+{
+    wrapper *w = state;
+    w->inner.members(w->inner.state, usable, n_slots, ev);
+}
+
 static void wrapper_free(void *state)
 {
     wrapper *w = state;
@@ -176,7 +183,8 @@ static cr_status wrap(cr_replay_policy *p, const char *name, kv_rule rule,
                             .kv = wrapper_kv, .served = wrapper_served, .tick = wrapper_tick,
                             .free = wrapper_free, .replans = wrapper_replans,
                             .predicted = w->inner.predicted ? wrapper_predicted : NULL,
-                            .evicted = w->inner.evicted ? wrapper_evicted : NULL};
+                            .evicted = w->inner.evicted ? wrapper_evicted : NULL,
+                            .members = w->inner.members ? wrapper_members : NULL};
     return CR_OK;
 }
 

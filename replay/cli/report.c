@@ -53,6 +53,8 @@ static int shown(part_json kind, const settings *s)
         return s->generate;
     case JSON_DOCUMENTS:
         return s->generate && s->gen.documents > 0;
+    case JSON_EVENTS:
+        return s->events_path[0] != '\0';
     case JSON_TOOL:
     case JSON_SIDECAR:
         break;
@@ -86,11 +88,40 @@ static json_t *inputs_json(const settings *s, const trace_stats *st)
     return in;
 }
 
+/* moved / forced, NaN when none was forced. */
+static double moved_per_forced(const cr_replay_event_result *e)
+{
+    return e->forced ? (double)e->moved / (double)e->forced : NAN;
+}
+
+static json_t *event_json(const cr_replay_event_result *e)
+{
+    return json_pack("{s:o,s:s,s:s,s:I,s:o,s:o,s:o,s:o,s:I,s:I,s:o}", "at_s", num(e->event.at_s),
+                     "kind", cr_replay_member_kind_name(e->event.kind), "endpoint", e->event.id,
+                     "shard", (json_int_t)e->event.slot, "hit_ratio_before", num(e->hit_before),
+                     "ttft_p99_before_ms", num(e->p99_before_ms), "ttft_p99_after_ms",
+                     num(e->p99_after_ms), "recovered_s", num(e->recovered_s), "moved",
+                     (json_int_t)e->moved, "forced", (json_int_t)e->forced, "moved_per_forced",
+                     num(moved_per_forced(e)));
+}
+
+/* The figures events add to a result (only with --events, so a run
+ * without them reads as before). */
+static void events_json(const cr_replay_result *res, json_t *obj)
+{
+    json_t *list = json_array();
+    for (size_t k = 0; k < res->n_events; k++)
+        json_array_append_new(list, event_json(&res->events[k]));
+    json_object_set_new(obj, "failed_requests", json_integer((json_int_t)res->failed_requests));
+    json_object_set_new(obj, "hit_ratio_events", num(res->hit_ratio_events));
+    json_object_set_new(obj, "events", list);
+}
+
 static json_t *result_json(const runner *r, const series *x, size_t j)
 {
     const cr_replay_result *res = &x->at[j];
     double scale = r->s->scales.v[j];
-    return json_pack("{s:s,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o}", "policy",
+    json_t *obj = json_pack("{s:s,s:o,s:o,s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o,s:o}", "policy",
                      cli_policy_name(x->policy), "scale", num(scale), "offered_load_per_s",
                      num(cli_offered_load(r, scale)), "requests", (json_int_t)res->requests,
                      "hit_ratio", num(res->hit_ratio), "ttft_p50_ms", num(res->ttft_p50_ms),
@@ -99,6 +130,9 @@ static json_t *result_json(const runner *r, const series *x, size_t j)
                      "n_replans", (json_int_t)res->n_replans, "churn_mean", num(res->churn_mean),
                      "dip_mean", num(res->dip_mean), "hit_error_tokens",
                      num(res->hit_error_tokens), "hit_error_share", num(res->hit_error_share));
+    if (r->s->cluster.events)
+        events_json(res, obj);
+    return obj;
 }
 
 static json_t *capacity_json(const series *x, const char *key, json_t *v)
@@ -182,6 +216,15 @@ static void markdown_inputs(const runner *r)
            "ms, noise %g; KV %g + %g ms/token\n",
            s->cluster.shards, (unsigned long long)s->cluster.shard_blocks, k->a_ms,
            k->b_ms_per_token, k->c_ms_per_token2, k->noise, k->kv_fixed_ms, k->kv_ms_per_token);
+    if (s->cluster.events) {
+        const cr_replay_events *e = s->cluster.events;
+        size_t per[3] = {0};
+        for (size_t k = 0; k < e->n; k++)
+            per[e->ev[k].kind]++;
+        printf("- events: %s: %zu joins, %zu drains, %zu fails over e0 .. e%u (%u shards at most)\n",
+               s->events_path, per[CR_REPLAY_JOIN], per[CR_REPLAY_DRAIN], per[CR_REPLAY_FAIL],
+               e->shards - 1, e->slots);
+    }
     char by[16], weight[16];
     flag_text(s, "route-by", by, sizeof by);
     flag_text(s, "weight", weight, sizeof weight);
@@ -254,10 +297,59 @@ static void markdown_sweep(const sweep *g)
     printf("\nBest: --qcap %.6g --warm-slots-per-shard %.6g --decision-margin-ms %g\n", q, w, m);
 }
 
+/* A figure or "-" when it is NaN (no request in its span, none forced). */
+static const char *or_dash(char *buf, size_t len, const char *fmt, double x)
+{
+    if (!isfinite(x))
+        return "-";
+    snprintf(buf, len, fmt, x);
+    return buf;
+}
+
+/* Per event, per run: the figures around it (replay.h); then per run the
+ * hit ratio through the events and the failed requests. */
+static void markdown_events(const runner *r, const series *all, size_t n)
+{
+    printf("\nMembership events (%s; hit before over [T-60, T), p99 over [T-60, T) and [T, "
+           "T+60); recovered: the first t in 0, 5, ..., 60 s whose [T+t, T+t+30) hits within "
+           "0.02 of before, - when none or the trace ends; moved: owners whose first shard from "
+           "T differs from their last before; forced: of them, those whose last shard left):\n\n"
+           "| policy | scale | at (s) | event | hit before | recovered (s) | p99 before (ms) | "
+           "p99 after (ms) | moved | forced | moved/forced |\n"
+           "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n",
+           r->s->events_path);
+    for (size_t j = 0; j < r->s->scales.n; j++)
+        for (size_t i = 0; i < n; i++)
+            for (size_t k = 0; k < all[i].at[j].n_events; k++) {
+                const cr_replay_event_result *e = &all[i].at[j].events[k];
+                char b[5][32];
+                printf("| %s | %g | %.1f | %s %s | %s | %s | %s | %s | %llu | %llu | %s |\n",
+                       cli_policy_name(all[i].policy), r->s->scales.v[j], e->event.at_s,
+                       cr_replay_member_kind_name(e->event.kind), e->event.id,
+                       or_dash(b[0], 32, "%.3f", e->hit_before),
+                       or_dash(b[1], 32, "%.0f", e->recovered_s),
+                       or_dash(b[2], 32, "%.0f", e->p99_before_ms),
+                       or_dash(b[3], 32, "%.0f", e->p99_after_ms),
+                       (unsigned long long)e->moved, (unsigned long long)e->forced,
+                       or_dash(b[4], 32, "%.2f", moved_per_forced(e)));
+            }
+    printf("\nThrough the events ([first - 60, last + 60) s):\n\n| policy | scale | hit ratio | "
+           "failed requests |\n|---|---:|---:|---:|\n");
+    for (size_t j = 0; j < r->s->scales.n; j++)
+        for (size_t i = 0; i < n; i++) {
+            char b[32];
+            const cr_replay_result *x = &all[i].at[j];
+            printf("| %s | %g | %s | %zu |\n", cli_policy_name(all[i].policy), r->s->scales.v[j],
+                   or_dash(b, sizeof b, "%.3f", x->hit_ratio_events), x->failed_requests);
+        }
+}
+
 void cli_print_markdown(const runner *r, const series *all, size_t n, const sweep *g)
 {
     markdown_inputs(r);
     markdown_results(r, all, n);
+    if (r->s->cluster.events)
+        markdown_events(r, all, n);
     if (g)
         markdown_sweep(g);
 }

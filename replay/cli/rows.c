@@ -178,6 +178,14 @@ static const cr_option REPLAY_ROWS[] = {
              "chain; dispatch: stored when each request is dispatched instead (a diagnostic)"},
 };
 
+/* A table of its own, so the JSON's inputs show it only when given and a
+ * run without events is reported as before they existed. */
+static const cr_option EVENTS_ROWS[] = {
+    TEXT("events", events_path,
+         "membership events, one a line: AT_S join|drain|fail ENDPOINT (virtual seconds after "
+         "--scale; the shards are e0 .. e{R-1}, a join takes the next shard; # comments)"),
+};
+
 static const cr_option OUTPUT_ROWS[] = {
     TEXT("json", json, "write the results as one JSON document here"),
     TEXT("plots", plots, "write PNG plots (gnuplot) and their data into this folder"),
@@ -260,6 +268,7 @@ static const cr_option CLUSTER_ROWS[] = {
      .set_offset = offsetof(settings, set)}
 
 static const cr_option_table REPLAY_TABLE = TABLE("replay", REPLAY_ROWS);
+static const cr_option_table EVENTS_TABLE = TABLE("replay", EVENTS_ROWS);
 static const cr_option_table OUTPUT_TABLE = TABLE("output", OUTPUT_ROWS);
 static const cr_option_table GENERATOR_TABLE = TABLE("generator", GENERATOR_ROWS);
 static const cr_option_table DOCUMENT_TABLE = TABLE("generator", DOCUMENT_ROWS);
@@ -267,6 +276,7 @@ static const cr_option_table CLUSTER_TABLE = TABLE("cluster", CLUSTER_ROWS);
 
 static const cr_option_part TOOL_PARTS[] = {
     {&REPLAY_TABLE, 0},
+    {&EVENTS_TABLE, 0},
     {&OUTPUT_TABLE, 0},
     {&GENERATOR_TABLE, 0},
     {&DOCUMENT_TABLE, 0},
@@ -285,6 +295,7 @@ part_json cli_part_json(const cr_option_ref *r)
     return r->table == &OUTPUT_TABLE      ? JSON_NONE
            : r->table == &GENERATOR_TABLE ? JSON_GENERATOR
            : r->table == &DOCUMENT_TABLE  ? JSON_DOCUMENTS
+           : r->table == &EVENTS_TABLE    ? JSON_EVENTS
                                           : JSON_TOOL;
 }
 
@@ -294,6 +305,7 @@ void cli_settings_default(settings *s)
 {
     memset(s, 0, sizeof *s);
     cr_options_defaults(&REPLAY_TABLE, s);
+    cr_options_defaults(&EVENTS_TABLE, s);
     cr_options_defaults(&OUTPUT_TABLE, s);
     cr_replay_gen_default(&s->gen);
     cr_replay_cluster_default(&s->cluster);
@@ -304,4 +316,8 @@ void cli_settings_default(settings *s)
         s->policies[s->n_policies++] = k;
 }
 
-void cli_settings_free(settings *s) { cr_compose_release(&cli_flags, s); }
+void cli_settings_free(settings *s)
+{
+    cr_replay_events_free(&s->events);
+    cr_compose_release(&cli_flags, s);
+}

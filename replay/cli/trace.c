@@ -1,5 +1,6 @@
 /* The trace: loaded or generated, and the figures the report states and
- * the defaults (--shard-fraction, the sweep's grid) derive from. */
+ * the defaults (--shard-fraction, the sweep's grid) derive from; and the
+ * membership events played over it. */
 #include <stdlib.h>
 
 #include "cli.h"
@@ -48,4 +49,15 @@ int cli_open_trace(const settings *s, cr_replay_trace *t, cr_error *err)
     if (st == CR_OK)
         return 0;
     return st == CR_EINVAL ? 2 : 1;
+}
+
+int cli_open_events(settings *s, cr_error *err)
+{
+    if (!s->events_path[0])
+        return 0;
+    cr_status st = cr_replay_events_load(s->events_path, s->cluster.shards, &s->events, err);
+    if (st != CR_OK)
+        return st == CR_EINVAL ? 2 : 1;
+    s->cluster.events = &s->events;
+    return 0;
 }

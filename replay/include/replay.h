@@ -195,6 +195,68 @@ typedef struct cr_replay_cost {
  * charges (times the noise), for policies that know the truth. */
 double cr_replay_prefill_ms(const cr_replay_cost *c, double s, double l);
 
+/* ---- membership events ------------------------------------------------------ */
+
+/* Endpoints joining and leaving the cluster during a run (--events). The
+ * R initial endpoints are e0 .. e{R-1} on slots (shards) 0 .. R-1; a join
+ * names a new endpoint and takes the next slot (R, R+1, ...), so a slot
+ * keeps its endpoint for the run and slots = R + joins. At an event's
+ * time T, before any request arriving at or after T is routed:
+ *   join   a new empty shard that takes requests from T on;
+ *   drain  the shard takes no new requests; those already queued there
+ *          finish; its cache stays until it has no work left (then gone);
+ *   fail   the shard takes no new requests; its cache is lost; the
+ *          requests queued or in service there at T are not served (the
+ *          result's failed_requests, left out of its hit ratio and TTFTs).
+ * A drained or failed endpoint never comes back; its id is not reused. */
+#define CR_REPLAY_EVENTS_MAX 1024     /* events in one file */
+#define CR_REPLAY_ENDPOINT_ID_MAX 63  /* bytes in an endpoint id */
+#define CR_REPLAY_EVENTS_FILE_MAX (1u << 20) /* bytes in an events file */
+
+typedef enum cr_replay_member_kind {
+    CR_REPLAY_JOIN,
+    CR_REPLAY_DRAIN,
+    CR_REPLAY_FAIL
+} cr_replay_member_kind;
+
+/* "join", "drain", "fail". */
+const char *cr_replay_member_kind_name(cr_replay_member_kind k);
+
+typedef struct cr_replay_member_event {
+    double at_s; /* virtual seconds, the arrivals' time base (after the scale) */
+    cr_replay_member_kind kind;
+    uint32_t slot; /* the joining, drained or failed endpoint's shard */
+    char id[CR_REPLAY_ENDPOINT_ID_MAX + 1];
+} cr_replay_member_event;
+
+typedef struct cr_replay_events {
+    cr_replay_member_event *ev; /* n of them, at_s ascending (ties in file order) */
+    size_t n;
+    uint32_t shards; /* the initial endpoints (the cluster's shards) */
+    uint32_t slots;  /* shards + joins */
+} cr_replay_events;
+
+/* Parses an events file's text for a cluster of shards initial endpoints:
+ * one event a line, "AT_S KIND ENDPOINT" separated by blanks (AT_S a
+ * finite number >= 0, KIND join, drain or fail), "#" to the line's end a
+ * comment, blank lines skipped. CR_EINVAL with err "NAME:LINE: why" for an
+ * unknown kind, a bad or extra field, an id of more than
+ * CR_REPLAY_ENDPOINT_ID_MAX bytes, a join of an id in use or used before,
+ * a drain or fail of an endpoint not serving (unknown, drained or failed),
+ * one that would leave none serving, a time before the previous event's,
+ * more than CR_REPLAY_EVENTS_MAX events, or more than CR_MAX_SHARDS slots;
+ * nothing kept then. No events (an empty file) is valid. CR_ENOMEM. */
+cr_status cr_replay_events_parse(const char *name, const char *text, size_t len, uint32_t shards,
+                                 cr_replay_events *out, cr_error *err);
+/* The same from a file (at most CR_REPLAY_EVENTS_FILE_MAX bytes);
+ * CR_EINVAL "PATH: cannot read: why" when it cannot be read. */
+cr_status cr_replay_events_load(const char *path, uint32_t shards, cr_replay_events *out,
+                                cr_error *err);
+void cr_replay_events_free(cr_replay_events *e);
+/* The id of slot's endpoint ("e3", or its join's id) into buf;
+ * snprintf's return. */
+int cr_replay_endpoint_id(const cr_replay_events *e, uint32_t slot, char *buf, size_t len);
+
 typedef struct cr_replay_cluster {
     uint32_t shards;       /* R, >= 1 */
     uint64_t shard_blocks; /* LRU capacity per shard, blocks, >= 1 */
@@ -205,7 +267,17 @@ typedef struct cr_replay_cluster {
     uint64_t warmup;       /* the first warmup requests are served but left out
                             * of the result's hit ratio, TTFTs and imbalance
                             * (a cluster measured once warm); < the requests */
+    /* Membership changes during the run (above), parsed for shards; NULL:
+     * the shards serve throughout, as before events existed. */
+    const cr_replay_events *events;
 } cr_replay_cluster;
+
+/* The slots a run on c may use: shards, plus the joins of its events.
+ * Per-shard state is sized by this. */
+static inline uint32_t cr_replay_slots(const cr_replay_cluster *c)
+{
+    return c->events ? c->events->slots : c->shards;
+}
 
 /* The defaults (sim.c says why): 64 shards of 1024 blocks, 512-token
  * blocks, a = 4 ms, b = 0.02 ms/token, c = 5e-7 ms/token^2, noise 0.1, KV
@@ -213,7 +285,7 @@ typedef struct cr_replay_cluster {
 void cr_replay_cluster_default(cr_replay_cluster *c);
 /* CR_EINVAL naming the first bad field: shards in 1..CR_MAX_SHARDS,
  * shard_blocks and block_tokens >= 1, every cost finite and >= 0, scale
- * finite and > 0. */
+ * finite and > 0, events (when given) parsed for these shards. */
 cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err);
 
 /* What a policy may look at when routing: the cluster as it stands at the
@@ -221,8 +293,14 @@ cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err);
  * not made by cr_replay_run (a test's); a policy reading one says what it
  * does without it. */
 typedef struct cr_replay_view {
-    uint32_t shards;
+    uint32_t shards; /* slots so far: the initial shards and those joined */
     double now_s;
+    /* Which shards take requests: usable[k] per slot, and the serving
+     * ones in index order (n_serving >= 1). A policy must route to a
+     * usable shard. NULL (a view without events, a test's): all do. */
+    const uint8_t *usable;
+    const uint32_t *serving;
+    uint32_t n_serving;
     const double *backlog_ms;  /* per shard: work queued and in service, ms */
     const uint32_t *queued;    /* per shard: requests queued and in service */
     /* The trace's block pool: request r's ids are blocks[r->first_block ..
@@ -280,6 +358,15 @@ typedef struct cr_replay_policy {
      * an engine publishes as BlockRemoved), called before served. */
     int (*predicted)(void *state, uint32_t *tokens);
     void (*evicted)(void *state, uint32_t shard, uint64_t id);
+    /* Optional (a policy whose state does not depend on the serving set
+     * reads the view's and leaves it NULL). Runs with events only: at the
+     * run's start with ev NULL (the initial set), then at each event, in
+     * virtual time before the first request at or after it: usable[0 ..
+     * n_slots) as the next view's. A drain and a fail are both removals
+     * from the candidate set; what the policy keeps of the shard goes
+     * with it (a fail's cache is gone, a drained shard takes no more). */
+    void (*members)(void *state, const uint8_t *usable, uint32_t n_slots,
+                    const cr_replay_member_event *ev);
 } cr_replay_policy;
 
 /* The baselines, each its own rule:
@@ -429,6 +516,30 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
 
 /* ---- runs ------------------------------------------------------------ */
 
+/* Around one membership event at T (requests by arrival, every served one,
+ * the warm-up's too, as the replan dip): */
+#define CR_REPLAY_EVENT_WINDOW_S 60.0   /* the spans before and after T */
+#define CR_REPLAY_RECOVERY_STEP_S 5.0   /* recovery is looked for at T + 0, 5, ... 60 */
+#define CR_REPLAY_RECOVERY_SPAN_S 30.0  /* over this long */
+#define CR_REPLAY_RECOVERY_POINTS 0.02  /* within this of the hit ratio before */
+typedef struct cr_replay_event_result {
+    cr_replay_member_event event;
+    double hit_before;                 /* token-weighted over [T - 60, T) */
+    double p99_before_ms, p99_after_ms; /* nearest-rank over [T - 60, T), [T, T + 60) */
+    /* The first t in 0, 5, ..., 60 whose [T + t, T + t + 30) hits at least
+     * hit_before - 0.02; NaN when none does, when that span runs past the
+     * last arrival first, or without hit_before. */
+    double recovered_s;
+    /* Owners with requests on both sides of T, between the events either
+     * side of this one (so each event is charged its own moves), whose
+     * first request from T on went to another shard than their last one
+     * before T; forced: of the owners with requests on both sides, the
+     * ones whose last shard was the drained or failed one (0 for a join):
+     * the fewest any policy must move. */
+    uint64_t moved, forced;
+} cr_replay_event_result;
+/* Every double above is NaN when its span has no served request. */
+
 typedef struct cr_replay_result {
     char policy[32];
     size_t requests;
@@ -456,13 +567,22 @@ typedef struct cr_replay_result {
     double *hit_series;
     size_t n_windows;
     double *ttft_sorted_ms;
+    /* With events (the cluster's; all 0 and NULL without): the measured
+     * requests that failed (queued on a failed shard; requests and every
+     * figure above count only the served), the hit ratio over [first
+     * event - 60, last event + 60), and per event its figures. */
+    size_t failed_requests;
+    double hit_ratio_events;
+    cr_replay_event_result *events;
+    size_t n_events;
 } cr_replay_result;
 
 /* Replays t through policy p on cluster c. Consumes nothing: t and p are
  * reusable (p's state is the policy's to reset). CR_EINVAL naming the field
  * for a bad cluster, window_s (> 0, at most 2^24 windows) or trace (a
  * request out of time order, without blocks or past the block pool, or
- * with more knowledge than input) or a route out of range; CR_ENOMEM.
+ * with more knowledge than input) or a route out of range or to a shard
+ * not taking requests (events); CR_ENOMEM.
  * *out is zeroed on failure. */
 cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
                         const cr_replay_policy *p, double window_s, cr_replay_result *out,

@@ -11,7 +11,11 @@
  * virtual time) is expired: it matches nothing and is reset when used
  * again. That is eviction of the expired first: their last use is the
  * oldest, so they are the LRU's tail, and the LRU evicts them before any
- * live entry. */
+ * live entry.
+ *
+ * A pod leaving (drained or failed) is removed from every entry; a new
+ * pod is in none. Loads, their mean and spread are over the serving
+ * pods. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -31,7 +35,6 @@ typedef struct pod_link {
 } pod_link;
 
 typedef struct aibrix {
-    uint32_t shards;
     uint64_t seed;
     cr_replay_cache table; /* block ids, LRU */
     entry *entries;        /* per table node */
@@ -43,15 +46,23 @@ typedef struct aibrix {
     double clock;
 } aibrix;
 
-static void drop_pods(aibrix *s, entry *e)
+static pod_link *link_at(const aibrix *s, uint32_t l) { return peer_pool_at(&s->links, l); }
+
+/* Takes pod's link out of e (every pod's, with CR_REPLAY_NIL). */
+static void drop_pod(aibrix *s, entry *e, uint32_t pod)
 {
-    for (uint32_t l = e->pods; l != CR_REPLAY_NIL;) {
-        uint32_t next = ((pod_link *)peer_pool_at(&s->links, l))->next;
-        peer_pool_give(&s->links, l);
-        l = next;
+    for (uint32_t *l = &e->pods; *l != CR_REPLAY_NIL;) {
+        uint32_t k = *l;
+        if (pod != CR_REPLAY_NIL && link_at(s, k)->pod != pod) {
+            l = &link_at(s, k)->next;
+            continue;
+        }
+        *l = link_at(s, k)->next;
+        peer_pool_give(&s->links, k);
     }
-    e->pods = CR_REPLAY_NIL;
 }
+
+static void drop_pods(aibrix *s, entry *e) { drop_pod(s, e, CR_REPLAY_NIL); }
 
 static void reset(aibrix *s)
 {
@@ -107,17 +118,17 @@ static void match(aibrix *s, const uint64_t *ids, uint32_t n_ids, double now, ui
  * lower index) whose load is at most mean + 1 std; CR_REPLAY_NIL if none. */
 static uint32_t best_candidate(const aibrix *s, const cr_replay_view *v, uint32_t n)
 {
-    double sum = 0, sum2 = 0;
-    for (uint32_t k = 0; k < s->shards; k++)
+    double sum = 0, sum2 = 0, pods = cr_replay_n_serving(v);
+    CR_REPLAY_FOR_SERVING(v, k)
         sum += v->queued[k];
-    double mean = sum / s->shards;
-    for (uint32_t k = 0; k < s->shards; k++)
+    double mean = sum / pods;
+    CR_REPLAY_FOR_SERVING(v, k)
         sum2 += (v->queued[k] - mean) * (v->queued[k] - mean);
-    double bound = mean + sqrt(sum2 / s->shards);
+    double bound = mean + sqrt(sum2 / pods);
     uint32_t best = CR_REPLAY_NIL;
     for (uint32_t j = 0; j < n; j++) {
         uint32_t p = s->cands[j];
-        if (v->queued[p] > bound)
+        if (v->queued[p] > bound || !cr_replay_usable(v, p)) /* unusable: its removal ran out */
             continue;
         if (best == CR_REPLAY_NIL || s->matched[p] > s->matched[best] ||
             (s->matched[p] == s->matched[best] &&
@@ -155,11 +166,8 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     aibrix *s = state;
     if (peer_new_run(&s->clock, v->now_s))
         reset(s);
-    uint32_t most = 0, least = UINT32_MAX;
-    for (uint32_t k = 0; k < s->shards; k++) {
-        most = v->queued[k] > most ? v->queued[k] : most;
-        least = v->queued[k] < least ? v->queued[k] : least;
-    }
+    uint32_t most, least;
+    peer_queued_range(v, &most, &least);
     uint32_t n, n_cands = 0, pod = CR_REPLAY_NIL;
     const uint64_t *ids = peer_prompt(v, r, &n);
     if (most - least <= IMBALANCE) {
@@ -170,6 +178,18 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
         pod = peer_pick(s->seed, r, s->cands, peer_least_queued(v, s->cands));
     record(s, ids, n, pod, v->now_s);
     return pod;
+}
+
+static void members(void *state, const uint8_t *usable, uint32_t n_slots,
+                    const cr_replay_member_event *ev)
+{
+    aibrix *s = state;
+    uint32_t pod;
+    (void)usable;
+    (void)n_slots;
+    if (peer_removal(ev, &pod))
+        for (uint32_t k = 0; k < TABLE_ENTRIES; k++)
+            drop_pod(s, &s->entries[k], pod);
 }
 
 static void aibrix_free(void *state)
@@ -191,14 +211,15 @@ cr_status cr_peer_aibrix(const cr_replay_cluster *c, cr_replay_policy *out, cr_e
 {
     aibrix *s = calloc(1, sizeof *s);
     if (s) {
-        *s = (aibrix){.shards = c->shards, .seed = c->seed};
+        uint32_t slots = cr_replay_slots(c);
+        *s = (aibrix){.seed = c->seed};
         cr_replay_cache_init(&s->table, TABLE_ENTRIES);
         peer_pool_init(&s->links, sizeof(pod_link));
         s->entries = malloc(TABLE_ENTRIES * sizeof *s->entries);
-        s->matched = calloc(c->shards, sizeof *s->matched);
-        s->set = calloc(c->shards, sizeof *s->set);
-        s->mark = calloc(c->shards, sizeof *s->mark);
-        s->cands = calloc(c->shards, sizeof *s->cands);
+        s->matched = calloc(slots, sizeof *s->matched);
+        s->set = calloc(slots, sizeof *s->set);
+        s->mark = calloc(slots, sizeof *s->mark);
+        s->cands = calloc(slots, sizeof *s->cands);
     }
     if (!s || !s->entries || !s->matched || !s->set || !s->mark || !s->cands) {
         aibrix_free(s);
@@ -206,6 +227,7 @@ cr_status cr_peer_aibrix(const cr_replay_cluster *c, cr_replay_policy *out, cr_e
     }
     reset(s);
     *out = (cr_replay_policy){
-        .name = "aibrix-prefix", .state = s, .route = route, .free = aibrix_free};
+        .name = "aibrix-prefix", .state = s, .route = route, .free = aibrix_free,
+        .members = members};
     return CR_OK;
 }

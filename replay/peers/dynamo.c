@@ -14,13 +14,17 @@
  *
  * What is in flight is the router's own bookkeeping: a request charges
  * its worker the tokens the router expected to prefill (the prompt less
- * the overlap it saw) from routing until its completion. */
+ * the overlap it saw) from routing until its completion.
+ *
+ * A worker leaving (drained or failed) is removed from the indexer: its
+ * shadow and its charges go, and completions it reports later are not
+ * heard (it is no longer a candidate). A joining worker starts empty. */
 #include <stdlib.h>
 
 #include "peers.h"
 
 typedef struct dynamo {
-    uint32_t shards, block_tokens;
+    uint32_t slots, block_tokens;
     uint64_t seed;
     peer_lrus shadow;            /* per worker: blocks completed there */
     cr_replay_finishes pending;  /* routed, prefill not yet completed */
@@ -34,16 +38,18 @@ static void reset(dynamo *s)
 {
     peer_lrus_clear(&s->shadow);
     cr_replay_finishes_free(&s->pending);
-    for (uint32_t k = 0; k < s->shards; k++)
+    for (uint32_t k = 0; k < s->slots; k++)
         s->inflight_tokens[k] = 0;
 }
 
 /* The KV events of every prefill completed by now: its blocks stored, its
- * charge released. */
+ * charge released; none from a worker removed. */
 static void apply_completions(dynamo *s, const cr_replay_view *v)
 {
     cr_replay_finish f;
     while (cr_replay_finishes_pop_due(&s->pending, v->now_s, &f)) {
+        if (!cr_replay_usable(v, f.shard))
+            continue;
         s->inflight_tokens[f.shard] -= f.prompt_tokens - f.cached_tokens;
         if (v->blocks) /* out of memory: the shadow misses them, as after an eviction */
             (void)cr_replay_cache_insert(&s->shadow.c[f.shard], v->blocks + f.first_block,
@@ -62,7 +68,7 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     /* Costs compared times block_tokens: whole tokens, so ties are exact. */
     int64_t best = INT64_MAX;
     uint32_t n_best = 0, smallest = UINT32_MAX;
-    for (uint32_t k = 0; k < s->shards; k++) {
+    CR_REPLAY_FOR_SERVING(v, k) {
         const cr_replay_cache *shadow = &s->shadow.c[k];
         uint32_t overlap = cr_replay_cache_prefix(shadow, ids, n);
         int64_t cost = (int64_t)s->inflight_tokens[k] + r->input_tokens -
@@ -101,6 +107,19 @@ static void served(void *state, const cr_replay_request *r, const cr_replay_outc
     s->charged = 0;
 }
 
+static void members(void *state, const uint8_t *usable, uint32_t n_slots,
+                    const cr_replay_member_event *ev)
+{
+    dynamo *s = state;
+    uint32_t worker;
+    (void)usable;
+    (void)n_slots;
+    if (!peer_removal(ev, &worker))
+        return;
+    cr_replay_cache_free(&s->shadow.c[worker]);
+    s->inflight_tokens[worker] = 0;
+}
+
 static void dynamo_free(void *state)
 {
     dynamo *s = state;
@@ -117,16 +136,17 @@ cr_status cr_peer_dynamo(const cr_replay_cluster *c, cr_replay_policy *out, cr_e
 {
     dynamo *s = calloc(1, sizeof *s);
     if (s) {
-        *s = (dynamo){.shards = c->shards, .block_tokens = c->block_tokens, .seed = c->seed};
-        s->inflight_tokens = calloc(c->shards, sizeof *s->inflight_tokens);
-        s->cands = calloc(c->shards, sizeof *s->cands);
+        *s = (dynamo){.slots = cr_replay_slots(c), .block_tokens = c->block_tokens,
+                      .seed = c->seed};
+        s->inflight_tokens = calloc(s->slots, sizeof *s->inflight_tokens);
+        s->cands = calloc(s->slots, sizeof *s->cands);
     }
     if (!s || !s->inflight_tokens || !s->cands ||
-        peer_lrus_init(&s->shadow, c->shards, c->shard_blocks) != 0) {
+        peer_lrus_init(&s->shadow, s->slots, c->shard_blocks) != 0) {
         dynamo_free(s);
         return cr_fail(err, CR_ENOMEM, "out of memory for policy dynamo-kv");
     }
     *out = (cr_replay_policy){.name = "dynamo-kv", .state = s, .route = route,
-                              .served = served, .free = dynamo_free};
+                              .served = served, .free = dynamo_free, .members = members};
     return CR_OK;
 }

@@ -4,7 +4,9 @@
  * so it sends each request where its TTFT will be lowest given what is
  * queued ahead of it: that shard's backlog plus the true prefill with that
  * shard's hit, noise aside (the simulator draws it after the choice). It
- * is greedy: it does not weigh what the choice costs the requests after. */
+ * is greedy: it does not weigh what the choice costs the requests after.
+ * It keeps nothing per shard: it looks only at the view's serving ones. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "peers.h"
@@ -17,14 +19,14 @@ typedef struct exact {
 static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     const exact *s = state;
-    double L = r->input_tokens, best = 0;
-    uint32_t shard = 0;
-    for (uint32_t k = 0; k < v->shards; k++) {
+    double L = r->input_tokens, best = INFINITY;
+    uint32_t shard = cr_replay_serving_at(v, 0);
+    CR_REPLAY_FOR_SERVING(v, k) {
         /* A view without the lookup (a test's) hits nothing. */
         double blocks = v->hit_blocks ? v->hit_blocks(v->hit_ctx, k, r) : 0;
         double hit = blocks * s->block_tokens < L ? blocks * s->block_tokens : L;
         double ttft = v->backlog_ms[k] + cr_replay_prefill_ms(&s->truth, hit, L);
-        if (k == 0 || ttft < best) {
+        if (ttft < best) {
             best = ttft;
             shard = k;
         }

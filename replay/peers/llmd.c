@@ -21,7 +21,7 @@
 #define PREFIX_CHARS (256 * 64)
 
 typedef struct llmd {
-    uint32_t shards, prefix_blocks;
+    uint32_t slots, prefix_blocks;
     uint64_t seed, capacity; /* the cluster's shard_blocks, where the view has none */
     peer_lrus index;   /* per pod: the leading blocks routed there */
     double clock;
@@ -37,7 +37,7 @@ typedef struct llmd {
 static void scrape(llmd *s, const cr_replay_view *v)
 {
     double capacity = (double)(v->shard_blocks ? v->shard_blocks : s->capacity);
-    for (uint32_t k = 0; k < s->shards; k++) {
+    CR_REPLAY_FOR_SERVING(v, k) {
         s->waiting[k] = v->queued[k] ? v->queued[k] - 1 : 0;
         double held = v->blocks_held ? v->blocks_held[k] : 0; /* none shown: empty */
         s->usage[k] = held < capacity ? held / capacity : 1.0;
@@ -52,6 +52,9 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     if (peer_new_run(&s->clock, v->now_s)) {
         peer_lrus_clear(&s->index);
         s->scraped = 0;
+        /* A pod joining before the next scrape shows what a new pod does. */
+        memset(s->waiting, 0, s->slots * sizeof *s->waiting);
+        memset(s->usage, 0, s->slots * sizeof *s->usage);
     }
     if (!s->scraped || v->now_s - s->scraped_at >= SCRAPE_S)
         scrape(s, v);
@@ -59,13 +62,13 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     const uint64_t *ids = peer_prompt(v, r, &n);
     uint32_t hashed = n < s->prefix_blocks ? n : s->prefix_blocks;
     uint32_t most = 0, least = UINT32_MAX;
-    for (uint32_t k = 0; k < s->shards; k++) {
+    CR_REPLAY_FOR_SERVING(v, k) {
         most = s->waiting[k] > most ? s->waiting[k] : most;
         least = s->waiting[k] < least ? s->waiting[k] : least;
     }
     double best = -1;
     uint32_t n_best = 0;
-    for (uint32_t k = 0; k < s->shards; k++) {
+    CR_REPLAY_FOR_SERVING(v, k) {
         double queue = most == least ? 1.0 : (double)(most - s->waiting[k]) / (most - least);
         double prefix =
             hashed ? (double)cr_replay_cache_prefix(&s->index.c[k], ids, hashed) / hashed : 0;
@@ -81,6 +84,19 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     /* Out of memory: the index misses these blocks, as after an eviction. */
     (void)cr_replay_cache_insert(&s->index.c[pod], ids, hashed);
     return pod;
+}
+
+/* A pod leaving the candidate set takes its prefix-index entries with it;
+ * a new pod starts with none (its LRU is empty until routed to). */
+static void members(void *state, const uint8_t *usable, uint32_t n_slots,
+                    const cr_replay_member_event *ev)
+{
+    llmd *s = state;
+    uint32_t pod;
+    (void)usable;
+    (void)n_slots;
+    if (peer_removal(ev, &pod))
+        cr_replay_cache_free(&s->index.c[pod]);
 }
 
 static void llmd_free(void *state)
@@ -100,18 +116,19 @@ cr_status cr_peer_llmd(const cr_replay_cluster *c, cr_replay_policy *out, cr_err
     llmd *s = calloc(1, sizeof *s);
     if (s) {
         uint32_t blocks = PREFIX_CHARS / PEER_CHARS_PER_TOKEN / c->block_tokens;
-        *s = (llmd){.shards = c->shards, .prefix_blocks = blocks ? blocks : 1, .seed = c->seed,
-                    .capacity = c->shard_blocks};
-        s->waiting = calloc(c->shards, sizeof *s->waiting);
-        s->usage = calloc(c->shards, sizeof *s->usage);
-        s->cands = calloc(c->shards, sizeof *s->cands);
+        *s = (llmd){.slots = cr_replay_slots(c), .prefix_blocks = blocks ? blocks : 1,
+                    .seed = c->seed, .capacity = c->shard_blocks};
+        s->waiting = calloc(s->slots, sizeof *s->waiting);
+        s->usage = calloc(s->slots, sizeof *s->usage);
+        s->cands = calloc(s->slots, sizeof *s->cands);
     }
     if (!s || !s->waiting || !s->usage || !s->cands ||
-        peer_lrus_init(&s->index, c->shards, c->shard_blocks) != 0) {
+        peer_lrus_init(&s->index, s->slots, c->shard_blocks) != 0) {
         llmd_free(s);
         return cr_fail(err, CR_ENOMEM, "out of memory for policy llmd-scorer");
     }
     *out = (cr_replay_policy){
-        .name = "llmd-scorer", .state = s, .route = route, .free = llmd_free};
+        .name = "llmd-scorer", .state = s, .route = route, .free = llmd_free,
+        .members = members};
     return CR_OK;
 }

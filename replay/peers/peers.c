@@ -37,7 +37,7 @@ cr_status cr_replay_peer(const char *name, const cr_replay_cluster *c, cr_replay
 uint32_t peer_least_queued(const cr_replay_view *v, uint32_t *cands)
 {
     uint32_t n = 0, least = UINT32_MAX;
-    for (uint32_t k = 0; k < v->shards; k++) {
+    CR_REPLAY_FOR_SERVING(v, k) {
         if (v->queued[k] < least) {
             least = v->queued[k];
             n = 0;

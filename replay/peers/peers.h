@@ -43,6 +43,28 @@ static inline int peer_new_run(double *clock, double now)
     return back;
 }
 
+/* The loads' extremes over the serving shards, for the peers' imbalance
+ * tests: the most and the fewest queued (in flight). */
+static inline void peer_queued_range(const cr_replay_view *v, uint32_t *most, uint32_t *least)
+{
+    *most = 0;
+    *least = UINT32_MAX;
+    CR_REPLAY_FOR_SERVING(v, k) {
+        *most = v->queued[k] > *most ? v->queued[k] : *most;
+        *least = v->queued[k] < *least ? v->queued[k] : *least;
+    }
+}
+
+/* Whether a membership event removes a shard from the candidate set (a
+ * drain or a fail: a terminating pod is not ready), and which. */
+static inline int peer_removal(const cr_replay_member_event *ev, uint32_t *shard)
+{
+    if (!ev || ev->kind == CR_REPLAY_JOIN)
+        return 0;
+    *shard = ev->slot;
+    return 1;
+}
+
 /* One of the n tied candidates, uniform, drawn from the seed and r's
  * first block (the baselines' counter-based stream): no state between
  * requests, the same choice on every run. n >= 1. */
@@ -53,8 +75,8 @@ static inline uint32_t peer_pick(uint64_t seed, const cr_replay_request *r,
     return cands[(bits32 * n) >> 32];
 }
 
-/* Every shard with the fewest queued (in flight) into cands, in index
- * order; returns how many (>= 1). cands has room for v->shards. */
+/* Every serving shard with the fewest queued (in flight) into cands, in
+ * index order; returns how many (>= 1). cands has room for v->shards. */
 uint32_t peer_least_queued(const cr_replay_view *v, uint32_t *cands);
 
 /* ---- per-shard block LRUs (cache.c) ------------------------------------------- */

@@ -20,7 +20,10 @@
  * first on a tie, lists leaves before their parents: one sort gives the
  * gateway's leaf-by-leaf order. The gateway grows without bound between
  * timers; here a worker past twice its limit is evicted at once, so the
- * tree holds at most 2 limits' worth of nodes per worker. */
+ * tree holds at most 2 limits' worth of nodes per worker.
+ *
+ * A worker leaving (drained or failed) is pruned from the tree: evicted
+ * down to nothing, the same leaf-first walk. A new worker has no node. */
 #include <stdlib.h>
 
 #include "peers.h"
@@ -50,7 +53,7 @@ typedef struct victim {
 } victim;
 
 typedef struct sglang {
-    uint32_t shards, block_tokens;
+    uint32_t workers, block_tokens; /* workers: every slot a run may open */
     uint64_t limit; /* blocks per worker */
     peer_pool nodes, tenants;
     uint32_t *slots, mask, n_slots_used; /* node by (parent, block); NIL = empty */
@@ -146,17 +149,20 @@ static uint32_t find_tenant(const sglang *s, uint32_t k, uint32_t w, uint32_t *p
     return CR_REPLAY_NIL;
 }
 
-/* The tenant that has held node k the longest, lower index on a tie. */
-static uint32_t first_tenant(const sglang *s, uint32_t k)
+/* The serving tenant that has held node k the longest, lower index on a
+ * tie; NIL when none serves (a pruned worker's nodes are gone, unless
+ * pruning ran out of memory). */
+static uint32_t first_tenant(const sglang *s, const cr_replay_view *v, uint32_t k)
 {
     const tenant *best = NULL;
     for (uint32_t t = at(s, k)->tenants; t != CR_REPLAY_NIL; t = tenant_at(s, t)->next) {
         const tenant *x = tenant_at(s, t);
-        if (!best || x->since_s < best->since_s ||
-            (x->since_s == best->since_s && x->worker < best->worker))
+        if (cr_replay_usable(v, x->worker) &&
+            (!best || x->since_s < best->since_s ||
+             (x->since_s == best->since_s && x->worker < best->worker)))
             best = x;
     }
-    return best->worker;
+    return best ? best->worker : CR_REPLAY_NIL;
 }
 
 /* Worker w leaves node k, and the node goes when nobody holds it. */
@@ -239,13 +245,17 @@ static int victim_order(const void *pa, const void *pb)
     return (a->worker > b->worker) - (a->worker < b->worker);
 }
 
-/* Every worker over the limit loses its least recently used leaves until
- * it is at the limit. Out of memory: nothing is evicted this time. */
-static void evict(sglang *s)
+/* Whether worker w is one evict_down looks at: every worker, or one. */
+static int evicting(uint32_t only, uint32_t w) { return only == CR_REPLAY_NIL || only == w; }
+
+/* Every worker over limit (only that one, unless only is NIL) loses its
+ * least recently used leaves until it is at limit. Out of memory: nothing
+ * is evicted this time. */
+static void evict_down(sglang *s, uint32_t only, uint64_t limit)
 {
     uint64_t n = 0;
-    for (uint32_t w = 0; w < s->shards; w++)
-        n += s->held[w] > s->limit ? s->held[w] : 0;
+    for (uint32_t w = 0; w < s->workers; w++)
+        n += evicting(only, w) && s->held[w] > limit ? s->held[w] : 0;
     if (!n)
         return;
     if (n > s->cap_victims) {
@@ -262,15 +272,18 @@ static void evict(sglang *s)
             continue;
         for (uint32_t t = at(s, k)->tenants; t != CR_REPLAY_NIL; t = tenant_at(s, t)->next) {
             const tenant *x = tenant_at(s, t);
-            if (s->held[x->worker] > s->limit)
+            if (evicting(only, x->worker) && s->held[x->worker] > limit)
                 s->victims[m++] = (victim){x->last_s, at(s, k)->depth, k, x->worker};
         }
     }
     qsort(s->victims, m, sizeof *s->victims, victim_order);
     for (size_t i = 0; i < m; i++)
-        if (s->held[s->victims[i].worker] > s->limit)
+        if (s->held[s->victims[i].worker] > limit)
             untenant(s, s->victims[i].node, s->victims[i].worker);
 }
+
+/* The gateway's timer, and its bound: every worker down to the limit. */
+static void evict(sglang *s) { evict_down(s, CR_REPLAY_NIL, s->limit); }
 
 /* ---- the policy -------------------------------------------------------------------- */
 
@@ -281,7 +294,7 @@ static void reset(sglang *s)
     free(s->slots);
     s->slots = NULL;
     s->mask = s->n_slots_used = 0;
-    for (uint32_t w = 0; w < s->shards; w++)
+    for (uint32_t w = 0; w < s->workers; w++)
         s->held[w] = 0;
     s->next_evict_s = EVICT_EVERY_S;
 }
@@ -295,18 +308,15 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
         evict(s);
         s->next_evict_s = ((uint64_t)(v->now_s / EVICT_EVERY_S) + 1) * EVICT_EVERY_S;
     }
-    uint32_t most = 0, least = UINT32_MAX;
-    for (uint32_t k = 0; k < s->shards; k++) {
-        most = v->queued[k] > most ? v->queued[k] : most;
-        least = v->queued[k] < least ? v->queued[k] : least;
-    }
+    uint32_t most, least;
+    peer_queued_range(v, &most, &least);
     uint32_t n, worker = CR_REPLAY_NIL;
     const uint64_t *ids = peer_prompt(v, r, &n);
     if (!(most - least > ABS_THRESHOLD && most > REL_THRESHOLD * least)) {
         uint32_t depth, k = match(s, ids, n, &depth);
         double hit = (double)depth * s->block_tokens;
         if (k != CR_REPLAY_NIL && hit > CACHE_THRESHOLD * r->input_tokens)
-            worker = first_tenant(s, k);
+            worker = first_tenant(s, v, k);
     }
     if (worker == CR_REPLAY_NIL) {
         peer_least_queued(v, s->cands);
@@ -316,6 +326,17 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     if (s->held[worker] > 2 * s->limit)
         evict(s);
     return worker;
+}
+
+static void members(void *state, const uint8_t *usable, uint32_t n_slots,
+                    const cr_replay_member_event *ev)
+{
+    sglang *s = state;
+    uint32_t worker;
+    (void)usable;
+    (void)n_slots;
+    if (peer_removal(ev, &worker))
+        evict_down(s, worker, 0);
 }
 
 static void sglang_free(void *state)
@@ -337,18 +358,19 @@ cr_status cr_peer_sglang(const cr_replay_cluster *c, cr_replay_policy *out, cr_e
     sglang *s = calloc(1, sizeof *s);
     if (s) {
         uint64_t limit = MAX_CHARS / PEER_CHARS_PER_TOKEN / c->block_tokens;
-        *s = (sglang){.shards = c->shards, .block_tokens = c->block_tokens,
+        *s = (sglang){.workers = cr_replay_slots(c), .block_tokens = c->block_tokens,
                       .limit = limit ? limit : 1, .next_evict_s = EVICT_EVERY_S};
         peer_pool_init(&s->nodes, sizeof(node));
         peer_pool_init(&s->tenants, sizeof(tenant));
-        s->held = calloc(c->shards, sizeof *s->held);
-        s->cands = calloc(c->shards, sizeof *s->cands);
+        s->held = calloc(s->workers, sizeof *s->held);
+        s->cands = calloc(s->workers, sizeof *s->cands);
     }
     if (!s || !s->held || !s->cands) {
         sglang_free(s);
         return cr_fail(err, CR_ENOMEM, "out of memory for policy sglang-cache-aware");
     }
     *out = (cr_replay_policy){
-        .name = "sglang-cache-aware", .state = s, .route = route, .free = sglang_free};
+        .name = "sglang-cache-aware", .state = s, .route = route, .free = sglang_free,
+        .members = members};
     return CR_OK;
 }

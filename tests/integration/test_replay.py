@@ -207,6 +207,32 @@ class ReplayTest(unittest.TestCase):
                 "--dump-routes", self.path("probe.csv"))
         return {int(r["owner"]): int(r["shard"]) for r in read_dump(self.path("probe.csv"))}
 
+    def test_membership_events(self):
+        """--events: bad lines exit 2 naming FILE:LINE; a good file adds the
+        per-event figures to the JSON and the Markdown, and an empty one
+        changes no route (the JSON's inputs show the flag only when given)."""
+        bad = self.write("bad.txt", "# two joins then nonsense\n1 join x\n2 boot y\n")
+        self.bad("--generate", "--events", bad, contains=("bad.txt:3: unknown kind \"boot\"",))
+        args = ["--generate", "--requests", "3000", "--sessions", "100", "--rate", "500",
+                "--shards", "4", "--policies", "cacheroute,sticky,llmd-scorer"]
+        ev = self.write("ev.txt", "1 join e4\n2 drain e1\n4 fail e2\n")
+        p = self.ok(*args, "--events", ev, "--json", self.path("ev.json"))
+        self.assertIn("Membership events", p.stdout)
+        doc = json.load(open(self.path("ev.json")))
+        self.assertEqual(doc["inputs"]["replay"]["events"], ev)
+        for r in doc["results"]:
+            self.assertEqual([e["kind"] for e in r["events"]], ["join", "drain", "fail"])
+            self.assertEqual(r["events"][2]["endpoint"], "e2")
+            self.assertIn("failed_requests", r)
+        empty = self.write("empty.txt", "# nothing\n")
+        self.ok(*args, "--dump-routes", self.path("a.csv"), "--json", self.path("a.json"))
+        self.ok(*args, "--events", empty, "--dump-routes", self.path("b.csv"))
+        with open(self.path("a.csv")) as a, open(self.path("b.csv")) as b:
+            self.assertEqual(a.read(), b.read())
+        plain = json.load(open(self.path("a.json")))
+        self.assertNotIn("events", plain["inputs"]["replay"])
+        self.assertNotIn("events", plain["results"][0])
+
     def test_sticky_hand_computed(self):
         shards = self.sticky_shards(range(100, 116))
         a = min(o for o, s in shards.items() if s == 0)
