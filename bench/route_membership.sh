@@ -8,8 +8,10 @@
 # the generated workloads' warm-up; every event has far more than 60 s
 # before the next). Prints, per workload, a table per event and policy
 # (hit ratio before, recovery, p99 TTFT before and after, moved, forced,
-# moved/forced) and the hit ratio through the events, with the JSONs and
-# the events files under OUT.
+# moved/forced, and the moves of a control run with every event a mark:
+# what the policy moves over the same span with nothing changing) and the
+# hit ratio through the events, with the JSONs and the events files under
+# OUT.
 #
 # usage: bench/route_membership.sh REPLAY OUT [WORKLOADS]
 #   e.g. bench/route_membership.sh build-table/replay/cacheroute-replay /tmp/members
@@ -51,22 +53,28 @@ trace_span() { # a trace's last timestamp, s
 print(max(json.loads(l)['timestamp'] for l in open(sys.argv[1]) if l.strip()) / 1000)" "$1"
 }
 
-events() { # SPAN SCALE -> the events file on stdout (virtual seconds after the scale)
+events() { # SPAN SCALE [mark] -> the events file on stdout (virtual seconds after the
+    # scale); with mark, the same times as marks: the control run, nothing changes
     python3 -c "import sys
 d = float(sys.argv[1]) / float(sys.argv[2])
 for f, kind, ep in ((0.40, 'join', 'e8'), (0.55, 'join', 'e9'), (0.70, 'drain', 'e2'),
                     (0.85, 'fail', 'e5')):
-    print('%.1f %s %s' % (f * d, kind, ep))" "$1" "$2"
+    print('%.1f %s %s' % (f * d, sys.argv[3] if len(sys.argv) > 3 else kind, ep))" "$@"
 }
 
 IFS=, read -ra WL <<<"$WORKLOADS"
 for w in "${WL[@]}"; do
     workload "$w"
     events "$SPAN" "$SCALE" >"$OUT/$w.events"
-    echo "$(date -u +%H:%M:%S) $w" >&2
-    "$REPLAY" "${IN[@]}" --shards "$SHARDS" --shard-fraction "$(python3 -c "print(0.25 / $SHARDS)")" \
-        --true-prefill 20,0.08,2e-6 --noise 0 --scale "$SCALE" --slo-p99-ms 60000 \
-        --policies "$POLICIES" --events "$OUT/$w.events" --json "$OUT/$w.json" "$@" >"$OUT/$w.md"
+    events "$SPAN" "$SCALE" mark >"$OUT/$w.marks"
+    for run in events marks; do
+        echo "$(date -u +%H:%M:%S) $w ($run)" >&2
+        "$REPLAY" "${IN[@]}" --shards "$SHARDS" \
+            --shard-fraction "$(python3 -c "print(0.25 / $SHARDS)")" \
+            --true-prefill 20,0.08,2e-6 --noise 0 --scale "$SCALE" --slo-p99-ms 60000 \
+            --policies "$POLICIES" --events "$OUT/$w.$run" --json "$OUT/$w.$run.json" "$@" \
+            >"$OUT/$w.$run.md"
+    done
 done
 
 # The tables, from the JSONs: per event and policy, then through the events.
@@ -80,24 +88,32 @@ def f(x, fmt):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt % x
 
 for name in names:
-    doc = json.load(open("%s/%s.json" % (out, name)))
+    doc = json.load(open("%s/%s.events.json" % (out, name)))
     rows = doc["results"]
+    # the control: the same run with every event a mark (nothing changes),
+    # so each policy's own moves over the same span (spills, rebalancing)
+    quiet = {r["policy"]: r["events"] for r in
+             json.load(open("%s/%s.marks.json" % (out, name)))["results"]}
     st = doc["inputs"]["trace_stats"]
     print("\n### %s (%d requests, scale %g, %.2f req/s offered)\n"
           % (name, st["requests"], rows[0]["scale"], rows[0]["offered_load_per_s"]))
     print("| event | policy | hit before | recovered (s) | p99 before (s) | p99 after (s) | "
-          "moved | forced | moved/forced |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
+          "moved | forced | moved/forced | moved without it | (moved - that)/forced |\n"
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     n_events = len(rows[0]["events"])
     notes = []
     for k in range(n_events):
         for r in rows:
             e = r["events"][k]
             ev = "%.0f s %s %s" % (e["at_s"], e["kind"], e["endpoint"])
-            print("| %s | %s | %s | %s | %s | %s | %d | %d | %s |" % (
+            base = quiet[r["policy"]][k]["moved"]
+            net = (e["moved"] - base) / e["forced"] if e["forced"] else None
+            print("| %s | %s | %s | %s | %s | %s | %d | %d | %s | %d | %s |" % (
                 ev, r["policy"], f(e["hit_ratio_before"], "%.3f"), f(e["recovered_s"], "%.0f"),
                 f(e["ttft_p99_before_ms"] and e["ttft_p99_before_ms"] / 1000, "%.1f"),
                 f(e["ttft_p99_after_ms"] and e["ttft_p99_after_ms"] / 1000, "%.1f"),
-                e["moved"], e["forced"], f(e["moved_per_forced"], "%.2f")))
+                e["moved"], e["forced"], f(e["moved_per_forced"], "%.2f"), base,
+                f(net, "%.2f")))
             if r["policy"] == "cacheroute":
                 if e["recovered_s"] is None:
                     notes.append("cacheroute does not recover within 60 s after %s" % ev)

@@ -10,7 +10,7 @@
 
 #include "internal.h"
 
-static const char *const KINDS[] = {"join", "drain", "fail"}; /* cr_replay_member_kind's order */
+static const char *const KINDS[] = {"join", "drain", "fail", "mark"}; /* cr_replay_member_kind's */
 
 const char *cr_replay_member_kind_name(cr_replay_member_kind k)
 {
@@ -87,6 +87,15 @@ static int grow(parse *p)
     return 0;
 }
 
+/* A mark at t labelled id (room grown by the caller). */
+static cr_status mark(parse *p, double t, const char *id)
+{
+    cr_replay_member_event *ev = &p->e.ev[p->e.n++];
+    *ev = (cr_replay_member_event){.at_s = t, .kind = CR_REPLAY_MARK, .slot = UINT32_MAX};
+    memcpy(ev->id, id, strlen(id) + 1);
+    return CR_OK;
+}
+
 /* The event of a line's three fields, checked against the set so far. */
 static cr_status add(parse *p, const char *at, const char *kind, const char *id, cr_error *err)
 {
@@ -100,12 +109,15 @@ static cr_status add(parse *p, const char *at, const char *kind, const char *id,
     while (k < n_kinds && strcmp(kind, KINDS[k]) != 0)
         k++;
     if (k == n_kinds)
-        return line_fail(p, err, "unknown kind \"%s\" (join, drain, fail)", kind);
+        return line_fail(p, err, "unknown kind \"%s\" (join, drain, fail, mark)", kind);
     if (strlen(id) > CR_REPLAY_ENDPOINT_ID_MAX)
         return line_fail(p, err, "endpoint id must be at most %d bytes, got %zu",
                          CR_REPLAY_ENDPOINT_ID_MAX, strlen(id));
     if (p->e.n == CR_REPLAY_EVENTS_MAX)
         return line_fail(p, err, "more than %d events", CR_REPLAY_EVENTS_MAX);
+    if (k == CR_REPLAY_MARK) /* a label, no endpoint: nothing to check or change */
+        return grow(p) != 0 ? cr_fail(err, CR_ENOMEM, "out of memory for %zu events", p->e.n + 1)
+                            : mark(p, t, id);
     uint32_t slot = slot_of(p, id);
     if (k == CR_REPLAY_JOIN && slot != UINT32_MAX)
         return line_fail(p, err, "join of endpoint \"%s\", which %s", id,

@@ -359,6 +359,8 @@ static void apply_events(sim *s, double now, cr_replay_view *v)
     const cr_replay_events *e = s->c->events;
     const cr_replay_policy *p = s->p;
     for (; e && s->next_event < e->n && e->ev[s->next_event].at_s <= now; s->next_event++) {
+        if (e->ev[s->next_event].kind == CR_REPLAY_MARK)
+            continue; /* nothing changes: only measured */
         apply_event(s, &e->ev[s->next_event]);
         if (p->members)
             p->members(p->state, s->usable, s->n_slots, &e->ev[s->next_event]);

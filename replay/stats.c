@@ -313,7 +313,7 @@ static void moves(const spans *s, const cr_replay_tally *tally, event_scratch *x
         if (*last == CR_REPLAY_NIL)
             continue; /* no request before ev, or its first after ev was seen */
         out->moved += tally->shard[i] != *last;
-        out->forced += ev->kind != CR_REPLAY_JOIN && *last == ev->slot;
+        out->forced += (ev->kind == CR_REPLAY_DRAIN || ev->kind == CR_REPLAY_FAIL) && *last == ev->slot;
         *last = CR_REPLAY_NIL;
     }
 }

@@ -1666,6 +1666,15 @@ static void test_events_parse(void)
     cr_replay_endpoint_id(&e, 3, id, sizeof id);
     CU_ASSERT_STRING_EQUAL(id, "e01");
     cr_replay_events_free(&e);
+    /* a mark changes nothing: no slot, any label, the set as it was */
+    e = events_of("1 mark quiet\n2 drain e0\n3 mark e0\n4 fail e1\n", 3);
+    CU_ASSERT_EQUAL_FATAL(e.n, 4);
+    CU_ASSERT_EQUAL(e.ev[0].kind, CR_REPLAY_MARK);
+    CU_ASSERT_EQUAL(e.ev[0].slot, UINT32_MAX);
+    CU_ASSERT_STRING_EQUAL(e.ev[0].id, "quiet");
+    CU_ASSERT_EQUAL(e.ev[2].kind, CR_REPLAY_MARK);
+    CU_ASSERT_EQUAL(e.slots, 3);
+    cr_replay_events_free(&e);
     e = events_of("", 3); /* none: valid */
     CU_ASSERT_EQUAL(e.n, 0);
     CU_ASSERT_EQUAL(e.slots, 3);
@@ -1674,7 +1683,8 @@ static void test_events_parse(void)
 
 static void test_events_errors(void)
 {
-    expect_bad_events("1 join x\n2 boot y\n", 2, "ev.txt:2: unknown kind \"boot\" (join, drain, fail)");
+    expect_bad_events("1 join x\n2 boot y\n", 2,
+                      "ev.txt:2: unknown kind \"boot\" (join, drain, fail, mark)");
     expect_bad_events("\n\n1 drain e2\n", 2, "ev.txt:3: drain of unknown endpoint \"e2\"");
     expect_bad_events("1 fail zz\n", 2, "ev.txt:1: fail of unknown endpoint \"zz\"");
     expect_bad_events("1 join e1\n", 2, "ev.txt:1: join of endpoint \"e1\", which is already serving");
@@ -1979,25 +1989,38 @@ static void test_events_none_as_before(void)
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_replay_generate(&g, &t, &err), CR_OK);
     cr_replay_events none = events_of("# nothing happens\n", 4);
-    cr_replay_cluster c = cluster_of(4), with = c;
-    c.shard_blocks = with.shard_blocks = 256;
+    /* marks change nothing either: only measured (forced 0 at each) */
+    cr_replay_events marks = events_of("1 mark a\n2.5 mark b\n", 4);
+    cr_replay_cluster c = cluster_of(4), with = c, marked = c;
+    c.shard_blocks = with.shard_blocks = marked.shard_blocks = 256;
     with.events = &none;
+    marked.events = &marks;
     for (size_t i = 0; i < N_ALL_POLICIES; i++) {
         cr_replay_policy p = any_policy(ALL_POLICIES[i], &c), q = any_policy(ALL_POLICIES[i], &with);
-        cr_replay_result a, b;
+        cr_replay_policy r = any_policy(ALL_POLICIES[i], &marked);
+        cr_replay_result a, b, m;
         CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &a, &err), CR_OK);
         CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &with, &q, 1.0, &b, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &marked, &r, 1.0, &m, &err), CR_OK);
         CU_ASSERT(same_result(&a, &b));
+        CU_ASSERT(same_result(&a, &m));
         CU_ASSERT(a.events == NULL && a.n_events == 0 && a.failed_requests == 0);
         CU_ASSERT(b.n_events == 0 && isnan(b.hit_ratio_events));
+        CU_ASSERT_EQUAL_FATAL(m.n_events, 2);
+        CU_ASSERT(m.events[0].forced == 0 && m.events[1].forced == 0 && m.failed_requests == 0);
+        if (!strcmp(ALL_POLICIES[i], "sticky")) /* its ring moves no one without a change */
+            CU_ASSERT(m.events[0].moved == 0 && m.events[1].moved == 0);
         if (!strcmp(ALL_POLICIES[i], "sglang-cache-aware"))
             CU_ASSERT_DOUBLE_EQUAL(a.hit_ratio, PINNED_SGLANG_HIT, 1e-11);
         cr_replay_result_free(&a);
         cr_replay_result_free(&b);
+        cr_replay_result_free(&m);
         p.free(p.state);
         q.free(q.state);
+        r.free(r.state);
     }
     cr_replay_events_free(&none);
+    cr_replay_events_free(&marks);
     cr_replay_trace_free(&t);
 }
 

@@ -218,12 +218,13 @@ static void markdown_inputs(const runner *r)
            k->b_ms_per_token, k->c_ms_per_token2, k->noise, k->kv_fixed_ms, k->kv_ms_per_token);
     if (s->cluster.events) {
         const cr_replay_events *e = s->cluster.events;
-        size_t per[3] = {0};
+        size_t per[CR_REPLAY_N_KINDS] = {0};
         for (size_t k = 0; k < e->n; k++)
             per[e->ev[k].kind]++;
-        printf("- events: %s: %zu joins, %zu drains, %zu fails over e0 .. e%u (%u shards at most)\n",
+        printf("- events: %s: %zu joins, %zu drains, %zu fails, %zu marks over e0 .. e%u (%u "
+               "shards at most)\n",
                s->events_path, per[CR_REPLAY_JOIN], per[CR_REPLAY_DRAIN], per[CR_REPLAY_FAIL],
-               e->shards - 1, e->slots);
+               per[CR_REPLAY_MARK], e->shards - 1, e->slots);
     }
     char by[16], weight[16];
     flag_text(s, "route-by", by, sizeof by);

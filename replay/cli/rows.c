@@ -182,8 +182,9 @@ static const cr_option REPLAY_ROWS[] = {
  * run without events is reported as before they existed. */
 static const cr_option EVENTS_ROWS[] = {
     TEXT("events", events_path,
-         "membership events, one a line: AT_S join|drain|fail ENDPOINT (virtual seconds after "
-         "--scale; the shards are e0 .. e{R-1}, a join takes the next shard; # comments)"),
+         "membership events, one a line: AT_S join|drain|fail|mark ENDPOINT (virtual seconds "
+         "after --scale; the shards are e0 .. e{R-1}, a join takes the next shard; a mark "
+         "changes nothing, a control; # comments)"),
 };
 
 static const cr_option OUTPUT_ROWS[] = {

@@ -208,7 +208,10 @@ double cr_replay_prefill_ms(const cr_replay_cost *c, double s, double l);
  *   fail   the shard takes no new requests; its cache is lost; the
  *          requests queued or in service there at T are not served (the
  *          result's failed_requests, left out of its hit ratio and TTFTs).
- * A drained or failed endpoint never comes back; its id is not reused. */
+ * A drained or failed endpoint never comes back; its id is not reused.
+ *   mark   nothing changes (ENDPOINT is a free label): the figures below
+ *          at a time without a change, as a control: what a policy moves
+ *          on its own (spills, rebalancing) over the same kind of span. */
 #define CR_REPLAY_EVENTS_MAX 1024     /* events in one file */
 #define CR_REPLAY_ENDPOINT_ID_MAX 63  /* bytes in an endpoint id */
 #define CR_REPLAY_EVENTS_FILE_MAX (1u << 20) /* bytes in an events file */
@@ -216,10 +219,12 @@ double cr_replay_prefill_ms(const cr_replay_cost *c, double s, double l);
 typedef enum cr_replay_member_kind {
     CR_REPLAY_JOIN,
     CR_REPLAY_DRAIN,
-    CR_REPLAY_FAIL
+    CR_REPLAY_FAIL,
+    CR_REPLAY_MARK, /* no change: the same figures at a quiet time, as a control */
+    CR_REPLAY_N_KINDS
 } cr_replay_member_kind;
 
-/* "join", "drain", "fail". */
+/* "join", "drain", "fail", "mark". */
 const char *cr_replay_member_kind_name(cr_replay_member_kind k);
 
 typedef struct cr_replay_member_event {
@@ -239,8 +244,8 @@ typedef struct cr_replay_events {
 /* Parses an events file's text for a cluster of shards initial endpoints:
  * one event a line, "AT_S KIND ENDPOINT" separated by blanks (AT_S a
  * finite number >= 0, KIND join, drain or fail), "#" to the line's end a
- * comment, blank lines skipped. CR_EINVAL with err "NAME:LINE: why" for an
- * unknown kind, a bad or extra field, an id of more than
+ * comment, blank lines skipped (KIND may also be mark). CR_EINVAL with err
+ * "NAME:LINE: why" for an unknown kind, a bad or extra field, an id of more than
  * CR_REPLAY_ENDPOINT_ID_MAX bytes, a join of an id in use or used before,
  * a drain or fail of an endpoint not serving (unknown, drained or failed),
  * one that would leave none serving, a time before the previous event's,
