@@ -372,41 +372,48 @@ class ReplayTest(unittest.TestCase):
         problem = sc.exit_problems(sc.stop())
         self.assertIsNone(problem, problem)
 
-    def test_route_answers_equal_the_replays(self):
-        # Route's answers depend on the prefix index and on predicted waits.
-        # With prefills predicted at 1e-6 ms a token (no calibration) no
-        # wait outlasts the gap between two calls, so both sides place each
-        # request by its hits alone, ties to its home; caches larger than
-        # the trace keep the index and the simulated LRU equal. Prompts:
-        # 20 documents, each followed by its conversation's turns, so
-        # placement by prefix across owners matters (no shared system
-        # block: with waits out of the picture it would draw everything to
-        # the first shard that holds it).
+    # Route's answers depend on the prefix index and on predicted waits.
+    # With prefills predicted at 1e-6 ms a token (no calibration) no wait
+    # outlasts the gap between two calls, so both sides place each request
+    # by its hits alone, ties to its home; caches larger than the trace
+    # keep the index and the simulated LRU equal. Prompts: 20 documents,
+    # each followed by its conversation's turns, so placement by prefix
+    # across owners matters (no shared system block: with waits out of the
+    # picture it would draw everything to the first shard that holds it).
+    RULE = ("--route-by", "ttft", "--prefill-coeffs", "0,1e-6,0", "--calibrate", "off",
+            "--miss-weight", "1", "--replan-interval", "0")
+
+    def documents_trace(self, interleaved=False):
+        """(rows, trace path): rows of (timestamp ms, prompt tokens, block
+        ids), each conversation's turns in a row, or interleaved: every
+        conversation's first turn, then every second one, ... (so its owner
+        has requests across the whole trace)."""
         rows, t = [], 0.0
-        for conv in range(60):
+        turns = [(conv, turn) for conv in range(60) for turn in range(1 + conv % 4)]
+        if interleaved:
+            turns.sort(key=lambda ct: (ct[1], ct[0]))
+        for conv, turn in turns:
             doc = [100 + conv % 20 * 10 + 1, 100 + conv % 20 * 10 + 2]
-            own = []
-            for turn in range(1 + conv % 4):
-                own.append(10000 + conv * 10 + turn)
-                t += 37.0 + conv % 7
-                rows.append((t, 512 * (len(doc) + len(own)) - 100, doc + own))
-        trace = self.write("docs.jsonl", trace_text(rows))
-        rule = ["--route-by", "ttft", "--prefill-coeffs", "0,1e-6,0", "--calibrate", "off",
-                "--miss-weight", "1", "--replan-interval", "0"]
-        self.ok("--trace", trace, "--owner-key", "prefix:3", "--shards", "5", "--shard-blocks",
-                "4096", "--noise", "0", "--policies", "cacheroute", "--dump-routes",
-                self.path("routes.csv"), *rule)
-        dump = read_dump(self.path("routes.csv"))
-        self.assertEqual(len(dump), len(rows))
+            own = [10000 + conv * 10 + k for k in range(turn + 1)]
+            t += 37.0 + conv % 7
+            rows.append((t, 512 * (len(doc) + len(own)) - 100, doc + own))
+        return rows, self.write("docs.jsonl", trace_text(rows))
+
+    def route_like_the_replay(self, rows, dump, before=None):
+        """Sends each row's request to a fresh sidecar's Route as the replay's
+        cacheroute policy did (before(i, stub) first, when given); checks the
+        predicted hit against the dump's; returns (shards, reasons, sidecar)."""
         sc = h.Sidecar("--n-shards", "5", "--block-tokens", "512", "--index-blocks", "4096",
-                       *rule)
+                       *self.RULE)
         self.addCleanup(sc.kill)
         stub = sc.stub()
         got, reasons = [], set()
-        for (_, n, ids), r in zip(rows, dump):
+        for i, ((_, n, ids), r) in enumerate(zip(rows, dump)):
+            if before:
+                before(i, stub)
             chained, prev = [], 0
-            for i in ids:
-                prev = h.splitmix64(prev ^ i)
+            for b in ids:
+                prev = h.splitmix64(prev ^ b)
                 chained.append(prev)
             resp = stub.Route(P.cr.RouteRequest(requests=[P.cr.RouteItem(
                 owner=int(r["owner"]), prompt_tokens=n, block_hashes=chained)]),
@@ -415,10 +422,82 @@ class ReplayTest(unittest.TestCase):
             got.append(d.shard)
             reasons.add(d.reason)
             self.assertEqual(d.cached_tokens, int(r["hit_tokens"]), r)
+        return got, reasons, sc
+
+    def replay_docs(self, trace, *extra):
+        self.ok("--trace", trace, "--owner-key", "prefix:3", "--shards", "5", "--shard-blocks",
+                "4096", "--noise", "0", "--policies", "cacheroute", "--dump-routes",
+                self.path("routes.csv"), *self.RULE, *extra)
+        return read_dump(self.path("routes.csv"))
+
+    def test_route_answers_equal_the_replays(self):
+        rows, trace = self.documents_trace()
+        dump = self.replay_docs(trace)
+        self.assertEqual(len(dump), len(rows))
+        got, reasons, sc = self.route_like_the_replay(rows, dump)
         self.assertEqual(got, [int(r["shard"]) for r in dump])
         # Meaningful: requests went by their prefixes to more than one shard.
         self.assertIn("prefix", reasons)
         self.assertGreater(len(set(got)), 2)
+        problem = sc.exit_problems(sc.stop())
+        self.assertIsNone(problem, problem)
+
+    def test_membership_answers_equal_the_replays(self):
+        """The same sequence with a join, a drain and a fail: the sidecar,
+        given SetEndpoints and DrainEndpoint where the replay's events fall,
+        answers every Route as the replay routed it, and the owners each
+        event moved (the replay's figure) are the ones its answers moved."""
+        rows, trace = self.documents_trace(interleaved=True)
+        end = rows[-1][0] / 1000
+        events = [(0.3 * end, "join", "e5"), (0.55 * end, "drain", "e1"),
+                  (0.8 * end, "fail", "e3")]
+        path = self.write("ev.txt", "".join("%.3f %s %s\n" % e for e in events))
+        dump = self.replay_docs(trace, "--events", path, "--json", self.path("ev.json"))
+        listed = ["e0", "e1", "e2", "e3", "e4"]
+
+        def put(stub):
+            stub.SetEndpoints(P.cr.SetEndpointsRequest(endpoints=[
+                P.cr.Endpoint(id=e, address="sim:%s" % e[1:]) for e in listed]),
+                timeout=h.RPC_TIMEOUT)
+
+        def before(i, stub):
+            if i == 0:
+                put(stub)
+            for at, kind, ep in events:
+                if rows[i][0] / 1000 >= at and (i == 0 or rows[i - 1][0] / 1000 < at):
+                    if kind == "drain":
+                        stub.DrainEndpoint(P.cr.DrainEndpointRequest(id=ep),
+                                           timeout=h.RPC_TIMEOUT)
+                        continue
+                    if kind == "join":
+                        listed.append(ep)
+                    else:
+                        listed.remove(ep)
+                    put(stub)
+
+        got, _, sc = self.route_like_the_replay(rows, dump, before)
+        self.assertEqual(got, [int(r["shard"]) for r in dump])
+        now = sc.stub().ListEndpoints(P.cr.ListEndpointsRequest(),
+                                      timeout=h.RPC_TIMEOUT).endpoints
+        self.assertEqual([(e.id, e.state) for e in now],
+                         [("e0", "active"), ("e1", "draining"), ("e2", "active"),
+                          ("e3", "gone"), ("e4", "active"), ("e5", "active")])
+        times = [t / 1000 for t, _, _ in rows]
+        self.assertFalse([s for t, s in zip(times, got) if t >= events[1][0] and s == 1])
+        self.assertFalse([s for t, s in zip(times, got) if t >= events[2][0] and s == 3])
+        # each event's moved owners, from the sidecar's answers, as the replay counts them
+        figures = json.load(open(self.path("ev.json")))["results"][0]["events"]
+        bounds = [0.0] + [at for at, _, _ in events] + [float("inf")]
+        for k, (at, _, _) in enumerate(events):
+            last, first = {}, {}
+            for t, s, r in zip(times, got, dump):
+                if bounds[k] <= t < at:
+                    last[r["owner"]] = s
+                elif at <= t < bounds[k + 2] and r["owner"] not in first:
+                    first[r["owner"]] = s
+            moved = sum(1 for o in last if o in first and first[o] != last[o])
+            self.assertEqual(moved, figures[k]["moved"], events[k])
+        self.assertGreater(sum(f["moved"] for f in figures), 0)
         problem = sc.exit_problems(sc.stop())
         self.assertIsNone(problem, problem)
 
