@@ -8,7 +8,7 @@
 if(TARGET cacheroute_server AND TARGET cacheroute_replay)
   set(CR_FUZZ_TARGETS plan record_arrival select_injection get_rates forget get_node_profile
                       report_outcome get_decision get_stats watch_decisions health_check
-                      reflection trace state route report_kv_events kv_decode)
+                      reflection trace state route report_kv_events kv_decode endpoints_file)
   add_library(cr_fuzz_driver STATIC fuzz/driver.c fuzz/env.c fuzz/strict.c fuzz/unary.c)
   target_include_directories(cr_fuzz_driver PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
   target_link_libraries(cr_fuzz_driver PUBLIC cacheroute_server)

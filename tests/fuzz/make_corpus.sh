@@ -226,3 +226,19 @@ hex 83a27473cb4000000000000000a66576656e7473928aa474797065ab426c6f636b53746f7265
     >"$out/kv_decode/map_like"
 # [1, [["BlockStored", [1], nil, [1], 2]], 0]
 hex 93019195ab426c6f636b53746f7265649101c091010200 >"$out/kv_decode/bad_tokens"
+
+# Endpoints files (--endpoints-file): JSON and YAML forms, a weight left
+# out, the longest names, and refusals (a duplicate id, an unknown key,
+# two "endpoints" keys, not a list).
+mkdir -p "$out/endpoints_file"
+printf '%s\n' '{"endpoints": [{"id": "vllm-0", "address": "10.0.0.5:8000", "weight": 1},' \
+    ' {"id": "vllm-1", "address": "http://10.0.0.6:8000/v1"}]}' >"$out/endpoints_file/json"
+printf 'endpoints:\n  - id: a\n    address: "h:1"\n    weight: 2.5\n  - {id: b, address: h2}\n' \
+    >"$out/endpoints_file/yaml"
+printf 'endpoints:\n  - id: %s\n    address: %s\n' "$(printf 'i%.0s' $(seq 128))" \
+    "$(printf 'a%.0s' $(seq 256))" >"$out/endpoints_file/longest"
+printf 'endpoints:\n  - id: a\n    address: x\n  - id: a\n    address: y\n' \
+    >"$out/endpoints_file/duplicate"
+printf '{"endpoints": [{"id": "a", "address": "x", "port": 1}]}' >"$out/endpoints_file/unknown_key"
+printf 'endpoints: []\nendpoints: [{id: a, address: b}]\n' >"$out/endpoints_file/twice"
+printf 'endpoints: {id: a}\n' >"$out/endpoints_file/not_a_list"

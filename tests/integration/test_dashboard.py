@@ -3,7 +3,8 @@ cacheroute.json) against the real sidecar: every metric a panel queries is
 exported by a running cacheroute-sidecar, with the labels the query uses.
 
 The sidecar runs with a real redis-server as its state backend (the
-cacheroute_replica_* and cacheroute_state_backend_up families) and --kv-events
+cacheroute_replica_* and cacheroute_state_backend_up families), an endpoints
+file (the cacheroute_endpoint* families) and --kv-events
 on a ZeroMQ PUB socket bound here with python3-zmq (the cacheroute_kv_*
 families, which exist only for shards with an engine); a few Route,
 ReportOutcome, Plan and SelectInjection calls make the families that appear
@@ -16,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 import unittest
 import urllib.request
@@ -272,14 +274,25 @@ class DashboardAgainstSidecarTest(h.SidecarTestCase):
         port = self.pub.bind_to_random_port("tcp://127.0.0.1")
         self.addCleanup(self.ctx.term)
         self.addCleanup(self.pub.close, 0)
+        # named endpoints: the cacheroute_endpoint* families exist once a set does
+        endpoints = os.path.join(self.make_dir(), "endpoints.json")
+        with open(endpoints, "w") as f:
+            json.dump({"endpoints": [{"id": "e%d" % k, "address": "10.0.0.%d:8000" % k}
+                                     for k in range(SHARDS)]}, f)
         self.sc = self.start_sidecar(
             "--n-shards", str(SHARDS), "--metrics-listen", "127.0.0.1:0",
+            "--endpoints-file", endpoints,
             "--kv-events", "%d=tcp://127.0.0.1:%d" % (KV_SHARD, port),
             "--state-backend", self.redis.url, "--replica-id", "dash-0",
             "--cluster", "dashboard", "--sync-interval", "0.1", "--lease-ttl", "1",
             metrics=False)
         self.port = self.sc.config["metrics_port"]
         self.stub = self.sc.stub()
+
+    def make_dir(self):
+        d = tempfile.mkdtemp(prefix="cr-dashboard-")
+        self.addCleanup(shutil.rmtree, d, True)
+        return d
 
     def drive(self):
         """Traffic of every kind the panels look at."""
