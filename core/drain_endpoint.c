@@ -1,4 +1,5 @@
-/* DrainEndpoint: one endpoint drained or undrained. */
+/* DrainEndpoint: one endpoint drained or undrained, or while following a
+ * leader checked only. */
 #include <string.h>
 
 #include "internal.h"
@@ -17,9 +18,11 @@ cr_status cr_core_drain_endpoint(cr_core *c, const char *id, int drain,
         st = cr_fail(err, CR_EINVAL, "no endpoints are set (--endpoints-file, SetEndpoints)");
     else if (slot == UINT32_MAX)
         st = cr_fail(err, CR_EINVAL, "endpoint \"%.128s\" is not in the set", id ? id : "");
+    else if ((ev.followed = cr_members_followed(c)) != 0)
+        same = 1; /* checked: the leader's set changes it */
     else if ((same = old->slot[slot].state == want) == 0)
         st = cr_members_set_state(c, old, slot, want, core_now(c), 0, &ev, err);
-    if (same) { /* nothing to do: the version stays */
+    if (same) { /* nothing to do here: the version stays */
         ev.version = old->version;
         ev.n_slots = old->n_slots;
     }

@@ -30,6 +30,7 @@ void cr_members_destroy(cr_core *c)
     cr_published_destroy(&c->members);
     pthread_mutex_destroy(&c->members_lock);
     free(c->errors);
+    free(c->own);
 }
 
 const cr_endpoints *cr_members_current(cr_core *c)
@@ -38,7 +39,9 @@ const cr_endpoints *cr_members_current(cr_core *c)
 }
 
 /* 1 when slot s's engine went with this change (GONE or DOWN now, serving
- * before) or a new endpoint took a gone slot: the router forgets it. */
+ * before), a new endpoint took a gone slot, or the slot names another
+ * endpoint (a leader's set adopted over a different history): the router
+ * forgets it. */
 static int departed(const cr_endpoints *old, const cr_endpoints *e, uint32_t s)
 {
     cr_endpoint_state now = e->slot[s].state, was;
@@ -47,7 +50,8 @@ static int departed(const cr_endpoints *old, const cr_endpoints *e, uint32_t s)
     was = old->slot[s].state;
     int gone_now = now == CR_ENDPOINT_GONE || now == CR_ENDPOINT_DOWN;
     int gone_was = was == CR_ENDPOINT_GONE || was == CR_ENDPOINT_DOWN;
-    return (gone_now && !gone_was) || (was == CR_ENDPOINT_GONE && now != CR_ENDPOINT_GONE);
+    return (gone_now && !gone_was) || (was == CR_ENDPOINT_GONE && now != CR_ENDPOINT_GONE) ||
+           strcmp(old->slot[s].id, e->slot[s].id) != 0;
 }
 
 cr_status cr_members_publish(cr_core *c, const cr_endpoints *old, cr_endpoints *e,
@@ -84,7 +88,9 @@ cr_status cr_members_publish(cr_core *c, const cr_endpoints *old, cr_endpoints *
     ev->n_slots = n;
     ev->sessions_to_move = (uint64_t)leaving;
     e->sessions_to_move += (uint64_t)leaving; /* not yet shared: still ours to fill */
-    atomic_store_explicit(&c->next_retry, e->next_retry_s, memory_order_relaxed);
+    /* A follower retries nothing itself: the leader's retry comes adopted. */
+    atomic_store_explicit(&c->next_retry, cr_members_followed(c) ? INFINITY : e->next_retry_s,
+                          memory_order_relaxed);
     cr_published_swap(&c->members, (cr_ref *)&e->ref);
     atomic_store_explicit(&c->member_slots, n, memory_order_release);
     return CR_OK;
@@ -145,7 +151,9 @@ int cr_members_error(cr_core *c, uint32_t shard, double now)
     pthread_mutex_lock(&c->members_lock);
     const cr_endpoints *old = cr_members_current(c);
     known = old && shard < old->n_slots && old->slot[shard].state != CR_ENDPOINT_GONE;
-    if (known && old->slot[shard].state == CR_ENDPOINT_ACTIVE && cfg->fail_errors) {
+    /* A follower marks nothing down: its set is the leader's (core.h). */
+    if (known && old->slot[shard].state == CR_ENDPOINT_ACTIVE && cfg->fail_errors &&
+        !cr_members_followed(c)) {
         struct cr_core_errors *x = &c->errors[shard];
         if (!x->n || now - x->since > cfg->fail_window_s)
             *x = (struct cr_core_errors){now, 0};

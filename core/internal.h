@@ -52,6 +52,12 @@ struct cr_core {
     _Atomic uint32_t member_slots; /* the set's n_slots (it never shrinks); 0: no set */
     _Atomic double next_retry;     /* the set's next_retry_s */
     struct cr_core_errors *errors; /* per slot: errors in the current window */
+    /* Replicas (adopt_endpoints.c) */
+    atomic_int members_followed;   /* cr_core_follow_endpoints */
+    uint64_t members_adopted;      /* the last adopted version; under members_lock */
+    cr_endpoint_spec *own;         /* the last set given here (file, SetEndpoints), one
+                                    * block; under members_lock; NULL: none */
+    size_t n_own;
 };
 
 /* Owners handed to the estimator per batch (RecordArrival, GetRates): their
@@ -112,6 +118,14 @@ cr_status cr_members_publish(cr_core *c, const cr_endpoints *old, cr_endpoints *
 cr_status cr_members_set_state(cr_core *c, const cr_endpoints *old, uint32_t slot,
                                cr_endpoint_state state, double now, double until_s,
                                cr_core_members_event *ev, cr_error *err);
+/* 1 while the set is the leader's (cr_core_follow_endpoints). */
+static inline int cr_members_followed(cr_core *c)
+{
+    return atomic_load_explicit(&c->members_followed, memory_order_relaxed);
+}
+/* members_lock held: keeps a copy of v[0..n) as this replica's own set;
+ * CR_ENOMEM when out of memory (the old copy kept). */
+cr_status cr_members_keep_own(cr_core *c, const cr_endpoint_spec *v, size_t n, cr_error *err);
 /* Reports ev to hooks->members; call outside every lock. */
 void cr_members_report(cr_core *c, const cr_core_members_event *ev);
 

@@ -93,8 +93,7 @@ static cr_status the_list(reader *r, yaml_node_t **list)
     return CR_OK;
 }
 
-/* Copies v[0..n) and their strings into one block. */
-static cr_endpoint_spec *copy_out(const cr_endpoint_spec *v, size_t n)
+cr_endpoint_spec *cr_endpoint_specs_copy(const cr_endpoint_spec *v, size_t n)
 {
     size_t bytes = n * sizeof *v;
     for (size_t i = 0; i < n; i++)
@@ -141,7 +140,7 @@ static cr_status parse_doc(reader *r, cr_endpoint_spec **out, size_t *n)
             &r->doc, list->data.sequence.items.start[i < count ? i : 0]);
         st = bad(r, m, why.msg, NULL);
     }
-    if (st == CR_OK && !(*out = copy_out(v, count)))
+    if (st == CR_OK && !(*out = cr_endpoint_specs_copy(v, count)))
         st = cr_fail(r->err, CR_ENOMEM, "out of memory for %zu endpoints", count);
     if (st == CR_OK)
         *n = count;

@@ -249,3 +249,85 @@ void cr_endpoints_usable(const cr_endpoints *e, uint8_t *usable)
     for (uint32_t s = 0; s < e->n_slots; s++)
         usable[s] = e->slot[s].state == take;
 }
+
+/* Slot s of an adopted set as cr_endpoints_adopt wants it. */
+static cr_status check_slot(const cr_endpoint *x, uint32_t s, cr_error *err)
+{
+    char got[80];
+    if (!printable(x->id, CR_ENDPOINT_ID_MAX))
+        return cr_fail(err, CR_EINVAL,
+                       "slot[%u].id must be 1..%d bytes of printable ASCII, got \"%s\"", s,
+                       CR_ENDPOINT_ID_MAX, shown(x->id, got, sizeof got));
+    if (!printable(x->address, CR_ENDPOINT_ADDRESS_MAX))
+        return cr_fail(err, CR_EINVAL,
+                       "slot[%u].address must be 1..%d bytes of printable ASCII, got \"%s\"", s,
+                       CR_ENDPOINT_ADDRESS_MAX, shown(x->address, got, sizeof got));
+    if (!(isfinite(x->weight) && x->weight > 0 && x->weight <= CR_ENDPOINT_WEIGHT_MAX))
+        return cr_fail(err, CR_EINVAL, "slot[%u].weight must be in (0, %g], got %g", s,
+                       CR_ENDPOINT_WEIGHT_MAX, x->weight);
+    if ((unsigned)x->state > CR_ENDPOINT_GONE)
+        return cr_fail(err, CR_EINVAL, "slot[%u].state must be 0..%d, got %d", s,
+                       CR_ENDPOINT_GONE, (int)x->state);
+    if (!isfinite(x->since_s) || !isfinite(x->down_until_s))
+        return cr_fail(err, CR_EINVAL, "slot[%u] times must be finite, got %g and %g", s,
+                       x->since_s, x->down_until_s);
+    return CR_OK;
+}
+
+/* What slot s's change from old to e counts as (a different id in a slot
+ * is a join, and a removal when the old one was still listed). */
+static void count_change(const cr_endpoints *old, const cr_endpoints *e, uint32_t s,
+                         cr_endpoints_change *chg)
+{
+    const cr_endpoint *x = &e->slot[s];
+    const cr_endpoint *o = old && s < old->n_slots ? &old->slot[s] : NULL;
+    int was_listed = o && o->state != CR_ENDPOINT_GONE, listed = x->state != CR_ENDPOINT_GONE;
+    int same = was_listed && listed && strcmp(o->id, x->id) == 0;
+    if (!same) {
+        chg->removed += was_listed;
+        chg->joined += listed;
+        chg->drained += listed && x->state == CR_ENDPOINT_DRAINING;
+        chg->failed += listed && x->state == CR_ENDPOINT_DOWN;
+        return;
+    }
+    if (o->state == x->state)
+        return;
+    chg->drained += x->state == CR_ENDPOINT_DRAINING;
+    chg->failed += x->state == CR_ENDPOINT_DOWN;
+    chg->undrained += x->state == CR_ENDPOINT_ACTIVE && o->state == CR_ENDPOINT_DRAINING;
+    chg->recovered += x->state == CR_ENDPOINT_ACTIVE && o->state == CR_ENDPOINT_DOWN;
+}
+
+cr_status cr_endpoints_adopt(const cr_endpoints *old, const cr_endpoint *slots, uint32_t n,
+                             uint64_t version, cr_endpoints **out, cr_endpoints_change *chg,
+                             cr_error *err)
+{
+    char got[80];
+    *out = NULL;
+    memset(chg, 0, sizeof *chg);
+    if (n == 0 || n > CR_ENDPOINTS_MAX)
+        return cr_fail(err, CR_EINVAL, "an endpoint set has 1..%d slots, got %u",
+                       CR_ENDPOINTS_MAX, n);
+    for (uint32_t s = 0; s < n; s++) {
+        cr_status st = check_slot(&slots[s], s, err);
+        if (st != CR_OK)
+            return st;
+        /* O(n^2) over at most 1024 short ids, once per adoption */
+        for (uint32_t t = 0; slots[s].state != CR_ENDPOINT_GONE && t < s; t++)
+            if (slots[t].state != CR_ENDPOINT_GONE && strcmp(slots[t].id, slots[s].id) == 0)
+                return cr_fail(err, CR_EINVAL, "slot[%u].id \"%s\" is held twice (slot[%u])",
+                               s, shown(slots[s].id, got, sizeof got), t);
+    }
+    cr_endpoints *e = set_new(n);
+    if (!e)
+        return cr_fail(err, CR_ENOMEM, "out of memory for %u endpoint slots", n);
+    memcpy(e->slot, slots, (size_t)n * sizeof e->slot[0]);
+    e->version = version;
+    for (uint32_t s = 0; s < n; s++)
+        count_change(old, e, s, chg);
+    for (uint32_t s = n; old && s < old->n_slots; s++) /* a shorter set: its tail left */
+        chg->removed += old->slot[s].state != CR_ENDPOINT_GONE;
+    tally(e, old, chg);
+    *out = e;
+    return CR_OK;
+}

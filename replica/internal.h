@@ -55,6 +55,18 @@ typedef struct cr_publish_keys {
  * generation (>= 1), 0 when the fence refused, -1 when the link failed. */
 long long cr_script_publish(cr_link *l, const cr_publish_keys *k, const uint8_t *blob,
                             size_t len, uint64_t above);
+/* Publishes an endpoint set blob of version (>= 1) into k->table (the
+ * endpoints hash), only while lease holds id and version is above the
+ * one there, and PUBLISHes "endpoints VERSION" on channel: version when
+ * written, 0 when the fence refused, -V when Redis holds V >= version
+ * already (nothing written), -1 << 62 when the link failed. */
+#define CR_SCRIPT_LINK_FAILED (-(1LL << 62))
+long long cr_script_publish_members(cr_link *l, const cr_publish_keys *k, const uint8_t *blob,
+                                    size_t len, uint64_t version);
+/* The forward list taken whole (its entries in push order, then the list
+ * deleted) while lease holds id: the array reply (the caller frees it),
+ * a nil reply when the lease is not ours, NULL when the link failed. */
+redisReply *cr_script_take(cr_link *l, const char *lease, const char *list, const char *id);
 
 /* ---- notify.c: the wait between syncs ---- */
 
@@ -80,6 +92,7 @@ struct cr_replica {
     char id[CR_REPLICA_ID_MAX + 1];
     char k_mine[CR_REPLICA_KEY_MAX], k_set[CR_REPLICA_KEY_MAX], k_lease[CR_REPLICA_KEY_MAX];
     char k_table[CR_REPLICA_KEY_MAX], k_notify[CR_REPLICA_KEY_MAX];
+    char k_members[CR_REPLICA_KEY_MAX], k_forward[CR_REPLICA_KEY_MAX];
     cr_core *core;
     double half_life, replan_interval_s;
     cr_replica_hooks hooks;
@@ -96,6 +109,8 @@ struct cr_replica {
     double test_skew_s;    /* replica_test.h; 0 in production */
     double merge_demand_s; /* CR_REPLICA_MERGE_DEMAND_S, or replica_test.h's */
     char refused_table[CR_ERRLEN]; /* the last refusal of a published table, said once */
+    char refused_members[CR_ERRLEN]; /* likewise of a published endpoint set */
+    uint64_t members_have;       /* the endpoint set version adopted or published here */
     double redis_time;  /* Redis TIME at this sync, Unix seconds */
     size_t base_entries, log_entries; /* owners in our list's base and deltas */
     double last_full, last_plan, lease_until, last_merge; /* cr_mono_s */
@@ -107,6 +122,13 @@ struct cr_replica {
     pthread_cond_t merged_cond; /* broadcast when a merge lands (lead.c) */
     cr_merged merged;
     char down_why[CR_ERRLEN];
+    /* forwarded calls to push (members.c): appended by any thread, taken
+     * from the front by the thread */
+    struct cr_forward_blob {
+        uint8_t *p;
+        size_t len;
+    } forward[CR_REPLICA_FORWARD_MAX];
+    size_t n_forward;
 };
 
 double cr_replica_wall(void);
@@ -133,5 +155,27 @@ void cr_replica_oldest(const cr_replica *r, char *buf, size_t len);
 void cr_replica_lead_or_follow(cr_replica *r, double wall);
 int cr_replica_fetch_table(cr_replica *r);
 void cr_replica_seed(cr_replica *r);
+/* A published generation or version as Redis holds it: decimal digits
+ * alone, in 1..CR_CORE_MAX_GENERATION; 0 for anything else. */
+uint64_t cr_replica_parse_generation(const redisReply *g);
+/* 1 when why differs from the reason in last (len bytes), which it then
+ * becomes: a refusal is said and counted once per reason, as followers
+ * poll every tick. */
+int cr_replica_first_time(char *last, size_t len, const char *why);
+
+/* ---- members.c: the endpoint set ---- */
+
+/* The leader's or the follower's part of a sync: forwarded calls pushed
+ * (follower) or applied (leader, with the forward list's), then the
+ * leader's publish or the follower's fetch. */
+void cr_replica_members_sync(cr_replica *r);
+/* Fetches and adopts the published endpoint set when its version is above
+ * the one this replica has; 1 when it adopted one. */
+int cr_replica_fetch_members(cr_replica *r);
+/* Leadership changed: a new leader adopts the published set, then applies
+ * its own and publishes at its next sync; a follower follows. */
+void cr_replica_members_lead(cr_replica *r, int leader);
+/* Frees what is still queued to forward. */
+void cr_replica_members_free(cr_replica *r);
 
 #endif

@@ -180,9 +180,7 @@ static void plan_publish(cr_replica *r, const cr_session_rate *rates, size_t n)
     }
 }
 
-/* A published generation as Redis holds it: decimal digits alone, in
- * 1..CR_CORE_MAX_GENERATION; 0 for anything else ("-5", "1e3", empty). */
-static uint64_t parse_generation(const redisReply *g)
+uint64_t cr_replica_parse_generation(const redisReply *g)
 {
     int64_t v;
     if (!g || g->type != REDIS_REPLY_STRING || !g->len || g->str[0] == '-' ||
@@ -196,9 +194,8 @@ static uint64_t parse_generation(const redisReply *g)
  * per reason: followers poll every tick. */
 static void refuse_table(cr_replica *r, const char *why, uint64_t have)
 {
-    if (strcmp(why, r->refused_table) == 0)
+    if (!cr_replica_first_time(r->refused_table, sizeof r->refused_table, why))
         return;
-    snprintf(r->refused_table, sizeof r->refused_table, "%s", why);
     pthread_mutex_lock(&r->lock);
     r->stats.tables_refused++;
     pthread_mutex_unlock(&r->lock);
@@ -229,7 +226,7 @@ static uint64_t installed_generation(cr_replica *r)
 int cr_replica_fetch_table(cr_replica *r)
 {
     redisReply *g = cr_link_cmd(&r->link, "HGET %s generation", r->k_table);
-    uint64_t gen = parse_generation(g), have = installed_generation(r);
+    uint64_t gen = cr_replica_parse_generation(g), have = installed_generation(r);
     if (g && g->type == REDIS_REPLY_STRING && gen != have && gen <= have)
         refuse_generation(r, g->str, (size_t)g->len, have);
     freeReplyObject(g);
@@ -240,7 +237,7 @@ int cr_replica_fetch_table(cr_replica *r)
     cr_error e;
     int ok = h && h->type == REDIS_REPLY_ARRAY && h->elements == 2 &&
              h->element[0]->type == REDIS_REPLY_STRING && h->element[1]->type == REDIS_REPLY_STRING;
-    if (ok && parse_generation(h->element[0]) != gen) /* it moved since: the next tick */
+    if (ok && cr_replica_parse_generation(h->element[0]) != gen) /* it moved since: the next tick */
         ok = 0;
     if (ok) {
         if (cr_replica_table_decode(h->element[1]->str, h->element[1]->len, &t, &e) != CR_OK) {

@@ -44,6 +44,14 @@ void cr_replica_event_to(cr_replica *r, cr_replica_event_kind kind, const char *
     r->hooks.event(r->hooks.ctx, &ev);
 }
 
+int cr_replica_first_time(char *last, size_t len, const char *why)
+{
+    if (strcmp(why, last) == 0)
+        return 0;
+    snprintf(last, len, "%s", why);
+    return 1;
+}
+
 /* The lease is renewed at least 3 times a TTL, so one lost renewal never
  * costs it. */
 static double period_of(const cr_replica *r)
@@ -79,6 +87,8 @@ static void *run(void *arg)
                 break; /* woken: a sync now (a merged GetRates waits for one) */
             if (got && !r->stats.leader && r->link.ctx)
                 cr_replica_fetch_table(r);
+            if (got && r->link.ctx) /* a set published, or calls forwarded */
+                cr_replica_members_sync(r);
         }
     }
     return NULL;
@@ -110,6 +120,8 @@ static void make_keys(cr_replica *r, const char *cluster)
     snprintf(r->k_lease, sizeof r->k_lease, "cr:{%s}:lease", cluster);
     snprintf(r->k_table, sizeof r->k_table, "cr:{%s}:table", cluster);
     snprintf(r->k_notify, sizeof r->k_notify, "cr:{%s}:notify", cluster);
+    snprintf(r->k_members, sizeof r->k_members, "cr:{%s}:endpoints", cluster);
+    snprintf(r->k_forward, sizeof r->k_forward, "cr:{%s}:forward", cluster);
 }
 
 /* The first contact, before serving: the published table and our own
@@ -118,6 +130,7 @@ static cr_status first_contact(cr_replica *r, cr_error *err)
 {
     if (cr_link_up(&r->link)) {
         cr_replica_fetch_table(r);
+        cr_replica_fetch_members(r);
         cr_replica_seed(r);
     }
     if (r->link.ctx) {
@@ -227,6 +240,7 @@ void cr_replica_stop(cr_replica *r)
     if (r->stats.leader && r->link.ctx) /* a successor need not wait for the TTL */
         cr_script_release(&r->link, r->k_lease, r->id);
     free(r->merged.rates);
+    cr_replica_members_free(r);
     fail(r);
 }
 

@@ -42,6 +42,7 @@ void cr_replica_set_leader(cr_replica *r, int leader, uint64_t generation)
     pthread_mutex_unlock(&r->lock);
     if (leader)
         r->last_plan = -1e300; /* a new leader plans at once */
+    cr_replica_members_lead(r, leader);
     cr_replica_event_to(r, leader ? CR_REPLICA_LEADER : CR_REPLICA_FOLLOWER, r->id, 0,
                         generation);
 }
@@ -250,5 +251,7 @@ void cr_replica_sync(cr_replica *r, int push_due)
         lease(r);
     if (r->link.ctx)
         cr_replica_lead_or_follow(r, wall);
+    if (r->link.ctx)
+        cr_replica_members_sync(r);
     set_up(r, r->link.ctx != NULL);
 }

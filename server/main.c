@@ -355,6 +355,8 @@ static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
         return 0;
     cr_replica_hooks hooks = cr_observe_replica_hooks(&s->observer);
     cr_core_set_tables_external(s->handlers.core, 1); /* the leader's table only */
+    cr_error unused; /* following changes nothing, so it cannot fail */
+    cr_core_follow_endpoints(s->handlers.core, 1, NULL, &unused); /* and its endpoint set */
     s->handlers.replica =
         cr_replica_start(&cfg->replica, s->handlers.core, cfg->core.replan_interval_s, &hooks, e);
     s->observer.replica = s->handlers.replica;

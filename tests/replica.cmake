@@ -7,3 +7,8 @@ if(TARGET cacheroute_replica)
                     LIBS cacheroute_replica PkgConfig::TEST_HIREDIS LABELS concurrency)
   target_include_directories(test_replica PRIVATE ${CMAKE_SOURCE_DIR}/replica)
 endif()
+# The endpoint set across replicas: its blobs and a follower core's adoption.
+if(TARGET cacheroute_replica)
+  cr_add_cunit_test(test_replica_members SOURCES test_replica_members.c
+                    LIBS cacheroute_replica LABELS concurrency)
+endif()

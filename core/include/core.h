@@ -269,7 +269,9 @@ void cr_core_route_stats_read(cr_core *c, cr_route_stats *out, double *work,
  * "errors" and "retry"). */
 
 struct cr_core_members_event {
-    const char *by;  /* "set", "drain", "undrain", "errors" or "retry" */
+    const char *by;  /* "set", "drain", "undrain", "errors", "retry"; with replicas
+                      * "leader" (a follower adopted the leader's set) and "lead"
+                      * (a new leader applied its own set: replicas below) */
     const char *id;  /* the endpoint a drain, undrain, errors or retry names;
                       * NULL for "set" */
     uint64_t version;          /* the set's now */
@@ -278,14 +280,21 @@ struct cr_core_members_event {
     /* Sessions whose last shard left service with this change (drained,
      * down or removed): the least any rule must move. */
     uint64_t sessions_to_move;
+    /* 1 when the set follows a leader's (cr_core_follow_endpoints): the
+     * call was checked and changed nothing here; version and n_slots are
+     * the routed set's, and the caller forwards the call to the leader. */
+    int followed;
 };
 
 /* Replaces the endpoint set by v[0..n) (cr_endpoints_apply at the core's
  * now): CR_EINVAL as cr_endpoints_check names the first bad entry, or
  * "endpoints must not be empty" (removing the last endpoint is refused),
  * nothing changed then; CR_ENOMEM. *out (may be NULL) gets the change,
- * also reported to hooks->members. Thread-safe: changes are serialized,
- * routes keep running on the set they read. */
+ * also reported to hooks->members. v is also kept as this process's own
+ * set (replicas, below). While the set follows a leader's, it is checked
+ * the same way and kept, but nothing routed changes (out->followed).
+ * Thread-safe: changes are serialized, routes keep running on the set
+ * they read. */
 cr_status cr_core_set_endpoints(cr_core *c, const cr_endpoint_spec *v, size_t n,
                                 cr_core_members_event *out, cr_error *err);
 
@@ -293,7 +302,8 @@ cr_status cr_core_set_endpoints(cr_core *c, const cr_endpoint_spec *v, size_t n,
  * CR_EINVAL "endpoint \"x\" is not in the set" (or no set yet: "no
  * endpoints are set"), nothing changed; draining a draining endpoint is no
  * error (nothing changes, version kept). *out and the hook as
- * cr_core_set_endpoints. Thread-safe. */
+ * cr_core_set_endpoints; while the set follows a leader's, checked only
+ * (out->followed). Thread-safe. */
 cr_status cr_core_drain_endpoint(cr_core *c, const char *id, int drain,
                                  cr_core_members_event *out, cr_error *err);
 
@@ -575,6 +585,36 @@ cr_status cr_core_install_planned(cr_core *c, cr_table *t, uint64_t generation,
  * the leader's cluster plans replace it. Off at cr_core_new. Thread-safe;
  * calls that start after it returns see it. */
 void cr_core_set_tables_external(cr_core *c, int on);
+
+/* The endpoint set with replicas (core/adopt_endpoints.c). The leader's
+ * set is the cluster's: a follower routes by the set it adopts from the
+ * leader, slot for slot, and keeps what it is given itself (its endpoints
+ * file, SetEndpoints) as its own set, checked but not routed; a replica
+ * that takes the lead applies its own set onto the cluster's (so no slot
+ * is renumbered) and that becomes what it publishes. A follower marks no
+ * endpoint down and retries none: the leader's detector decides and its
+ * changes come adopted. */
+
+/* follow 1: from now on the set follows a leader's (adopted only; the
+ * changes above are checked, kept and answered out->followed). follow 0:
+ * this replica leads: its own set, when it has one, is applied onto the
+ * routed set (cr_endpoints_apply, reported with by "lead"; *out may be
+ * NULL) and the failure detector runs again. CR_OK when nothing was to
+ * apply; else cr_core_set_endpoints's errors (the routed set then stays,
+ * and it leads with it). Thread-safe. */
+cr_status cr_core_follow_endpoints(cr_core *c, int follow, cr_core_members_event *out,
+                                   cr_error *err);
+
+/* Makes the leader's set, slots[0..n) (since_s and down_until_s on this
+ * core's clock) under version, the routed set: cr_endpoints_adopt's
+ * checks (CR_EINVAL naming the slot and field), then the path every change
+ * takes (the router's mask, what a departed engine leaves; a slot that
+ * names another endpoint than before counts as departed), reported to
+ * hooks->members with by "leader". Versions only move forward: CR_ESTATE
+ * when version is not above the last adopted one, nothing changed.
+ * CR_ENOMEM. Thread-safe. */
+cr_status cr_core_adopt_endpoints(cr_core *c, const cr_endpoint *slots, uint32_t n,
+                                  uint64_t version, cr_core_members_event *out, cr_error *err);
 
 /* Puts a replica's own previous counts (ascending owners, t_last on the
  * core's clock) into the estimator when it tracks no owner yet (a restart):

@@ -115,6 +115,10 @@ cr_status cr_endpoints_parse(const char *text, size_t len, const char *name,
 cr_status cr_endpoints_read_file(const char *path, cr_endpoint_spec **out, size_t *n,
                                  cr_error *err);
 
+/* v[0..n) and their strings copied into one malloc'd block (the caller
+ * frees it); NULL when out of memory. */
+cr_endpoint_spec *cr_endpoint_specs_copy(const cr_endpoint_spec *v, size_t n);
+
 /* The set after replacing old's endpoints (NULL: none yet) by v[0..n)
  * (checked here as cr_endpoints_check does) at now: joins, removals, the
  * listed ones' addresses and weights updated, states kept. *out has one
@@ -134,6 +138,19 @@ cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v,
 cr_status cr_endpoints_with_state(const cr_endpoints *old, uint32_t slot, cr_endpoint_state state,
                                   double now, double until_s, cr_endpoints **out,
                                   cr_endpoints_change *chg, cr_error *err);
+
+/* The set made of another's slots, slot for slot (a replica adopting its
+ * leader's set): slots[0..n) copied as they are (since_s and down_until_s
+ * already on the caller's clock) under version. Each slot is checked:
+ * n in 1..CR_ENDPOINTS_MAX, an id and an address as cr_endpoints_check wants
+ * them, a weight in (0, CR_ENDPOINT_WEIGHT_MAX], a known state, finite
+ * times, no id held by two slots that are not GONE; CR_EINVAL naming the
+ * first bad one ("slot[3].weight must be in (0, 1000], got 0"), nothing
+ * made. *chg counts what differs from old (NULL: none yet) slot by slot,
+ * and the totals go on from old's. *out as cr_endpoints_apply. Pure. */
+cr_status cr_endpoints_adopt(const cr_endpoints *old, const cr_endpoint *slots, uint32_t n,
+                             uint64_t version, cr_endpoints **out, cr_endpoints_change *chg,
+                             cr_error *err);
 
 /* The slot of id among the set's non-GONE endpoints, or UINT32_MAX. O(n). */
 uint32_t cr_endpoints_find(const cr_endpoints *e, const char *id);

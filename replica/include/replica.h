@@ -26,7 +26,17 @@
  *   table       hash: generation (HINCRBY), blob (cr_replica_table_encode),
  *               leader; written only by the fenced publish script, which
  *               checks the lease is still the caller's
- *   notify      channel: the generation, PUBLISHed by each publish
+ *   notify      channel: the generation, PUBLISHed by each publish;
+ *               "endpoints V" by each endpoint set publish, "forward" by
+ *               each follower's forward (the leader takes them at once)
+ *   endpoints   hash: version, blob (cr_replica_members_encode), leader;
+ *               the leader's endpoint set, written only by the fenced
+ *               members publish script (and only a higher version)
+ *   forward     list of forwarded SetEndpoints and DrainEndpoint calls
+ *               (cr_replica_forward_encode), RPUSHed by followers and
+ *               LTRIMmed to the last CR_REPLICA_FORWARD_MAX; the leader
+ *               takes the whole list (LRANGE and DEL, fenced by the lease)
+ *               and applies it in order
  * Chunks rather than a hash field per owner: Redis spends ~4 us of its one
  * thread on each HSET field on a loaded machine but copies a 24 MB string
  * in milliseconds (`replica_bench` on the hash-field version: bench/HISTORY.md).
@@ -38,6 +48,16 @@
  * installs it under the same generation, at once when notified (it waits
  * between syncs on a subscription to notify) and at each sync anyway. One background thread does all
  * of it; no RPC ever waits on Redis.
+ *
+ * The endpoint set (members.c): the leader's is the cluster's. At each
+ * sync (and when notified) the leader takes the forwarded calls, applies
+ * them in order, retries its DOWN endpoints that are due, and publishes
+ * its set when its version moved; a follower fetches the set when the
+ * published version is above the one it has and adopts it slot for slot
+ * (cr_core_adopt_endpoints). A follower's own SetEndpoints and
+ * DrainEndpoint are checked by its core, queued (cr_replica_forward) and
+ * pushed by this thread. On taking the lead a replica first adopts the
+ * published set, then applies its own (cr_core_follow_endpoints).
  *
  * Clock skew: t_i are each replica's wall clock. A replica whose clock runs
  * s seconds behind the leader's has its contribution weighed 2^(-s/H); one
@@ -75,6 +95,11 @@
 #define CR_REPLICA_KEY_MAX (CR_REPLICA_CLUSTER_MAX + CR_REPLICA_ID_MAX + 32)
 #define CR_REPLICA_SKEW_WARN_S 1.0   /* a push this far from Redis TIME is skewed */
 #define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
+#define CR_REPLICA_MEMBERS_VERSION 1 /* the endpoint set blob's version */
+#define CR_REPLICA_FORWARD_VERSION 1 /* a forwarded request's version */
+/* Forwarded requests a follower holds before pushing them, and the forward
+ * list's length in Redis. */
+#define CR_REPLICA_FORWARD_MAX 64
 #define CR_REPLICA_MERGE_DEMAND_S 30.0 /* a merged GetRates keeps merges coming this long */
 /* A merged GetRates before any merge waits this long at most for one. */
 #define CR_REPLICA_FIRST_MERGE_WAIT_S 5.0
@@ -165,6 +190,52 @@ cr_status cr_replica_table_encode(const cr_table *t, uint8_t **out, size_t *len,
  * trailing bytes). */
 cr_status cr_replica_table_decode(const void *p, size_t len, cr_table **out, cr_error *err);
 
+/* The leader's endpoint set as the published blob: u32
+ * CR_REPLICA_MEMBERS_VERSION, u64 the set's version, u32 slots, then per
+ * slot u8 state, f64 weight, f64 seconds in its state, f64 seconds until
+ * a DOWN one's retry (0 otherwise), and the id and address (u32 length,
+ * bytes). Times as durations from now (the core's clock), so replicas'
+ * clocks need not agree. *out malloc'd; CR_ENOMEM out of memory. */
+cr_status cr_replica_members_encode(const cr_endpoints *e, double now, uint8_t **out,
+                                    size_t *len, cr_error *err);
+/* The reverse, the durations put back onto now (this core's clock): *out
+ * a malloc'd array of *n slots, *version the set's. Bounded: 1 to
+ * CR_ENDPOINTS_MAX slots that the bytes can hold, strings of 1 to
+ * CR_ENDPOINT_ID_MAX / CR_ENDPOINT_ADDRESS_MAX bytes without a NUL, a
+ * known state, finite durations >= 0, no trailing bytes. Anything wrong
+ * refuses it whole: CR_EINVAL naming what (nothing returned); CR_ENOMEM.
+ * The slots' own rules are cr_endpoints_adopt's. */
+cr_status cr_replica_members_decode(const void *p, size_t len, double now, cr_endpoint **out,
+                                    uint32_t *n, uint64_t *version, cr_error *err);
+
+/* A SetEndpoints or DrainEndpoint a follower forwards to its leader. */
+typedef enum cr_forward_kind {
+    CR_FORWARD_SET = 1,
+    CR_FORWARD_DRAIN = 2,
+    CR_FORWARD_UNDRAIN = 3
+} cr_forward_kind;
+
+typedef struct cr_forward {
+    int kind;                      /* cr_forward_kind */
+    const char *from;              /* the replica that took the call */
+    const char *id;                /* DRAIN, UNDRAIN: the endpoint */
+    const cr_endpoint_spec *specs; /* SET: the whole set, n of them */
+    size_t n;
+} cr_forward;
+
+/* f as a blob: u32 CR_REPLICA_FORWARD_VERSION, u8 kind, the origin, then
+ * u32 n and per spec id, address (u32 length, bytes) and f64 weight, or
+ * the id. *out malloc'd; CR_ENOMEM out of memory. */
+cr_status cr_replica_forward_encode(const cr_forward *f, uint8_t **out, size_t *len,
+                                    cr_error *err);
+/* The reverse into one malloc'd block (free()): version, kind, at most
+ * CR_ENDPOINTS_MAX specs the bytes can hold, strings bounded as the
+ * members blob's (the origin by CR_REPLICA_ID_MAX), no trailing bytes;
+ * else CR_EINVAL naming what. The specs' own rules are the core's, checked
+ * when the leader applies them. */
+cr_status cr_replica_forward_decode(const void *p, size_t len, cr_forward **out,
+                                    cr_error *err);
+
 /* What --state-backend-password-file holds, for AUTH right after each
  * connect (both connections): one line, "PASSWORD" (AUTH PASSWORD, the
  * default user or requirepass) or "USER PASSWORD" (AUTH USER PASSWORD, a
@@ -202,6 +273,10 @@ typedef enum cr_replica_event_kind {
     CR_REPLICA_REFUSED,      /* a publish refused by the fence; detail */
     CR_REPLICA_TABLE_REFUSED, /* a published table not installed (generation,
                                * shard count); detail says why */
+    CR_REPLICA_MEMBERS_REFUSED, /* a published endpoint set not adopted (version,
+                                 * a bad blob); detail says why */
+    CR_REPLICA_FORWARD_REFUSED, /* the leader could not apply a forwarded call;
+                                 * detail names it, its origin and why */
     CR_REPLICA_ERROR         /* anything else that went wrong; detail */
 } cr_replica_event_kind;
 
@@ -263,10 +338,27 @@ typedef struct cr_replica_stats {
                                    * plans, anyone's for merged GetRates */
     uint64_t replicas_seen;       /* live in the last push or merge */
     uint64_t generation;          /* the last cluster table installed */
+    /* The endpoint set: versions this replica published as leader and
+     * adopted as follower, published sets it refused (a version that did
+     * not move forward, a bad blob), and the version it has. */
+    uint64_t members_published, members_installed, members_refused, members_version;
+    /* Forwarded calls: pushed to Redis by this follower, applied and
+     * refused by this leader; and held here now, to push. */
+    uint64_t forwarded, forwards_applied, forwards_refused, forward_queue;
     uint64_t pushes, pushed_owners, full_pushes, round_trips;
 } cr_replica_stats;
 
 void cr_replica_stats_read(cr_replica *r, cr_replica_stats *out);
+
+/* Queues f (its from is filled here with this replica's id) for the
+ * leader: the thread pushes it onto the forward list at once (woken) and
+ * the leader applies it at its next sync or notification. For a
+ * follower's SetEndpoints and DrainEndpoint once its core has checked them
+ * (cr_core_members_event.followed); a replica that takes the lead before
+ * pushing applies them itself. CR_ENOMEM when CR_REPLICA_FORWARD_MAX are
+ * queued already ("... holds 64 forwarded calls, its bound ..."), or out
+ * of memory. Any thread; never waits on Redis. */
+cr_status cr_replica_forward(cr_replica *r, const cr_forward *f, cr_error *err);
 
 typedef enum cr_replica_answer {
     CR_REPLICA_RATES,       /* *out filled */

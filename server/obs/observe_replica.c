@@ -34,6 +34,15 @@ static void event(void *ctx, const cr_replica_event *ev)
                json_pack("{s:s,s:I}", "reason", ev->detail, "generation",
                          (json_int_t)ev->generation));
         break;
+    case CR_REPLICA_MEMBERS_REFUSED:
+        cr_log(CR_LOG_WARN, "published endpoint set refused",
+               json_pack("{s:s,s:I}", "reason", ev->detail, "version",
+                         (json_int_t)ev->generation));
+        break;
+    case CR_REPLICA_FORWARD_REFUSED:
+        cr_log(CR_LOG_WARN, "forwarded endpoint call refused by the leader",
+               json_pack("{s:s}", "reason", ev->detail));
+        break;
     case CR_REPLICA_REFUSED:
         cr_log(CR_LOG_WARN, "publish refused by the lease fence",
                json_pack("{s:s,s:I}", "reason", ev->detail, "generation",
@@ -72,6 +81,32 @@ void cr_observe_replica_gauges(cr_replica *r, cr_page *p)
                       "Published tables this replica did not install: a generation that did "
                       "not move forward, or another --n-shards.",
                       (double)st.tables_refused);
+    cr_observe_single(p, "cacheroute_replica_endpoint_sets_published_total", "counter",
+                      "Endpoint set versions this replica published as leader.",
+                      (double)st.members_published);
+    cr_observe_single(p, "cacheroute_replica_endpoint_sets_installed_total", "counter",
+                      "Leader's endpoint sets this replica adopted as follower.",
+                      (double)st.members_installed);
+    cr_observe_single(p, "cacheroute_replica_endpoint_sets_refused_total", "counter",
+                      "Published endpoint sets this replica did not adopt: a version that "
+                      "did not move forward, or a bad blob.",
+                      (double)st.members_refused);
+    cr_observe_single(p, "cacheroute_replica_endpoint_set_version", "gauge",
+                      "The endpoint set version this replica last published or adopted; 0 "
+                      "before the first.",
+                      (double)st.members_version);
+    cr_observe_single(p, "cacheroute_replica_forwarded_total", "counter",
+                      "SetEndpoints and DrainEndpoint calls this follower pushed to the leader.",
+                      (double)st.forwarded);
+    cr_observe_single(p, "cacheroute_replica_forwards_applied_total", "counter",
+                      "Forwarded endpoint calls this leader applied.",
+                      (double)st.forwards_applied);
+    cr_observe_single(p, "cacheroute_replica_forwards_refused_total", "counter",
+                      "Forwarded endpoint calls this leader's core refused (logged).",
+                      (double)st.forwards_refused);
+    cr_observe_single(p, "cacheroute_replica_forward_queue", "gauge",
+                      "Forwarded endpoint calls held here, not yet pushed to Redis.",
+                      (double)st.forward_queue);
     cr_observe_single(p, "cacheroute_replica_merge_seconds", "gauge",
                       "Duration of this replica's last merge of every live replica's counts.",
                       st.merge_seconds);

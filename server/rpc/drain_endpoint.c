@@ -1,4 +1,5 @@
-/* DrainEndpoint: one cr_core_drain_endpoint. */
+/* DrainEndpoint: one cr_core_drain_endpoint, forwarded to the leader when
+ * this replica follows its set. */
 #include "handlers.h"
 #include "reply.h"
 
@@ -11,13 +12,11 @@ static void drain_endpoint(void *ctx, const void *message, cr_reply *out)
     cr_core_members_event ev;
     cr_error err;
     cr_status st = cr_core_drain_endpoint(h->core, req->id, !req->undrain, &ev, &err);
-    if (st != CR_OK) {
+    cr_forward f = {.kind = req->undrain ? CR_FORWARD_UNDRAIN : CR_FORWARD_DRAIN, .id = req->id};
+    if (st != CR_OK)
         cr_reply_core_error(out, st, &err);
-        return;
-    }
-    const cr_endpoints *e = cr_core_endpoints(h->core);
-    cr_endpoints_answer(h, e, &ev, out);
-    cr_endpoints_release(e);
+    else
+        cr_endpoints_reply(h, &ev, &f, out);
 }
 
 void cr_handle_drain_endpoint(void *ctx, const uint8_t *data, size_t len, cr_reply *out)

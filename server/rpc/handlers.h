@@ -50,6 +50,13 @@ void cr_handle_list_endpoints(void *ctx, const uint8_t *data, size_t len, cr_rep
 void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
                          const cr_core_members_event *ev, cr_reply *out);
 
+/* The answer to a SetEndpoints or DrainEndpoint the core took (ev): when
+ * the set follows the leader's (ev->followed), f is first forwarded
+ * (cr_replica_forward; a full queue is RESOURCE_EXHAUSTED naming its
+ * bound) and answered forwarded; then the current set with ev's change. */
+void cr_endpoints_reply(const cr_handlers *h, const cr_core_members_event *ev,
+                        const cr_forward *f, cr_reply *out);
+
 /* Fill m (initialised here) from c / model; strings point into model. */
 void cr_breakdown_msg(Cacheroute__V1__CostBreakdown *m, const cr_cost_breakdown *c);
 void cr_cost_model_msg(Cacheroute__V1__CostModel *m, const cr_inject_model *model);

@@ -1,5 +1,7 @@
 /* ListEndpoints: the current set as EndpointsResponse; the answer
- * SetEndpoints and DrainEndpoint give too (cr_endpoints_answer). */
+ * SetEndpoints and DrainEndpoint give too (cr_endpoints_answer), after
+ * forwarding them to the leader when this replica follows its set
+ * (cr_endpoints_reply). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -47,9 +49,27 @@ void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
         change.recovered = ev->change.recovered;
         change.sessions_to_move = ev->sessions_to_move;
         resp.change = &change;
+        resp.forwarded = ev->followed != 0;
     }
     cr_reply_message(out, &resp.base, h->max_message, NULL);
     free(rows), free(ptrs);
+}
+
+void cr_endpoints_reply(const cr_handlers *h, const cr_core_members_event *ev,
+                        const cr_forward *f, cr_reply *out)
+{
+    cr_error err;
+    if (ev->followed) { /* checked by the core: the leader's set takes it */
+        cr_status st = h->replica ? cr_replica_forward(h->replica, f, &err)
+                                  : cr_fail(&err, CR_ESTATE, "no leader to forward to");
+        if (st != CR_OK) {
+            cr_reply_core_error(out, st, &err);
+            return;
+        }
+    }
+    const cr_endpoints *e = cr_core_endpoints(h->core);
+    cr_endpoints_answer(h, e, ev, out);
+    cr_endpoints_release(e);
 }
 
 static void list_endpoints(void *ctx, const void *message, cr_reply *out)

@@ -1,5 +1,6 @@
 /* SetEndpoints: the whole set, one cr_core_set_endpoints (every check is
- * the core's but the count, taken on the wire before decoding). */
+ * the core's but the count, taken on the wire before decoding), forwarded
+ * to the leader when this replica follows its set. */
 #include <stdlib.h>
 
 #include "handlers.h"
@@ -24,14 +25,12 @@ static void set_endpoints(void *ctx, const void *message, cr_reply *out)
     cr_core_members_event ev;
     cr_error err;
     cr_status st = cr_core_set_endpoints(h->core, v, n, &ev, &err);
-    free(v);
-    if (st != CR_OK) {
+    if (st != CR_OK)
         cr_reply_core_error(out, st, &err);
-        return;
-    }
-    const cr_endpoints *e = cr_core_endpoints(h->core);
-    cr_endpoints_answer(h, e, &ev, out);
-    cr_endpoints_release(e);
+    else
+        cr_endpoints_reply(h, &ev, &(cr_forward){.kind = CR_FORWARD_SET, .specs = v, .n = n},
+                           out);
+    free(v);
 }
 
 void cr_handle_set_endpoints(void *ctx, const uint8_t *data, size_t len, cr_reply *out)

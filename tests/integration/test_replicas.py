@@ -7,7 +7,11 @@ lease; with Redis killed every replica keeps serving and recovers when it
 returns; a restarted replica answers the published routes at once; bad
 URLs, an unreachable Redis and the calls clock are refused or degrade, as
 the flags say, and never crash; with a password file they AUTH, and a wrong
-or unreadable one is a backend that is down, or exit 2 at start."""
+or unreadable one is a backend that is down, or exit 2 at start. The
+leader's endpoint set is every replica's, shard for shard, whatever each
+one's own history; a follower's DrainEndpoint and SetEndpoints are checked
+there and forwarded to the leader."""
+import json
 import os
 import random
 import re
@@ -477,6 +481,138 @@ class RefusedTableTest(ReplicaTestCase):
         self.assertEqual(scrape(follower)["cacheroute_replica_tables_refused_total"], 1)
         for sc in (lead, follower):
             sc.assert_clean_exit(self)
+
+
+def endpoints_doc(*ids):
+    return json.dumps({"endpoints": [{"id": i, "address": "%s.svc:8000" % i} for i in ids]})
+
+
+def write_atomically(path, text):
+    """As a ConfigMap update does: a new file renamed over the old."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+
+
+def listed(sc):
+    r = sc.stub().ListEndpoints(P.cr.ListEndpointsRequest(), timeout=h.RPC_TIMEOUT)
+    return r.version, [(e.shard, e.id, e.address, e.state) for e in r.endpoints]
+
+
+class MembershipTest(ReplicaTestCase):
+    """The leader's endpoint set is every replica's: same shard numbers,
+    states and version; a follower's calls are forwarded to the leader."""
+
+    def start(self, redis, rid, ids):
+        """A replica with its own copy of the endpoints file (a pod's
+        ConfigMap mount)."""
+        path = os.path.join(self.dir, rid + ".json")
+        write_atomically(path, endpoints_doc(*ids))
+        sc = replica(redis, rid, "--endpoints-file", path, "--replan-interval", "0.2")
+        self.addCleanup(sc.kill)
+        return sc
+
+    def write_all(self, rids, ids):
+        for rid in rids:
+            write_atomically(os.path.join(self.dir, rid + ".json"), endpoints_doc(*ids))
+
+    def same_everywhere(self, scs, want_ids=None):
+        got = [listed(sc) for sc in scs]
+        if any(g != got[0] for g in got):
+            return None
+        live = [i for _, i, _, state in got[0][1] if state != "gone"]
+        return got[0] if want_ids is None or sorted(live) == sorted(want_ids) else None
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="cr-members-")
+        self.redis_ = self.redis()
+        # The leader alone first: a, b, c; b removed; d joins within b's
+        # quarantine, so d takes a new shard (3) where a fresh replica's own
+        # history of the same file would give it shard 2.
+        self.lead = self.start(self.redis_, "r0", ["a", "b", "c"])
+        h.poll(lambda: leader_of([self.lead]), 5, what="r0 leads")
+        self.write_all(["r0"], ["a", "c"])
+        h.poll(lambda: len([e for e in listed(self.lead)[1] if e[3] == "gone"]) == 1, 5,
+               what="b gone on the leader")
+        self.write_all(["r0"], ["a", "c", "d"])
+        h.poll(lambda: any(e[1] == "d" for e in listed(self.lead)[1]), 5, what="d joined")
+        self.followers = [self.start(self.redis_, rid, ["a", "c", "d"]) for rid in ("r1", "r2")]
+        self.all = [self.lead] + self.followers
+
+    def test_the_leaders_set_and_its_changes_are_every_replicas(self):
+        version, rows = h.poll(lambda: self.same_everywhere(self.all, ["a", "c", "d"]), 10,
+                               interval=0.05, what="one endpoint set on every replica")
+        self.assertEqual([(r[0], r[1]) for r in rows if r[3] != "gone"],
+                         [(0, "a"), (2, "c"), (3, "d")])
+        self.assertEqual(rows[1][1:], ("b", "b.svc:8000", "gone"))
+        for sc in self.followers:
+            m = scrape(sc)
+            self.assertEqual(m["cacheroute_replica_leader"], 0)
+            self.assertGreaterEqual(m["cacheroute_replica_endpoint_sets_installed_total"], 1)
+            self.assertEqual(m["cacheroute_replica_endpoint_set_version"], version)
+        # the ConfigMap changes on every pod: e joins at one shard everywhere
+        self.write_all(["r0", "r1", "r2"], ["a", "c", "d", "e"])
+        v2, rows2 = h.poll(lambda: self.same_everywhere(self.all, ["a", "c", "d", "e"]), 10,
+                           interval=0.05, what="e on every replica")
+        self.assertGreater(v2, version)
+        self.assertEqual([r[1] for r in rows2][:4], ["a", "b", "c", "d"])
+        self.assertEqual(rows2[4][1], "e")
+        # a bad file on a follower is refused there and changes nothing
+        write_atomically(os.path.join(self.dir, "r1.json"), '{"endpoints": []}')
+        self.followers[0].wait_for(
+            lambda e: e.get("msg") == "endpoints file refused, the set stays", 5)
+        self.assertEqual(listed(self.followers[0]), (v2, rows2))
+
+    def test_a_drain_through_a_follower_reaches_every_replica(self):
+        h.poll(lambda: self.same_everywhere(self.all, ["a", "c", "d"]), 10, interval=0.05,
+               what="one endpoint set on every replica")
+        f = self.followers[0]
+        d = f.stub().DrainEndpoint(P.cr.DrainEndpointRequest(id="c"), timeout=h.RPC_TIMEOUT)
+        self.assertTrue(d.forwarded)
+        self.assertEqual((d.change.drained, d.change.sessions_to_move), (0, 0))
+
+        def drained():
+            got = self.same_everywhere(self.all)
+            return got if got and ("c", "draining") in [(r[1], r[3]) for r in got[1]] else None
+        h.poll(drained, 5, interval=0.05, what="c draining on every replica")
+        for sc in self.all:
+            routes = sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=list(range(60))),
+                                             timeout=h.RPC_TIMEOUT).routes
+            self.assertTrue(routes)
+            self.assertNotIn("c", {r.endpoint_id for r in routes})
+        self.assertGreaterEqual(scrape(f)["cacheroute_replica_forwarded_total"], 1)
+        self.assertGreaterEqual(scrape(self.lead)["cacheroute_replica_forwards_applied_total"], 1)
+        # the leader's own DrainEndpoint applies at once, not forwarded
+        u = self.lead.stub().DrainEndpoint(P.cr.DrainEndpointRequest(id="c", undrain=True),
+                                           timeout=h.RPC_TIMEOUT)
+        self.assertFalse(u.forwarded)
+        self.assertEqual(u.change.undrained, 1)
+
+    def test_bad_calls_on_a_follower_are_refused_and_not_forwarded(self):
+        h.poll(lambda: self.same_everywhere(self.all, ["a", "c", "d"]), 10, interval=0.05,
+               what="one endpoint set on every replica")
+        f = self.followers[1]
+        before = listed(self.lead)
+        self.assertRpcError(h.grpc.StatusCode.INVALID_ARGUMENT, f.stub().SetEndpoints,
+                            P.cr.SetEndpointsRequest(endpoints=[
+                                P.cr.Endpoint(id="p", address="p:80"),
+                                P.cr.Endpoint(id="p", address="q:80")]),
+                            details='endpoints[1].id "p" is given twice (endpoints[0])')
+        self.assertRpcError(h.grpc.StatusCode.INVALID_ARGUMENT, f.stub().DrainEndpoint,
+                            P.cr.DrainEndpointRequest(id="nope"),
+                            details='endpoint "nope" is not in the set')
+        time.sleep(0.5)  # several syncs
+        self.assertEqual(scrape(f)["cacheroute_replica_forwarded_total"], 0)
+        self.assertEqual(self.redis_.cmd("LLEN", "cr:{t}:forward"), 0)
+        self.assertEqual(listed(self.lead), before)
+        # a good one is forwarded and lands everywhere
+        r = f.stub().SetEndpoints(P.cr.SetEndpointsRequest(endpoints=[
+            P.cr.Endpoint(id="a", address="a.svc:8000"),
+            P.cr.Endpoint(id="z", address="z.svc:8000")]), timeout=h.RPC_TIMEOUT)
+        self.assertTrue(r.forwarded)
+        h.poll(lambda: self.same_everywhere(self.all, ["a", "z"]), 5, interval=0.05,
+               what="the forwarded set on every replica")
 
 
 class StartTest(ReplicaTestCase):
