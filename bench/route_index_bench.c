@@ -109,7 +109,7 @@ int main(int argc, char **argv)
                            .inflight_max = 100000, .block_tokens = p.block_tokens,
                            .index_blocks = p.blocks, .max_hashes = p.hashes,
                            .miss_weight = 2};
-    cr_prefill_model m = {10, 1e-4, 0};
+    cr_prefill_model m = {10, 1e-4, 0, 0, 0};
     bench_reset_peak();
     long rss0 = bench_status_bytes("VmRSS");
     cr_router *r = cr_router_new(&cfg);

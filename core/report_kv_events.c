@@ -17,6 +17,9 @@ static cr_status check_event(const cr_core *c, const cr_kv_event *e, size_t i, u
         return cr_fail(err, CR_EINVAL,
                        "events[%zu].block_hashes has %zu hashes, at most %u (--max-route-hashes)",
                        i, e->n, c->route.max_hashes);
+    if (e->tier != CR_KV_GPU && e->tier != CR_KV_CPU)
+        return cr_fail(err, CR_EINVAL, "events[%zu].medium must be GPU or CPU, got tier %d", i,
+                       (int)e->tier);
     if (e->space_len > CR_CORE_NAMESPACE_MAX)
         return cr_fail(err, CR_EINVAL, "events[%zu].namespace must be at most %d bytes, got %zu",
                        i, CR_CORE_NAMESPACE_MAX, e->space_len);

@@ -252,16 +252,20 @@ static cr_status tokens_of(const pass *p, const msgpack_object *o, uint32_t *out
     return CR_OK;
 }
 
-/* Whether the event's blocks are in the tier indexed: medium "GPU", nil
- * or absent. 1 yes, 0 no (another tier), -1 with err set when it is not a
- * str or nil. */
-static int indexed_tier(const pass *p, const msgpack_object *medium)
+/* Whether the event's blocks are in a tier indexed, and which (*tier):
+ * medium "GPU", nil or absent (the GPU), or "CPU" (host memory). 1 yes,
+ * 0 no (another tier: a disk, a remote store), -1 with err set when it is
+ * not a str or nil. */
+static int indexed_tier(const pass *p, const msgpack_object *medium, cr_kv_tier *tier)
 {
     char buf[24];
-    if (is_nil(medium))
+    *tier = CR_KV_GPU;
+    if (is_nil(medium) || is_str(medium, "GPU"))
         return 1;
-    if (medium->type == MSGPACK_OBJECT_STR)
-        return is_str(medium, "GPU");
+    if (medium->type == MSGPACK_OBJECT_STR) {
+        *tier = CR_KV_CPU;
+        return is_str(medium, "CPU");
+    }
     bad(p, "medium must be a str or nil, got %s", got(medium, buf));
     return -1;
 }
@@ -319,7 +323,7 @@ static cr_status block_stored(pass *p, const msgpack_object *o, cr_kv_event *ev,
     uint32_t *t;
     char *s;
     if (fields(p, o, STORED, 8, S_BLOCK_SIZE + 1, f) != CR_OK ||
-        (*emit = indexed_tier(p, f[S_MEDIUM])) < 0)
+        (*emit = indexed_tier(p, f[S_MEDIUM], &ev->tier)) < 0)
         return CR_EINVAL;
     room(p, *emit, &h, &t, &s);
     ev->kind = CR_KV_STORED;
@@ -356,7 +360,7 @@ static cr_status block_removed(pass *p, const msgpack_object *o, cr_kv_event *ev
     uint32_t *t;
     char *s;
     if (fields(p, o, REMOVED, 3, R_HASHES + 1, f) != CR_OK ||
-        (*emit = indexed_tier(p, f[R_MEDIUM])) < 0)
+        (*emit = indexed_tier(p, f[R_MEDIUM], &ev->tier)) < 0)
         return CR_EINVAL;
     room(p, *emit, &h, &t, &s);
     ev->kind = CR_KV_REMOVED;

@@ -183,6 +183,8 @@ struct cr_router {
     uint64_t diverted;
     /* ttft (ttft.c); the index exists under every rule, for Route */
     cr_prefix *index;     /* NULL until the first block */
+    cr_prefix *cpu;       /* the CPU tier's (kv.c); NULL until its first block */
+    uint32_t *extra;      /* per shard: scratch, the CPU blocks after a match's depth */
     cr_sessions sessions; /* ttft only */
     cr_popular popular;   /* ttft only: how shared each matched prefix is */
     double trust[CR_ROUTE_INDEX_MAX_SHARDS]; /* measured / predicted hits */

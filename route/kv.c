@@ -66,8 +66,15 @@ static place *lookup(const cr_kvmap *m, uint64_t engine)
     return NULL;
 }
 
-/* The place for engine's new mapping on shard (see above). */
-static place *place_for(const cr_kvmap *m, uint64_t engine, const cr_prefix *p, uint32_t shard)
+/* r locked: whether shard holds key in either tier. */
+static int held(const cr_router *r, uint32_t shard, uint64_t key)
+{
+    return (r->index && cr_prefix_holds(r->index, shard, key)) ||
+           (r->cpu && cr_prefix_holds(r->cpu, shard, key));
+}
+
+/* r locked: the place for engine's new mapping on shard (see above). */
+static place *place_for(const cr_router *r, const cr_kvmap *m, uint64_t engine, uint32_t shard)
 {
     place *b = bucket_of(m, engine), *empty = NULL, *stale = NULL;
     for (int w = 0; w < WAYS; w++) {
@@ -75,7 +82,7 @@ static place *place_for(const cr_kvmap *m, uint64_t engine, const cr_prefix *p, 
             return &b[w];
         if (!b[w].key)
             empty = empty ? empty : &b[w];
-        else if (!stale && !cr_prefix_holds(p, shard, b[w].key))
+        else if (!stale && !held(r, shard, b[w].key))
             stale = &b[w];
     }
     return empty ? empty : stale ? stale : &b[engine >> 62];
@@ -112,12 +119,13 @@ uint64_t cr_kvmap_bytes(const cr_kvmap *m)
 
 /* ---- events ---------------------------------------------------------------- */
 
-/* r locked: the index, made on first use; NULL when out of memory. */
-static cr_prefix *index_for(cr_router *r)
+/* r locked: tier's index, made on first use; NULL when out of memory. */
+static cr_prefix *index_for(cr_router *r, cr_kv_tier tier)
 {
-    if (!r->index)
-        r->index = cr_prefix_new(CR_ROUTE_INDEX_MAX_SHARDS, r->index_blocks);
-    return r->index;
+    cr_prefix **p = tier == CR_KV_CPU ? &r->cpu : &r->index;
+    if (!*p)
+        *p = cr_prefix_new(CR_ROUTE_INDEX_MAX_SHARDS, r->index_blocks);
+    return *p;
 }
 
 /* r locked: ev's blocks' index keys into keys (the router's chain, mixed
@@ -160,7 +168,7 @@ static int stored(cr_router *r, const cr_kv_event *ev, cr_kv_applied *out)
 {
     cr_kvmap *m = map_of(r, ev->shard);
     uint64_t *keys = keys_for(r, ev->n);
-    cr_prefix *p = index_for(r);
+    cr_prefix *p = index_for(r, ev->tier);
     if (!m || !keys || !p)
         return -1;
     size_t k = chain_blocks(m, ev, keys);
@@ -170,7 +178,7 @@ static int stored(cr_router *r, const cr_kv_event *ev, cr_kv_applied *out)
     /* mapped once held, so that no block of this event looks stale to
      * the places the others take */
     for (size_t i = 0; i < k; i++)
-        *place_for(m, ev->engine[i], p, ev->shard) = (place){ev->engine[i], keys[i]};
+        *place_for(r, m, ev->engine[i], ev->shard) = (place){ev->engine[i], keys[i]};
     out->stored += k;
     return 0;
 }
@@ -185,8 +193,10 @@ static void removed(cr_router *r, const cr_kv_event *ev, cr_kv_applied *out)
             continue;
         }
         uint64_t key = p->key;
-        *p = (place){0, 0};
-        out->removed += r->index && cr_prefix_forget(r->index, ev->shard, key);
+        cr_prefix *tier = ev->tier == CR_KV_CPU ? r->cpu : r->index;
+        out->removed += tier && cr_prefix_forget(tier, ev->shard, key);
+        if (!held(r, ev->shard, key)) /* the other tier may still hold it */
+            *p = (place){0, 0};
     }
 }
 
@@ -195,6 +205,8 @@ static void cleared(cr_router *r, uint32_t shard)
 {
     if (r->index)
         cr_prefix_clear(r->index, shard);
+    if (r->cpu)
+        cr_prefix_clear(r->cpu, shard);
     if (r->kvmaps[shard])
         memset(r->kvmaps[shard]->at, 0, r->kvmaps[shard]->buckets * WAYS * sizeof(place));
 }

@@ -26,6 +26,8 @@ static void forget_shard(cr_router *r, uint32_t s)
 {
     if (r->index && s < cr_prefix_shards(r->index))
         cr_prefix_clear(r->index, s);
+    if (r->cpu && s < cr_prefix_shards(r->cpu))
+        cr_prefix_clear(r->cpu, s);
     if (s < CR_ROUTE_INDEX_MAX_SHARDS) {
         cr_kvmap_free(r->kvmaps[s]);
         r->kvmaps[s] = NULL;

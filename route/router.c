@@ -70,6 +70,8 @@ void cr_router_free(cr_router *r)
     cr_ring_free(r->other);
     free(r->seen);
     cr_prefix_free(r->index);
+    cr_prefix_free(r->cpu);
+    free(r->extra);
     cr_sessions_free(&r->sessions);
     cr_popular_free(&r->popular);
     for (uint32_t s = 0; s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
@@ -288,7 +290,7 @@ void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const dou
                      cr_route *routes, size_t n, double now)
 {
     if (r->by == CR_ROUTE_TTFT) { /* tokens as ms: the core passes its model instead */
-        cr_prefill_model unit = {0, 1, 0};
+        cr_prefill_model unit = {0, 1, 0, 0, 0};
         cr_router_route_ttft(r, t, shards, &unit, weights, routes, n, now);
         return;
     }
@@ -339,6 +341,11 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     memcpy(out->hit_error_tokens, r->hit_error, sizeof out->hit_error_tokens);
     if (r->index)
         cr_prefix_stats(r->index, &out->index_blocks, &out->index_bytes);
+    if (r->cpu) {
+        uint64_t bytes;
+        cr_prefix_stats(r->cpu, &out->index_cpu_blocks, &bytes);
+        out->index_bytes += bytes;
+    }
     out->bytes += out->index_bytes +
                   (r->sessions.slots ? (r->sessions.mask + 1) * sizeof *r->sessions.slots : 0) +
                   (r->popular.counts ? CR_POPULAR_ROWS * (1u << 14) * sizeof(uint16_t) : 0);

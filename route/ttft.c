@@ -30,6 +30,14 @@ double cr_prefill_predict(const cr_prefill_model *m, double s, double l)
     return ms > 0 ? ms : 0;
 }
 
+/* The prefill of L tokens of which s are cached, cpu of those on the CPU
+ * tier: their load added. */
+static double prefill_with_load(const cr_prefill_model *m, double s, double cpu, double l)
+{
+    double load = cpu > 0 ? m->load_fixed_ms + m->cpu_ms_per_token * cpu : 0;
+    return cr_prefill_predict(m, s, l) + (load > 0 ? load : 0);
+}
+
 /* What one request looks like to the rule, every shard's side of it. */
 typedef struct request {
     const cr_route_query *q;
@@ -48,11 +56,13 @@ static cr_prefix *index_of(cr_router *r)
 
 /* r locked: the request's keys in the index (its hashes mixed with its
  * namespace, in the router's scratch) matched against the first min(n, 64)
- * shards into r->depth; the other shards' depths 0. */
+ * shards into r->depth, and the CPU tier's blocks right after into
+ * r->extra; the other shards' 0. */
 static request look(cr_router *r, const cr_route_query *q, uint32_t n, uint64_t *scratch)
 {
     request x = {q, NULL, NULL, 0};
     memset(r->depth, 0, n * sizeof *r->depth);
+    memset(r->extra, 0, n * sizeof *r->extra);
     if (q->n_hashes && index_of(r)) {
         if (q->space) {
             uint64_t mix = cr_mix64(q->space);
@@ -64,21 +74,33 @@ static request look(cr_router *r, const cr_route_query *q, uint32_t n, uint64_t 
         }
         x.indexed = n < CR_ROUTE_INDEX_MAX_SHARDS ? n : CR_ROUTE_INDEX_MAX_SHARDS;
         cr_prefix_match(r->index, x.keys, q->n_hashes, x.indexed, r->depth);
+        for (uint32_t s = 0; r->cpu && s < x.indexed; s++) { /* the CPU tier's after them */
+            uint32_t e = r->depth[s];
+            while (e < q->n_hashes && cr_prefix_holds(r->cpu, s, x.keys[e]))
+                e++;
+            r->extra[s] = e - r->depth[s];
+        }
     } else if (!q->n_hashes && q->has_owner) {
         x.session = cr_sessions_find(&r->sessions, q->owner);
     }
     return x;
 }
 
-/* The tokens shard s holds of the request, as predicted. */
-static double hit_on(const cr_router *r, const request *x, uint32_t s)
+/* The tokens shard s holds of the request, as predicted: on its GPU and,
+ * through *cpu (NULL: not wanted), how many of them on its CPU tier. */
+static double hit_on(const cr_router *r, const request *x, uint32_t s, double *cpu)
 {
     double l = x->q->prompt_tokens;
+    if (cpu)
+        *cpu = 0;
     if (x->keys) {
         if (s >= x->indexed)
             return 0;
-        double held = (double)r->depth[s] * r->block_tokens;
-        return floor((held < l ? held : l) * r->trust[s]);
+        double gpu = fmin((double)r->depth[s] * r->block_tokens, l);
+        double both = fmin((double)(r->depth[s] + r->extra[s]) * r->block_tokens, l);
+        if (cpu)
+            *cpu = floor((both - gpu) * r->trust[s]);
+        return floor(both * r->trust[s]);
     }
     if (x->session && x->session->shard == s)
         return x->session->tokens < l ? x->session->tokens : l;
@@ -136,8 +158,9 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
         }
         if (!cr_router_usable(r, s))
             continue; /* draining, down or gone */
-        double hit = hit_on(r, x, s);
-        double cost = (cr_inflight_wait_ms(r->work, s, now) + g * cr_prefill_predict(m, hit, l)) /
+        double cpu, hit = hit_on(r, x, s, &cpu);
+        double cost = (cr_inflight_wait_ms(r->work, s, now) +
+                       g * prefill_with_load(m, hit, cpu, l)) /
                       cr_router_speed(r, s);
         most = hit > most ? hit : most;
         least = hit < least ? hit : least;
@@ -149,11 +172,11 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
     if (best == UINT32_MAX && cand) /* every planned shard left service */
         return choose(r, x, m, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
     best = best != UINT32_MAX ? best : home;
-    double hit = hit_on(r, x, best);
+    double cpu, hit = hit_on(r, x, best, &cpu);
     out->shard = best;
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = cr_inflight_wait_ms(r->work, best, now);
-    out->prefill_ms = cr_prefill_predict(m, hit, l);
+    out->prefill_ms = prefill_with_load(m, hit, cpu, l);
     out->reason = cand                  ? CR_ROUTE_WHY_PLANNED
                   : most <= least       ? CR_ROUTE_WHY_LEAST_LOADED
                   : hit < most          ? CR_ROUTE_WHY_SPILL
@@ -182,10 +205,10 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const cr_pre
                     : q->n_hashes ? (int64_t)q->hashes[0]
                                   : (int64_t)q->request;
     out->shard = cr_router_rule_one(r, t, n, owner, 1.0, now, &out->admitted);
-    double hit = hit_on(r, x, out->shard);
+    double cpu, hit = hit_on(r, x, out->shard, &cpu);
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
-    out->prefill_ms = cr_prefill_predict(m, hit, q->prompt_tokens);
+    out->prefill_ms = prefill_with_load(m, hit, cpu, q->prompt_tokens);
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
@@ -214,9 +237,12 @@ static int scratch_for(cr_router *r, uint32_t n_shards, uint64_t **keys, uint32_
 {
     if (r->n_depth < n_shards) {
         uint32_t *d = realloc(r->depth, n_shards * sizeof *d);
-        if (!d)
-            return -1;
-        r->depth = d;
+        if (d)
+            r->depth = d;
+        uint32_t *e = d ? realloc(r->extra, n_shards * sizeof *e) : NULL;
+        if (!e)
+            return -1; /* n_depth unchanged: the grown one is merely longer */
+        r->extra = e;
         r->n_depth = n_shards;
     }
     if (r->n_keys < n_keys) {

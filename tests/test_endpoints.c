@@ -1233,7 +1233,7 @@ static cr_router *ttft_router(void)
     return r;
 }
 
-static const cr_prefill_model UNIT = {0, 1, 0}; /* 1 ms a token */
+static const cr_prefill_model UNIT = {0, 1, 0, 0, 0}; /* 1 ms a token */
 
 static cr_route_answer place_prompt(cr_router *r, uint32_t n, uint64_t p, double now)
 {

@@ -3,7 +3,8 @@
  * tokens; a child chains from its parent, an unknown parent is an orphan;
  * removed blocks stop matching and can be stored again; a cleared shard
  * matches nothing; namespaces keep apart; the index stays within its bound
- * through removals; a bad batch names its event and applies nothing. */
+ * through removals; a bad batch names its event and applies nothing;
+ * offloaded blocks are hits that cost their load. */
 #include <string.h>
 
 #include "core.h"
@@ -37,20 +38,38 @@ static cr_kv_applied apply(fixture *f, const cr_kv_event *ev, size_t n)
     return out;
 }
 
-/* Blocks [first, first + n) of prompt p stored on shard, engine hashes
- * 1000 p + i, the parent's when first > 0. */
-static cr_kv_applied store(fixture *f, uint32_t shard, uint32_t p, uint32_t first, uint32_t n,
-                           const char *space)
+/* Blocks [first, first + n) of prompt p stored on shard's tier, engine
+ * hashes 1000 p + i, the parent's when first > 0. */
+static cr_kv_applied store_in(fixture *f, uint32_t shard, uint32_t p, uint32_t first, uint32_t n,
+                              const char *space, cr_kv_tier tier)
 {
-    uint64_t engine[16];
-    uint32_t tok[16 * BT];
+    uint64_t engine[64];
+    uint32_t tok[64 * BT];
     for (uint32_t i = 0; i < n; i++)
         engine[i] = 1000 * (uint64_t)p + first + i;
     tokens_of(p, first, n, tok);
     cr_kv_event ev = {.kind = CR_KV_STORED, .shard = shard, .engine = engine, .n = n,
                       .has_parent = first > 0, .parent = 1000 * (uint64_t)p + first - 1,
                       .tokens = tok, .n_tokens = n * BT, .block_size = BT,
-                      .space = space, .space_len = space ? strlen(space) : 0};
+                      .space = space, .space_len = space ? strlen(space) : 0, .tier = tier};
+    return apply(f, &ev, 1);
+}
+
+static cr_kv_applied store(fixture *f, uint32_t shard, uint32_t p, uint32_t first, uint32_t n,
+                           const char *space)
+{
+    return store_in(f, shard, p, first, n, space, CR_KV_GPU);
+}
+
+/* Blocks [first, first + n) of prompt p removed from shard's tier. */
+static cr_kv_applied remove_from(fixture *f, uint32_t shard, uint32_t p, uint32_t first,
+                                 uint32_t n, cr_kv_tier tier)
+{
+    uint64_t engine[64];
+    for (uint32_t i = 0; i < n; i++)
+        engine[i] = 1000 * (uint64_t)p + first + i;
+    cr_kv_event ev = {.kind = CR_KV_REMOVED, .shard = shard, .engine = engine, .n = n,
+                      .tier = tier};
     return apply(f, &ev, 1);
 }
 
@@ -182,6 +201,59 @@ static void test_bad_batches_apply_nothing(void)
     cr_core_free(f.core);
 }
 
+/* Offloaded blocks (medium CPU): a hit that costs its load. The same
+ * prompt's blocks on one shard's GPU beat them on another's CPU; on the
+ * CPU they beat none; a GPU prefix continues on the CPU; a removal from
+ * one tier leaves the other's copy (and its mapping) in place. */
+static void test_cpu_tier_is_a_cheaper_miss(void)
+{
+    fixture f;
+    open_kv(&f, 1000);
+    const uint32_t n = 60; /* 240 tokens: a load well below its prefill */
+    /* prompt 1 only on shard 1's CPU: cached there, at its load */
+    CU_ASSERT_EQUAL(store_in(&f, 1, 1, 0, n, NULL, CR_KV_CPU).stored, n);
+    cr_route_answer cpu = route(&f, 1, n, NULL);
+    CU_ASSERT_EQUAL(cpu.shard, 1);
+    CU_ASSERT_EQUAL(cpu.cached_tokens, n * BT);
+    /* prompt 2, the same blocks on shard 2's GPU: cheaper than a load */
+    store(&f, 2, 2, 0, n, NULL);
+    cr_route_answer gpu = route(&f, 2, n, NULL);
+    CU_ASSERT_EQUAL(gpu.shard, 2);
+    CU_ASSERT_TRUE(cpu.prefill_ms > gpu.prefill_ms);
+    /* a third prompt on shard 0's CPU and shard 3's GPU: the GPU wins */
+    store_in(&f, 0, 3, 0, n, NULL, CR_KV_CPU);
+    store(&f, 3, 3, 0, n, NULL);
+    CU_ASSERT_EQUAL(route(&f, 3, n, NULL).shard, 3);
+    /* the GPU holds the first 20 blocks, the CPU the rest: all cached */
+    store(&f, 0, 4, 0, 20, NULL);
+    store_in(&f, 0, 4, 20, n - 20, NULL, CR_KV_CPU);
+    cr_route_answer both = route(&f, 4, n, NULL);
+    CU_ASSERT_EQUAL(both.shard, 0);
+    CU_ASSERT_EQUAL(both.cached_tokens, n * BT);
+    /* prompt 5 on shard 1's GPU and CPU: evicted from the GPU, still a
+     * CPU hit (its mapping stays); then gone from both */
+    store(&f, 1, 5, 0, n, NULL);
+    store_in(&f, 1, 5, 0, n, NULL, CR_KV_CPU);
+    CU_ASSERT_EQUAL(remove_from(&f, 1, 5, 0, n, CR_KV_GPU).removed, n);
+    CU_ASSERT_EQUAL(remove_from(&f, 1, 5, 0, n, CR_KV_CPU).removed, n);
+    CU_ASSERT_EQUAL(route(&f, 5, n, NULL).cached_tokens, 0);
+    store(&f, 2, 6, 0, n, NULL);
+    store_in(&f, 2, 6, 0, n, NULL, CR_KV_CPU);
+    remove_from(&f, 2, 6, 0, n, CR_KV_GPU);
+    cr_route_answer left = route(&f, 6, n, NULL);
+    CU_ASSERT_EQUAL(left.shard, 2);
+    CU_ASSERT_EQUAL(left.cached_tokens, n * BT);
+    cr_route_stats st;
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.index_cpu_blocks, 4 * n - 20); /* prompts 1, 3, 4's tail, 6 */
+    /* a clear empties both tiers */
+    cr_kv_event clear = {.kind = CR_KV_CLEARED, .shard = 2};
+    apply(&f, &clear, 1);
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.index_cpu_blocks, 3 * n - 20);
+    cr_core_free(f.core);
+}
+
 static void test_block_hash_is_xxh3_of_le_tokens(void)
 {
     /* the function callers reimplement: pinned by value */
@@ -203,6 +275,7 @@ static const cr_test_case kv_tests[] = {
     {"bound through removals", test_bound_through_removals},
     {"bad batches apply nothing", test_bad_batches_apply_nothing},
     {"block hash", test_block_hash_is_xxh3_of_le_tokens},
+    {"the CPU tier is a cheaper miss", test_cpu_tier_is_a_cheaper_miss},
     {NULL, NULL},
 };
 

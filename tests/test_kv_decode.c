@@ -1,9 +1,9 @@
 /* vLLM's KV-event payloads (kvevents.h), packed here with msgpack-c: the
  * array-like and the map-like encodings decode to the same events; int,
- * negative int64 and bytes hashes; a nil parent; other tiers skipped;
- * lora_name, then lora_id, as the namespace; fields past the known ones
- * ignored; every malformed payload refused with an error naming where and
- * what. Then decoded batches applied to a real core: its prefix index
+ * negative int64 and bytes hashes; a nil parent; the CPU tier kept as
+ * such, other tiers skipped; lora_name, then lora_id, as the namespace;
+ * fields past the known ones ignored; every malformed payload refused with
+ * an error naming where and what. Then decoded batches applied to a real core: its prefix index
  * holds the blocks, namespaced, and lets removed ones go. */
 #include <msgpack.h>
 #include <string.h>
@@ -155,9 +155,9 @@ static cr_status decode(writer *w, cr_kv_batch *b, cr_error *err)
 static const int64_t H3[] = {11, -5, INT64_MIN}, TOK3[] = {1, 2, 3, 4, 5, 6};
 static const int64_t PARENT = 10;
 
-/* Six events: stored (namespaced by name), stored on the CPU (skipped),
- * removed, removed from the CPU (skipped), cleared, stored (by lora_id,
- * no parent, medium GPU). */
+/* Six events: stored (namespaced by name), stored on the CPU (its own
+ * tier), removed, removed from a disk (skipped), cleared, stored (by
+ * lora_id, no parent, medium GPU). */
 static void six_events(writer *w)
 {
     batch(w, 6);
@@ -172,10 +172,15 @@ static void six_events(writer *w)
 
 static void check_six(const cr_kv_batch *b)
 {
-    CU_ASSERT_EQUAL_FATAL(b->n, 4);
-    CU_ASSERT_EQUAL(b->skipped, 2);
+    CU_ASSERT_EQUAL_FATAL(b->n, 5);
+    CU_ASSERT_EQUAL(b->skipped, 1);
     CU_ASSERT_DOUBLE_EQUAL(b->ts, 1.5, 0);
-    const cr_kv_event *e = b->events;
+    /* the CPU tier's event, then the rest as if it were not there */
+    CU_ASSERT_TRUE(b->events[1].kind == CR_KV_STORED && b->events[1].tier == CR_KV_CPU &&
+                   b->events[1].n == 3 && !b->events[1].has_parent);
+    cr_kv_event e[4] = {b->events[0], b->events[2], b->events[3], b->events[4]};
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(e[i].tier, CR_KV_GPU);
     CU_ASSERT_EQUAL(e[0].kind, CR_KV_STORED);
     CU_ASSERT_EQUAL(e[0].n, 3);
     CU_ASSERT_EQUAL(e[0].engine[0], 11);

@@ -17,9 +17,11 @@
  *           or the same as maps with a "type" tag; fields past these
  *           (group_idx, extra_keys, kv_cache_spec_*) are ignored
  *   hashes  ints (int64 or uint64), or bytes (taken as their XXH3-64)
- * Only blocks in the GPU tier (medium "GPU", or none given) are indexed;
- * other tiers' events, and events of a type this release does not know
- * (a later engine's), are counted and skipped. The namespace is lora_name,
+ * Blocks in the GPU tier (medium "GPU", or none given) and in host memory
+ * (medium "CPU": KV offloading) are indexed, each in its tier (route.h,
+ * "Tiers"); other tiers' events (a disk, a remote store), and events of a
+ * type this release does not know (a later engine's), are counted and
+ * skipped. The namespace is lora_name,
  * else lora_id in decimal, else none.
  */
 #ifndef CR_KVEVENTS_H

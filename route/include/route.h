@@ -122,9 +122,13 @@ void cr_router_free(cr_router *r); /* NULL is ignored */
 
 /* The prefill model routes predict with, for L prompt tokens of which s
  * are cached: a + b (L - s) + c (L^2 - s^2) ms (the core passes its
- * calibrated model of GPU 0: the fleet is taken to be uniform). */
+ * calibrated model of GPU 0: the fleet is taken to be uniform); and what
+ * loading cached tokens from the CPU tier costs (KV events, below):
+ * load_fixed_ms + cpu_ms_per_token a token (the core's: its injection
+ * model's host-to-GPU load, KV bytes a token over the H2D bandwidth). */
 typedef struct cr_prefill_model {
     double a_ms, b_ms_per_token, c_ms_per_token2;
+    double load_fixed_ms, cpu_ms_per_token;
 } cr_prefill_model;
 
 /* The model's prediction, ms; never below 0. Pure. */
@@ -196,6 +200,7 @@ typedef struct cr_route_stats {
      * bytes allocated (in bytes too). */
     uint64_t placed[CR_ROUTE_N_WHY];
     uint64_t index_blocks, index_bytes;
+    uint64_t index_cpu_blocks; /* of the CPU tier's index (KV events), in index_bytes too */
     /* Outcomes that reported cached tokens for an outstanding route with a
      * request id, and the sum of |reported - predicted| cached tokens over
      * them: [1] where the route's shard had sent KV events by then, [0]
@@ -329,7 +334,18 @@ int64_t cr_router_members(cr_router *r, uint32_t n, const uint8_t *usable, const
  * 16 B per shard that has sent events, made at its first; a place taken by
  * another block loses the older mapping (its removal then waits for the
  * index's own ageing). Stored blocks enter the prefix index as a route's
- * do; removed ones leave it; a cleared shard's index is emptied. */
+ * do; removed ones leave it; a cleared shard's index is emptied.
+ *
+ * Tiers: blocks an engine holds in host memory (vLLM's KV offloading,
+ * medium "CPU") go to a second index of the same shape and bound (made at
+ * the first such block), and leave it when removed there. A request's
+ * predicted hit on a shard is the blocks it holds on the GPU from the
+ * first, then the blocks right after them it holds on the CPU: both are
+ * cached (not prefilled), and the CPU ones cost their load, --miss-weight
+ * times, like the prefill they replace (cr_prefill_model). So a GPU block
+ * beats a CPU block, and a CPU block beats none while its load is cheaper
+ * than its prefill. A removal takes the block's mapping away only once no
+ * tier holds it; a clear empties both tiers. */
 
 /* The router's key of a block of n tokens after the block keyed parent (0
  * for a prompt's first block): XXH3-64 of the token ids as little-endian
@@ -339,6 +355,10 @@ uint64_t cr_route_block_hash(uint64_t parent, const uint32_t *tokens, size_t n);
 
 /* One event of one engine (shard), as vLLM's names them. */
 typedef enum cr_kv_kind { CR_KV_STORED = 1, CR_KV_REMOVED, CR_KV_CLEARED } cr_kv_kind;
+
+/* The tier an engine holds blocks in (vLLM's medium): GPU memory, or host
+ * memory it loads them back from (KV offloading). */
+typedef enum cr_kv_tier { CR_KV_GPU = 0, CR_KV_CPU = 1 } cr_kv_tier;
 
 typedef struct cr_kv_event {
     cr_kv_kind kind;
@@ -356,6 +376,7 @@ typedef struct cr_kv_event {
     uint32_t block_size;
     const char *space;
     size_t space_len;
+    cr_kv_tier tier; /* STORED and REMOVED: where (0, GPU, when not said) */
 } cr_kv_event;
 
 /* What the events did, for counters. */

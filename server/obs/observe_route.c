@@ -52,8 +52,12 @@ void cr_observe_route_gauges(cr_core *core, cr_page *p)
     cr_observe_single(p, "cacheroute_route_index_blocks", "gauge",
                       "Blocks the prefix index holds over all shards.",
                       (double)st.index_blocks);
+    cr_observe_single(p, "cacheroute_route_index_cpu_blocks", "gauge",
+                      "Blocks the CPU tier's index holds over all shards (KV events with "
+                      "medium CPU: engines' offloaded blocks).",
+                      (double)st.index_cpu_blocks);
     cr_observe_single(p, "cacheroute_route_index_bytes", "gauge",
-                      "Memory of the prefix index now.", (double)st.index_bytes);
+                      "Memory of the prefix index now (both tiers).", (double)st.index_bytes);
     double checked[2] = {(double)st.hit_checked[0], (double)st.hit_checked[1]};
     by_events(p, "cacheroute_route_hit_predictions_checked_total",
               "Outcomes with cached_tokens for a Route with a request_id, by whether its "

@@ -9,10 +9,21 @@
 typedef Cacheroute__V1__KvEvent KvEvent;
 typedef Cacheroute__V1__ReportKvEventsRequest ReportKvEventsRequest;
 
-/* e's fields; pointers into the message. An event with no case set is
- * kind 0, which the core names. */
-static void event_of(const KvEvent *m, cr_kv_event *e)
+/* A medium as a tier: unset, "" and "GPU" the GPU, "CPU" host memory;
+ * -1 for anything else. */
+static int tier_of(const char *medium)
 {
+    if (!medium || !*medium || strcmp(medium, "GPU") == 0)
+        return CR_KV_GPU;
+    return strcmp(medium, "CPU") == 0 ? CR_KV_CPU : -1;
+}
+
+/* e's fields; pointers into the message. An event with no case set is
+ * kind 0, which the core names. A medium no tier is: -1, with the field's
+ * name in *bad. */
+static int event_of(const KvEvent *m, cr_kv_event *e, const char **bad)
+{
+    int tier = CR_KV_GPU;
     memset(e, 0, sizeof *e);
     e->shard = m->shard;
     switch (m->event_case) {
@@ -28,12 +39,14 @@ static void event_of(const KvEvent *m, cr_kv_event *e)
         e->block_size = s->has_block_size ? s->block_size : 0;
         e->space = s->lora_name;
         e->space_len = s->lora_name ? strlen(s->lora_name) : 0;
+        tier = tier_of(*bad = s->medium);
         break;
     }
     case CACHEROUTE__V1__KV_EVENT__EVENT_BLOCK_REMOVED:
         e->kind = CR_KV_REMOVED;
         e->engine = m->block_removed->block_hashes;
         e->n = m->block_removed->n_block_hashes;
+        tier = tier_of(*bad = m->block_removed->medium);
         break;
     case CACHEROUTE__V1__KV_EVENT__EVENT_ALL_BLOCKS_CLEARED:
         e->kind = CR_KV_CLEARED;
@@ -41,6 +54,8 @@ static void event_of(const KvEvent *m, cr_kv_event *e)
     default:
         break;
     }
+    e->tier = tier < 0 ? CR_KV_GPU : (cr_kv_tier)tier;
+    return tier;
 }
 
 static void report_kv_events(void *ctx, const void *message, cr_arena *scratch, cr_reply *out)
@@ -53,8 +68,16 @@ static void report_kv_events(void *ctx, const void *message, cr_arena *scratch, 
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu events", n);
         return;
     }
-    for (size_t i = 0; i < n; i++)
-        event_of(req->events[i], &ev[i]);
+    for (size_t i = 0; i < n; i++) {
+        const char *medium = NULL;
+        if (event_of(req->events[i], &ev[i], &medium) < 0) { /* the wire's word, named here */
+            cr_reply_error(out, GRPC_STATUS_INVALID_ARGUMENT,
+                           "events[%zu].%s.medium must be GPU or CPU, got \"%.64s\"", i,
+                           ev[i].kind == CR_KV_STORED ? "block_stored" : "block_removed",
+                           medium);
+            return;
+        }
+    }
     cr_kv_applied applied;
     cr_error err;
     cr_status st = cr_core_kv_events(h->core, ev, n, &applied, &err);

@@ -50,7 +50,7 @@ def engine_hashes(prompt, n_blocks, first=0):
             for i in range(n_blocks)]
 
 
-def stored(shard, prompt, first, n, parent=None, lora=None):
+def stored(shard, prompt, first, n, parent=None, lora=None, medium=None):
     toks = tokens_of(prompt, first + n)[first * BT:]
     m = P.cr.KvBlockStored(block_hashes=engine_hashes(prompt, n, first), token_ids=toks,
                            block_size=BT)
@@ -58,11 +58,16 @@ def stored(shard, prompt, first, n, parent=None, lora=None):
         m.parent_block_hash = parent
     if lora is not None:
         m.lora_name = lora
+    if medium is not None:
+        m.medium = medium
     return P.cr.KvEvent(shard=shard, block_stored=m)
 
 
-def removed(shard, hashes):
-    return P.cr.KvEvent(shard=shard, block_removed=P.cr.KvBlockRemoved(block_hashes=hashes))
+def removed(shard, hashes, medium=None):
+    m = P.cr.KvBlockRemoved(block_hashes=hashes)
+    if medium is not None:
+        m.medium = medium
+    return P.cr.KvEvent(shard=shard, block_removed=m)
 
 
 def cleared(shard):
@@ -125,6 +130,30 @@ class ReportKvEventsTest(h.SidecarTestCase):
         self.assertEqual(self.route(3, 2, namespace="adapter-b").cached_tokens, 0)
         d = self.route(3, 2, namespace="adapter-a")
         self.assertEqual((d.shard, d.cached_tokens), (1, 2 * BT))
+
+    def test_offloaded_blocks_are_hits_that_load(self):
+        """medium CPU: predicted cached, its load in the prefill; the GPU
+        copy of the same blocks elsewhere wins; the CPU copy outlives the
+        GPU's removal; an unknown medium is refused naming it."""
+        self.report(stored(2, 11, 0, 30, medium="CPU"))
+        cpu = self.route(11, 30)
+        self.assertEqual((cpu.shard, cpu.cached_tokens), (2, 30 * BT))
+        self.report(stored(3, 12, 0, 30, medium="GPU"))
+        gpu = self.route(12, 30)
+        self.assertEqual((gpu.shard, gpu.cached_tokens), (3, 30 * BT))
+        self.assertGreater(cpu.prefill_ms, gpu.prefill_ms)
+        self.report(stored(4, 13, 0, 30), stored(4, 13, 0, 30, medium="CPU"),
+                    removed(4, engine_hashes(13, 30), medium="GPU"))
+        d = self.route(13, 30)
+        self.assertEqual((d.shard, d.cached_tokens), (4, 30 * BT))
+        self.assertRpcError(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ReportKvEvents,
+                            P.cr.ReportKvEventsRequest(events=[
+                                stored(5, 14, 0, 2), removed(5, [1], medium="DISK")]),
+                            details='events[1].block_removed.medium must be GPU or CPU, '
+                                    'got "DISK"')
+        self.assertEqual(self.route(14, 2).cached_tokens, 0)
+        scraped = self.scrape()
+        self.assertEqual(scraped["cacheroute_route_index_cpu_blocks"], 60)
 
     def test_a_bad_event_applies_nothing(self):
         bad = [
