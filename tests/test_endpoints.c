@@ -728,6 +728,21 @@ static uint32_t arrive(fixture *f, int64_t owner, double tokens)
     return r.preferred_shard;
 }
 
+/* n fresh owners (into owner[]) arrive once each with 200 tokens; their
+ * shards into last[] (NULL: not kept). Returns how many went to slot. */
+static uint64_t sessions(fixture *f, int n, int64_t *owner, uint32_t *last, uint32_t slot)
+{
+    uint64_t on = 0;
+    for (int i = 0; i < n; i++) {
+        owner[i] = f->next_owner++;
+        uint32_t s = arrive(f, owner[i], 200);
+        if (last)
+            last[i] = s;
+        on += s == slot;
+    }
+    return on;
+}
+
 /* n fresh owners' first arrivals: each must go to its home over `shards`
  * unless that is unusable (usable[home] 0: then anywhere but there, on a
  * usable shard). counts[s] += the routes to shard s. */
@@ -830,12 +845,7 @@ static void test_core_drain_and_undrain(void)
     enum { OWNERS = 45 };
     int64_t owner[OWNERS];
     uint32_t last[OWNERS];
-    uint64_t on_b = 0;
-    for (int i = 0; i < OWNERS; i++) {
-        owner[i] = f.next_owner++;
-        last[i] = arrive(&f, owner[i], 200);
-        on_b += last[i] == 1;
-    }
+    uint64_t on_b = sessions(&f, OWNERS, owner, last, 1);
     CU_ASSERT_FATAL(on_b > 0 && on_b < OWNERS);
     int n_ev = f.n_ev;
     cr_core_members_event ev = drain_ok(&f, "b", 1);
@@ -955,12 +965,7 @@ static void test_core_remove_and_join(void)
     enum { OWNERS = 45 };
     int64_t owner[OWNERS];
     uint32_t last[OWNERS];
-    uint64_t on_b = 0;
-    for (int i = 0; i < OWNERS; i++) {
-        owner[i] = f.next_owner++;
-        last[i] = arrive(&f, owner[i], 200);
-        on_b += last[i] == 1;
-    }
+    uint64_t on_b = sessions(&f, OWNERS, owner, last, 1);
     CU_ASSERT_FATAL(on_b > 0);
     const cr_endpoint_spec ac[] = {EQ[0], EQ[2]};
     cr_core_members_event ev = set_ok(&f, ac, 2);
@@ -1030,11 +1035,7 @@ static void test_core_errors_down_then_retry(void)
     set_ok(&f, EQ, 3);
     enum { OWNERS = 45 };
     int64_t owner[OWNERS];
-    uint64_t on_c = 0;
-    for (int i = 0; i < OWNERS; i++) {
-        owner[i] = f.next_owner++;
-        on_c += arrive(&f, owner[i], 200) == 2;
-    }
+    uint64_t on_c = sessions(&f, OWNERS, owner, NULL, 2);
     CU_ASSERT_FATAL(on_c > 0);
     double t0 = f.kv.t += 1;
     report_error(&f, 2);

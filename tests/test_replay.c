@@ -1748,13 +1748,14 @@ static cr_replay_trace evt_trace(const double *t_ms, const int64_t *owner, size_
     return (cr_replay_trace){evt_reqs, n, evt_blocks, n};
 }
 
-/* least-loaded on the hand cluster, idle between requests: ties go to
- * shard 0 until it is drained at 2.5 s, then to shard 1. Nothing fails. */
-static void test_events_drain(void)
+/* least-loaded on the hand cluster over n requests at t (ms, owner = index)
+ * with events (text), recorded into *x; its routes are checked against
+ * want[0..n). The result for the caller (cr_replay_result_free). */
+static cr_replay_result least_loaded_with(const double *t, size_t n, const char *events,
+                                          const uint32_t *want)
 {
-    const double t[] = {0, 1000, 2000, 3000, 4000};
-    cr_replay_trace tr = evt_trace(t, NULL, 5);
-    cr_replay_events e = events_of("2.5 drain e0\n", 2);
+    cr_replay_trace tr = evt_trace(t, NULL, n);
+    cr_replay_events e = events_of(events, 2);
     cr_replay_cluster c = hand_cluster();
     c.events = &e;
     recorder x;
@@ -1762,17 +1763,26 @@ static void test_events_drain(void)
     cr_replay_result res;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_replay_run(&tr, &c, &p, 1.0, &res, &err), CR_OK);
-    const uint32_t want[] = {0, 0, 0, 1, 1};
-    for (size_t i = 0; i < 5; i++)
+    for (size_t i = 0; i < n; i++)
         CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+    x.inner.free(x.inner.state);
+    cr_replay_events_free(&e);
+    return res;
+}
+
+/* least-loaded on the hand cluster, idle between requests: ties go to
+ * shard 0 until it is drained at 2.5 s, then to shard 1. Nothing fails. */
+static void test_events_drain(void)
+{
+    const double t[] = {0, 1000, 2000, 3000, 4000};
+    const uint32_t want[] = {0, 0, 0, 1, 1};
+    cr_replay_result res = least_loaded_with(t, 5, "2.5 drain e0\n", want);
     CU_ASSERT_EQUAL(res.requests, 5);
     CU_ASSERT_EQUAL(res.failed_requests, 0);
     CU_ASSERT_EQUAL_FATAL(res.n_events, 1);
     CU_ASSERT_EQUAL(res.events[0].moved, 0); /* every owner has one request */
     CU_ASSERT_EQUAL(res.events[0].forced, 0);
     cr_replay_result_free(&res);
-    x.inner.free(x.inner.state);
-    cr_replay_events_free(&e);
 }
 
 /* One owner's three requests at once on its sticky shard (3 ms each): a
@@ -1823,22 +1833,10 @@ static void test_events_fail(void)
 static void test_events_join(void)
 {
     const double t[] = {0, 2000, 2000, 2000};
-    cr_replay_trace tr = evt_trace(t, NULL, 4);
-    cr_replay_events e = events_of("1 join x\n", 2);
-    cr_replay_cluster c = hand_cluster();
-    c.events = &e;
-    recorder x;
-    cr_replay_policy p = recording(&x, "least-loaded", &c);
-    cr_replay_result res;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&tr, &c, &p, 1.0, &res, &err), CR_OK);
     const uint32_t want[] = {0, 0, 1, 2};
-    for (size_t i = 0; i < 4; i++)
-        CU_ASSERT_EQUAL(x.out[i].shard, want[i]);
+    cr_replay_result res = least_loaded_with(t, 4, "1 join x\n", want);
     CU_ASSERT_EQUAL(res.failed_requests, 0);
     cr_replay_result_free(&res);
-    x.inner.free(x.inner.state);
-    cr_replay_events_free(&e);
 }
 
 /* A policy that checks every route against the view it was given. */
