@@ -38,6 +38,7 @@ typedef struct sidecar {
     cr_reflection *reflection;
     cr_metrics *metrics;
     cr_watch_hub *watch; /* WatchDecisions */
+    cr_watch_hub *members; /* WatchEndpoints */
     cr_observer observer;
     cr_security security;
     cr_rpc *rpc;             /* while serving */
@@ -45,7 +46,7 @@ typedef struct sidecar {
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
 
-enum { N_METHODS = 22 };
+enum { N_METHODS = 23 };
 
 /* The last columns say who may call (rpc.h cr_access): state-changing calls
  * are an admin's once authorization is on. */
@@ -91,6 +92,7 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
          ADMIN},
         {SERVICE "ListEndpoints", &cr_unary_kind, 0, cr_handle_list_endpoints, &s->handlers,
          ADMIN},
+        {SERVICE "WatchEndpoints", &cr_watch_kind, 0, NULL, s->members, ADMIN},
         {"/grpc.health.v1.Health/Check", &cr_unary_kind, 0, cr_health_check, s->health, OPEN},
         {"/grpc.health.v1.Health/Watch", &cr_health_watch_kind, 0, NULL, s->health, OPEN},
         {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", &cr_bidi_each_kind, 0,
@@ -249,6 +251,7 @@ static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
     cr_health_set_serving(s->health, 0);
     cr_health_end_watches(s->health);
     cr_watch_end(s->watch);
+    cr_watch_end(s->members);
     long stuck = 0;
     double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s, SHUTDOWN_MARGIN_S, &stuck);
     if (stuck)
@@ -403,6 +406,13 @@ static int run(const cr_config *cfg, json_t *nofile)
                           ->id,
         .max_watchers = CR_WATCH_MAX_WATCHERS,
         .queue_len = CR_WATCH_QUEUE_LEN});
+    s.members = cr_watch_hub_new(&(cr_watch_config){
+        .request = &cacheroute__v1__watch_endpoints_request__descriptor,
+        .lost_field = protobuf_c_message_descriptor_get_field_by_name(
+                          &cacheroute__v1__endpoint_change__descriptor, "lost")
+                          ->id,
+        .max_watchers = CR_WATCH_MAX_WATCHERS,
+        .queue_len = CR_WATCH_QUEUE_LEN});
     method_table(&s, cfg, methods);
     for (size_t i = 0; i < N_METHODS; i++)
         paths[i] = methods[i].path;
@@ -413,8 +423,8 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL};
-    if (!s.health || !s.reflection || !s.metrics || !s.watch) {
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members};
+    if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
@@ -437,6 +447,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */
+    cr_watch_hub_free(s.members);
     cr_metrics_free(s.metrics);
     cr_reflection_free(s.reflection);
     cr_health_free(s.health);

@@ -18,6 +18,7 @@ typedef struct cr_observer {
     cr_replica *replica; /* --state-backend's, once started; NULL when standalone */
     cr_kv_subscriber *kv; /* --kv-events', once started; NULL without */
     cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
+    cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -49,8 +50,9 @@ void cr_observe_replica_gauges(cr_replica *r, cr_page *page);
 cr_kv_hooks cr_observe_kv_hooks(cr_observer *o);
 void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
 
-/* observe_endpoints.c: a log line per change of the endpoint set, and
- * the cacheroute_endpoint* families (none before a set is given). */
+/* observe_endpoints.c: a log line per change of the endpoint set and its
+ * message to WatchEndpoints' watchers (o->members), and the
+ * cacheroute_endpoint* families (none before a set is given). */
 void cr_observe_members(void *ctx, const cr_core_members_event *ev);
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
 

@@ -4,14 +4,20 @@
  * moved, and the endpoints file's reads. */
 #include <stdio.h>
 
+#include "handlers.h" /* cr_endpoint_change_pack */
 #include "log.h"
 #include "observe.h"
 
-/* A change at info, an endpoint marked down at warn. */
+/* A change at info, an endpoint marked down at warn; sent to every
+ * WatchEndpoints watcher. */
 void cr_observe_members(void *ctx, const cr_core_members_event *ev)
 {
-    (void)ctx;
+    const cr_observer *o = ctx;
     const cr_endpoints_change *c = &ev->change;
+    uint8_t *body;
+    size_t len;
+    if (o->members && cr_watch_active(o->members) && cr_endpoint_change_pack(ev, &body, &len) == 0)
+        cr_watch_publish(o->members, body, len);
     json_t *f = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "by", ev->by, "version",
                           (json_int_t)ev->version, "shards", (json_int_t)ev->n_slots, "joined",
                           (json_int_t)c->joined, "removed", (json_int_t)c->removed, "drained",

@@ -45,6 +45,15 @@ void cr_handle_list_endpoints(void *ctx, const uint8_t *data, size_t len, cr_rep
 
 /* ---- messages built from core types, shared by the handlers ---- */
 
+/* ev's counts as an EndpointsChange (m initialised here). */
+void cr_endpoints_change_msg(Cacheroute__V1__EndpointsChange *m,
+                             const cr_core_members_event *ev);
+
+/* ev as a serialized EndpointChange (lost 0) in a new malloc'd buffer:
+ * *body (the caller's, free()) holds *len bytes. 0, or -1 when out of
+ * memory. For the WatchEndpoints feed. */
+int cr_endpoint_change_pack(const cr_core_members_event *ev, uint8_t **body, size_t *len);
+
 /* e (NULL: no set) as an EndpointsResponse into out, with ev's change
  * when ev is not NULL (SetEndpoints, DrainEndpoint). */
 void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,

@@ -1,7 +1,8 @@
 /* ListEndpoints: the current set as EndpointsResponse; the answer
  * SetEndpoints and DrainEndpoint give too (cr_endpoints_answer), after
  * forwarding them to the leader when this replica follows its set
- * (cr_endpoints_reply). */
+ * (cr_endpoints_reply); and each change as WatchEndpoints streams it
+ * (cr_endpoint_change_pack). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -9,6 +10,36 @@
 #include "reply.h"
 
 typedef Cacheroute__V1__EndpointStatus EndpointStatus;
+
+void cr_endpoints_change_msg(Cacheroute__V1__EndpointsChange *m,
+                             const cr_core_members_event *ev)
+{
+    *m = (Cacheroute__V1__EndpointsChange)CACHEROUTE__V1__ENDPOINTS_CHANGE__INIT;
+    m->joined = ev->change.joined;
+    m->removed = ev->change.removed;
+    m->drained = ev->change.drained;
+    m->undrained = ev->change.undrained;
+    m->failed = ev->change.failed;
+    m->recovered = ev->change.recovered;
+    m->sessions_to_move = ev->sessions_to_move;
+}
+
+int cr_endpoint_change_pack(const cr_core_members_event *ev, uint8_t **body, size_t *len)
+{
+    Cacheroute__V1__EndpointChange m = CACHEROUTE__V1__ENDPOINT_CHANGE__INIT;
+    Cacheroute__V1__EndpointsChange change;
+    cr_endpoints_change_msg(&change, ev);
+    m.by = (char *)ev->by;
+    m.endpoint = (char *)(ev->id ? ev->id : "");
+    m.version = ev->version;
+    m.shards = ev->n_slots;
+    m.change = &change;
+    *len = protobuf_c_message_get_packed_size(&m.base);
+    if (!(*body = malloc(*len ? *len : 1)))
+        return -1;
+    protobuf_c_message_pack(&m.base, *body);
+    return 0;
+}
 
 void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
                          const cr_core_members_event *ev, cr_reply *out)
@@ -41,13 +72,7 @@ void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
     resp.n_endpoints = n;
     resp.endpoints = ptrs;
     if (ev) {
-        change.joined = ev->change.joined;
-        change.removed = ev->change.removed;
-        change.drained = ev->change.drained;
-        change.undrained = ev->change.undrained;
-        change.failed = ev->change.failed;
-        change.recovered = ev->change.recovered;
-        change.sessions_to_move = ev->sessions_to_move;
+        cr_endpoints_change_msg(&change, ev);
         resp.change = &change;
         resp.forwarded = ev->followed != 0;
     }

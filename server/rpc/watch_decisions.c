@@ -213,12 +213,16 @@ static const char *bad_request(const cr_call *c, const cr_watch_hub *h, cr_error
     return bad;
 }
 
-/* Lists w, or ends it with why not; h->lock held. */
-static void admit(watch_call *w, const char *bad)
+/* Lists w, or ends it with why not (denied: its caller may not watch,
+ * else bad: its request); h->lock held. */
+static void admit(watch_call *w, const cr_reply *denied, const char *bad)
 {
     cr_watch_hub *h = w->hub;
     char text[300];
-    if (bad) {
+    if (denied->status != GRPC_STATUS_OK) {
+        w->ends = denied->status;
+        send_final(w, denied->message);
+    } else if (bad) {
         w->ends = GRPC_STATUS_INVALID_ARGUMENT;
         send_final(w, bad);
     } else if (h->ending) {
@@ -248,6 +252,11 @@ static void watch_arrived(cr_call *c)
     cr_error err;
     w->hub = h;
     w->details = grpc_empty_slice();
+    /* an admin's method is refused here as a unary call's is (calls.c); no
+     * watch decides on its request, so a gate (ADMIN_IF) refuses too */
+    cr_reply denied = {0};
+    if (cr_call_allowed(c, &denied) && denied.gate)
+        cr_reply_needs_admin(&denied, denied.gate, 0);
     const char *bad = bad_request(c, h, &err);
     w->queue = calloc(h->cfg.queue_len, sizeof *w->queue);
     if (!w->queue && !bad)
@@ -257,7 +266,7 @@ static void watch_arrived(cr_call *c)
         return;
     }
     pthread_mutex_lock(&h->lock);
-    admit(w, bad);
+    admit(w, &denied, bad);
     pthread_mutex_unlock(&h->lock);
 }
 

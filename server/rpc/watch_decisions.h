@@ -1,6 +1,8 @@
 /* Server-streaming broadcasts: a call kind whose calls each receive every
- * message published after they arrived (WatchDecisions' receipts), through a
- * bounded queue per watcher.
+ * message published after they arrived (WatchDecisions' receipts,
+ * WatchEndpoints' changes: a hub each), through a bounded queue per
+ * watcher. A method of this kind is authorized as a unary one is (rpc.h,
+ * cr_access): a caller who may not call it is ended PERMISSION_DENIED.
  *
  * A watch has at most one send in flight; what is published meanwhile waits
  * in its queue. When the queue is full the oldest waiting message is dropped

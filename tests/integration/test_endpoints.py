@@ -172,6 +172,31 @@ class EndpointsRpcTest(h.SidecarTestCase):
         return self.stub.SetEndpoints(P.cr.SetEndpointsRequest(endpoints=[
             P.cr.Endpoint(id=i, address=i + ":80") for i in ids]), timeout=timeout)
 
+    def test_watch_sees_each_change(self):
+        """WatchEndpoints: every change from the watch's start, in order,
+        with what it changed and the sessions it forces."""
+        self.set("p", "q")
+        watch = self.stub.WatchEndpoints(P.cr.WatchEndpointsRequest(), timeout=30)
+        h.poll(lambda: "cacheroute_endpoint_changes_total" in self.metrics_text(), 5,
+               what="the sidecar up")
+        time.sleep(0.2)  # the watch is registered before the first change
+        on_q = sum(1 for r in self.stub.RecordArrival(P.cr.RecordArrivalRequest(
+            owners=list(range(1, 60))), timeout=h.RPC_TIMEOUT).routes if r.endpoint_id == "q")
+        self.set("p", "q", "r")
+        self.stub.DrainEndpoint(P.cr.DrainEndpointRequest(id="q"), timeout=h.RPC_TIMEOUT)
+        got = [next(watch) for _ in range(2)]
+        watch.cancel()
+        self.assertEqual([(m.by, m.endpoint, m.shards, m.lost) for m in got],
+                         [("set", "", 3, 0), ("drain", "q", 3, 0)])
+        self.assertEqual(got[0].change.joined, 1)
+        self.assertEqual((got[1].change.drained, got[1].change.sessions_to_move), (1, on_q))
+        self.assertEqual(got[1].version, got[0].version + 1)
+
+    def metrics_text(self):
+        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.read().decode()
+
     def test_set_drain_list_and_errors(self):
         r = self.set("p", "q", "r")
         self.assertEqual(r.change.joined, 3)
@@ -222,10 +247,7 @@ class EndpointsRpcTest(h.SidecarTestCase):
         self.assertRpcError(INVALID, self.stub.ReportOutcome, P.cr.ReportOutcomeRequest(
             outcomes=[P.cr.Outcome(shard=0, error="x" * 257)]),
             details="outcomes[0].error must be at most 256 bytes, got 257")
-        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
-        with urllib.request.urlopen(url, timeout=10) as resp:
-            metrics = resp.read().decode()
-        lines = set(metrics.splitlines())
+        lines = set(self.metrics_text().splitlines())
         for want in ('cacheroute_endpoint_changes_total{change="failed"} 1',
                      'cacheroute_endpoint_changes_total{change="recovered"} 1',
                      # the drain's sessions, then those on r when it went down

@@ -38,6 +38,7 @@ CR_METHODS = {
     "SetEndpoints": ("SetEndpointsRequest", "EndpointsResponse"),
     "DrainEndpoint": ("DrainEndpointRequest", "EndpointsResponse"),
     "ListEndpoints": ("ListEndpointsRequest", "EndpointsResponse"),
+    "WatchEndpoints": ("WatchEndpointsRequest", "EndpointChange"),
 }
 NOT_FOUND = grpc.StatusCode.NOT_FOUND.value[0]
 

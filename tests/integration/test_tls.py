@@ -337,6 +337,9 @@ def guarded_calls():
         Call("ListEndpoints", lambda s, md: s.ListEndpoints(P.cr.ListEndpointsRequest(),
                                                             metadata=md,
                                                             timeout=h.RPC_TIMEOUT)),
+        # a stream: allowed, it waits for a change (its deadline ends it)
+        Call("WatchEndpoints", lambda s, md: next(s.WatchEndpoints(
+            P.cr.WatchEndpointsRequest(), metadata=md, timeout=0.3))),
         # --reservations admins, the default: reserving is an admin's.
         Call("SelectInjection", lambda s, md: s.SelectInjection(
             P.cr.SelectInjectionRequest(prompt_tokens=100, knowledge_tokens=100, dry_run=False),
