@@ -92,8 +92,9 @@ for name in names:
     rows = doc["results"]
     # the control: the same run with every event a mark (nothing changes),
     # so each policy's own moves over the same span (spills, rebalancing)
-    quiet = {r["policy"]: r["events"] for r in
-             json.load(open("%s/%s.marks.json" % (out, name)))["results"]}
+    control = json.load(open("%s/%s.marks.json" % (out, name)))["results"]
+    quiet = {r["policy"]: r["events"] for r in control}
+    quiet_hit = {r["policy"]: r["hit_ratio_events"] for r in control}
     st = doc["inputs"]["trace_stats"]
     print("\n### %s (%d requests, scale %g, %.2f req/s offered)\n"
           % (name, st["requests"], rows[0]["scale"], rows[0]["offered_load_per_s"]))
@@ -120,11 +121,15 @@ for name in names:
                 if e["moved_per_forced"] is not None and e["moved_per_forced"] > 1.2:
                     notes.append("cacheroute moves %.2fx the forced after %s"
                                  % (e["moved_per_forced"], ev))
-    print("\n| policy | hit through the events | failed requests |\n|---|---:|---:|")
+    print("\n| policy | hit through the events | the same span without them | with - "
+          "without | failed requests |\n|---|---:|---:|---:|---:|")
     cr = next(r for r in rows if r["policy"] == "cacheroute")["hit_ratio_events"]
     for r in rows:
-        print("| %s | %s | %d |" % (r["policy"], f(r["hit_ratio_events"], "%.3f"),
-                                    r["failed_requests"]))
+        q = quiet_hit[r["policy"]]
+        cost = r["hit_ratio_events"] - q if None not in (q, r["hit_ratio_events"]) else None
+        print("| %s | %s | %s | %s | %d |" % (r["policy"], f(r["hit_ratio_events"], "%.3f"),
+                                              f(q, "%.3f"), f(cost, "%+.3f"),
+                                              r["failed_requests"]))
         if r["policy"] in PEERS and r["hit_ratio_events"] is not None and cr is not None \
                 and r["hit_ratio_events"] > cr:
             notes.append("cacheroute (%.3f) is below %s (%.3f) through the events"
