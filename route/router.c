@@ -134,9 +134,11 @@ uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards)
     return s != UINT32_MAX ? s : cr_route_fallback_shard(owner, n_shards);
 }
 /* owner's shard under the plan rule, p its placement (NULL: none), over
- * shards when it has none, or the next serving shard after it (plan keeps
- * no ring); *admitted = whether it has one. locked: the caller holds r's
- * lock (the mask is read under it). */
+ * shards when it has none; when that one does not serve, the first that
+ * does on owner's ring (so a drained shard's owners spread over the others
+ * as consistent hashing spreads them), else, the ring out of memory, the
+ * next serving one by id; *admitted = whether it has one. locked: the
+ * caller holds r's lock (the mask is read under it). */
 static uint32_t plan_shard(cr_router *r, const cr_placement *p, int64_t owner, uint32_t shards,
                            int *admitted, int locked)
 {
@@ -146,6 +148,7 @@ static uint32_t plan_shard(cr_router *r, const cr_placement *p, int64_t owner, u
         return s; /* no endpoint set: every shard serves, and no lock is taken */
     if (!locked)
         pthread_mutex_lock(&r->lock);
+    s = cr_router_usable_from(r, owner, s, shards);
     for (uint32_t k = 0; k < shards && !cr_router_usable(r, s); k++)
         s = s + 1 < shards ? s + 1 : 0;
     if (!locked)

@@ -1412,8 +1412,42 @@ static const cr_test_case core_tests[] = {
     {NULL, NULL},
 };
 
+/* Under --route-by plan a shard that stops serving hands its owners to
+ * the next serving shard of each owner's ring: spread over the others,
+ * not piled on its neighbour; every other owner keeps its shard. */
+static void test_router_plan_spreads_a_drained_shard(void)
+{
+    cr_route_config cfg = {.by = CR_ROUTE_PLAN, .load_bound = 1.25, .inflight_ttl_s = 60,
+                           .inflight_max = 1000, .block_tokens = 16, .index_blocks = 64,
+                           .max_hashes = 8, .miss_weight = 2};
+    cr_router *r = cr_router_new(&cfg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    enum { OWNERS = 800, SHARDS = 5 };
+    uint32_t before[OWNERS], to[SHARDS] = {0};
+    int admitted;
+    for (int64_t o = 0; o < OWNERS; o++)
+        before[o] = cr_router_shard(r, NULL, SHARDS, o, &admitted);
+    const uint8_t usable[SHARDS] = {1, 1, 0, 1, 1};
+    CU_ASSERT_EQUAL(cr_router_members(r, SHARDS, usable, NULL, NULL), 0);
+    for (int64_t o = 0; o < OWNERS; o++) {
+        uint32_t now = cr_router_shard(r, NULL, SHARDS, o, &admitted);
+        CU_ASSERT(now != 2);
+        if (before[o] != 2) {
+            CU_ASSERT_EQUAL(now, before[o]);
+        } else {
+            to[now]++;
+        }
+    }
+    int takers = 0;
+    for (int s = 0; s < SHARDS; s++)
+        takers += to[s] > 0;
+    CU_ASSERT(takers >= 3); /* of the four left: a linear probe would give 1 */
+    cr_router_free(r);
+}
+
 static const cr_test_case router_tests[] = {
     {"forget clears a shard's prefix blocks", test_router_forget},
+    {"plan spreads a drained shard's owners", test_router_plan_spreads_a_drained_shard},
     {"speed divides the ttft cost", test_router_speed_divides_cost},
     {NULL, NULL},
 };
