@@ -454,6 +454,19 @@ static int run(const cr_config *cfg, json_t *nofile)
     return rc;
 }
 
+/* --endpoints-file as a start would read it: CR_EINVAL with err naming
+ * the file and line; CR_OK without one. */
+static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
+{
+    cr_endpoint_spec *v;
+    size_t n;
+    if (!*cfg->server.endpoints_file)
+        return CR_OK;
+    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
+    free(v);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     /* Blocked in every thread (gRPC's included); the main thread takes
@@ -463,6 +476,8 @@ int main(int argc, char **argv)
     cr_config cfg;
     cr_error e;
     int rc = cr_config_load(&cfg, argc, argv, &e);
+    if (rc == 2 && check_endpoints_file(&cfg, &e) != CR_OK)
+        rc = -1; /* --check-config reads the file a start would */
     if (rc == 2) { /* --check-config */
         warn_memory(&cfg, 1);
         json_t *j = cr_config_json(&cfg);

@@ -151,6 +151,20 @@ class EndpointsFileTest(h.SidecarTestCase):
         h.poll(lambda: self.listed()[0] == 3, 10, what="the SIGHUP re-read")
         self.sc.assert_clean_exit(self)
 
+    def test_check_config_reads_the_file(self):
+        """--check-config refuses a bad endpoints file as a start would,
+        naming file and line, and passes a good one."""
+        bad = os.path.join(self.dir, "bad.json")
+        with open(bad, "w") as f:
+            f.write('{"endpoints": [\n {"id": "a", "address": "x"},\n'
+                    ' {"id": "a", "address": "y"}]}\n')
+        p = h.run_sidecar("--check-config", "--endpoints-file", bad)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('bad.json:3: endpoints[1].id "a" is given twice (endpoints[0])', p.stderr)
+        p = h.run_sidecar("--check-config", "--endpoints-file", self.path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["endpoints_file"], self.path)
+
     def test_unreadable_file_at_start_is_an_error(self):
         missing = os.path.join(self.dir, "none.json")
         p = h.run_sidecar("--endpoints-file", missing, "--listen", "127.0.0.1:0",
