@@ -270,13 +270,47 @@ static int indexed_tier(const pass *p, const msgpack_object *medium, cr_kv_tier 
     return -1;
 }
 
-/* The namespace: lora_name when a non-empty str, else lora_id in decimal,
- * else none. Written at out (NULL: checked only; room for
- * CR_CORE_NAMESPACE_MAX bytes); *len its length. */
-static cr_status space_of(const pass *p, const msgpack_object *id, const msgpack_object *name,
-                          char *out, size_t *len)
+/* The cache salt in a block's extra keys (vLLM's tuple of the LoRA name,
+ * multimodal keys, the salt, prompt-embedding keys, in that order; the
+ * salt only in a request's first block): its second str when the first is
+ * the LoRA name lora (len bytes), else its first; NULL when it has none.
+ * keys: the event's extra_keys (nil, or a list with one entry a block). */
+static const msgpack_object *salt_of(const pass *p, const msgpack_object *keys,
+                                     const char *lora, size_t len, cr_status *st)
 {
-    char buf[24], text[24];
+    char buf[24];
+    *st = CR_OK;
+    if (is_nil(keys))
+        return NULL;
+    if (keys->type != MSGPACK_OBJECT_ARRAY) {
+        *st = bad(p, "extra_keys must be a list or nil, got %s", got(keys, buf));
+        return NULL;
+    }
+    const msgpack_object *first = keys->via.array.size ? &keys->via.array.ptr[0] : NULL;
+    if (!first || is_nil(first) || first->type != MSGPACK_OBJECT_ARRAY)
+        return NULL; /* no keys for the first block, or a shape not known: no salt */
+    int lora_seen = !len;
+    for (uint32_t i = 0; i < first->via.array.size; i++) {
+        const msgpack_object *k = &first->via.array.ptr[i];
+        if (k->type != MSGPACK_OBJECT_STR)
+            continue; /* a multimodal key, prompt-embedding bytes */
+        if (!lora_seen && k->via.str.size == len && !memcmp(k->via.str.ptr, lora, len)) {
+            lora_seen = 1;
+            continue;
+        }
+        return k->via.str.size ? k : NULL;
+    }
+    return NULL;
+}
+
+/* The namespace (route.h): the LoRA adapter (lora_name when a non-empty
+ * str, else lora_id in decimal), the cache salt from extra_keys, or both
+ * as "ADAPTER\x1fSALT"; none without either. Written at out (NULL:
+ * checked only; room for CR_CORE_NAMESPACE_MAX bytes); *len its length. */
+static cr_status space_of(const pass *p, const msgpack_object *id, const msgpack_object *name,
+                          const msgpack_object *extra, char *out, size_t *len)
+{
+    char buf[24], text[CR_CORE_NAMESPACE_MAX + 1];
     const char *s = NULL;
     *len = 0;
     if (!is_nil(name) && name->type != MSGPACK_OBJECT_STR)
@@ -291,8 +325,27 @@ static cr_status space_of(const pass *p, const msgpack_object *id, const msgpack
         s = name->via.str.ptr;
         *len = name->via.str.size;
     } else if (!is_nil(id)) {
-        s = got(id, text); /* an int: its decimal */
+        s = got(id, buf); /* an int: its decimal */
         *len = strlen(s);
+    }
+    cr_status st;
+    const msgpack_object *salt =
+        salt_of(p, extra, !is_nil(name) ? name->via.str.ptr : NULL,
+                !is_nil(name) ? name->via.str.size : 0, &st);
+    if (st != CR_OK)
+        return st;
+    if (salt) {
+        size_t both = (*len ? *len + 1 : 0) + salt->via.str.size;
+        if (both > CR_CORE_NAMESPACE_MAX)
+            return bad(p, "the LoRA adapter and cache salt must be at most %d bytes, got %zu",
+                       CR_CORE_NAMESPACE_MAX, both);
+        if (*len)
+            memcpy(text, s, *len);
+        if (*len)
+            text[(*len)++] = 0x1f;
+        memcpy(text + *len, salt->via.str.ptr, salt->via.str.size);
+        *len += salt->via.str.size;
+        s = text;
     }
     if (out && *len)
         memcpy(out, s, *len);
@@ -311,25 +364,30 @@ static void room(const pass *p, int emit, uint64_t **h, uint32_t **t, char **s)
     *s = fill ? p->b->names + p->name_bytes : NULL;
 }
 
-enum { S_TYPE, S_HASHES, S_PARENT, S_TOKENS, S_BLOCK_SIZE, S_LORA_ID, S_MEDIUM, S_LORA_NAME };
-static const char *const STORED[] = {"type", "block_hashes", "parent_block_hash", "token_ids",
-                                     "block_size", "lora_id", "medium", "lora_name"};
+enum {
+    S_TYPE, S_HASHES, S_PARENT, S_TOKENS, S_BLOCK_SIZE, S_LORA_ID, S_MEDIUM, S_LORA_NAME,
+    S_EXTRA_KEYS, S_FIELDS
+};
+static const char *const STORED[S_FIELDS] = {"type", "block_hashes", "parent_block_hash",
+                                             "token_ids", "block_size", "lora_id", "medium",
+                                             "lora_name", "extra_keys"};
 
 static cr_status block_stored(pass *p, const msgpack_object *o, cr_kv_event *ev, int *emit)
 {
-    const msgpack_object *f[8];
+    const msgpack_object *f[S_FIELDS];
     char buf[24];
     uint64_t *h;
     uint32_t *t;
     char *s;
-    if (fields(p, o, STORED, 8, S_BLOCK_SIZE + 1, f) != CR_OK ||
+    if (fields(p, o, STORED, S_FIELDS, S_BLOCK_SIZE + 1, f) != CR_OK ||
         (*emit = indexed_tier(p, f[S_MEDIUM], &ev->tier)) < 0)
         return CR_EINVAL;
     room(p, *emit, &h, &t, &s);
     ev->kind = CR_KV_STORED;
     if (hashes_of(p, f[S_HASHES], h, &ev->n) != CR_OK ||
         tokens_of(p, f[S_TOKENS], t, &ev->n_tokens) != CR_OK ||
-        space_of(p, f[S_LORA_ID], f[S_LORA_NAME], s, &ev->space_len) != CR_OK)
+        space_of(p, f[S_LORA_ID], f[S_LORA_NAME], f[S_EXTRA_KEYS], s, &ev->space_len) !=
+            CR_OK)
         return CR_EINVAL;
     ev->has_parent = !is_nil(f[S_PARENT]);
     if (ev->has_parent && hash_of(f[S_PARENT], &ev->parent) != 0)

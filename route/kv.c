@@ -44,6 +44,7 @@ uint64_t cr_route_block_hash(uint64_t parent, const uint32_t *tokens, size_t n)
 typedef struct place {
     uint64_t engine;
     uint64_t key; /* 0: empty (a key of 0 is kept as 1) */
+    uint64_t mix; /* the namespace's mix in key: a child's is its parent's */
 } place;
 
 struct cr_kvmap {
@@ -129,21 +130,25 @@ static cr_prefix *index_for(cr_router *r, cr_kv_tier tier)
 }
 
 /* r locked: ev's blocks' index keys into keys (the router's chain, mixed
- * with the namespace); how many: all, or 0 when the parent is unknown (the
- * chain cannot be made). */
-static size_t chain_blocks(const cr_kvmap *m, const cr_kv_event *ev, uint64_t *keys)
+ * with the namespace) and the namespace's mix into *mix; how many: all, or
+ * 0 when the parent is unknown (the chain cannot be made). Blocks after a
+ * parent are in the parent's namespace, whatever the event says: vLLM
+ * names a request's cache salt in its first block's keys only. */
+static size_t chain_blocks(const cr_kvmap *m, const cr_kv_event *ev, uint64_t *keys,
+                           uint64_t *mix)
 {
-    uint64_t space = cr_route_text_key(ev->space, ev->space_len);
-    uint64_t mix = space ? cr_mix64(space) : 0, chain = 0;
+    uint64_t space = cr_route_text_key(ev->space, ev->space_len), chain = 0;
+    *mix = space ? cr_mix64(space) : 0;
     if (ev->has_parent) {
         const place *parent = lookup(m, ev->parent);
         if (!parent)
             return 0;
-        chain = parent->key ^ mix;
+        *mix = parent->mix;
+        chain = parent->key ^ *mix;
     }
     for (size_t i = 0; i < ev->n; i++) {
         chain = cr_route_block_hash(chain, ev->tokens + i * ev->block_size, ev->block_size);
-        keys[i] = chain ^ mix;
+        keys[i] = chain ^ *mix;
         keys[i] += !keys[i];
     }
     return ev->n;
@@ -171,14 +176,15 @@ static int stored(cr_router *r, const cr_kv_event *ev, cr_kv_applied *out)
     cr_prefix *p = index_for(r, ev->tier);
     if (!m || !keys || !p)
         return -1;
-    size_t k = chain_blocks(m, ev, keys);
+    uint64_t mix;
+    size_t k = chain_blocks(m, ev, keys, &mix);
     out->orphans += ev->n - k;
     if (k && cr_prefix_insert(p, ev->shard, keys, (uint32_t)k) != 0)
         return -1;
     /* mapped once held, so that no block of this event looks stale to
      * the places the others take */
     for (size_t i = 0; i < k; i++)
-        *place_for(r, m, ev->engine[i], ev->shard) = (place){ev->engine[i], keys[i]};
+        *place_for(r, m, ev->engine[i], ev->shard) = (place){ev->engine[i], keys[i], mix};
     out->stored += k;
     return 0;
 }
@@ -196,7 +202,7 @@ static void removed(cr_router *r, const cr_kv_event *ev, cr_kv_applied *out)
         cr_prefix *tier = ev->tier == CR_KV_CPU ? r->cpu : r->index;
         out->removed += tier && cr_prefix_forget(tier, ev->shard, key);
         if (!held(r, ev->shard, key)) /* the other tier may still hold it */
-            *p = (place){0, 0};
+            *p = (place){0, 0, 0};
     }
 }
 

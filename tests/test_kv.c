@@ -139,6 +139,23 @@ static void test_namespaces_keep_apart(void)
     cr_core_free(f.core);
 }
 
+/* A request's later blocks are in its first blocks' namespace though
+ * their event names none (vLLM puts the cache salt in the first block's
+ * keys only): they chain on under the parent's. */
+static void test_children_inherit_the_namespace(void)
+{
+    fixture f;
+    open_kv(&f, 1000);
+    store(&f, 2, 6, 0, 2, "salt-1");
+    CU_ASSERT_EQUAL(store(&f, 2, 6, 2, 2, NULL).stored, 2); /* the same request, later */
+    CU_ASSERT_EQUAL(route(&f, 6, 4, "salt-1").cached_tokens, 4 * BT);
+    CU_ASSERT_EQUAL(route(&f, 6, 4, NULL).cached_tokens, 0);
+    /* and a grandchild chains on from the child */
+    CU_ASSERT_EQUAL(store(&f, 2, 6, 4, 1, "other").stored, 1);
+    CU_ASSERT_EQUAL(route(&f, 6, 5, "salt-1").cached_tokens, 5 * BT);
+    cr_core_free(f.core);
+}
+
 /* Removals leave ghosts in the ring until its hand takes them back: the
  * index never holds more than its bound, and what was stored last is
  * held. A mapping can be lost when more blocks the shard holds meet in
@@ -272,6 +289,7 @@ static const cr_test_case kv_tests[] = {
     {"stored blocks are hits", test_stored_blocks_are_hits},
     {"removed and cleared", test_removed_and_cleared},
     {"namespaces keep apart", test_namespaces_keep_apart},
+    {"children inherit the namespace", test_children_inherit_the_namespace},
     {"bound through removals", test_bound_through_removals},
     {"bad batches apply nothing", test_bad_batches_apply_nothing},
     {"block hash", test_block_hash_is_xxh3_of_le_tokens},

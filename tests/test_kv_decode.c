@@ -253,6 +253,95 @@ static void test_bytes_hashes(void)
     cr_kv_batch_free(&b);
 }
 
+/* A map-like BlockStored of one block with lora_name (NULL: absent) and
+ * extra_keys written by keys (NULL: absent). */
+static void salted(writer *w, const char *lora, void (*keys)(writer *w))
+{
+    event(w, "BlockStored", 4 + (lora != NULL) + (keys != NULL));
+    key(w, "block_hashes");
+    ints(w, H3, 1);
+    key(w, "parent_block_hash");
+    msgpack_pack_nil(&w->pk);
+    key(w, "token_ids");
+    ints(w, TOK3, BS);
+    key(w, "block_size");
+    msgpack_pack_int(&w->pk, BS);
+    if (lora) {
+        key(w, "lora_name");
+        str(w, lora);
+    }
+    if (keys) {
+        key(w, "extra_keys");
+        keys(w);
+    }
+}
+
+static void salt_only(writer *w) /* [["salt-1"], nil] */
+{
+    msgpack_pack_array(&w->pk, 2);
+    msgpack_pack_array(&w->pk, 1);
+    str(w, "salt-1");
+    msgpack_pack_nil(&w->pk);
+}
+
+static void lora_and_salt(writer *w) /* [["a", "salt-2"]] */
+{
+    msgpack_pack_array(&w->pk, 1);
+    msgpack_pack_array(&w->pk, 2);
+    str(w, "a");
+    str(w, "salt-2");
+}
+
+static void lora_only(writer *w) /* [["a"]] */
+{
+    msgpack_pack_array(&w->pk, 1);
+    msgpack_pack_array(&w->pk, 1);
+    str(w, "a");
+}
+
+static void media_then_salt(writer *w) /* [[["img", 3], bin, "s"]] */
+{
+    msgpack_pack_array(&w->pk, 1);
+    msgpack_pack_array(&w->pk, 3);
+    msgpack_pack_array(&w->pk, 2);
+    str(w, "img");
+    msgpack_pack_int(&w->pk, 3);
+    msgpack_pack_bin_with_body(&w->pk, "emb", 3);
+    str(w, "s");
+}
+
+static void not_a_list(writer *w) { msgpack_pack_int(&w->pk, 5); }
+
+/* vLLM's cache salt, in a request's first block's extra_keys, joins the
+ * namespace: alone, or after the LoRA adapter with a 0x1f between; the
+ * adapter's own entry is not taken for a salt; multimodal keys and
+ * embedding bytes are passed over; extra_keys not a list is refused. */
+static void test_cache_salt_namespace(void)
+{
+    writer w;
+    cr_kv_batch b;
+    cr_error err;
+    w_open(&w, 1);
+    batch(&w, 5);
+    salted(&w, NULL, salt_only);
+    salted(&w, "a", lora_and_salt);
+    salted(&w, "a", lora_only);
+    salted(&w, NULL, media_then_salt);
+    salted(&w, "b", NULL);
+    CU_ASSERT_EQUAL_FATAL(decode(&w, &b, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(b.n, 5);
+    static const char *const want[] = {"salt-1", "a\x1fsalt-2", "a", "s", "b"};
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_TRUE(b.events[i].space_len == strlen(want[i]) &&
+                       !memcmp(b.events[i].space, want[i], strlen(want[i])));
+    cr_kv_batch_free(&b);
+    w_open(&w, 1);
+    batch(&w, 1);
+    salted(&w, NULL, not_a_list);
+    CU_ASSERT_EQUAL(decode(&w, &b, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "extra_keys must be a list or nil, got"));
+}
+
 /* Older releases' shorter arrays (no medium, no lora_name), newer ones'
  * fields past the known (group_idx, extra_keys, ...), a negative lora_id,
  * unknown map keys: all read. */
@@ -670,6 +759,7 @@ static const cr_test_case decode_tests[] = {
     {"array-like", test_array_like},
     {"map-like", test_map_like},
     {"bytes hashes", test_bytes_hashes},
+    {"cache salt in the namespace", test_cache_salt_namespace},
     {"short and long events", test_short_and_long_events},
     {"empty batch", test_empty_batch},
     {"bytes refused", test_bytes_refused},

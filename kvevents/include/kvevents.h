@@ -15,14 +15,17 @@
  *           ["BlockRemoved", block_hashes, medium, ...]
  *           ["AllBlocksCleared"]
  *           or the same as maps with a "type" tag; fields past these
- *           (group_idx, extra_keys, kv_cache_spec_*) are ignored
+ *           (group_idx, kv_cache_spec_*) are ignored; of extra_keys only
+ *           the cache salt is read (below)
  *   hashes  ints (int64 or uint64), or bytes (taken as their XXH3-64)
  * Blocks in the GPU tier (medium "GPU", or none given) and in host memory
  * (medium "CPU": KV offloading) are indexed, each in its tier (route.h,
  * "Tiers"); other tiers' events (a disk, a remote store), and events of a
  * type this release does not know (a later engine's), are counted and
- * skipped. The namespace is lora_name,
- * else lora_id in decimal, else none.
+ * skipped. The namespace is the LoRA adapter (lora_name, else lora_id in
+ * decimal) and the cache salt (in the first block's extra_keys: its str
+ * after the adapter's), alone or joined as "ADAPTER\x1fSALT"; blocks after
+ * a parent inherit the parent's (route.h).
  */
 #ifndef CR_KVEVENTS_H
 #define CR_KVEVENTS_H

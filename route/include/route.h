@@ -330,8 +330,9 @@ int64_t cr_router_members(cr_router *r, uint32_t n, const uint8_t *usable, const
  * block by the chained hash below, the one Route's callers compute, so a
  * stored block's key is computed from its tokens and its parent's key,
  * and each shard keeps a map from the engine's hashes to the router's keys
- * (for removals and parents): direct-mapped, 2 x --index-blocks places of
- * 16 B per shard that has sent events, made at its first; a place taken by
+ * (for removals and parents; each with its namespace, which the blocks
+ * after it inherit): 2 x --index-blocks places of 24 B per shard that has
+ * sent events, made at its first; a place taken by
  * another block loses the older mapping (its removal then waits for the
  * index's own ageing). Stored blocks enter the prefix index as a route's
  * do; removed ones leave it; a cleared shard's index is emptied.
