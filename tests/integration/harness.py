@@ -14,7 +14,6 @@ the process exits, and (PR_SET_PDEATHSIG) when the Python process dies.
 """
 import argparse
 import atexit
-import ctypes
 import faulthandler
 import importlib
 import json
@@ -138,11 +137,14 @@ def _kill_leftovers():
 
 atexit.register(_kill_leftovers)
 
-_libc = ctypes.CDLL(None, use_errno=True)
 
-
-def _die_with_parent():
-    _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _dying_with_parent(argv):
+    """argv run so that it is killed when this process dies (setpriv's
+    PR_SET_PDEATHSIG, kept across its exec). Not a preexec_fn: that makes
+    subprocess fork() rather than vfork(), and a fork runs gRPC core's
+    pre-fork handler, which waits for its thread pool to go idle and, with
+    this process's channels busy, could wait for ever (seen in CI)."""
+    return ["setpriv", "--pdeathsig", "KILL", "--"] + list(argv)
 
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
@@ -172,9 +174,9 @@ class Sidecar:
         self._eof = False
         self._channels = []
         self.returncode = None
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(_dying_with_parent(self.argv), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     env=full_env, preexec_fn=_die_with_parent)
+                                     env=full_env)
         _LIVE.append(self)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -562,10 +564,11 @@ def run_sidecar(*argv, env=None, timeout=20):
     returns CompletedProcess with text out/err. A sidecar that starts serving
     instead is killed at the timeout and reported."""
     hooked = any(k.startswith("CACHEROUTE_TEST_") for k in (env or {}))
-    p = subprocess.Popen([ARGS.sidecar_hooked if hooked else ARGS.sidecar] + list(argv),
+    p = subprocess.Popen(_dying_with_parent([ARGS.sidecar_hooked if hooked else ARGS.sidecar] +
+                                            list(argv)),
                          stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(env),
-                         universal_newlines=True, preexec_fn=_die_with_parent)
+                         universal_newlines=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -606,8 +609,8 @@ class Redis:
             argv += ["--unixsocket", unix, "--unixsocketperm", "700"]
         if requirepass:
             argv += ["--requirepass", requirepass]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(_dying_with_parent(argv), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _LIVE.append(self)
         self.url = "redis://127.0.0.1:%d" % self.port
         poll(lambda: self._ping(), START_TIMEOUT, what="redis-server answering PING")
