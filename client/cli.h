@@ -31,6 +31,10 @@ int cr_cli_decision(cr_client *c, const char *request_id);
 int cr_cli_watch(cr_client *c, uint64_t count); /* 0 = until Ctrl-C */
 int cr_cli_stats(cr_client *c);
 
+/* The endpoint set (endpoints.c): cmd "endpoints" lists it, "drain" and
+ * "undrain" take id; the exit code. */
+int cr_cli_endpoints(cr_client *c, const char *cmd, const char *id);
+
 /* record --stream (record.c): RecordArrivals, one message per line of file
  * (NULL or "-": stdin), one JSON line per answer; the exit code. */
 int cr_cli_record_stream(cr_client *c, const char *file, int omit_routes);

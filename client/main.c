@@ -50,6 +50,9 @@ static const char usage[] =
     "  watch [--count N]     receipts as they are made and reported, one JSON line\n"
     "                        each, until N are printed or Ctrl-C (no --timeout)\n"
     "  stats                 served hit ratios, prediction errors, regret, calibration\n"
+    "  endpoints             the endpoint set: each shard's endpoint, address and state\n"
+    "  drain ID | undrain ID take endpoint ID out of (back into) new routes; its\n"
+    "                        sessions move when they next arrive (admin)\n"
     "\n"
     "--target defaults to $CACHEROUTE_TARGET, else 127.0.0.1:50051; --timeout to 10 s.\n"
     "--tls-ca speaks TLS, trusting that CA; --tls-cert/--tls-key add a client\n"
@@ -487,8 +490,12 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "decision")) {
         if (n != 1)
             return fail_usage("%s needs exactly one REQUEST_ID", cmd);
+    } else if (!strcmp(cmd, "drain") || !strcmp(cmd, "undrain")) {
+        if (n != 1)
+            return fail_usage("%s needs exactly one endpoint ID", cmd);
     } else if (!strcmp(cmd, "plan") || !strcmp(cmd, "health") || !strcmp(cmd, "profile") ||
-               !strcmp(cmd, "report") || !strcmp(cmd, "watch") || !strcmp(cmd, "stats")) {
+               !strcmp(cmd, "report") || !strcmp(cmd, "watch") || !strcmp(cmd, "stats") ||
+               !strcmp(cmd, "endpoints")) {
         if (n > 0)
             return fail_usage("unexpected argument '%s'", args[0]);
     } else if (needs_owners && n == 0) {
@@ -519,6 +526,8 @@ int main(int argc, char **argv)
         rc = cr_cli_watch(&c, o.count);
     else if (!strcmp(cmd, "stats"))
         rc = cr_cli_stats(&c);
+    else if (!strcmp(cmd, "endpoints") || !strcmp(cmd, "drain") || !strcmp(cmd, "undrain"))
+        rc = cr_cli_endpoints(&c, cmd, n ? args[0] : NULL);
     else if (streaming)
         rc = cr_cli_record_stream(&c, o.file, o.omit_routes);
     else

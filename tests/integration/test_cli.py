@@ -41,7 +41,10 @@ class CliTest(h.SidecarTestCase):
     H = 5.0
 
     def cli(self, *args, rc=0, **kw):
-        p = h.run_cli("--target", self.sidecar.target, *args, **kw)
+        return self.cli_at(self.sidecar, *args, rc=rc, **kw)
+
+    def cli_at(self, sc, *args, rc=0, **kw):
+        p = h.run_cli("--target", sc.target, *args, **kw)
         self.assertEqual(p.returncode, rc, "cacheroute %s: stderr %r" % (args, p.stderr))
         if rc == 0:
             self.assertEqual(p.stderr, "")
@@ -133,6 +136,29 @@ class CliTest(h.SidecarTestCase):
         self.assertEqual(r, {"forgotten": 1})
         r = self.cli("rates", "--", "-5")
         self.assertEqual(r["rates"], [{"owner": "-5", "rate": 0.0}])
+
+    def test_endpoints_drain_undrain(self):
+        """The endpoint set over the CLI (a sidecar of its own: a set changes
+        every route): none at first; then, set by SetEndpoints, listed,
+        drained and undrained by id; an unknown id exits 1 with the
+        sidecar's words, a missing one exits 2."""
+        sc = self.start_sidecar()
+        none = self.cli_at(sc, "endpoints")  # no set: version 0, nothing listed
+        self.assertEqual((none["version"], none["endpoints"]), ("0", []))
+        sc.stub().SetEndpoints(P.cr.SetEndpointsRequest(endpoints=[
+            P.cr.Endpoint(id="a", address="h:1"), P.cr.Endpoint(id="b", address="h:2")]),
+            timeout=h.RPC_TIMEOUT)
+        listed = self.cli_at(sc, "endpoints")
+        self.assertEqual([(e["shard"], e["id"], e["state"]) for e in listed["endpoints"]],
+                         [(0, "a", "active"), (1, "b", "active")])
+        drained = self.cli_at(sc, "drain", "b")
+        self.assertEqual(drained["change"]["drained"], 1)
+        self.assertEqual([e["state"] for e in drained["endpoints"]], ["active", "draining"])
+        self.assertEqual([e["state"] for e in self.cli_at(sc, "undrain", "b")["endpoints"]],
+                         ["active", "active"])
+        self.assertIn('endpoint "zz" is not in the set', self.cli_at(sc, "drain", "zz", rc=1))
+        self.assertIn("drain needs exactly one endpoint ID", self.cli_at(sc, "drain", rc=2))
+        sc.assert_clean_exit(self)
 
     def test_health(self):
         r = self.cli("health")
