@@ -235,6 +235,10 @@ uint32_t cr_router_usable_from(cr_router *r, int64_t key, uint32_t s, uint32_t n
  * -1 (the old ones kept) when out of memory. */
 int cr_router_prepare(cr_router *r, uint32_t n);
 
+/* r locked: a ring over n shards: the routes' own, or the other one kept
+ * (built when n is new to it); NULL when out of memory. */
+const cr_ring *cr_router_ring_for(cr_router *r, uint32_t n);
+
 /* r locked: the first shard of owner's ring over n shards; UINT32_MAX when
  * out of memory. */
 uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n);

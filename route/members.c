@@ -8,10 +8,9 @@
 
 uint32_t cr_router_usable_from(cr_router *r, int64_t key, uint32_t s, uint32_t n)
 {
-    if (cr_router_usable(r, s) || cr_router_ring_home(r, key, n) == UINT32_MAX)
-        return s;
-    /* cr_router_ring_home left a ring over n shards in one of the two */
-    const cr_ring *ring = r->ring && cr_ring_n_shards(r->ring) == n ? r->ring : r->other;
+    const cr_ring *ring = cr_router_usable(r, s) ? NULL : cr_router_ring_for(r, n);
+    if (!ring)
+        return s; /* usable, or no ring to walk (out of memory) */
     size_t start = cr_ring_start(ring, key), points = cr_ring_n_points(ring);
     for (size_t i = 0; i < points; i++)
         if (cr_router_usable(r, cr_ring_shard(ring, start + i)))

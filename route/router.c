@@ -109,18 +109,24 @@ int cr_router_prepare(cr_router *r, uint32_t n)
 }
 
 /* The routes' ring or another kept for this. */
-uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n)
+const cr_ring *cr_router_ring_for(cr_router *r, uint32_t n)
 {
-    const cr_ring *ring = r->ring && cr_ring_n_shards(r->ring) == n ? r->ring : NULL;
-    if (!ring && !(r->other && cr_ring_n_shards(r->other) == n)) {
+    if (r->ring && cr_ring_n_shards(r->ring) == n)
+        return r->ring;
+    if (!(r->other && cr_ring_n_shards(r->other) == n)) {
         cr_ring *other = cr_ring_new(n);
         if (!other)
-            return UINT32_MAX;
+            return NULL;
         cr_ring_free(r->other);
         r->other = other;
     }
-    ring = ring ? ring : r->other;
-    return cr_ring_shard(ring, cr_ring_start(ring, owner));
+    return r->other;
+}
+
+uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n)
+{
+    const cr_ring *ring = cr_router_ring_for(r, n);
+    return ring ? cr_ring_shard(ring, cr_ring_start(ring, owner)) : UINT32_MAX;
 }
 
 uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards)
