@@ -56,13 +56,12 @@ static cr_prefix *index_of(cr_router *r)
 
 /* r locked: the request's keys in the index (its hashes mixed with its
  * namespace, in the router's scratch) matched against the first min(n, 64)
- * shards into r->depth, and the CPU tier's blocks right after into
- * r->extra; the other shards' 0. */
+ * shards into r->depth (the other shards' 0), and with a CPU tier its
+ * blocks right after into r->extra (the matched shards' only). */
 static request look(cr_router *r, const cr_route_query *q, uint32_t n, uint64_t *scratch)
 {
     request x = {q, NULL, NULL, 0};
     memset(r->depth, 0, n * sizeof *r->depth);
-    memset(r->extra, 0, n * sizeof *r->extra);
     if (q->n_hashes && index_of(r)) {
         if (q->space) {
             uint64_t mix = cr_mix64(q->space);
@@ -96,8 +95,9 @@ static double hit_on(const cr_router *r, const request *x, uint32_t s, double *c
     if (x->keys) {
         if (s >= x->indexed)
             return 0;
+        uint32_t extra = r->cpu ? r->extra[s] : 0; /* look() wrote it only then */
         double gpu = fmin((double)r->depth[s] * r->block_tokens, l);
-        double both = fmin((double)(r->depth[s] + r->extra[s]) * r->block_tokens, l);
+        double both = fmin((double)(r->depth[s] + extra) * r->block_tokens, l);
         if (cpu)
             *cpu = floor((both - gpu) * r->trust[s]);
         return floor(both * r->trust[s]);
