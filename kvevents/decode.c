@@ -339,10 +339,10 @@ static cr_status space_of(const pass *p, const msgpack_object *id, const msgpack
         if (both > CR_CORE_NAMESPACE_MAX)
             return bad(p, "the LoRA adapter and cache salt must be at most %d bytes, got %zu",
                        CR_CORE_NAMESPACE_MAX, both);
-        if (*len)
+        if (*len) { /* ADAPTER 0x1f SALT */
             memcpy(text, s, *len);
-        if (*len)
             text[(*len)++] = 0x1f;
+        }
         memcpy(text + *len, salt->via.str.ptr, salt->via.str.size);
         *len += salt->via.str.size;
         s = text;
