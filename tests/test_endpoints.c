@@ -783,6 +783,27 @@ static uint64_t moved(fixture *f, int left)
     return st.moved[left];
 }
 
+/* The n owners arrive again: those whose last shard was gone move (to
+ * another of the 3 slots), the others stay; moved[1] counts exactly
+ * forced of them and moved[0] none. last[] takes the new shards. */
+static void arrive_again(fixture *f, const int64_t *owner, uint32_t *last, int n, uint32_t gone,
+                         uint64_t forced)
+{
+    uint64_t m1 = moved(f, 1), m0 = moved(f, 0);
+    for (int i = 0; i < n; i++) {
+        uint32_t s = arrive(f, owner[i], 200);
+        CU_ASSERT(s < 3);
+        if (last[i] == gone) {
+            CU_ASSERT_NOT_EQUAL(s, gone);
+        } else {
+            CU_ASSERT_EQUAL(s, last[i]);
+        }
+        last[i] = s;
+    }
+    CU_ASSERT_EQUAL(moved(f, 1) - m1, forced);
+    CU_ASSERT_EQUAL(moved(f, 0) - m0, 0);
+}
+
 /* Before a set routes go over the 8 configured shards; after one of 3,
  * only to its slots, every slot taking its owners; the set's event counts
  * the sessions left on shards 3..7. */
@@ -866,19 +887,7 @@ static void test_core_drain_and_undrain(void)
     CU_ASSERT(change_is(&ev.change, 0, 0, 0, 0, 0, 0));
     CU_ASSERT_EQUAL(f.n_ev, n_ev + 1);
     /* each owner again: b's move, the others stay */
-    uint64_t m1 = moved(&f, 1), m0 = moved(&f, 0);
-    for (int i = 0; i < OWNERS; i++) {
-        uint32_t s = arrive(&f, owner[i], 200);
-        CU_ASSERT(s < 3);
-        if (last[i] == 1) {
-            CU_ASSERT_NOT_EQUAL(s, 1);
-        } else {
-            CU_ASSERT_EQUAL(s, last[i]);
-        }
-        last[i] = s;
-    }
-    CU_ASSERT_EQUAL(moved(&f, 1) - m1, on_b);
-    CU_ASSERT_EQUAL(moved(&f, 0) - m0, 0);
+    arrive_again(&f, owner, last, OWNERS, 1, on_b);
     int counts[3] = {0};
     const uint8_t drained[3] = {1, 0, 1}, all[3] = {1, 1, 1};
     fresh_owners(&f, 40, 3, drained, counts);
@@ -974,14 +983,7 @@ static void test_core_remove_and_join(void)
     CU_ASSERT_EQUAL(ev.n_slots, 3);
     CU_ASSERT(change_is(&ev.change, 0, 1, 0, 0, 0, 0));
     CU_ASSERT_EQUAL(ev.sessions_to_move, on_b);
-    uint64_t m1 = moved(&f, 1);
-    for (int i = 0; i < OWNERS; i++) {
-        uint32_t s = arrive(&f, owner[i], 200);
-        CU_ASSERT(s == 0 || s == 2);
-        if (last[i] != 1)
-            CU_ASSERT_EQUAL(s, last[i]);
-    }
-    CU_ASSERT_EQUAL(moved(&f, 1) - m1, on_b);
+    arrive_again(&f, owner, last, OWNERS, 1, on_b); /* onto a or c: b's slot is gone */
     int counts[4] = {0};
     const uint8_t gone[3] = {1, 0, 1};
     fresh_owners(&f, 30, 3, gone, counts);
