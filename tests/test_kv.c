@@ -271,6 +271,25 @@ static void test_cpu_tier_is_a_cheaper_miss(void)
     cr_core_free(f.core);
 }
 
+/* The CPU tier holds at most --index-blocks a shard too, whatever an
+ * engine offloads: it fills to the bound and stays there. */
+static void test_cpu_tier_is_bounded(void)
+{
+    fixture f;
+    open_kv(&f, 16);
+    for (uint32_t p = 1; p <= 300; p++) {
+        CU_ASSERT_EQUAL(store_in(&f, 1, p, 0, 4, NULL, CR_KV_CPU).stored, 4);
+        cr_route_stats st;
+        cr_core_route_stats_read(f.core, &st, NULL, 0);
+        CU_ASSERT_TRUE(st.index_cpu_blocks <= 16);
+    }
+    cr_route_stats st;
+    cr_core_route_stats_read(f.core, &st, NULL, 0);
+    CU_ASSERT_EQUAL(st.index_cpu_blocks, 16);
+    CU_ASSERT_EQUAL(st.index_blocks, 0); /* nothing of it reached the GPU tier */
+    cr_core_free(f.core);
+}
+
 static void test_block_hash_is_xxh3_of_le_tokens(void)
 {
     /* the function callers reimplement: pinned by value */
@@ -294,6 +313,7 @@ static const cr_test_case kv_tests[] = {
     {"bad batches apply nothing", test_bad_batches_apply_nothing},
     {"block hash", test_block_hash_is_xxh3_of_le_tokens},
     {"the CPU tier is a cheaper miss", test_cpu_tier_is_a_cheaper_miss},
+    {"the CPU tier is bounded", test_cpu_tier_is_bounded},
     {NULL, NULL},
 };
 
