@@ -4,7 +4,7 @@
 #   docker build --build-arg CR_WITH_CUDA=OFF ...   # no CUDA probe (no GPU info)
 #
 # The build stage installs the packages of scripts/deps.txt and builds with
-# CMake as the README does; the runtime stage holds the binaries and only the
+# CMake as scripts/setup.sh does; the runtime stage holds the binaries and only the
 # shared libraries they need, and runs as uid 65532. The runtime package list
 # (CR_RUNTIME_PACKAGES) is checked against the binaries' `ldd` by
 # helm/tests/check_image_libs.sh (ctest -L helm).

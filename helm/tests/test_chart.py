@@ -744,7 +744,7 @@ class ChartTest(unittest.TestCase):
             self.assertNotEqual(p.returncode, 0, args)
             self.assertIn(message, p.stderr, args)
 
-    # --- replicas over a state backend (README, "Replicas") ---------------
+    # --- replicas over a state backend (docs/replicas.md) ---------------
     def render_fails(self, args, message):
         p = helm("template", "cr", CHART, *args, check=False)
         self.assertNotEqual(p.returncode, 0, args)

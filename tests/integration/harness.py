@@ -453,7 +453,7 @@ def calls_rate_exact(n, half_life):
 
 
 def ref_plan(R, qcap, W, rates):
-    """The planner written from the README's rules, independently of the
+    """The planner written from docs/decisions.md's rules, independently of the
     library (exact structure; doubles in the same order of operations)."""
     live = [(o, r, i) for i, (o, r) in enumerate(rates) if r != 0]
     live.sort(key=lambda t: (-t[1], t[2]))  # decreasing rate, ties in input order

@@ -274,7 +274,7 @@ def slow_plan_request():
     return req.SerializeToString()
 
 
-# What the README promises: the sidecar is gone within --shutdown-grace +
+# What docs/operating.md promises: the sidecar is gone within --shutdown-grace +
 # 1 s; its log says so ("shutting down" to "stopped"). The process itself
 # must be gone 2 s later at most: ThreadSanitizer alone sleeps 1 s at exit.
 EXIT_MARGIN_S = 1.0

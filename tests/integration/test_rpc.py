@@ -154,7 +154,7 @@ class PlanTest(h.SidecarTestCase):
                     self.assertEqual(t.generation, 0)
 
     def test_matches_the_readme_rules(self):
-        # An independent planner written from the README's rules (ties by
+        # An independent planner written from docs/decisions.md's rules (ties by
         # input order, zeros ignored, kb, admission, LPT on (load, id),
         # preferred shard, imbalance). Structure exactly, doubles to 1e-12.
         rng = random.Random(7)

@@ -188,7 +188,7 @@ separately.
 {{- end }}
 
 {{/*
-The shared state backend's flags (README, "Replicas"), from
+The shared state backend's flags (docs/replicas.md), from
 cacheroute.stateBackend, rendered only when its url is set: "<values
 key>=<flag name>", as configFlags.
 */}}
