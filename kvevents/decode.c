@@ -112,8 +112,9 @@ static int child_role(const level *l)
     case AS_BATCH: return l->at == 1 ? AS_EVENTS : AS_OTHER;
     case AS_EVENTS: return AS_EVENT;
     case AS_EVENT:
-        return l->at == 0 ? AS_TAG : l->at == 1 ? AS_HASHES : l->at == 3 && l->stored ? AS_TOKENS
-                                                                                  : AS_OTHER;
+        return l->at == 0                 ? AS_TAG
+               : l->at == 1               ? AS_HASHES
+               : l->at == 3 && l->stored ? AS_TOKENS : AS_OTHER;
     default: return AS_OTHER;
     }
 }

@@ -650,14 +650,16 @@ static uint8_t *many_tokens(uint32_t n, size_t *len)
 /* R3-4: the counts are refused in the byte walk, before msgpack-c makes
  * 24 B of every item: a token_ids of 2^24 + 1 one-byte ints (16 MiB, 400
  * MB of objects) is refused for its count in a child left 128 MiB of
- * address space, where building the objects first ran out of memory. */
+ * address space, where building the objects first ran out of memory.
+ * (Under a sanitizer, whose shadow memory needs the address space, the
+ * refusal only.) */
 static void test_counts_refused_before_objects(void)
 {
-#ifdef UNDER_SANITIZER
-    fprintf(stderr, "(skipped under a sanitizer) ");
-#else
     size_t len;
     uint8_t *p = many_tokens(CR_KV_MAX_TOKENS + 1, &len);
+#ifdef UNDER_SANITIZER
+    refused(p, len, "event 0: token_ids has 16777217 tokens"); /* no limit: the message only */
+#else
     fflush(NULL);
     pid_t pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
@@ -686,8 +688,9 @@ static void test_counts_refused_before_objects(void)
     if (WEXITSTATUS(status) != 0)
         fprintf(stderr, "\n  the child exited %d (2: out of memory)\n", WEXITSTATUS(status));
     CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+#endif
     free(p);
-    /* at the bound it decodes */
+    /* within the bound it decodes */
     p = many_tokens(1, &len);
     cr_kv_batch b;
     cr_error err;
@@ -695,7 +698,6 @@ static void test_counts_refused_before_objects(void)
     CU_ASSERT_EQUAL(b.n, 1);
     cr_kv_batch_free(&b);
     free(p);
-#endif
 }
 
 /* An empty batch decodes to no events (and arrays freed as any). */
