@@ -10,7 +10,10 @@
  *            and 65,536 hashes of blocks of 256 tokens (R3-4)
  * A payload the decoder refuses costs what it built before refusing.
  *
- * usage: kv_frame_memory --bytes N [--stored]   (N: at most, one event at least)
+ * usage: kv_frame_memory --bytes N | --limit L  [--stored]
+ * N: the payload's bytes at most (one event at least); --limit L: N is
+ * the frame bound a memory limit of L bytes derives (cr_kv_frame_bound,
+ * --kv-events-max-frame-bytes' default under that cgroup limit).
  * One JSON line. */
 #include <inttypes.h>
 #include <msgpack.h>
@@ -59,10 +62,11 @@ static void stored(msgpack_packer *pk)
 
 int main(int argc, char **argv)
 {
-    uint64_t want = bench_flag(argc, argv, "--bytes", 0);
+    uint64_t limit = bench_flag(argc, argv, "--limit", 0);
+    uint64_t want = limit ? cr_kv_frame_bound(limit) : bench_flag(argc, argv, "--bytes", 0);
     int is_stored = bench_has(argc, argv, "--stored");
     if (!want) {
-        fprintf(stderr, "usage: kv_frame_memory --bytes N [--stored]\n");
+        fprintf(stderr, "usage: kv_frame_memory --bytes N | --limit L  [--stored]\n");
         return 2;
     }
     size_t per_event = is_stored ? HASHES + TOKENS + 64 : HASHES + 14;
@@ -95,10 +99,10 @@ int main(int argc, char **argv)
     if (st == CR_OK)
         cr_kv_batch_free(&b);
     free(payload);
-    printf("{\"shape\":\"%s\",\"payload_bytes\":%zu,\"events\":%" PRIu32 ",\"decoded\":%s,"
+    printf("{\"shape\":\"%s\",\"limit\":%" PRIu64 ",\"payload_bytes\":%zu,\"events\":%" PRIu32 ",\"decoded\":%s,"
            "\"error\":\"%s\",\"rss_before_bytes\":%ld,\"peak_rss_bytes\":%ld,"
            "\"peak_growth_bytes\":%ld,\"growth_per_payload_byte\":%.2f,\"decode_s\":%.3f}\n",
-           is_stored ? "stored" : "removed", len, events, st == CR_OK ? "true" : "false",
+           is_stored ? "stored" : "removed", limit, len, events, st == CR_OK ? "true" : "false",
            st == CR_OK ? "" : err.msg, before, peak, peak - before,
            (double)(peak - before) / (double)len, t1 - t0);
     return 0;

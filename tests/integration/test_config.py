@@ -338,13 +338,13 @@ class MemoryLimitTest(unittest.TestCase):
             self.assertEqual(cfg["max_pending_reply_bytes"], gib // 4)
             self.assertEqual(cfg["max_message_bytes"], 64 << 20)
             self.assertEqual(err, "")  # the defaults fit: no warning
-            # A KV-event frame's decoding (33 B a byte) within an eighth.
-            self.assertEqual(cfg["kv_events_max_frame_bytes"], gib // 8 // 33)
+            # A KV-event frame's decoding (34 B a byte, the frame too) within an eighth.
+            self.assertEqual(cfg["kv_events_max_frame_bytes"], gib // 8 // 34)
         # A smaller pod: the message limit comes down too.
         cfg, _ = self.check(env=self.cgroup(256 << 20))
         self.assertEqual((cfg["memory_quota_bytes"], cfg["max_message_bytes"],
                           cfg["kv_events_max_frame_bytes"]),
-                         (64 << 20, 32 << 20, (256 << 20) // 8 // 33))
+                         (64 << 20, 32 << 20, (256 << 20) // 8 // 34))
         # Flags and variables still win, and say where they came from.
         env = self.cgroup(gib)
         env["CACHEROUTE_MAX_PENDING_REPLY_BYTES"] = str(128 << 20)
