@@ -14,38 +14,46 @@
 
 /* ---- the bytes, before msgpack-c --------------------------------------------
  *
- * msgpack-c allocates a container's objects as soon as it reads its header,
- * so five bytes claiming 2^32 items would ask it for 96 GiB. This walk over
- * the headers refuses first: a container claiming more items than bytes
- * are left (each item takes one at least), nesting deeper than msgpack-c's
- * stack (which it reports as out of memory), a cut-short item, a byte no
- * item starts with, bytes past the first item. What msgpack-c allocates
- * after it is at most about 24 bytes a payload byte (a msgpack_object an
- * item). No recursion: a count of items still to read per open level. */
+ * msgpack-c allocates a container's objects as soon as it reads its header
+ * (24 B an item), so five bytes claiming 2^32 items would ask it for 96 GiB,
+ * and a token_ids of 2^24 + 1 one-byte ints for 400 MB before the count is
+ * refused. This walk over the headers refuses first: a container claiming
+ * more items than bytes are left (each item takes one at least), more
+ * events, hashes of an event or tokens of an event than the bounds
+ * (kvevents.h), nesting deeper than msgpack-c's stack (which it reports as
+ * out of memory), a cut-short item, a byte no item starts with, bytes past
+ * the first item. It knows the batch's shape just enough to find those
+ * counts: the batch's events (an array's second item, a map's "events"),
+ * each event's block_hashes (second item, or key) and token_ids (a
+ * BlockStored array's fourth item, or key "token_ids" in any map event).
+ * No recursion: a level per open container. */
 
 #define MAX_DEPTH 32 /* msgpack-c's MSGPACK_EMBED_STACK_SIZE, as built (unpack_define.h) */
 
 /* What the lead bytes 0xc4..0xdf carry: a big-endian length of len_bytes,
- * then fixed bytes, then, by what: nothing more, len bytes, len items, or
- * len key-value pairs. */
+ * then fixed bytes, then, by what: nothing more, len bytes (a str when
+ * str), len items, or len key-value pairs. */
 enum { NONE, BYTES, ITEMS, PAIRS };
 static const struct {
-    uint8_t len_bytes, fixed, what;
+    uint8_t len_bytes, fixed, what, str;
 } LEADS[0xe0 - 0xc4] = {
-    {1, 0, BYTES}, {2, 0, BYTES}, {4, 0, BYTES},  /* bin 8, 16, 32 */
-    {1, 1, BYTES}, {2, 1, BYTES}, {4, 1, BYTES},  /* ext 8, 16, 32 (and a type byte) */
-    {0, 4, NONE},  {0, 8, NONE},                  /* float 32, 64 */
-    {0, 1, NONE},  {0, 2, NONE},  {0, 4, NONE},  {0, 8, NONE}, /* uint 8..64 */
-    {0, 1, NONE},  {0, 2, NONE},  {0, 4, NONE},  {0, 8, NONE}, /* int 8..64 */
-    {0, 2, NONE},  {0, 3, NONE},  {0, 5, NONE},  {0, 9, NONE}, {0, 17, NONE}, /* fixext */
-    {1, 0, BYTES}, {2, 0, BYTES}, {4, 0, BYTES},  /* str 8, 16, 32 */
-    {2, 0, ITEMS}, {4, 0, ITEMS},                 /* array 16, 32 */
-    {2, 0, PAIRS}, {4, 0, PAIRS},                 /* map 16, 32 */
+    {1, 0, BYTES, 0}, {2, 0, BYTES, 0}, {4, 0, BYTES, 0}, /* bin 8, 16, 32 */
+    {1, 1, BYTES, 0}, {2, 1, BYTES, 0}, {4, 1, BYTES, 0}, /* ext 8, 16, 32 (and a type byte) */
+    {0, 4, NONE, 0},  {0, 8, NONE, 0},                    /* float 32, 64 */
+    {0, 1, NONE, 0},  {0, 2, NONE, 0},  {0, 4, NONE, 0},  {0, 8, NONE, 0}, /* uint 8..64 */
+    {0, 1, NONE, 0},  {0, 2, NONE, 0},  {0, 4, NONE, 0},  {0, 8, NONE, 0}, /* int 8..64 */
+    {0, 2, NONE, 0},  {0, 3, NONE, 0},  {0, 5, NONE, 0},  {0, 9, NONE, 0},
+    {0, 17, NONE, 0},                                     /* fixext */
+    {1, 0, BYTES, 1}, {2, 0, BYTES, 1}, {4, 0, BYTES, 1}, /* str 8, 16, 32 */
+    {2, 0, ITEMS, 0}, {4, 0, ITEMS, 0},                   /* array 16, 32 */
+    {2, 0, PAIRS, 0}, {4, 0, PAIRS, 0},                   /* map 16, 32 */
 };
 
 typedef struct item {
     uint64_t size;  /* bytes of its own: header and payload, not its items' */
     uint64_t items; /* items it holds (a map's keys and values) */
+    uint64_t body;  /* a str's or bin's bytes, the last of size */
+    int str, map;
 } item;
 
 /* The item at p, left bytes there (at least 1): 0, or -1 when its header
@@ -53,15 +61,18 @@ typedef struct item {
 static int item_at(const uint8_t *p, size_t left, item *it)
 {
     uint8_t b = p[0];
-    *it = (item){1, 0};
+    *it = (item){.size = 1};
     if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
         return 0; /* fixint, nil, bool */
     if (b <= 0x9f) {
-        it->items = (b & 0x0f) * (b <= 0x8f ? 2u : 1u); /* fixmap, fixarray */
+        it->map = b <= 0x8f;
+        it->items = (b & 0x0f) * (it->map ? 2u : 1u); /* fixmap, fixarray */
         return 0;
     }
     if (b <= 0xbf) {
-        it->size += b & 0x1f; /* fixstr */
+        it->body = b & 0x1f; /* fixstr */
+        it->size += it->body;
+        it->str = 1;
         return 0;
     }
     if (b == 0xc1)
@@ -72,39 +83,123 @@ static int item_at(const uint8_t *p, size_t left, item *it)
     uint64_t len = 0;
     for (unsigned i = 1; i <= nl; i++)
         len = len << 8 | p[i];
-    it->size += nl + LEADS[b - 0xc4].fixed + (what == BYTES ? len : 0);
+    it->body = what == BYTES ? len : 0;
+    it->size += nl + LEADS[b - 0xc4].fixed + it->body;
     it->items = what == ITEMS ? len : what == PAIRS ? 2 * len : 0;
+    it->str = LEADS[b - 0xc4].str;
+    it->map = what == PAIRS;
     return 0;
+}
+
+/* What an item is in the batch, for the counts checked. */
+enum { AS_OTHER, AS_ROOT, AS_BATCH, AS_EVENTS, AS_EVENT, AS_TAG, AS_KEY, AS_HASHES, AS_TOKENS };
+
+/* An open container: its items still to read and the index of the next. */
+typedef struct level {
+    uint64_t left, at;
+    uint8_t role, map;
+    uint8_t value_role; /* a map's: what its last key makes the value after it */
+    uint8_t stored;     /* an array event's: its tag is "BlockStored" */
+} level;
+
+/* The role of the item read next in l. */
+static int child_role(const level *l)
+{
+    if (l->map)
+        return l->at % 2 == 0 ? AS_KEY : l->value_role;
+    switch (l->role) {
+    case AS_ROOT: return AS_BATCH;
+    case AS_BATCH: return l->at == 1 ? AS_EVENTS : AS_OTHER;
+    case AS_EVENTS: return AS_EVENT;
+    case AS_EVENT:
+        return l->at == 0                 ? AS_TAG
+               : l->at == 1               ? AS_HASHES
+               : l->at == 3 && l->stored ? AS_TOKENS : AS_OTHER;
+    default: return AS_OTHER;
+    }
+}
+
+static int is_text(const uint8_t *body, const item *it, const char *s)
+{
+    return it->str && it->body == strlen(s) && !memcmp(body, s, it->body);
+}
+
+/* The role a map's key str (at body) gives its value. */
+static uint8_t value_role(const level *l, const uint8_t *body, const item *key)
+{
+    if (l->role == AS_BATCH)
+        return is_text(body, key, "events") ? AS_EVENTS : AS_OTHER;
+    if (l->role == AS_EVENT)
+        return is_text(body, key, "block_hashes") ? AS_HASHES
+               : is_text(body, key, "token_ids")  ? AS_TOKENS : AS_OTHER;
+    return AS_OTHER;
+}
+
+/* A container of the role's (kept only when it is of the type the role
+ * needs: a wrong type is the decoder's to name) past its bound. */
+static int too_many(int *role, const item *it, uint64_t event, cr_error *err)
+{
+    if (*role == AS_BATCH || *role == AS_EVENT)
+        return 0;
+    if (it->map || (*role != AS_EVENTS && *role != AS_HASHES && *role != AS_TOKENS)) {
+        *role = AS_OTHER;
+        return 0;
+    }
+    if (*role == AS_EVENTS && it->items > CR_KV_MAX_EVENTS)
+        cr_fail(err, CR_EINVAL, "events has %llu events, at most %d",
+                (unsigned long long)it->items, CR_KV_MAX_EVENTS);
+    else if (*role == AS_HASHES && it->items > CR_KV_MAX_HASHES)
+        cr_fail(err, CR_EINVAL, "event %llu: block_hashes has %llu hashes, at most %d",
+                (unsigned long long)event, (unsigned long long)it->items, CR_KV_MAX_HASHES);
+    else if (*role == AS_TOKENS && it->items > CR_KV_MAX_TOKENS)
+        cr_fail(err, CR_EINVAL, "event %llu: token_ids has %llu tokens, at most %u",
+                (unsigned long long)event, (unsigned long long)it->items, CR_KV_MAX_TOKENS);
+    else
+        return 0;
+    return 1;
 }
 
 static cr_status check_bytes(const uint8_t *data, size_t len, cr_error *err)
 {
-    uint64_t to_read[MAX_DEPTH] = {1}; /* [0]: the payload's one item */
+    level lv[MAX_DEPTH] = {{.left = 1, .role = AS_ROOT}}; /* [0]: the payload's one item */
     int depth = 1;
     size_t off = 0;
+    uint64_t event = 0; /* the index of the event being read */
     while (depth > 0) {
-        if (!to_read[depth - 1]) {
+        level *l = &lv[depth - 1];
+        if (!l->left) {
             depth--;
             continue;
         }
-        to_read[depth - 1]--;
+        l->left--;
+        int role = child_role(l);
+        uint64_t index = l->at++;
         item it;
         if (off >= len || item_at(data + off, len - off, &it) != 0 || it.size > len - off)
             return cr_fail(err, CR_EINVAL, off < len && data[off] == 0xc1
                            ? "not msgpack: byte 0xc1 at offset %zu"
                            : "truncated: an item at offset %zu does not fit in %zu bytes",
                            off, len);
+        const uint8_t *body = data + off + it.size - it.body;
         off += it.size;
+        if (role == AS_KEY)
+            l->value_role = value_role(l, body, &it);
+        else if (role == AS_TAG)
+            l->stored = is_text(body, &it, "BlockStored");
         if (!it.items)
             continue;
         if (it.items > len - off)
             return cr_fail(err, CR_EINVAL, "truncated: a container before offset %zu claims "
                            "%llu items, %zu bytes left", off, (unsigned long long)it.items,
                            len - off);
+        if (role == AS_EVENT)
+            event = index;
+        if (too_many(&role, &it, event, err))
+            return CR_EINVAL;
         if (depth > MAX_DEPTH - 1)
             return cr_fail(err, CR_EINVAL, "nested deeper than %d containers at offset %zu",
                            MAX_DEPTH - 1, off);
-        to_read[depth++] = it.items;
+        lv[depth++] = (level){.left = it.items, .role = (uint8_t)role, .map = (uint8_t)it.map};
     }
     if (off != len)
         return cr_fail(err, CR_EINVAL, "%zu trailing bytes after the batch (it ends at offset "

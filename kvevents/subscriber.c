@@ -2,7 +2,17 @@
  * socket and keeps each shard's seq chain whole, by a replay from the
  * engine's ROUTER socket when it can and by a reset of the shard's view
  * when it cannot, so the index never keeps blocks an engine may have
- * dropped in a batch nobody saw. */
+ * dropped in a batch nobody saw.
+ *
+ * A replay is a state of its shard within the one poll loop, not a wait:
+ * while it runs, the loop polls the shard's replay socket instead of its
+ * SUB socket (whose messages queue in order behind it) and every other
+ * shard as before, so a silent replay endpoint delays its own shard only.
+ * One thread rather than one a shard: a shard's work is a decode and an
+ * apply of a few microseconds a block, the core's index takes one writer
+ * at a time anyway, and one decode at a time is what keeps the memory a
+ * frame costs (kvevents.h, --kv-events-max-frame-bytes) a bound for the
+ * whole subscriber rather than one a shard. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -16,6 +26,7 @@
 #define SEQ_END UINT64_MAX /* the replay's last answer: seq -1 as 8 bytes */
 #define MAX_BURST 64       /* messages read from one shard a poll: the others get turns */
 #define WHY_LEN 192
+#define RELINK_S 1.0       /* a dropped link is re-opened at most this often */
 
 /* ---- SHARD=ENDPOINT[,replay=ENDPOINT] ---------------------------------------- */
 
@@ -55,16 +66,50 @@ cr_status cr_kv_engine_parse(const char *text, cr_kv_engine *out, cr_error *err)
     return endpoint_of(comma + 8, strlen(comma + 8), "replay=ENDPOINT", out->replay, err);
 }
 
+uint64_t cr_kv_frame_bound(uint64_t memory_limit)
+{
+    if (!memory_limit)
+        return CR_KV_MAX_FRAME_BYTES;
+    uint64_t b = memory_limit / CR_KV_FRAME_SHARE / (1 + CR_KV_DECODE_BYTES_PER_BYTE);
+    return b < CR_KV_MIN_FRAME_BYTES ? CR_KV_MIN_FRAME_BYTES
+           : b > CR_KV_MAX_FRAME_BYTES ? CR_KV_MAX_FRAME_BYTES : b;
+}
+
 /* ---- the subscriber's state ------------------------------------------------- */
+
+/* Up to three parts of one multipart message. */
+typedef struct parts {
+    zmq_msg_t p[3];
+    int kept;  /* initialised parts in p */
+    int total; /* parts the message had */
+} parts;
+
+/* A replay in progress: the batches wanted are [next, upto); the live
+ * message that found the gap (seq upto) waits in held. */
+typedef struct replay {
+    void *dealer; /* NULL: no replay */
+    uint64_t first, next, upto;
+    double deadline;
+    zmq_msg_t held;
+} replay;
+
+/* Reports of one kind for a shard, at most one a CR_KV_DROP_LOG_S. */
+typedef struct limiter {
+    uint64_t unreported;
+    double next;
+} limiter;
 
 typedef struct shard {
     cr_kv_engine src;
-    void *sub;
+    void *sub;     /* NULL while the link waits to be re-opened */
+    void *monitor; /* PAIR: the SUB socket's disconnects */
     /* the thread's own */
+    unsigned links;      /* links opened: names each monitor's endpoint */
+    double relink_at;    /* sub NULL: when to open it again */
     int have_seq;
     uint64_t last_seq;
-    uint64_t drops_unreported;
-    double next_drop_report;
+    limiter drops, link_drops;
+    replay r;
     /* under the subscriber's lock */
     cr_kv_stats st;
 } shard;
@@ -73,6 +118,7 @@ struct cr_kv_subscriber {
     cr_core *core;
     cr_kv_hooks hooks;
     void *zmq;
+    int64_t max_frame; /* ZMQ_MAXMSGSIZE */
     pthread_t thread;
     atomic_int stop;
     pthread_mutex_t lock; /* every shard's st */
@@ -89,10 +135,25 @@ static void report(cr_kv_subscriber *s, const shard *sh, cr_kv_report r)
         s->hooks.report(s->hooks.ctx, &r);
 }
 
+/* Whether to report now: one more counted, and 1 at most once a
+ * CR_KV_DROP_LOG_S (then *n is how many since the last report), so that a
+ * publisher cannot flood the log. */
+static int limited(limiter *l, uint64_t *n)
+{
+    l->unreported++;
+    double now = cr_mono_s();
+    if (now < l->next)
+        return 0;
+    *n = l->unreported;
+    l->unreported = 0;
+    l->next = now + CR_KV_DROP_LOG_S;
+    return 1;
+}
+
 /* Adds to a shard's counters under the lock: the metrics read them from
  * another thread. */
 typedef struct counts {
-    uint64_t batches, applied, dropped, replayed, gaps, resets;
+    uint64_t batches, applied, dropped, replayed, gaps, resets, reconnects;
     int event; /* a batch was applied: its time is the last event's */
 } counts;
 
@@ -106,48 +167,44 @@ static void count(cr_kv_subscriber *s, shard *sh, counts c)
     sh->st.replayed += c.replayed;
     sh->st.gaps += c.gaps;
     sh->st.resets += c.resets;
+    sh->st.reconnects += c.reconnects;
     if (c.event)
         sh->st.last_event_s = now;
     pthread_mutex_unlock(&s->lock);
 }
 
-/* A dropped message: counted always, reported at most once a
- * CR_KV_DROP_LOG_S per shard (with how many since the last report), so a
- * publisher sending garbage cannot flood the log. */
+/* A dropped message: counted always, reported as limited() lets. */
 static void drop(cr_kv_subscriber *s, shard *sh, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void drop(cr_kv_subscriber *s, shard *sh, const char *fmt, ...)
 {
     count(s, sh, (counts){.dropped = 1});
-    sh->drops_unreported++;
-    double now = cr_mono_s();
-    if (now < sh->next_drop_report)
+    uint64_t n;
+    if (!limited(&sh->drops, &n))
         return;
     char why[WHY_LEN + CR_ERRLEN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_DROPPED, .detail = why,
-                                 .count = sh->drops_unreported});
-    sh->drops_unreported = 0;
-    sh->next_drop_report = now + CR_KV_DROP_LOG_S;
+    report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_DROPPED, .detail = why, .count = n});
 }
 
 /* The shard's view cannot be trusted: its index is emptied (the engine's
- * next events rebuild it). */
-static void reset(cr_kv_subscriber *s, shard *sh, const char *why)
+ * next events rebuild it); reported when report_it. */
+static void reset(cr_kv_subscriber *s, shard *sh, const char *why, int report_it)
 {
     cr_kv_event clear = {.kind = CR_KV_CLEARED, .shard = sh->src.shard};
     cr_kv_applied applied;
     cr_error err;
-    char detail[WHY_LEN + CR_ERRLEN];
+    char detail[2 * WHY_LEN + CR_ERRLEN];
     if (cr_core_kv_events(s->core, &clear, 1, &applied, &err) != CR_OK)
         snprintf(detail, sizeof detail, "%s; the clear failed: %s", why, err.msg);
     else
         snprintf(detail, sizeof detail, "%s", why);
     count(s, sh, (counts){.resets = 1});
-    report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_RESET, .detail = detail});
+    if (report_it)
+        report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_RESET, .detail = detail});
 }
 
 /* Decodes one payload and applies its events to the shard; a payload that
@@ -173,13 +230,6 @@ static void apply(cr_kv_subscriber *s, shard *sh, const void *data, size_t len, 
 }
 
 /* ---- messages ---------------------------------------------------------------- */
-
-/* Up to three parts of one multipart message. */
-typedef struct parts {
-    zmq_msg_t p[3];
-    int kept;  /* initialised parts in p */
-    int total; /* parts the message had */
-} parts;
 
 static void parts_close(parts *m)
 {
@@ -227,23 +277,29 @@ static void seq_bytes(uint64_t v, uint8_t b[8])
         b[i] = (uint8_t)v;
 }
 
+/* ---- sockets ------------------------------------------------------------------- */
+
 /* The socket options that bound what a publisher can make us hold. */
-static int bound(void *sock)
+static int bound(void *sock, int64_t max_frame)
 {
-    int64_t max = CR_KV_MAX_MSG_BYTES;
     int hwm = CR_KV_RCV_HWM, linger = 0;
-    return zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max) ||
+    return zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max_frame, sizeof max_frame) ||
            zmq_setsockopt(sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
            zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger);
 }
 
-/* A bounded socket of type connected to endpoint, or NULL with errno. */
-static void *open_socket(void *zmq, int type, const char *endpoint)
+/* A bounded socket of type connected to endpoint, its disconnects sent to
+ * monitor_at when given (before it connects, so none is missed); NULL
+ * with errno. */
+static void *open_socket(cr_kv_subscriber *s, int type, const char *endpoint,
+                         const char *monitor_at)
 {
-    void *sock = zmq_socket(zmq, type);
+    void *sock = zmq_socket(s->zmq, type);
     if (!sock)
         return NULL;
-    if (bound(sock) || (type == ZMQ_SUB && zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0)) ||
+    if (bound(sock, s->max_frame) ||
+        (type == ZMQ_SUB && zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0)) ||
+        (monitor_at && zmq_socket_monitor(sock, monitor_at, ZMQ_EVENT_DISCONNECTED)) ||
         zmq_connect(sock, endpoint)) {
         int e = zmq_errno();
         zmq_close(sock);
@@ -253,36 +309,75 @@ static void *open_socket(void *zmq, int type, const char *endpoint)
     return sock;
 }
 
+static void close_link(shard *sh)
+{
+    if (sh->monitor)
+        zmq_close(sh->monitor);
+    if (sh->sub) {
+        zmq_socket_monitor(sh->sub, NULL, 0);
+        zmq_close(sh->sub);
+    }
+    sh->sub = sh->monitor = NULL;
+}
+
+/* The shard's SUB socket and the PAIR reading its disconnects: libzmq
+ * ends a session for good on a frame past ZMQ_MAXMSGSIZE (a protocol
+ * error, never reconnected), and says no more than that it disconnected,
+ * so a disconnect is what re-opens the link. 0, or -1 with errno. */
+static int open_link(cr_kv_subscriber *s, shard *sh)
+{
+    char at[64];
+    snprintf(at, sizeof at, "inproc://cr-kv-%p-%u-%u", (void *)s, sh->src.shard, sh->links++);
+    sh->sub = open_socket(s, ZMQ_SUB, sh->src.endpoint, at);
+    if (!sh->sub)
+        return -1;
+    if (!(sh->monitor = zmq_socket(s->zmq, ZMQ_PAIR)) || zmq_connect(sh->monitor, at)) {
+        int e = zmq_errno();
+        close_link(sh);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- replays ------------------------------------------------------------------- */
 
-/* A replay in progress: the batches wanted are [next, upto). */
-typedef struct replay {
-    void *dealer;
-    uint64_t next, upto;
-    double deadline;
-} replay;
-
-/* Waits (in CR_KV_POLL_MS slices, so a stop is prompt) for the replay's
- * next answer: 1 when one is readable, 0 at the deadline or a stop. */
-static int replay_wait(cr_kv_subscriber *s, replay *r)
+static void replay_close(replay *r)
 {
-    for (;;) {
-        double left = r->deadline - cr_mono_s();
-        if (left <= 0 || atomic_load(&s->stop))
-            return 0;
-        zmq_pollitem_t it = {.socket = r->dealer, .events = ZMQ_POLLIN};
-        long ms = (long)(left * 1e3) + 1;
-        if (zmq_poll(&it, 1, ms < CR_KV_POLL_MS ? ms : CR_KV_POLL_MS) > 0)
-            return 1;
+    if (!r->dealer)
+        return;
+    zmq_close(r->dealer);
+    zmq_msg_close(&r->held);
+    r->dealer = NULL;
+}
+
+/* The replay over, filled (ok) or not (why): the gap reset when not, then
+ * the held message applied, as it would have been without a gap. */
+static void replay_end(cr_kv_subscriber *s, shard *sh, int ok, const char *why)
+{
+    replay *r = &sh->r;
+    char detail[2 * WHY_LEN];
+    if (ok) {
+        report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_REPLAYED, .count = r->upto - r->first,
+                                     .first = r->first, .last = r->upto - 1});
+    } else {
+        snprintf(detail, sizeof detail, "seq %" PRIu64 "..%" PRIu64 " missed and not replayed: %s",
+                 r->first, r->upto - 1, why);
+        reset(s, sh, detail, 1);
     }
+    apply(s, sh, zmq_msg_data(&r->held), zmq_msg_size(&r->held), 0);
+    sh->last_seq = r->upto;
+    replay_close(r);
+    count(s, sh, (counts){.batches = 1});
 }
 
 /* One answer, [seq, payload] after an optional empty delimiter: applied
  * when it is the next batch wanted. 1 to read on, 0 when the replay has
  * ended (its end marker, or nothing more wanted), -1 with why when it
  * cannot fill the gap. */
-static int replay_answer(cr_kv_subscriber *s, shard *sh, replay *r, parts *m, char *why)
+static int replay_answer(cr_kv_subscriber *s, shard *sh, parts *m, char *why)
 {
+    replay *r = &sh->r;
     int at = m->total == 3 && zmq_msg_size(&m->p[0]) == 0; /* DEALER's delimiter */
     if (m->total - at != 2 || zmq_msg_size(&m->p[at]) != 8) {
         snprintf(why, WHY_LEN, "a replay answer of %d parts is not [seq, payload]", m->total);
@@ -302,125 +397,213 @@ static int replay_answer(cr_kv_subscriber *s, shard *sh, replay *r, parts *m, ch
     return ++r->next < r->upto;
 }
 
-/* Reads answers until the gap is filled, the replay ends or fails, or the
- * deadline. 0 when every batch in [next, upto) was applied. */
-static int replay_read(cr_kv_subscriber *s, shard *sh, replay *r, char *why)
+/* The answers readable now (MAX_BURST at most: the other shards get
+ * turns), the replay ended when they end it. */
+static void replay_read(cr_kv_subscriber *s, shard *sh)
 {
-    int rc = 1;
-    while (rc == 1) {
-        parts m;
-        if (!replay_wait(s, r)) {
-            snprintf(why, WHY_LEN, "no replay within %g s", CR_KV_REPLAY_WAIT_S);
-            return -1;
-        }
-        if (receive(r->dealer, &m) != 0)
-            continue;
-        rc = replay_answer(s, sh, r, &m, why);
+    replay *r = &sh->r;
+    char why[WHY_LEN];
+    parts m;
+    for (int k = 0; k < MAX_BURST && r->dealer && receive(r->dealer, &m) == 0; k++) {
+        int rc = replay_answer(s, sh, &m, why);
         parts_close(&m);
+        if (rc < 0)
+            replay_end(s, sh, 0, why);
+        else if (rc == 0 && r->next < r->upto) {
+            snprintf(why, WHY_LEN, "the replay ended before seq %" PRIu64, r->next);
+            replay_end(s, sh, 0, why);
+        } else if (rc == 0)
+            replay_end(s, sh, 1, NULL);
     }
-    if (rc < 0)
-        return -1;
-    if (r->next < r->upto) {
-        snprintf(why, WHY_LEN, "the replay ended before seq %" PRIu64, r->next);
-        return -1;
-    }
-    return 0;
 }
 
-/* Asks the shard's replay endpoint for the batches in (last, upto) and
- * applies them in order. 0 when the gap is filled, else -1 with why (what
- * was applied of it is reset with the rest). */
-static int replay_gap(cr_kv_subscriber *s, shard *sh, uint64_t upto, char *why)
+/* Asks the shard's replay endpoint for the batches in (last, upto), the
+ * live message m (seq upto) held until they are in. 0 when asked, else -1
+ * with why (nothing held). */
+static int replay_start(cr_kv_subscriber *s, shard *sh, uint64_t upto, parts *m, char *why)
 {
-    uint64_t first = sh->last_seq + 1;
-    replay r = {.next = first, .upto = upto, .deadline = cr_mono_s() + CR_KV_REPLAY_WAIT_S};
+    replay *r = &sh->r;
     if (!*sh->src.replay) {
         snprintf(why, WHY_LEN, "no --kv-events replay endpoint");
         return -1;
     }
-    r.dealer = open_socket(s->zmq, ZMQ_DEALER, sh->src.replay);
+    void *dealer = open_socket(s, ZMQ_DEALER, sh->src.replay, NULL);
     uint8_t start[8];
-    seq_bytes(r.next, start);
-    int rc = -1;
-    if (!r.dealer)
+    seq_bytes(sh->last_seq + 1, start);
+    if (!dealer) {
         snprintf(why, WHY_LEN, "cannot open the replay socket: %s", zmq_strerror(errno));
-    else if (zmq_send(r.dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-             zmq_send(r.dealer, start, 8, ZMQ_DONTWAIT) < 0)
+        return -1;
+    }
+    if (zmq_send(dealer, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(dealer, start, 8, ZMQ_DONTWAIT) < 0) {
         snprintf(why, WHY_LEN, "cannot ask for a replay: %s", zmq_strerror(zmq_errno()));
-    else
-        rc = replay_read(s, sh, &r, why);
-    if (r.dealer)
-        zmq_close(r.dealer);
-    if (rc == 0)
-        report(s, sh, (cr_kv_report){.kind = CR_KV_REPORT_REPLAYED, .count = upto - first,
-                                     .first = first, .last = upto - 1});
-    return rc;
+        zmq_close(dealer);
+        return -1;
+    }
+    *r = (replay){.dealer = dealer, .first = sh->last_seq + 1, .next = sh->last_seq + 1,
+                  .upto = upto, .deadline = cr_mono_s() + CR_KV_REPLAY_WAIT_S};
+    zmq_msg_init(&r->held);
+    zmq_msg_move(&r->held, &m->p[2]);
+    return 0;
 }
 
-/* Before applying the batch numbered seq: keeps the chain whole, or resets
- * the view when it cannot. */
-static void follow(cr_kv_subscriber *s, shard *sh, uint64_t seq)
+/* ---- live messages ------------------------------------------------------------- */
+
+/* One live message: [topic, seq, payload]. 1 when it is held for a replay
+ * (counted when that ends), else 0. */
+static int handle(cr_kv_subscriber *s, shard *sh, parts *m)
 {
     char why[WHY_LEN], detail[2 * WHY_LEN];
-    if (!sh->have_seq || seq == sh->last_seq + 1)
-        return;
-    if (seq <= sh->last_seq) {
-        snprintf(detail, sizeof detail, "the publisher restarted: seq %" PRIu64 " after %" PRIu64,
-                 seq, sh->last_seq);
-        reset(s, sh, detail);
-        return;
-    }
-    count(s, sh, (counts){.gaps = 1});
-    if (replay_gap(s, sh, seq, why) == 0)
-        return;
-    snprintf(detail, sizeof detail, "seq %" PRIu64 "..%" PRIu64 " missed and not replayed: %s",
-             sh->last_seq + 1, seq - 1, why);
-    reset(s, sh, detail);
-}
-
-/* One live message: [topic, seq, payload]. */
-static void handle(cr_kv_subscriber *s, shard *sh, parts *m)
-{
     if (m->total != 3) {
         drop(s, sh, "a message of %d parts, not [topic, seq, payload]", m->total);
-        return;
+        return 0;
     }
     if (zmq_msg_size(&m->p[1]) != 8) {
         drop(s, sh, "a seq of %zu bytes, not 8", zmq_msg_size(&m->p[1]));
-        return;
+        return 0;
     }
     uint64_t seq = seq_of(&m->p[1]);
-    follow(s, sh, seq);
+    if (sh->have_seq && seq <= sh->last_seq) {
+        snprintf(detail, sizeof detail, "the publisher restarted: seq %" PRIu64 " after %" PRIu64,
+                 seq, sh->last_seq);
+        reset(s, sh, detail, 1);
+    } else if (sh->have_seq && seq > sh->last_seq + 1) {
+        count(s, sh, (counts){.gaps = 1});
+        if (replay_start(s, sh, seq, m, why) == 0)
+            return 1;
+        snprintf(detail, sizeof detail, "seq %" PRIu64 "..%" PRIu64 " missed and not replayed: %s",
+                 sh->last_seq + 1, seq - 1, why);
+        reset(s, sh, detail, 1);
+    }
     apply(s, sh, zmq_msg_data(&m->p[2]), zmq_msg_size(&m->p[2]), 0);
     sh->have_seq = 1;
     sh->last_seq = seq;
+    return 0;
 }
 
-/* Counted once handled, replay and reset included, so that a reader who
- * sees the count sees what the message did. */
-static void on_message(cr_kv_subscriber *s, shard *sh, parts *m)
+/* The live messages readable now on the shard's SUB socket, until one
+ * starts a replay (the rest wait behind it) or MAX_BURST. Each counted
+ * once handled, replay and reset included, so that a reader who sees the
+ * count sees what the message did. */
+static void read_live(cr_kv_subscriber *s, shard *sh)
 {
-    handle(s, sh, m);
-    count(s, sh, (counts){.batches = 1});
+    parts m;
+    for (int k = 0; k < MAX_BURST && !sh->r.dealer && receive(sh->sub, &m) == 0; k++) {
+        if (!handle(s, sh, &m))
+            count(s, sh, (counts){.batches = 1});
+        parts_close(&m);
+    }
+}
+
+/* The link dropped (libzmq's monitor said so): closed, to be re-opened
+ * (at most once a RELINK_S, so a publisher that drops it at once cannot
+ * spin us), and the view reset when it held anything: what was lost on
+ * the way, and the frame that ended it, cannot be asked for. A replay in
+ * progress ends with it, its held message dropped with the view. */
+static void link_dropped(cr_kv_subscriber *s, shard *sh)
+{
+    if (sh->r.dealer) {
+        replay_close(&sh->r);
+        count(s, sh, (counts){.batches = 1});
+    }
+    close_link(sh);
+    sh->relink_at = cr_mono_s() + RELINK_S;
+    count(s, sh, (counts){.reconnects = 1});
+    uint64_t n = 0;
+    int report_it = limited(&sh->link_drops, &n);
+    if (!sh->have_seq)
+        return;
+    char why[WHY_LEN];
+    snprintf(why, sizeof why, "the link dropped (a frame over --kv-events-max-frame-bytes, "
+             "%" PRId64 ", or the engine went away) and is re-opened (%" PRIu64 " times since "
+             "the last report)", s->max_frame, n);
+    reset(s, sh, why, report_it);
+    sh->have_seq = 0; /* the next seq starts a new chain */
+}
+
+/* The monitor's events readable now: [event (uint16) and value (uint32),
+ * endpoint]. 1 when one is a disconnect. */
+static int disconnected(shard *sh)
+{
+    parts m;
+    int any = 0;
+    while (sh->monitor && receive(sh->monitor, &m) == 0) {
+        uint16_t event;
+        if (m.kept >= 1 && zmq_msg_size(&m.p[0]) == 6) {
+            memcpy(&event, zmq_msg_data(&m.p[0]), sizeof event);
+            any |= event == ZMQ_EVENT_DISCONNECTED;
+        }
+        parts_close(&m);
+    }
+    return any;
+}
+
+/* ---- the loop ------------------------------------------------------------------ */
+
+/* What the loop polls for each shard: its replay socket while a replay
+ * runs, else its SUB socket; its monitor. */
+typedef struct polled {
+    zmq_pollitem_t items[2 * CR_KV_MAX_ENGINES];
+    shard *of[2 * CR_KV_MAX_ENGINES];
+    int n;
+    long timeout_ms;
+} polled;
+
+static void add(polled *p, void *sock, shard *sh)
+{
+    p->items[p->n] = (zmq_pollitem_t){.socket = sock, .events = ZMQ_POLLIN};
+    p->of[p->n++] = sh;
+}
+
+/* Ends replays past their deadline, re-opens links due, and lists what to
+ * poll, until the next deadline at most. */
+static void prepare(cr_kv_subscriber *s, polled *p)
+{
+    double now = cr_mono_s(), next = now + CR_KV_POLL_MS / 1e3;
+    char why[WHY_LEN];
+    p->n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        shard *sh = &s->shards[i];
+        if (sh->r.dealer && now >= sh->r.deadline) {
+            snprintf(why, WHY_LEN, "no replay within %g s", CR_KV_REPLAY_WAIT_S);
+            replay_end(s, sh, 0, why);
+        }
+        if (!sh->sub && now >= sh->relink_at && open_link(s, sh) != 0)
+            sh->relink_at = now + RELINK_S; /* out of sockets or memory: later */
+        if (sh->r.dealer) {
+            add(p, sh->r.dealer, sh);
+            next = sh->r.deadline < next ? sh->r.deadline : next;
+        } else if (sh->sub)
+            add(p, sh->sub, sh);
+        else
+            next = sh->relink_at < next ? sh->relink_at : next;
+        if (sh->monitor)
+            add(p, sh->monitor, sh);
+    }
+    long ms = (long)((next - now) * 1e3) + 1;
+    p->timeout_ms = ms < 1 ? 1 : ms > CR_KV_POLL_MS ? CR_KV_POLL_MS : ms;
 }
 
 static void *run(void *arg)
 {
     cr_kv_subscriber *s = arg;
-    zmq_pollitem_t items[CR_KV_MAX_ENGINES];
-    for (size_t i = 0; i < s->n; i++)
-        items[i] = (zmq_pollitem_t){.socket = s->shards[i].sub, .events = ZMQ_POLLIN};
+    polled p;
     while (!atomic_load(&s->stop)) {
-        if (zmq_poll(items, (int)s->n, CR_KV_POLL_MS) <= 0)
+        prepare(s, &p);
+        if (zmq_poll(p.items, p.n, p.timeout_ms) <= 0)
             continue; /* timeout, or EINTR */
-        for (size_t i = 0; i < s->n; i++) {
-            parts m;
-            for (int k = 0; (items[i].revents & ZMQ_POLLIN) && k < MAX_BURST &&
-                            receive(items[i].socket, &m) == 0;
-                 k++) {
-                on_message(s, &s->shards[i], &m);
-                parts_close(&m);
-            }
+        for (int i = 0; i < p.n; i++) {
+            shard *sh = p.of[i];
+            void *sock = p.items[i].socket;
+            if (!(p.items[i].revents & ZMQ_POLLIN))
+                continue;
+            if (sock == sh->monitor) {
+                if (disconnected(sh))
+                    link_dropped(s, sh);
+            } else if (sock == sh->r.dealer)
+                replay_read(s, sh);
+            else if (sock == sh->sub)
+                read_live(s, sh);
         }
     }
     return NULL;
@@ -430,9 +613,10 @@ static void *run(void *arg)
 
 static void close_all(cr_kv_subscriber *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        if (s->shards[i].sub)
-            zmq_close(s->shards[i].sub);
+    for (size_t i = 0; i < s->n; i++) {
+        replay_close(&s->shards[i].r);
+        close_link(&s->shards[i]);
+    }
     if (s->zmq)
         zmq_ctx_term(s->zmq);
     pthread_mutex_destroy(&s->lock);
@@ -446,15 +630,15 @@ static cr_status open_all(cr_kv_subscriber *s, cr_error *err)
                        zmq_strerror(zmq_errno()));
     for (size_t i = 0; i < s->n; i++) {
         shard *sh = &s->shards[i];
-        if (!(sh->sub = open_socket(s->zmq, ZMQ_SUB, sh->src.endpoint)))
+        if (open_link(s, sh) != 0)
             return cr_fail(err, CR_EINVAL, "--kv-events %" PRIu32 "=%s: cannot connect: %s",
                            sh->src.shard, sh->src.endpoint, zmq_strerror(errno));
     }
     return CR_OK;
 }
 
-cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, cr_core *core,
-                              const cr_kv_hooks *hooks, cr_error *err)
+cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, uint64_t max_frame,
+                              cr_core *core, const cr_kv_hooks *hooks, cr_error *err)
 {
     if (n == 0)
         return NULL;
@@ -470,6 +654,7 @@ cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, cr_core *co
     }
     s->core = core;
     s->n = n;
+    s->max_frame = (int64_t)(max_frame ? max_frame : CR_KV_MAX_FRAME_BYTES);
     if (hooks)
         s->hooks = *hooks;
     atomic_init(&s->stop, 0);

@@ -115,6 +115,13 @@ static const cr_option SERVER_ROWS[] = {
      .valid = valid_kv_events,
      .help = "a shard's engine publishing KV events (vLLM, SGLang) on ZeroMQ: "
              "SHARD=ENDPOINT[,replay=ENDPOINT], tcp:// or ipc://, at most one a shard"},
+    {.name = "kv-events-max-frame-bytes", .key = "kv_events_max_frame_bytes",
+     .type = CR_OPT_LONG, .offset = AT(kv_events_max_frame_bytes), .def = CR_KV_MAX_FRAME_BYTES,
+     .min = CR_KV_MIN_FRAME_BYTES, .max = 67108864,
+     .help = "largest KV-event frame read from an engine, bytes; a larger one is never read: "
+             "the link is re-opened and the shard's view reset. A frame and its decoding "
+             "take up to 34 bytes a byte; under a cgroup memory limit the default is 1/272 of "
+             "it (an eighth of it for one frame), at most 4 MiB"},
     {.name = "endpoints-file", .key = "endpoints_file", .type = CR_OPT_STRING,
      .offset = AT(endpoints_file), .def_text = "",
      .help = "YAML or JSON file of the endpoints ({\"endpoints\": [{\"id\", \"address\", "

@@ -34,6 +34,7 @@ typedef struct cr_server_config {
     char **kv_events;         /* --kv-events SHARD=ENDPOINT[,replay=ENDPOINT], repeatable */
     char *endpoints_file;     /* --endpoints-file path, "" = shards by number */
     size_t n_kv_events;
+    long kv_events_max_frame_bytes; /* --kv-events-max-frame-bytes, ZMQ_MAXMSGSIZE */
     int reservations;         /* --reservations: cr_reservations */
     int compressed_requests;  /* --compressed-requests: 0 refuse, 1 inflate */
     /* Bounds on what clients can make the server hold: connections,
@@ -81,13 +82,14 @@ uint64_t cr_memory_limit(void);
 /* With a limit (not 0), the defaults of the bounds on what clients can make
  * the sidecar hold, sized to it: --memory-quota-bytes and
  * --max-pending-reply-bytes a quarter of it each, --max-message-bytes at
- * most an eighth. Flags and variables still win. */
+ * most an eighth, --kv-events-max-frame-bytes cr_kv_frame_bound's. Flags
+ * and variables still win. */
 void cr_memory_defaults(cr_server_config *s, uint64_t limit);
 
 /* What the configured bounds let the sidecar hold at most, bytes: gRPC
- * core's quota, answers not yet read, the estimator's owners, the receipts
- * and the outstanding routes (the figures below, rounded up from
- * bench/README.md's). */
+ * core's quota, answers not yet read, the estimator's owners, the receipts,
+ * the outstanding routes (the figures below, rounded up from
+ * bench/README.md's) and, with --kv-events, one KV-event frame decoded. */
 #define CR_MEMORY_PER_OWNER 48   /* estimator: 28 B measured, tables grow by half */
 #define CR_MEMORY_PER_RECEIPT 800 /* receipts: 797 B each */
 #define CR_MEMORY_PER_ROUTE 32    /* outstanding routes: 32 B each */

@@ -375,7 +375,8 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     if (cr_config_kv_engines(cfg, engines, &n, e) != CR_OK)
         return -1;
     cr_kv_hooks hooks = cr_observe_kv_hooks(&s->observer);
-    s->observer.kv = cr_kv_start(engines, n, s->handlers.core, &hooks, e);
+    s->observer.kv = cr_kv_start(engines, n, (uint64_t)cfg->server.kv_events_max_frame_bytes,
+                                 s->handlers.core, &hooks, e);
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 

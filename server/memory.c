@@ -90,6 +90,7 @@ void cr_memory_defaults(cr_server_config *s, uint64_t limit)
     s->max_pending_reply_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
     if (eighth < (uint64_t)s->max_message_bytes)
         s->max_message_bytes = (long)(eighth > 65536 ? eighth : 65536);
+    s->kv_events_max_frame_bytes = (long)cr_kv_frame_bound(limit);
 }
 
 uint64_t cr_memory_bounds(const cr_config *cfg)
@@ -98,5 +99,7 @@ uint64_t cr_memory_bounds(const cr_config *cfg)
     const cr_core_config *c = &cfg->core;
     return (uint64_t)s->memory_quota_bytes + (uint64_t)s->max_pending_reply_bytes +
            CR_MEMORY_PER_OWNER * c->estimator.max_owners +
-           CR_MEMORY_PER_RECEIPT * c->receipts + CR_MEMORY_PER_ROUTE * c->route.inflight_max;
+           CR_MEMORY_PER_RECEIPT * c->receipts + CR_MEMORY_PER_ROUTE * c->route.inflight_max +
+           (s->n_kv_events ? (1 + CR_KV_DECODE_BYTES_PER_BYTE) *
+                                 (uint64_t)s->kv_events_max_frame_bytes : 0);
 }

@@ -6,7 +6,11 @@
  * an error naming where and what. Then decoded batches applied to a real core: its prefix index
  * holds the blocks, namespaced, and lets removed ones go. */
 #include <msgpack.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #define XXH_INLINE_ALL /* the test's own XXH3, no library needed */
 #include <xxhash.h>
 
@@ -615,6 +619,87 @@ static void test_batch_refused(void)
     refused_w(&w, "events is missing");
 }
 
+/* Sanitizers' shadow memory needs the address space a limit would take. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
+
+/* A batch of one BlockStored event of one hash and n one-byte tokens,
+ * packed by hand (msgpack-c's writer is not needed for 16 MiB of 0x01);
+ * *len its bytes. */
+static uint8_t *many_tokens(uint32_t n, size_t *len)
+{
+    static const uint8_t head[] = {0x93, 0x01, 0x91, 0x98, 0xab, 'B', 'l', 'o', 'c', 'k', 'S',
+                                   't', 'o', 'r', 'e', 'd', 0x91, 0x07, 0xc0, 0xdd};
+    static const uint8_t tail[] = {0x01, 0xc0, 0xc0, 0xc0, 0xc0}; /* block_size 1, ..., rank */
+    *len = sizeof head + 4 + n + sizeof tail;
+    uint8_t *p = malloc(*len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    memcpy(p, head, sizeof head);
+    for (int i = 0; i < 4; i++)
+        p[sizeof head + i] = (uint8_t)(n >> (24 - 8 * i));
+    memset(p + sizeof head + 4, 0x01, n);
+    memcpy(p + sizeof head + 4 + n, tail, sizeof tail);
+    return p;
+}
+
+/* R3-4: the counts are refused in the byte walk, before msgpack-c makes
+ * 24 B of every item: a token_ids of 2^24 + 1 one-byte ints (16 MiB, 400
+ * MB of objects) is refused for its count in a child left 128 MiB of
+ * address space, where building the objects first ran out of memory.
+ * (Under a sanitizer, whose shadow memory needs the address space, the
+ * refusal only.) */
+static void test_counts_refused_before_objects(void)
+{
+    size_t len;
+    uint8_t *p = many_tokens(CR_KV_MAX_TOKENS + 1, &len);
+#ifdef UNDER_SANITIZER
+    refused(p, len, "event 0: token_ids has 16777217 tokens"); /* no limit: the message only */
+#else
+    fflush(NULL);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        FILE *f = fopen("/proc/self/status", "r");
+        char line[128];
+        long kb = -1;
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "VmSize:", 7))
+                kb = atol(line + 7);
+        if (f)
+            fclose(f);
+        struct rlimit lim = {.rlim_cur = (rlim_t)kb * 1024 + (128u << 20)};
+        lim.rlim_max = lim.rlim_cur;
+        if (kb < 0 || setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(4);
+        cr_kv_batch b;
+        cr_error err;
+        cr_status st = cr_kv_decode(p, len, &b, &err);
+        _exit(st == CR_EINVAL && strstr(err.msg, "event 0: token_ids has 16777217 tokens")
+                  ? 0 : st == CR_ENOMEM ? 2 : 3);
+    }
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status));
+    if (WEXITSTATUS(status) != 0)
+        fprintf(stderr, "\n  the child exited %d (2: out of memory)\n", WEXITSTATUS(status));
+    CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+#endif
+    free(p);
+    /* within the bound it decodes */
+    p = many_tokens(1, &len);
+    cr_kv_batch b;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_kv_decode(p, len, &b, &err), CR_OK);
+    CU_ASSERT_EQUAL(b.n, 1);
+    cr_kv_batch_free(&b);
+    free(p);
+}
+
 /* An empty batch decodes to no events (and arrays freed as any). */
 static void test_empty_batch(void)
 {
@@ -766,6 +851,7 @@ static const cr_test_case decode_tests[] = {
     {"fields refused", test_fields_refused},
     {"shapes refused", test_shapes_refused},
     {"batch refused", test_batch_refused},
+    {"counts refused before msgpack-c's objects", test_counts_refused_before_objects},
     {NULL, NULL},
 };
 

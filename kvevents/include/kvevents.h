@@ -42,6 +42,8 @@
 #define CR_KV_MAX_EVENTS 10000      /* events in one batch */
 #define CR_KV_MAX_HASHES 65536      /* hashes in one event */
 #define CR_KV_MAX_TOKENS (1u << 24) /* tokens in one event */
+#define CR_KV_DECODE_BYTES_PER_BYTE 33 /* peak bytes decoding takes a payload byte (32.04
+                                        * measured: one-byte hashes of BlockRemoved) */
 
 /* A decoded batch: events pointing into arrays it owns. */
 typedef struct cr_kv_batch {
@@ -58,12 +60,14 @@ typedef struct cr_kv_batch {
 /* Decodes one payload (len bytes at data) into *out. CR_EINVAL with err
  * saying why ("event 3: block_size must be an int, got str") for bytes
  * that are not msgpack, trailing bytes, a shape that is neither encoding,
- * a field of the wrong type, or anything past the bounds above; a scan of
- * the raw bytes first refuses nesting deeper than 31 and containers that
- * claim more items than bytes are left, so msgpack-c never allocates for
- * what the payload does not hold. CR_ENOMEM. Memory: at most about 24
- * bytes per payload byte in msgpack-c's zone, freed before returning, plus
- * out's arrays (cr_kv_batch_free). Thread-safe. */
+ * a field of the wrong type, or anything past the bounds above; a walk of
+ * the raw bytes first refuses nesting deeper than 31, containers that
+ * claim more items than bytes are left, and events, hashes or tokens past
+ * the bounds above, so msgpack-c never allocates for what the payload does
+ * not hold or what would be refused. CR_ENOMEM. Memory, at its peak: at
+ * most CR_KV_DECODE_BYTES_PER_BYTE a payload byte (msgpack-c's 24 B
+ * objects, one an item, and out's arrays; bench/kv_frame_memory), freed
+ * before returning but for out's arrays (cr_kv_batch_free). Thread-safe. */
 cr_status cr_kv_decode(const uint8_t *data, size_t len, cr_kv_batch *out, cr_error *err);
 void cr_kv_batch_free(cr_kv_batch *b);
 
@@ -75,26 +79,48 @@ void cr_kv_batch_free(cr_kv_batch *b);
  * seen:
  *   seq > last + 1  a gap: with a replay endpoint, a DEALER asks the
  *                   engine's ROUTER for the batches from last + 1 and
- *                   applies those in (last, seq) in order, waiting at most
- *                   CR_KV_REPLAY_WAIT_S; a gap the replay cannot cover (no
- *                   replay endpoint, no answer in time, its first batch
- *                   past last + 1, a hole in it) resets the shard's view
+ *                   applies those in (last, seq) in order, then the
+ *                   message that found the gap; meanwhile the shard's
+ *                   later messages wait in its socket and every other
+ *                   shard is served as before. A gap the replay cannot
+ *                   cover (no replay endpoint, no whole answer within
+ *                   CR_KV_REPLAY_WAIT_S, its first batch past last + 1, a
+ *                   hole in it) resets the shard's view
  *   seq <= last     the publisher restarted: the view is reset
- * A reset is a CR_KV_CLEARED event for the shard (the index cannot say
- * which of its blocks the engine still holds), counted and reported once.
- * Each batch is decoded (cr_kv_decode), given its shard and applied
- * (cr_core_kv_events); a message that is not [topic, 8-byte seq,
- * payload], a payload that does not decode and a batch the core refuses
- * are dropped whole, counted, and reported at most once a minute per
- * shard: they never touch the index. */
+ * A frame past the frame bound (cr_kv_start's max_frame, ZMQ_MAXMSGSIZE)
+ * is never read: libzmq ends the link, which the subscriber re-opens
+ * (within about a second), and the view is reset; any other drop of the
+ * link (the engine gone) does the same, as what was sent meanwhile is
+ * lost. A reset is a CR_KV_CLEARED event for the shard (the index cannot
+ * say which of its blocks the engine still holds), counted and reported
+ * (a dropped link's at most once a CR_KV_DROP_LOG_S). Each batch is
+ * decoded (cr_kv_decode), given its shard and applied (cr_core_kv_events);
+ * a message that is not [topic, 8-byte seq, payload], a payload that does
+ * not decode and a batch the core refuses are dropped whole, counted, and
+ * reported at most once a CR_KV_DROP_LOG_S per shard: they never touch the
+ * index.
+ *
+ * Memory a publisher can make it hold: one frame decoded at a time, at
+ * most (1 + CR_KV_DECODE_BYTES_PER_BYTE) x max_frame at the peak, plus up
+ * to CR_KV_RCV_HWM frames queued a shard (libzmq counts messages, not
+ * bytes) and one held a shard while its replay runs. */
 
 #define CR_KV_MAX_ENGINES 64            /* shards configured with --kv-events */
 #define CR_KV_ENDPOINT_MAX 256          /* bytes of an endpoint, NUL included */
-#define CR_KV_MAX_MSG_BYTES (64 << 20)  /* ZMQ_MAXMSGSIZE: a larger frame closes the link */
+#define CR_KV_MAX_FRAME_BYTES (4 << 20) /* the frame bound without a memory limit */
+#define CR_KV_MIN_FRAME_BYTES (64 << 10) /* ... and its least under one */
+#define CR_KV_FRAME_SHARE 8             /* a frame's decoding: at most 1/8 of the memory limit */
 #define CR_KV_RCV_HWM 10000             /* ZMQ_RCVHWM: messages queued per socket */
 #define CR_KV_POLL_MS 100               /* the thread notices a stop within this */
 #define CR_KV_REPLAY_WAIT_S 2.0         /* a replay's whole answer, at most */
 #define CR_KV_DROP_LOG_S 60.0           /* drops reported at most this often a shard */
+
+/* The frame bound (--kv-events-max-frame-bytes' default) for a memory
+ * limit in bytes (0: none): the largest frame whose decoding, frame
+ * included, takes at most 1/CR_KV_FRAME_SHARE of the limit, within
+ * [CR_KV_MIN_FRAME_BYTES, CR_KV_MAX_FRAME_BYTES]; CR_KV_MAX_FRAME_BYTES
+ * without a limit (a 1 GiB limit derives 3.76 MiB). Pure. */
+uint64_t cr_kv_frame_bound(uint64_t memory_limit);
 
 /* One --kv-events value: SHARD=ENDPOINT[,replay=ENDPOINT]. */
 typedef struct cr_kv_engine {
@@ -136,17 +162,18 @@ typedef struct cr_kv_subscriber cr_kv_subscriber;
 
 /* Connects a SUB socket (and nothing else yet: replays connect when a gap
  * needs one) to each of the n sources, which must name distinct shards,
- * and starts the thread applying their events to core. n at most
+ * and starts the thread applying their events to core; a frame past
+ * max_frame bytes (0: CR_KV_MAX_FRAME_BYTES) is never read. n at most
  * CR_KV_MAX_ENGINES; n 0 gives NULL with no error (nothing to run). NULL
  * with err ("--kv-events 3=tcp://x:1: cannot connect: why") when a socket
  * cannot be made or connected, or out of memory. sources is copied; core
  * and hooks->ctx must outlive the subscriber; hooks may be NULL. */
-cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, cr_core *core,
-                              const cr_kv_hooks *hooks, cr_error *err);
+cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, uint64_t max_frame,
+                              cr_core *core, const cr_kv_hooks *hooks, cr_error *err);
 
-/* Stops the thread (within about CR_KV_POLL_MS, or a replay's wait when
- * one is running: at most CR_KV_REPLAY_WAIT_S), closes the sockets without
- * lingering, frees. NULL ignored. Call before freeing the core. */
+/* Stops the thread (within about CR_KV_POLL_MS, replays in progress
+ * abandoned), closes the sockets without lingering, frees. NULL ignored.
+ * Call before freeing the core. */
 void cr_kv_stop(cr_kv_subscriber *s);
 
 /* One shard's figures since start. */
@@ -157,7 +184,8 @@ typedef struct cr_kv_stats {
     uint64_t dropped;   /* messages dropped: malformed, or refused by the core */
     uint64_t replayed;  /* batches applied from replays */
     uint64_t gaps;      /* seq gaps seen (replayed or not) */
-    uint64_t resets;    /* views reset: unreplayed gaps, publisher restarts */
+    uint64_t resets;    /* views reset: unreplayed gaps, publisher restarts, dropped links */
+    uint64_t reconnects; /* links dropped and re-opened (a frame too large, the engine gone) */
     double last_event_s; /* cr_mono_s of the last batch applied; -1 before the first */
 } cr_kv_stats;
 

@@ -63,9 +63,13 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *p)
         {"cacheroute_kv_gaps_total", "Gaps in the shard's KV-event seq, replayed or not.",
          offsetof(cr_kv_stats, gaps)},
         {"cacheroute_kv_resets_total",
-         "Times the shard's index was emptied: a gap no replay covered, or a publisher "
-         "restart.",
+         "Times the shard's index was emptied: a gap no replay covered, a publisher "
+         "restart, or a dropped link.",
          offsetof(cr_kv_stats, resets)},
+        {"cacheroute_kv_reconnects_total",
+         "Times the shard's link to its engine dropped (a frame over "
+         "--kv-events-max-frame-bytes, the engine gone) and was re-opened.",
+         offsetof(cr_kv_stats, reconnects)},
     };
     cr_kv_stats st[CR_KV_MAX_ENGINES];
     size_t n = cr_kv_stats_read(kv, st, CR_KV_MAX_ENGINES);

@@ -338,10 +338,13 @@ class MemoryLimitTest(unittest.TestCase):
             self.assertEqual(cfg["max_pending_reply_bytes"], gib // 4)
             self.assertEqual(cfg["max_message_bytes"], 64 << 20)
             self.assertEqual(err, "")  # the defaults fit: no warning
+            # A KV-event frame's decoding (34 B a byte, the frame too) within an eighth.
+            self.assertEqual(cfg["kv_events_max_frame_bytes"], gib // 8 // 34)
         # A smaller pod: the message limit comes down too.
         cfg, _ = self.check(env=self.cgroup(256 << 20))
-        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_message_bytes"]),
-                         (64 << 20, 32 << 20))
+        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_message_bytes"],
+                          cfg["kv_events_max_frame_bytes"]),
+                         (64 << 20, 32 << 20, (256 << 20) // 8 // 34))
         # Flags and variables still win, and say where they came from.
         env = self.cgroup(gib)
         env["CACHEROUTE_MAX_PENDING_REPLY_BYTES"] = str(128 << 20)
@@ -353,8 +356,8 @@ class MemoryLimitTest(unittest.TestCase):
                           sources["max-message-bytes"]), ("flag", "env", "default"))
         # No limit (the real cgroup of this test, or none): the old defaults.
         cfg, _ = self.check(env=self.cgroup(0))
-        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_pending_reply_bytes"]),
-                         (4 << 30, 2 << 30))
+        self.assertEqual((cfg["memory_quota_bytes"], cfg["max_pending_reply_bytes"],
+                          cfg["kv_events_max_frame_bytes"]), (4 << 30, 2 << 30, 4 << 20))
 
     def test_warns_when_the_bounds_add_up_past_the_limit(self):
         cfg, err = self.check("--max-owners", "20000000", env=self.cgroup(1 << 30))

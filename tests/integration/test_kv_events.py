@@ -234,9 +234,12 @@ KV_SHARD = 5
 
 
 class Publisher:
-    """One engine's KV-event sockets on 127.0.0.1, on ports of their own."""
+    """One engine's KV-event sockets on 127.0.0.1, on ports of their own;
+    silent: its replay socket reads requests and never answers."""
 
-    def __init__(self):
+    def __init__(self, shard=KV_SHARD, silent=False):
+        self.shard = shard
+        self.silent = silent
         self.ctx = zmq.Context()
         self.pub = self.ctx.socket(zmq.PUB)
         self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
@@ -250,7 +253,7 @@ class Publisher:
         self.thread.start()
 
     def flag(self, replay=True):
-        v = "%d=tcp://127.0.0.1:%d" % (KV_SHARD, self.port)
+        v = "%d=tcp://127.0.0.1:%d" % (self.shard, self.port)
         return v + (",replay=tcp://127.0.0.1:%d" % self.replay_port if replay else "")
 
     def send(self, payload, deliver=True, keep=True):
@@ -276,6 +279,8 @@ class Publisher:
             if not self.router.poll(50):
                 continue
             frames = self.router.recv_multipart()
+            if self.silent:
+                continue
             ident, start = frames[0], struct.unpack(">Q", frames[-1])[0]
             with self.lock:
                 batches = sorted((k, v) for k, v in self.buffer.items() if k >= start)
@@ -318,30 +323,36 @@ class KvEventSubscriberTest(h.SidecarTestCase):
         self.pub = Publisher()
         self.addCleanup(self.pub.close)
 
-    def start(self, replay=True):
+    def start(self, replay=True, others=()):
+        """The sidecar subscribed to self.pub and to each of others."""
+        flags = ["--kv-events", self.pub.flag(replay)]
+        for p in others:
+            flags += ["--kv-events", p.flag()]
         self.sc = self.start_sidecar("--n-shards", str(SHARDS), "--block-tokens", str(BT),
                                      "--index-blocks", "4096", "--metrics-listen",
-                                     "127.0.0.1:0", "--kv-events", self.pub.flag(replay),
-                                     metrics=False)
+                                     "127.0.0.1:0", *flags, metrics=False)
         self.stub = self.sc.stub()
+        for p in others:
+            self.wait_subscribed(p)
         self.wait_subscribed()
 
-    def metric(self, name):
+    def metric(self, name, shard=KV_SHARD):
         url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
         with urllib.request.urlopen(url, timeout=10) as r:
             body = r.read().decode()
-        m = re.search(r'^%s\{shard="%d"\} (\S+)$' % (name, KV_SHARD), body, re.M)
+        m = re.search(r'^%s\{shard="%d"\} (\S+)$' % (name, shard), body, re.M)
         self.assertIsNotNone(m, name)
         return float(m.group(1))
 
-    def wait_subscribed(self):
+    def wait_subscribed(self, pub=None):
         """A SUB socket misses what was published before it joined: empty
         batches until the sidecar counts one, then the count once settled
         is where the test's own messages start."""
+        pub = pub or self.pub
         def seen():
-            self.pub.send(batch([]))
-            return self.metric("cacheroute_kv_event_batches_total") >= 1
-        h.poll(seen, 10, interval=0.1, what="the sidecar subscribed")
+            pub.send(batch([]))
+            return self.metric("cacheroute_kv_event_batches_total", pub.shard) >= 1
+        h.poll(seen, 10, interval=0.1, what="the sidecar subscribed to shard %d" % pub.shard)
         time.sleep(0.3)  # a probe still on its way
         self.delivered = self.metric("cacheroute_kv_event_batches_total")
 
@@ -442,6 +453,82 @@ class KvEventSubscriberTest(h.SidecarTestCase):
         health = self.sc.health_stub().Check(P.health.HealthCheckRequest(),
                                              timeout=h.RPC_TIMEOUT)
         self.assertEqual(health.status, P.health.HealthCheckResponse.SERVING)
+        self.sc.assert_clean_exit(self)
+
+    def vm_hwm(self):
+        """The sidecar's peak RSS so far, bytes."""
+        with open("/proc/%d/status" % self.sc.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        self.fail("no VmHWM")
+
+    def assertLinkBack(self, prompt):
+        """The shard's link takes batches again: a new chain of blocks is
+        applied (the messages sent while it re-opens are lost, or
+        replayed) and is a hit."""
+        applied = self.metric("cacheroute_kv_events_applied_total")
+        def back():
+            self.pub.send(batch([block_stored(prompt, 0, 2)]))
+            return self.metric("cacheroute_kv_events_applied_total") > applied
+        h.poll(back, 20, interval=0.2, what="the link back")
+        self.assertBlocks(prompt, 2)
+
+    def test_an_oversized_frame_reopens_the_link_and_resets(self):
+        """R3-3: one frame over the bound made libzmq end the session for
+        good (ZMQ_MAXMSGSIZE is a protocol error: no reconnect). The link
+        comes back, the shard's view is reset, counted and logged."""
+        self.start()
+        self.send([block_stored(20, 0, 2)])
+        self.assertBlocks(20, 2)
+        self.pub.send(b"\x00" * ((64 << 20) + 1), keep=False)  # past any bound
+        h.poll(lambda: self.metric("cacheroute_kv_resets_total") == 1, 20,
+               what="the view reset")
+        self.assertEqual(self.route(20, 2)[1], 0)
+        self.assertLinkBack(21)
+        self.assertEqual(self.metric("cacheroute_kv_reconnects_total"), 1)
+        ev = self.sc.wait_for(lambda e: "link" in e.get("reason", ""), 5)
+        self.assertEqual(ev["shard"], KV_SHARD)
+        self.sc.assert_clean_exit(self)
+
+    def test_a_large_frame_costs_no_decoding_memory(self):
+        """R3-4: the red team's 51 MB batch (3 events of 2^24 one-byte
+        tokens, 65,536 hashes) took the sidecar from 25 MB to 1,418 MB;
+        past the frame bound (--kv-events-max-frame-bytes, 4 MiB by
+        default) it is never decoded."""
+        self.start()
+        hashes = b"\xdd" + struct.pack(">I", 65536) + b"\x01" * 65536
+        tokens = b"\xdd" + struct.pack(">I", 1 << 24) + b"\x01" * (1 << 24)
+        event = (b"\x98" + msgpack.packb("BlockStored") + hashes + b"\xc0" + tokens +
+                 msgpack.packb(256) + b"\xc0" * 3)
+        payload = b"\x93" + msgpack.packb(1.0) + b"\x93" + event * 3 + b"\xc0"
+        self.assertGreater(len(payload), 50 * 10**6)
+        before = self.vm_hwm()
+        self.pub.send(payload, keep=False)
+        h.poll(lambda: self.metric("cacheroute_kv_resets_total") >= 1 or
+               self.metric("cacheroute_kv_event_batches_total") > self.delivered, 60,
+               what="the frame dealt with")
+        self.assertLinkBack(22)
+        self.assertLess(self.vm_hwm() - before, 64 << 20)
+
+    def test_a_silent_replay_delays_no_other_shard(self):
+        """R3-9: a gap whose replay endpoint never answers stalled every
+        shard for CR_KV_REPLAY_WAIT_S (2 s). Another shard's batch is
+        applied while that replay still waits."""
+        silent = Publisher(shard=6, silent=True)
+        self.addCleanup(silent.close)
+        self.start(others=[silent])
+        silent.send(batch([block_stored(30, 0, 2)]))
+        silent.send(batch([block_stored(31, 0, 2)]), deliver=False)
+        silent.send(batch([block_stored(32, 0, 2)]))
+        h.poll(lambda: self.metric("cacheroute_kv_gaps_total", 6) == 1, 10, what="the gap")
+        self.send([block_stored(33, 0, 2)])
+        self.assertEqual(self.metric("cacheroute_kv_resets_total", 6), 0,
+                         "shard 6's replay was over before shard 5's batch")
+        self.assertBlocks(33, 2)
+        h.poll(lambda: self.metric("cacheroute_kv_resets_total", 6) == 1, 10,
+               what="the silent replay given up")
+        self.assertEqual(self.route(32, 2), (6, 2 * BT))  # applied after the reset
         self.sc.assert_clean_exit(self)
 
 
