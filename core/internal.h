@@ -1,6 +1,7 @@
 /* Internal to the core: the handle, and what its files share: the
  * installed table (installed.c), the plan path (plan.c), the replanner
- * (replan.c) and the state file (state/). */
+ * (replan.c), the state file (state/) and the owners touched for replicas
+ * (touched.h). */
 #ifndef CR_CORE_INTERNAL_H
 #define CR_CORE_INTERNAL_H
 
@@ -8,6 +9,7 @@
 
 #include "core.h"
 #include "state/state.h"
+#include "touched.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
