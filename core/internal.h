@@ -26,7 +26,7 @@ struct cr_core {
     double epoch; /* cr_mono_s at creation, for the real clock */
     cr_estimator *estimator;
     cr_injector *injector;
-    cr_prober *prober;
+    cr_probe *probe;
     cr_published table; /* of cr_installed */
     cr_ticker *replanner;
     pthread_mutex_t tick_lock; /* guards last_replan */
