@@ -25,7 +25,7 @@ int cr_cli_call_and_print(cr_client *c, const char *method, const ProtobufCMessa
 /* file, or stdin for NULL or "-"; NULL after saying why on stderr. */
 FILE *cr_cli_open_input(const char *file);
 
-/* The closed loop's commands (loop.c); each returns the exit code. */
+/* Decisions and their outcomes (outcomes.c); each returns the exit code. */
 int cr_cli_report(cr_client *c, const char *file);
 int cr_cli_decision(cr_client *c, const char *request_id);
 int cr_cli_watch(cr_client *c, uint64_t count); /* 0 = until Ctrl-C */

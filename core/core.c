@@ -24,7 +24,7 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
     pc.on_snapshot_ctx = c->hooks.ctx;
     if (!(c->estimator = cr_estimator_new(&cfg->estimator, err)) ||
         !(c->injector = cr_injector_new(&cfg->inject, err)) ||
-        !(c->prober = cr_prober_start(&pc, err)))
+        !(c->probe = cr_probe_start(&pc, err)))
         return CR_EINVAL;
     if ((cfg->receipts && !(c->receipts = cr_receipts_new(cfg->receipts))) ||
         !(c->figures = cr_loop_figures_new()))
@@ -93,7 +93,7 @@ void cr_core_free(cr_core *c)
     if (!c)
         return;
     cr_core_stop(c);
-    cr_prober_stop(c->prober);
+    cr_probe_stop(c->probe);
     cr_receipts_free(c->receipts);
     cr_loop_figures_free(c->figures);
     cr_router_free(c->router);
@@ -128,7 +128,7 @@ int cr_core_tick(cr_core *c) { return cr_replan_if_due(c); }
 
 uint32_t cr_core_gpu_count(cr_core *c)
 {
-    const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
+    const cr_node_snapshot *snap = cr_probe_acquire(c->probe);
     uint32_t n = snap && snap->n_gpus ? (uint32_t)snap->n_gpus : 1;
     cr_node_snapshot_release(snap);
     return n;

@@ -5,6 +5,6 @@
 cr_status cr_core_profile(cr_core *c, const cr_node_snapshot **snap, cr_inject_model *model,
                           cr_error *err)
 {
-    *snap = cr_prober_acquire(c->prober);
+    *snap = cr_probe_acquire(c->probe);
     return cr_injector_model(c->injector, *snap, 0, model, err);
 }

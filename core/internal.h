@@ -1,6 +1,7 @@
 /* Internal to the core: the handle, and what its files share: the
  * installed table (installed.c), the plan path (plan.c), the replanner
- * (replan.c) and the state file (state/). */
+ * (replan.c), the state file (state/) and the owners touched for replicas
+ * (touched.h). */
 #ifndef CR_CORE_INTERNAL_H
 #define CR_CORE_INTERNAL_H
 
@@ -8,6 +9,7 @@
 
 #include "core.h"
 #include "state/state.h"
+#include "touched.h"
 
 /* A table made current; its generation lives in the cr_published. */
 typedef struct cr_installed {
@@ -24,7 +26,7 @@ struct cr_core {
     double epoch; /* cr_mono_s at creation, for the real clock */
     cr_estimator *estimator;
     cr_injector *injector;
-    cr_prober *prober;
+    cr_probe *probe;
     cr_published table; /* of cr_installed */
     cr_ticker *replanner;
     pthread_mutex_t tick_lock; /* guards last_replan */

@@ -8,7 +8,7 @@ void cr_core_route_model(cr_core *c, cr_prefill_model *out)
 {
     cr_inject_model m;
     cr_error err;
-    const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
+    const cr_node_snapshot *snap = cr_probe_acquire(c->probe);
     cr_status st = cr_injector_coefficients(c->injector, snap, 0, &m, &err);
     cr_node_snapshot_release(snap);
     if (st != CR_OK) /* cannot happen: GPU 0 always resolves */

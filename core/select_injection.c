@@ -36,7 +36,7 @@ cr_status cr_core_select(cr_core *c, const char *request_id, const cr_inject_req
         return cr_fail(err, CR_EINVAL, "request_id must be at most %d bytes, got %zu",
                        CR_LOOP_REQUEST_ID_MAX, id_len);
     double now = core_now(c);
-    const cr_node_snapshot *snap = cr_prober_acquire(c->prober);
+    const cr_node_snapshot *snap = cr_probe_acquire(c->probe);
     cr_status st = cr_inject_select(c->injector, snap, req, now * 1e3, out, err);
     cr_receipt r;
     int kept = st == CR_OK && id_len && !req->dry_run && c->receipts &&

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "ring.h"
 #include "route.h"
 
 #define CHWBL_C_NUM 5 /* c = 5/4, kept as a fraction so the bound is exact */

@@ -3,7 +3,6 @@
  * ids were ever used), so every event the simulator is given is one it
  * can apply: it never has to refuse a change mid-run. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,25 +29,12 @@ int cr_replay_endpoint_id(const cr_replay_events *e, uint32_t slot, char *buf, s
 /* What the parse has seen so far: the events, and per slot whether its
  * endpoint serves. */
 typedef struct parse {
-    const char *name;
-    size_t line;
+    cr_replay_line at;
     cr_replay_events e;
     size_t cap;
     uint8_t *serving; /* per slot; grown with the joins */
     uint32_t n_serving;
 } parse;
-
-static cr_status line_fail(const parse *p, cr_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static cr_status line_fail(const parse *p, cr_error *err, const char *fmt, ...)
-{
-    char why[CR_ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    return cr_fail(err, CR_EINVAL, "%s:%zu: %s", p->name, p->line, why);
-}
 
 /* The slot whose endpoint is id (serving or not), or UINT32_MAX. An
  * initial id is "e" and its slot in decimal without leading zeros, so
@@ -102,34 +88,39 @@ static cr_status add(parse *p, const char *at, const char *kind, const char *id,
     double t;
     size_t k = 0, n_kinds = sizeof KINDS / sizeof KINDS[0];
     if (cr_parse_double(at, &t) != 0 || !cr_replay_finite_ge0(t))
-        return line_fail(p, err, "time must be a finite number of seconds >= 0, got \"%s\"", at);
+        return cr_replay_line_fail(&p->at, err,
+                                   "time must be a finite number of seconds >= 0, got \"%s\"", at);
     if (p->e.n && t < p->e.ev[p->e.n - 1].at_s)
-        return line_fail(p, err, "time %g is before the previous event's %g", t,
-                         p->e.ev[p->e.n - 1].at_s);
+        return cr_replay_line_fail(&p->at, err, "time %g is before the previous event's %g", t,
+                                   p->e.ev[p->e.n - 1].at_s);
     while (k < n_kinds && strcmp(kind, KINDS[k]) != 0)
         k++;
     if (k == n_kinds)
-        return line_fail(p, err, "unknown kind \"%s\" (join, drain, fail, mark)", kind);
+        return cr_replay_line_fail(&p->at, err, "unknown kind \"%s\" (join, drain, fail, mark)",
+                                   kind);
     if (strlen(id) > CR_REPLAY_ENDPOINT_ID_MAX)
-        return line_fail(p, err, "endpoint id must be at most %d bytes, got %zu",
-                         CR_REPLAY_ENDPOINT_ID_MAX, strlen(id));
+        return cr_replay_line_fail(&p->at, err, "endpoint id must be at most %d bytes, got %zu",
+                                   CR_REPLAY_ENDPOINT_ID_MAX, strlen(id));
     if (p->e.n == CR_REPLAY_EVENTS_MAX)
-        return line_fail(p, err, "more than %d events", CR_REPLAY_EVENTS_MAX);
+        return cr_replay_line_fail(&p->at, err, "more than %d events", CR_REPLAY_EVENTS_MAX);
     if (k == CR_REPLAY_MARK) /* a label, no endpoint: nothing to check or change */
         return grow(p) != 0 ? cr_fail(err, CR_ENOMEM, "out of memory for %zu events", p->e.n + 1)
                             : mark(p, t, id);
     uint32_t slot = slot_of(p, id);
     if (k == CR_REPLAY_JOIN && slot != UINT32_MAX)
-        return line_fail(p, err, "join of endpoint \"%s\", which %s", id,
-                         p->serving[slot] ? "is already serving" : "has left (ids are not reused)");
+        return cr_replay_line_fail(&p->at, err, "join of endpoint \"%s\", which %s", id,
+                                   p->serving[slot] ? "is already serving"
+                                                    : "has left (ids are not reused)");
     if (k == CR_REPLAY_JOIN && p->e.slots == CR_MAX_SHARDS)
-        return line_fail(p, err, "a join past %u slots", CR_MAX_SHARDS);
+        return cr_replay_line_fail(&p->at, err, "a join past %u slots", CR_MAX_SHARDS);
     if (k != CR_REPLAY_JOIN && slot == UINT32_MAX)
-        return line_fail(p, err, "%s of unknown endpoint \"%s\"", kind, id);
+        return cr_replay_line_fail(&p->at, err, "%s of unknown endpoint \"%s\"", kind, id);
     if (k != CR_REPLAY_JOIN && !p->serving[slot])
-        return line_fail(p, err, "%s of endpoint \"%s\", which is not serving", kind, id);
+        return cr_replay_line_fail(&p->at, err, "%s of endpoint \"%s\", which is not serving",
+                                   kind, id);
     if (k != CR_REPLAY_JOIN && p->n_serving == 1)
-        return line_fail(p, err, "%s of endpoint \"%s\" would leave none serving", kind, id);
+        return cr_replay_line_fail(&p->at, err, "%s of endpoint \"%s\" would leave none serving",
+                                   kind, id);
     if (grow(p) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory for %zu events", p->e.n + 1);
     if (k == CR_REPLAY_JOIN)
@@ -153,7 +144,7 @@ static cr_status line(parse *p, const char *text, size_t len, cr_error *err)
     const char *hash = memchr(text, '#', len);
     len = hash ? (size_t)(hash - text) : len;
     if (len >= sizeof buf)
-        return line_fail(p, err, "line is longer than %zu bytes", sizeof buf - 1);
+        return cr_replay_line_fail(&p->at, err, "line is longer than %zu bytes", sizeof buf - 1);
     memcpy(buf, text, len);
     buf[len] = '\0';
     size_t n = 0;
@@ -163,7 +154,8 @@ static cr_status line(parse *p, const char *text, size_t len, cr_error *err)
     if (n == 0)
         return CR_OK;
     if (n != 3)
-        return line_fail(p, err, "want AT_S KIND ENDPOINT, got %s fields", n > 3 ? "more" : "fewer");
+        return cr_replay_line_fail(&p->at, err, "want AT_S KIND ENDPOINT, got %s fields",
+                                   n > 3 ? "more" : "fewer");
     return add(p, field[0], field[1], field[2], err);
 }
 
@@ -173,7 +165,7 @@ cr_status cr_replay_events_parse(const char *name, const char *text, size_t len,
     memset(out, 0, sizeof *out);
     if (shards < 1 || shards > CR_MAX_SHARDS)
         return cr_fail(err, CR_EINVAL, "shards must be in 1..%u, got %u", CR_MAX_SHARDS, shards);
-    parse p = {.name = name, .e = {.shards = shards, .slots = shards}, .n_serving = shards};
+    parse p = {.at = {name, 0}, .e = {.shards = shards, .slots = shards}, .n_serving = shards};
     p.serving = malloc(shards);
     cr_status st = p.serving ? CR_OK : cr_fail(err, CR_ENOMEM, "out of memory for %u shards", shards);
     if (p.serving)
@@ -181,7 +173,7 @@ cr_status cr_replay_events_parse(const char *name, const char *text, size_t len,
     for (size_t at = 0; st == CR_OK && at < len;) {
         const char *nl = memchr(text + at, '\n', len - at);
         size_t end = nl ? (size_t)(nl - text) : len;
-        p.line++;
+        p.at.line++;
         st = line(&p, text + at, end - at, err);
         at = end + 1;
     }

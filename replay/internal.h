@@ -229,6 +229,17 @@ void cr_replay_tally_predicted(cr_replay_tally *t, size_t i, const cr_replay_req
                                uint32_t predicted, uint32_t hit_tokens);
 void cr_replay_tally_free(cr_replay_tally *t);
 
+/* Where a line of an input file is, for "PATH:LINE: why". */
+typedef struct cr_replay_line {
+    const char *name;
+    size_t line;
+} cr_replay_line;
+
+/* CR_EINVAL with err "PATH:LINE: " and the formatted why (trace.c; the
+ * trace's lines and the events file's). */
+cr_status cr_replay_line_fail(const cr_replay_line *at, cr_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* CR_EINVAL unless window_s is finite, > 0 and cuts the trace (not empty)
  * into at most CR_REPLAY_WINDOWS_MAX windows. */
 #define CR_REPLAY_WINDOWS_MAX (1u << 24)

@@ -50,15 +50,7 @@
 #define TWO_53 9007199254740992.0 /* numbers from here on are not all exact */
 #define TWO_32 4294967296.0
 
-/* Where a line is, for "PATH:LINE: why". */
-typedef struct line_pos {
-    const char *name;
-    size_t line;
-} line_pos;
-
-static cr_status line_fail(const line_pos *at, cr_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static cr_status line_fail(const line_pos *at, cr_error *err, const char *fmt, ...)
+cr_status cr_replay_line_fail(const cr_replay_line *at, cr_error *err, const char *fmt, ...)
 {
     char why[CR_ERRLEN];
     va_list ap;
@@ -86,40 +78,40 @@ static const char *type_name(const json_t *v)
  * for int64 is a range error naming its key rather than a parse error, and
  * every integer below 2^53 is exact. */
 static cr_status number(const json_t *v, const char *what, double lo, double hi, int integer,
-                        const line_pos *at, double *out, cr_error *err)
+                        const cr_replay_line *at, double *out, cr_error *err)
 {
     const char *kind = integer ? "an integer" : "a number";
     if (!json_is_number(v))
-        return line_fail(at, err, "%s must be %s, got %s", what, kind, type_name(v));
+        return cr_replay_line_fail(at, err, "%s must be %s, got %s", what, kind, type_name(v));
     double x = json_number_value(v);
     if (!(x >= lo && x < hi) || (integer && x != (double)(int64_t)x))
-        return line_fail(at, err, "%s must be %s in [%.0f, %s), got %.17g", what, kind, lo,
-                         hi == TWO_53 ? "2^53" : "2^32", x);
+        return cr_replay_line_fail(at, err, "%s must be %s in [%.0f, %s), got %.17g", what, kind,
+                                   lo, hi == TWO_53 ? "2^53" : "2^32", x);
     *out = x;
     return CR_OK;
 }
 
 static cr_status field(const json_t *obj, const char *key, double lo, double hi, int integer,
-                       const line_pos *at, double *out, cr_error *err)
+                       const cr_replay_line *at, double *out, cr_error *err)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v)
-        return line_fail(at, err, "missing key %s", key);
+        return cr_replay_line_fail(at, err, "missing key %s", key);
     return number(v, key, lo, hi, integer, at, out, err);
 }
 
 /* hash_ids into the builder's spare room; *n of them. */
-static cr_status hash_ids(cr_replay_builder *b, const json_t *obj, const line_pos *at, uint32_t *n,
-                          cr_error *err)
+static cr_status hash_ids(cr_replay_builder *b, const json_t *obj, const cr_replay_line *at,
+                          uint32_t *n, cr_error *err)
 {
     const json_t *ids = json_object_get(obj, "hash_ids");
     if (!ids)
-        return line_fail(at, err, "missing key hash_ids");
+        return cr_replay_line_fail(at, err, "missing key hash_ids");
     if (!json_is_array(ids))
-        return line_fail(at, err, "hash_ids must be an array, got %s", type_name(ids));
+        return cr_replay_line_fail(at, err, "hash_ids must be an array, got %s", type_name(ids));
     size_t len = json_array_size(ids); /* < CR_REPLAY_LINE_MAX / 2: fits uint32 */
     if (len == 0)
-        return line_fail(at, err, "hash_ids must not be empty");
+        return cr_replay_line_fail(at, err, "hash_ids must not be empty");
     if (cr_replay_builder_reserve(b, len) != 0)
         return cr_fail(err, CR_ENOMEM, "%s:%zu: out of memory", at->name, at->line);
     for (size_t i = 0; i < len; i++) {
@@ -135,7 +127,7 @@ static cr_status hash_ids(cr_replay_builder *b, const json_t *obj, const line_po
 }
 
 static cr_status request(cr_replay_builder *b, const json_t *obj, const cr_owner_key *key,
-                         const line_pos *at, cr_error *err)
+                         const cr_replay_line *at, cr_error *err)
 {
     double t, in, out;
     uint32_t n = 0;
@@ -160,23 +152,25 @@ static int blank(const char *s, size_t len)
     return 1;
 }
 
-static cr_status line(cr_replay_builder *b, const cr_owner_key *key, const line_pos *at,
+static cr_status line(cr_replay_builder *b, const cr_owner_key *key, const cr_replay_line *at,
                       const char *text, size_t len, cr_error *err)
 {
     if (len > CR_REPLAY_LINE_MAX)
-        return line_fail(at, err, "line longer than %u bytes", CR_REPLAY_LINE_MAX);
+        return cr_replay_line_fail(at, err, "line longer than %u bytes", CR_REPLAY_LINE_MAX);
     if (blank(text, len))
         return CR_OK;
     const char *nul = memchr(text, '\0', len);
     if (nul) /* jansson would stop reading there */
-        return line_fail(at, err, "bad JSON at column %zu: a NUL byte", (size_t)(nul - text) + 1);
+        return cr_replay_line_fail(at, err, "bad JSON at column %zu: a NUL byte",
+                                   (size_t)(nul - text) + 1);
     json_error_t jerr;
     json_t *obj = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, &jerr);
     if (!obj)
-        return line_fail(at, err, "bad JSON at column %d: %s", jerr.column, jerr.text);
+        return cr_replay_line_fail(at, err, "bad JSON at column %d: %s", jerr.column, jerr.text);
     cr_status st = json_is_object(obj)
                        ? request(b, obj, key, at, err)
-                       : line_fail(at, err, "must be a JSON object, got %s", type_name(obj));
+                       : cr_replay_line_fail(at, err, "must be a JSON object, got %s",
+                                             type_name(obj));
     json_decref(obj);
     return st;
 }
@@ -200,7 +194,7 @@ cr_status cr_replay_trace_parse(const char *name, const char *text, size_t len,
 {
     memset(out, 0, sizeof *out);
     cr_replay_builder b = {0};
-    line_pos at = {name, 0};
+    cr_replay_line at = {name, 0};
     cr_status st = CR_OK;
     for (size_t i = 0; i < len && st == CR_OK;) {
         const char *nl = memchr(text + i, '\n', len - i);
@@ -220,7 +214,7 @@ cr_status cr_replay_trace_load(const char *path, const cr_owner_key *key, cr_rep
     if (!f)
         return cr_fail(err, CR_EINVAL, "%s: cannot open: %s", path, strerror(errno));
     cr_replay_builder b = {0};
-    line_pos at = {path, 0};
+    cr_replay_line at = {path, 0};
     cr_status st = CR_OK;
     char *text = NULL;
     size_t cap = 0;

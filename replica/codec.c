@@ -4,8 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
-#include "replica.h"
+#include "internal.h"
+
+cr_status cr_replica_check_version(const cr_cursor *c, uint32_t got, uint32_t want,
+                                   const char *what, const char *short_text, cr_error *err)
+{
+    if (!c->failed && got == want)
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL, "%s must be version %u, got %s%u", what, want,
+                   c->failed ? short_text : "", got);
+}
 
 cr_status cr_replica_chunk_encode(const cr_estimator_entry *v, size_t n, uint8_t **out,
                                   size_t *len, cr_error *err)
@@ -51,9 +59,9 @@ cr_status cr_replica_chunk_decode(const void *p, size_t len, cr_estimator_entry 
     uint64_t k = cr_get_u64(&c);
     *out = NULL;
     *n = 0;
-    if (c.failed || version != CR_REPLICA_CHUNK_VERSION)
-        return cr_fail(err, CR_EINVAL, "a pushed chunk must be version %d, got %s%u",
-                       CR_REPLICA_CHUNK_VERSION, c.failed ? "a short chunk " : "", version);
+    if (cr_replica_check_version(&c, version, CR_REPLICA_CHUNK_VERSION, "a pushed chunk",
+                                 "a short chunk ", err) != CR_OK)
+        return CR_EINVAL;
     if (k > CR_REPLICA_CHUNK_MAX || c.left != k * CR_REPLICA_ENTRY_BYTES)
         return cr_fail(err, CR_EINVAL, "a chunk of %llu owners must hold %llu bytes, got %zu",
                        (unsigned long long)k, (unsigned long long)k * CR_REPLICA_ENTRY_BYTES,
@@ -95,9 +103,9 @@ cr_status cr_replica_table_decode(const void *p, size_t len, cr_table **out, cr_
     cr_cursor c = cr_cursor_of(p, len);
     uint32_t version = cr_get_u32(&c);
     *out = NULL;
-    if (c.failed || version != CR_REPLICA_TABLE_VERSION)
-        return cr_fail(err, CR_EINVAL, "the published table must be version %d, got %s%u",
-                       CR_REPLICA_TABLE_VERSION, c.failed ? "a short blob " : "", version);
+    if (cr_replica_check_version(&c, version, CR_REPLICA_TABLE_VERSION, "the published table",
+                                 "a short blob ", err) != CR_OK)
+        return CR_EINVAL;
     cr_status st = cr_table_load(&c, out, err);
     if (st == CR_OK && c.left) {
         cr_table_free(*out);

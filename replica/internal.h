@@ -6,7 +6,16 @@
 #include <hiredis.h>
 #include <pthread.h>
 
+#include "bytes.h"
 #include "replica.h"
+
+/* ---- codec.c: what every blob's decoder checks first ---- */
+
+/* CR_OK when c has not run short and got (the blob's version, read from
+ * c) is want; else CR_EINVAL with err "WHAT must be version WANT, got
+ * [SHORT]GOT", SHORT (e.g. "a short blob ") said only when c ran short. */
+cr_status cr_replica_check_version(const cr_cursor *c, uint32_t got, uint32_t want,
+                                   const char *what, const char *short_text, cr_error *err);
 
 /* ---- link.c: one connection with backoff ---- */
 

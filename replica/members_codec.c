@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
-#include "replica.h"
+#include "internal.h"
 
 /* Bytes a slot takes past its strings: state, weight, age, retry, and the
  * two strings' lengths. */
@@ -94,9 +93,9 @@ cr_status cr_replica_members_decode(const void *p, size_t len, double now, cr_en
     uint32_t k = cr_get_u32(&c);
     *out = NULL;
     *n = 0;
-    if (c.failed || format != CR_REPLICA_MEMBERS_VERSION)
-        return cr_fail(err, CR_EINVAL, "the published endpoint set must be version %d, got %s%u",
-                       CR_REPLICA_MEMBERS_VERSION, c.failed ? "a short blob " : "", format);
+    if (cr_replica_check_version(&c, format, CR_REPLICA_MEMBERS_VERSION,
+                                 "the published endpoint set", "a short blob ", err) != CR_OK)
+        return CR_EINVAL;
     if (k == 0 || k > CR_ENDPOINTS_MAX || !cr_cursor_holds(&c, k, SLOT_FIXED + 2))
         return cr_fail(err, CR_EINVAL,
                        "the published endpoint set must have 1..%d slots in its %zu bytes, "
@@ -184,9 +183,9 @@ cr_status cr_replica_forward_decode(const void *p, size_t len, cr_forward **out,
     uint32_t format = cr_get_u32(&c);
     uint8_t kind = cr_get_u8(&c);
     *out = NULL;
-    if (c.failed || format != CR_REPLICA_FORWARD_VERSION)
-        return cr_fail(err, CR_EINVAL, "a forwarded request must be version %d, got %s%u",
-                       CR_REPLICA_FORWARD_VERSION, c.failed ? "a short blob " : "", format);
+    if (cr_replica_check_version(&c, format, CR_REPLICA_FORWARD_VERSION, "a forwarded request",
+                                 "a short blob ", err) != CR_OK)
+        return CR_EINVAL;
     if (kind < CR_FORWARD_SET || kind > CR_FORWARD_UNDRAIN)
         return cr_fail(err, CR_EINVAL, "a forwarded request's kind must be %d..%d, got %u",
                        CR_FORWARD_SET, CR_FORWARD_UNDRAIN, kind);

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "ring.h"
 #include "route.h"
 
 /* Work routed and not yet done: a FIFO of at most cap items (expiry,

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "memory.h"
+
 #ifndef CR_VERSION
 #define CR_VERSION "dev"
 #endif
@@ -283,7 +285,10 @@ static void set_defaults(cr_config *cfg)
     cr_compose_defaults(&cr_config_composition, cfg);
     cfg->core.probe.nic_sample_s = SIDECAR_NIC_SAMPLE_S;
     cfg->memory_limit = cr_memory_limit();
-    cr_memory_defaults(&cfg->server, cfg->memory_limit); /* before variables and flags */
+    /* before variables and flags */
+    cr_memory_defaults(cfg->memory_limit, &cfg->server.memory_quota_bytes,
+                       &cfg->server.max_pending_reply_bytes, &cfg->server.max_message_bytes,
+                       &cfg->server.kv_events_max_frame_bytes);
 }
 
 /* One bad variable, into the warning line's list. */

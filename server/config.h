@@ -73,28 +73,6 @@ typedef struct cr_config {
     uint64_t memory_limit; /* the cgroup's (cr_memory_limit), 0 for none */
 } cr_config;
 
-/* ---- memory (memory.c) ---- */
-
-/* The process's cgroup memory limit, bytes (the lowest set on its cgroup
- * or one above it, v2 or v1); 0 when none is set. */
-uint64_t cr_memory_limit(void);
-
-/* With a limit (not 0), the defaults of the bounds on what clients can make
- * the sidecar hold, sized to it: --memory-quota-bytes and
- * --max-pending-reply-bytes a quarter of it each, --max-message-bytes at
- * most an eighth, --kv-events-max-frame-bytes cr_kv_frame_bound's. Flags
- * and variables still win. */
-void cr_memory_defaults(cr_server_config *s, uint64_t limit);
-
-/* What the configured bounds let the sidecar hold at most, bytes: gRPC
- * core's quota, answers not yet read, the estimator's owners, the receipts,
- * the outstanding routes (the figures below, rounded up from
- * bench/README.md's) and, with --kv-events, one KV-event frame decoded. */
-#define CR_MEMORY_PER_OWNER 48   /* estimator: 28 B measured, tables grow by half */
-#define CR_MEMORY_PER_RECEIPT 800 /* receipts: 797 B each */
-#define CR_MEMORY_PER_ROUTE 32    /* outstanding routes: 32 B each */
-uint64_t cr_memory_bounds(const cr_config *cfg);
-
 /* --kv-events parsed, one engine a value, into out (room for
  * CR_KV_MAX_ENGINES); *n of them. CR_EINVAL naming the flag and value for
  * a bad value, more than CR_KV_MAX_ENGINES, a shard at or past

@@ -13,6 +13,7 @@
 #include "handlers.h"
 #include "health.h"
 #include "log.h"
+#include "memory.h"
 #include "metrics.h"
 #include "observe.h"
 #include "reflection.h"
@@ -113,7 +114,11 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
  * before any bound refused them. */
 static void warn_memory(const cr_config *cfg, int check_config)
 {
-    uint64_t need = cr_memory_bounds(cfg), limit = cfg->memory_limit;
+    uint64_t need = cr_memory_bounds(cfg->server.memory_quota_bytes,
+                                     cfg->server.max_pending_reply_bytes,
+                                     cfg->server.n_kv_events ? cfg->server.kv_events_max_frame_bytes : 0,
+                                     &cfg->core),
+             limit = cfg->memory_limit;
     if (!limit || need <= limit)
         return;
     const char *why = "the bounds on what clients can make the sidecar hold add up past the "

@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_test.h"
+#include "memory.h"
+#include "kvevents.h"
+#include "memory_test.h"
 
 static char cgroup_root[PATH_MAX] = "/sys/fs/cgroup";
 static char self_cgroup[PATH_MAX] = "/proc/self/cgroup";
 
-void cr_config_test_cgroup(const char *root, const char *self)
+void cr_memory_test_cgroup(const char *root, const char *self)
 {
     snprintf(cgroup_root, sizeof cgroup_root, "%s", root);
     snprintf(self_cgroup, sizeof self_cgroup, "%s", self);
@@ -81,25 +82,24 @@ uint64_t cr_memory_limit(void)
     return v2 ? v2 : v1;
 }
 
-void cr_memory_defaults(cr_server_config *s, uint64_t limit)
+void cr_memory_defaults(uint64_t limit, long *quota_bytes, long *pending_reply_bytes,
+                        long *max_message_bytes, long *kv_frame_bytes)
 {
     if (!limit)
         return;
     uint64_t quarter = limit / 4, eighth = limit / 8;
-    s->memory_quota_bytes = (long)(quarter > (16u << 20) ? quarter : (16u << 20));
-    s->max_pending_reply_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
-    if (eighth < (uint64_t)s->max_message_bytes)
-        s->max_message_bytes = (long)(eighth > 65536 ? eighth : 65536);
-    s->kv_events_max_frame_bytes = (long)cr_kv_frame_bound(limit);
+    *quota_bytes = (long)(quarter > (16u << 20) ? quarter : (16u << 20));
+    *pending_reply_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
+    if (eighth < (uint64_t)*max_message_bytes)
+        *max_message_bytes = (long)(eighth > 65536 ? eighth : 65536);
+    *kv_frame_bytes = (long)cr_kv_frame_bound(limit);
 }
 
-uint64_t cr_memory_bounds(const cr_config *cfg)
+uint64_t cr_memory_bounds(long quota_bytes, long pending_reply_bytes, long kv_frame_bytes,
+                          const cr_core_config *c)
 {
-    const cr_server_config *s = &cfg->server;
-    const cr_core_config *c = &cfg->core;
-    return (uint64_t)s->memory_quota_bytes + (uint64_t)s->max_pending_reply_bytes +
+    return (uint64_t)quota_bytes + (uint64_t)pending_reply_bytes +
            CR_MEMORY_PER_OWNER * c->estimator.max_owners +
            CR_MEMORY_PER_RECEIPT * c->receipts + CR_MEMORY_PER_ROUTE * c->route.inflight_max +
-           (s->n_kv_events ? (1 + CR_KV_DECODE_BYTES_PER_BYTE) *
-                                 (uint64_t)s->kv_events_max_frame_bytes : 0);
+           (1 + CR_KV_DECODE_BYTES_PER_BYTE) * (uint64_t)kv_frame_bytes;
 }

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "config_test.h"
+#include "memory_test.h"
 #include "cunit_main.h"
 
 /* ---- the row API on a table of its own ----------------------------------- */
@@ -780,7 +780,7 @@ static const cr_test_suite suites[] = {
  * defaults asserted here are the rows'. */
 static int run(void)
 {
-    cr_config_test_cgroup("/nonexistent-cgroup-root", "/nonexistent-self-cgroup");
+    cr_memory_test_cgroup("/nonexistent-cgroup-root", "/nonexistent-self-cgroup");
     return cr_run_suites(suites, (int)(sizeof suites / sizeof suites[0]));
 }
 

@@ -738,9 +738,9 @@ static void test_no_driver_defaults(void)
     pc.nic_sample_s = 0;
     pc.interval_s = 0;
     cr_error err;
-    cr_prober *p = cr_prober_start(&pc, &err);
+    cr_probe *p = cr_probe_start(&pc, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    const cr_node_snapshot *s = cr_prober_acquire(p);
+    const cr_node_snapshot *s = cr_probe_acquire(p);
     CU_ASSERT_EQUAL(s->cuda_available, 0);
     CU_ASSERT(strlen(s->reason) > 0);
     CU_ASSERT_EQUAL(s->n_gpus, 0);
@@ -760,7 +760,7 @@ static void test_no_driver_defaults(void)
     CU_ASSERT_STRING_EQUAL(err.msg, "gpu must be in 0..0, got 1");
     cr_injector_free(inj);
     cr_node_snapshot_release(s);
-    cr_prober_stop(p);
+    cr_probe_stop(p);
 }
 
 /* ---- concurrency ------------------------------------------------------------ */

@@ -16,6 +16,7 @@
 #include "core.h"
 #include "core_config.h"
 #include "cunit_main.h"
+#include "ring.h"
 #include "route.h"
 
 #define SHARDS 8

@@ -1,9 +1,8 @@
 /* cacheroute route: where each arrival goes. The route rule over an
- * installed table (--route-by), the outstanding work per shard it weighs,
- * the consistent-hash ring it walks, and the owners recorded since a
- * replica's last push. The core holds one router and calls it on every
- * RecordArrival and ReportOutcome; the replay tool's sticky and chwbl
- * baselines walk the same ring.
+ * installed table (--route-by) and the outstanding work per shard it
+ * weighs; bounded and live walk the consistent-hash ring (ring.h). The
+ * core holds one router and calls it on every RecordArrival and
+ * ReportOutcome.
  *
  * Weights: each arrival may weigh its work (its prompt tokens, say, or its
  * predicted prefill ms) instead of 1; outstanding work is in that unit.
@@ -397,68 +396,5 @@ typedef struct cr_kv_applied {
  * memory (the index or a map could not grow: some blocks left out).
  * Thread-safe. */
 int cr_router_kv_apply(cr_router *r, const cr_kv_event *ev, size_t n, cr_kv_applied *out);
-
-/* ---- the consistent-hash ring --------------------------------------------
- *
- * CR_RING_VNODES virtual nodes per shard at cr_mix64 positions, sorted
- * once. An owner's walk starts at the first point at or after
- * cr_mix64(owner) and goes round clockwise; adding or removing a shard
- * moves only the owners whose walk meets its points first. The bounded
- * and live routes walk it, and the replay tool's sticky and chwbl
- * baselines use the same ring, so a cold owner's first shard is the same
- * under all three.
- *
- * Memory: 16 bytes per point and 4 to 8 bytes of start index, at most
- * CR_RING_VNODES * 24 = 1.5 KB per shard (96 MB at CR_MAX_SHARDS).
- * Immutable once built: any number of threads may read one ring. */
-
-#define CR_RING_VNODES 64
-
-typedef struct cr_ring cr_ring;
-
-/* The ring of shards 0..n_shards-1 (n_shards >= 1); NULL when out of
- * memory. O(n log n) in the n_shards * CR_RING_VNODES points. */
-cr_ring *cr_ring_new(uint32_t n_shards);
-void cr_ring_free(cr_ring *r); /* NULL is ignored */
-
-uint32_t cr_ring_n_shards(const cr_ring *r);
-size_t cr_ring_n_points(const cr_ring *r);
-size_t cr_ring_bytes(const cr_ring *r); /* its allocation; 0 for NULL */
-
-/* Where owner's walk starts: the index of the first point at or after
- * cr_mix64(owner), wrapping to 0 past the last. O(1) expected. */
-size_t cr_ring_start(const cr_ring *r, int64_t owner);
-
-/* The shard of point i, taken modulo the points (so a walk reads start,
- * start + 1, ... without wrapping itself). */
-uint32_t cr_ring_shard(const cr_ring *r, size_t i);
-
-/* ---- touched owners --------------------------------------------------------
- *
- * The owners recorded since the last take, for a replica's push. On the hot
- * path an add only appends the owners to its thread's stripe (one short
- * lock per call, sequential writes, no hashing: a set with an index cost a
- * cache miss per owner and halved cr_core_record's throughput); repeats are
- * dropped at the take, on the replica's thread. Bounded: at most
- * max_entries owners (repeats counted) between two takes, 8 B each; past
- * that it only remembers that it overflowed, and the taker pushes every
- * owner instead. */
-
-typedef struct cr_touched cr_touched;
-
-/* Room for max_entries (>= 1) owners, allocated here; NULL when out of
- * memory. */
-cr_touched *cr_touched_new(size_t max_entries);
-void cr_touched_free(cr_touched *t);
-
-/* Appends the n owners. Thread-safe; one lock of the calling thread's
- * stripe, O(n). */
-void cr_touched_add(cr_touched *t, const int64_t *owners, size_t n);
-
-/* Empties the set into a malloc'd array of *n distinct owners, ascending
- * (the caller frees it; NULL with *n 0 when empty); *overflowed = 1 when
- * owners were lost since the last take (or memory ran out now). Thread-safe;
- * adds racing with it land in this take or the next. */
-int64_t *cr_touched_take(cr_touched *t, size_t *n, int *overflowed);
 
 #endif

@@ -165,10 +165,16 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .ctx = o};
 }
 
-void cr_observe_single(cr_page *p, const char *name, const char *type, const char *help, double v)
+void cr_observe_rows(cr_page *p, const cr_observe_row *rows, size_t n, const void *figures)
 {
-    cr_page_family(p, name, type, help);
-    cr_page_sample(p, name, NULL, v);
+    for (size_t i = 0; i < n; i++) {
+        const char *at = (const char *)figures + rows[i].at;
+        double v = rows[i].kind == CR_OBSERVE_INT   ? *(const int *)at
+                   : rows[i].kind == CR_OBSERVE_U64 ? (double)*(const uint64_t *)at
+                                                    : *(const double *)at;
+        cr_page_family(p, rows[i].name, rows[i].type, rows[i].help);
+        cr_page_sample(p, rows[i].name, NULL, v);
+    }
 }
 
 void cr_observe_shard(cr_page *p, const char *name, uint32_t shard, double v)
@@ -177,6 +183,46 @@ void cr_observe_shard(cr_page *p, const char *name, uint32_t shard, double v)
     snprintf(label, sizeof label, "shard=\"%u\"", shard);
     cr_page_sample(p, name, label, v);
 }
+
+#define LOOP_ROW(field, name, type, help) CR_OBSERVE_ROW(cr_loop_stats, field, name, type, help)
+static const cr_observe_row served_rows[] = {
+    LOOP_ROW(hit_ratio, "cacheroute_served_hit_ratio", "gauge",
+             "Rolling token-weighted prefix-cache hit ratio of served requests "
+             "(half-life 60 s)."),
+};
+static const cr_observe_row receipt_rows[] = {
+    LOOP_ROW(receipts, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now."),
+    LOOP_ROW(receipts_capacity, "cacheroute_decision_receipts_capacity", "gauge",
+             "Decision receipts kept at most (--receipts)."),
+    LOOP_ROW(receipts_made, "cacheroute_decision_receipts_made_total", "counter",
+             "Decision receipts made (decisions with a request_id, not dry runs)."),
+    LOOP_ROW(receipts_evicted, "cacheroute_decision_receipts_evicted_total", "counter",
+             "Decision receipts evicted, oldest first, at the --receipts bound."),
+    LOOP_ROW(receipts_replaced, "cacheroute_decision_receipts_replaced_total", "counter",
+             "Decision receipts replaced by a later decision with the same request_id."),
+    LOOP_ROW(receipt_bytes, "cacheroute_decision_receipt_bytes", "gauge",
+             "Memory of the receipt store now."),
+};
+static const cr_observe_row calibration_rows[] = {
+    LOOP_ROW(observations, "cacheroute_calibration_observations_total", "counter",
+             "Outcome measurements fed to the cost model's calibration."),
+    LOOP_ROW(reservations_expired, "cacheroute_reservations_expired_total", "counter",
+             "GPU reservations no ReportOutcome confirmed by their predicted end plus "
+             "--reservation-confirm-s: their time given back."),
+};
+#undef LOOP_ROW
+
+#define WATCH_ROW(field, name, type, help) CR_OBSERVE_ROW(cr_watch_stats, field, name, type, help)
+static const cr_observe_row watch_rows[] = {
+    WATCH_ROW(watchers, "cacheroute_decision_watchers", "gauge", "Open WatchDecisions streams."),
+    WATCH_ROW(sent, "cacheroute_decision_watch_sent_total", "counter",
+              "Receipts sent to WatchDecisions streams, over every watcher."),
+    WATCH_ROW(lost, "cacheroute_decision_watch_lost_total", "counter",
+              "Receipts dropped from slow watchers' full buffers, over every watcher."),
+    WATCH_ROW(refused, "cacheroute_decision_watch_refused_total", "counter",
+              "WatchDecisions calls refused at the watcher limit."),
+};
+#undef WATCH_ROW
 
 static void served_gauges(const cr_loop_stats *st, cr_page *p)
 {
@@ -192,10 +238,7 @@ static void served_gauges(const cr_loop_stats *st, cr_page *p)
             cr_page_sample(p, "cacheroute_served_prompt_tokens_total", labels,
                            (double)st->served_tokens[a][c]);
         }
-    cr_observe_single(p, "cacheroute_served_hit_ratio", "gauge",
-                      "Rolling token-weighted prefix-cache hit ratio of served requests "
-                      "(half-life 60 s).",
-                      st->hit_ratio);
+    cr_observe_rows(p, served_rows, CR_OBSERVE_N(served_rows), st);
 }
 
 static void prediction_gauges(const cr_loop_stats *st, cr_page *p)
@@ -239,22 +282,7 @@ static void prediction_gauges(const cr_loop_stats *st, cr_page *p)
 
 static void receipt_gauges(const cr_loop_stats *st, cr_page *p)
 {
-    cr_observe_single(p, "cacheroute_decision_receipts", "gauge", "Decision receipts kept now.",
-                      (double)st->receipts);
-    cr_observe_single(p, "cacheroute_decision_receipts_capacity", "gauge",
-                      "Decision receipts kept at most (--receipts).",
-                      (double)st->receipts_capacity);
-    cr_observe_single(p, "cacheroute_decision_receipts_made_total", "counter",
-                      "Decision receipts made (decisions with a request_id, not dry runs).",
-                      (double)st->receipts_made);
-    cr_observe_single(p, "cacheroute_decision_receipts_evicted_total", "counter",
-                      "Decision receipts evicted, oldest first, at the --receipts bound.",
-                      (double)st->receipts_evicted);
-    cr_observe_single(p, "cacheroute_decision_receipts_replaced_total", "counter",
-                      "Decision receipts replaced by a later decision with the same request_id.",
-                      (double)st->receipts_replaced);
-    cr_observe_single(p, "cacheroute_decision_receipt_bytes", "gauge",
-                      "Memory of the receipt store now.", (double)st->receipt_bytes);
+    cr_observe_rows(p, receipt_rows, CR_OBSERVE_N(receipt_rows), st);
     cr_page_family(p, "cacheroute_outcomes_total", "counter",
                    "ReportOutcome entries: matched to a receipt, accepted unmatched, rejected.");
     cr_page_sample(p, "cacheroute_outcomes_total", "result=\"matched\"",
@@ -263,29 +291,14 @@ static void receipt_gauges(const cr_loop_stats *st, cr_page *p)
                    (double)(st->outcomes_accepted - st->outcomes_matched));
     cr_page_sample(p, "cacheroute_outcomes_total", "result=\"rejected\"",
                    (double)st->outcomes_rejected);
-    cr_observe_single(p, "cacheroute_calibration_observations_total", "counter",
-                      "Outcome measurements fed to the cost model's calibration.",
-                      (double)st->observations);
-    cr_observe_single(p, "cacheroute_reservations_expired_total", "counter",
-                      "GPU reservations no ReportOutcome confirmed by their predicted end plus "
-                      "--reservation-confirm-s: their time given back.",
-                      (double)st->reservations_expired);
+    cr_observe_rows(p, calibration_rows, CR_OBSERVE_N(calibration_rows), st);
 }
 
 static void watch_gauges(cr_watch_hub *hub, cr_page *p)
 {
     cr_watch_stats ws;
     cr_watch_stats_read(hub, &ws);
-    cr_observe_single(p, "cacheroute_decision_watchers", "gauge", "Open WatchDecisions streams.",
-                      (double)ws.watchers);
-    cr_observe_single(p, "cacheroute_decision_watch_sent_total", "counter",
-                      "Receipts sent to WatchDecisions streams, over every watcher.",
-                      (double)ws.sent);
-    cr_observe_single(p, "cacheroute_decision_watch_lost_total", "counter",
-                      "Receipts dropped from slow watchers' full buffers, over every watcher.",
-                      (double)ws.lost);
-    cr_observe_single(p, "cacheroute_decision_watch_refused_total", "counter",
-                      "WatchDecisions calls refused at the watcher limit.", (double)ws.refused);
+    cr_observe_rows(p, watch_rows, CR_OBSERVE_N(watch_rows), &ws);
 }
 
 /* Served tokens and the rolling hit ratio of the first CR_OBSERVE_SHARDS

@@ -3,6 +3,9 @@
 #ifndef CR_OBSERVE_H
 #define CR_OBSERVE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "core.h"
 #include "endpoints_file.h"
 #include "kvevents.h"
@@ -30,9 +33,26 @@ cr_core_hooks cr_observe_hooks(cr_observer *o);
  * tokens, prediction errors, regret, receipts, watchers). */
 void cr_observe_gauges(void *ctx, cr_page *page);
 
-/* One counter or gauge family with a single unlabeled sample. */
-void cr_observe_single(cr_page *p, const char *name, const char *type, const char *help,
-                       double v);
+/* A counter or gauge family with a single unlabeled sample, read from a
+ * struct of figures (cr_loop_stats, cr_replica_stats, ...): one row of a
+ * table that cr_observe_rows writes in order. */
+typedef enum cr_observe_kind { CR_OBSERVE_INT, CR_OBSERVE_U64, CR_OBSERVE_DOUBLE } cr_observe_kind;
+typedef struct cr_observe_row {
+    const char *name, *type, *help; /* type "counter" or "gauge" */
+    size_t at;                      /* the value's offset in the struct */
+    cr_observe_kind kind;           /* and its C type */
+} cr_observe_row;
+
+/* The row of field of struct T, its kind taken from the field's type (an
+ * int, uint64_t or double; any other fails the build). */
+#define CR_OBSERVE_ROW(T, field, name, type, help)                                             \
+    {(name), (type), (help), offsetof(T, field),                                               \
+     _Generic(((T *)0)->field, int: CR_OBSERVE_INT, uint64_t: CR_OBSERVE_U64,                  \
+              double: CR_OBSERVE_DOUBLE)}
+#define CR_OBSERVE_N(rows) (sizeof(rows) / sizeof *(rows))
+
+/* The n rows' families, each with its sample read from figures. */
+void cr_observe_rows(cr_page *p, const cr_observe_row *rows, size_t n, const void *figures);
 
 /* One sample of family name labelled shard="<shard>". */
 void cr_observe_shard(cr_page *p, const char *name, uint32_t shard, double v);

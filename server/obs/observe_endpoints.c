@@ -71,6 +71,16 @@ static void changes(const cr_endpoints *e, cr_page *p)
     }
 }
 
+#define ROW(field, name, type, help) CR_OBSERVE_ROW(cr_endpoints, field, name, type, help)
+static const cr_observe_row set_rows[] = {
+    ROW(version, "cacheroute_endpoints_version", "gauge",
+        "The endpoint set's version: one more per change."),
+    ROW(sessions_to_move, "cacheroute_endpoint_sessions_to_move_total", "counter",
+        "Sessions whose last shard left service with a change: the fewest "
+        "any rule must move."),
+};
+#undef ROW
+
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *p)
 {
     const cr_endpoints *e = cr_core_endpoints(o->core);
@@ -87,12 +97,7 @@ void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *p)
         by_state(e, p);
         each_endpoint(e, p);
         changes(e, p);
-        cr_observe_single(p, "cacheroute_endpoints_version", "gauge",
-                          "The endpoint set's version: one more per change.", (double)e->version);
-        cr_observe_single(p, "cacheroute_endpoint_sessions_to_move_total", "counter",
-                          "Sessions whose last shard left service with a change: the fewest "
-                          "any rule must move.",
-                          (double)e->sessions_to_move);
+        cr_observe_rows(p, set_rows, CR_OBSERVE_N(set_rows), e);
     }
     cr_endpoints_release(e);
     if (o->endpoints) {

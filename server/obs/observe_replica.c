@@ -58,63 +58,53 @@ cr_replica_hooks cr_observe_replica_hooks(cr_observer *o)
     return (cr_replica_hooks){.event = event, .ctx = o};
 }
 
+#define ROW(field, name, type, help) CR_OBSERVE_ROW(cr_replica_stats, field, name, type, help)
+static const cr_observe_row replica_rows[] = {
+    ROW(backend_up, "cacheroute_state_backend_up", "gauge",
+        "1 while --state-backend answers, else 0."),
+    ROW(last_sync_age_s, "cacheroute_replica_last_sync_age_seconds", "gauge",
+        "Seconds since this replica's last successful push; -1 before the first."),
+    ROW(leader, "cacheroute_replica_leader", "gauge", "1 while this replica holds the lease."),
+    ROW(lease_changes, "cacheroute_replica_lease_changes_total", "counter",
+        "Times this replica became leader or follower."),
+    ROW(tables_published, "cacheroute_replica_tables_published_total", "counter",
+        "Cluster tables this replica published as leader."),
+    ROW(tables_installed, "cacheroute_replica_tables_installed_total", "counter",
+        "Cluster tables this replica fetched and installed as follower."),
+    ROW(tables_refused, "cacheroute_replica_tables_refused_total", "counter",
+        "Published tables this replica did not install: a generation that did "
+        "not move forward, or another --n-shards."),
+    ROW(members_published, "cacheroute_replica_endpoint_sets_published_total", "counter",
+        "Endpoint set versions this replica published as leader."),
+    ROW(members_installed, "cacheroute_replica_endpoint_sets_installed_total", "counter",
+        "Leader's endpoint sets this replica adopted as follower."),
+    ROW(members_refused, "cacheroute_replica_endpoint_sets_refused_total", "counter",
+        "Published endpoint sets this replica did not adopt: a version that "
+        "did not move forward, or a bad blob."),
+    ROW(members_version, "cacheroute_replica_endpoint_set_version", "gauge",
+        "The endpoint set version this replica last published or adopted; 0 "
+        "before the first."),
+    ROW(forwarded, "cacheroute_replica_forwarded_total", "counter",
+        "SetEndpoints and DrainEndpoint calls this follower pushed to the leader."),
+    ROW(forwards_applied, "cacheroute_replica_forwards_applied_total", "counter",
+        "Forwarded endpoint calls this leader applied."),
+    ROW(forwards_refused, "cacheroute_replica_forwards_refused_total", "counter",
+        "Forwarded endpoint calls this leader's core refused (logged)."),
+    ROW(forward_queue, "cacheroute_replica_forward_queue", "gauge",
+        "Forwarded endpoint calls held here, not yet pushed to Redis."),
+    ROW(merge_seconds, "cacheroute_replica_merge_seconds", "gauge",
+        "Duration of this replica's last merge of every live replica's counts."),
+    ROW(merges, "cacheroute_replica_merges_total", "counter",
+        "Merges of every live replica's counts: the leader's for its plans, and "
+        "any replica's while merged GetRates are asked for."),
+    ROW(replicas_seen, "cacheroute_replica_replicas_seen", "gauge",
+        "Live replicas (pushed within --replica-ttl) at the last push or merge."),
+};
+#undef ROW
+
 void cr_observe_replica_gauges(cr_replica *r, cr_page *p)
 {
     cr_replica_stats st;
     cr_replica_stats_read(r, &st);
-    cr_observe_single(p, "cacheroute_state_backend_up", "gauge",
-                      "1 while --state-backend answers, else 0.", st.backend_up);
-    cr_observe_single(p, "cacheroute_replica_last_sync_age_seconds", "gauge",
-                      "Seconds since this replica's last successful push; -1 before the first.",
-                      st.last_sync_age_s);
-    cr_observe_single(p, "cacheroute_replica_leader", "gauge",
-                      "1 while this replica holds the lease.", st.leader);
-    cr_observe_single(p, "cacheroute_replica_lease_changes_total", "counter",
-                      "Times this replica became leader or follower.", (double)st.lease_changes);
-    cr_observe_single(p, "cacheroute_replica_tables_published_total", "counter",
-                      "Cluster tables this replica published as leader.",
-                      (double)st.tables_published);
-    cr_observe_single(p, "cacheroute_replica_tables_installed_total", "counter",
-                      "Cluster tables this replica fetched and installed as follower.",
-                      (double)st.tables_installed);
-    cr_observe_single(p, "cacheroute_replica_tables_refused_total", "counter",
-                      "Published tables this replica did not install: a generation that did "
-                      "not move forward, or another --n-shards.",
-                      (double)st.tables_refused);
-    cr_observe_single(p, "cacheroute_replica_endpoint_sets_published_total", "counter",
-                      "Endpoint set versions this replica published as leader.",
-                      (double)st.members_published);
-    cr_observe_single(p, "cacheroute_replica_endpoint_sets_installed_total", "counter",
-                      "Leader's endpoint sets this replica adopted as follower.",
-                      (double)st.members_installed);
-    cr_observe_single(p, "cacheroute_replica_endpoint_sets_refused_total", "counter",
-                      "Published endpoint sets this replica did not adopt: a version that "
-                      "did not move forward, or a bad blob.",
-                      (double)st.members_refused);
-    cr_observe_single(p, "cacheroute_replica_endpoint_set_version", "gauge",
-                      "The endpoint set version this replica last published or adopted; 0 "
-                      "before the first.",
-                      (double)st.members_version);
-    cr_observe_single(p, "cacheroute_replica_forwarded_total", "counter",
-                      "SetEndpoints and DrainEndpoint calls this follower pushed to the leader.",
-                      (double)st.forwarded);
-    cr_observe_single(p, "cacheroute_replica_forwards_applied_total", "counter",
-                      "Forwarded endpoint calls this leader applied.",
-                      (double)st.forwards_applied);
-    cr_observe_single(p, "cacheroute_replica_forwards_refused_total", "counter",
-                      "Forwarded endpoint calls this leader's core refused (logged).",
-                      (double)st.forwards_refused);
-    cr_observe_single(p, "cacheroute_replica_forward_queue", "gauge",
-                      "Forwarded endpoint calls held here, not yet pushed to Redis.",
-                      (double)st.forward_queue);
-    cr_observe_single(p, "cacheroute_replica_merge_seconds", "gauge",
-                      "Duration of this replica's last merge of every live replica's counts.",
-                      st.merge_seconds);
-    cr_observe_single(p, "cacheroute_replica_merges_total", "counter",
-                      "Merges of every live replica's counts: the leader's for its plans, and "
-                      "any replica's while merged GetRates are asked for.",
-                      (double)st.merges);
-    cr_observe_single(p, "cacheroute_replica_replicas_seen", "gauge",
-                      "Live replicas (pushed within --replica-ttl) at the last push or merge.",
-                      (double)st.replicas_seen);
+    cr_observe_rows(p, replica_rows, CR_OBSERVE_N(replica_rows), &st);
 }

@@ -39,6 +39,20 @@ static void work_by_shard(const cr_route_stats *st, const double *work, cr_page 
         cr_observe_shard(p, name, s, work[s]);
 }
 
+#define ROW(field, name, type, help) CR_OBSERVE_ROW(cr_route_stats, field, name, type, help)
+static const cr_observe_row route_rows[] = {
+    ROW(outstanding, "cacheroute_route_outstanding", "gauge",
+        "Routes whose predicted work is still counted against their shard."),
+    ROW(index_blocks, "cacheroute_route_index_blocks", "gauge",
+        "Blocks the prefix index holds over all shards."),
+    ROW(index_cpu_blocks, "cacheroute_route_index_cpu_blocks", "gauge",
+        "Blocks the CPU tier's index holds over all shards (KV events with "
+        "medium CPU: engines' offloaded blocks)."),
+    ROW(index_bytes, "cacheroute_route_index_bytes", "gauge",
+        "Memory of the prefix index now (both tiers)."),
+};
+#undef ROW
+
 void cr_observe_route_gauges(cr_core *core, cr_page *p)
 {
     cr_route_stats st;
@@ -46,18 +60,7 @@ void cr_observe_route_gauges(cr_core *core, cr_page *p)
     cr_core_route_stats_read(core, &st, work, CR_ROUTE_INDEX_MAX_SHARDS);
     routes_by_reason(&st, p);
     work_by_shard(&st, work, p);
-    cr_observe_single(p, "cacheroute_route_outstanding", "gauge",
-                      "Routes whose predicted work is still counted against their shard.",
-                      (double)st.outstanding);
-    cr_observe_single(p, "cacheroute_route_index_blocks", "gauge",
-                      "Blocks the prefix index holds over all shards.",
-                      (double)st.index_blocks);
-    cr_observe_single(p, "cacheroute_route_index_cpu_blocks", "gauge",
-                      "Blocks the CPU tier's index holds over all shards (KV events with "
-                      "medium CPU: engines' offloaded blocks).",
-                      (double)st.index_cpu_blocks);
-    cr_observe_single(p, "cacheroute_route_index_bytes", "gauge",
-                      "Memory of the prefix index now (both tiers).", (double)st.index_bytes);
+    cr_observe_rows(p, route_rows, CR_OBSERVE_N(route_rows), &st);
     double checked[2] = {(double)st.hit_checked[0], (double)st.hit_checked[1]};
     by_events(p, "cacheroute_route_hit_predictions_checked_total",
               "Outcomes with cached_tokens for a Route with a request_id, by whether its "

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "common.h"
-#include "config_test.h"
+#include "memory_test.h"
 #include "core_test.h"
 #include "replica_test.h"
 
@@ -32,5 +32,5 @@ __attribute__((constructor)) static void set_hooks(void)
     const char *root = getenv("CACHEROUTE_TEST_CGROUP_ROOT");
     const char *self = getenv("CACHEROUTE_TEST_SELF_CGROUP");
     if (root && self)
-        cr_config_test_cgroup(root, self);
+        cr_memory_test_cgroup(root, self);
 }

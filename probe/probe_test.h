@@ -1,11 +1,11 @@
-/* Private to the gpu library and its tests (on no other component's include
+/* Private to the probe library and its tests (on no other component's include
  * path): the pure parts of the probe that the tests check directly (the
  * peak table, UUID text, NIC scan and sampling on a fake sysfs tree), and the
  * prober's test hook. The scan, parse and table functions are pure (or touch
  * only the files named) and are safe from any thread.
  */
-#ifndef CR_GPU_PROBE_TEST_H
-#define CR_GPU_PROBE_TEST_H
+#ifndef CR_PROBE_TEST_H
+#define CR_PROBE_TEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,7 +66,7 @@ void cr_nic_set_free(cr_nic_set *set);
  * ticker_test.h's cr_ticker_test_await: CR_TICKER_BETWEEN_CALLS counts the
  * waits between probes (the k-th begins once k - 1 re-probes have finished,
  * each published before its wait begins); CR_TICKER_IN_CALL counts the NIC
- * sampling waits inside re-probes. Valid until cr_prober_stop. */
-cr_ticker *cr_prober_test_ticker(cr_prober *p);
+ * sampling waits inside re-probes. Valid until cr_probe_stop. */
+cr_ticker *cr_probe_test_ticker(cr_probe *p);
 
 #endif

@@ -1,16 +1,16 @@
 /* The prober: re-probes on a cr_ticker and publishes snapshots.
  *
  * The current snapshot is a cr_published (its mutex guards the pointer swap
- * only, never a probe), so cr_prober_acquire waits at most for a swap. The
+ * only, never a probe), so cr_probe_acquire waits at most for a swap. The
  * ticker's thread runs the re-probes, and its wait, handed to the probe,
- * is what lets cr_prober_stop cut a NIC sampling window short as well as an
+ * is what lets cr_probe_stop cut a NIC sampling window short as well as an
  * interval. */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-struct cr_prober {
+struct cr_probe {
     cr_probe_config cfg; /* its strings point at the copies below */
     char *sysfs_root, *cuda_library;
     char **nic_names;
@@ -21,7 +21,7 @@ struct cr_prober {
     cr_ticker *ticker;   /* NULL when interval_s is 0 */
 };
 
-static int copy_config(cr_prober *p, const cr_probe_config *cfg)
+static int copy_config(cr_probe *p, const cr_probe_config *cfg)
 {
     p->cfg = *cfg;
     p->sysfs_root = strdup(cfg->sysfs_root ? cfg->sysfs_root : "/sys");
@@ -40,7 +40,7 @@ static int copy_config(cr_prober *p, const cr_probe_config *cfg)
 }
 
 /* Frees p; the ticker, if any, is stopped already. */
-static void destroy(cr_prober *p)
+static void destroy(cr_probe *p)
 {
     if (!p)
         return;
@@ -57,7 +57,7 @@ static void destroy(cr_prober *p)
 /* Makes s current (taking over its reference) and tells on_snapshot. s stays
  * valid for the call: only this thread (the starter, then the ticker's)
  * replaces it. */
-static void publish(cr_prober *p, const cr_node_snapshot *s)
+static void publish(cr_probe *p, const cr_node_snapshot *s)
 {
     cr_published_swap(&p->current, cr_snapshot_ref(s));
     if (p->cfg.on_snapshot)
@@ -68,7 +68,7 @@ static void publish(cr_prober *p, const cr_node_snapshot *s)
  * waits on the ticker, so a stop cuts it short. */
 static void reprobe(void *ctx, cr_ticker *ticker)
 {
-    cr_prober *p = ctx;
+    cr_probe *p = ctx;
     cr_error err;
     const cr_node_snapshot *s =
         cr_probe_node(&p->cfg, cr_ticker_wait, ticker, p->generation + 1, &err);
@@ -78,11 +78,11 @@ static void reprobe(void *ctx, cr_ticker *ticker)
     }
 }
 
-cr_prober *cr_prober_start(const cr_probe_config *cfg, cr_error *err)
+cr_probe *cr_probe_start(const cr_probe_config *cfg, cr_error *err)
 {
     if (cr_probe_config_check(cfg, err) != CR_OK)
         return NULL;
-    cr_prober *p = calloc(1, sizeof *p);
+    cr_probe *p = calloc(1, sizeof *p);
     if (!p || copy_config(p, cfg)) {
         cr_fail(err, CR_ENOMEM, "out of memory starting the prober");
         destroy(p);
@@ -109,12 +109,12 @@ cr_prober *cr_prober_start(const cr_probe_config *cfg, cr_error *err)
     return p;
 }
 
-const cr_node_snapshot *cr_prober_acquire(cr_prober *p)
+const cr_node_snapshot *cr_probe_acquire(cr_probe *p)
 {
     return cr_snapshot_of_ref(cr_published_acquire(&p->current, NULL));
 }
 
-void cr_prober_stop(cr_prober *p)
+void cr_probe_stop(cr_probe *p)
 {
     if (!p)
         return;
@@ -122,7 +122,7 @@ void cr_prober_stop(cr_prober *p)
     destroy(p);
 }
 
-cr_ticker *cr_prober_test_ticker(cr_prober *p)
+cr_ticker *cr_probe_test_ticker(cr_probe *p)
 {
     return p->ticker;
 }

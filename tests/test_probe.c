@@ -3,7 +3,7 @@
  * and the prober's thread (start, re-probe, stop), run under TSan in CI.
  *
  * No sleep decides an outcome: the prober tests wait for its ticker's thread
- * to reach a given wait (probe_test.h's cr_prober_test_ticker with
+ * to reach a given wait (probe_test.h's cr_probe_test_ticker with
  * ticker_test.h's cr_ticker_test_await), and time is only checked against
  * bounds of half a second or more. */
 #include <errno.h>
@@ -356,7 +356,7 @@ static void test_probe_config_check(void)
     const char *names[] = {"eth0", ""};
     cfg.nic_names = names;
     cfg.n_nic_names = 2;
-    CU_ASSERT_PTR_NULL(cr_prober_start(&cfg, &err));
+    CU_ASSERT_PTR_NULL(cr_probe_start(&cfg, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "nic_names[1] must be 1..127 bytes, got 0");
 }
 
@@ -397,17 +397,17 @@ static void test_prober_stops_mid_interval(void)
     build_tree();
     cr_probe_config cfg = fast_config(3600);
     cr_error err;
-    cr_prober *p = cr_prober_start(&cfg, &err);
+    cr_probe *p = cr_probe_start(&cfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    const cr_node_snapshot *s = cr_prober_acquire(p);
+    const cr_node_snapshot *s = cr_probe_acquire(p);
     CU_ASSERT_EQUAL(s->generation, 1);
     /* The thread is in its hour-long wait (the first, before any re-probe). */
-    cr_ticker *t = cr_prober_test_ticker(p);
+    cr_ticker *t = cr_probe_test_ticker(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     CU_ASSERT_EQUAL(cr_ticker_test_await(t, CR_TICKER_BETWEEN_CALLS, 1, HANG_S), 0);
     CU_ASSERT_EQUAL(cr_ticker_test_waits(t, CR_TICKER_IN_CALL), 0); /* no re-probe began */
     double t0 = now_s();
-    cr_prober_stop(p);
+    cr_probe_stop(p);
     CU_ASSERT(now_s() - t0 < 1.0);
     CU_ASSERT_EQUAL(s->n_nics, sizeof DEFAULT_SET / sizeof DEFAULT_SET[0]); /* still held */
     cr_node_snapshot_release(s);
@@ -420,18 +420,18 @@ static void test_prober_stops_mid_sample(void)
     cr_probe_config cfg = fast_config(0.001);
     cfg.nic_sample_s = 1; /* start takes 1 s; then each re-probe waits 1 s */
     cr_error err;
-    cr_prober *p = cr_prober_start(&cfg, &err);
+    cr_probe *p = cr_probe_start(&cfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     /* The first re-probe is in its NIC sampling wait (the only wait inside
      * a probe), which the stop must cut short. */
-    cr_ticker *t = cr_prober_test_ticker(p);
+    cr_ticker *t = cr_probe_test_ticker(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     CU_ASSERT_EQUAL(cr_ticker_test_await(t, CR_TICKER_IN_CALL, 1, HANG_S), 0);
-    const cr_node_snapshot *s = cr_prober_acquire(p);
+    const cr_node_snapshot *s = cr_probe_acquire(p);
     CU_ASSERT_EQUAL(s->generation, 1); /* that re-probe is not done */
     cr_node_snapshot_release(s);
     double t0 = now_s();
-    cr_prober_stop(p);
+    cr_probe_stop(p);
     CU_ASSERT(now_s() - t0 < 0.5);
     remove_tree();
 }
@@ -493,9 +493,9 @@ static void test_cuda_stub_driver(void)
  * means the (c+1)-th wait begins later, so the probe after it starts after
  * now, and the (c+2)-th wait begins once that probe is published. 0, or -1
  * after HANG_S. */
-static int await_fresh_probe(cr_prober *p)
+static int await_fresh_probe(cr_probe *p)
 {
-    cr_ticker *t = cr_prober_test_ticker(p);
+    cr_ticker *t = cr_probe_test_ticker(p);
     if (!t)
         return -1;
     uint64_t c = cr_ticker_test_waits(t, CR_TICKER_BETWEEN_CALLS);
@@ -507,7 +507,7 @@ static int await_fresh_probe(cr_prober *p)
 /* A reader's results; the main thread asserts on them after the join
  * (CUnit is not thread-safe). */
 typedef struct reader_arg {
-    cr_prober *p;
+    cr_probe *p;
     uint64_t max_generation; /* of the snapshots taken after a re-probe */
     int rounds;              /* snapshots held across a re-probe */
     int await_failed;        /* the re-probe never came */
@@ -522,7 +522,7 @@ static void *reader(void *arg)
 {
     reader_arg *a = arg;
     for (int i = 0; i < READER_ROUNDS; i++) {
-        const cr_node_snapshot *s = cr_prober_acquire(a->p);
+        const cr_node_snapshot *s = cr_probe_acquire(a->p);
         size_t n = s->n_nics;
         uint64_t gen = s->generation;
         const cr_nic_info *e = find_nic(s->nics, s->n_nics, "eth10");
@@ -537,7 +537,7 @@ static void *reader(void *arg)
             a->changed++;
         if (!e)
             a->missing_eth10++;
-        const cr_node_snapshot *now = cr_prober_acquire(a->p);
+        const cr_node_snapshot *now = cr_probe_acquire(a->p);
         if (now->generation <= gen)
             a->not_newer++;
         if (now->generation > a->max_generation)
@@ -554,13 +554,13 @@ static void test_prober_reprobe_while_held(void)
     build_tree();
     cr_probe_config cfg = fast_config(0.002);
     cr_error err;
-    cr_prober *p = cr_prober_start(&cfg, &err);
+    cr_probe *p = cr_probe_start(&cfg, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    const cr_node_snapshot *first = cr_prober_acquire(p);
+    const cr_node_snapshot *first = cr_probe_acquire(p);
     put("class/net/eth10/operstate", "down");
     /* A re-probe that began after the write: it sees eth10 down. */
     CU_ASSERT_EQUAL_FATAL(await_fresh_probe(p), 0);
-    const cr_node_snapshot *later = cr_prober_acquire(p);
+    const cr_node_snapshot *later = cr_probe_acquire(p);
     CU_ASSERT_PTR_NOT_NULL_FATAL(later);
     CU_ASSERT(later->generation > first->generation);
     const cr_nic_info *e = find_nic(later->nics, later->n_nics, "eth10");
@@ -583,7 +583,7 @@ static void test_prober_reprobe_while_held(void)
         CU_ASSERT_EQUAL(args[i].not_newer, 0);
     }
     CU_ASSERT(args[0].max_generation > later->generation);
-    cr_prober_stop(p);
+    cr_probe_stop(p);
     cr_node_snapshot_release(first);
     cr_node_snapshot_release(later);
     remove_tree();

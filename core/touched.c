@@ -2,7 +2,7 @@
  * one stripe (given round-robin at its first add) until it is full, so
  * threads rarely share a lock or a cache line. A take copies every list
  * out, empties them, then sorts (cr_sort_records) and drops repeats. */
-#include "route.h"
+#include "touched.h"
 
 #include "common.h"
 

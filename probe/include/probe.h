@@ -10,8 +10,8 @@
  * speeds in gigabits per second, host-to-device copies in gigabytes per
  * second, G = 10^9 in both. Peaks are dense BF16 teraFLOP/s (10^12).
  *
- * Threads: a cr_prober probes on a thread of its own; readers take a
- * snapshot with cr_prober_acquire, read it without locks, and release it.
+ * Threads: a cr_probe probes on a thread of its own; readers take a
+ * snapshot with cr_probe_acquire, read it without locks, and release it.
  * A swap never frees a snapshot someone still holds.
  */
 #ifndef CR_PROBE_H
@@ -75,7 +75,7 @@ typedef struct cr_probe_config {
     int measure_h2d;     /* time host-to-device copies: two 128 MiB buffers and six
                           * copies per GPU, a few hundred ms each */
     /* Optional: called with every snapshot a prober publishes (the first
-     * one from cr_prober_start, the others from its thread), e.g. to log
+     * one from cr_probe_start, the others from its thread), e.g. to log
      * it. The snapshot is valid for the duration of the call. */
     void (*on_snapshot)(void *ctx, const cr_node_snapshot *snap);
     void *on_snapshot_ctx;
@@ -105,14 +105,14 @@ cr_status cr_probe_config_check(const cr_probe_config *cfg, cr_error *err);
  * it shows in the snapshot. Thread-safe. */
 const cr_node_snapshot *cr_node_probe(const cr_probe_config *cfg, cr_error *err);
 
-/* Drops one reference to a snapshot from cr_node_probe or cr_prober_acquire;
+/* Drops one reference to a snapshot from cr_node_probe or cr_probe_acquire;
  * the last one frees it. NULL is ignored. Thread-safe. Never call it on a
  * snapshot built by hand. */
 void cr_node_snapshot_release(const cr_node_snapshot *snap);
 
 /* ---- the prober --------------------------------------------------------- */
 
-typedef struct cr_prober cr_prober;
+typedef struct cr_probe cr_probe;
 
 /* Copies cfg (strings included), takes the first snapshot on the calling
  * thread (cr_node_probe's time: driver start-up plus the h2d timing, with
@@ -121,17 +121,17 @@ typedef struct cr_prober cr_prober;
  * thread.
  * Returns NULL with err filled on a bad config, out of memory, or when the
  * thread cannot start. */
-cr_prober *cr_prober_start(const cr_probe_config *cfg, cr_error *err);
+cr_probe *cr_probe_start(const cr_probe_config *cfg, cr_error *err);
 
 /* The newest snapshot, with a reference the caller must release. Never
  * blocks on a probe in progress (a short mutex guards the pointer only).
  * Thread-safe. */
-const cr_node_snapshot *cr_prober_acquire(cr_prober *p);
+const cr_node_snapshot *cr_probe_acquire(cr_probe *p);
 
 /* Stops and joins the thread (promptly, even mid-interval; a CUDA probe
  * in progress is finished first) and frees the prober. Snapshots acquired
  * earlier stay valid until released. Call once, after every other call on
  * p has returned. NULL is ignored. */
-void cr_prober_stop(cr_prober *p);
+void cr_probe_stop(cr_probe *p);
 
 #endif

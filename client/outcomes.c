@@ -1,4 +1,4 @@
-/* The closed loop's commands: report (ReportOutcome from JSON lines, in
+/* Decisions and their outcomes: report (ReportOutcome from JSON lines, in
  * batches), decision (GetDecision), watch (WatchDecisions, one JSON line per
  * receipt) and stats (GetStats). */
 #include <signal.h>

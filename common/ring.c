@@ -3,7 +3,7 @@
  * start is found through buckets of the position's top bits (at least as
  * many as points, so about one point each) rather than by bisection: the
  * route's hot path, and a bisection's branches mispredict. */
-#include "route.h"
+#include "ring.h"
 
 #include <stdlib.h>
 

@@ -1,9 +1,9 @@
-/* Internal to the gpu library: the CUDA probe, snapshot assembly, the probe
+/* Internal to the probe library: the CUDA probe, snapshot assembly, the probe
  * with an injectable wait (which lets the prober's ticker interrupt a probe's
  * sleep), and the sysfs and NIC counter helpers. The pure parts shared with
  * tests are in probe_test.h. */
-#ifndef CR_GPU_INTERNAL_H
-#define CR_GPU_INTERNAL_H
+#ifndef CR_PROBE_INTERNAL_H
+#define CR_PROBE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
