@@ -172,8 +172,11 @@ static int take_item(const uint8_t *v, size_t len, cr_wire_route_out *out)
         q->hashes = out->hashes + out->n_hashes;
     q->n_hashes = hashes.n;
     out->n_hashes += hashes.n;
-    if (id.value)
+    if (id.value) {
+        if (out->text_cap - out->text_used <= id.len)
+            return -1; /* never with text_cap the request's length */
         q->request_id = copy_id(out, &id);
+    }
     return 0;
 }
 

@@ -5,8 +5,9 @@
  * only decodes, makes one cr_core_* call and encodes.
  *
  * Rules that exist exactly once, here:
- *   route     by --route-by (route.h) over the installed table's shards
- *             (the configured n_shards before the first install)
+ *   route     over the installed table's shards (the configured n_shards
+ *             before the first install), by the rule the router decides
+ *             (--route-by, route.h), one request shape (request.h)
  *   plan      validate -> plan -> (install) -> report, for RPC plans and the
  *             replanner alike, timed over the same span
  *
