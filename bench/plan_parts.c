@@ -2,7 +2,7 @@
  * CPU only (no gRPC), from a PlanRequest's bytes: counting its rates
  * (cr_wire_count, what the handler refuses by), decoding them
  * (cr_wire_split_pairs) and writing the answer of the library's plan of
- * them (wire/plan_answer.c); best of K each.
+ * them (answer/plan_answer.c); best of K each.
  *
  *   bench/plan_wire.py PLANNER_BENCH --save-request /tmp/plan.bin
  *   plan_parts /tmp/plan.bin [K]
@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "answer.h"
 #include "bench_util.h"
 #include "cacheroute/v1/cacheroute.pb-c.h"
-#include "wire.h"
 #include "wire.h"
 
 typedef Cacheroute__V1__PlanRequest PlanRequest;

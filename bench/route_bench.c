@@ -66,7 +66,7 @@ static cr_core *core_for(cr_route_by by, double ttl_s, vclock *clock)
 static double record_ns(cr_core *c, vclock *clock, const int64_t *owners, const double *weights,
                         uint64_t n)
 {
-    cr_route r;
+    cr_route_answer r;
     cr_error err;
     double t0 = bench_now();
     for (uint64_t i = 0; i < n; i++) {
@@ -134,7 +134,7 @@ static cr_core *big_core(int table, vclock *clock)
 /* CPU ns per arrival over calls of BATCH owners from owners (SEQ + BATCH
  * of them); routes NULL records without routing. */
 static double batch_ns(cr_core *c, vclock *clock, const int64_t *owners, uint64_t calls,
-                       cr_route *routes)
+                       cr_route_answer *routes)
 {
     cr_error err;
     double t0 = bench_thread_cpu();
@@ -155,7 +155,7 @@ static double batch_ns(cr_core *c, vclock *clock, const int64_t *owners, uint64_
 static void big_table(uint64_t arrivals, int rounds)
 {
     int64_t *owners = malloc((SEQ + BATCH) * sizeof *owners);
-    cr_route *routes = malloc(BATCH * sizeof *routes);
+    cr_route_answer *routes = malloc(BATCH * sizeof *routes);
     if (!owners || !routes)
         exit(1);
     for (uint64_t i = 0, x = 7; i < SEQ + BATCH; i++) {

@@ -69,7 +69,7 @@ static phase place(cr_router *r, const params *p, const cr_prefill_model *m, uin
     for (; want ? blocks < want : n < count; n++) {
         uint64_t i = (*next)++;
         hashes_of(p, i, h);
-        cr_route_query q = {.has_owner = 1, .owner = (int64_t)cr_mix64(i + 1),
+        cr_route_request q = {.has_owner = 1, .owner = (int64_t)cr_mix64(i + 1),
                             .prompt_tokens = tokens, .hashes = h, .n_hashes = p->hashes};
         cr_route_answer a;
         *clock += dt;

@@ -1,5 +1,6 @@
-/* The endpoint set behind SetEndpoints, DrainEndpoint and ListEndpoints,
- * and the failure detector (core.h, "endpoints"): each change makes a new
+/* The endpoint set behind SetEndpoints, DrainEndpoint and ListEndpoints
+ * (cr_core_endpoints, which every answer naming endpoints reads too), and
+ * the failure detector (core.h, "endpoints"): each change makes a new
  * set (endpoints.h), tells
  * the router which shards serve and what a departed engine left, then
  * publishes the set; routes read the set's slot count and the router's
@@ -36,6 +37,17 @@ void cr_members_destroy(cr_core *c)
 const cr_endpoints *cr_members_current(cr_core *c)
 {
     return (const cr_endpoints *)cr_published_acquire(&c->members, NULL);
+}
+
+const cr_endpoints *cr_core_endpoints(cr_core *c)
+{
+    /* every RecordArrival and Route answer asks: without a set, no lock */
+    if (!atomic_load_explicit(&c->member_slots, memory_order_acquire))
+        return NULL;
+    double now = core_now(c);
+    if (now >= atomic_load_explicit(&c->next_retry, memory_order_relaxed))
+        cr_members_retry(c, now);
+    return cr_members_current(c);
 }
 
 /* 1 when slot s's engine went with this change (GONE or DOWN now, serving

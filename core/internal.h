@@ -62,6 +62,16 @@ struct cr_core {
     size_t n_own;
 };
 
+/* The core's own option rows on cr_core_config (options.c): --replan-interval
+ * and --receipts; the state file's --state-file and --snapshot-interval.
+ * Composed into cr_core_parts (parts.c). */
+extern const cr_option_table cr_core_options;
+extern const cr_option_table cr_core_state_options;
+
+/* Every component's check, in cr_core_parts' order: CR_EINVAL with err
+ * naming the first bad field (parts.c). cr_core_new runs it. */
+cr_status cr_core_config_check(const cr_core_config *cfg, cr_error *err);
+
 /* Owners handed to the estimator per batch (RecordArrival, GetRates): their
  * rates fit on the stack, and it groups as many at a time. */
 #define CR_CORE_BATCH 1024

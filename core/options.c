@@ -2,7 +2,7 @@
  * state file's. */
 #include <stddef.h>
 
-#include "core.h"
+#include "internal.h"
 
 static const cr_option ROWS[] = {
     {.name = "replan-interval", .key = "replan_interval_s", .type = CR_OPT_DOUBLE,

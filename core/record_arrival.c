@@ -26,7 +26,7 @@ static cr_status check_arrivals(size_t n, const double *weights, size_t n_weight
 }
 
 cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const double *weights,
-                         size_t n_weights, cr_route *routes, uint64_t *generation,
+                         size_t n_weights, cr_route_answer *routes, uint64_t *generation,
                          cr_error *err)
 {
     const double *w = weights && n_weights ? weights : NULL;
@@ -41,16 +41,15 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
         cr_estimator_record_batch(c->estimator, owners + at, w ? w + at : NULL, m, now,
                                   routes ? rates : NULL);
         for (size_t i = 0; routes && i < m; i++)
-            routes[at + i] = (cr_route){.owner = owners[at + i], .rate = rates[i]};
+            routes[at + i] = (cr_route_answer){.owner = owners[at + i], .rate = rates[i]};
     }
-    if (routes && c->route.by == CR_ROUTE_TTFT) {
+    if (routes) { /* the rule is the router's to decide; it says when it predicts */
         cr_prefill_model m;
-        cr_core_route_model(c, &m);
-        cr_router_route_ttft(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, w, routes,
-                             n, now);
-    } else if (routes) {
-        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n,
-                        now);
+        int predicts = cr_router_predicts(c->router);
+        if (predicts)
+            cr_core_route_model(c, &m);
+        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t),
+                        predicts ? &m : NULL, w, routes, n, now);
     }
     cr_installed_release(t);
     cr_touched *touched = atomic_load_explicit(&c->touched, memory_order_acquire);

@@ -1,8 +1,12 @@
 /* Route: the checks in field order, the owners' arrivals, then the route
- * rule (route.h) placing each request with the calibrated prefill model. */
+ * rule (route.h) placing the requests, as the decoder gave them
+ * (request.h), with the calibrated prefill model. */
 #include <string.h>
 
 #include "internal.h"
+
+_Static_assert(CR_REQUEST_MAX_TOKENS == CR_INJECT_MAX_TOKENS,
+               "a request's prompt tokens are the injector's");
 
 void cr_core_route_model(cr_core *c, cr_prefill_model *out)
 {
@@ -20,7 +24,7 @@ void cr_core_route_model(cr_core *c, cr_prefill_model *out)
                               m.prefill_ms_per_token2, m.load_fixed_ms, per_token};
 }
 
-static cr_status check_item(const cr_core *c, const cr_core_route_item *q, size_t i, cr_error *err)
+static cr_status check_item(const cr_core *c, const cr_route_request *q, size_t i, cr_error *err)
 {
     uint32_t most = c->route.max_hashes;
     if (q->n_hashes > most)
@@ -43,7 +47,7 @@ static cr_status check_item(const cr_core *c, const cr_core_route_item *q, size_
 
 /* The owners among the requests as arrivals, weighing 1 each, in
  * batches; how many there were. */
-static size_t record_owners(cr_core *c, const cr_core_route_item *q, size_t n, double now)
+static size_t record_owners(cr_core *c, const cr_route_request *q, size_t n, double now)
 {
     int64_t owners[CR_CORE_BATCH];
     size_t k = 0, all = 0;
@@ -62,25 +66,7 @@ static size_t record_owners(cr_core *c, const cr_core_route_item *q, size_t n, d
     return all;
 }
 
-/* Requests placed per cr_router_place call (one lock each). */
-#define CHUNK 64
-
-static cr_route_query query_of(const cr_core *c, const cr_core_route_item *x)
-{
-    uint64_t tokens =
-        x->prompt_tokens ? x->prompt_tokens : (uint64_t)x->n_hashes * c->route.block_tokens;
-    return (cr_route_query){
-        .has_owner = x->has_owner,
-        .owner = x->owner,
-        .prompt_tokens = tokens < CR_INJECT_MAX_TOKENS ? (uint32_t)tokens : CR_INJECT_MAX_TOKENS,
-        .hashes = x->hashes,
-        .n_hashes = (uint32_t)x->n_hashes,
-        .space = cr_route_text_key(x->space, x->space_len),
-        .request = x->request_id ? cr_route_text_key(x->request_id, strlen(x->request_id)) : 0,
-    };
-}
-
-cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
+cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err)
 {
     if (n == 0)
@@ -97,14 +83,8 @@ cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
     cr_prefill_model m;
     cr_core_route_model(c, &m);
     size_t arrivals = record_owners(c, items, n, now);
-    cr_route_query q[CHUNK]; /* on the stack: a Route mallocs nothing here */
-    for (size_t at = 0; at < n; at += CHUNK) {
-        size_t k = n - at < CHUNK ? n - at : CHUNK;
-        for (size_t i = 0; i < k; i++)
-            q[i] = query_of(c, &items[at + i]);
-        cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, q, out + at,
-                        k, now);
-    }
+    cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, items, out, n,
+                    now);
     cr_installed_release(t);
     if (generation)
         *generation = gen;

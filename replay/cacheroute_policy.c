@@ -446,7 +446,7 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
     request_id(r->first_block, id, sizeof id);
     int hashed = chain_hashes(s, r, v->blocks) == 0; /* out of memory: routed without hashes */
     uint32_t most = s->cfg.route.max_hashes;
-    cr_core_route_item item = {
+    cr_route_request item = {
         .has_owner = 1,
         .owner = r->owner,
         .prompt_tokens = r->input_tokens,
@@ -470,13 +470,13 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
     s->pool = v->blocks; /* the trace's, for the events at its finishes */
     if (s->call == CR_REPLAY_CALL_ROUTE)
         return route_call(s, r, v);
-    cr_route out;
+    cr_route_answer out;
     cr_error err;
     double w = r->input_tokens; /* >= 1 and < 2^32: a valid weight */
     int tokens = s->weight == CR_REPLAY_WEIGHT_TOKENS;
     /* Fails only for 0 owners or a bad weight. */
     cr_core_record(s->core, &r->owner, 1, tokens ? &w : NULL, tokens, &out, NULL, &err);
-    return sim_shard(s, out.preferred_shard);
+    return sim_shard(s, out.shard);
 }
 
 /* The shard is busy with r until its queue wait and prefill have passed;

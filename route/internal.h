@@ -249,4 +249,11 @@ uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n);
 uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t owner,
                             double weight, double now, int *admitted);
 
+/* ttft.c: cr_router_route under ttft: each arrival placed as a request of
+ * its owner without hashes, weights[i] (NULL: 1 each) its prompt tokens,
+ * straight into routes[i] (m NULL: a token costs 1 ms). */
+void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,
+                              const cr_prefill_model *m, const double *weights,
+                              cr_route_answer *routes, size_t n, double now);
+
 #endif

@@ -19,7 +19,7 @@ uint32_t cr_route_fallback_shard(int64_t owner, uint32_t n_shards)
 /* placed[i] = the placement of routes[i].owner under t (NULL: none, or no
  * table) for the first min(n, CHUNK) routes, in one batch lookup; returns
  * how many. */
-static size_t find_chunk(const cr_table *t, const cr_route *routes, size_t n,
+static size_t find_chunk(const cr_table *t, const cr_route_answer *routes, size_t n,
                          const cr_placement **placed)
 {
     int64_t owners[CHUNK];
@@ -252,8 +252,8 @@ static uint32_t live(const cr_router *r, uint32_t first)
 }
 
 /* r locked: out's route under bounded or live, p its placement. */
-static void route_one(cr_router *r, const cr_table *t, const cr_placement *p, cr_route *out,
-                      double weight, double now)
+static void route_one(cr_router *r, const cr_table *t, const cr_placement *p,
+                      cr_route_answer *out, double weight, double now)
 {
     uint32_t first = p ? p->preferred_shard
                        : cr_ring_shard(r->ring, cr_ring_start(r->ring, out->owner));
@@ -262,12 +262,12 @@ static void route_one(cr_router *r, const cr_table *t, const cr_placement *p, cr
     r->diverted += s != first;
     cr_inflight_add(r->work, out->owner, s, weight, now);
     out->admitted = p != NULL;
-    out->preferred_shard = s;
+    out->shard = s;
 }
 
 /* Under bounded or live; 0, or -1 (nothing routed) when out of memory. */
 static int route_moving(cr_router *r, const cr_table *t, uint32_t shards,
-                        const double *weights, cr_route *routes, size_t n, double now)
+                        const double *weights, cr_route_answer *routes, size_t n, double now)
 {
     pthread_mutex_lock(&r->lock);
     int st = cr_router_prepare(r, shards);
@@ -289,28 +289,33 @@ uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t
     const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
     if (!r->work)
         return plan_shard(r, p, owner, n, admitted, 1);
-    cr_route out = {.owner = owner};
+    cr_route_answer out = {.owner = owner};
     route_one(r, t, p, &out, weight, now);
     *admitted = out.admitted;
-    return out.preferred_shard;
+    return out.shard;
 }
 
-void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const double *weights,
-                     cr_route *routes, size_t n, double now)
+int cr_router_predicts(const cr_router *r)
 {
-    if (r->by == CR_ROUTE_TTFT) { /* tokens as ms: the core passes its model instead */
-        cr_prefill_model unit = {0, 1, 0, 0, 0};
-        cr_router_route_ttft(r, t, shards, &unit, weights, routes, n, now);
+    return r->by == CR_ROUTE_TTFT;
+}
+
+void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards,
+                     const cr_prefill_model *m, const double *weights, cr_route_answer *routes,
+                     size_t n, double now)
+{
+    if (r->by == CR_ROUTE_TTFT) {
+        cr_router_place_arrivals(r, t, shards, m, weights, routes, n, now);
         return;
     }
     if (r->work && route_moving(r, t, shards, weights, routes, n, now) == 0)
         return;
     const cr_placement *placed[CHUNK];
-    for (size_t i = 0, m; i < n; i += m) {
-        m = find_chunk(t, routes + i, n - i, placed);
-        for (size_t j = 0; j < m; j++) {
-            cr_route *o = &routes[i + j];
-            o->preferred_shard = plan_shard(r, placed[j], o->owner, shards, &o->admitted, 0);
+    for (size_t i = 0, k; i < n; i += k) {
+        k = find_chunk(t, routes + i, n - i, placed);
+        for (size_t j = 0; j < k; j++) {
+            cr_route_answer *o = &routes[i + j];
+            o->shard = plan_shard(r, placed[j], o->owner, shards, &o->admitted, 0);
         }
     }
 }

@@ -7,14 +7,6 @@
 
 #include "internal.h"
 
-static const char *const WHY[CR_ROUTE_N_WHY] = {"prefix", "session", "planned", "spill",
-                                                "least_loaded", "rule"};
-
-const char *cr_route_reason_name(cr_route_reason r)
-{
-    return (unsigned)r < CR_ROUTE_N_WHY ? WHY[r] : "unknown";
-}
-
 uint64_t cr_route_text_key(const char *s, size_t n)
 {
     if (!n)
@@ -38,13 +30,35 @@ static double prefill_with_load(const cr_prefill_model *m, double s, double cpu,
     return cr_prefill_predict(m, s, l) + (load > 0 ? load : 0);
 }
 
-/* What one request looks like to the rule, every shard's side of it. */
-typedef struct request {
-    const cr_route_query *q;
+/* What the rule sees of one request (request.h): what it derives from it
+ * before the lock (its L and its texts' keys), then, under the lock, every
+ * shard's side of it. */
+typedef struct view {
+    const cr_route_request *q;
+    uint32_t tokens;          /* L */
+    uint32_t n_hashes;        /* q's, checked by the caller */
+    uint64_t space, id;       /* its namespace's and request id's keys; 0 = none */
     const uint64_t *keys;     /* its blocks' keys in the index; NULL: none */
     const cr_session *session; /* its owner's, when it has no hashes */
     uint32_t indexed;         /* shards the match covered */
-} request;
+} view;
+
+/* What the rule derives from q before the lock: L given, or its hashes'
+ * tokens (at most CR_REQUEST_MAX_TOKENS), and its texts' keys. */
+static view view_of(const cr_router *r, const cr_route_request *q)
+{
+    uint64_t hashed = (uint64_t)q->n_hashes * r->block_tokens;
+    const char *id = q->request_id;
+    return (view){
+        .q = q,
+        .tokens = q->prompt_tokens          ? q->prompt_tokens
+                  : hashed < CR_REQUEST_MAX_TOKENS ? (uint32_t)hashed
+                                                   : CR_REQUEST_MAX_TOKENS,
+        .n_hashes = (uint32_t)q->n_hashes,
+        .space = cr_route_text_key(q->space, q->space_len),
+        .id = id ? cr_route_text_key(id, strlen(id)) : 0,
+    };
+}
 
 /* r locked: the index, made on first use; NULL when out of memory. */
 static cr_prefix *index_of(cr_router *r)
@@ -54,42 +68,41 @@ static cr_prefix *index_of(cr_router *r)
     return r->index;
 }
 
-/* r locked: the request's keys in the index (its hashes mixed with its
- * namespace, in the router's scratch) matched against the first min(n, 64)
- * shards into r->depth (the other shards' 0), and with a CPU tier its
- * blocks right after into r->extra (the matched shards' only). */
-static request look(cr_router *r, const cr_route_query *q, uint32_t n, uint64_t *scratch)
+/* r locked: x's keys in the index (its hashes mixed with its namespace,
+ * in the router's scratch) matched against the first min(n, 64) shards
+ * into r->depth (the other shards' 0), and with a CPU tier its blocks
+ * right after into r->extra (the matched shards' only). */
+static void look(cr_router *r, view *x, uint32_t n, uint64_t *scratch)
 {
-    request x = {q, NULL, NULL, 0};
+    const cr_route_request *q = x->q;
     memset(r->depth, 0, n * sizeof *r->depth);
-    if (q->n_hashes && index_of(r)) {
-        if (q->space) {
-            uint64_t mix = cr_mix64(q->space);
-            for (uint32_t i = 0; i < q->n_hashes; i++)
+    if (x->n_hashes && index_of(r)) {
+        if (x->space) {
+            uint64_t mix = cr_mix64(x->space);
+            for (uint32_t i = 0; i < x->n_hashes; i++)
                 scratch[i] = q->hashes[i] ^ mix;
-            x.keys = scratch;
+            x->keys = scratch;
         } else {
-            x.keys = q->hashes;
+            x->keys = q->hashes;
         }
-        x.indexed = n < CR_ROUTE_INDEX_MAX_SHARDS ? n : CR_ROUTE_INDEX_MAX_SHARDS;
-        cr_prefix_match(r->index, x.keys, q->n_hashes, x.indexed, r->depth);
-        for (uint32_t s = 0; r->cpu && s < x.indexed; s++) { /* the CPU tier's after them */
+        x->indexed = n < CR_ROUTE_INDEX_MAX_SHARDS ? n : CR_ROUTE_INDEX_MAX_SHARDS;
+        cr_prefix_match(r->index, x->keys, x->n_hashes, x->indexed, r->depth);
+        for (uint32_t s = 0; r->cpu && s < x->indexed; s++) { /* the CPU tier's after them */
             uint32_t e = r->depth[s];
-            while (e < q->n_hashes && cr_prefix_holds(r->cpu, s, x.keys[e]))
+            while (e < x->n_hashes && cr_prefix_holds(r->cpu, s, x->keys[e]))
                 e++;
             r->extra[s] = e - r->depth[s];
         }
-    } else if (!q->n_hashes && q->has_owner) {
-        x.session = cr_sessions_find(&r->sessions, q->owner);
+    } else if (!x->n_hashes && q->has_owner) {
+        x->session = cr_sessions_find(&r->sessions, q->owner);
     }
-    return x;
 }
 
 /* The tokens shard s holds of the request, as predicted: on its GPU and,
  * through *cpu (NULL: not wanted), how many of them on its CPU tier. */
-static double hit_on(const cr_router *r, const request *x, uint32_t s, double *cpu)
+static double hit_on(const cr_router *r, const view *x, uint32_t s, double *cpu)
 {
-    double l = x->q->prompt_tokens;
+    double l = x->tokens;
     if (cpu)
         *cpu = 0;
     if (x->keys) {
@@ -107,13 +120,18 @@ static double hit_on(const cr_router *r, const request *x, uint32_t s, double *c
     return 0;
 }
 
-/* The request's home: the first shard of its owner's ring, or of its first
- * hash's, or of its request id's. */
-static uint32_t home_of(cr_router *r, const cr_route_query *q, uint32_t n)
+/* The key standing for x's owner: its owner, or without one its first
+ * hash, or its request id's key. */
+static int64_t owner_key(const view *x)
 {
-    int64_t key = q->has_owner ? q->owner
-                  : q->n_hashes ? (int64_t)q->hashes[0]
-                                : (int64_t)q->request;
+    const cr_route_request *q = x->q;
+    return q->has_owner ? q->owner : x->n_hashes ? (int64_t)q->hashes[0] : (int64_t)x->id;
+}
+
+/* The request's home: the first shard of its owner key's ring. */
+static uint32_t home_of(cr_router *r, const view *x, uint32_t n)
+{
+    int64_t key = owner_key(x);
     uint32_t s = cr_router_ring_home(r, key, n);
     s = s != UINT32_MAX ? s : cr_route_fallback_shard(key, n);
     return cr_router_usable_from(r, key, s, n);
@@ -124,7 +142,7 @@ static uint32_t home_of(cr_router *r, const cr_route_query *q, uint32_t n)
  * prompt), whose copies on more shards many will reuse: 1 + (g - 1) H /
  * (H + n), n the requests that lately matched up to the deepest block any
  * shard holds of it. Counts that request. */
-static double miss_weight(cr_router *r, const request *x)
+static double miss_weight(cr_router *r, const view *x)
 {
     uint32_t d = 0;
     for (uint32_t s = 0; x->keys && s < x->indexed; s++)
@@ -138,11 +156,11 @@ static double miss_weight(cr_router *r, const request *x)
 
 /* The ttft choice among the candidates (cand NULL: every shard), with miss
  * weight g. */
-static void choose(cr_router *r, const request *x, const cr_prefill_model *m, double g,
+static void choose(cr_router *r, const view *x, const cr_prefill_model *m, double g,
                    const uint32_t *cand, uint32_t n_cand, uint32_t home, double now,
                    cr_route_answer *out)
 {
-    double l = x->q->prompt_tokens, best_cost = INFINITY, most = 0, least = INFINITY;
+    double l = x->tokens, best_cost = INFINITY, most = 0, least = INFINITY;
     uint32_t best = UINT32_MAX;
     for (uint32_t i = 0; i <= n_cand; i++) {
         /* the home first, so that a tie keeps it; then in id order */
@@ -186,47 +204,43 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
 
 /* r locked, prepared for n shards: the request's answer under ttft. */
 static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const cr_prefill_model *m,
-                       const request *x, double now, cr_route_answer *out)
+                       const view *x, double now, cr_route_answer *out)
 {
-    const cr_route_query *q = x->q;
+    const cr_route_request *q = x->q;
     const cr_placement *p = t && q->has_owner ? cr_table_find(t, q->owner) : NULL;
     const uint32_t *cand = r->planned && p ? cr_table_shards(t, p) : NULL;
-    choose(r, x, m, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, q, n), now, out);
+    choose(r, x, m, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, x, n), now, out);
     out->admitted = p != NULL;
 }
 
 /* r locked, prepared for n shards: the request's answer under plan,
  * bounded or live (its owner, or a key standing in for one). */
 static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const cr_prefill_model *m,
-                       const request *x, double now, cr_route_answer *out)
+                       const view *x, double now, cr_route_answer *out)
 {
-    const cr_route_query *q = x->q;
-    int64_t owner = q->has_owner ? q->owner
-                    : q->n_hashes ? (int64_t)q->hashes[0]
-                                  : (int64_t)q->request;
-    out->shard = cr_router_rule_one(r, t, n, owner, 1.0, now, &out->admitted);
+    out->shard = cr_router_rule_one(r, t, n, owner_key(x), 1.0, now, &out->admitted);
     double cpu, hit = hit_on(r, x, out->shard, &cpu);
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
-    out->prefill_ms = prefill_with_load(m, hit, cpu, q->prompt_tokens);
+    out->prefill_ms = prefill_with_load(m, hit, cpu, x->tokens);
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
 /* r locked: what a placed request leaves behind: its blocks in the
  * index, its session, its predicted prefill as outstanding work. */
-static void remember(cr_router *r, const request *x, const cr_route_answer *a, double now)
+static void remember(cr_router *r, const view *x, const cr_route_answer *a, double now)
 {
-    const cr_route_query *q = x->q;
+    const cr_route_request *q = x->q;
     if (x->keys && a->shard < x->indexed)
-        cr_prefix_insert(r->index, a->shard, x->keys, q->n_hashes); /* out of memory: less kept */
+        cr_prefix_insert(r->index, a->shard, x->keys, x->n_hashes); /* out of memory: less kept */
     if (q->has_owner) {
         const cr_session *was = cr_sessions_find(&r->sessions, q->owner);
         if (was && was->shard != a->shard)
             r->moved[!cr_router_usable(r, was->shard)]++;
-        cr_sessions_put(&r->sessions, q->owner, a->shard, q->prompt_tokens);
+        cr_sessions_put(&r->sessions, q->owner, a->shard, x->tokens);
     }
     if (r->by == CR_ROUTE_TTFT)
-        cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, q->request, a->cached_tokens,
+        cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, x->id, a->cached_tokens,
                            a->shard, a->prefill_ms, now);
     r->why[a->reason]++;
 }
@@ -256,54 +270,75 @@ static int scratch_for(cr_router *r, uint32_t n_shards, uint64_t **keys, uint32_
     return 0;
 }
 
-void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const cr_route_query *q, cr_route_answer *out,
-                     size_t n, double now)
+/* Requests placed per lock, their views on the stack. */
+#define CHUNK 64
+
+/* r locked: places v[0..n) into out[0..n), or out of memory (ok 0) each
+ * at its owner key's fallback, nothing predicted. */
+static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards,
+                         const cr_prefill_model *m, view *v, cr_route_answer *out, size_t n,
+                         double now)
 {
     uint32_t most = 0;
     for (size_t i = 0; i < n; i++)
-        most = q[i].n_hashes > most ? q[i].n_hashes : most;
-    pthread_mutex_lock(&r->lock);
+        most = v[i].n_hashes > most ? v[i].n_hashes : most;
     uint64_t *scratch = NULL;
     int ok = cr_router_prepare(r, n_shards) == 0 && scratch_for(r, n_shards, &scratch, most) == 0;
     if (ok && r->work)
         cr_inflight_expire(r->work, now);
     for (size_t i = 0; i < n; i++) {
-        if (!ok) { /* out of memory: the owner's fallback, nothing predicted */
-            int64_t key = q[i].has_owner ? q[i].owner : (int64_t)q[i].request;
-            out[i] = (cr_route_answer){.shard = cr_route_fallback_shard(key, n_shards),
-                                       .reason = CR_ROUTE_WHY_RULE};
+        cr_route_answer *a = &out[i];
+        if (!ok) {
+            int64_t key = v[i].q->has_owner ? v[i].q->owner : (int64_t)v[i].id;
+            a->shard = cr_route_fallback_shard(key, n_shards);
+            a->admitted = 0;
+            a->cached_tokens = 0;
+            a->queue_wait_ms = a->prefill_ms = 0;
+            a->reason = CR_ROUTE_WHY_RULE;
             continue;
         }
-        request x = look(r, &q[i], n_shards, scratch);
+        look(r, &v[i], n_shards, scratch);
         if (r->by == CR_ROUTE_TTFT)
-            place_ttft(r, t, n_shards, m, &x, now, &out[i]);
+            place_ttft(r, t, n_shards, m, &v[i], now, a);
         else
-            place_rule(r, t, n_shards, m, &x, now, &out[i]);
-        remember(r, &x, &out[i], now);
+            place_rule(r, t, n_shards, m, &v[i], now, a);
+        remember(r, &v[i], a, now);
     }
-    pthread_mutex_unlock(&r->lock);
 }
 
-void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
-                          const cr_prefill_model *m, const double *weights, cr_route *routes,
-                          size_t n, double now)
+void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
+                     const cr_prefill_model *m, const cr_route_request *q, cr_route_answer *out,
+                     size_t n, double now)
 {
-    enum { CHUNK = 64 };
-    cr_route_query q[CHUNK];
-    cr_route_answer a[CHUNK];
+    view v[CHUNK]; /* on the stack: a Route mallocs nothing here */
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        for (size_t i = 0; i < k; i++)
+            v[i] = view_of(r, &q[at + i]); /* the texts hashed outside the lock */
+        pthread_mutex_lock(&r->lock);
+        place_locked(r, t, n_shards, m, v, out + at, k, now);
+        pthread_mutex_unlock(&r->lock);
+    }
+}
+
+void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,
+                              const cr_prefill_model *m, const double *weights,
+                              cr_route_answer *routes, size_t n, double now)
+{
+    static const cr_prefill_model unit = {0, 1, 0, 0, 0}; /* tokens as ms */
+    cr_route_request q[CHUNK];
+    view v[CHUNK];
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t k = n - at < CHUNK ? n - at : CHUNK;
         for (size_t i = 0; i < k; i++) {
             double w = weights ? weights[at + i] : 1;
-            q[i] = (cr_route_query){.has_owner = 1, .owner = routes[at + i].owner,
-                                    .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX};
+            q[i] = (cr_route_request){.has_owner = 1, .owner = routes[at + i].owner,
+                                      .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX};
+            v[i] = view_of(r, &q[i]);
         }
-        cr_router_place(r, t, n_shards, m, q, a, k, now);
-        for (size_t i = 0; i < k; i++) {
-            routes[at + i].admitted = a[i].admitted;
-            routes[at + i].preferred_shard = a[i].shard;
-        }
+        pthread_mutex_lock(&r->lock);
+        place_locked(r, t, n_shards, m ? m : &unit, v, routes + at, k, now);
+        pthread_mutex_unlock(&r->lock);
     }
 }
 

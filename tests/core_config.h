@@ -71,7 +71,7 @@ static inline cr_status cr_test_kv_core_route(cr_test_kv_core *f, uint32_t p, ui
         h[i] = cr_route_block_hash(i ? h[i - 1] : 0, tok, bt);
     }
     f->t += 100;
-    cr_core_route_item q = {.hashes = h, .n_hashes = n, .space = space,
+    cr_route_request q = {.hashes = h, .n_hashes = n, .space = space,
                             .space_len = space ? strlen(space) : 0};
     cr_error err;
     return cr_core_route(f->core, &q, 1, a, NULL, &err);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "core.h"
 #include "cunit_main.h"
-#include "wire.h"
 
 typedef struct vclock {
     double t; /* seconds */
@@ -109,7 +109,7 @@ static void test_routes_before_and_after_install(void)
     fixture_open(&f, 0);
     CU_ASSERT_EQUAL(f.seen.probes, 1); /* the first probe, at construction */
     int64_t owners[] = {1, 2, 3, 2};
-    cr_route routes[4];
+    cr_route_answer routes[4];
     uint64_t gen = 99;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 4, NULL, 0, routes, &gen, &err), CR_OK);
@@ -118,7 +118,7 @@ static void test_routes_before_and_after_install(void)
         CU_ASSERT_EQUAL(routes[i].owner, owners[i]);
         CU_ASSERT_FALSE(routes[i].admitted);
         /* Before any table: the configured 8 shards. */
-        CU_ASSERT_EQUAL(routes[i].preferred_shard, cr_mix64((uint64_t)owners[i]) % 8);
+        CU_ASSERT_EQUAL(routes[i].shard, cr_mix64((uint64_t)owners[i]) % 8);
     }
     /* Seconds clock: ln2/H per arrival at one instant; owner 2 twice. */
     CU_ASSERT_DOUBLE_EQUAL(routes[0].rate, log(2) / 20, 1e-15);
@@ -143,11 +143,11 @@ static void test_routes_before_and_after_install(void)
     CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 4, NULL, 0, routes, &gen, &err), CR_OK);
     CU_ASSERT_EQUAL(gen, 1);
     CU_ASSERT(routes[0].admitted && routes[1].admitted && !routes[2].admitted);
-    CU_ASSERT_EQUAL(routes[0].preferred_shard, 2);
-    CU_ASSERT_EQUAL(routes[1].preferred_shard, routes[3].preferred_shard);
-    CU_ASSERT(routes[1].preferred_shard == 0 || routes[1].preferred_shard == 1);
+    CU_ASSERT_EQUAL(routes[0].shard, 2);
+    CU_ASSERT_EQUAL(routes[1].shard, routes[3].shard);
+    CU_ASSERT(routes[1].shard == 0 || routes[1].shard == 1);
     /* Not admitted: the fallback over the installed table's 4 shards. */
-    CU_ASSERT_EQUAL(routes[2].preferred_shard, cr_mix64(3) % 4);
+    CU_ASSERT_EQUAL(routes[2].shard, cr_mix64(3) % 4);
     /* omit routes: still recorded, generation still known. */
     gen = 0;
     CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 1, NULL, 0, NULL, &gen, &err), CR_OK);
@@ -254,7 +254,7 @@ static void test_refused_plan_is_not_installed(void)
     CU_ASSERT_EQUAL(f.seen.plans, 1); /* a plan was made, and not installed */
     CU_ASSERT_EQUAL(f.seen.installs, 0);
     int64_t owner = 7;
-    cr_route r;
+    cr_route_answer r;
     uint64_t gen;
     cr_core_record(f.core, &owner, 1, NULL, 0, &r, &gen, &err);
     CU_ASSERT_EQUAL(gen, 0);
@@ -408,7 +408,7 @@ static void test_plan_sized_before_placing(void)
     CU_ASSERT_EQUAL(f.seen.plans, 0);
     /* From the estimator the same. */
     int64_t owners[] = {1, 2, 3};
-    cr_route r[3];
+    cr_route_answer r[3];
     uint64_t gen;
     CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 3, NULL, 0, r, &gen, &err), CR_OK);
     cr_core_plan_request est = {.from_estimator = 1, .has_qcap = 1, .qcap = 1e-9,
@@ -451,7 +451,7 @@ static void test_replanner_in_virtual_time(void)
     /* The table holds what the estimator said at t = 20: owner 11's rate is
      * 3 ln2/20 decayed by 20 s (one half-life). */
     int64_t owner = 11;
-    cr_route r;
+    cr_route_answer r;
     uint64_t gen;
     f.clock.t = 20;
     CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, NULL, 0, &r, &gen, &err), CR_OK);
@@ -636,7 +636,7 @@ static void *record_loop(void *arg)
 {
     racer *a = arg;
     int64_t owners[] = {1, 2, 3, 4, 5, 6, 7, 8};
-    cr_route routes[8];
+    cr_route_answer routes[8];
     cr_error err;
     for (int i = 0; i < 2000; i++) {
         uint64_t gen;
@@ -648,7 +648,7 @@ static void *record_loop(void *arg)
         /* Generation g was planned over g % 3 + 2 shards (8 before any). */
         uint32_t shards = gen ? (uint32_t)(gen % 3 + 2) : 8;
         for (int k = 0; k < 8; k++)
-            a->bad_routes += !routes[k].admitted && routes[k].preferred_shard !=
+            a->bad_routes += !routes[k].admitted && routes[k].shard !=
                                                         cr_route_fallback_shard(owners[k], shards);
     }
     return NULL;

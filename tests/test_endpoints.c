@@ -720,12 +720,12 @@ static cr_core_members_event drain_ok(fixture *f, const char *id, int drain)
  * call (every queue drained): its shard. */
 static uint32_t arrive(fixture *f, int64_t owner, double tokens)
 {
-    cr_route r;
+    cr_route_answer r;
     cr_error err;
     f->kv.t += 100;
     CU_ASSERT_EQUAL_FATAL(cr_core_record(f->kv.core, &owner, 1, &tokens, 1, &r, NULL, &err),
                           CR_OK);
-    return r.preferred_shard;
+    return r.shard;
 }
 
 /* n fresh owners (into owner[]) arrive once each with 200 tokens; their
@@ -1071,10 +1071,10 @@ static void test_core_errors_down_then_retry(void)
         f.kv.t += 1;
         int64_t o = f.next_owner++;
         double w = 100;
-        cr_route r;
+        cr_route_answer r;
         cr_error err;
         CU_ASSERT_EQUAL(cr_core_record(f.kv.core, &o, 1, &w, 1, &r, NULL, &err), CR_OK);
-        CU_ASSERT(r.preferred_shard == 0 || r.preferred_shard == 1);
+        CU_ASSERT(r.shard == 0 || r.shard == 1);
     }
     f.kv.t = t0 + 43 - 0.5;
     CU_ASSERT_EQUAL(state_of(&f, 2), CR_ENDPOINT_DOWN);
@@ -1131,11 +1131,11 @@ static void test_core_all_down(void)
         f.kv.t += 0.5;
         int64_t o = f.next_owner++;
         double w = 100;
-        cr_route r;
+        cr_route_answer r;
         cr_error err;
         CU_ASSERT_EQUAL_FATAL(cr_core_record(f.kv.core, &o, 1, &w, 1, &r, NULL, &err), CR_OK);
-        CU_ASSERT_FATAL(r.preferred_shard < 3);
-        counts[r.preferred_shard]++;
+        CU_ASSERT_FATAL(r.shard < 3);
+        counts[r.shard]++;
     }
     CU_ASSERT(counts[0] + counts[1] + counts[2] == 30);
     f.kv.t = 530;
@@ -1243,7 +1243,7 @@ static cr_route_answer place_prompt(cr_router *r, uint32_t n, uint64_t p, double
     uint64_t h[4];
     for (uint32_t j = 0; j < 4; j++)
         h[j] = cr_mix64(p * 4 + j + 1);
-    cr_route_query q = {.prompt_tokens = 64, .hashes = h, .n_hashes = 4};
+    cr_route_request q = {.prompt_tokens = 64, .hashes = h, .n_hashes = 4};
     cr_route_answer a;
     cr_router_place(r, NULL, n, &UNIT, &q, &a, 1, now);
     return a;
@@ -1287,7 +1287,7 @@ static void spread(const double *sp, int n, int *counts)
     CU_ASSERT_EQUAL(cr_router_members(r, 2, usable, sp, NULL), 0);
     counts[0] = counts[1] = 0;
     for (int i = 0; i < n; i++) {
-        cr_route_query q = {.prompt_tokens = 100};
+        cr_route_request q = {.prompt_tokens = 100};
         cr_route_answer a;
         cr_router_place(r, NULL, 2, &UNIT, &q, &a, 1, 1);
         CU_ASSERT_FATAL(a.shard < 2);
@@ -1326,10 +1326,10 @@ static void *race_routes(void *arg)
     for (int i = 0; i < 3000; i++) {
         int64_t o = x->first + i % 200;
         double w = 100;
-        cr_route r;
+        cr_route_answer r;
         cr_error err;
         if (cr_core_record(x->f->kv.core, &o, 1, &w, 1, &r, NULL, &err) != CR_OK ||
-            r.preferred_shard >= 4)
+            r.shard >= 4)
             x->failures++;
         x->routes++;
     }

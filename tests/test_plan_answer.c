@@ -1,4 +1,4 @@
-/* The Plan answer encoded straight from the table (wire/plan_answer.c)
+/* The Plan answer encoded straight from the table (answer/plan_answer.c)
  * is byte for byte what protobuf-c packs from the same PlanResponse: tables
  * with negative, zero and large owners, one shard and 300 (two-byte ids),
  * preferred shard 0 and not, no placement at all, owners of every varint
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "common.h"
 #include "cunit_main.h"
-#include "wire.h"
 
 /* protobuf-c's own encoding of the answer, for comparison. */
 static uint8_t *reference(const cr_plan_answer *a, size_t *len)

@@ -1,5 +1,5 @@
 /* RecordArrival's answer written straight from the core's routes
- * (wire/record_answer.c) is byte for byte what protobuf-c packs from the
+ * (answer/answers.c) is byte for byte what protobuf-c packs from the
  * same RecordArrivalResponse: random owners (negative, 0, 10-byte), every
  * kind of double protobuf-c takes (0, -0.0, subnormals, infinities, NaNs,
  * random bit patterns), admitted 0, 1 and other non-zero ints, shards 0 to
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "common.h"
 #include "cunit_main.h"
 #include "named.h"
-#include "wire.h"
 
 static uint64_t seed = 14;
 
@@ -33,22 +33,22 @@ static double any_double(void)
     return d;
 }
 
-static cr_route any_route(void)
+static cr_route_answer any_route(void)
 {
     static const int64_t owners[] = {0, 1, -1, 127, 128, INT64_MIN, INT64_MAX};
     static const uint32_t shards[] = {0, 1, 127, 128, 65535, 65536, 1u << 28, UINT32_MAX};
     static const int admitted[] = {0, 1, 7, -1};
     uint64_t r = draw();
-    cr_route rt;
+    cr_route_answer rt;
     rt.owner = r % 4 == 0 ? owners[(r >> 8) % 7] : (int64_t)(draw() >> (r >> 16) % 64);
     rt.rate = any_double();
     rt.admitted = admitted[(r >> 24) % 4];
-    rt.preferred_shard = r % 5 == 0 ? shards[(r >> 32) % 8] : (uint32_t)(draw() % 300);
+    rt.shard = r % 5 == 0 ? shards[(r >> 32) % 8] : (uint32_t)(draw() % 300);
     return rt;
 }
 
 /* protobuf-c's own bytes for the same answer. */
-static uint8_t *reference(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen,
+static uint8_t *reference(const cr_route_answer *routes, size_t n, uint32_t recorded, uint64_t gen,
                           const cr_endpoints *named, size_t *len)
 {
     Cacheroute__V1__Route *msgs = calloc(n + 1, sizeof *msgs);
@@ -58,10 +58,10 @@ static uint8_t *reference(const cr_route *routes, size_t n, uint32_t recorded, u
         msgs[i].owner = routes[i].owner;
         msgs[i].rate = routes[i].rate;
         msgs[i].admitted = routes[i].admitted;
-        msgs[i].preferred_shard = routes[i].preferred_shard;
-        if (named && routes[i].preferred_shard < named->n_slots) {
-            msgs[i].endpoint_id = (char *)named->slot[routes[i].preferred_shard].id;
-            msgs[i].endpoint_address = (char *)named->slot[routes[i].preferred_shard].address;
+        msgs[i].preferred_shard = routes[i].shard;
+        if (named && routes[i].shard < named->n_slots) {
+            msgs[i].endpoint_id = (char *)named->slot[routes[i].shard].id;
+            msgs[i].endpoint_address = (char *)named->slot[routes[i].shard].address;
         }
         ptrs[i] = &msgs[i];
     }
@@ -78,7 +78,7 @@ static uint8_t *reference(const cr_route *routes, size_t n, uint32_t recorded, u
     return out;
 }
 
-static void agrees_named(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen,
+static void agrees_named(const cr_route_answer *routes, size_t n, uint32_t recorded, uint64_t gen,
                          const cr_endpoints *named)
 {
     size_t ref_len, bound = cr_record_answer_bound(n, named);
@@ -94,7 +94,7 @@ static void agrees_named(const cr_route *routes, size_t n, uint32_t recorded, ui
     free(ours);
 }
 
-static void agrees(const cr_route *routes, size_t n, uint32_t recorded, uint64_t gen)
+static void agrees(const cr_route_answer *routes, size_t n, uint32_t recorded, uint64_t gen)
 {
     agrees_named(routes, n, recorded, gen, NULL);
 }
@@ -102,7 +102,7 @@ static void agrees(const cr_route *routes, size_t n, uint32_t recorded, uint64_t
 /* Each n with recorded and generation at 0, 1 and their widest. */
 static void random_answers(size_t n, int rounds)
 {
-    cr_route *routes = calloc(n + 1, sizeof *routes);
+    cr_route_answer *routes = calloc(n + 1, sizeof *routes);
     static const uint64_t gens[] = {0, 1, 128, UINT64_MAX};
     for (int k = 0; k < rounds; k++) {
         for (size_t i = 0; i < n; i++)
@@ -121,8 +121,8 @@ static void test_thousand(void) { random_answers(1000, 40); }
 /* The widest route of all fills the bound exactly. */
 static void test_widest(void)
 {
-    cr_route r = {INT64_MIN, NAN, 1, UINT32_MAX};
-    cr_route many[3] = {r, r, r};
+    cr_route_answer r = {.owner = INT64_MIN, .rate = NAN, .admitted = 1, .shard = UINT32_MAX};
+    cr_route_answer many[3] = {r, r, r};
     agrees(many, 3, UINT32_MAX, UINT64_MAX);
     uint8_t buf[3 * 30 + 17];
     CU_ASSERT_EQUAL(cr_record_answer_pack(many, 3, UINT32_MAX, UINT64_MAX, NULL, buf),
@@ -135,11 +135,11 @@ static void test_named(void)
 {
     cr_endpoints *e = cr_test_named_set();
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
-    cr_route routes[16];
+    cr_route_answer routes[16];
     for (int k = 0; k < 300; k++) {
         for (size_t i = 0; i < 16; i++) {
             routes[i] = any_route();
-            routes[i].preferred_shard %= 5;
+            routes[i].shard %= 5;
         }
         agrees_named(routes, 1 + (size_t)k % 16, (uint32_t)k, (uint64_t)k, e);
     }
@@ -156,7 +156,7 @@ static void field_is(const ProtobufCMessageDescriptor *d, const char *name, unsi
     CU_ASSERT_EQUAL(f->label, label);
 }
 
-/* The numbers and types record_answer.c writes are the .proto's, and there
+/* The numbers and types answers.c writes are the .proto's, and there
  * are no other fields it would leave out. */
 static void test_descriptors(void)
 {

@@ -66,10 +66,10 @@ static void fixture_close(fixture *f)
 /* One arrival of owner weighing w; its route's shard. */
 static uint32_t arrive(fixture *f, int64_t owner, double w)
 {
-    cr_route r;
+    cr_route_answer r;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_core_record(f->core, &owner, 1, &w, 1, &r, NULL, &err), CR_OK);
-    return r.preferred_shard;
+    return r.shard;
 }
 
 static uint32_t ring_first(const fixture *f, int64_t owner)
@@ -127,7 +127,7 @@ static void test_weighted_rates_by_hand(void)
         f.clock.t = k;
         int64_t o = 5;
         double w = 1000;
-        cr_route r;
+        cr_route_answer r;
         cr_error err;
         CU_ASSERT_EQUAL(cr_core_record(f.core, &o, 1, &w, 1, &r, NULL, &err), CR_OK);
         rate = r.rate;
@@ -158,7 +158,7 @@ static void test_weighted_stream_converges(void)
     double w[] = {1500, 1}, rate[2];
     for (int k = 0; k < 2000; k++) {
         f.clock.t = k * 0.5;
-        cr_route r[2];
+        cr_route_answer r[2];
         cr_error err;
         CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 2, w, 2, r, NULL, &err), CR_OK);
         rate[0] = r[0].rate;
@@ -181,7 +181,7 @@ static void test_unit_weights_change_nothing(void)
     double ones[] = {1, 1, 1, 1, 1};
     for (int k = 0; k < 50; k++) {
         a.clock.t = b.clock.t = k * 0.37;
-        cr_route ra[5], rb[5];
+        cr_route_answer ra[5], rb[5];
         cr_error err;
         CU_ASSERT_EQUAL(cr_core_record(a.core, owners, 5, NULL, 0, ra, NULL, &err), CR_OK);
         CU_ASSERT_EQUAL(cr_core_record(b.core, owners, 5, ones, 5, rb, NULL, &err), CR_OK);
@@ -194,7 +194,7 @@ static void test_unit_weights_change_nothing(void)
 static void expect_refused(fixture *f, const int64_t *owners, size_t n, const double *w,
                            size_t n_w, const char *msg)
 {
-    cr_route r[4];
+    cr_route_answer r[4];
     cr_error err;
     CU_ASSERT_EQUAL(cr_core_record(f->core, owners, n, w, n_w, r, NULL, &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, msg);
@@ -231,7 +231,7 @@ static void test_weight_checks(void)
     CU_ASSERT_EQUAL(st.outstanding + st.queued, 0);
     /* The largest weight is fine; so is the smallest positive double. */
     double tiny[] = {1, 2, 3, 4.9e-324};
-    cr_route r[4];
+    cr_route_answer r[4];
     CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 4, ok, 4, r, NULL, &err), CR_OK);
     CU_ASSERT_EQUAL(cr_core_record(f.core, owners, 4, tiny, 4, r, NULL, &err), CR_OK);
     CU_ASSERT_TRUE(r[3].rate > 0);
@@ -636,14 +636,14 @@ static void test_plan_batch_routes_are_lookups(void)
     int64_t owners[700];
     double weights[700];
     many_owners(owners, weights);
-    cr_route r[700];
+    cr_route_answer r[700];
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_core_record(f.core, owners, 700, weights, 700, r, NULL, &err), CR_OK);
     int wrong = 0, admitted = 0, repeats = 0;
     for (int i = 0; i < 700; i++) {
         const cr_placement *p = cr_table_find(res.table, owners[i]);
         wrong += r[i].owner != owners[i] || r[i].admitted != (p != NULL) ||
-                 r[i].preferred_shard !=
+                 r[i].shard !=
                      (p ? p->preferred_shard : cr_route_fallback_shard(owners[i], SHARDS));
         admitted += p != NULL;
         repeats += i % 5 == 4 && p != NULL;
@@ -668,15 +668,15 @@ static void test_bounded_batch_routes_in_order(void)
     int64_t owners[700];
     double weights[700];
     many_owners(owners, weights);
-    cr_route r[700];
+    cr_route_answer r[700];
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_core_record(a.core, owners, 700, weights, 700, r, NULL, &err), CR_OK);
     int wrong = 0;
     for (int i = 0; i < 700; i++) {
-        cr_route one;
+        cr_route_answer one;
         CU_ASSERT_EQUAL_FATAL(
             cr_core_record(b.core, &owners[i], 1, &weights[i], 1, &one, NULL, &err), CR_OK);
-        wrong += one.preferred_shard != r[i].preferred_shard || one.admitted != r[i].admitted;
+        wrong += one.shard != r[i].shard || one.admitted != r[i].admitted;
     }
     CU_ASSERT_EQUAL(wrong, 0);
     cr_route_stats sa, sb;
@@ -707,12 +707,12 @@ static void *record_many(void *arg)
         x = cr_mix64(x);
         int64_t owners[4] = {(int64_t)(x % 97), (int64_t)(x % 89), (int64_t)(x % 83), w->id};
         double weights[4] = {1, 2, 3, 4};
-        cr_route r[4];
+        cr_route_answer r[4];
         cr_error err;
         w->failures += cr_core_record(w->f->core, owners, 4, weights, 4, r, NULL, &err) != CR_OK;
         for (int j = 0; j < 4; j++) { /* one of the owner's there: this one's, or another's */
             cr_outcome o = {.has = CR_OUT_OWNER | CR_OUT_SHARD, .owner = r[j].owner,
-                            .shard = r[j].preferred_shard};
+                            .shard = r[j].shard};
             cr_outcome_counts counts;
             w->failures += cr_core_report(w->f->core, &o, 1, &counts, &err) != CR_OK ||
                            counts.accepted != 1;
@@ -756,7 +756,7 @@ static cr_route_answer place_fresh(cr_router *r, uint32_t n, uint64_t i, double 
     uint64_t h[INDEX_HASHES];
     for (uint32_t j = 0; j < INDEX_HASHES; j++)
         h[j] = cr_mix64(i * INDEX_HASHES + j + 1);
-    cr_route_query q = {.prompt_tokens = INDEX_HASHES * 16, .hashes = h,
+    cr_route_request q = {.prompt_tokens = INDEX_HASHES * 16, .hashes = h,
                         .n_hashes = INDEX_HASHES};
     cr_route_answer a;
     *now += 0.1;

@@ -1,5 +1,5 @@
 /* Route's answer written straight from the core's decisions
- * (wire/route_answer.c) is byte for byte what protobuf-c packs from the
+ * (answer/answers.c) is byte for byte what protobuf-c packs from the
  * same RouteResponse: shards and cached tokens 0 to UINT32_MAX, admitted
  * 0, 1 and other ints, every reason (an unknown one too), the doubles
  * protobuf-c leaves out or writes (0, -0.0, subnormals, infinities, NaNs,
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "answer.h"
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "common.h"
 #include "cunit_main.h"
@@ -133,7 +134,9 @@ static void test_each_double(void)
 /* The widest decision: the bound is what cr_wire_decision_bytes says. */
 static void test_widest(void)
 {
-    cr_route_answer w = {UINT32_MAX, 1, UINT32_MAX, NAN, -INFINITY, CR_ROUTE_N_WHY - 1};
+    cr_route_answer w = {.shard = UINT32_MAX, .admitted = 1, .cached_tokens = UINT32_MAX,
+                         .queue_wait_ms = NAN, .prefill_ms = -INFINITY,
+                         .reason = CR_ROUTE_N_WHY - 1};
     for (int r = 0; r < CR_ROUTE_N_WHY; r++) {
         w.reason = (cr_route_reason)r;
         same_bytes(&w, 1, UINT64_MAX);
@@ -164,7 +167,9 @@ static void test_named(void)
         }
         same_named(a, n, (uint64_t)k, e);
     }
-    cr_route_answer w = {1, 1, UINT32_MAX, NAN, -INFINITY, CR_ROUTE_WHY_LEAST_LOADED};
+    cr_route_answer w = {.shard = 1, .admitted = 1, .cached_tokens = UINT32_MAX,
+                         .queue_wait_ms = NAN, .prefill_ms = -INFINITY,
+                         .reason = CR_ROUTE_WHY_LEAST_LOADED};
     uint8_t buf[1024];
     CU_ASSERT(cr_route_answer_pack(&w, 1, UINT64_MAX, e, buf) <= cr_route_answer_bound(1, e));
     CU_ASSERT(cr_route_answer_pack(&w, 1, UINT64_MAX, e, buf) >
@@ -172,7 +177,7 @@ static void test_named(void)
     cr_endpoints_release(e);
 }
 
-/* The numbers and types route_answer.c writes, and no field it would
+/* The numbers and types answers.c writes, and no field it would
  * leave out. */
 static void test_descriptors(void)
 {

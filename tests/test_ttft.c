@@ -63,7 +63,7 @@ static void run_of(uint64_t *h, uint32_t n, uint64_t base)
 static cr_route_answer route_full(fixture *f, const uint64_t *h, uint32_t n, int64_t owner,
                                   const char *space, const char *id)
 {
-    cr_core_route_item q = {.has_owner = owner >= 0, .owner = owner, .hashes = h, .n_hashes = n,
+    cr_route_request q = {.has_owner = owner >= 0, .owner = owner, .hashes = h, .n_hashes = n,
                             .space = space, .space_len = space ? strlen(space) : 0,
                             .request_id = id};
     cr_route_answer a;
@@ -279,7 +279,7 @@ static void test_session_stands_for_the_prefix(void)
     open_ttft(&f, 2, 1000, 0);
     int64_t owner = 42;
     double w = 1000;
-    cr_route r1, r2, r3;
+    cr_route_answer r1, r2, r3;
     cr_error err;
     CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, &w, 1, &r1, NULL, &err), CR_OK);
     /* another owner piles 900 ms onto that shard at once; owner 42's next
@@ -287,16 +287,16 @@ static void test_session_stands_for_the_prefix(void)
      * 2 x 100 < 2 x 1100 */
     f.t = 5;
     cr_route_answer a;
-    cr_core_route_item q = {.has_owner = 1, .owner = 7, .prompt_tokens = 900};
+    cr_route_request q = {.has_owner = 1, .owner = 7, .prompt_tokens = 900};
     CU_ASSERT_EQUAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
     w = 1100;
     CU_ASSERT_EQUAL(cr_core_record(f.core, &owner, 1, &w, 1, &r2, NULL, &err), CR_OK);
-    CU_ASSERT_EQUAL(r2.preferred_shard, r1.preferred_shard);
+    CU_ASSERT_EQUAL(r2.shard, r1.shard);
     /* the same through Route without hashes: reason "session" */
     f.t = 10;
-    q = (cr_core_route_item){.has_owner = 1, .owner = owner, .prompt_tokens = 1200};
+    q = (cr_route_request){.has_owner = 1, .owner = owner, .prompt_tokens = 1200};
     CU_ASSERT_EQUAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
-    CU_ASSERT_EQUAL(a.shard, r1.preferred_shard);
+    CU_ASSERT_EQUAL(a.shard, r1.shard);
     CU_ASSERT_STRING_EQUAL(why(&a), "session");
     CU_ASSERT_EQUAL(a.cached_tokens, 1100);
     (void)r3;
@@ -334,7 +334,7 @@ static void test_planned_owner_stays_among_its_shards(void)
     cr_core_free(f.core);
 }
 
-static void expect_refused(fixture *f, const cr_core_route_item *q, size_t n, const char *msg)
+static void expect_refused(fixture *f, const cr_route_request *q, size_t n, const char *msg)
 {
     cr_route_answer a[2];
     cr_error err;
@@ -359,8 +359,8 @@ static void test_bad_requests_name_the_field(void)
     space[sizeof space - 1] = '\0';
     memset(id, 'i', sizeof id - 1);
     id[sizeof id - 1] = '\0';
-    cr_core_route_item ok = {.has_owner = 1, .owner = 1, .hashes = many, .n_hashes = 4};
-    cr_core_route_item q[2] = {ok, ok};
+    cr_route_request ok = {.has_owner = 1, .owner = 1, .hashes = many, .n_hashes = 4};
+    cr_route_request q[2] = {ok, ok};
     expect_refused(&f, q, 0, "requests must not be empty");
     q[1].n_hashes = 8193;
     expect_refused(&f, q, 2,
@@ -375,7 +375,7 @@ static void test_bad_requests_name_the_field(void)
     q[1] = ok;
     q[1].request_id = id;
     expect_refused(&f, q, 2, "requests[1].request_id must be at most 128 bytes, got 199");
-    static cr_core_route_item lots[CR_CORE_MAX_ROUTES + 1];
+    static cr_route_request lots[CR_CORE_MAX_ROUTES + 1];
     cr_route_answer a;
     cr_error err;
     CU_ASSERT_EQUAL(cr_core_route(f.core, lots, CR_CORE_MAX_ROUTES + 1, &a, NULL, &err),

@@ -577,7 +577,7 @@ static int same_text(const char *w, size_t len, const char *m)
     return !w == !m && (!w || (len == strlen(m) && memcmp(w, m, len) == 0));
 }
 
-static int same_item(const cr_wire_route_item *w, const RouteItem *m)
+static int same_item(const cr_route_request *w, const RouteItem *m)
 {
     return w->has_owner == m->has_owner && w->owner == m->owner &&
            w->has_prompt_tokens == m->has_prompt_tokens &&
@@ -601,8 +601,10 @@ static int compare_route(const uint8_t *b, size_t n)
     size_t hashes = 0;
     for (size_t i = 0; whole && i < whole->n_requests; i++)
         hashes += whole->requests[i]->n_block_hashes;
+    size_t sized_hashes, sized = cr_wire_route_size(b, n, &sized_hashes);
+    CU_ASSERT(sized == max && sized_hashes <= max_hashes);
     if (whole) /* the counts the handler sizes its arrays by */
-        CU_ASSERT(max == whole->n_requests && hashes <= max_hashes);
+        CU_ASSERT(max == whole->n_requests && hashes <= max_hashes && hashes <= sized_hashes);
     if (rc == 0) {
         cr_error err = {""};
         CU_ASSERT_FATAL(whole != NULL);
@@ -656,7 +658,7 @@ static void test_route_forms(void)
     key(&e, 7, 2); /* unknown, top level */
     varint(&e, 0, 1);
     CU_ASSERT_EQUAL_FATAL(compare_route(e.b, e.n), 0);
-    cr_wire_route_item it[2];
+    cr_route_request it[2];
     uint64_t h[64];
     char text[sizeof e.b];
     cr_wire_route_out out = {it, 2, h, 64, text, e.n, 0, 0, 0};

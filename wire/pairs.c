@@ -15,6 +15,8 @@
 #include <limits.h>
 #include <string.h>
 
+#include "internal.h"
+
 /* A key: at most 5 bytes, the number in 32 bits; a first byte without
  * number bits (a 1-byte key numbered 0) is refused. Number 0 written in
  * more bytes protobuf-c takes, and the string check refuses later: 0 here,
@@ -299,15 +301,9 @@ static int read_value10(const uint8_t **p, uint64_t *v)
     return 0;
 }
 
-/* A repeated int64 field's occurrence: one varint (wire type 0) or packed
- * ones (2), each at most 10 bytes and the last one ending the payload, as
- * protobuf-c's scan_varint and its packed parse take them. */
-static int take_varints(void *ctx, unsigned type, const uint8_t *v, size_t vlen)
+int cr_wire_take_packed(cr_wire_varints *out, const uint8_t *v, size_t vlen)
 {
-    cr_wire_varints *out = ctx;
     const uint8_t *end = v + vlen;
-    if (type != 0 && type != 2)
-        return 0;
     while (v < end) {
         uint64_t x;
         int rc = end - v >= 10 ? read_value10(&v, &x) : read_value(&v, end, &x);
@@ -315,7 +311,16 @@ static int take_varints(void *ctx, unsigned type, const uint8_t *v, size_t vlen)
             return -1;
         out->values[out->n++] = (int64_t)x;
     }
-    return 1;
+    return 0;
+}
+
+/* A repeated int64 field's occurrence: one varint (wire type 0) or packed
+ * ones (2), as cr_wire_take_packed takes them. */
+static int take_varints(void *ctx, unsigned type, const uint8_t *v, size_t vlen)
+{
+    if (type != 0 && type != 2)
+        return 0;
+    return cr_wire_take_packed(ctx, v, vlen) == 0 ? 1 : -1;
 }
 
 int cr_wire_split_varints(const uint8_t *data, size_t len, uint32_t field, cr_wire_varints *out,

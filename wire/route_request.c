@@ -9,16 +9,23 @@
  * index's match and insert took.
  *
  * It parses as protobuf-c 1.4.1's unpack does by reusing the readers that
- * already do: an item's framing and hashes are cr_wire_split_varints's
- * (pairs.c), its other fields read with cr_wire_next (scan.c) over the
- * bytes the split has checked, and the top level with cr_wire_next held to
- * protobuf-c's limits on a key and a length. What it is not sure of it
- * refuses, so that the caller hands the whole message to protobuf-c:
- * refusing costs time, never a different answer. */
+ * already do: both levels are read with cr_wire_next (scan.c) held to
+ * protobuf-c's limits on a key and a length, each byte once, and an
+ * item's hashes are taken as cr_wire_split_varints takes a repeated int64
+ * (pairs.c). What it is not sure of it refuses, so that the caller hands
+ * the whole message to protobuf-c: refusing costs time, never a different
+ * answer.
+ *
+ * The bytes are walked twice when they decode here: once to size them
+ * (cr_wire_route_size: the count that refuses a call before decoding, and
+ * the bound of the hashes' array) and once to decode. When they do not,
+ * protobuf-c's unpack and the string check walk them twice more. */
 #include "wire.h"
 
 #include <limits.h>
 #include <string.h>
+
+#include "internal.h"
 
 enum { REQUESTS = 1 }; /* RouteRequest's */
 enum { OWNER = 1, PROMPT_TOKENS = 2, HASHES = 3, NAMESPACE = 4, REQUEST_ID = 5 }; /* RouteItem's */
@@ -45,6 +52,22 @@ size_t cr_wire_route_hashes_bound(const uint8_t *data, size_t len)
     for (; i < len; i++)
         n += data[i] < 0x80;
     return n;
+}
+
+size_t cr_wire_route_size(const uint8_t *data, size_t len, size_t *max_hashes)
+{
+    const uint8_t *p = data, *end = data + len;
+    cr_wire_field f;
+    size_t items = 0;
+    *max_hashes = 0;
+    while (cr_wire_next(&p, end, &f) == 1) {
+        if (f.number != REQUESTS)
+            continue;
+        items++; /* every occurrence, as cr_wire_count counts them */
+        if (f.type == 2)
+            *max_hashes += cr_wire_route_hashes_bound(f.value, f.len);
+    }
+    return items;
 }
 
 /* Bytes of the varint at p, which ends (cr_wire_next has read it). */
@@ -81,10 +104,11 @@ static int string_ok(const cr_wire_field *f)
            cr_wire_utf8_error(f->value, f->len) == f->len;
 }
 
-/* One field of an item into q (its hashes are the split's; the last
+/* One field of an item into q (its hashes appended to hashes; the last
  * request id's field goes to *id): 0, or -1 where protobuf-c or the string
- * check refuses it. */
-static int item_field(const cr_wire_field *f, cr_wire_route_item *q, cr_wire_field *id)
+ * check refuses it, or the hashes are more than hashes holds. */
+static int item_field(const cr_wire_field *f, cr_route_request *q, cr_wire_varints *hashes,
+                      cr_wire_field *id)
 {
     switch (f->number) {
     case OWNER:
@@ -95,8 +119,12 @@ static int item_field(const cr_wire_field *f, cr_wire_route_item *q, cr_wire_fie
         q->has_prompt_tokens = 1;
         q->prompt_tokens = (uint32_t)f->varint;
         return f->type == 0 ? 0 : -1;
-    case HASHES: /* taken; a 32- or 64-bit one protobuf-c refuses */
-        return f->type == 0 || f->type == 2 ? 0 : -1;
+    case HASHES: /* one varint or packed ones; a 32- or 64-bit one protobuf-c refuses */
+        if (f->type == 0 && hashes->n < hashes->max) {
+            hashes->values[hashes->n++] = (int64_t)f->varint;
+            return 0;
+        }
+        return f->type == 2 && cr_wire_take_packed(hashes, f->value, f->len) == 0 ? 0 : -1;
     case NAMESPACE:
         q->space = (const char *)f->value;
         q->space_len = f->len;
@@ -119,37 +147,36 @@ static const char *copy_id(cr_wire_route_out *out, const cr_wire_field *id)
     return s;
 }
 
-/* One item's len bytes at v into the next of out's items. Its hashes come
- * from the split, which checks its framing as protobuf-c does; the rest
- * the split leaves is not needed (the fields are read again from v), so
- * it goes to text as scratch, where the id's copy then lands: an item's
- * id takes fewer bytes than its field, so text_cap = the request's length
- * holds every item's scratch and ids. */
+/* One item's len bytes at v into the next of out's items, in one walk:
+ * its fields with next_exact, its hashes appended to out's. An item's id
+ * takes fewer bytes than its field, so text_cap = the request's length
+ * holds every item's id. */
 static int take_item(const uint8_t *v, size_t len, cr_wire_route_out *out)
 {
-    if (out->n_items == out->max_items || out->text_cap - out->text_used < len)
+    if (out->n_items == out->max_items)
         return -1;
-    cr_wire_route_item *q = &out->items[out->n_items++];
-    /* int64_t and uint64_t may alias: the split writes the varints' bits */
+    cr_route_request *q = &out->items[out->n_items++];
+    /* int64_t and uint64_t may alias: the hashes are the varints' bits */
     cr_wire_varints hashes = {(int64_t *)(out->hashes + out->n_hashes),
                               out->max_hashes - out->n_hashes, 0};
-    size_t scratch_len;
-    if (cr_wire_split_varints(v, len, HASHES, &hashes, (uint8_t *)out->text + out->text_used,
-                              &scratch_len) != 0)
-        return -1;
-    *q = (cr_wire_route_item){.hashes = hashes.n ? out->hashes + out->n_hashes : NULL,
-                              .n_hashes = hashes.n};
-    out->n_hashes += hashes.n;
+    *q = (cr_route_request){.hashes = NULL};
     const uint8_t *p = v, *end = v + len;
     cr_wire_field f, id = {.value = NULL};
     int rc;
-    while ((rc = cr_wire_next(&p, end, &f)) == 1)
-        if (item_field(&f, q, &id) != 0)
+    while ((rc = next_exact(&p, end, &f)) == 1)
+        if (item_field(&f, q, &hashes, &id) != 0)
             return -1;
-    if (rc != 0) /* the split took these bytes: never */
+    if (rc != 0)
         return -1;
-    if (id.value)
+    if (hashes.n)
+        q->hashes = out->hashes + out->n_hashes;
+    q->n_hashes = hashes.n;
+    out->n_hashes += hashes.n;
+    if (id.value) {
+        if (out->text_cap - out->text_used <= id.len)
+            return -1; /* never with text_cap the request's length */
         q->request_id = copy_id(out, &id);
+    }
     return 0;
 }
 

@@ -5,8 +5,9 @@
  * only decodes, makes one cr_core_* call and encodes.
  *
  * Rules that exist exactly once, here:
- *   route     by --route-by (route.h) over the installed table's shards
- *             (the configured n_shards before the first install)
+ *   route     over the installed table's shards (the configured n_shards
+ *             before the first install), by the rule the router decides
+ *             (--route-by, route.h), one request shape (request.h)
  *   plan      validate -> plan -> (install) -> report, for RPC plans and the
  *             replanner alike, timed over the same span
  *
@@ -36,6 +37,7 @@
 #include "options.h"
 #include "planner.h"
 #include "probe.h"
+#include "request.h"
 #include "route.h"
 
 #define CR_CORE_MAX_WEIGHT 1e9        /* a RecordArrival weight's upper bound */
@@ -60,14 +62,10 @@ typedef struct cr_core_config {
     double snapshot_interval_s;    /* --snapshot-interval; 0 = only at stop */
 } cr_core_config;
 
-/* The core's own option rows on cr_core_config: --replan-interval and
- * --receipts; the state file's --state-file and --snapshot-interval. */
-extern const cr_option_table cr_core_options;
-extern const cr_option_table cr_core_state_options;
-
 /* The components of cr_core_config, once: their option tables in --help
- * order, each with where its struct lies (cr_core_options and
- * cr_core_state_options on cr_core_config itself; the route's, the
+ * order, each with where its struct lies (the core's own rows, on
+ * cr_core_config itself: --replan-interval and --receipts, then the state
+ * file's --state-file and --snapshot-interval; the route's, the
  * endpoints', the planner's, the replan's, the estimator's, the injector's, the probe's on
  * their members). The sidecar and the replay compose their flags from it. */
 #define CR_CORE_N_PARTS 9
@@ -79,10 +77,6 @@ extern const cr_option_part cr_core_parts[CR_CORE_N_PARTS];
 /* Every component's defaults into cfg (cr_options_parts_defaults over
  * cr_core_parts). */
 void cr_core_config_default(cr_core_config *cfg);
-
-/* Every component's check, in cr_core_parts' order: CR_EINVAL with err
- * naming the first bad field. cr_core_new runs it. */
-cr_status cr_core_config_check(const cr_core_config *cfg, cr_error *err);
 
 /* The probe's defaults but one that finds nothing, at once, on any
  * machine (no sysfs, no CUDA, no sampling, no host-to-device timing): for
@@ -185,13 +179,14 @@ int cr_core_tick(cr_core *c);
 /* Records one arrival per owner, in order, at the core's now. weights is
  * NULL or n_weights 0 (every weight 1), or one per owner, each finite and
  * in (0, CR_CORE_MAX_WEIGHT]. With routes not NULL fills routes[i] for
- * owners[i], all from one installed table (whose generation, 0 before the
+ * owners[i] (request.h's answer: owner, rate, admitted and shard; under
+ * ttft the predictions too), all from one installed table (whose generation, 0 before the
  * first install, goes to *generation when not NULL); only routes answered
  * count as outstanding work. CR_EINVAL in field order, nothing recorded
  * then: "owners must not be empty" when n is 0, "weights must be empty or
  * one per owner (4), got 3", "weights[2] must be in (0, 1e+09], got -1". */
 cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const double *weights,
-                         size_t n_weights, cr_route *routes, uint64_t *generation,
+                         size_t n_weights, cr_route_answer *routes, uint64_t *generation,
                          cr_error *err);
 
 /* ---- Route -------------------------------------------------------------- */
@@ -199,30 +194,20 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
 #define CR_CORE_MAX_ROUTES 4096    /* requests in one Route call */
 #define CR_CORE_NAMESPACE_MAX 256  /* bytes in a Route namespace */
 
-/* One request to route. */
-typedef struct cr_core_route_item {
-    int has_owner;
-    int64_t owner;            /* its session: recorded as one arrival */
-    uint32_t prompt_tokens;   /* L; 0 = n_hashes x --block-tokens */
-    const uint64_t *hashes;   /* its blocks' chained hashes (route.h) */
-    size_t n_hashes;          /* at most --max-route-hashes */
-    const char *space;        /* its namespace (model, adapter, cache salt) */
-    size_t space_len;         /* at most CR_CORE_NAMESPACE_MAX bytes; 0 = none */
-    const char *request_id;   /* NULL or "" = none; at most CR_LOOP_REQUEST_ID_MAX
-                               * bytes: an outcome with it releases the route */
-} cr_core_route_item;
-
-/* Routes n requests in order under the installed table with the calibrated
- * prefill model of GPU 0 (cr_router_place), answering out[0..n-1] and the
- * table's generation; each owner given is recorded as one arrival of
- * weight 1. CR_EINVAL in field order, nothing recorded or routed:
+/* Routes n requests (request.h: the struct the server's decoder and the
+ * replay fill) in order under the installed table with the calibrated
+ * prefill model of GPU 0 (cr_router_place), answering out[0..n-1] (shard,
+ * admitted, predictions, reason) and the table's generation; each owner
+ * given is recorded as one arrival of weight 1. A namespace is at most
+ * CR_CORE_NAMESPACE_MAX bytes, a request id at most CR_LOOP_REQUEST_ID_MAX.
+ * CR_EINVAL in field order, nothing recorded or routed:
  * "requests must not be empty", "requests must be at most 4096, got N",
  * "requests[3].block_hashes has 9000 hashes, at most 8192
  * (--max-route-hashes)", "requests[1].prompt_tokens must be at most
  * 10000000, got N", "requests[0].namespace must be at most 256 bytes, got
  * N", "requests[2].request_id must be at most 128 bytes, got N".
  * Thread-safe. */
-cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
+cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err);
 
 /* ---- ReportKvEvents ------------------------------------------------------ */

@@ -61,6 +61,7 @@
 #include "common.h"
 #include "options.h"
 #include "planner.h"
+#include "request.h"
 
 /* --route-by, in its choices' order. */
 typedef enum cr_route_by {
@@ -97,14 +98,6 @@ typedef struct cr_route_config {
  * configuration. */
 extern const cr_option_table cr_route_options;
 
-/* One arrival's route. */
-typedef struct cr_route {
-    int64_t owner;
-    double rate;              /* just after this arrival (the estimator's) */
-    int admitted;             /* in the table the routes were read from */
-    uint32_t preferred_shard; /* where to send it: see the rule above */
-} cr_route;
-
 /* Where plan sends an owner without warm slots: cr_mix64(owner) % n_shards.
  * Pure. */
 uint32_t cr_route_fallback_shard(int64_t owner, uint32_t n_shards);
@@ -133,22 +126,24 @@ typedef struct cr_prefill_model {
 /* The model's prediction, ms; never below 0. Pure. */
 double cr_prefill_predict(const cr_prefill_model *m, double s, double l);
 
-/* The route rule for n arrivals at now (seconds, any monotonic origin)
- * under table t (NULL: none installed) over n_shards shards (t's, or the
- * configured count before the first table): sets routes[i].admitted and
- * preferred_shard for routes[i].owner, weights[i] (NULL = 1 each) being
- * added as outstanding work under bounded and live, all in one lock. Out of
- * memory for the ring or the counters of a new shard count: the plan rule,
- * nothing added. Thread-safe. */
-void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards, const double *weights,
-                     cr_route *routes, size_t n, double now);
+/* The route rule, by --route-by, for n arrivals at now (seconds, any
+ * monotonic origin) under table t (NULL: none installed) over n_shards
+ * shards (t's, or the configured count before the first table): sets
+ * routes[i].admitted and shard for routes[i].owner (its other fields
+ * kept), weights[i] (NULL = 1 each) being added as outstanding work under
+ * bounded and live, all in one lock. Under ttft each arrival is placed
+ * straight as cr_router_place places a request of that owner without
+ * hashes, its weight read as its prompt tokens, with m's predictions (m
+ * NULL: a token costs 1 ms), and its predictions answered too. Out of
+ * memory for the ring or the counters of a new shard count: the plan
+ * rule, nothing added. Thread-safe. */
+void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards,
+                     const cr_prefill_model *m, const double *weights, cr_route_answer *routes,
+                     size_t n, double now);
 
-/* Under ttft the same for RecordArrival: each owner's weight read as its
- * prompt tokens (NULL: 1 each) and placed as cr_router_place places a
- * request without hashes, with m's predictions. Other rules ignore m. */
-void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
-                          const cr_prefill_model *m, const double *weights, cr_route *routes,
-                          size_t n, double now);
+/* 1 when the rule predicts with a cr_prefill_model on cr_router_route
+ * (ttft): a caller without one at hand makes it only then. */
+int cr_router_predicts(const cr_router *r);
 
 /* owner's home under t before any load is weighed: its preferred shard
  * when t admits it, else cr_router_home over n_shards; *admitted = whether
@@ -169,19 +164,8 @@ uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards);
  * Thread-safe. */
 int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now);
 
-/* Why a request went where it did. The names are stable (the wire's reason
- * strings): never rename one. */
-typedef enum cr_route_reason {
-    CR_ROUTE_WHY_PREFIX,       /* "prefix": the longest cached prefix */
-    CR_ROUTE_WHY_SESSION,      /* "session": where its owner's conversation is */
-    CR_ROUTE_WHY_PLANNED,      /* "planned": among its owner's planned shards */
-    CR_ROUTE_WHY_SPILL,        /* "spill": less cached than elsewhere, a shorter queue */
-    CR_ROUTE_WHY_LEAST_LOADED, /* "least_loaded": no shard holds more of it */
-    CR_ROUTE_WHY_RULE,         /* "rule": --route-by plan, bounded or live */
-    CR_ROUTE_N_WHY
-} cr_route_reason;
-
-/* The route rule's figures: under plan only by, placed and the index's. */
+/* The route rule's figures: under plan only by, placed (by request.h's
+ * cr_route_reason) and the index's. */
 typedef struct cr_route_stats {
     cr_route_by by;
     uint64_t outstanding; /* routes whose work is counted now */
@@ -259,40 +243,24 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
  * still outstanding there (so every prediction is corrected by what was
  * measured); --inflight-ttl and --inflight-max bound what is kept. */
 
-const char *cr_route_reason_name(cr_route_reason r);
-
 /* A stable key of a text (XXH3 64), never 0; 0 for the empty text. For
  * namespaces and request ids. Pure. */
 uint64_t cr_route_text_key(const char *s, size_t n);
 
-/* One request to place. */
-typedef struct cr_route_query {
-    int has_owner;
-    int64_t owner;
-    uint32_t prompt_tokens;  /* L */
-    const uint64_t *hashes;  /* its blocks' chained hashes, in prompt order */
-    uint32_t n_hashes;       /* at most --max-route-hashes (checked by the caller) */
-    uint64_t space;          /* its namespace's key; 0 = none */
-    uint64_t request;        /* its request id's key; 0 = none */
-} cr_route_query;
-
-typedef struct cr_route_answer {
-    uint32_t shard;
-    int admitted;           /* the owner is admitted in the table */
-    uint32_t cached_tokens; /* predicted hit on that shard */
-    double queue_wait_ms, prefill_ms; /* predicted */
-    cr_route_reason reason;
-} cr_route_answer;
-
-/* Places n requests at now under table t over n_shards shards with model
- * m, in order, each seeing the ones before it. Under --route-by ttft as
- * above; under the other rules each request goes where the rule sends its
- * owner (without one, its first hash's or request id's key stands in),
- * weighing 1, with the same predictions and reason "rule". Out of memory
- * for the index: the request is placed as if nothing were cached.
- * Thread-safe; one lock for the batch. */
+/* Places n requests (request.h; checked by the caller: at most
+ * --max-route-hashes hashes each) at now under table t over n_shards
+ * shards with model m, in order, each seeing the ones before it: a
+ * request's prompt tokens are L (0: its hashes x --block-tokens, at most
+ * CR_REQUEST_MAX_TOKENS), its namespace and request id are keyed by
+ * cr_route_text_key. Under --route-by ttft as above; under the other rules
+ * each request goes where the rule sends its owner (without one, its first
+ * hash's or request id's key stands in), weighing 1, with the same
+ * predictions and reason "rule". Sets out[i]'s shard, admitted,
+ * predictions and reason (owner and rate kept). Out of memory for the
+ * index: the request is placed as if nothing were cached. Thread-safe;
+ * one lock per 64 requests. */
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const cr_route_query *q, cr_route_answer *out,
+                     const cr_prefill_model *m, const cr_route_request *q, cr_route_answer *out,
                      size_t n, double now);
 
 /* An outcome for the request whose id has key request, at now: releases

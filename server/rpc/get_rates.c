@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "answer.h"
 #include "handlers.h"
 #include "reply.h"
 #include "wire.h"

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "answer.h"
 #include "handlers.h"
 #include "reply.h"
 #include "wire.h"

@@ -69,7 +69,7 @@ static int same_string(const char *s, size_t len, const char *m)
 }
 
 /* Item i as decoded straight (w) and by protobuf-c (m). */
-static void check_item(size_t i, const cr_wire_route_item *w, const Cacheroute__V1__RouteItem *m)
+static void check_item(size_t i, const cr_route_request *w, const Cacheroute__V1__RouteItem *m)
 {
     CR_FUZZ_CHECK(w->has_owner == m->has_owner && w->owner == m->owner &&
                       w->has_prompt_tokens == m->has_prompt_tokens &&
@@ -86,13 +86,17 @@ static void check_item(size_t i, const cr_wire_route_item *w, const Cacheroute__
                   "item %zu: namespace or request_id differ", i);
 }
 
-/* Where the decoder takes the bytes, protobuf-c takes them too with the
- * same items, and the string check passes them. */
+/* Where the decoder takes the bytes, sized as the handler sizes them,
+ * protobuf-c takes them too with the same items, and the string check
+ * passes them. */
 static void check_decode(const uint8_t *data, size_t len)
 {
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__route_request__descriptor;
-    size_t max = cr_wire_count(d, data, len, "requests");
-    size_t max_hashes = cr_wire_route_hashes_bound(data, len);
+    size_t max_hashes, max = cr_wire_route_size(data, len, &max_hashes);
+    CR_FUZZ_CHECK(max == cr_wire_count(d, data, len, "requests") &&
+                      max_hashes <= cr_wire_route_hashes_bound(data, len),
+                  "sized %zu items, %zu hashes, against cr_wire_count's and the bound", max,
+                  max_hashes);
     cr_wire_route_out out = {.items = malloc((max + 1) * sizeof *out.items), .max_items = max,
                              .hashes = malloc((max_hashes + 1) * sizeof *out.hashes),
                              .max_hashes = max_hashes, .text = malloc(len + 1), .text_cap = len};

@@ -118,7 +118,7 @@ class PlanTest(h.SidecarTestCase):
         # Thousands of placements, owners of every varint width (hashes, half
         # negative), one-byte shard ids (64 shards) and two-byte ones (200),
         # Zipf rates so the first placements are the widest: the answer the
-        # sidecar writes itself (wire/plan_answer.c) is byte for byte the
+        # sidecar writes itself (answer/plan_answer.c) is byte for byte the
         # canonical encoding of what it decodes to, and the library's plan.
         owners = list(dict.fromkeys(h.splitmix64(i) >> (i % 64) for i in range(20000)))
         n = len(owners)  # distinct: the widest shifts leave small duplicates

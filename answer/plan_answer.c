@@ -1,4 +1,4 @@
-#include "wire.h"
+#include "answer.h"
 
 #include <stdlib.h>
 #include <string.h>

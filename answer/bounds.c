@@ -4,7 +4,7 @@
  * against protobuf-c's packing by test_record_answer and test_plan_answer. */
 #include <string.h>
 
-#include "wire.h"
+#include "answer.h"
 #include "internal.h"
 
 size_t cr_wire_route_bytes(uint64_t shards)

@@ -1,0 +1,65 @@
+/* cacheroute request: the one shape of a Route request and the one shape
+ * of a route's answer, shared by every layer between the wire and the rule:
+ * the server's decoder (wire.h) and protobuf-c's fallback fill a
+ * cr_route_request, the core checks it (core.h), the rule reads it
+ * (route.h), and the replay fills the same struct; the rule answers a
+ * cr_route_answer, for Route and RecordArrival alike, and the answer
+ * writers (answer.h) write it. Below wire/ and route/ both, so that
+ * neither pulls in the other: types only, and the reasons' names. */
+#ifndef CR_REQUEST_H
+#define CR_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most prompt tokens a request may say it has (inject.h's
+ * CR_INJECT_MAX_TOKENS, checked equal where both are seen: core/route.c). */
+#define CR_REQUEST_MAX_TOKENS 10000000
+
+/* One request to route: RouteItem's fields, as the wire gives them. The
+ * pointers are the filler's (the request's own bytes, an arena); the core
+ * and the rule only read them during the call. */
+typedef struct cr_route_request {
+    int has_owner, has_prompt_tokens;
+    int64_t owner;           /* its session: recorded as one arrival */
+    uint32_t prompt_tokens;  /* L; 0 = n_hashes x --block-tokens */
+    const uint64_t *hashes;  /* its blocks' chained hashes, in prompt order */
+    size_t n_hashes;         /* at most --max-route-hashes (the core checks) */
+    const char *space;       /* its namespace (model, adapter, cache salt): space_len
+                              * bytes, no NUL needed after them; NULL or 0 = none */
+    size_t space_len;
+    const char *request_id;  /* NUL-terminated; NULL or "" = none: an outcome
+                              * with it releases the route */
+} cr_route_request;
+
+/* Why a request went where it did. The names are stable (the wire's reason
+ * strings): never rename one. */
+typedef enum cr_route_reason {
+    CR_ROUTE_WHY_PREFIX,       /* "prefix": the longest cached prefix */
+    CR_ROUTE_WHY_SESSION,      /* "session": where its owner's conversation is */
+    CR_ROUTE_WHY_PLANNED,      /* "planned": among its owner's planned shards */
+    CR_ROUTE_WHY_SPILL,        /* "spill": less cached than elsewhere, a shorter queue */
+    CR_ROUTE_WHY_LEAST_LOADED, /* "least_loaded": no shard holds more of it */
+    CR_ROUTE_WHY_RULE,         /* "rule": --route-by plan, bounded or live */
+    CR_ROUTE_N_WHY
+} cr_route_reason;
+
+/* The reason's wire name ("prefix", ...): a static string; "unknown"
+ * past CR_ROUTE_N_WHY. Pure. */
+const char *cr_route_reason_name(cr_route_reason r);
+
+/* One route's answer. Route (RouteResponse's RouteDecision) reads shard,
+ * admitted and the predictions; RecordArrival (RecordArrivalResponse's
+ * Route) reads owner, rate, admitted and shard, and the rule fills the
+ * predictions only when it makes them (ttft). */
+typedef struct cr_route_answer {
+    int64_t owner;            /* RecordArrival: the arrival's owner */
+    double rate;              /* RecordArrival: its rate just after (the estimator's) */
+    int admitted;             /* its owner is admitted in the table routed by */
+    uint32_t shard;           /* where to send it */
+    uint32_t cached_tokens;   /* predicted hit on that shard */
+    cr_route_reason reason;
+    double queue_wait_ms, prefill_ms; /* predicted */
+} cr_route_answer;
+
+#endif
