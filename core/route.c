@@ -15,9 +15,9 @@ void cr_core_route_model(cr_core *c, cr_prefill_model *out)
         memset(&m, 0, sizeof m);
     /* a CPU-tier block loads as a KV transfer's host-to-GPU leg does
      * (inject's select.c): KV bytes a token over the H2D GB/s */
-    double per_token = m.h2d_gbps > 0 ? m.kv_bytes_per_token / (m.h2d_gbps * 1e6) : 0;
-    *out = (cr_prefill_model){m.prefill_fixed_ms, m.prefill_ms_per_token,
-                              m.prefill_ms_per_token2, m.load_fixed_ms, per_token};
+    double per_token = m.load.h2d_gbps > 0 ? m.kv_bytes_per_token / (m.load.h2d_gbps * 1e6) : 0;
+    *out = (cr_prefill_model){m.prefill.fixed_ms, m.prefill.ms_per_token,
+                              m.prefill.ms_per_token2, m.load.fixed_ms, per_token};
 }
 
 static cr_status check_item(const cr_core *c, const cr_core_route_item *q, size_t i, cr_error *err)

@@ -40,9 +40,7 @@ static void open_ttft(fixture *f, double g, uint32_t index_blocks, int planned)
     cfg.route.block_tokens = BT;
     cfg.route.index_blocks = index_blocks;
     cfg.route.planned = planned;
-    cfg.inject.prefill_coeffs[0] = 0;
-    cfg.inject.prefill_coeffs[1] = 1;
-    cfg.inject.prefill_coeffs[2] = 0;
+    cfg.inject.prefill_coeffs = (cr_prefill_cost){.fixed_ms = 0, .ms_per_token = 1};
     cfg.inject.set |= CR_INJECT_SET_PREFILL_COEFFS;
     cfg.inject.calibrate = 0;
     cr_core_hooks hooks = {.recorded = on_record, .ctx = f};
