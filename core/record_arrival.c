@@ -44,10 +44,9 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
             routes[at + i] = (cr_route){.owner = owners[at + i], .rate = rates[i]};
     }
     if (routes && c->route.by == CR_ROUTE_TTFT) {
-        cr_prefill_model m;
-        cr_core_route_model(c, &m);
-        cr_router_route_ttft(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, w, routes,
-                             n, now);
+        cr_core_route_model_update(c);
+        cr_router_route_ttft(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n,
+                             now);
     } else if (routes) {
         cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n,
                         now);

@@ -1,10 +1,12 @@
 /* Route: the checks in field order, the owners' arrivals, then the route
- * rule (route.h) placing each request with the calibrated prefill model. */
+ * rule (route.h) placing each request with the calibrated prefill model,
+ * converted for the router once each time it changes. */
 #include <string.h>
 
 #include "internal.h"
 
-void cr_core_route_model(cr_core *c, cr_prefill_model *out)
+/* Gives the router GPU 0's calibrated model, converted. */
+static void set_route_model(cr_core *c)
 {
     cr_inject_model m;
     cr_error err;
@@ -12,12 +14,26 @@ void cr_core_route_model(cr_core *c, cr_prefill_model *out)
     cr_status st = cr_injector_coefficients(c->injector, snap, 0, &m, &err);
     cr_node_snapshot_release(snap);
     if (st != CR_OK) /* cannot happen: GPU 0 always resolves */
-        memset(&m, 0, sizeof m);
-    /* a CPU-tier block loads as a KV transfer's host-to-GPU leg does
-     * (inject's select.c): KV bytes a token over the H2D GB/s */
-    double per_token = m.load.h2d_gbps > 0 ? m.kv_bytes_per_token / (m.load.h2d_gbps * 1e6) : 0;
-    *out = (cr_prefill_model){m.prefill.fixed_ms, m.prefill.ms_per_token,
-                              m.prefill.ms_per_token2, m.load.fixed_ms, per_token};
+        return;
+    /* a CPU-tier block loads as a KV transfer's host-to-GPU leg does */
+    cr_prefill_model routes = {m.prefill, m.load, m.kv_bytes_per_token};
+    cr_router_set_model(c->router, &routes);
+}
+
+void cr_core_route_model_changed(cr_core *c, uint32_t gpu)
+{
+    if (gpu == 0)
+        atomic_store_explicit(&c->model_stale, 1, memory_order_release);
+}
+
+void cr_core_route_model_update(cr_core *c)
+{
+    if (!atomic_load_explicit(&c->model_stale, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&c->model_lock); /* one at a time: a later change is set last */
+    if (atomic_exchange_explicit(&c->model_stale, 0, memory_order_acq_rel))
+        set_route_model(c);
+    pthread_mutex_unlock(&c->model_lock);
 }
 
 static cr_status check_item(const cr_core *c, const cr_core_route_item *q, size_t i, cr_error *err)
@@ -94,16 +110,15 @@ cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
     uint64_t gen;
     cr_installed *t = cr_core_acquire(c, &gen);
     double now = core_now(c);
-    cr_prefill_model m;
-    cr_core_route_model(c, &m);
+    cr_core_route_model_update(c);
     size_t arrivals = record_owners(c, items, n, now);
     cr_route_query q[CHUNK]; /* on the stack: a Route mallocs nothing here */
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t k = n - at < CHUNK ? n - at : CHUNK;
         for (size_t i = 0; i < k; i++)
             q[i] = query_of(c, &items[at + i]);
-        cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, q, out + at,
-                        k, now);
+        cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), q, out + at, k,
+                        now);
     }
     cr_installed_release(t);
     if (generation)

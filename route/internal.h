@@ -191,6 +191,7 @@ struct cr_router {
     uint32_t block_tokens, index_blocks;
     double g;             /* --miss-weight */
     int planned;          /* --route-planned */
+    cr_prefill_model model; /* cr_router_set_model's */
     uint32_t *depth;      /* per shard: scratch for a match */
     uint64_t *keys;       /* scratch for a request's namespaced keys */
     uint32_t n_depth, n_keys;

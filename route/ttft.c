@@ -23,19 +23,19 @@ uint64_t cr_route_text_key(const char *s, size_t n)
     return k ? k : 1;
 }
 
-double cr_prefill_predict(const cr_prefill_model *m, double s, double l)
+void cr_router_set_model(cr_router *r, const cr_prefill_model *m)
 {
-    s = s < l ? s : l;
-    double ms = m->a_ms + m->b_ms_per_token * (l - s) + m->c_ms_per_token2 * (l * l - s * s);
-    return ms > 0 ? ms : 0;
+    pthread_mutex_lock(&r->lock);
+    r->model = *m;
+    pthread_mutex_unlock(&r->lock);
 }
 
-/* The prefill of L tokens of which s are cached, cpu of those on the CPU
- * tier: their load added. */
-static double prefill_with_load(const cr_prefill_model *m, double s, double cpu, double l)
+/* r locked: the prefill of L tokens of which s are cached, cpu of those on
+ * the CPU tier: their load added. */
+static double prefill_with_load(const cr_router *r, double s, double cpu, double l)
 {
-    double load = cpu > 0 ? m->load_fixed_ms + m->cpu_ms_per_token * cpu : 0;
-    return cr_prefill_predict(m, s, l) + (load > 0 ? load : 0);
+    const cr_prefill_model *m = &r->model;
+    return cr_prefill_ms(&m->prefill, s, l) + cr_load_ms(&m->load, cpu * m->kv_bytes_per_token);
 }
 
 /* What one request looks like to the rule, every shard's side of it. */
@@ -138,7 +138,7 @@ static double miss_weight(cr_router *r, const request *x)
 
 /* The ttft choice among the candidates (cand NULL: every shard), with miss
  * weight g. */
-static void choose(cr_router *r, const request *x, const cr_prefill_model *m, double g,
+static void choose(cr_router *r, const request *x, double g,
                    const uint32_t *cand, uint32_t n_cand, uint32_t home, double now,
                    cr_route_answer *out)
 {
@@ -160,7 +160,7 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
             continue; /* draining, down or gone */
         double cpu, hit = hit_on(r, x, s, &cpu);
         double cost = (cr_inflight_wait_ms(r->work, s, now) +
-                       g * prefill_with_load(m, hit, cpu, l)) /
+                       g * prefill_with_load(r, hit, cpu, l)) /
                       cr_router_speed(r, s);
         most = hit > most ? hit : most;
         least = hit < least ? hit : least;
@@ -170,13 +170,13 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
         }
     }
     if (best == UINT32_MAX && cand) /* every planned shard left service */
-        return choose(r, x, m, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
+        return choose(r, x, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
     best = best != UINT32_MAX ? best : home;
     double cpu, hit = hit_on(r, x, best, &cpu);
     out->shard = best;
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = cr_inflight_wait_ms(r->work, best, now);
-    out->prefill_ms = prefill_with_load(m, hit, cpu, l);
+    out->prefill_ms = prefill_with_load(r, hit, cpu, l);
     out->reason = cand                  ? CR_ROUTE_WHY_PLANNED
                   : most <= least       ? CR_ROUTE_WHY_LEAST_LOADED
                   : hit < most          ? CR_ROUTE_WHY_SPILL
@@ -185,20 +185,20 @@ static void choose(cr_router *r, const request *x, const cr_prefill_model *m, do
 }
 
 /* r locked, prepared for n shards: the request's answer under ttft. */
-static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const cr_prefill_model *m,
-                       const request *x, double now, cr_route_answer *out)
+static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const request *x,
+                       double now, cr_route_answer *out)
 {
     const cr_route_query *q = x->q;
     const cr_placement *p = t && q->has_owner ? cr_table_find(t, q->owner) : NULL;
     const uint32_t *cand = r->planned && p ? cr_table_shards(t, p) : NULL;
-    choose(r, x, m, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, q, n), now, out);
+    choose(r, x, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, q, n), now, out);
     out->admitted = p != NULL;
 }
 
 /* r locked, prepared for n shards: the request's answer under plan,
  * bounded or live (its owner, or a key standing in for one). */
-static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const cr_prefill_model *m,
-                       const request *x, double now, cr_route_answer *out)
+static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const request *x,
+                       double now, cr_route_answer *out)
 {
     const cr_route_query *q = x->q;
     int64_t owner = q->has_owner ? q->owner
@@ -208,7 +208,7 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const cr_pre
     double cpu, hit = hit_on(r, x, out->shard, &cpu);
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
-    out->prefill_ms = prefill_with_load(m, hit, cpu, q->prompt_tokens);
+    out->prefill_ms = prefill_with_load(r, hit, cpu, q->prompt_tokens);
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
@@ -257,8 +257,7 @@ static int scratch_for(cr_router *r, uint32_t n_shards, uint64_t **keys, uint32_
 }
 
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const cr_route_query *q, cr_route_answer *out,
-                     size_t n, double now)
+                     const cr_route_query *q, cr_route_answer *out, size_t n, double now)
 {
     uint32_t most = 0;
     for (size_t i = 0; i < n; i++)
@@ -277,17 +276,16 @@ void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
         }
         request x = look(r, &q[i], n_shards, scratch);
         if (r->by == CR_ROUTE_TTFT)
-            place_ttft(r, t, n_shards, m, &x, now, &out[i]);
+            place_ttft(r, t, n_shards, &x, now, &out[i]);
         else
-            place_rule(r, t, n_shards, m, &x, now, &out[i]);
+            place_rule(r, t, n_shards, &x, now, &out[i]);
         remember(r, &x, &out[i], now);
     }
     pthread_mutex_unlock(&r->lock);
 }
 
 void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
-                          const cr_prefill_model *m, const double *weights, cr_route *routes,
-                          size_t n, double now)
+                          const double *weights, cr_route *routes, size_t n, double now)
 {
     enum { CHUNK = 64 };
     cr_route_query q[CHUNK];
@@ -299,7 +297,7 @@ void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
             q[i] = (cr_route_query){.has_owner = 1, .owner = routes[at + i].owner,
                                     .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX};
         }
-        cr_router_place(r, t, n_shards, m, q, a, k, now);
+        cr_router_place(r, t, n_shards, q, a, k, now);
         for (size_t i = 0; i < k; i++) {
             routes[at + i].admitted = a[i].admitted;
             routes[at + i].preferred_shard = a[i].shard;

@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "cost.h" /* cr_prefill_cost, cr_load_cost */
 #include "options.h"
 #include "planner.h"
 
@@ -120,19 +121,22 @@ typedef struct cr_router cr_router;
 cr_router *cr_router_new(const cr_route_config *cfg);
 void cr_router_free(cr_router *r); /* NULL is ignored */
 
-/* The prefill model routes predict with, for L prompt tokens of which s
- * are cached: a + b (L - s) + c (L^2 - s^2) ms (the core passes its
- * calibrated model of GPU 0: the fleet is taken to be uniform); and what
- * loading cached tokens from the CPU tier costs (KV events, below):
- * load_fixed_ms + cpu_ms_per_token a token (the core's: its injection
- * model's host-to-GPU load, KV bytes a token over the H2D bandwidth). */
+/* The model the ttft rule predicts with (cost.h): the prefill of L prompt
+ * tokens of which s are cached, plus, when some of the cached ones are on
+ * the CPU tier (KV events, below), their load into the GPU, their KV bytes
+ * over the host-to-GPU bandwidth. The core sets its calibrated model of
+ * GPU 0 (the fleet is taken to be uniform), converted once each time that
+ * model changes. */
 typedef struct cr_prefill_model {
-    double a_ms, b_ms_per_token, c_ms_per_token2;
-    double load_fixed_ms, cpu_ms_per_token;
+    cr_prefill_cost prefill;
+    cr_load_cost load;         /* a CPU-tier load */
+    double kv_bytes_per_token; /* what one cached token loads */
 } cr_prefill_model;
 
-/* The model's prediction, ms; never below 0. Pure. */
-double cr_prefill_predict(const cr_prefill_model *m, double s, double l);
+/* Makes m the model routes predict with from now on. Until the first
+ * call: 1 ms a prompt token, loads free (tokens stand in for ms).
+ * Thread-safe. */
+void cr_router_set_model(cr_router *r, const cr_prefill_model *m);
 
 /* The route rule for n arrivals at now (seconds, any monotonic origin)
  * under table t (NULL: none installed) over n_shards shards (t's, or the
@@ -146,10 +150,9 @@ void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards, const d
 
 /* Under ttft the same for RecordArrival: each owner's weight read as its
  * prompt tokens (NULL: 1 each) and placed as cr_router_place places a
- * request without hashes, with m's predictions. Other rules ignore m. */
+ * request without hashes, with the model's predictions. */
 void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
-                          const cr_prefill_model *m, const double *weights, cr_route *routes,
-                          size_t n, double now);
+                          const double *weights, cr_route *routes, size_t n, double now);
 
 /* owner's home under t before any load is weighed: its preferred shard
  * when t admits it, else cr_router_home over n_shards; *admitted = whether
@@ -285,16 +288,16 @@ typedef struct cr_route_answer {
     cr_route_reason reason;
 } cr_route_answer;
 
-/* Places n requests at now under table t over n_shards shards with model
- * m, in order, each seeing the ones before it. Under --route-by ttft as
- * above; under the other rules each request goes where the rule sends its
- * owner (without one, its first hash's or request id's key stands in),
- * weighing 1, with the same predictions and reason "rule". Out of memory
- * for the index: the request is placed as if nothing were cached.
+/* Places n requests at now under table t over n_shards shards with the
+ * router's model (cr_router_set_model), in order, each seeing the ones
+ * before it. Under --route-by ttft as above; under the other rules each
+ * request goes where the rule sends its owner (without one, its first
+ * hash's or request id's key stands in), weighing 1, with the same
+ * predictions and reason "rule". Out of memory for the index: the request
+ * is placed as if nothing were cached.
  * Thread-safe; one lock for the batch. */
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const cr_route_query *q, cr_route_answer *out,
-                     size_t n, double now);
+                     const cr_route_query *q, cr_route_answer *out, size_t n, double now);
 
 /* An outcome for the request whose id has key request, at now: releases
  * its outstanding work (its shard's queue restarts then) and, when
