@@ -154,7 +154,7 @@ static coeffs model_coeffs(cr_injector *inj)
     cr_inject_model m;
     cr_error err;
     cr_injector_model(inj, NULL, 0, &m, &err);
-    return (coeffs){m.prefill_fixed_ms, m.prefill_ms_per_token, m.prefill_ms_per_token2};
+    return (coeffs){m.prefill.fixed_ms, m.prefill.ms_per_token, m.prefill.ms_per_token2};
 }
 
 #define N_POINTS 6
@@ -182,7 +182,7 @@ static void converge_once(uint64_t seed, const int *at, point *rows, double *pri
             continue;
         cr_inject_calibration cal;
         cr_injector_calibration(inj, 0, &cal);
-        coeffs fit = {cal.a, cal.b, cal.c}, used = model_coeffs(inj);
+        coeffs fit = {cal.prefill.fixed_ms, cal.prefill.ms_per_token, cal.prefill.ms_per_token2}, used = model_coeffs(inj);
         double e_fit = holdout_mape(&fit, &t), e_used = holdout_mape(&used, &t);
         rows[row].fit_sum += e_fit;
         rows[row].fit_max = fmax(rows[row].fit_max, e_fit);

@@ -64,7 +64,7 @@ static phase place(cr_router *r, const params *p, const cr_prefill_model *m, uin
 {
     uint64_t *h = p->h, blocks = 0, bytes, n = 0;
     uint32_t tokens = p->hashes * p->block_tokens;
-    double dt = cr_prefill_predict(m, 0, tokens) / 1e3 / p->shards;
+    double dt = cr_prefill_ms(&m->prefill, 0, tokens) / 1e3 / p->shards;
     double t0 = bench_thread_cpu();
     for (; want ? blocks < want : n < count; n++) {
         uint64_t i = (*next)++;
@@ -73,7 +73,7 @@ static phase place(cr_router *r, const params *p, const cr_prefill_model *m, uin
                             .prompt_tokens = tokens, .hashes = h, .n_hashes = p->hashes};
         cr_route_answer a;
         *clock += dt;
-        cr_router_place(r, NULL, p->shards, m, &q, &a, 1, *clock);
+        cr_router_place(r, NULL, p->shards, &q, &a, 1, *clock);
         if (want && (n & 63) == 63)
             cr_router_index_stats(r, &blocks, &bytes);
         if (want && n > 4 * want / p->hashes + 1000000) {
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
                            .inflight_max = 100000, .block_tokens = p.block_tokens,
                            .index_blocks = p.blocks, .max_hashes = p.hashes,
                            .miss_weight = 2};
-    cr_prefill_model m = {10, 1e-4, 0, 0, 0};
+    cr_prefill_model m = {.prefill = {10, 1e-4, 0}};
     bench_reset_peak();
     long rss0 = bench_status_bytes("VmRSS");
     cr_router *r = cr_router_new(&cfg);
@@ -118,6 +118,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "route_index_bench: out of memory\n");
         return 1;
     }
+    cr_router_set_model(r, &m);
     uint64_t want = (uint64_t)p.shards * p.blocks, next = 0, blocks, bytes;
     double clock = 0;
     phase fill = place(r, &p, &m, &next, want, 0, &clock);

@@ -16,12 +16,21 @@ static double real_clock(void *ctx)
 
 double cr_core_now(const cr_core *c) { return core_now(c); }
 
+/* A new snapshot may change GPU 0's cost model; then the hook. */
+static void probed(void *ctx, const cr_node_snapshot *snap)
+{
+    cr_core *c = ctx;
+    cr_core_route_model_changed(c, 0);
+    if (c->hooks.probed)
+        c->hooks.probed(c->hooks.ctx, snap);
+}
+
 /* The components; NULL members on failure, err filled. */
 static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *err)
 {
     cr_probe_config pc = cfg->probe;
-    pc.on_snapshot = c->hooks.probed;
-    pc.on_snapshot_ctx = c->hooks.ctx;
+    pc.on_snapshot = probed;
+    pc.on_snapshot_ctx = c;
     if (!(c->estimator = cr_estimator_new(&cfg->estimator, err)) ||
         !(c->injector = cr_injector_new(&cfg->inject, err)) ||
         !(c->probe = cr_probe_start(&pc, err)))
@@ -80,6 +89,8 @@ cr_core *cr_core_new(const cr_core_config *cfg, const cr_core_hooks *hooks,
     pthread_mutex_init(&c->install_lock, NULL);
     c->last_replan = core_now(c);
     pthread_mutex_init(&c->state_lock, NULL);
+    pthread_mutex_init(&c->model_lock, NULL);
+    atomic_init(&c->model_stale, 1); /* converted at the first route */
     c->state_lock_fd = -1;
     if (create_parts(c, cfg, err) != CR_OK || init_state(c, cfg, err) != CR_OK) {
         cr_core_free(c);
@@ -104,6 +115,7 @@ void cr_core_free(cr_core *c)
     pthread_mutex_destroy(&c->tick_lock);
     pthread_mutex_destroy(&c->install_lock);
     pthread_mutex_destroy(&c->state_lock);
+    pthread_mutex_destroy(&c->model_lock);
     free(c->state_path);
     if (c->state_lock_fd >= 0)
         close(c->state_lock_fd); /* the lock goes with it */

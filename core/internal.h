@@ -37,6 +37,8 @@ struct cr_core {
     cr_loop_figures *figures;
     cr_router *router;
     cr_route_config route;     /* its configuration (Route's bounds) */
+    atomic_int model_stale;    /* the router's prefill model (route.c); 1 at start */
+    pthread_mutex_t model_lock; /* one update of it at a time */
     /* The state file (state.c) */
     char *state_path; /* NULL = none */
     int state_lock_fd; /* its lock (cr_state_lock); -1 = none */
@@ -100,8 +102,12 @@ double cr_core_publish(cr_core *c, cr_installed *held, int install, uint64_t as,
                        cr_core_plan_result *out);
 /* ---- route.c ---- */
 
-/* The prefill model routes predict with: GPU 0's, calibrated. */
-void cr_core_route_model(cr_core *c, cr_prefill_model *out);
+/* The prefill model routes predict with is GPU 0's, calibrated; the
+ * router keeps a copy. Something it depends on changed for gpu (a probe,
+ * an outcome calibrated from): the copy is stale when gpu is 0. Cheap. */
+void cr_core_route_model_changed(cr_core *c, uint32_t gpu);
+/* Before a route: the router's copy made anew when it is stale. */
+void cr_core_route_model_update(cr_core *c);
 
 /* Shards routes go over with table t (NULL = none installed): an
  * endpoint set's slots once one is given. A DOWN endpoint whose retry

@@ -43,13 +43,9 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
         for (size_t i = 0; routes && i < m; i++)
             routes[at + i] = (cr_route_answer){.owner = owners[at + i], .rate = rates[i]};
     }
-    if (routes) { /* the rule is the router's to decide; it says when it predicts */
-        cr_prefill_model m;
-        int predicts = cr_router_predicts(c->router);
-        if (predicts)
-            cr_core_route_model(c, &m);
-        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t),
-                        predicts ? &m : NULL, w, routes, n, now);
+    if (routes) { /* the rule is the router's to decide */
+        cr_core_route_model_update(c);
+        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n, now);
     }
     cr_installed_release(t);
     cr_touched *touched = atomic_load_explicit(&c->touched, memory_order_acquire);

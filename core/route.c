@@ -1,6 +1,7 @@
 /* Route: the checks in field order, the owners' arrivals, then the route
  * rule (route.h) placing the requests, as the decoder gave them
- * (request.h), with the calibrated prefill model. */
+ * (request.h), with the calibrated prefill model, converted for the router
+ * once each time it changes. */
 #include <string.h>
 
 #include "internal.h"
@@ -8,7 +9,8 @@
 _Static_assert(CR_REQUEST_MAX_TOKENS == CR_INJECT_MAX_TOKENS,
                "a request's prompt tokens are the injector's");
 
-void cr_core_route_model(cr_core *c, cr_prefill_model *out)
+/* Gives the router GPU 0's calibrated model, converted. */
+static void set_route_model(cr_core *c)
 {
     cr_inject_model m;
     cr_error err;
@@ -16,12 +18,26 @@ void cr_core_route_model(cr_core *c, cr_prefill_model *out)
     cr_status st = cr_injector_coefficients(c->injector, snap, 0, &m, &err);
     cr_node_snapshot_release(snap);
     if (st != CR_OK) /* cannot happen: GPU 0 always resolves */
-        memset(&m, 0, sizeof m);
-    /* a CPU-tier block loads as a KV transfer's host-to-GPU leg does
-     * (inject's select.c): KV bytes a token over the H2D GB/s */
-    double per_token = m.h2d_gbps > 0 ? m.kv_bytes_per_token / (m.h2d_gbps * 1e6) : 0;
-    *out = (cr_prefill_model){m.prefill_fixed_ms, m.prefill_ms_per_token,
-                              m.prefill_ms_per_token2, m.load_fixed_ms, per_token};
+        return;
+    /* a CPU-tier block loads as a KV transfer's host-to-GPU leg does */
+    cr_prefill_model routes = {m.prefill, m.load, m.kv_bytes_per_token};
+    cr_router_set_model(c->router, &routes);
+}
+
+void cr_core_route_model_changed(cr_core *c, uint32_t gpu)
+{
+    if (gpu == 0)
+        atomic_store_explicit(&c->model_stale, 1, memory_order_release);
+}
+
+void cr_core_route_model_update(cr_core *c)
+{
+    if (!atomic_load_explicit(&c->model_stale, memory_order_acquire))
+        return;
+    pthread_mutex_lock(&c->model_lock); /* one at a time: a later change is set last */
+    if (atomic_exchange_explicit(&c->model_stale, 0, memory_order_acq_rel))
+        set_route_model(c);
+    pthread_mutex_unlock(&c->model_lock);
 }
 
 static cr_status check_item(const cr_core *c, const cr_route_request *q, size_t i, cr_error *err)
@@ -80,11 +96,9 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     uint64_t gen;
     cr_installed *t = cr_core_acquire(c, &gen);
     double now = core_now(c);
-    cr_prefill_model m;
-    cr_core_route_model(c, &m);
+    cr_core_route_model_update(c);
     size_t arrivals = record_owners(c, items, n, now);
-    cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, items, out, n,
-                    now);
+    cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), items, out, n, now);
     cr_installed_release(t);
     if (generation)
         *generation = gen;

@@ -43,17 +43,23 @@ static const cr_fit_kind H2D = {2, {1, 1e8}, {0, 1 / (1e5 * 1e6)}, 0};
  * into its rate. */
 static double per_byte(double bits_per_byte, double v) { return bits_per_byte / (v * 1e6); }
 
+/* The prefill fit's vector is a, b, c in cost.h's order. */
 static void prefill_prior(const cr_inject_model *m, double out[3])
 {
-    out[0] = m->prefill_fixed_ms;
-    out[1] = m->prefill_ms_per_token;
-    out[2] = m->prefill_ms_per_token2;
+    out[0] = m->prefill.fixed_ms;
+    out[1] = m->prefill.ms_per_token;
+    out[2] = m->prefill.ms_per_token2;
+}
+
+static cr_prefill_cost prefill_of(const cr_fit *f)
+{
+    return (cr_prefill_cost){f->coef[0], f->coef[1], f->coef[2]};
 }
 
 static void h2d_prior(const cr_inject_model *m, double out[2])
 {
-    out[0] = m->load_fixed_ms;
-    out[1] = per_byte(1, m->h2d_gbps);
+    out[0] = m->load.fixed_ms;
+    out[1] = per_byte(1, m->load.h2d_gbps);
 }
 
 static void link_prior(const cr_inject_link *l, const cr_inject_model *m, double out[2])
@@ -79,16 +85,13 @@ void cr_calibration_apply(cr_injector *inj, uint32_t gpu, cr_inject_model *m,
     cr_gpu_calibration *g = &inj->gpus[gpu];
     g->prior = *m;
     if (g->prefill.adopted) {
-        m->prefill_fixed_ms = g->prefill.coef[0];
-        m->prefill_ms_per_token = g->prefill.coef[1];
-        m->prefill_ms_per_token2 = g->prefill.coef[2];
+        m->prefill = prefill_of(&g->prefill);
         m->peak_tflops = 0;
         labels->fit_n = g->prefill.n;
         labels->fit_mape = cr_fit_mape(&g->prefill);
     }
     if (g->h2d.adopted) {
-        m->load_fixed_ms = g->h2d.coef[0];
-        m->h2d_gbps = per_byte(1, g->h2d.coef[1]);
+        m->load = (cr_load_cost){g->h2d.coef[0], per_byte(1, g->h2d.coef[1])};
         labels->h2d = "fitted";
     }
 }
@@ -215,9 +218,7 @@ void cr_injector_calibration(cr_injector *inj, uint32_t gpu, cr_inject_calibrati
     if (f->n) {
         out->samples = f->n;
         out->adopted = f->adopted;
-        out->a = f->coef[0];
-        out->b = f->coef[1];
-        out->c = f->coef[2];
+        out->prefill = prefill_of(f);
         out->mape_fit = cr_fit_mape(f);
         out->mape_prior = cr_fit_mape_prior(f);
     }

@@ -32,9 +32,7 @@ static const char *resolve_prefill(const cr_inject_config *cfg, const cr_gpu_inf
                                    cr_inject_model *m)
 {
     if (cfg->set & CR_INJECT_SET_PREFILL_COEFFS) {
-        m->prefill_fixed_ms = cfg->prefill_coeffs[0];
-        m->prefill_ms_per_token = cfg->prefill_coeffs[1];
-        m->prefill_ms_per_token2 = cfg->prefill_coeffs[2];
+        m->prefill = cfg->prefill_coeffs;
         return "fitted";
     }
     const char *src;
@@ -46,9 +44,9 @@ static const char *resolve_prefill(const cr_inject_config *cfg, const cr_gpu_inf
         src = flag_or_default(cfg, CR_INJECT_SET_PEAK);
     }
     double flops = m->peak_tflops * 1e12 * cfg->mfu;
-    m->prefill_fixed_ms = cfg->prefill_fixed_ms;
-    m->prefill_ms_per_token = 2 * cfg->model_params_b * 1e9 / flops * 1e3;
-    m->prefill_ms_per_token2 = 2.0 * cfg->model_layers * cfg->model_d_model / flops * 1e3;
+    m->prefill.fixed_ms = cfg->prefill_fixed_ms;
+    m->prefill.ms_per_token = 2 * cfg->model_params_b * 1e9 / flops * 1e3;
+    m->prefill.ms_per_token2 = 2.0 * cfg->model_layers * cfg->model_d_model / flops * 1e3;
     return src;
 }
 
@@ -87,10 +85,10 @@ static const char *resolve_h2d(const cr_inject_config *cfg, const cr_gpu_info *g
                                cr_inject_model *m)
 {
     if (gpu && gpu->h2d_gbps > 0) {
-        m->h2d_gbps = gpu->h2d_gbps;
+        m->load.h2d_gbps = gpu->h2d_gbps;
         return "probe";
     }
-    m->h2d_gbps = cfg->h2d_gbps;
+    m->load.h2d_gbps = cfg->h2d_gbps;
     return flag_or_default(cfg, CR_INJECT_SET_H2D);
 }
 
@@ -111,7 +109,7 @@ cr_status cr_inject_model_resolve_labels(const cr_inject_config *cfg,
     l->penalty = flag_or_default(cfg, CR_INJECT_SET_PENALTY);
     m->link_rtt_ms = CR_INJECT_DEFAULT_RTT_MS;
     m->link_efficiency = cfg->link_efficiency;
-    m->load_fixed_ms = cfg->load_fixed_ms;
+    m->load.fixed_ms = cfg->load_fixed_ms;
     m->decision_margin_ms = cfg->decision_margin_ms;
     m->link_queue_penalty = cfg->link_queue_penalty;
     return CR_OK;

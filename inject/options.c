@@ -185,7 +185,7 @@ static int all_nonneg(const double *v, size_t n)
     return 1;
 }
 
-cr_status cr_inject_parse_prefill_coeffs(const char *value, double out[3], cr_error *err)
+cr_status cr_inject_parse_prefill_coeffs(const char *value, cr_prefill_cost *out, cr_error *err)
 {
     double v[3];
     size_t n;
@@ -193,13 +193,13 @@ cr_status cr_inject_parse_prefill_coeffs(const char *value, double out[3], cr_er
         return cr_fail(err, CR_EINVAL,
                        "--prefill-coeffs expects a,b,c: three finite numbers >= 0, got \"%s\"",
                        value);
-    memcpy(out, v, sizeof v);
+    *out = (cr_prefill_cost){v[0], v[1], v[2]};
     return CR_OK;
 }
 
 static cr_status set_prefill_coeffs(void *cfg, const char *value, cr_error *err)
 {
-    return cr_inject_parse_prefill_coeffs(value, ((cr_inject_config *)cfg)->prefill_coeffs, err);
+    return cr_inject_parse_prefill_coeffs(value, &((cr_inject_config *)cfg)->prefill_coeffs, err);
 }
 
 /* snprintf's contract: the whole text's length, buf holding what fits. */
@@ -215,10 +215,12 @@ static int show_prefill_coeffs(const void *cfg, char *buf, size_t len)
     const cr_inject_config *c = cfg;
     if (!(c->set & CR_INJECT_SET_PREFILL_COEFFS))
         return 0;
+    const cr_prefill_cost *k = &c->prefill_coeffs;
+    const double v[3] = {k->fixed_ms, k->ms_per_token, k->ms_per_token2};
     int used = 0;
     for (int i = 0; i < 3; i++) {
         char num[40];
-        cr_option_number_text(c->prefill_coeffs[i], num, sizeof num);
+        cr_option_number_text(v[i], num, sizeof num);
         used = append(buf, len, append(buf, len, used, i ? "," : ""), num);
     }
     return used;
@@ -363,7 +365,8 @@ cr_status cr_inject_config_check(const cr_inject_config *cfg, cr_error *err)
 {
     if (cr_options_check(&cr_inject_options, cfg, NULL, err) != CR_OK)
         return CR_EINVAL;
-    const double *c = cfg->prefill_coeffs;
+    const cr_prefill_cost *k = &cfg->prefill_coeffs;
+    const double c[3] = {k->fixed_ms, k->ms_per_token, k->ms_per_token2};
     if ((cfg->set & CR_INJECT_SET_PREFILL_COEFFS) && !all_nonneg(c, 3))
         return cr_fail(err, CR_EINVAL,
                        "--prefill-coeffs must be three finite numbers >= 0, got %g,%g,%g", c[0],

@@ -5,21 +5,11 @@
 #include <math.h>
 #include <string.h>
 
-static double prefill_ms(const cr_inject_model *m, double s, double l)
-{
-    return m->prefill_fixed_ms + m->prefill_ms_per_token * (l - s) +
-           m->prefill_ms_per_token2 * (l * l - s * s);
-}
-
-/* Gb/s carry bits: 8 per byte; 10^9 b/s is 10^6 b/ms. */
+/* The link's transfer at its efficiency (cost.h). */
 static double transfer_ms(const cr_inject_model *m, const cr_inject_link *link, double c)
 {
-    return link->rtt_ms + c * m->kv_bytes_per_token * 8 / (link->gbps * m->link_efficiency * 1e6);
-}
-
-static double load_ms(const cr_inject_model *m, double c)
-{
-    return m->load_fixed_ms + c * m->kv_bytes_per_token / (m->h2d_gbps * 1e6);
+    cr_transfer_cost k = {link->rtt_ms, link->gbps * m->link_efficiency};
+    return cr_transfer_ms(&k, c * m->kv_bytes_per_token);
 }
 
 static cr_cost_breakdown kv_cost(const cr_inject_model *m, double l, double c, double w,
@@ -27,8 +17,8 @@ static cr_cost_breakdown kv_cost(const cr_inject_model *m, double l, double c, d
 {
     cr_cost_breakdown kv = {.queue_wait_ms = w, .link_wait_ms = link->wait_ms};
     kv.transfer_ms = transfer_ms(m, link, c);
-    kv.load_ms = load_ms(m, c);
-    kv.prefill_ms = prefill_ms(m, c, l);
+    kv.load_ms = cr_load_ms(&m->load, c * m->kv_bytes_per_token);
+    kv.prefill_ms = cr_prefill_ms(&m->prefill, c, l);
     kv.total_ms = fmax(w, link->wait_ms + kv.transfer_ms) + kv.load_ms + kv.prefill_ms;
     return kv;
 }
@@ -105,7 +95,7 @@ void cr_inject_decide(const cr_inject_model *m, const cr_inject_request *req, do
     memset(out, 0, sizeof *out);
     out->source_index = -1;
     out->text.queue_wait_ms = w;
-    out->text.prefill_ms = prefill_ms(m, 0, l);
+    out->text.prefill_ms = cr_prefill_ms(&m->prefill, 0, l);
     out->text.total_ms = w + out->text.prefill_ms;
     if (req->knowledge_tokens == 0) {
         finish(out, CR_REASON_NO_KNOWLEDGE);

@@ -46,40 +46,24 @@ void cr_receipt_apply_outcome(cr_receipt *r, const void *ctx)
     term(r, CR_TERM_TOTAL, o->has & CR_OUT_TTFT, o->ttft_ms, p->total_ms);
 }
 
-/* prefill(s, L) = a + b (L - s) + c (L^2 - s^2), as inject.h has it. */
-static double prefill(const double k[3], double s, double l)
-{
-    return k[0] + k[1] * (l - s) + k[2] * (l * l - s * s);
-}
-
-/* A line fit's ms for bytes: fixed_ms + bytes * bits_per_byte / rate, the
- * rate in G per s (10^6 per ms); the predicted ms when no fit is adopted. */
-static double line(const cr_inject_line_calibration *f, double bytes, double bits_per_byte,
-                   double predicted)
-{
-    if (!f->adopted || !(f->gbps > 0))
-        return predicted;
-    return f->fixed_ms + bytes * bits_per_byte / (f->gbps * 1e6);
-}
-
-/* The path not taken, priced with the calibration now. */
+/* The path not taken, priced with the calibration now: each adopted fit
+ * over the coefficients the decision was made with. */
 static double other_path(const cr_receipt *r, const cr_regret_fits *fits, double w)
 {
     const cr_inject_response *d = &r->decision;
-    double k[3] = {r->model.prefill_fixed_ms, r->model.prefill_ms_per_token,
-                   r->model.prefill_ms_per_token2};
-    if (fits->gpu.adopted) {
-        k[0] = fits->gpu.a;
-        k[1] = fits->gpu.b;
-        k[2] = fits->gpu.c;
-    }
+    const cr_prefill_cost *k = fits->gpu.adopted ? &fits->gpu.prefill : &r->model.prefill;
     double l = (double)r->prompt_tokens + r->knowledge_tokens, c = r->cached_tokens;
     if (d->mode == CR_INJECT_KV_CACHE)
-        return w + prefill(k, 0, l);
+        return w + cr_prefill_ms(k, 0, l);
     double bytes = c * r->model.kv_bytes_per_token;
-    double transfer = line(&fits->link, bytes, 8, d->kv.transfer_ms);
-    double load = line(&fits->gpu.h2d, bytes, 1, d->kv.load_ms);
-    return fmax(w, d->kv.link_wait_ms + transfer) + load + prefill(k, c, l);
+    const cr_inject_line_calibration *link = &fits->link, *h2d = &fits->gpu.h2d;
+    double transfer = link->adopted && link->gbps > 0
+                          ? cr_transfer_ms(&(cr_transfer_cost){link->fixed_ms, link->gbps}, bytes)
+                          : d->kv.transfer_ms;
+    double load = h2d->adopted && h2d->gbps > 0
+                      ? cr_load_ms(&(cr_load_cost){h2d->fixed_ms, h2d->gbps}, bytes)
+                      : d->kv.load_ms;
+    return fmax(w, d->kv.link_wait_ms + transfer) + load + cr_prefill_ms(k, c, l);
 }
 
 int cr_receipt_regret(const cr_receipt *r, const cr_regret_fits *fits, double *lost_ms)

@@ -44,7 +44,7 @@ void cr_replay_cluster_default(cr_replay_cluster *c)
 {
     *c = (cr_replay_cluster){
         .shards = 64, .shard_blocks = 1024, .block_tokens = CR_REPLAY_BLOCK_TOKENS,
-        .truth = {.a_ms = 4, .b_ms_per_token = 0.02, .c_ms_per_token2 = 5e-7, .noise = 0.1,
+        .truth = {.prefill = {4, 0.02, 5e-7}, .noise = 0.1,
                   .kv_ms_per_token = 0.002, .kv_fixed_ms = 2},
         .scale = 1, .seed = 1,
     };
@@ -63,8 +63,9 @@ cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err)
     const struct {
         const char *name;
         double v;
-    } costs[] = {{"a_ms", k->a_ms}, {"b_ms_per_token", k->b_ms_per_token},
-                 {"c_ms_per_token2", k->c_ms_per_token2}, {"noise", k->noise},
+    } costs[] = {{"prefill.fixed_ms", k->prefill.fixed_ms},
+                 {"prefill.ms_per_token", k->prefill.ms_per_token},
+                 {"prefill.ms_per_token2", k->prefill.ms_per_token2}, {"noise", k->noise},
                  {"kv_ms_per_token", k->kv_ms_per_token}, {"kv_fixed_ms", k->kv_fixed_ms}};
     for (size_t i = 0; i < sizeof costs / sizeof costs[0]; i++)
         if (!cr_replay_finite_ge0(costs[i].v))
@@ -268,11 +269,6 @@ static double noise_factor(const sim *s, size_t i)
     return exp(sigma * cr_replay_normal(x1, x2));
 }
 
-double cr_replay_prefill_ms(const cr_replay_cost *c, double s, double l)
-{
-    return c->a_ms + c->b_ms_per_token * (l - s) + c->c_ms_per_token2 * (l * l - s * s);
-}
-
 /* Routes, serves and caches request i arriving at now; o is its outcome. */
 static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
                        cr_replay_outcome *o, cr_error *err)
@@ -298,7 +294,7 @@ static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
         have = fmin(L, have + r->knowledge_tokens);
         o->kv_ms = s->c->truth.kv_fixed_ms + s->c->truth.kv_ms_per_token * r->knowledge_tokens;
     }
-    o->prefill_ms = cr_replay_prefill_ms(&s->c->truth, have, L) * noise_factor(s, i);
+    o->prefill_ms = cr_prefill_ms(&s->c->truth.prefill, have, L) * noise_factor(s, i);
     double start = fmax(now, s->busy_until[k]);
     o->queue_wait_ms = (start - now) * 1000.0;
     o->ttft_ms = o->queue_wait_ms + o->prefill_ms + o->kv_ms;

@@ -192,6 +192,7 @@ struct cr_router {
     uint32_t block_tokens, index_blocks;
     double g;             /* --miss-weight */
     int planned;          /* --route-planned */
+    cr_prefill_model model; /* cr_router_set_model's */
     uint32_t *depth;      /* per shard: scratch for a match */
     uint64_t *keys;       /* scratch for a request's namespaced keys */
     uint32_t n_depth, n_keys;
@@ -251,9 +252,9 @@ uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t
 
 /* ttft.c: cr_router_route under ttft: each arrival placed as a request of
  * its owner without hashes, weights[i] (NULL: 1 each) its prompt tokens,
- * straight into routes[i] (m NULL: a token costs 1 ms). */
+ * straight into routes[i], with the router's model. */
 void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,
-                              const cr_prefill_model *m, const double *weights,
-                              cr_route_answer *routes, size_t n, double now);
+                              const double *weights, cr_route_answer *routes, size_t n,
+                              double now);
 
 #endif

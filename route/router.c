@@ -55,6 +55,7 @@ cr_router *cr_router_new(const cr_route_config *cfg)
     r->index_blocks = cfg->index_blocks ? cfg->index_blocks : 1;
     r->g = cfg->miss_weight;
     r->planned = cfg->planned;
+    r->model = (cr_prefill_model){.prefill = {.ms_per_token = 1}}; /* tokens as ms */
     for (uint32_t s = 0; s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
         r->trust[s] = 1;
     return r;
@@ -295,17 +296,11 @@ uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t
     return out.shard;
 }
 
-int cr_router_predicts(const cr_router *r)
-{
-    return r->by == CR_ROUTE_TTFT;
-}
-
-void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards,
-                     const cr_prefill_model *m, const double *weights, cr_route_answer *routes,
-                     size_t n, double now)
+void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const double *weights,
+                     cr_route_answer *routes, size_t n, double now)
 {
     if (r->by == CR_ROUTE_TTFT) {
-        cr_router_place_arrivals(r, t, shards, m, weights, routes, n, now);
+        cr_router_place_arrivals(r, t, shards, weights, routes, n, now);
         return;
     }
     if (r->work && route_moving(r, t, shards, weights, routes, n, now) == 0)

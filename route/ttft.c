@@ -15,19 +15,19 @@ uint64_t cr_route_text_key(const char *s, size_t n)
     return k ? k : 1;
 }
 
-double cr_prefill_predict(const cr_prefill_model *m, double s, double l)
+void cr_router_set_model(cr_router *r, const cr_prefill_model *m)
 {
-    s = s < l ? s : l;
-    double ms = m->a_ms + m->b_ms_per_token * (l - s) + m->c_ms_per_token2 * (l * l - s * s);
-    return ms > 0 ? ms : 0;
+    pthread_mutex_lock(&r->lock);
+    r->model = *m;
+    pthread_mutex_unlock(&r->lock);
 }
 
-/* The prefill of L tokens of which s are cached, cpu of those on the CPU
- * tier: their load added. */
-static double prefill_with_load(const cr_prefill_model *m, double s, double cpu, double l)
+/* r locked: the prefill of L tokens of which s are cached, cpu of those on
+ * the CPU tier: their load added. */
+static double prefill_with_load(const cr_router *r, double s, double cpu, double l)
 {
-    double load = cpu > 0 ? m->load_fixed_ms + m->cpu_ms_per_token * cpu : 0;
-    return cr_prefill_predict(m, s, l) + (load > 0 ? load : 0);
+    const cr_prefill_model *m = &r->model;
+    return cr_prefill_ms(&m->prefill, s, l) + cr_load_ms(&m->load, cpu * m->kv_bytes_per_token);
 }
 
 /* What the rule sees of one request (request.h): what it derives from it
@@ -156,7 +156,7 @@ static double miss_weight(cr_router *r, const view *x)
 
 /* The ttft choice among the candidates (cand NULL: every shard), with miss
  * weight g. */
-static void choose(cr_router *r, const view *x, const cr_prefill_model *m, double g,
+static void choose(cr_router *r, const view *x, double g,
                    const uint32_t *cand, uint32_t n_cand, uint32_t home, double now,
                    cr_route_answer *out)
 {
@@ -178,7 +178,7 @@ static void choose(cr_router *r, const view *x, const cr_prefill_model *m, doubl
             continue; /* draining, down or gone */
         double cpu, hit = hit_on(r, x, s, &cpu);
         double cost = (cr_inflight_wait_ms(r->work, s, now) +
-                       g * prefill_with_load(m, hit, cpu, l)) /
+                       g * prefill_with_load(r, hit, cpu, l)) /
                       cr_router_speed(r, s);
         most = hit > most ? hit : most;
         least = hit < least ? hit : least;
@@ -188,13 +188,13 @@ static void choose(cr_router *r, const view *x, const cr_prefill_model *m, doubl
         }
     }
     if (best == UINT32_MAX && cand) /* every planned shard left service */
-        return choose(r, x, m, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
+        return choose(r, x, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
     best = best != UINT32_MAX ? best : home;
     double cpu, hit = hit_on(r, x, best, &cpu);
     out->shard = best;
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = cr_inflight_wait_ms(r->work, best, now);
-    out->prefill_ms = prefill_with_load(m, hit, cpu, l);
+    out->prefill_ms = prefill_with_load(r, hit, cpu, l);
     out->reason = cand                  ? CR_ROUTE_WHY_PLANNED
                   : most <= least       ? CR_ROUTE_WHY_LEAST_LOADED
                   : hit < most          ? CR_ROUTE_WHY_SPILL
@@ -203,26 +203,26 @@ static void choose(cr_router *r, const view *x, const cr_prefill_model *m, doubl
 }
 
 /* r locked, prepared for n shards: the request's answer under ttft. */
-static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const cr_prefill_model *m,
-                       const view *x, double now, cr_route_answer *out)
+static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const view *x,
+                       double now, cr_route_answer *out)
 {
     const cr_route_request *q = x->q;
     const cr_placement *p = t && q->has_owner ? cr_table_find(t, q->owner) : NULL;
     const uint32_t *cand = r->planned && p ? cr_table_shards(t, p) : NULL;
-    choose(r, x, m, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, x, n), now, out);
+    choose(r, x, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, x, n), now, out);
     out->admitted = p != NULL;
 }
 
 /* r locked, prepared for n shards: the request's answer under plan,
  * bounded or live (its owner, or a key standing in for one). */
-static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const cr_prefill_model *m,
-                       const view *x, double now, cr_route_answer *out)
+static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *x,
+                       double now, cr_route_answer *out)
 {
     out->shard = cr_router_rule_one(r, t, n, owner_key(x), 1.0, now, &out->admitted);
     double cpu, hit = hit_on(r, x, out->shard, &cpu);
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
-    out->prefill_ms = prefill_with_load(m, hit, cpu, x->tokens);
+    out->prefill_ms = prefill_with_load(r, hit, cpu, x->tokens);
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
@@ -275,9 +275,8 @@ static int scratch_for(cr_router *r, uint32_t n_shards, uint64_t **keys, uint32_
 
 /* r locked: places v[0..n) into out[0..n), or out of memory (ok 0) each
  * at its owner key's fallback, nothing predicted. */
-static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards,
-                         const cr_prefill_model *m, view *v, cr_route_answer *out, size_t n,
-                         double now)
+static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, view *v,
+                         cr_route_answer *out, size_t n, double now)
 {
     uint32_t most = 0;
     for (size_t i = 0; i < n; i++)
@@ -299,16 +298,15 @@ static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards,
         }
         look(r, &v[i], n_shards, scratch);
         if (r->by == CR_ROUTE_TTFT)
-            place_ttft(r, t, n_shards, m, &v[i], now, a);
+            place_ttft(r, t, n_shards, &v[i], now, a);
         else
-            place_rule(r, t, n_shards, m, &v[i], now, a);
+            place_rule(r, t, n_shards, &v[i], now, a);
         remember(r, &v[i], a, now);
     }
 }
 
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const cr_route_request *q, cr_route_answer *out,
-                     size_t n, double now)
+                     const cr_route_request *q, cr_route_answer *out, size_t n, double now)
 {
     view v[CHUNK]; /* on the stack: a Route mallocs nothing here */
     for (size_t at = 0; at < n; at += CHUNK) {
@@ -316,16 +314,15 @@ void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
         for (size_t i = 0; i < k; i++)
             v[i] = view_of(r, &q[at + i]); /* the texts hashed outside the lock */
         pthread_mutex_lock(&r->lock);
-        place_locked(r, t, n_shards, m, v, out + at, k, now);
+        place_locked(r, t, n_shards, v, out + at, k, now);
         pthread_mutex_unlock(&r->lock);
     }
 }
 
 void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,
-                              const cr_prefill_model *m, const double *weights,
-                              cr_route_answer *routes, size_t n, double now)
+                              const double *weights, cr_route_answer *routes, size_t n,
+                              double now)
 {
-    static const cr_prefill_model unit = {0, 1, 0, 0, 0}; /* tokens as ms */
     cr_route_request q[CHUNK];
     view v[CHUNK];
     for (size_t at = 0; at < n; at += CHUNK) {
@@ -337,7 +334,7 @@ void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards
             v[i] = view_of(r, &q[i]);
         }
         pthread_mutex_lock(&r->lock);
-        place_locked(r, t, n_shards, m ? m : &unit, v, routes + at, k, now);
+        place_locked(r, t, n_shards, v, routes + at, k, now);
         pthread_mutex_unlock(&r->lock);
     }
 }

@@ -578,7 +578,7 @@ static void test_select_reserves_in_virtual_time(void)
     cr_inject_model m;
     CU_ASSERT_EQUAL(cr_core_profile(f.core, &snap, &m, &err), CR_OK);
     CU_ASSERT_EQUAL(snap->cuda_available, 0);
-    CU_ASSERT_EQUAL(m.h2d_gbps, 25);
+    CU_ASSERT_EQUAL(m.load.h2d_gbps, 25);
     cr_node_snapshot_release(snap);
     /* ClearReservations: every GPU at now, named errors otherwise. */
     req.dry_run = 0;

@@ -123,7 +123,7 @@ static void test_receipts_only_for_real_selects_with_ids(void)
     CU_ASSERT_STRING_EQUAL(r.decision.source, "fast");
     CU_ASSERT_EQUAL(memcmp(&r.decision, &got, sizeof got), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.model.source, "prefill="));
-    CU_ASSERT(r.model.prefill_ms_per_token > 0 && r.model.kv_bytes_per_token == 131072);
+    CU_ASSERT(r.model.prefill.ms_per_token > 0 && r.model.kv_bytes_per_token == 131072);
     CU_ASSERT_EQUAL(r.outcomes, 0);
     CU_ASSERT_EQUAL(f.seen.receipts, 1);
     CU_ASSERT_STRING_EQUAL(f.seen.last.request_id, "req-1");
@@ -461,8 +461,8 @@ static void test_served_hits_by_admitted_and_shard(void)
 static double text_prefill(const cr_receipt *r, double s)
 {
     double l = (double)r->prompt_tokens + r->knowledge_tokens;
-    return r->model.prefill_fixed_ms + r->model.prefill_ms_per_token * (l - s) +
-           r->model.prefill_ms_per_token2 * (l * l - s * s);
+    return r->model.prefill.fixed_ms + r->model.prefill.ms_per_token * (l - s) +
+           r->model.prefill.ms_per_token2 * (l * l - s * s);
 }
 
 static void report_ttft(fixture *f, const char *id, double wait, double ttft)

@@ -1236,8 +1236,6 @@ static cr_router *ttft_router(void)
     return r;
 }
 
-static const cr_prefill_model UNIT = {0, 1, 0, 0, 0}; /* 1 ms a token */
-
 static cr_route_answer place_prompt(cr_router *r, uint32_t n, uint64_t p, double now)
 {
     uint64_t h[4];
@@ -1245,7 +1243,7 @@ static cr_route_answer place_prompt(cr_router *r, uint32_t n, uint64_t p, double
         h[j] = cr_mix64(p * 4 + j + 1);
     cr_route_request q = {.prompt_tokens = 64, .hashes = h, .n_hashes = 4};
     cr_route_answer a;
-    cr_router_place(r, NULL, n, &UNIT, &q, &a, 1, now);
+    cr_router_place(r, NULL, n, &q, &a, 1, now); /* 1 ms a token */
     return a;
 }
 
@@ -1289,7 +1287,7 @@ static void spread(const double *sp, int n, int *counts)
     for (int i = 0; i < n; i++) {
         cr_route_request q = {.prompt_tokens = 100};
         cr_route_answer a;
-        cr_router_place(r, NULL, 2, &UNIT, &q, &a, 1, 1);
+        cr_router_place(r, NULL, 2, &q, &a, 1, 1);
         CU_ASSERT_FATAL(a.shard < 2);
         counts[a.shard]++;
     }

@@ -83,16 +83,16 @@ static void test_defaults_resolve(void)
      * b = 2 * 8.03e9 / 1.56e14 s = 1.0294871794871795e-4 s = 0.10294871794871795 ms
      * c = 2 * 32 * 4096 / 1.56e14 s = 1.6804102564102564e-9 s = 1.68041...e-6 ms
      * kv = 2 * 32 * 8 * 128 * 2 / 1 = 131072 B */
-    CU_ASSERT(close_rel(m.prefill_fixed_ms, 10));
-    CU_ASSERT(close_rel(m.prefill_ms_per_token, 0.10294871794871795));
-    CU_ASSERT(close_rel(m.prefill_ms_per_token2, 1.6804102564102564e-6));
+    CU_ASSERT(close_rel(m.prefill.fixed_ms, 10));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token, 0.10294871794871795));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token2, 1.6804102564102564e-6));
     CU_ASSERT(close_rel(m.peak_tflops, 312));
     CU_ASSERT_EQUAL(m.kv_bytes_per_token, 131072);
     CU_ASSERT_EQUAL(m.link_gbps, 10);
     CU_ASSERT_EQUAL(m.link_rtt_ms, 0.2);
     CU_ASSERT_EQUAL(m.link_efficiency, 0.825);
-    CU_ASSERT_EQUAL(m.h2d_gbps, 25);
-    CU_ASSERT_EQUAL(m.load_fixed_ms, 2);
+    CU_ASSERT_EQUAL(m.load.h2d_gbps, 25);
+    CU_ASSERT_EQUAL(m.load.fixed_ms, 2);
     CU_ASSERT_EQUAL(m.decision_margin_ms, 100);
     CU_ASSERT_EQUAL(m.link_queue_penalty, 0.5);
     CU_ASSERT_EQUAL(cr_inject_model_resolve(&cfg, NULL, 1, &m, &err), CR_EINVAL);
@@ -121,18 +121,18 @@ static void test_flags_resolve(void)
     /* kv = 2 * 80 * 8 * 128 * 2 / 4 = 81920 B. peak * mfu = 4e14:
      * b = 1.4e11 / 4e14 s = 0.35 ms; c = 2 * 80 * 8192 / 4e14 s = 3.2768e-6 ms */
     CU_ASSERT_EQUAL(m.kv_bytes_per_token, 81920);
-    CU_ASSERT(close_rel(m.prefill_ms_per_token, 0.35));
-    CU_ASSERT(close_rel(m.prefill_ms_per_token2, 3.2768e-6));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token, 0.35));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token2, 3.2768e-6));
     CU_ASSERT_EQUAL(m.link_gbps, 40);
-    CU_ASSERT_EQUAL(m.h2d_gbps, 50);
+    CU_ASSERT_EQUAL(m.load.h2d_gbps, 50);
     CU_ASSERT_EQUAL(m.decision_margin_ms, 0);
     CU_ASSERT_EQUAL(m.link_queue_penalty, 2);
     set_flags(&cfg, HAND_FLAGS, 4);
     CU_ASSERT_EQUAL_FATAL(cr_inject_model_resolve(&cfg, NULL, 0, &m, &err), CR_OK);
     CU_ASSERT(strncmp(m.source, "prefill=fitted kv_bytes=flag ", 29) == 0);
-    CU_ASSERT_EQUAL(m.prefill_fixed_ms, 10);
-    CU_ASSERT_EQUAL(m.prefill_ms_per_token, 0.1);
-    CU_ASSERT_EQUAL(m.prefill_ms_per_token2, 0.00001);
+    CU_ASSERT_EQUAL(m.prefill.fixed_ms, 10);
+    CU_ASSERT_EQUAL(m.prefill.ms_per_token, 0.1);
+    CU_ASSERT_EQUAL(m.prefill.ms_per_token2, 0.00001);
     CU_ASSERT_EQUAL(m.peak_tflops, 0);
     CU_ASSERT_EQUAL(m.kv_bytes_per_token, 125000);
     cr_inject_config_clear(&cfg);
@@ -168,17 +168,17 @@ static void test_probe_resolve(void)
                                      "margin=default penalty=default");
     /* peak * mfu = 5e14: b = 1.606e10 / 5e14 s = 0.03212 ms;
      * c = 262144 / 5e14 s = 5.24288e-7 ms */
-    CU_ASSERT(close_rel(m.prefill_ms_per_token, 0.03212));
-    CU_ASSERT(close_rel(m.prefill_ms_per_token2, 5.24288e-7));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token, 0.03212));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token2, 5.24288e-7));
     CU_ASSERT_EQUAL(m.link_gbps, 200);
-    CU_ASSERT_EQUAL(m.h2d_gbps, 50);
+    CU_ASSERT_EQUAL(m.load.h2d_gbps, 50);
     /* GPU 1: unknown arch and no h2d; the flags are the fallback. */
     cr_error e2;
     CU_ASSERT_EQUAL(cr_inject_config_set(&cfg, "--peak-tflops", "500", &e2), CR_OK);
     CU_ASSERT_EQUAL_FATAL(cr_inject_model_resolve(&cfg, &PROBED, 1, &m, &err), CR_OK);
     CU_ASSERT_STRING_EQUAL(m.source, "prefill=flag kv_bytes=default link=nic h2d=default "
                                      "margin=default penalty=default");
-    CU_ASSERT(close_rel(m.prefill_ms_per_token, 0.06424));
+    CU_ASSERT(close_rel(m.prefill.ms_per_token, 0.06424));
     CU_ASSERT_EQUAL(cr_inject_model_resolve(&cfg, &PROBED, 2, &m, &err), CR_EINVAL);
     CU_ASSERT_STRING_EQUAL(err.msg, "gpu must be in 0..1, got 2");
 }
@@ -186,7 +186,7 @@ static void test_probe_resolve(void)
 static void test_flag_values(void)
 {
     cr_kv_source_spec s;
-    double c[3];
+    cr_prefill_cost c;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_inject_parse_kv_source("a=b=25,0.5", &s, &err), CR_OK);
     CU_ASSERT_STRING_EQUAL(s.name, "a=b");
@@ -194,8 +194,8 @@ static void test_flag_values(void)
     CU_ASSERT_EQUAL(s.rtt_ms, 0.5);
     CU_ASSERT_EQUAL_FATAL(cr_inject_parse_kv_source("pool-1=40", &s, &err), CR_OK);
     CU_ASSERT_EQUAL(s.rtt_ms, CR_INJECT_DEFAULT_RTT_MS);
-    CU_ASSERT_EQUAL_FATAL(cr_inject_parse_prefill_coeffs("1.5,0,2e-6", c, &err), CR_OK);
-    CU_ASSERT(c[0] == 1.5 && c[1] == 0 && c[2] == 2e-6);
+    CU_ASSERT_EQUAL_FATAL(cr_inject_parse_prefill_coeffs("1.5,0,2e-6", &c, &err), CR_OK);
+    CU_ASSERT(c.fixed_ms == 1.5 && c.ms_per_token == 0 && c.ms_per_token2 == 2e-6);
 }
 
 static void test_flag_errors(void)
@@ -877,14 +877,14 @@ static double concave_ms(const coeffs *k, double s, double l) { return k->a + k-
 
 static coeffs model_coeffs(const cr_inject_model *m)
 {
-    return (coeffs){m->prefill_fixed_ms, m->prefill_ms_per_token, m->prefill_ms_per_token2};
+    return (coeffs){m->prefill.fixed_ms, m->prefill.ms_per_token, m->prefill.ms_per_token2};
 }
 
 static coeffs fitted_coeffs(cr_injector *inj, uint32_t gpu)
 {
     cr_inject_calibration cal;
     cr_injector_calibration(inj, gpu, &cal);
-    return (coeffs){cal.a, cal.b, cal.c};
+    return (coeffs){cal.prefill.fixed_ms, cal.prefill.ms_per_token, cal.prefill.ms_per_token2};
 }
 
 static cr_inject_model model_of(cr_injector *inj)
@@ -941,9 +941,9 @@ static double holdout_mape(const coeffs *k, const coeffs *t)
 static cr_inject_model with_prefill(const cr_inject_model *m, const coeffs *t)
 {
     cr_inject_model out = *m;
-    out.prefill_fixed_ms = t->a;
-    out.prefill_ms_per_token = t->b;
-    out.prefill_ms_per_token2 = t->c;
+    out.prefill.fixed_ms = t->a;
+    out.prefill.ms_per_token = t->b;
+    out.prefill.ms_per_token2 = t->c;
     return out;
 }
 
@@ -1089,8 +1089,8 @@ static void test_calibration_degenerate(void)
     CU_ASSERT_FALSE(cal.adopted);
     cr_inject_model m = model_of(inj);
     CU_ASSERT_STRING_EQUAL(m.source, prior.source);
-    CU_ASSERT(m.prefill_fixed_ms == p.a && m.prefill_ms_per_token == p.b &&
-              m.prefill_ms_per_token2 == p.c);
+    CU_ASSERT(m.prefill.fixed_ms == p.a && m.prefill.ms_per_token == p.b &&
+              m.prefill.ms_per_token2 == p.c);
     cr_injector_free(inj);
 }
 
@@ -1112,7 +1112,7 @@ static void test_calibration_off(void)
     CU_ASSERT_EQUAL(cal.h2d.samples, 0);
     cr_inject_model m = model_of(inj);
     CU_ASSERT_STRING_EQUAL(m.source, prior.source);
-    CU_ASSERT_EQUAL(m.prefill_ms_per_token, p.b);
+    CU_ASSERT_EQUAL(m.prefill.ms_per_token, p.b);
     const cr_inject_request req = {.prompt_tokens = 100, .dry_run = 1};
     CU_ASSERT_EQUAL(select_ok(inj, &req, 0).text.queue_wait_ms, 0);
     CU_ASSERT_EQUAL(cr_injector_tracked_links(inj), 0);
@@ -1183,8 +1183,8 @@ static void test_h2d_calibration(void)
     CU_ASSERT(fabs(cal.h2d.gbps / 12 - 1) < 0.05);
     CU_ASSERT(fabs(cal.h2d.fixed_ms / 5 - 1) < 0.1);
     cr_inject_model m = model_of(inj);
-    CU_ASSERT_EQUAL(m.h2d_gbps, cal.h2d.gbps);
-    CU_ASSERT_EQUAL(m.load_fixed_ms, cal.h2d.fixed_ms);
+    CU_ASSERT_EQUAL(m.load.h2d_gbps, cal.h2d.gbps);
+    CU_ASSERT_EQUAL(m.load.fixed_ms, cal.h2d.fixed_ms);
     CU_ASSERT_STRING_EQUAL(m.source, "prefill=default kv_bytes=default link=default h2d=fitted "
                                      "margin=default penalty=default");
     cr_injector_free(inj);
@@ -1403,8 +1403,8 @@ static void test_model_config_fixtures(void)
         CU_ASSERT_STRING_EQUAL(m.source, "prefill=default kv_bytes=model-config link=default "
                                          "h2d=default margin=default penalty=default");
         CU_ASSERT_EQUAL(m.kv_bytes_per_token, FIXTURES[i].kv_bytes);
-        CU_ASSERT(close_rel(m.prefill_ms_per_token, 2 * FIXTURES[i].active / 1.56e14 * 1e3));
-        CU_ASSERT(close_rel(m.prefill_ms_per_token2,
+        CU_ASSERT(close_rel(m.prefill.ms_per_token, 2 * FIXTURES[i].active / 1.56e14 * 1e3));
+        CU_ASSERT(close_rel(m.prefill.ms_per_token2,
                             2.0 * FIXTURES[i].layers * FIXTURES[i].hidden / 1.56e14 * 1e3));
         cr_inject_config_clear(&cfg);
         CU_ASSERT_PTR_NULL(cfg.model_config);

@@ -456,7 +456,7 @@ static cr_replay_trace hand_trace(void)
 static cr_replay_cluster hand_cluster(void)
 {
     cr_replay_cluster c = {.shards = 2, .shard_blocks = 3, .block_tokens = 100,
-                           .truth = {.a_ms = 1, .b_ms_per_token = 0.01}, .scale = 1, .seed = 1};
+                           .truth = {.prefill = {.fixed_ms = 1, .ms_per_token = 0.01}}, .scale = 1, .seed = 1};
     return c;
 }
 
@@ -745,9 +745,9 @@ static void test_kv_hook_sees_the_hit(void)
 /* a + b (l - s) + c (l^2 - s^2), and what a run charges without noise. */
 static void test_prefill_ms(void)
 {
-    cr_replay_cost k = {.a_ms = 1, .b_ms_per_token = 0.01, .c_ms_per_token2 = 1e-3};
-    CU_ASSERT_DOUBLE_EQUAL(cr_replay_prefill_ms(&k, 100, 300), 1 + 2 + 80, EPS);
-    CU_ASSERT_DOUBLE_EQUAL(cr_replay_prefill_ms(&k, 0, 0), 1, EPS);
+    cr_prefill_cost k = {.fixed_ms = 1, .ms_per_token = 0.01, .ms_per_token2 = 1e-3};
+    CU_ASSERT_DOUBLE_EQUAL(cr_prefill_ms(&k, 100, 300), 1 + 2 + 80, EPS);
+    CU_ASSERT_DOUBLE_EQUAL(cr_prefill_ms(&k, 0, 0), 1, EPS);
     cr_replay_cluster c = hand_cluster();
     cr_replay_request r = {.input_tokens = 300, .n_blocks = 2};
     uint64_t ids[] = {1, 2};
@@ -757,7 +757,7 @@ static void test_prefill_ms(void)
     cr_replay_result res;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
-    CU_ASSERT_DOUBLE_EQUAL(x.out[0].prefill_ms, cr_replay_prefill_ms(&c.truth, 0, 300), 0);
+    CU_ASSERT_DOUBLE_EQUAL(x.out[0].prefill_ms, cr_prefill_ms(&c.truth.prefill, 0, 300), 0);
     cr_replay_result_free(&res);
     x.inner.free(x.inner.state);
 }
@@ -1372,7 +1372,7 @@ static void test_peer_llmd(void)
     cr_replay_trace t = {reqs, HAND_N, ids, 16};
     cr_replay_cluster c = hand_cluster();
     c.shard_blocks = 16;
-    c.truth = (cr_replay_cost){.a_ms = 10, .b_ms_per_token = 1};
+    c.truth = (cr_replay_cost){.prefill = {.fixed_ms = 10, .ms_per_token = 1}};
     recorder x;
     run_peer("llmd-scorer", &t, &c, &x);
     uint32_t a = x.out[0].shard, b = 1 - a;
@@ -1463,7 +1463,7 @@ static void test_peer_dynamo(void)
     cr_replay_trace t = {reqs, HAND_N, ids, 19};
     cr_replay_cluster c = hand_cluster();
     c.shard_blocks = 16;
-    c.truth = (cr_replay_cost){.a_ms = 10, .b_ms_per_token = 0.1};
+    c.truth = (cr_replay_cost){.prefill = {.fixed_ms = 10, .ms_per_token = 0.1}};
     recorder x;
     run_peer("dynamo-kv", &t, &c, &x);
     uint32_t a = x.out[0].shard, b = 1 - a;
@@ -1797,7 +1797,7 @@ static void test_events_fail(void)
     for (size_t i = 1; i < 4; i++) /* the same block: later ones hit, where served */
         evt_blocks[i] = evt_blocks[0];
     cr_replay_cluster c = hand_cluster();
-    c.truth.b_ms_per_token = 0.02; /* 3 ms cold, 1 ms on a hit */
+    c.truth.prefill.ms_per_token = 0.02; /* 3 ms cold, 1 ms on a hit */
     cr_replay_policy sticky;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_replay_baseline("sticky", &c, &sticky, &err), CR_OK);

@@ -752,7 +752,6 @@ static void test_threads_account_for_every_route(void)
  * shards; the clock moves a tenth of a second first. */
 static cr_route_answer place_fresh(cr_router *r, uint32_t n, uint64_t i, double *now)
 {
-    static const cr_prefill_model unit = {0, 1, 0, 0, 0}; /* 1 ms a token */
     uint64_t h[INDEX_HASHES];
     for (uint32_t j = 0; j < INDEX_HASHES; j++)
         h[j] = cr_mix64(i * INDEX_HASHES + j + 1);
@@ -760,7 +759,7 @@ static cr_route_answer place_fresh(cr_router *r, uint32_t n, uint64_t i, double 
                         .n_hashes = INDEX_HASHES};
     cr_route_answer a;
     *now += 0.1;
-    cr_router_place(r, NULL, n, &unit, &q, &a, 1, *now);
+    cr_router_place(r, NULL, n, &q, &a, 1, *now); /* 1 ms a token */
     return a;
 }
 

@@ -30,26 +30,34 @@ static void on_record(void *ctx, uint64_t n) { ((fixture *)ctx)->arrivals += n; 
 
 /* 4 shards, ttft with miss weight g, index_blocks per shard, the model
  * above, no replanner. */
-static void open_ttft(fixture *f, double g, uint32_t index_blocks, int planned)
+static void ttft_config(cr_core_config *cfg, double g, uint32_t index_blocks, int planned)
+{
+    cr_test_core_config(cfg, SHARDS);
+    cfg->route.by = CR_ROUTE_TTFT;
+    cfg->route.miss_weight = g;
+    cfg->route.block_tokens = BT;
+    cfg->route.index_blocks = index_blocks;
+    cfg->route.planned = planned;
+    cfg->inject.prefill_coeffs = (cr_prefill_cost){.fixed_ms = 0, .ms_per_token = 1};
+    cfg->inject.set |= CR_INJECT_SET_PREFILL_COEFFS;
+    cfg->inject.calibrate = 0;
+}
+
+static void open_core(fixture *f, const cr_core_config *cfg)
 {
     memset(f, 0, sizeof *f);
-    cr_core_config cfg;
-    cr_test_core_config(&cfg, SHARDS);
-    cfg.route.by = CR_ROUTE_TTFT;
-    cfg.route.miss_weight = g;
-    cfg.route.block_tokens = BT;
-    cfg.route.index_blocks = index_blocks;
-    cfg.route.planned = planned;
-    cfg.inject.prefill_coeffs[0] = 0;
-    cfg.inject.prefill_coeffs[1] = 1;
-    cfg.inject.prefill_coeffs[2] = 0;
-    cfg.inject.set |= CR_INJECT_SET_PREFILL_COEFFS;
-    cfg.inject.calibrate = 0;
     cr_core_hooks hooks = {.recorded = on_record, .ctx = f};
     cr_clock_source clock = {now_of, f};
     cr_error err;
-    f->core = cr_core_new(&cfg, &hooks, &clock, &err);
+    f->core = cr_core_new(cfg, &hooks, &clock, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
+}
+
+static void open_ttft(fixture *f, double g, uint32_t index_blocks, int planned)
+{
+    cr_core_config cfg;
+    ttft_config(&cfg, g, index_blocks, planned);
+    open_core(f, &cfg);
 }
 
 /* hashes[i] = base + i: distinct per base, a prefix of a longer run. */
@@ -404,6 +412,40 @@ static void test_same_calls_same_answers(void)
     cr_core_free(b.core);
 }
 
+/* Routes predict with GPU 0's calibrated model: once outcomes move the
+ * fit, the next route uses it (the router's copy is converted anew then,
+ * not on every route). */
+static void test_routes_follow_the_calibration(void)
+{
+    fixture f;
+    cr_core_config cfg;
+    ttft_config(&cfg, 1, 1024, 0);
+    cfg.inject.calibrate = 1;
+    cfg.inject.calibration_min_samples = 3;
+    open_core(&f, &cfg);
+    uint64_t h[8];
+    run_of(h, 8, 1000);
+    CU_ASSERT_DOUBLE_EQUAL(route(&f, h, 8).prefill_ms, 8 * BT, 1e-9); /* the flag's 1 ms a token */
+    cr_outcome_counts counts;
+    cr_error err;
+    for (uint32_t i = 0; i < 40; i++) { /* a GPU 3x slower, L from 100 to 3200 */
+        uint32_t l = 100u << (i % 6);
+        cr_outcome o = {.has = CR_OUT_PREFILL | CR_OUT_PREFILLED_FROM | CR_OUT_PREFILLED_TO |
+                               CR_OUT_GPU,
+                        .prefill_ms = 3.0 * l, .prefilled_to = l};
+        f.t += 0.01;
+        CU_ASSERT_EQUAL_FATAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    }
+    const cr_node_snapshot *snap;
+    cr_inject_model m;
+    CU_ASSERT_EQUAL_FATAL(cr_core_profile(f.core, &snap, &m, &err), CR_OK);
+    cr_node_snapshot_release(snap);
+    CU_ASSERT(m.prefill.ms_per_token > 2); /* the fit was adopted */
+    run_of(h, 8, 2000);
+    CU_ASSERT_DOUBLE_EQUAL(route(&f, h, 8).prefill_ms, cr_prefill_ms(&m.prefill, 0, 8 * BT), 1e-9);
+    cr_core_free(f.core);
+}
+
 static const cr_test_case ttft_tests[] = {
     {"a prefix goes where it was sent", test_prefix_goes_where_it_was_sent},
     {"namespaces never match", test_namespaces_never_match},
@@ -416,6 +458,7 @@ static const cr_test_case ttft_tests[] = {
     {"planned owner stays among its shards", test_planned_owner_stays_among_its_shards},
     {"bad requests name the field", test_bad_requests_name_the_field},
     {"same calls same answers", test_same_calls_same_answers},
+    {"routes follow the calibration", test_routes_follow_the_calibration},
     {NULL, NULL},
 };
 

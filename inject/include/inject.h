@@ -4,7 +4,8 @@
  * All times are milliseconds. Link and NIC bandwidths are gigabits per
  * second, host-to-GPU bandwidth gigabytes per second (G = 10^9 in both),
  * KV sizes bytes per token. With P prompt tokens, K knowledge tokens, L = P
- * + K, and C leading knowledge tokens cached at a source:
+ * + K, and C leading knowledge tokens cached at a source (the terms are
+ * cost.h's, with the coefficients below):
  *
  *   prefill(s, L) = a + b (L - s) + c (L^2 - s^2)       tokens [s, L)
  *   transfer(C)   = rtt + C kv_bytes_per_token 8 / (link Gb/s 10^9 efficiency)
@@ -57,6 +58,7 @@
 #include <stdint.h>
 
 #include "common.h"  /* cr_status, cr_error */
+#include "cost.h"    /* cr_prefill_cost, cr_load_cost, cr_transfer_cost */
 #include "options.h" /* cr_option_table */
 #include "probe.h"   /* cr_node_snapshot */
 
@@ -109,7 +111,7 @@ typedef struct cr_inject_config {
     double mfu;                    /* --mfu */
     double peak_tflops;            /* --peak-tflops */
     double prefill_fixed_ms;       /* --prefill-fixed-ms */
-    double prefill_coeffs[3];      /* --prefill-coeffs a,b,c; used when set */
+    cr_prefill_cost prefill_coeffs; /* --prefill-coeffs a,b,c; used when set */
     double link_gbps;              /* --link-gbps */
     double link_efficiency;        /* --link-efficiency */
     double h2d_gbps;               /* --h2d-gbps */
@@ -164,7 +166,7 @@ cr_status cr_inject_config_check(const cr_inject_config *cfg, cr_error *err);
 
 /* The two structured flag values on their own. */
 cr_status cr_inject_parse_kv_source(const char *value, cr_kv_source_spec *out, cr_error *err);
-cr_status cr_inject_parse_prefill_coeffs(const char *value, double out[3], cr_error *err);
+cr_status cr_inject_parse_prefill_coeffs(const char *value, cr_prefill_cost *out, cr_error *err);
 
 /* What a Hugging Face config.json says about a model's cost. */
 typedef struct cr_model_shape {
@@ -198,16 +200,13 @@ cr_status cr_inject_read_model_config(const char *path, cr_model_shape *out, cr_
 
 /* The coefficients in effect for one GPU (see the top of this file). */
 typedef struct cr_inject_model {
-    double prefill_fixed_ms;      /* a */
-    double prefill_ms_per_token;  /* b */
-    double prefill_ms_per_token2; /* c */
+    cr_prefill_cost prefill;      /* a, b, c */
     double peak_tflops;           /* the peak behind b and c; 0 when fitted */
     double kv_bytes_per_token;
     double link_gbps;   /* for sources without a --kv-source entry */
     double link_rtt_ms; /* likewise: CR_INJECT_DEFAULT_RTT_MS */
     double link_efficiency;
-    double h2d_gbps;
-    double load_fixed_ms;
+    cr_load_cost load;  /* load_fixed and h2d */
     double decision_margin_ms;
     double link_queue_penalty;
     char source[CR_INJECT_SOURCE_LEN];
@@ -441,7 +440,7 @@ typedef struct cr_inject_line_calibration {
 typedef struct cr_inject_calibration {
     uint64_t samples;    /* prefill observations fed */
     int adopted;         /* the fit is what the model uses now */
-    double a, b, c;      /* the fit (ms, ms/token, ms/token^2), >= 0 */
+    cr_prefill_cost prefill; /* the fit, >= 0 */
     double mape_fit, mape_prior; /* rolling error of each on new samples, as a fraction */
     cr_inject_line_calibration h2d; /* the GPU's load fit */
 } cr_inject_calibration;

@@ -71,8 +71,8 @@ static int oracle_kv(const wrapper *w, const cr_replay_request *r, uint32_t hit_
 {
     const cr_replay_cost *k = &w->c->truth;
     double L = r->input_tokens, K = r->knowledge_tokens, hit = hit_tokens;
-    double text = cr_replay_prefill_ms(k, hit, L);
-    double kv = cr_replay_prefill_ms(k, fmin(L, hit + K), L) + k->kv_fixed_ms +
+    double text = cr_prefill_ms(&k->prefill, hit, L);
+    double kv = cr_prefill_ms(&k->prefill, fmin(L, hit + K), L) + k->kv_fixed_ms +
                 k->kv_ms_per_token * K;
     return kv < text;
 }

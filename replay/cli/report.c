@@ -214,8 +214,8 @@ static void markdown_inputs(const runner *r)
     }
     printf("- cluster: %u shards x %llu blocks; true prefill %g + %g (L - s) + %g (L^2 - s^2) "
            "ms, noise %g; KV %g + %g ms/token\n",
-           s->cluster.shards, (unsigned long long)s->cluster.shard_blocks, k->a_ms,
-           k->b_ms_per_token, k->c_ms_per_token2, k->noise, k->kv_fixed_ms, k->kv_ms_per_token);
+           s->cluster.shards, (unsigned long long)s->cluster.shard_blocks, k->prefill.fixed_ms,
+           k->prefill.ms_per_token, k->prefill.ms_per_token2, k->noise, k->kv_fixed_ms, k->kv_ms_per_token);
     if (s->cluster.events) {
         const cr_replay_events *e = s->cluster.events;
         size_t per[CR_REPLAY_N_KINDS] = {0};

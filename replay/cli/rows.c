@@ -59,7 +59,8 @@ static cr_status set_numbers(const char *flag, const char *value, double *const 
 static cr_status set_true_prefill(void *cfg, const char *value, cr_error *err)
 {
     cr_replay_cost *k = &((settings *)cfg)->cluster.truth;
-    double *const fields[] = {&k->a_ms, &k->b_ms_per_token, &k->c_ms_per_token2};
+    double *const fields[] = {&k->prefill.fixed_ms, &k->prefill.ms_per_token,
+                              &k->prefill.ms_per_token2};
     return set_numbers("true-prefill", value, fields, 3, err);
 }
 
@@ -107,7 +108,7 @@ static int show_policies(const void *cfg, char *buf, size_t len)
 static int show_true_prefill(const void *cfg, char *buf, size_t len)
 {
     const cr_replay_cost *k = &((const settings *)cfg)->cluster.truth;
-    double v[3] = {k->a_ms, k->b_ms_per_token, k->c_ms_per_token2};
+    double v[3] = {k->prefill.fixed_ms, k->prefill.ms_per_token, k->prefill.ms_per_token2};
     return show_numbers(v, 3, buf, len);
 }
 

@@ -37,7 +37,7 @@ void cli_measure(const cr_replay_trace *t, const cr_replay_cost *truth, trace_st
     double cold = 0;
     for (size_t i = 0; i < t->n; i++) {
         st->knowledge |= t->reqs[i].knowledge_tokens > 0;
-        cold += cr_replay_prefill_ms(truth, 0, t->reqs[i].input_tokens);
+        cold += cr_prefill_ms(&truth->prefill, 0, t->reqs[i].input_tokens);
     }
     st->cold_ms_mean = cold / (double)t->n;
 }

@@ -37,6 +37,7 @@
 
 #include "common.h"
 #include "core.h"
+#include "cost.h"
 
 #define CR_REPLAY_BLOCK_TOKENS 512 /* Mooncake's block size */
 #define CR_REPLAY_LINE_MAX (1u << 20) /* longest trace line read, bytes */
@@ -179,7 +180,7 @@ double cr_replay_owner_gini(const cr_replay_trace *t);
 /* ---- the simulated cluster ------------------------------------------------ */
 
 typedef struct cr_replay_cost {
-    double a_ms, b_ms_per_token, c_ms_per_token2; /* true prefill coefficients */
+    cr_prefill_cost prefill; /* the true prefill's coefficients (--true-prefill) */
     double noise;         /* multiplicative noise: service * lognormal(0, noise); 0 = none */
     double kv_ms_per_token; /* KV transfer + load per cached knowledge token (KV path) */
     double kv_fixed_ms;
@@ -189,11 +190,9 @@ typedef struct cr_replay_cost {
  * and waits kv_fixed_ms + kv_ms_per_token * knowledge_tokens more for its
  * first token: kv_ms, on the request's own path (a transfer), not on the
  * shard's. hit_tokens and the hit ratio count prefix-cache hits only. */
-
-/* The true prefill of l tokens with the first s of them already there,
- * noise aside: a + b (l - s) + c (l^2 - s^2) ms. What the simulation
- * charges (times the noise), for policies that know the truth. */
-double cr_replay_prefill_ms(const cr_replay_cost *c, double s, double l);
+/* The simulation charges cr_prefill_ms(&truth.prefill, s, L) (cost.h)
+ * times the noise for a prefill of L tokens with the first s of them
+ * already there; policies that know the truth predict with the same. */
 
 /* ---- membership events ------------------------------------------------------ */
 
@@ -451,9 +450,9 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       The prompt's blocks are recorded for the pod.
  *   min-ttft-exact      not a router: the reference told the truth. The
  *                       shard with the least backlog_ms + true prefill
- *                       (cr_replay_prefill_ms, noise aside) given its true
- *                       hit (the view's hit_blocks); ties to the lowest
- *                       index.
+ *                       (cr_prefill_ms of the truth, noise aside) given
+ *                       its true hit (the view's hit_blocks); ties to the
+ *                       lowest index.
  * Draws come from the seed and the request's first block, like the
  * baselines'. A run whose clock starts behind the last one's end starts
  * the policy afresh (as the cacheroute policy), so a policy may be run

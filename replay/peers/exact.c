@@ -25,7 +25,7 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
         /* A view without the lookup (a test's) hits nothing. */
         double blocks = v->hit_blocks ? v->hit_blocks(v->hit_ctx, k, r) : 0;
         double hit = blocks * s->block_tokens < L ? blocks * s->block_tokens : L;
-        double ttft = v->backlog_ms[k] + cr_replay_prefill_ms(&s->truth, hit, L);
+        double ttft = v->backlog_ms[k] + cr_prefill_ms(&s->truth.prefill, hit, L);
         if (ttft < best) {
             best = ttft;
             shard = k;

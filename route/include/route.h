@@ -59,6 +59,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "cost.h" /* cr_prefill_cost, cr_load_cost */
 #include "options.h"
 #include "planner.h"
 #include "request.h"
@@ -112,19 +113,22 @@ typedef struct cr_router cr_router;
 cr_router *cr_router_new(const cr_route_config *cfg);
 void cr_router_free(cr_router *r); /* NULL is ignored */
 
-/* The prefill model routes predict with, for L prompt tokens of which s
- * are cached: a + b (L - s) + c (L^2 - s^2) ms (the core passes its
- * calibrated model of GPU 0: the fleet is taken to be uniform); and what
- * loading cached tokens from the CPU tier costs (KV events, below):
- * load_fixed_ms + cpu_ms_per_token a token (the core's: its injection
- * model's host-to-GPU load, KV bytes a token over the H2D bandwidth). */
+/* The model the ttft rule predicts with (cost.h): the prefill of L prompt
+ * tokens of which s are cached, plus, when some of the cached ones are on
+ * the CPU tier (KV events, below), their load into the GPU, their KV bytes
+ * over the host-to-GPU bandwidth. The core sets its calibrated model of
+ * GPU 0 (the fleet is taken to be uniform), converted once each time that
+ * model changes. */
 typedef struct cr_prefill_model {
-    double a_ms, b_ms_per_token, c_ms_per_token2;
-    double load_fixed_ms, cpu_ms_per_token;
+    cr_prefill_cost prefill;
+    cr_load_cost load;         /* a CPU-tier load */
+    double kv_bytes_per_token; /* what one cached token loads */
 } cr_prefill_model;
 
-/* The model's prediction, ms; never below 0. Pure. */
-double cr_prefill_predict(const cr_prefill_model *m, double s, double l);
+/* Makes m the model routes predict with from now on. Until the first
+ * call: 1 ms a prompt token, loads free (tokens stand in for ms).
+ * Thread-safe. */
+void cr_router_set_model(cr_router *r, const cr_prefill_model *m);
 
 /* The route rule, by --route-by, for n arrivals at now (seconds, any
  * monotonic origin) under table t (NULL: none installed) over n_shards
@@ -133,17 +137,13 @@ double cr_prefill_predict(const cr_prefill_model *m, double s, double l);
  * kept), weights[i] (NULL = 1 each) being added as outstanding work under
  * bounded and live, all in one lock. Under ttft each arrival is placed
  * straight as cr_router_place places a request of that owner without
- * hashes, its weight read as its prompt tokens, with m's predictions (m
- * NULL: a token costs 1 ms), and its predictions answered too. Out of
+ * hashes, its weight read as its prompt tokens, with the router's model
+ * (cr_router_set_model), and its predictions answered too. Out of
  * memory for the ring or the counters of a new shard count: the plan
  * rule, nothing added. Thread-safe. */
-void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const double *weights, cr_route_answer *routes,
-                     size_t n, double now);
+void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards, const double *weights,
+                     cr_route_answer *routes, size_t n, double now);
 
-/* 1 when the rule predicts with a cr_prefill_model on cr_router_route
- * (ttft): a caller without one at hand makes it only then. */
-int cr_router_predicts(const cr_router *r);
 
 /* owner's home under t before any load is weighed: its preferred shard
  * when t admits it, else cr_router_home over n_shards; *admitted = whether
@@ -249,7 +249,7 @@ uint64_t cr_route_text_key(const char *s, size_t n);
 
 /* Places n requests (request.h; checked by the caller: at most
  * --max-route-hashes hashes each) at now under table t over n_shards
- * shards with model m, in order, each seeing the ones before it: a
+ * shards with the router's model (cr_router_set_model), in order, each seeing the ones before it: a
  * request's prompt tokens are L (0: its hashes x --block-tokens, at most
  * CR_REQUEST_MAX_TOKENS), its namespace and request id are keyed by
  * cr_route_text_key. Under --route-by ttft as above; under the other rules
@@ -260,8 +260,7 @@ uint64_t cr_route_text_key(const char *s, size_t n);
  * index: the request is placed as if nothing were cached. Thread-safe;
  * one lock per 64 requests. */
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
-                     const cr_prefill_model *m, const cr_route_request *q, cr_route_answer *out,
-                     size_t n, double now);
+                     const cr_route_request *q, cr_route_answer *out, size_t n, double now);
 
 /* An outcome for the request whose id has key request, at now: releases
  * its outstanding work (its shard's queue restarts then) and, when

@@ -99,7 +99,8 @@ static void probe_gauges(cr_core *core, cr_page *p)
         cr_page_sample(p, "cacheroute_cost_model_link_bits_per_second", NULL, m.link_gbps * 1e9);
         cr_page_family(p, "cacheroute_cost_model_h2d_bytes_per_second", "gauge",
                        "Host-to-GPU bandwidth the injection cost model uses for GPU 0.");
-        cr_page_sample(p, "cacheroute_cost_model_h2d_bytes_per_second", NULL, m.h2d_gbps * 1e9);
+        cr_page_sample(p, "cacheroute_cost_model_h2d_bytes_per_second", NULL,
+                       m.load.h2d_gbps * 1e9);
     }
     cr_node_snapshot_release(snap);
 }

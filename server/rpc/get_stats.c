@@ -98,9 +98,9 @@ static void calibration_msg(stats_msg *m)
         g->gpu = (uint32_t)i;
         g->samples = c->samples;
         g->adopted = c->adopted;
-        g->prefill_fixed_ms = c->a;
-        g->prefill_ms_per_token = c->b;
-        g->prefill_ms_per_token2 = c->c;
+        g->prefill_fixed_ms = c->prefill.fixed_ms;
+        g->prefill_ms_per_token = c->prefill.ms_per_token;
+        g->prefill_ms_per_token2 = c->prefill.ms_per_token2;
         g->mape_fit = c->mape_fit;
         g->mape_prior = c->mape_prior;
         m->gpu_ptrs[i] = g;

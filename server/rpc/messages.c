@@ -22,12 +22,12 @@ void cr_breakdown_msg(CostBreakdown *m, const cr_cost_breakdown *c)
 void cr_cost_model_msg(Cacheroute__V1__CostModel *m, const cr_inject_model *model)
 {
     cacheroute__v1__cost_model__init(m);
-    m->prefill_fixed_ms = model->prefill_fixed_ms;
-    m->prefill_ms_per_token = model->prefill_ms_per_token;
-    m->prefill_ms_per_token2 = model->prefill_ms_per_token2;
+    m->prefill_fixed_ms = model->prefill.fixed_ms; /* the wire's names for cost.h's */
+    m->prefill_ms_per_token = model->prefill.ms_per_token;
+    m->prefill_ms_per_token2 = model->prefill.ms_per_token2;
     m->kv_bytes_per_token = model->kv_bytes_per_token;
     m->link_gbps = model->link_gbps;
-    m->h2d_gbps = model->h2d_gbps;
+    m->h2d_gbps = model->load.h2d_gbps;
     m->decision_margin_ms = model->decision_margin_ms;
     m->link_queue_penalty = model->link_queue_penalty;
     m->source = (char *)model->source;
