@@ -55,7 +55,7 @@ struct cr_inflight {
     uint32_t n_shards;
     double total;
     uint64_t outstanding, released, expired, evicted;
-    cr_htable ids;   /* items by id, 2 cap slots; none until an id comes */
+    cr_htable ids;  /* items by id, 2 cap slots; none until an id comes */
 };
 
 cr_inflight *cr_inflight_new(uint64_t cap, double ttl_s)
