@@ -5,11 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n_slots empty slots, or NULL when out of memory or out of range. */
+static uint32_t *new_slots(uint64_t n_slots)
+{
+    if (n_slots < 2 || (n_slots & (n_slots - 1)))
+        return NULL;
+    return calloc(n_slots, sizeof(uint32_t));
+}
+
 int cr_htable_resize(cr_htable *t, uint64_t n_slots, cr_htable_keys keys)
 {
-    if (n_slots < 2 || (n_slots & (n_slots - 1)) || n_slots <= t->used)
-        return -1;
-    uint32_t *slots = calloc(n_slots, sizeof *slots);
+    uint32_t *slots = n_slots > t->used ? new_slots(n_slots) : NULL;
     if (!slots)
         return -1;
     cr_htable old = *t;
@@ -18,6 +24,16 @@ int cr_htable_resize(cr_htable *t, uint64_t n_slots, cr_htable_keys keys)
         if (old.slots[i])
             cr_htable_insert(t, keys.hash(keys.ctx, old.slots[i] - 1), old.slots[i] - 1);
     free(old.slots);
+    return 0;
+}
+
+int cr_htable_reset(cr_htable *t, uint64_t n_slots)
+{
+    uint32_t *slots = new_slots(n_slots);
+    if (!slots)
+        return -1;
+    free(t->slots);
+    *t = (cr_htable){slots, n_slots - 1, 0};
     return 0;
 }
 
@@ -40,6 +56,14 @@ void cr_htable_insert(cr_htable *t, uint64_t hash, uint32_t e)
     while (t->slots[i])
         i = (i + 1) & t->mask;
     cr_htable_put(t, i, e);
+}
+
+void cr_htable_remove(cr_htable *t, uint64_t hash, uint32_t e, cr_htable_keys keys)
+{
+    uint64_t i = hash & t->mask;
+    while (t->slots[i] != e + 1)
+        i = (i + 1) & t->mask;
+    cr_htable_delete(t, i, keys);
 }
 
 void cr_htable_delete(cr_htable *t, uint64_t i, cr_htable_keys keys)

@@ -196,6 +196,36 @@ static void test_resize(void)
     free(es);
 }
 
+/* Removal by entry number finds the slot without comparing keys; reset
+ * leaves empty slots for the caller to fill in its own order. */
+static void test_remove_and_reset(void)
+{
+    ent es[4] = {{1, 7}, {2, 7}, {3, 7}, {4, 0}};
+    cr_htable t = CR_HTABLE_EMPTY;
+    CU_ASSERT_EQUAL(cr_htable_reset(&t, 8), 0);
+    for (uint32_t e = 0; e < 4; e++)
+        add(&t, es, e);
+    cr_htable_remove(&t, es[1].hash, 1, keys_of(es)); /* slot 0: 2 and 3 shift back */
+    CU_ASSERT_EQUAL(cr_htable_at(&t, 0), 2);
+    CU_ASSERT_EQUAL(cr_htable_at(&t, 1), 3);
+    CU_ASSERT_EQUAL(find(&t, es, 2, 7), CR_HTABLE_NONE);
+    check_runs(&t, es);
+    CU_ASSERT_EQUAL(cr_htable_reset(&t, 6), -1);
+    CU_ASSERT_EQUAL(t.used, 3);
+    CU_ASSERT_EQUAL(cr_htable_reset(&t, 16), 0);
+    CU_ASSERT_EQUAL(t.used, 0);
+    CU_ASSERT_EQUAL(t.mask, 15);
+    uint32_t order[3] = {2, 0, 3}; /* the caller's order places them */
+    for (int k = 0; k < 3; k++)
+        cr_htable_insert(&t, es[order[k]].hash, order[k]);
+    CU_ASSERT_EQUAL(cr_htable_at(&t, 7), 2);
+    CU_ASSERT_EQUAL(cr_htable_at(&t, 8), 0);
+    CU_ASSERT_EQUAL(cr_htable_at(&t, 0), 3);
+    CU_ASSERT_EQUAL(t.used, 3);
+    check_runs(&t, es);
+    cr_htable_free(&t);
+}
+
 /* Random inserts and deletes on few homes (long runs, many wraps) against
  * a presence array. */
 static void test_random_against_reference(void)
@@ -236,6 +266,7 @@ static const cr_test_case table_tests[] = {
     {"deletion keeps probe runs whole", test_delete_keeps_runs},
     {"one slot short of full", test_one_short_of_full},
     {"resize keeps entries in old slot order", test_resize},
+    {"remove by entry number, reset", test_remove_and_reset},
     {"random against a reference", test_random_against_reference},
     {NULL, NULL}};
 

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 typedef struct cr_htable {
-    uint32_t *slots; /* entry + 1, 0 = empty; NULL before the first resize */
+    uint32_t *slots; /* entry + 1, 0 = empty; NULL until a resize or reset */
     uint64_t mask;   /* slots - 1; 0 while slots is NULL */
     uint64_t used;   /* slots not empty */
 } cr_htable;
@@ -38,14 +38,20 @@ typedef int (*cr_htable_is)(const void *ctx, uint32_t e, const void *key);
 
 #define CR_HTABLE_NONE UINT32_MAX /* no entry */
 
-/* An empty table without slots: lookups miss until the first resize. */
+/* An empty table without slots: lookups miss until a resize or reset. */
 #define CR_HTABLE_EMPTY ((cr_htable){NULL, 0, 0})
 
-/* Gives t n_slots empty-or-rehashed slots (a power of two >= 2, more than
- * t->used): every entry t holds is placed again, in the order of its old
- * slot, at the first empty slot from its home. 0, or -1 when out of memory
- * or n_slots is not a power of two, t then unchanged. */
+/* Gives t a new array of n_slots slots (a power of two >= 2, more than
+ * t->used; t may have none yet) and places every entry it holds again, in
+ * the order of its old slots, at the first empty slot from its home. 0, or
+ * -1 when out of memory or n_slots is out of range, t then unchanged. */
 int cr_htable_resize(cr_htable *t, uint64_t n_slots, cr_htable_keys keys);
+
+/* Gives t n_slots empty slots (a power of two >= 2) in place of its own,
+ * for a caller that puts its entries in again itself, in its own order
+ * (cr_htable_insert). 0, or -1 when out of memory or n_slots is not a
+ * power of two, t then unchanged. */
+int cr_htable_reset(cr_htable *t, uint64_t n_slots);
 
 /* Frees t's slots; t is then CR_HTABLE_EMPTY. */
 void cr_htable_free(cr_htable *t);
@@ -58,6 +64,10 @@ void cr_htable_clear(cr_htable *t);
  * t. O(run length). */
 void cr_htable_delete(cr_htable *t, uint64_t i, cr_htable_keys keys);
 
+/* Takes entry e, which t holds under hash, out of t (cr_htable_delete of
+ * its slot, found by entry number: no key is read on the way). */
+void cr_htable_remove(cr_htable *t, uint64_t hash, uint32_t e, cr_htable_keys keys);
+
 /* Bytes of slots t holds. */
 static inline uint64_t cr_htable_bytes(const cr_htable *t)
 {
@@ -68,7 +78,7 @@ static inline uint64_t cr_htable_bytes(const cr_htable *t)
  * home, or the empty slot where it would go. t has slots and at least one
  * of them is empty. Inline, so that is() inlines into the probe loop. */
 static inline uint64_t cr_htable_slot(const cr_htable *t, uint64_t hash, cr_htable_is is,
-                                     const void *ctx, const void *key)
+                                      const void *ctx, const void *key)
 {
     uint64_t i = hash & t->mask;
     for (uint32_t v; (v = t->slots[i]) != 0 && !is(ctx, v - 1, key); i = (i + 1) & t->mask)
@@ -79,7 +89,7 @@ static inline uint64_t cr_htable_slot(const cr_htable *t, uint64_t hash, cr_htab
 /* The entry is(ctx, e, key) accepts, or CR_HTABLE_NONE; none when t has no
  * slots yet. */
 static inline uint32_t cr_htable_find(const cr_htable *t, uint64_t hash, cr_htable_is is,
-                                     const void *ctx, const void *key)
+                                      const void *ctx, const void *key)
 {
     return t->slots ? t->slots[cr_htable_slot(t, hash, is, ctx, key)] - 1 : CR_HTABLE_NONE;
 }
