@@ -39,18 +39,10 @@ static int is_key(const void *ctx, uint32_t i, const void *k)
     return s->hash[i] == x->h && strcmp(at(s, i)->request_id, x->id) == 0;
 }
 
-static int is_slot(const void *ctx, uint32_t i, const void *k)
-{
-    (void)ctx;
-    return i == *(const uint32_t *)k;
-}
-
 static uint64_t hash_of(const void *ctx, uint32_t i)
 {
     return ((const cr_receipt_store *)ctx)->hash[i];
 }
-
-static cr_htable_keys keys(const cr_receipt_store *s) { return (cr_htable_keys){hash_of, s}; }
 
 /* FNV-1a, then the shared mixer for the low bits the mask keeps. */
 static uint32_t hash_id(const char *id)
@@ -74,7 +66,7 @@ cr_receipt_store *cr_receipts_new(uint64_t cap)
     s->cap = cap;
     s->chunks = calloc(n_chunks, sizeof *s->chunks);
     s->hash = malloc(cap * sizeof *s->hash);
-    if (!s->chunks || !s->hash || cr_htable_resize(&s->index, n, keys(s)) != 0) {
+    if (!s->chunks || !s->hash || cr_htable_reset(&s->index, n) != 0) {
         cr_receipts_free(s);
         return NULL;
     }
@@ -105,7 +97,7 @@ static uint32_t find(const cr_receipt_store *s, const char *id, uint32_t h)
 /* Takes slot i (live) out of the index and empties it. */
 static void drop(cr_receipt_store *s, uint32_t i)
 {
-    cr_htable_delete(&s->index, cr_htable_slot(&s->index, s->hash[i], is_slot, s, &i), keys(s));
+    cr_htable_remove(&s->index, s->hash[i], i, (cr_htable_keys){hash_of, s});
     at(s, i)->seq = 0;
     s->live--;
 }

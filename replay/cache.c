@@ -35,12 +35,6 @@ static uint64_t id_hash(const void *ctx, uint32_t k)
     return cr_mix64(((const cr_replay_cache *)ctx)->nodes[k].id);
 }
 
-/* The slot holding id, or the empty slot where it would go. */
-static uint64_t find_slot(const cr_replay_cache *c, uint64_t id)
-{
-    return cr_htable_slot(&c->index, cr_mix64(id), is_id, c, &id);
-}
-
 /* id's node, or CR_REPLAY_NIL (CR_HTABLE_NONE). */
 static uint32_t lookup(const cr_replay_cache *c, uint64_t id)
 {
@@ -85,9 +79,11 @@ static int grow(cr_replay_cache *c)
     if (!nodes)
         return -1;
     c->nodes = nodes;
-    if (cr_htable_resize(&c->index, n_slots, (cr_htable_keys){id_hash, c}) != 0)
+    if (cr_htable_reset(&c->index, n_slots) != 0)
         return -1;
     c->n_alloc = n_alloc;
+    for (uint32_t k = 0; k < c->n; k++) /* in node order: reads them in a row */
+        cr_htable_insert(&c->index, cr_mix64(nodes[k].id), k);
     return 0;
 }
 
@@ -103,7 +99,7 @@ static int take_node(cr_replay_cache *c, uint32_t *k)
     }
     *k = c->tail;
     unlink_node(c, *k);
-    cr_htable_delete(&c->index, find_slot(c, c->nodes[*k].id), (cr_htable_keys){id_hash, c});
+    cr_htable_remove(&c->index, cr_mix64(c->nodes[*k].id), *k, (cr_htable_keys){id_hash, c});
     if (c->on_evict)
         c->on_evict(c->evict_ctx, c, c->nodes[*k].id);
     return 0;
@@ -120,7 +116,7 @@ static int touch(cr_replay_cache *c, uint64_t id)
     if (take_node(c, &k) != 0)
         return -1;
     c->nodes[k].id = id;
-    cr_htable_put(&c->index, find_slot(c, id), k);
+    cr_htable_insert(&c->index, cr_mix64(id), k);
     push_front(c, k);
     return 0;
 }

@@ -139,7 +139,7 @@ static void retire(cr_inflight *w, uint32_t idx, uint64_t *counter)
     w->loads[it->shard] = --w->live[it->shard] ? w->loads[it->shard] - it->weight : 0;
     w->total = --w->outstanding ? w->total - it->weight : 0;
     if (it->id) {
-        cr_htable_delete(&w->ids, id_find(w, it->id), (cr_htable_keys){id_hash, w});
+        cr_htable_remove(&w->ids, cr_mix64(it->id), idx, (cr_htable_keys){id_hash, w});
         it->id = 0;
     }
     it->shard = NONE;
@@ -170,7 +170,7 @@ static int want_ids(cr_inflight *w)
     uint64_t n = 2;
     while (n < 2 * (uint64_t)w->cap)
         n *= 2;
-    return cr_htable_resize(&w->ids, n, (cr_htable_keys){id_hash, w});
+    return cr_htable_reset(&w->ids, n);
 }
 
 void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now)

@@ -108,16 +108,18 @@ static int grow_slots(cr_prefix *p)
     uint64_t n = p->index.mask + 1;
     if (p->index.slots && (p->index.used + 1) * 4 <= n * 3)
         return 0;
-    return cr_htable_resize(&p->index, p->index.slots ? 2 * n : 1024,
-                           (cr_htable_keys){hash_of, p});
+    if (cr_htable_reset(&p->index, p->index.slots ? 2 * n : 1024) != 0)
+        return -1;
+    for (uint32_t e = 0; e < p->n_entries; e++) /* in entry order: reads them in a row */
+        if (in_use(&p->entries[e]))
+            cr_htable_insert(&p->index, cr_mix64(p->entries[e].key), e);
+    return 0;
 }
 
 /* Deletes e's slot. */
 static void drop_slot(cr_prefix *p, uint32_t e)
 {
-    const uint64_t *key = &p->entries[e].key;
-    cr_htable_delete(&p->index, cr_htable_slot(&p->index, cr_mix64(*key), is_key, p, key),
-                    (cr_htable_keys){hash_of, p});
+    cr_htable_remove(&p->index, cr_mix64(p->entries[e].key), e, (cr_htable_keys){hash_of, p});
 }
 
 /* A free entry for key, slotted; UINT32_MAX when out of memory. */

@@ -95,13 +95,6 @@ static uint64_t node_hash(const void *ctx, uint32_t k)
     return edge_hash(x->parent, x->block);
 }
 
-/* The slot holding (parent, block), or the empty slot where it would go. */
-static uint64_t find_slot(const sglang *s, uint32_t parent, uint64_t block)
-{
-    edge e = {parent, block};
-    return cr_htable_slot(&s->index, edge_hash(parent, block), is_edge, s, &e);
-}
-
 static uint32_t child(const sglang *s, uint32_t parent, uint64_t block)
 {
     edge e = {parent, block};
@@ -123,8 +116,7 @@ static int reserve_slot(sglang *s)
 /* Empties node k's slot. */
 static void unslot(sglang *s, uint32_t k)
 {
-    const node *x = at(s, k);
-    cr_htable_delete(&s->index, find_slot(s, x->parent, x->block), (cr_htable_keys){node_hash, s});
+    cr_htable_remove(&s->index, node_hash(s, k), k, (cr_htable_keys){node_hash, s});
 }
 
 /* ---- tenants ------------------------------------------------------------------- */
@@ -202,7 +194,7 @@ static void insert(sglang *s, const uint64_t *ids, uint32_t n, uint32_t w, doubl
                 return;
             *at(s, c) = (node){.block = ids[i], .parent = k, .depth = i + 1,
                                .tenants = CR_REPLAY_NIL};
-            cr_htable_put(&s->index, find_slot(s, k, ids[i]), c);
+            cr_htable_insert(&s->index, edge_hash(k, ids[i]), c);
         }
         uint32_t t = find_tenant(s, c, w, &prev);
         if (t == CR_REPLAY_NIL) {
