@@ -7,7 +7,8 @@
  * at least DBL_MIN to a non-negative value, and a renormalisation floors
  * at DBL_MIN. Forward decay (the seconds clock's epochs and scales) is
  * decay.c's, eviction evict.c's, batches
- * batch.c's, snapshots and restores snapshot.c's. */
+ * batch.c's, snapshots and restores snapshot.c's.
+ * Not on htable.h: entries live in the slots, four to a line, sized 1.5x. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>

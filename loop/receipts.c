@@ -1,29 +1,48 @@
 /* The receipt store: a ring of fixed-size slots, the oldest overwritten
- * first, with a chained hash index by request_id. Slots come in chunks
- * allocated as the ring first reaches them, so a store that never fills
- * costs what it holds, and one that fills never grows past its bound. The
- * chains (each slot's hash and next) live in dense arrays of their own, so
- * walking one touches a few bytes per slot instead of a receipt's cache
- * lines; only a hash match reads the receipt. */
+ * first, found by request_id through the shared open-addressing index
+ * (htable.h), at most 3/4 full. Slots come in chunks allocated as the ring
+ * first reaches them, so a store that never fills costs what it holds, and
+ * one that fills never grows past its bound. Each slot's hash lives in a
+ * dense array of its own, so a probe touches a few bytes per entry instead
+ * of a receipt's cache lines; only a hash match reads the receipt. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "htable.h"
 #include "loop.h"
 
 #define CHUNK 1024 /* slots per allocation */
-#define NONE UINT32_MAX
+#define NONE CR_HTABLE_NONE
 
 struct cr_receipt_store {
     pthread_mutex_t lock;
     uint64_t cap;
     cr_receipt **chunks; /* cap / CHUNK rounded up, each NULL until reached;
                           * a slot with seq 0 is empty or dropped */
-    uint32_t *buckets; /* first slot of each chain, or NONE */
-    uint32_t mask;     /* buckets - 1: a power of two >= cap */
+    cr_htable index;   /* live slots by request_id */
     uint32_t *hash;    /* per slot: its id's hash */
-    uint32_t *next;    /* per slot: the chain's next slot, or NONE */
     uint64_t made, live, evicted, replaced, bytes;
 };
+
+static cr_receipt *at(const cr_receipt_store *s, uint32_t i) { return &s->chunks[i / CHUNK][i % CHUNK]; }
+
+/* An id and its hash, as the index looks for them. */
+typedef struct key {
+    const char *id;
+    uint32_t h;
+} key;
+
+static int is_key(const void *ctx, uint32_t i, const void *k)
+{
+    const cr_receipt_store *s = ctx;
+    const key *x = k;
+    return s->hash[i] == x->h && strcmp(at(s, i)->request_id, x->id) == 0;
+}
+
+static uint64_t hash_of(const void *ctx, uint32_t i)
+{
+    return ((const cr_receipt_store *)ctx)->hash[i];
+}
 
 /* FNV-1a, then the shared mixer for the low bits the mask keeps. */
 static uint32_t hash_id(const char *id)
@@ -40,23 +59,19 @@ cr_receipt_store *cr_receipts_new(uint64_t cap)
     if (!s)
         return NULL;
     pthread_mutex_init(&s->lock, NULL);
-    uint64_t nb = 1;
-    while (nb < cap)
-        nb <<= 1;
+    uint64_t n = 2;
+    while (n * 3 < cap * 4)
+        n <<= 1;
     size_t n_chunks = (size_t)((cap + CHUNK - 1) / CHUNK);
     s->cap = cap;
-    s->mask = (uint32_t)(nb - 1);
     s->chunks = calloc(n_chunks, sizeof *s->chunks);
-    s->buckets = malloc(nb * sizeof *s->buckets);
     s->hash = malloc(cap * sizeof *s->hash);
-    s->next = malloc(cap * sizeof *s->next);
-    if (!s->chunks || !s->buckets || !s->hash || !s->next) {
+    if (!s->chunks || !s->hash || cr_htable_reset(&s->index, n) != 0) {
         cr_receipts_free(s);
         return NULL;
     }
-    memset(s->buckets, 0xff, nb * sizeof *s->buckets); /* NONE */
-    s->bytes = sizeof *s + n_chunks * sizeof *s->chunks + nb * sizeof *s->buckets +
-               cap * (sizeof *s->hash + sizeof *s->next);
+    s->bytes = sizeof *s + n_chunks * sizeof *s->chunks + cr_htable_bytes(&s->index) +
+               cap * sizeof *s->hash;
     return s;
 }
 
@@ -67,33 +82,22 @@ void cr_receipts_free(cr_receipt_store *s)
     for (uint64_t i = 0; s->chunks && i < (s->cap + CHUNK - 1) / CHUNK; i++)
         free(s->chunks[i]);
     free(s->chunks);
-    free(s->buckets);
+    cr_htable_free(&s->index);
     free(s->hash);
-    free(s->next);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
 
-static cr_receipt *at(const cr_receipt_store *s, uint32_t i) { return &s->chunks[i / CHUNK][i % CHUNK]; }
-
-/* The slot holding id, or NONE; *link is the pointer to it in its chain. */
-static uint32_t find(cr_receipt_store *s, const char *id, uint32_t h, uint32_t **link)
+/* The slot holding id, or NONE. */
+static uint32_t find(const cr_receipt_store *s, const char *id, uint32_t h)
 {
-    uint32_t *l = &s->buckets[h & s->mask];
-    while (*l != NONE && !(s->hash[*l] == h && strcmp(at(s, *l)->request_id, id) == 0))
-        l = &s->next[*l];
-    if (link)
-        *link = l;
-    return *l;
+    return cr_htable_find(&s->index, h, is_key, s, &(key){id, h});
 }
 
-/* Unlinks slot i (live) from its chain and empties it. */
+/* Takes slot i (live) out of the index and empties it. */
 static void drop(cr_receipt_store *s, uint32_t i)
 {
-    uint32_t *l = &s->buckets[s->hash[i] & s->mask];
-    while (*l != i)
-        l = &s->next[*l];
-    *l = s->next[i];
+    cr_htable_remove(&s->index, s->hash[i], i, (cr_htable_keys){hash_of, s});
     at(s, i)->seq = 0;
     s->live--;
 }
@@ -126,7 +130,7 @@ int cr_receipts_put(cr_receipt_store *s, cr_receipt *r)
         pthread_mutex_unlock(&s->lock);
         return -1;
     }
-    uint32_t old = find(s, r->request_id, h, NULL);
+    uint32_t old = find(s, r->request_id, h);
     if (old != NONE) {
         drop(s, old);
         s->replaced++;
@@ -138,8 +142,7 @@ int cr_receipts_put(cr_receipt_store *s, cr_receipt *r)
     r->seq = ++s->made;
     *e = *r;
     s->hash[i] = h;
-    s->next[i] = s->buckets[h & s->mask];
-    s->buckets[h & s->mask] = i;
+    cr_htable_insert(&s->index, h, i);
     s->live++;
     pthread_mutex_unlock(&s->lock);
     return 0;
@@ -151,7 +154,7 @@ int cr_receipts_update(cr_receipt_store *s, const char *id,
 {
     uint32_t h = hash_id(id);
     pthread_mutex_lock(&s->lock);
-    uint32_t i = find(s, id, h, NULL);
+    uint32_t i = find(s, id, h);
     if (i != NONE) {
         if (fn)
             fn(at(s, i), ctx);

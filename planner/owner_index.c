@@ -4,7 +4,7 @@
  * The bits of a slot that its position does not need hold a tag, bits of
  * the owner's hash that its home slot does not use, so a probe reads a
  * record only when the tag matches: a miss rarely leaves the slots, and a
- * hit reads one record. */
+ * hit reads one record. Not on htable.h, whose slots have no room for a tag. */
 #include "internal.h"
 
 #include <stdlib.h>

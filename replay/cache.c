@@ -1,9 +1,9 @@
 /* One shard's LRU prefix cache. Nodes live in one array, linked most
- * recent first; the slot table is linear probing on cr_mix64(id), with
- * backward-shift deletion so no tombstones pile up over a long replay.
- * The slot table is kept at least twice the node array, so probes stay
- * short. A full cache reuses its least recent node in place: once warm,
- * nothing is allocated. */
+ * recent first, found by cr_mix64(id) through the shared open-addressing
+ * index (htable.h), whose backward-shift deletion leaves no tombstones to
+ * pile up over a long replay. The index is kept at least twice the node
+ * array, so probes stay short. A full cache reuses its least recent node
+ * in place: once warm, nothing is allocated. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -21,39 +21,24 @@ void cr_replay_cache_init(cr_replay_cache *c, uint32_t cap)
 void cr_replay_cache_free(cr_replay_cache *c)
 {
     free(c->nodes);
-    free(c->slots);
+    cr_htable_free(&c->index);
     cr_replay_cache_init(c, c->cap);
 }
 
-static uint32_t home(const cr_replay_cache *c, uint64_t id) { return (uint32_t)cr_mix64(id) & c->mask; }
-
-/* The slot holding id, or the empty slot where it would go. */
-static uint32_t find_slot(const cr_replay_cache *c, uint64_t id)
+static int is_id(const void *ctx, uint32_t k, const void *id)
 {
-    uint32_t i = home(c, id);
-    while (c->slots[i] != CR_REPLAY_NIL && c->nodes[c->slots[i]].id != id)
-        i = (i + 1) & c->mask;
-    return i;
+    return ((const cr_replay_cache *)ctx)->nodes[k].id == *(const uint64_t *)id;
 }
 
+static uint64_t id_hash(const void *ctx, uint32_t k)
+{
+    return cr_mix64(((const cr_replay_cache *)ctx)->nodes[k].id);
+}
+
+/* id's node, or CR_REPLAY_NIL (CR_HTABLE_NONE). */
 static uint32_t lookup(const cr_replay_cache *c, uint64_t id)
 {
-    return c->slots ? c->slots[find_slot(c, id)] : CR_REPLAY_NIL;
-}
-
-/* Empties slot i and moves later members of its probe run back into the
- * gap, so every id stays reachable from its home without tombstones. */
-static void delete_slot(cr_replay_cache *c, uint32_t i)
-{
-    for (uint32_t j = (i + 1) & c->mask; c->slots[j] != CR_REPLAY_NIL; j = (j + 1) & c->mask) {
-        uint32_t h = home(c, c->nodes[c->slots[j]].id);
-        /* j's entry may fill the gap at i unless its home lies in (i, j]. */
-        if (((j - h) & c->mask) >= ((j - i) & c->mask)) {
-            c->slots[i] = c->slots[j];
-            i = j;
-        }
-    }
-    c->slots[i] = CR_REPLAY_NIL;
+    return cr_htable_find(&c->index, cr_mix64(id), is_id, c, &id);
 }
 
 static void unlink_node(cr_replay_cache *c, uint32_t k)
@@ -81,7 +66,7 @@ static void push_front(cr_replay_cache *c, uint32_t k)
     c->head = k;
 }
 
-/* Doubles the node array (up to cap) and rebuilds the slots for it. */
+/* Doubles the node array (up to cap) and resizes the index for it. */
 static int grow(cr_replay_cache *c)
 {
     uint32_t n_alloc = c->n_alloc ? c->n_alloc * 2 : 64;
@@ -94,17 +79,11 @@ static int grow(cr_replay_cache *c)
     if (!nodes)
         return -1;
     c->nodes = nodes;
-    uint32_t *slots = malloc((size_t)n_slots * sizeof *slots);
-    if (!slots)
+    if (cr_htable_reset(&c->index, n_slots) != 0)
         return -1;
-    free(c->slots);
-    c->slots = slots;
-    c->mask = n_slots - 1;
     c->n_alloc = n_alloc;
-    for (uint32_t i = 0; i < n_slots; i++)
-        slots[i] = CR_REPLAY_NIL;
-    for (uint32_t k = 0; k < c->n; k++)
-        slots[find_slot(c, nodes[k].id)] = k;
+    for (uint32_t k = 0; k < c->n; k++) /* in node order: reads them in a row */
+        cr_htable_insert(&c->index, cr_mix64(nodes[k].id), k);
     return 0;
 }
 
@@ -120,7 +99,7 @@ static int take_node(cr_replay_cache *c, uint32_t *k)
     }
     *k = c->tail;
     unlink_node(c, *k);
-    delete_slot(c, find_slot(c, c->nodes[*k].id));
+    cr_htable_remove(&c->index, cr_mix64(c->nodes[*k].id), *k, (cr_htable_keys){id_hash, c});
     if (c->on_evict)
         c->on_evict(c->evict_ctx, c, c->nodes[*k].id);
     return 0;
@@ -137,7 +116,7 @@ static int touch(cr_replay_cache *c, uint64_t id)
     if (take_node(c, &k) != 0)
         return -1;
     c->nodes[k].id = id;
-    c->slots[find_slot(c, id)] = k;
+    cr_htable_insert(&c->index, cr_mix64(id), k);
     push_front(c, k);
     return 0;
 }

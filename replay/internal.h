@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "replay.h"
+#include "htable.h"
 
 /* ---- small shared words ---------------------------------------------------- */
 
@@ -90,8 +91,7 @@ typedef struct cr_replay_cache {
     uint32_t n, n_alloc;
     struct cr_replay_node *nodes;
     uint32_t head, tail; /* most and least recently used; CR_REPLAY_NIL when empty */
-    uint32_t *slots;     /* node index or CR_REPLAY_NIL; a power of two of them */
-    uint32_t mask;
+    cr_htable index;      /* nodes by id */
     /* Called with evict_ctx for each id evicted to make room (not for ids
      * touched again); NULL = none. The simulator sets it so a policy can
      * hear of evictions as an engine's KV events would tell a router. */
@@ -100,6 +100,7 @@ typedef struct cr_replay_cache {
 } cr_replay_cache;
 
 #define CR_REPLAY_NIL UINT32_MAX
+_Static_assert(CR_REPLAY_NIL == CR_HTABLE_NONE, "a miss in an index reads as no node");
 #define CR_REPLAY_CACHE_MAX (UINT32_MAX / 4) /* blocks: keeps the slot count in range */
 
 /* An empty cache of cap blocks (1 .. CR_REPLAY_CACHE_MAX), without an

@@ -20,12 +20,14 @@
  * is done now, the next one starts) resets it to now plus the work still
  * outstanding there, which corrects every earlier prediction at once. An
  * expiry leaves it: by then the timeline has passed the item anyway.
- * Items routed with a request id are found by it through an index of
- * open-addressed slots, twice the cap, made on the first such item. */
+ * Items routed with a request id are found by it through the shared
+ * open-addressing index (htable.h), twice the cap, made on the first such
+ * item. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "htable.h"
 
 #define NONE UINT32_MAX /* no item; as an item's shard: released */
 
@@ -53,8 +55,7 @@ struct cr_inflight {
     uint32_t n_shards;
     double total;
     uint64_t outstanding, released, expired, evicted;
-    uint32_t *ids;  /* item + 1 by id, 2 cap slots; NULL until an id comes */
-    uint64_t ids_mask;
+    cr_htable ids;  /* items by id, 2 cap slots; none until an id comes */
 };
 
 cr_inflight *cr_inflight_new(uint64_t cap, double ttl_s)
@@ -74,7 +75,7 @@ void cr_inflight_free(cr_inflight *w)
     if (!w)
         return;
     free(w->items);
-    free(w->ids);
+    cr_htable_free(&w->ids);
     free(w->busy);
     free(w->loads);
     free(w->live);
@@ -106,26 +107,20 @@ int cr_inflight_reserve(cr_inflight *w, uint32_t n)
     return 0;
 }
 
-static uint64_t id_slot(const cr_inflight *w, uint64_t id) { return cr_mix64(id) & w->ids_mask; }
+static int is_id(const void *ctx, uint32_t idx, const void *id)
+{
+    return ((const cr_inflight *)ctx)->items[idx].id == *(const uint64_t *)id;
+}
 
-/* The slot holding item idx's id. */
+static uint64_t id_hash(const void *ctx, uint32_t idx)
+{
+    return cr_mix64(((const cr_inflight *)ctx)->items[idx].id);
+}
+
+/* The slot holding id's item, or the empty one where it would go. */
 static uint64_t id_find(const cr_inflight *w, uint64_t id)
 {
-    uint64_t i = id_slot(w, id);
-    while (w->ids[i] && w->items[w->ids[i] - 1].id != id)
-        i = (i + 1) & w->ids_mask;
-    return i;
-}
-
-static uint64_t id_home(const void *ctx, uint32_t v)
-{
-    const cr_inflight *w = ctx;
-    return id_slot(w, w->items[v - 1].id);
-}
-
-static void id_drop(cr_inflight *w, uint64_t i)
-{
-    cr_slots_drop(w->ids, w->ids_mask, i, id_home, w);
+    return cr_htable_slot(&w->ids, cr_mix64(id), is_id, w, &id);
 }
 
 /* Takes item idx out of the work and its shard's chain. */
@@ -144,7 +139,7 @@ static void retire(cr_inflight *w, uint32_t idx, uint64_t *counter)
     w->loads[it->shard] = --w->live[it->shard] ? w->loads[it->shard] - it->weight : 0;
     w->total = --w->outstanding ? w->total - it->weight : 0;
     if (it->id) {
-        id_drop(w, id_find(w, it->id));
+        cr_htable_remove(&w->ids, cr_mix64(it->id), idx, (cr_htable_keys){id_hash, w});
         it->id = 0;
     }
     it->shard = NONE;
@@ -170,15 +165,12 @@ void cr_inflight_expire(cr_inflight *w, double now)
 /* The id index, made on the first id; -1 when out of memory. */
 static int want_ids(cr_inflight *w)
 {
-    if (w->ids)
+    if (w->ids.slots)
         return 0;
     uint64_t n = 2;
     while (n < 2 * (uint64_t)w->cap)
         n *= 2;
-    if (!(w->ids = calloc(n, sizeof *w->ids)))
-        return -1;
-    w->ids_mask = n - 1;
-    return 0;
+    return cr_htable_reset(&w->ids, n);
 }
 
 void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now)
@@ -189,7 +181,7 @@ void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weigh
 void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
                         uint32_t shard, double weight, double now)
 {
-    if (id && (want_ids(w) != 0 || w->ids[id_find(w, id)]))
+    if (id && (want_ids(w) != 0 || cr_htable_at(&w->ids, id_find(w, id)) != CR_HTABLE_NONE))
         id = 0; /* no index, or the id is outstanding already: this one by owner */
     if (w->count == w->cap)
         pop(w, &w->evicted);
@@ -198,7 +190,7 @@ void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cac
     w->items[idx] = (item){now + w->ttl_s, weight, owner, id, shard, NONE, NONE, cached};
     w->count++;
     if (id)
-        w->ids[id_find(w, id)] = idx + 1;
+        cr_htable_put(&w->ids, id_find(w, id), idx);
     w->busy[shard] = (w->busy[shard] > now ? w->busy[shard] : now) + weight / 1e3;
     chain *ch = &w->chains[shard];
     if (ch->tail == NONE)
@@ -248,14 +240,12 @@ int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double no
 int cr_inflight_release_id(cr_inflight *w, uint64_t id, double now, uint32_t *shard,
                            uint32_t *cached)
 {
-    if (!id || !w->ids)
+    uint32_t idx = id ? cr_htable_find(&w->ids, cr_mix64(id), is_id, w, &id) : CR_HTABLE_NONE;
+    if (idx == CR_HTABLE_NONE)
         return 0;
-    uint32_t v = w->ids[id_find(w, id)];
-    if (!v)
-        return 0;
-    *shard = w->items[v - 1].shard;
-    *cached = w->items[v - 1].cached;
-    done(w, v - 1, now);
+    *shard = w->items[idx].shard;
+    *cached = w->items[idx].cached;
+    done(w, idx, now);
     return 1;
 }
 
@@ -282,7 +272,7 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out)
     out->expired = w->expired;
     out->evicted = w->evicted;
     out->bytes = sizeof *w + (uint64_t)w->cap * sizeof *w->items +
-                 (w->ids ? (w->ids_mask + 1) * sizeof *w->ids : 0) +
+                 cr_htable_bytes(&w->ids) +
                  (uint64_t)w->n_shards *
                      (sizeof *w->loads + sizeof *w->busy + sizeof *w->live + sizeof *w->chains);
 }

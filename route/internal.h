@@ -74,16 +74,6 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out);
 /* Shards reserved so far (cr_inflight_loads has this many). */
 uint32_t cr_inflight_shards(const cr_inflight *w);
 
-/* ---- open addressing (slots.c) ------------------------------------------- */
-
-/* Empties slot i of a linear-probing table of mask + 1 slots (0 = empty,
- * else an entry number + 1) and shifts back the run after it, so every
- * lookup still meets its entry before an empty slot. home(ctx, v) is the
- * slot entry v - 1's key hashes to. The request-id index and the prefix
- * index share it. */
-void cr_slots_drop(uint32_t *slots, uint64_t mask, uint64_t i,
-                   uint64_t (*home)(const void *ctx, uint32_t v), const void *ctx);
-
 /* ---- the prefix index (prefix.c) ---------------------------------------- */
 
 typedef struct cr_prefix cr_prefix;

@@ -2,14 +2,13 @@
  * aged out per shard, sized like a shard's KV cache.
  *
  * One table of entries, one per distinct block key, each with the set of
- * shards that hold it (a 64-bit mask) and a reference bit per shard; an
- * open-addressing index of slots (linear probing, deletion by backward
- * shift) finds an entry from its key. Each shard ages its blocks with a
- * CLOCK ring of entry numbers: a block touched again gets its reference
- * bit and survives one sweep of the hand (second chance); a full shard
- * evicts the first block the hand finds unreferenced. CLOCK keeps LRU's
- * order closely enough for a prediction and costs 4 bytes a block, where a
- * list would cost 8 more.
+ * shards that hold it (a 64-bit mask) and a reference bit per shard; the
+ * shared open-addressing index (htable.h) finds an entry from its key.
+ * Each shard ages its blocks with a CLOCK ring of entry numbers: a block
+ * touched again gets its reference bit and survives one sweep of the hand
+ * (second chance); a full shard evicts the first block the hand finds
+ * unreferenced. CLOCK keeps LRU's order closely enough for a prediction
+ * and costs 4 bytes a block, where a list would cost 8 more.
  *
  * Why a mask rather than a table per shard: a match then costs one lookup
  * per block for every shard at once (the running intersection of the
@@ -31,8 +30,7 @@
 #include <string.h>
 
 #include "internal.h"
-
-#define EMPTY 0u /* a slot without an entry; slots hold entry number + 1 */
+#include "htable.h"
 
 typedef struct entry {
     uint64_t key;  /* the block's key; on the free list, the next free entry */
@@ -56,9 +54,7 @@ struct cr_prefix {
     uint32_t n_entries; /* used or on the free list */
     uint32_t alloc;
     uint32_t free_head; /* UINT32_MAX: none */
-    uint32_t live;      /* entries holding a block */
-    uint32_t *slots;
-    uint64_t mask;      /* slots - 1; 0 before the first insert */
+    cr_htable index;     /* entries in use by key; no slots before the first insert */
     uint64_t held;      /* blocks held over all shards */
     ring rings[];
 };
@@ -83,69 +79,47 @@ void cr_prefix_free(cr_prefix *p)
     for (uint32_t s = 0; s < p->n_shards; s++)
         free(p->rings[s].at);
     free(p->entries);
-    free(p->slots);
+    cr_htable_free(&p->index);
     free(p);
 }
 
 uint32_t cr_prefix_shards(const cr_prefix *p) { return p->n_shards; }
 
-static uint64_t slot_of(const cr_prefix *p, uint64_t key) { return cr_mix64(key) & p->mask; }
+static int is_key(const void *ctx, uint32_t e, const void *key)
+{
+    return ((const cr_prefix *)ctx)->entries[e].key == *(const uint64_t *)key;
+}
+
+static uint64_t hash_of(const void *ctx, uint32_t e)
+{
+    return cr_mix64(((const cr_prefix *)ctx)->entries[e].key);
+}
 
 /* The entry number of key, or UINT32_MAX. */
 static uint32_t find(const cr_prefix *p, uint64_t key)
 {
-    if (!p->slots)
-        return UINT32_MAX;
-    for (uint64_t i = slot_of(p, key);; i = (i + 1) & p->mask) {
-        uint32_t v = p->slots[i];
-        if (v == EMPTY)
-            return UINT32_MAX;
-        if (p->entries[v - 1].key == key)
-            return v - 1;
-    }
+    return cr_htable_find(&p->index, cr_mix64(key), is_key, p, &key);
 }
 
-static void put_slot(cr_prefix *p, uint32_t e)
-{
-    uint64_t i = slot_of(p, p->entries[e].key);
-    while (p->slots[i] != EMPTY)
-        i = (i + 1) & p->mask;
-    p->slots[i] = e + 1;
-}
-
-/* Room for one more live entry in the slots (at most 3/4 full); -1 when
+/* Room for one more entry in use in the slots (at most 3/4 full); -1 when
  * out of memory. */
 static int grow_slots(cr_prefix *p)
 {
-    uint64_t n = p->mask + 1;
-    if (p->slots && (uint64_t)(p->live + 1) * 4 <= n * 3)
+    uint64_t n = p->index.mask + 1;
+    if (p->index.slots && (p->index.used + 1) * 4 <= n * 3)
         return 0;
-    uint64_t want = p->slots ? 2 * n : 1024;
-    uint32_t *slots = calloc(want, sizeof *slots);
-    if (!slots)
+    if (cr_htable_reset(&p->index, p->index.slots ? 2 * n : 1024) != 0)
         return -1;
-    free(p->slots);
-    p->slots = slots;
-    p->mask = want - 1;
-    for (uint32_t e = 0; e < p->n_entries; e++)
+    for (uint32_t e = 0; e < p->n_entries; e++) /* in entry order: reads them in a row */
         if (in_use(&p->entries[e]))
-            put_slot(p, e);
+            cr_htable_insert(&p->index, cr_mix64(p->entries[e].key), e);
     return 0;
-}
-
-static uint64_t home_of(const void *ctx, uint32_t v)
-{
-    const cr_prefix *p = ctx;
-    return slot_of(p, p->entries[v - 1].key);
 }
 
 /* Deletes e's slot. */
 static void drop_slot(cr_prefix *p, uint32_t e)
 {
-    uint64_t i = slot_of(p, p->entries[e].key);
-    while (p->slots[i] != e + 1)
-        i = (i + 1) & p->mask;
-    cr_slots_drop(p->slots, p->mask, i, home_of, p);
+    cr_htable_remove(&p->index, cr_mix64(p->entries[e].key), e, (cr_htable_keys){hash_of, p});
 }
 
 /* A free entry for key, slotted; UINT32_MAX when out of memory. */
@@ -172,8 +146,7 @@ static uint32_t add(cr_prefix *p, uint64_t key)
         e = p->n_entries++;
     }
     p->entries[e] = (entry){key, 0, 0};
-    put_slot(p, e);
-    p->live++;
+    cr_htable_insert(&p->index, cr_mix64(key), e);
     return e;
 }
 
@@ -183,7 +156,6 @@ static void free_entry(cr_prefix *p, uint32_t e)
     drop_slot(p, e);
     p->entries[e].key = p->free_head;
     p->free_head = e;
-    p->live--;
 }
 
 /* Takes entry e out of shard bit b's ring, held or a ghost there; the
@@ -323,7 +295,7 @@ void cr_prefix_stats(const cr_prefix *p, uint64_t *blocks, uint64_t *bytes)
 {
     uint64_t b = sizeof *p + p->n_shards * sizeof p->rings[0] +
                  (uint64_t)p->alloc * sizeof *p->entries +
-                 (p->slots ? (p->mask + 1) * sizeof *p->slots : 0);
+                 cr_htable_bytes(&p->index);
     for (uint32_t s = 0; s < p->n_shards; s++)
         b += (uint64_t)p->rings[s].alloc * sizeof *p->rings[s].at;
     *blocks = p->held;

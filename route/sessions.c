@@ -1,6 +1,7 @@
 /* Sessions for the ttft rule (internal.h): where each owner's last request
  * went. Direct-mapped: a lookup is one probe, and an owner pushed out by
- * another only loses its stickiness (it is placed as a new session). */
+ * another only loses its stickiness (it is placed as a new session).
+ * Not the shared table (htable.h): this one overwrites, never probes. */
 #include <stdlib.h>
 
 #include "internal.h"

@@ -11,7 +11,8 @@
  * and since when it has held it. A worker that holds a node holds all its
  * ancestors (an insert covers the whole path, eviction takes leaves
  * first), so a node without tenants has no children and is freed. Nodes
- * are found by (parent, block) in an open-addressing table.
+ * are found by (parent, block) through the shared open-addressing index
+ * (htable.h).
  *
  * Eviction, every 120 s of virtual time as the gateway's timer: each
  * worker's least recently used leaves go until it holds at most 2^26
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 
 #include "peers.h"
+#include "htable.h"
 
 #define ABS_THRESHOLD 64
 #define REL_THRESHOLD 1.5
@@ -56,7 +58,7 @@ typedef struct sglang {
     uint32_t workers, block_tokens; /* workers: every slot a run may open */
     uint64_t limit; /* blocks per worker */
     peer_pool nodes, tenants;
-    uint32_t *slots, mask, n_slots_used; /* node by (parent, block); NIL = empty */
+    cr_htable index;                      /* node by (parent, block) */
     uint64_t *held;                      /* per worker: nodes it is a tenant of */
     victim *victims;
     size_t cap_victims;
@@ -69,70 +71,52 @@ static tenant *tenant_at(const sglang *s, uint32_t k) { return peer_pool_at(&s->
 
 /* ---- the (parent, block) table ------------------------------------------------ */
 
-static uint32_t home(const sglang *s, uint32_t parent, uint64_t block)
+/* A node's key: the edge from its parent. */
+typedef struct edge {
+    uint32_t parent;
+    uint64_t block;
+} edge;
+
+static uint64_t edge_hash(uint32_t parent, uint64_t block)
 {
-    return (uint32_t)cr_mix64(block ^ cr_mix64(parent)) & s->mask;
+    return cr_mix64(block ^ cr_mix64(parent));
 }
 
-/* The slot holding (parent, block), or the empty slot where it would go. */
-static uint32_t find_slot(const sglang *s, uint32_t parent, uint64_t block)
+static int is_edge(const void *ctx, uint32_t k, const void *key)
 {
-    uint32_t i = home(s, parent, block);
-    for (; s->slots[i] != CR_REPLAY_NIL; i = (i + 1) & s->mask) {
-        const node *x = at(s, s->slots[i]);
-        if (x->parent == parent && x->block == block)
-            break;
-    }
-    return i;
+    const node *x = at(ctx, k);
+    const edge *e = key;
+    return x->parent == e->parent && x->block == e->block;
+}
+
+static uint64_t node_hash(const void *ctx, uint32_t k)
+{
+    const node *x = at(ctx, k);
+    return edge_hash(x->parent, x->block);
 }
 
 static uint32_t child(const sglang *s, uint32_t parent, uint64_t block)
 {
-    return s->slots ? s->slots[find_slot(s, parent, block)] : CR_REPLAY_NIL;
+    edge e = {parent, block};
+    return cr_htable_find(&s->index, edge_hash(parent, block), is_edge, s, &e);
 }
 
 /* Keeps the slots at least twice the nodes, so probes stay short. */
 static int reserve_slot(sglang *s)
 {
-    uint64_t want = 2 * ((uint64_t)s->n_slots_used + 1);
-    if (s->slots && want <= (uint64_t)s->mask + 1)
+    uint64_t want = 2 * (s->index.used + 1);
+    if (s->index.slots && want <= s->index.mask + 1)
         return 0;
-    uint64_t n = s->slots ? 2 * ((uint64_t)s->mask + 1) : 1024;
+    uint64_t n = s->index.slots ? 2 * (s->index.mask + 1) : 1024;
     if (n > ((uint64_t)1 << 31))
         return -1;
-    uint32_t *slots = malloc(n * sizeof *slots), *old = s->slots;
-    if (!slots)
-        return -1;
-    uint32_t old_n = old ? s->mask + 1 : 0;
-    s->slots = slots;
-    s->mask = (uint32_t)n - 1;
-    for (uint64_t i = 0; i < n; i++)
-        slots[i] = CR_REPLAY_NIL;
-    for (uint32_t i = 0; i < old_n; i++)
-        if (old[i] != CR_REPLAY_NIL) {
-            const node *x = at(s, old[i]);
-            slots[find_slot(s, x->parent, x->block)] = old[i];
-        }
-    free(old);
-    return 0;
+    return cr_htable_resize(&s->index, n, (cr_htable_keys){node_hash, s});
 }
 
-/* Empties node k's slot and moves later members of its probe run back into
- * the gap (backward-shift deletion, as in cache.c: no tombstones). */
+/* Empties node k's slot. */
 static void unslot(sglang *s, uint32_t k)
 {
-    const node *x = at(s, k);
-    uint32_t i = find_slot(s, x->parent, x->block);
-    for (uint32_t j = (i + 1) & s->mask; s->slots[j] != CR_REPLAY_NIL; j = (j + 1) & s->mask) {
-        const node *y = at(s, s->slots[j]);
-        uint32_t h = home(s, y->parent, y->block);
-        if (((j - h) & s->mask) >= ((j - i) & s->mask)) {
-            s->slots[i] = s->slots[j];
-            i = j;
-        }
-    }
-    s->slots[i] = CR_REPLAY_NIL;
-    s->n_slots_used--;
+    cr_htable_remove(&s->index, node_hash(s, k), k, (cr_htable_keys){node_hash, s});
 }
 
 /* ---- tenants ------------------------------------------------------------------- */
@@ -210,8 +194,7 @@ static void insert(sglang *s, const uint64_t *ids, uint32_t n, uint32_t w, doubl
                 return;
             *at(s, c) = (node){.block = ids[i], .parent = k, .depth = i + 1,
                                .tenants = CR_REPLAY_NIL};
-            s->slots[find_slot(s, k, ids[i])] = c;
-            s->n_slots_used++;
+            cr_htable_insert(&s->index, edge_hash(k, ids[i]), c);
         }
         uint32_t t = find_tenant(s, c, w, &prev);
         if (t == CR_REPLAY_NIL) {
@@ -266,8 +249,8 @@ static void evict_down(sglang *s, uint32_t only, uint64_t limit)
         s->cap_victims = n;
     }
     size_t m = 0;
-    for (uint32_t i = 0; i <= s->mask; i++) {
-        uint32_t k = s->slots[i];
+    for (uint64_t i = 0; s->index.slots && i <= s->index.mask; i++) {
+        uint32_t k = cr_htable_at(&s->index, i);
         if (k == CR_REPLAY_NIL)
             continue;
         for (uint32_t t = at(s, k)->tenants; t != CR_REPLAY_NIL; t = tenant_at(s, t)->next) {
@@ -291,9 +274,7 @@ static void reset(sglang *s)
 {
     peer_pool_free(&s->nodes);
     peer_pool_free(&s->tenants);
-    free(s->slots);
-    s->slots = NULL;
-    s->mask = s->n_slots_used = 0;
+    cr_htable_free(&s->index);
     for (uint32_t w = 0; w < s->workers; w++)
         s->held[w] = 0;
     s->next_evict_s = EVICT_EVERY_S;
@@ -346,7 +327,7 @@ static void sglang_free(void *state)
         return;
     peer_pool_free(&s->nodes);
     peer_pool_free(&s->tenants);
-    free(s->slots);
+    cr_htable_free(&s->index);
     free(s->held);
     free(s->victims);
     free(s->cands);
