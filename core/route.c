@@ -65,7 +65,7 @@ static size_t record_owners(cr_core *c, const cr_core_route_item *q, size_t n, d
 /* Requests placed per cr_router_place call (one lock each). */
 #define CHUNK 64
 
-static cr_route_query query_of(const cr_core *c, const cr_core_route_item *x)
+static cr_route_query query_of(const cr_core *c, const cr_core_route_item *x, uint64_t caller)
 {
     uint64_t tokens =
         x->prompt_tokens ? x->prompt_tokens : (uint64_t)x->n_hashes * c->route.block_tokens;
@@ -76,12 +76,21 @@ static cr_route_query query_of(const cr_core *c, const cr_core_route_item *x)
         .hashes = x->hashes,
         .n_hashes = (uint32_t)x->n_hashes,
         .space = cr_route_text_key(x->space, x->space_len),
-        .request = x->request_id ? cr_route_text_key(x->request_id, strlen(x->request_id)) : 0,
+        .request = x->request_id
+                       ? cr_route_request_key(x->request_id, strlen(x->request_id), caller)
+                       : 0,
+        .caller = caller,
     };
 }
 
 cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err)
+{
+    return cr_core_route_as(c, 0, items, n, out, generation, err);
+}
+
+cr_status cr_core_route_as(cr_core *c, uint64_t caller, const cr_core_route_item *items,
+                           size_t n, cr_route_answer *out, uint64_t *generation, cr_error *err)
 {
     if (n == 0)
         return cr_fail(err, CR_EINVAL, "requests must not be empty");
@@ -101,7 +110,7 @@ cr_status cr_core_route(cr_core *c, const cr_core_route_item *items, size_t n,
     for (size_t at = 0; at < n; at += CHUNK) {
         size_t k = n - at < CHUNK ? n - at : CHUNK;
         for (size_t i = 0; i < k; i++)
-            q[i] = query_of(c, &items[at + i]);
+            q[i] = query_of(c, &items[at + i], caller);
         cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), &m, q, out + at,
                         k, now);
     }

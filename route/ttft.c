@@ -23,6 +23,15 @@ uint64_t cr_route_text_key(const char *s, size_t n)
     return k ? k : 1;
 }
 
+uint64_t cr_route_request_key(const char *s, size_t n, uint64_t caller)
+{
+    uint64_t k = cr_route_text_key(s, n);
+    if (!k || !caller)
+        return k;
+    k = cr_mix64(k ^ caller);
+    return k ? k : 1;
+}
+
 double cr_prefill_predict(const cr_prefill_model *m, double s, double l)
 {
     s = s < l ? s : l;
@@ -204,7 +213,7 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const cr_pre
     int64_t owner = q->has_owner ? q->owner
                     : q->n_hashes ? (int64_t)q->hashes[0]
                                   : (int64_t)q->request;
-    out->shard = cr_router_rule_one(r, t, n, owner, 1.0, now, &out->admitted);
+    out->shard = cr_router_rule_one(r, t, n, owner, 1.0, now, &out->admitted, q->caller);
     double cpu, hit = hit_on(r, x, out->shard, &cpu);
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
@@ -225,9 +234,12 @@ static void remember(cr_router *r, const request *x, const cr_route_answer *a, d
             r->moved[!cr_router_usable(r, was->shard)]++;
         cr_sessions_put(&r->sessions, q->owner, a->shard, q->prompt_tokens);
     }
+    /* the work one route may add is bounded, however many tokens it names */
+    double work = r->max_work_ms > 0 && a->prefill_ms > r->max_work_ms ? r->max_work_ms
+                                                                        : a->prefill_ms;
     if (r->by == CR_ROUTE_TTFT)
         cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, q->request, a->cached_tokens,
-                           a->shard, a->prefill_ms, now);
+                           a->shard, work, now, q->caller);
     r->why[a->reason]++;
 }
 
@@ -287,7 +299,7 @@ void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
 
 void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
                           const cr_prefill_model *m, const double *weights, cr_route *routes,
-                          size_t n, double now)
+                          size_t n, double now, uint64_t caller)
 {
     enum { CHUNK = 64 };
     cr_route_query q[CHUNK];
@@ -297,7 +309,8 @@ void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
         for (size_t i = 0; i < k; i++) {
             double w = weights ? weights[at + i] : 1;
             q[i] = (cr_route_query){.has_owner = 1, .owner = routes[at + i].owner,
-                                    .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX};
+                                    .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX,
+                                    .caller = caller};
         }
         cr_router_place(r, t, n_shards, m, q, a, k, now);
         for (size_t i = 0; i < k; i++) {

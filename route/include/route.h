@@ -39,10 +39,11 @@
  * Deterministic: the same calls in the same order give the same routes.
  *
  * Memory: outstanding work is a FIFO of at most --inflight-max (default
- * 100,000) items of 48 B (expiry, owner, request id, shard, weight,
- * predicted hit), allocated up front, each linked into its shard's chain;
- * 28 B per shard; and the ring (1.5 KB per shard at most), rebuilt when
- * the shard count changes: 4.8 MB at the defaults on 8 shards; under ttft
+ * 100,000) items of 56 B (expiry, owner, request id, caller, shard,
+ * weight, predicted hit), allocated up front, each linked into its shard's
+ * chain; 28 B per shard; 16 B per identified caller; and the ring (1.5 KB
+ * per shard at most), rebuilt when the shard count changes: 5.6 MB at the
+ * defaults on 8 shards; under ttft
  * 16 B a session (as many as --inflight-max, rounded up to a power of
  * two), 8 B an item for the request-id index once an id comes, and the
  * prefix index (below). At the cap the oldest item is retired first, its
@@ -90,11 +91,18 @@ typedef struct cr_route_config {
     uint32_t max_hashes;   /* --max-route-hashes: per Route request */
     double miss_weight;    /* --miss-weight: the ttft rule's g */
     int planned;           /* --route-planned: admitted owners among their shards */
+    /* --inflight-per-caller: outstanding routes one identified caller may
+     * hold (0: a quarter of inflight_max). */
+    uint64_t inflight_per_caller;
+    /* The most predicted prefill, ms, one route adds to its shard's
+     * outstanding work under ttft (0: no bound); not a row of its own: the
+     * core sets it to --max-reservation-ms. */
+    double max_route_work_ms;
 } cr_route_config;
 
 /* The rows of cr_route_config (--route-by, --load-bound, --inflight-ttl,
  * --inflight-max, --block-tokens, --index-blocks, --max-route-hashes,
- * --miss-weight, --route-planned); top-level keys of the effective
+ * --miss-weight, --route-planned, --inflight-per-caller); top-level keys of the effective
  * configuration. */
 extern const cr_option_table cr_route_options;
 
@@ -142,14 +150,14 @@ double cr_prefill_predict(const cr_prefill_model *m, double s, double l);
  * memory for the ring or the counters of a new shard count: the plan rule,
  * nothing added. Thread-safe. */
 void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards, const double *weights,
-                     cr_route *routes, size_t n, double now);
+                     cr_route *routes, size_t n, double now, uint64_t caller);
 
 /* Under ttft the same for RecordArrival: each owner's weight read as its
  * prompt tokens (NULL: 1 each) and placed as cr_router_place places a
  * request without hashes, with m's predictions. Other rules ignore m. */
 void cr_router_route_ttft(cr_router *r, const cr_table *t, uint32_t n_shards,
                           const cr_prefill_model *m, const double *weights, cr_route *routes,
-                          size_t n, double now);
+                          size_t n, double now, uint64_t caller);
 
 /* owner's home under t before any load is weighed: its preferred shard
  * when t admits it, else cr_router_home over n_shards; *admitted = whether
@@ -165,10 +173,11 @@ uint32_t cr_router_shard(cr_router *r, const cr_table *t, uint32_t n_shards, int
  * shard count than the routes' is built once and kept). */
 uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards);
 
-/* A ReportOutcome for owner on shard at now: retires its oldest
- * outstanding work there. 1 when there was some; 0 too under plan.
- * Thread-safe. */
-int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now);
+/* A ReportOutcome from caller for owner on shard at now: retires the
+ * oldest outstanding work caller routed for owner there. 1 when there was
+ * some; 0 too under plan. Thread-safe. */
+int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now, uint64_t caller);
+
 
 /* Why a request went where it did. The names are stable (the wire's reason
  * strings): never rename one. */
@@ -192,6 +201,9 @@ typedef struct cr_route_stats {
     double work;          /* outstanding work, in the weights' unit */
     /* Routes whose work went: by a release, by --inflight-ttl, at the cap. */
     uint64_t released, expired, evicted;
+    /* Routes whose work was not kept: their caller at its quota, or the
+     * oldest at the cap another caller's. */
+    uint64_t refused;
     uint64_t diverted;    /* routes to another shard than the first choice */
     uint64_t bytes;       /* the FIFO, index, counters and ring allocated now */
     uint32_t n_shards;    /* shards with counters (the most routed over) */
@@ -266,6 +278,11 @@ const char *cr_route_reason_name(cr_route_reason r);
  * namespaces and request ids. Pure. */
 uint64_t cr_route_text_key(const char *s, size_t n);
 
+/* The key of request id s (n bytes) routed by caller: its text key,
+ * mixed with caller unless 0, so that one caller's ids never meet
+ * another's. Never 0 unless n is. Pure. */
+uint64_t cr_route_request_key(const char *s, size_t n, uint64_t caller);
+
 /* One request to place. */
 typedef struct cr_route_query {
     int has_owner;
@@ -274,7 +291,11 @@ typedef struct cr_route_query {
     const uint64_t *hashes;  /* its blocks' chained hashes, in prompt order */
     uint32_t n_hashes;       /* at most --max-route-hashes (checked by the caller) */
     uint64_t space;          /* its namespace's key; 0 = none */
-    uint64_t request;        /* its request id's key; 0 = none */
+    uint64_t request;        /* its request id's key (cr_route_request_key); 0 = none */
+    /* Who routes it: a tag of the client's identity (the server's), 0 =
+     * nobody in particular. Its work counts against the caller's quota
+     * and only the caller's outcomes release it. */
+    uint64_t caller;
 } cr_route_query;
 
 typedef struct cr_route_answer {
