@@ -75,6 +75,7 @@ static cr_status valid_kv_events(const char *value, cr_error *err)
 #define AT(field) offsetof(cr_server_config, field)
 
 static const char *const RESERVATIONS[] = {"admins", "anyone", NULL}; /* cr_reservations' order */
+static const char *const ROUTE_ACCESS[] = {"identified", "anyone", NULL}; /* cr_route_access' */
 static const char *const COMPRESSED[] = {"refuse", "inflate", NULL};
 
 static const cr_option SERVER_ROWS[] = {
@@ -110,6 +111,16 @@ static const cr_option SERVER_ROWS[] = {
      .offset = AT(admin_identities), .count_offset = AT(n_admin_identities), .min = 1,
      .max = 1024, .flags = CR_OPT_REPEATABLE,
      .help = "client certificate SAN URI, SAN DNS or CN allowed state-changing calls (mTLS)"},
+    {.name = "route-identity", .key = "route_identities", .type = CR_OPT_LIST,
+     .offset = AT(route_identities), .count_offset = AT(n_route_identities), .min = 1,
+     .max = 1024, .flags = CR_OPT_REPEATABLE,
+     .help = "client certificate SAN URI, SAN DNS or CN allowed Route, Routes and "
+             "RecordArrival(s) once authorization is on (mTLS; admins may too)"},
+    {.name = "route-access", .key = "route_access", .type = CR_OPT_CHOICE,
+     .offset = AT(route_access), .def_text = "identified", .choices = ROUTE_ACCESS,
+     .help = "once authorization is on, who may call Route, Routes and RecordArrival(s), "
+             "whose routes count toward every client's: identified (--route-identity, "
+             "admins; others PERMISSION_DENIED) or anyone"},
     {.name = "kv-events", .key = "kv_events", .type = CR_OPT_LIST, .offset = AT(kv_events),
      .count_offset = AT(n_kv_events), .min = 1, .max = 1024, .flags = CR_OPT_REPEATABLE,
      .valid = valid_kv_events,

@@ -30,6 +30,9 @@ typedef struct cr_server_config {
     char *health_listen;      /* --health-listen host:port, "" = off */
     char **admin_identities;  /* --admin-identity, repeatable */
     size_t n_admin_identities;
+    char **route_identities;  /* --route-identity, repeatable */
+    size_t n_route_identities;
+    int route_access;         /* --route-access: cr_route_access */
     char *admin_token_file;   /* --admin-token-file path, "" = no token */
     char **kv_events;         /* --kv-events SHARD=ENDPOINT[,replay=ENDPOINT], repeatable */
     char *endpoints_file;     /* --endpoints-file path, "" = shards by number */
@@ -59,6 +62,11 @@ extern const cr_option_table cr_server_options;
 
 /* --reservations, in its choices' order. */
 typedef enum cr_reservations { CR_RESERVATIONS_ADMINS, CR_RESERVATIONS_ANYONE } cr_reservations;
+/* --route-access, in its choices' order. */
+typedef enum cr_route_access {
+    CR_ROUTE_ACCESS_IDENTIFIED,
+    CR_ROUTE_ACCESS_ANYONE
+} cr_route_access;
 
 #define CR_CONFIG_MAX_OPTIONS 128 /* rows over every composed table */
 
@@ -90,7 +98,7 @@ void cr_memory_defaults(cr_server_config *s, uint64_t limit);
  * bench/README.md's). */
 #define CR_MEMORY_PER_OWNER 48   /* estimator: 28 B measured, tables grow by half */
 #define CR_MEMORY_PER_RECEIPT 800 /* receipts: 797 B each */
-#define CR_MEMORY_PER_ROUTE 32    /* outstanding routes: 32 B each */
+#define CR_MEMORY_PER_ROUTE 80    /* outstanding routes: 56 B, a ttft session 16, its id 8 */
 uint64_t cr_memory_bounds(const cr_config *cfg);
 
 /* --kv-events parsed, one engine a value, into out (room for

@@ -57,6 +57,11 @@ enum { N_METHODS = 23 };
 
 static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_METHODS])
 {
+    /* --route-access: who may route (README, "Threat model"): routes count
+     * toward the outstanding work every client's routes are weighed by. */
+    const cr_access routes = cfg->server.route_access == CR_ROUTE_ACCESS_ANYONE
+                                 ? CR_ACCESS_OPEN
+                                 : CR_ACCESS_IDENTIFIED;
     /* --reservations: who may make SelectInjection reserve (README, "Threat
      * model"); the others may dry-run. */
     const cr_method_spec select =
@@ -67,7 +72,8 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
                                cr_handle_select_injection, &s->handlers, ADMIN_TO_RESERVE};
     const cr_method_spec methods[N_METHODS] = {
         {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, &s->handlers, ADMIN_TO_INSTALL},
-        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers, OPEN},
+        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers,
+         routes, NULL, NULL},
         select,
         {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers, OPEN},
         {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers, ADMIN},
@@ -81,9 +87,10 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
         {SERVICE "ClearReservations", &cr_unary_kind, 0, cr_handle_clear_reservations,
          &s->handlers, ADMIN},
         {SERVICE "RecordArrivals", &cr_bidi_each_kind, 0, cr_handle_record_arrival,
-         &s->handlers, OPEN},
-        {SERVICE "Route", &cr_unary_kind, 0, cr_handle_route, &s->handlers, OPEN},
-        {SERVICE "Routes", &cr_bidi_each_kind, 0, cr_handle_route, &s->handlers, OPEN},
+         &s->handlers, routes, NULL, NULL},
+        {SERVICE "Route", &cr_unary_kind, 0, cr_handle_route, &s->handlers, routes, NULL, NULL},
+        {SERVICE "Routes", &cr_bidi_each_kind, 0, cr_handle_route, &s->handlers, routes, NULL,
+         NULL},
         {SERVICE "ReportKvEvents", &cr_unary_kind, 1, cr_handle_report_kv_events, &s->handlers,
          ADMIN},
         {SERVICE "SetEndpoints", &cr_unary_kind, 0, cr_handle_set_endpoints, &s->handlers,

@@ -49,6 +49,11 @@ void cr_observe_route_gauges(cr_core *core, cr_page *p)
     cr_observe_single(p, "cacheroute_route_outstanding", "gauge",
                       "Routes whose predicted work is still counted against their shard.",
                       (double)st.outstanding);
+    cr_observe_single(p, "cacheroute_route_refused_total", "counter",
+                      "Routes answered whose work was not counted: their client identity at "
+                      "--inflight-per-caller, or the oldest route at --inflight-max another "
+                      "identity's.",
+                      (double)st.refused);
     cr_observe_single(p, "cacheroute_route_index_blocks", "gauge",
                       "Blocks the prefix index holds over all shards.",
                       (double)st.index_blocks);

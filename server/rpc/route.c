@@ -119,7 +119,7 @@ static void route(void *ctx, const void *message, cr_arena *scratch, cr_reply *o
     }
     uint64_t generation;
     cr_error err;
-    cr_status st = cr_core_route(c->h->core, items, n, a, &generation, &err);
+    cr_status st = cr_core_route_as(c->h->core, out->caller, items, n, a, &generation, &err);
     if (st != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
