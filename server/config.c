@@ -190,6 +190,12 @@ static const cr_option SERVER_ROWS[] = {
      .max = CR_OPT_U64_MAX,
      .help = "bytes of answers sent and not yet read by their clients, over all calls; an "
              "answer past it is RESOURCE_EXHAUSTED (at least --max-message-bytes)"},
+    {.name = "max-decode-bytes", .key = "max_decode_bytes", .type = CR_OPT_LONG,
+     .offset = AT(max_decode_bytes), .def = 1073741824.0, .min = 1048576,
+     .max = CR_OPT_U64_MAX,
+     .help = "bytes requests may decode into over all calls in flight (at most 8 a wire "
+             "byte each); a call past it is RESOURCE_EXHAUSTED (default under a cgroup "
+             "limit: a quarter of it)"},
     {.name = "stream-idle-timeout", .key = "stream_idle_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(stream_idle_timeout_s), .def = 60, .min = 0, .max = 86400,
      .help = "seconds a stream (RecordArrivals, reflection) may wait for its next message, "

@@ -52,6 +52,7 @@ typedef struct cr_server_config {
     double request_deadline_s;      /* --request-deadline; 0 = off */
     double reply_deadline_s;        /* --reply-deadline; 0 = off */
     long max_pending_reply_bytes;   /* --max-pending-reply-bytes */
+    long max_decode_bytes;          /* --max-decode-bytes, all calls in flight */
     double stream_idle_timeout_s;   /* --stream-idle-timeout; 0 = off */
     long metrics_timeout_s;         /* --metrics-timeout, idle HTTP connection */
     long metrics_max_connections;   /* --metrics-max-connections */
@@ -88,12 +89,12 @@ uint64_t cr_memory_limit(void);
 
 /* With a limit (not 0), the defaults of the bounds on what clients can make
  * the sidecar hold, sized to it: --memory-quota-bytes and
- * --max-pending-reply-bytes a quarter of it each, --max-message-bytes at
- * most an eighth. Flags and variables still win. */
+ * --max-pending-reply-bytes and --max-decode-bytes a quarter of it each,
+ * --max-message-bytes at most an eighth. Flags and variables still win. */
 void cr_memory_defaults(cr_server_config *s, uint64_t limit);
 
 /* What the configured bounds let the sidecar hold at most, bytes: gRPC
- * core's quota, answers not yet read, the estimator's owners, the receipts
+ * core's quota, answers not yet read, requests decoded, the estimator's owners, the receipts
  * and the outstanding routes (the figures below, rounded up from
  * bench/README.md's). */
 #define CR_MEMORY_PER_OWNER 48   /* estimator: 28 B measured, tables grow by half */

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "authz.h"
 #include "config.h"
 #include "descriptor_set.h"
@@ -125,7 +126,8 @@ static void warn_memory(const cr_config *cfg, int check_config)
         return;
     const char *why = "the bounds on what clients can make the sidecar hold add up past the "
                       "cgroup memory limit: lower --memory-quota-bytes, "
-                      "--max-pending-reply-bytes, --max-owners, --receipts or --inflight-max";
+                      "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts "
+                      "or --inflight-max";
     if (check_config)
         fprintf(stderr, "cacheroute-sidecar: warning: %s (%llu bytes, limit %llu)\n", why,
                 (unsigned long long)need, (unsigned long long)limit);
@@ -329,6 +331,7 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
                           .accept_compressed = sc->compressed_requests == 1,
                           .max_inflating = sc->memory_quota_bytes / 4 / sc->max_message_bytes};
     cr_security_apply(&s->security, &opt);
+    cr_arena_set_budget((size_t)sc->max_decode_bytes);
     int failed = 0;
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, &err);
     cr_rpc *health = rpc ? start_health(sc, methods, &failed, &err) : NULL;

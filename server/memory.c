@@ -88,6 +88,7 @@ void cr_memory_defaults(cr_server_config *s, uint64_t limit)
     uint64_t quarter = limit / 4, eighth = limit / 8;
     s->memory_quota_bytes = (long)(quarter > (16u << 20) ? quarter : (16u << 20));
     s->max_pending_reply_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
+    s->max_decode_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
     if (eighth < (uint64_t)s->max_message_bytes)
         s->max_message_bytes = (long)(eighth > 65536 ? eighth : 65536);
 }
@@ -97,6 +98,7 @@ uint64_t cr_memory_bounds(const cr_config *cfg)
     const cr_server_config *s = &cfg->server;
     const cr_core_config *c = &cfg->core;
     return (uint64_t)s->memory_quota_bytes + (uint64_t)s->max_pending_reply_bytes +
+           (uint64_t)s->max_decode_bytes +
            CR_MEMORY_PER_OWNER * c->estimator.max_owners +
            CR_MEMORY_PER_RECEIPT * c->receipts + CR_MEMORY_PER_ROUTE * c->route.inflight_max;
 }

@@ -6,6 +6,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -721,7 +722,14 @@ int cr_rpc_read_request(cr_rpc *rpc, grpc_byte_buffer *bb, grpc_slice *out, cr_r
 
 void cr_rpc_request_done(cr_rpc *rpc, grpc_slice req, int read)
 {
+    size_t len = GRPC_SLICE_LENGTH(req);
     grpc_slice_unref(req);
     if (read == 1)
         atomic_fetch_sub(&rpc->inflating, 1);
+    /* A big request's copy and what its handler malloc'd went back to
+     * glibc, which keeps freed heap (its mmap threshold rises to the
+     * largest block freed): given back to the system here, so RSS falls
+     * after big calls rather than staying at their peak. */
+    if (len >= CR_INLINE_MAX_BYTES)
+        malloc_trim(0);
 }
