@@ -40,7 +40,9 @@ static cr_status create_parts(cr_core *c, const cr_core_config *cfg, cr_error *e
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu receipts",
                        (unsigned long long)cfg->receipts);
     c->route = cfg->route;
-    if (!(c->router = cr_router_new(&cfg->route)))
+    /* one route adds at most the prefill one decision may reserve */
+    c->route.max_route_work_ms = cfg->inject.max_reservation_ms;
+    if (!(c->router = cr_router_new(&c->route)))
         return cr_fail(err, CR_ENOMEM, "out of memory for %llu outstanding routes",
                        (unsigned long long)cfg->route.inflight_max);
     return CR_OK;

@@ -29,6 +29,13 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
                          size_t n_weights, cr_route_answer *routes, uint64_t *generation,
                          cr_error *err)
 {
+    return cr_core_record_as(c, 0, owners, n, weights, n_weights, routes, generation, err);
+}
+
+cr_status cr_core_record_as(cr_core *c, uint64_t caller, const int64_t *owners, size_t n,
+                            const double *weights, size_t n_weights, cr_route_answer *routes,
+                            uint64_t *generation, cr_error *err)
+{
     const double *w = weights && n_weights ? weights : NULL;
     cr_status st = check_arrivals(n, w, w ? n_weights : 0, err);
     if (st != CR_OK)
@@ -45,7 +52,8 @@ cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const doub
     }
     if (routes) { /* the rule is the router's to decide */
         cr_core_route_model_update(c);
-        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n, now);
+        cr_router_route(c->router, t ? t->table : NULL, cr_core_shards(c, t), w, routes, n, now,
+                        caller);
     }
     cr_installed_release(t);
     cr_touched *touched = atomic_load_explicit(&c->touched, memory_order_acquire);

@@ -12,6 +12,7 @@ typedef struct batch {
     cr_core *c;
     cr_installed *table;
     double now;
+    uint64_t caller; /* who reports: it releases only its own routes */
 } batch;
 
 static int given(const char *s) { return s && *s; }
@@ -157,12 +158,14 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     unsigned here = CR_OUT_OWNER | CR_OUT_SHARD;
     uint32_t routed = UINT32_MAX;
     int by_id = given(o->request_id) &&
-                cr_router_release_request(c->router, cr_route_text_key(o->request_id,
-                                                                        strlen(o->request_id)),
+                cr_router_release_request(c->router,
+                                          cr_route_request_key(o->request_id,
+                                                               strlen(o->request_id), b->caller),
                                           b->now, (o->has & CR_OUT_CACHED_TOKENS) != 0,
                                           o->cached_tokens, &routed);
     int released = by_id || ((o->has & here) == here &&
-                             cr_router_release(c->router, o->owner, o->shard, b->now));
+                             cr_router_release(c->router, o->owner, o->shard, b->now,
+                                               b->caller));
     /* a failure counts against the shard given, else the one it was routed to */
     uint32_t failed_on = !(o->has & CR_OUT_ERROR) ? UINT32_MAX
                          : (o->has & CR_OUT_SHARD) ? o->shard
@@ -179,10 +182,16 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
 cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_counts *out,
                          cr_error *err)
 {
+    return cr_core_report_as(c, 0, o, n, out, err);
+}
+
+cr_status cr_core_report_as(cr_core *c, uint64_t caller, const cr_outcome *o, size_t n,
+                            cr_outcome_counts *out, cr_error *err)
+{
     memset(out, 0, sizeof *out);
     if (cr_outcome_count_check(n, err) != CR_OK)
         return CR_EINVAL;
-    batch b = {c, cr_core_acquire(c, NULL), core_now(c)};
+    batch b = {c, cr_core_acquire(c, NULL), core_now(c), caller};
     uint32_t shards = cr_core_shards(c, b.table), gpus = cr_core_gpu_count(c);
     cr_status st = CR_OK;
     for (size_t i = 0; st == CR_OK && i < n; i++)

@@ -29,9 +29,11 @@ cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, doub
     }
     for (size_t k = 0; k < n; k++) {
         const cr_estimator_entry *e = &v[order[k].at];
-        double r = cr_replica_decayed(e->count, e->t_last, t, half_life);
+        /* a foreign entry's count (1e300) is no session's rate: bounded
+         * here as Plan bounds rates, so no sum overflows and no plan sees it */
+        double r = fmin(cr_replica_decayed(e->count, e->t_last, t, half_life), CR_PLAN_MAX_RATE);
         if (*n_out && (*out)[*n_out - 1].owner == e->owner)
-            (*out)[*n_out - 1].rate += r;
+            (*out)[*n_out - 1].rate = fmin((*out)[*n_out - 1].rate + r, CR_PLAN_MAX_RATE);
         else
             (*out)[(*n_out)++] = (cr_session_rate){e->owner, r};
     }

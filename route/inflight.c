@@ -22,7 +22,14 @@
  * expiry leaves it: by then the timeline has passed the item anyway.
  * Items routed with a request id are found by it through the shared
  * open-addressing index (htable.h), twice the cap, made on the first such
- * item. */
+ * item.
+ *
+ * Callers (route.h cr_route_query.caller): an identified caller holds at
+ * most caller_max items, and at the cap the oldest item goes only when it
+ * is the new item's caller's or nobody's (caller 0), so no caller evicts
+ * another's work; otherwise the new item is not kept (refused). The
+ * callers are few (the identities authorization lists), so their counts
+ * are a short array searched in order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +42,16 @@ typedef struct item {
     double expires, weight;
     int64_t owner;
     uint64_t id;          /* the request id's key; 0 = none */
+    uint64_t caller;      /* who routed it; 0 = nobody in particular */
     uint32_t shard;
     uint32_t next, prev;  /* the shard's chain, oldest first; NONE at its ends */
     uint32_t cached;      /* the cached tokens predicted for it */
 } item;
+
+typedef struct caller_count {
+    uint64_t caller;
+    uint32_t live; /* its outstanding items; 0: the entry is free */
+} caller_count;
 
 typedef struct chain {
     uint32_t head, tail; /* NONE when the shard has none */
@@ -56,6 +69,10 @@ struct cr_inflight {
     double total;
     uint64_t outstanding, released, expired, evicted;
     cr_htable ids;  /* items by id, 2 cap slots; none until an id comes */
+    caller_count *callers; /* identified callers with items; live 0 = free */
+    uint32_t n_callers, callers_cap;
+    uint32_t caller_max; /* items one identified caller may hold */
+    uint64_t refused;    /* items not kept: over a quota, or the cap another's */
 };
 
 cr_inflight *cr_inflight_new(uint64_t cap, double ttl_s)
@@ -67,6 +84,7 @@ cr_inflight *cr_inflight_new(uint64_t cap, double ttl_s)
     }
     w->ttl_s = ttl_s;
     w->cap = (uint32_t)cap;
+    w->caller_max = (uint32_t)cap;
     return w;
 }
 
@@ -80,8 +98,44 @@ void cr_inflight_free(cr_inflight *w)
     free(w->loads);
     free(w->live);
     free(w->chains);
+    free(w->callers);
     free(w);
 }
+
+void cr_inflight_set_caller_max(cr_inflight *w, uint64_t most)
+{
+    w->caller_max = most && most < w->cap ? (uint32_t)most : w->cap;
+}
+
+/* caller's count (caller != 0); with make, a free or new entry for it when
+ * it has none. NULL when it has none (and, with make, out of memory). */
+static caller_count *caller_of(cr_inflight *w, uint64_t caller, int make)
+{
+    caller_count *free_one = NULL;
+    for (uint32_t i = 0; i < w->n_callers; i++) {
+        if (w->callers[i].live && w->callers[i].caller == caller)
+            return &w->callers[i];
+        if (!w->callers[i].live && !free_one)
+            free_one = &w->callers[i];
+    }
+    if (!make)
+        return NULL;
+    if (free_one) {
+        *free_one = (caller_count){caller, 0};
+        return free_one;
+    }
+    if (w->n_callers == w->callers_cap) {
+        uint32_t n = w->callers_cap ? 2 * w->callers_cap : 8;
+        caller_count *a = realloc(w->callers, n * sizeof *a);
+        if (!a)
+            return NULL;
+        w->callers = a;
+        w->callers_cap = n;
+    }
+    w->callers[w->n_callers] = (caller_count){caller, 0};
+    return &w->callers[w->n_callers++];
+}
+
 
 /* Grows one per-shard array to n entries, the new ones from fill. */
 static int grow(void **array, size_t size, uint32_t old, uint32_t n, int fill)
@@ -142,6 +196,9 @@ static void retire(cr_inflight *w, uint32_t idx, uint64_t *counter)
         cr_htable_remove(&w->ids, cr_mix64(it->id), idx, (cr_htable_keys){id_hash, w});
         it->id = 0;
     }
+    caller_count *cc = it->caller ? caller_of(w, it->caller, 0) : NULL;
+    if (cc)
+        cc->live--;
     it->shard = NONE;
     (*counter)++;
 }
@@ -173,22 +230,42 @@ static int want_ids(cr_inflight *w)
     return cr_htable_reset(&w->ids, n);
 }
 
-void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now)
+int cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now,
+                    uint64_t caller)
 {
-    cr_inflight_add_id(w, owner, 0, 0, shard, weight, now);
+    return cr_inflight_add_id(w, owner, 0, 0, shard, weight, now, caller);
 }
 
-void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
-                        uint32_t shard, double weight, double now)
+/* 1 when caller may add an item now: under its quota, and at the cap the
+ * oldest item is released, its own or nobody's. */
+static int may_add(cr_inflight *w, uint64_t caller, caller_count **cc)
 {
+    *cc = caller ? caller_of(w, caller, 1) : NULL;
+    if (caller && (!*cc || (*cc)->live >= w->caller_max))
+        return 0;
+    const item *oldest = &w->items[w->head];
+    return w->count < w->cap || oldest->shard == NONE || !oldest->caller ||
+           oldest->caller == caller;
+}
+
+int cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
+                       uint32_t shard, double weight, double now, uint64_t caller)
+{
+    caller_count *cc;
+    if (!may_add(w, caller, &cc)) {
+        w->refused++;
+        return 0;
+    }
     if (id && (want_ids(w) != 0 || cr_htable_at(&w->ids, id_find(w, id)) != CR_HTABLE_NONE))
         id = 0; /* no index, or the id is outstanding already: this one by owner */
     if (w->count == w->cap)
-        pop(w, &w->evicted);
+        pop(w, &w->evicted); /* may retire the caller's oldest: cc stays its */
     uint32_t idx = w->head + w->count; /* < 2 cap, no overflow */
     idx -= idx >= w->cap ? w->cap : 0;
-    w->items[idx] = (item){now + w->ttl_s, weight, owner, id, shard, NONE, NONE, cached};
+    w->items[idx] = (item){now + w->ttl_s, weight, owner, id, caller, shard, NONE, NONE, cached};
     w->count++;
+    if (cc)
+        cc->live++;
     if (id)
         cr_htable_put(&w->ids, id_find(w, id), idx);
     w->busy[shard] = (w->busy[shard] > now ? w->busy[shard] : now) + weight / 1e3;
@@ -203,6 +280,7 @@ void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cac
     w->live[shard]++;
     w->total += weight;
     w->outstanding++;
+    return 1;
 }
 
 /* Releases item idx, done at now: the shard's next item starts now. */
@@ -222,13 +300,15 @@ void cr_inflight_clear_shard(cr_inflight *w, uint32_t shard)
     w->busy[shard] = 0;
 }
 
-int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now)
+int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now,
+                        uint64_t caller)
 {
     if (shard >= w->n_shards)
         return 0;
     uint32_t idx = w->chains[shard].head;
     for (int k = 0; idx != NONE && k < CR_ROUTE_RELEASE_DEPTH; k++) {
-        if (w->items[idx].owner == owner && !w->items[idx].id) {
+        if (w->items[idx].owner == owner && !w->items[idx].id &&
+            w->items[idx].caller == caller) {
             done(w, idx, now);
             return 1;
         }
@@ -271,8 +351,10 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out)
     out->released = w->released;
     out->expired = w->expired;
     out->evicted = w->evicted;
+    out->refused = w->refused;
     out->bytes = sizeof *w + (uint64_t)w->cap * sizeof *w->items +
                  cr_htable_bytes(&w->ids) +
+                 (uint64_t)w->callers_cap * sizeof *w->callers +
                  (uint64_t)w->n_shards *
                      (sizeof *w->loads + sizeof *w->busy + sizeof *w->live + sizeof *w->chains);
 }

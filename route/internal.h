@@ -30,23 +30,32 @@ int cr_inflight_reserve(cr_inflight *w, uint32_t n);
  * first, and drops released ones met on the way. Amortised O(1). */
 void cr_inflight_expire(cr_inflight *w, double now);
 
-/* Adds weight of owner on shard (reserved), expiring at now + ttl_s. A
- * full FIFO first retires its oldest item (counted evicted: at the cap the
- * oldest work counts as done). The shard's timeline grows by weight ms.
- * O(1). */
-void cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now);
+/* Items one identified caller may hold at once: most (0 or over the cap:
+ * the cap). */
+void cr_inflight_set_caller_max(cr_inflight *w, uint64_t most);
+
+/* Adds weight of owner on shard (reserved), routed by caller (0: nobody in
+ * particular), expiring at now + ttl_s. A full FIFO first retires its
+ * oldest item (counted evicted: at the cap the oldest work counts as
+ * done) when that item is caller's or nobody's. The shard's timeline grows
+ * by weight ms. Returns 1, or 0 with nothing added (counted refused) when
+ * caller holds its quota already or the oldest item at the cap is another
+ * caller's. O(1) + O(callers). */
+int cr_inflight_add(cr_inflight *w, int64_t owner, uint32_t shard, double weight, double now,
+                    uint64_t caller);
 
 /* The same for a request whose id has key id (0 = none; an id outstanding
  * already is kept by owner instead), with the cached tokens predicted for
- * it. O(1) expected. */
-void cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
-                        uint32_t shard, double weight, double now);
+ * it. O(1) expected + O(callers). */
+int cr_inflight_add_id(cr_inflight *w, int64_t owner, uint64_t id, uint32_t cached,
+                       uint32_t shard, double weight, double now, uint64_t caller);
 
-/* Retires owner's oldest outstanding item on shard that has no id,
- * counted released, looking CR_ROUTE_RELEASE_DEPTH items deep from the
- * shard's oldest: 1, or 0 when there is none that deep. The shard's
- * timeline restarts at now with the work left there. */
-int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now);
+/* Retires owner's oldest outstanding item on shard that has no id and
+ * that caller routed, counted released, looking CR_ROUTE_RELEASE_DEPTH
+ * items deep from the shard's oldest: 1, or 0 when there is none that
+ * deep. The shard's timeline restarts at now with the work left there. */
+int cr_inflight_release(cr_inflight *w, int64_t owner, uint32_t shard, double now,
+                        uint64_t caller);
 
 /* Retires the item with id key id as cr_inflight_release does: 1 with its
  * shard and predicted cached tokens, or 0 when none is outstanding. O(1)
@@ -167,6 +176,7 @@ struct cr_router {
     cr_route_by by;
     double c;             /* --load-bound */
     cr_inflight *work;    /* NULL under plan */
+    double max_work_ms;   /* the most one ttft route adds to work; 0: no bound */
     cr_ring *ring;        /* over the latest route's shard count; NULL before */
     cr_ring *other;       /* the last other count cr_router_home asked for */
     uint32_t *seen;       /* per ring shard: the walk that last looked at it */
@@ -238,13 +248,13 @@ uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n);
 /* r locked, prepared for n shards: owner's shard under plan, bounded or
  * live at now under t, weighing weight; *admitted = whether t admits it. */
 uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t owner,
-                            double weight, double now, int *admitted);
+                            double weight, double now, int *admitted, uint64_t caller);
 
 /* ttft.c: cr_router_route under ttft: each arrival placed as a request of
  * its owner without hashes, weights[i] (NULL: 1 each) its prompt tokens,
  * straight into routes[i], with the router's model. */
 void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,
                               const double *weights, cr_route_answer *routes, size_t n,
-                              double now);
+                              double now, uint64_t caller);
 
 #endif

@@ -27,9 +27,14 @@ static const cr_option ROWS[] = {
              "when no ReportOutcome for its owner and shard came"},
     {.name = "inflight-max", .key = "inflight_max", .type = CR_OPT_U64,
      .offset = AT(inflight_max), .def = 100000, .min = 1, .max = CR_ROUTE_MAX_INFLIGHT,
-     .help = "--route-by bounded, live or ttft: outstanding routes tracked at most (48 B "
+     .help = "--route-by bounded, live or ttft: outstanding routes tracked at most (56 B "
              "each, allocated up front; ttft 16 B more for its sessions), the oldest counted "
              "as done first"},
+    {.name = "inflight-per-caller", .key = "inflight_per_caller", .type = CR_OPT_U64,
+     .offset = AT(inflight_per_caller), .def = 0, .min = 0, .max = CR_ROUTE_MAX_INFLIGHT,
+     .help = "once authorization is on: outstanding routes one client identity may hold; "
+             "past it its routes are answered and add no work (0 = a quarter of "
+             "--inflight-max)"},
     {.name = "block-tokens", .key = "block_tokens", .type = CR_OPT_U32,
      .offset = AT(block_tokens), .def = 16, .min = 1, .max = 1u << 20,
      .help = "Route: the tokens each block hash stands for (the engine's KV block size)"},

@@ -56,6 +56,11 @@ cr_router *cr_router_new(const cr_route_config *cfg)
     r->g = cfg->miss_weight;
     r->planned = cfg->planned;
     r->model = (cr_prefill_model){.prefill = {.ms_per_token = 1}}; /* tokens as ms */
+    r->max_work_ms = cfg->max_route_work_ms;
+    if (r->work)
+        cr_inflight_set_caller_max(r->work, cfg->inflight_per_caller
+                                                ? cfg->inflight_per_caller
+                                                : (cfg->inflight_max + 3) / 4);
     for (uint32_t s = 0; s < CR_ROUTE_INDEX_MAX_SHARDS; s++)
         r->trust[s] = 1;
     return r;
@@ -254,21 +259,22 @@ static uint32_t live(const cr_router *r, uint32_t first)
 
 /* r locked: out's route under bounded or live, p its placement. */
 static void route_one(cr_router *r, const cr_table *t, const cr_placement *p,
-                      cr_route_answer *out, double weight, double now)
+                      cr_route_answer *out, double weight, double now, uint64_t caller)
 {
     uint32_t first = p ? p->preferred_shard
                        : cr_ring_shard(r->ring, cr_ring_start(r->ring, out->owner));
     uint32_t s = r->by == CR_ROUTE_LIVE ? live(r, first)
                                         : bounded(r, t, p, out->owner, first, weight);
     r->diverted += s != first;
-    cr_inflight_add(r->work, out->owner, s, weight, now);
+    cr_inflight_add(r->work, out->owner, s, weight, now, caller);
     out->admitted = p != NULL;
     out->shard = s;
 }
 
 /* Under bounded or live; 0, or -1 (nothing routed) when out of memory. */
 static int route_moving(cr_router *r, const cr_table *t, uint32_t shards,
-                        const double *weights, cr_route_answer *routes, size_t n, double now)
+                        const double *weights, cr_route_answer *routes, size_t n, double now,
+                        uint64_t caller)
 {
     pthread_mutex_lock(&r->lock);
     int st = cr_router_prepare(r, shards);
@@ -278,32 +284,33 @@ static int route_moving(cr_router *r, const cr_table *t, uint32_t shards,
     for (size_t i = 0, m; st == 0 && i < n; i += m) {
         m = find_chunk(t, routes + i, n - i, placed);
         for (size_t j = 0; j < m; j++)
-            route_one(r, t, placed[j], &routes[i + j], weights ? weights[i + j] : 1.0, now);
+            route_one(r, t, placed[j], &routes[i + j], weights ? weights[i + j] : 1.0, now,
+                      caller);
     }
     pthread_mutex_unlock(&r->lock);
     return st;
 }
 
 uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t owner,
-                            double weight, double now, int *admitted)
+                            double weight, double now, int *admitted, uint64_t caller)
 {
     const cr_placement *p = t ? cr_table_find(t, owner) : NULL;
     if (!r->work)
         return plan_shard(r, p, owner, n, admitted, 1);
     cr_route_answer out = {.owner = owner};
-    route_one(r, t, p, &out, weight, now);
+    route_one(r, t, p, &out, weight, now, caller);
     *admitted = out.admitted;
     return out.shard;
 }
 
 void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const double *weights,
-                     cr_route_answer *routes, size_t n, double now)
+                     cr_route_answer *routes, size_t n, double now, uint64_t caller)
 {
     if (r->by == CR_ROUTE_TTFT) {
-        cr_router_place_arrivals(r, t, shards, weights, routes, n, now);
+        cr_router_place_arrivals(r, t, shards, weights, routes, n, now, caller);
         return;
     }
-    if (r->work && route_moving(r, t, shards, weights, routes, n, now) == 0)
+    if (r->work && route_moving(r, t, shards, weights, routes, n, now, caller) == 0)
         return;
     const cr_placement *placed[CHUNK];
     for (size_t i = 0, k; i < n; i += k) {
@@ -315,13 +322,13 @@ void cr_router_route(cr_router *r, const cr_table *t, uint32_t shards, const dou
     }
 }
 
-int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now)
+int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now, uint64_t caller)
 {
     if (!r->work)
         return 0;
     pthread_mutex_lock(&r->lock);
     cr_inflight_expire(r->work, now);
-    int released = cr_inflight_release(r->work, owner, shard, now);
+    int released = cr_inflight_release(r->work, owner, shard, now, caller);
     pthread_mutex_unlock(&r->lock);
     return released;
 }

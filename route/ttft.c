@@ -15,6 +15,15 @@ uint64_t cr_route_text_key(const char *s, size_t n)
     return k ? k : 1;
 }
 
+uint64_t cr_route_request_key(const char *s, size_t n, uint64_t caller)
+{
+    uint64_t k = cr_route_text_key(s, n);
+    if (!k || !caller)
+        return k;
+    k = cr_mix64(k ^ caller);
+    return k ? k : 1;
+}
+
 void cr_router_set_model(cr_router *r, const cr_prefill_model *m)
 {
     pthread_mutex_lock(&r->lock);
@@ -56,7 +65,7 @@ static view view_of(const cr_router *r, const cr_route_request *q)
                                                    : CR_REQUEST_MAX_TOKENS,
         .n_hashes = (uint32_t)q->n_hashes,
         .space = cr_route_text_key(q->space, q->space_len),
-        .id = id ? cr_route_text_key(id, strlen(id)) : 0,
+        .id = id ? cr_route_request_key(id, strlen(id), q->caller) : 0,
     };
 }
 
@@ -218,7 +227,8 @@ static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const view *
 static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *x,
                        double now, cr_route_answer *out)
 {
-    out->shard = cr_router_rule_one(r, t, n, owner_key(x), 1.0, now, &out->admitted);
+    out->shard =
+        cr_router_rule_one(r, t, n, owner_key(x), 1.0, now, &out->admitted, x->q->caller);
     double cpu, hit = hit_on(r, x, out->shard, &cpu);
     out->cached_tokens = (uint32_t)hit;
     out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
@@ -239,9 +249,12 @@ static void remember(cr_router *r, const view *x, const cr_route_answer *a, doub
             r->moved[!cr_router_usable(r, was->shard)]++;
         cr_sessions_put(&r->sessions, q->owner, a->shard, x->tokens);
     }
+    /* the work one route may add is bounded, however many tokens it names */
+    double work = r->max_work_ms > 0 && a->prefill_ms > r->max_work_ms ? r->max_work_ms
+                                                                        : a->prefill_ms;
     if (r->by == CR_ROUTE_TTFT)
         cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, x->id, a->cached_tokens,
-                           a->shard, a->prefill_ms, now);
+                           a->shard, work, now, q->caller);
     r->why[a->reason]++;
 }
 
@@ -321,7 +334,7 @@ void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
 
 void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,
                               const double *weights, cr_route_answer *routes, size_t n,
-                              double now)
+                              double now, uint64_t caller)
 {
     cr_route_request q[CHUNK];
     view v[CHUNK];
@@ -330,7 +343,8 @@ void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards
         for (size_t i = 0; i < k; i++) {
             double w = weights ? weights[at + i] : 1;
             q[i] = (cr_route_request){.has_owner = 1, .owner = routes[at + i].owner,
-                                      .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX};
+                                      .prompt_tokens = w < UINT32_MAX ? (uint32_t)w : UINT32_MAX,
+                                      .caller = caller};
             v[i] = view_of(r, &q[i]);
         }
         pthread_mutex_lock(&r->lock);

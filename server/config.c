@@ -77,6 +77,7 @@ static cr_status valid_kv_events(const char *value, cr_error *err)
 #define AT(field) offsetof(cr_server_config, field)
 
 static const char *const RESERVATIONS[] = {"admins", "anyone", NULL}; /* cr_reservations' order */
+static const char *const ROUTE_ACCESS[] = {"identified", "anyone", NULL}; /* cr_route_access' */
 static const char *const COMPRESSED[] = {"refuse", "inflate", NULL};
 
 static const cr_option SERVER_ROWS[] = {
@@ -112,6 +113,16 @@ static const cr_option SERVER_ROWS[] = {
      .offset = AT(admin_identities), .count_offset = AT(n_admin_identities), .min = 1,
      .max = 1024, .flags = CR_OPT_REPEATABLE,
      .help = "client certificate SAN URI, SAN DNS or CN allowed state-changing calls (mTLS)"},
+    {.name = "route-identity", .key = "route_identities", .type = CR_OPT_LIST,
+     .offset = AT(route_identities), .count_offset = AT(n_route_identities), .min = 1,
+     .max = 1024, .flags = CR_OPT_REPEATABLE,
+     .help = "client certificate SAN URI, SAN DNS or CN allowed Route, Routes and "
+             "RecordArrival(s) once authorization is on (mTLS; admins may too)"},
+    {.name = "route-access", .key = "route_access", .type = CR_OPT_CHOICE,
+     .offset = AT(route_access), .def_text = "identified", .choices = ROUTE_ACCESS,
+     .help = "once authorization is on, who may call Route, Routes and RecordArrival(s), "
+             "whose routes count toward every client's: identified (--route-identity, "
+             "admins; others PERMISSION_DENIED) or anyone"},
     {.name = "kv-events", .key = "kv_events", .type = CR_OPT_LIST, .offset = AT(kv_events),
      .count_offset = AT(n_kv_events), .min = 1, .max = 1024, .flags = CR_OPT_REPEATABLE,
      .valid = valid_kv_events,
@@ -188,6 +199,12 @@ static const cr_option SERVER_ROWS[] = {
      .max = CR_OPT_U64_MAX,
      .help = "bytes of answers sent and not yet read by their clients, over all calls; an "
              "answer past it is RESOURCE_EXHAUSTED (at least --max-message-bytes)"},
+    {.name = "max-decode-bytes", .key = "max_decode_bytes", .type = CR_OPT_LONG,
+     .offset = AT(max_decode_bytes), .def = 1073741824.0, .min = 1048576,
+     .max = CR_OPT_U64_MAX,
+     .help = "bytes requests may decode into over all calls in flight (at most 8 a wire "
+             "byte each); a call past it is RESOURCE_EXHAUSTED (default under a cgroup "
+             "limit: a quarter of it)"},
     {.name = "stream-idle-timeout", .key = "stream_idle_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(stream_idle_timeout_s), .def = 60, .min = 0, .max = 86400,
      .help = "seconds a stream (RecordArrivals, reflection) may wait for its next message, "
@@ -287,7 +304,8 @@ static void set_defaults(cr_config *cfg)
     cfg->memory_limit = cr_memory_limit();
     /* before variables and flags */
     cr_memory_defaults(cfg->memory_limit, &cfg->server.memory_quota_bytes,
-                       &cfg->server.max_pending_reply_bytes, &cfg->server.max_message_bytes,
+                       &cfg->server.max_pending_reply_bytes, &cfg->server.max_decode_bytes,
+                       &cfg->server.max_message_bytes,
                        &cfg->server.kv_events_max_frame_bytes);
 }
 

@@ -30,6 +30,9 @@ typedef struct cr_server_config {
     char *health_listen;      /* --health-listen host:port, "" = off */
     char **admin_identities;  /* --admin-identity, repeatable */
     size_t n_admin_identities;
+    char **route_identities;  /* --route-identity, repeatable */
+    size_t n_route_identities;
+    int route_access;         /* --route-access: cr_route_access */
     char *admin_token_file;   /* --admin-token-file path, "" = no token */
     char **kv_events;         /* --kv-events SHARD=ENDPOINT[,replay=ENDPOINT], repeatable */
     char *endpoints_file;     /* --endpoints-file path, "" = shards by number */
@@ -50,6 +53,7 @@ typedef struct cr_server_config {
     double request_deadline_s;      /* --request-deadline; 0 = off */
     double reply_deadline_s;        /* --reply-deadline; 0 = off */
     long max_pending_reply_bytes;   /* --max-pending-reply-bytes */
+    long max_decode_bytes;          /* --max-decode-bytes, all calls in flight */
     double stream_idle_timeout_s;   /* --stream-idle-timeout; 0 = off */
     long metrics_timeout_s;         /* --metrics-timeout, idle HTTP connection */
     long metrics_max_connections;   /* --metrics-max-connections */
@@ -60,6 +64,11 @@ extern const cr_option_table cr_server_options;
 
 /* --reservations, in its choices' order. */
 typedef enum cr_reservations { CR_RESERVATIONS_ADMINS, CR_RESERVATIONS_ANYONE } cr_reservations;
+/* --route-access, in its choices' order. */
+typedef enum cr_route_access {
+    CR_ROUTE_ACCESS_IDENTIFIED,
+    CR_ROUTE_ACCESS_ANYONE
+} cr_route_access;
 
 #define CR_CONFIG_MAX_OPTIONS 128 /* rows over every composed table */
 

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "authz.h"
 #include "config.h"
 #include "descriptor_set.h"
@@ -58,6 +59,11 @@ enum { N_METHODS = 23 };
 
 static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_METHODS])
 {
+    /* --route-access: who may route (README, "Threat model"): routes count
+     * toward the outstanding work every client's routes are weighed by. */
+    const cr_access routes = cfg->server.route_access == CR_ROUTE_ACCESS_ANYONE
+                                 ? CR_ACCESS_OPEN
+                                 : CR_ACCESS_IDENTIFIED;
     /* --reservations: who may make SelectInjection reserve (README, "Threat
      * model"); the others may dry-run. */
     const cr_method_spec select =
@@ -68,7 +74,8 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
                                cr_handle_select_injection, &s->handlers, ADMIN_TO_RESERVE};
     const cr_method_spec methods[N_METHODS] = {
         {SERVICE "Plan", &cr_unary_kind, 1, cr_handle_plan, &s->handlers, ADMIN_TO_INSTALL},
-        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers, OPEN},
+        {SERVICE "RecordArrival", &cr_unary_kind, 0, cr_handle_record_arrival, &s->handlers,
+         routes, NULL, NULL},
         select,
         {SERVICE "GetRates", &cr_unary_kind, 1, cr_handle_get_rates, &s->handlers, OPEN},
         {SERVICE "Forget", &cr_unary_kind, 0, cr_handle_forget, &s->handlers, ADMIN},
@@ -82,9 +89,10 @@ static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_
         {SERVICE "ClearReservations", &cr_unary_kind, 0, cr_handle_clear_reservations,
          &s->handlers, ADMIN},
         {SERVICE "RecordArrivals", &cr_bidi_each_kind, 0, cr_handle_record_arrival,
-         &s->handlers, OPEN},
-        {SERVICE "Route", &cr_unary_kind, 0, cr_handle_route, &s->handlers, OPEN},
-        {SERVICE "Routes", &cr_bidi_each_kind, 0, cr_handle_route, &s->handlers, OPEN},
+         &s->handlers, routes, NULL, NULL},
+        {SERVICE "Route", &cr_unary_kind, 0, cr_handle_route, &s->handlers, routes, NULL, NULL},
+        {SERVICE "Routes", &cr_bidi_each_kind, 0, cr_handle_route, &s->handlers, routes, NULL,
+         NULL},
         {SERVICE "ReportKvEvents", &cr_unary_kind, 1, cr_handle_report_kv_events, &s->handlers,
          ADMIN},
         {SERVICE "SetEndpoints", &cr_unary_kind, 0, cr_handle_set_endpoints, &s->handlers,
@@ -116,6 +124,7 @@ static void warn_memory(const cr_config *cfg, int check_config)
 {
     uint64_t need = cr_memory_bounds(cfg->server.memory_quota_bytes,
                                      cfg->server.max_pending_reply_bytes,
+                                     cfg->server.max_decode_bytes,
                                      cfg->server.n_kv_events ? cfg->server.kv_events_max_frame_bytes : 0,
                                      &cfg->core),
              limit = cfg->memory_limit;
@@ -123,7 +132,8 @@ static void warn_memory(const cr_config *cfg, int check_config)
         return;
     const char *why = "the bounds on what clients can make the sidecar hold add up past the "
                       "cgroup memory limit: lower --memory-quota-bytes, "
-                      "--max-pending-reply-bytes, --max-owners, --receipts or --inflight-max";
+                      "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts "
+                      "or --inflight-max";
     if (check_config)
         fprintf(stderr, "cacheroute-sidecar: warning: %s (%llu bytes, limit %llu)\n", why,
                 (unsigned long long)need, (unsigned long long)limit);
@@ -327,6 +337,7 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
                           .accept_compressed = sc->compressed_requests == 1,
                           .max_inflating = sc->memory_quota_bytes / 4 / sc->max_message_bytes};
     cr_security_apply(&s->security, &opt);
+    cr_arena_set_budget((size_t)sc->max_decode_bytes);
     int failed = 0;
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, &err);
     cr_rpc *health = rpc ? start_health(sc, methods, &failed, &err) : NULL;

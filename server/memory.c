@@ -83,22 +83,23 @@ uint64_t cr_memory_limit(void)
 }
 
 void cr_memory_defaults(uint64_t limit, long *quota_bytes, long *pending_reply_bytes,
-                        long *max_message_bytes, long *kv_frame_bytes)
+                        long *decode_bytes, long *max_message_bytes, long *kv_frame_bytes)
 {
     if (!limit)
         return;
     uint64_t quarter = limit / 4, eighth = limit / 8;
     *quota_bytes = (long)(quarter > (16u << 20) ? quarter : (16u << 20));
     *pending_reply_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
+    *decode_bytes = (long)(quarter > (1u << 20) ? quarter : (1u << 20));
     if (eighth < (uint64_t)*max_message_bytes)
         *max_message_bytes = (long)(eighth > 65536 ? eighth : 65536);
     *kv_frame_bytes = (long)cr_kv_frame_bound(limit);
 }
 
-uint64_t cr_memory_bounds(long quota_bytes, long pending_reply_bytes, long kv_frame_bytes,
-                          const cr_core_config *c)
+uint64_t cr_memory_bounds(long quota_bytes, long pending_reply_bytes, long decode_bytes,
+                          long kv_frame_bytes, const cr_core_config *c)
 {
-    return (uint64_t)quota_bytes + (uint64_t)pending_reply_bytes +
+    return (uint64_t)quota_bytes + (uint64_t)pending_reply_bytes + (uint64_t)decode_bytes +
            CR_MEMORY_PER_OWNER * c->estimator.max_owners +
            CR_MEMORY_PER_RECEIPT * c->receipts + CR_MEMORY_PER_ROUTE * c->route.inflight_max +
            (1 + CR_KV_DECODE_BYTES_PER_BYTE) * (uint64_t)kv_frame_bytes;

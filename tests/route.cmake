@@ -7,6 +7,11 @@ endif()
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_ttft SOURCES test_ttft.c LIBS cacheroute_core)
 endif()
+# Routes and outcomes by caller: ids, quotas, bounded work (issue 30).
+if(TARGET cacheroute_core)
+  cr_add_cunit_test(test_callers SOURCES test_callers.c LIBS cacheroute_core Threads::Threads
+                    LABELS concurrency)
+endif()
 # Engines' KV events on the core's prefix index.
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_kv SOURCES test_kv.c LIBS cacheroute_core)

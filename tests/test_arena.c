@@ -142,6 +142,71 @@ static void test_spare_shared_by_threads(void)
     }
 }
 
+/* Issue 30 R3-10: the arenas of all calls together stay within the
+ * budget: a second call that would pass it is refused (its arena says
+ * so), the spare goes before any call is refused, and what a call gives
+ * back is counted back. */
+static void test_budget_over_all_calls(void)
+{
+    const size_t MB = 1u << 20;
+    cr_arena a, b;
+    cr_arena_init(&a);
+    cr_arena_init(&b);
+    cr_arena_set_budget(1); /* an earlier test's spare goes */
+    CU_ASSERT_PTR_NULL(cr_arena_alloc(&a, 300 * MB)); /* past any spare */
+    cr_arena_reset(&a);
+    size_t base = cr_arena_held_all();
+    cr_arena_set_budget(base + 12 * MB);
+    CU_ASSERT_PTR_NOT_NULL(cr_arena_alloc(&a, 7 * MB));
+    CU_ASSERT_PTR_NULL(cr_arena_alloc(&b, 6 * MB)); /* 7 + 6 MiB and headers: over */
+    CU_ASSERT_TRUE(b.refused);
+    CU_ASSERT_FALSE(a.refused);
+    CU_ASSERT_TRUE(cr_arena_held_all() <= base + 12 * MB);
+    CU_ASSERT_PTR_NOT_NULL(cr_arena_alloc(&b, 3 * MB)); /* what fits still does */
+    cr_arena_reset(&a); /* its 7 MiB chunk: the spare, still counted */
+    cr_arena_reset(&b);
+    CU_ASSERT_FALSE(b.refused);
+    CU_ASSERT_PTR_NOT_NULL(cr_arena_alloc(&b, 9 * MB)); /* the spare made way */
+    CU_ASSERT_TRUE(cr_arena_held_all() <= base + 12 * MB);
+    cr_arena_destroy(&a);
+    cr_arena_destroy(&b);
+    CU_ASSERT_TRUE(cr_arena_held_all() <= base + 12 * MB);
+    cr_arena_set_budget(0);
+}
+
+/* The budget under four threads' big calls (TSan): never passed. */
+static void *budgeted_calls(void *arg)
+{
+    size_t most = *(size_t *)arg;
+    for (int round = 0; round < 50; round++) {
+        cr_arena *a = cr_arena_take();
+        if (!a)
+            return NULL;
+        unsigned char *p = cr_arena_alloc(a, (3u << 20) + (size_t)round * 8192);
+        if (p)
+            p[0] = 1;
+        if (cr_arena_held_all() > most)
+            return NULL;
+        cr_arena_put(a);
+    }
+    return arg;
+}
+
+static void test_budget_under_threads(void)
+{
+    size_t most = cr_arena_held_all() + (10u << 20);
+    cr_arena_set_budget(most);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&t[i], NULL, budgeted_calls, &most), 0);
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        CU_ASSERT_PTR_EQUAL(r, &most);
+    }
+    cr_arena_set_budget(0);
+}
+
 /* ---- requests decoded into the arena ---- */
 
 #define N_RATES 5000
@@ -274,6 +339,8 @@ static const cr_test_case ARENA[] = {
     {"a size past SIZE_MAX is refused", test_overflow_refused},
     {"one per thread, a nested take gets none", test_one_per_thread_not_nested},
     {"big calls on four threads share the spare safely", test_spare_shared_by_threads},
+    {"a budget over all calls", test_budget_over_all_calls},
+    {"the budget under four threads", test_budget_under_threads},
     {NULL, NULL},
 };
 

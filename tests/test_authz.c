@@ -99,7 +99,7 @@ static cr_authz *with_token_at(const char *content, char **path, cr_error *err)
 {
     char *p = token_file(content);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
-    cr_authz_config c = {NULL, 0, p};
+    cr_authz_config c = {.token_file = p};
     cr_authz *a = cr_authz_new(&c, err);
     if (path)
         *path = p;
@@ -148,7 +148,7 @@ static void test_token_file_rules(void)
     cr_authz *a = with_token(big, &err);
     CU_ASSERT_PTR_NOT_NULL(a);
     cr_authz_free(a);
-    cr_authz_config c = {NULL, 0, "/nonexistent/token"};
+    cr_authz_config c = {.token_file = "/nonexistent/token"};
     CU_ASSERT_PTR_NULL(cr_authz_new(&c, &err));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "--admin-token-file /nonexistent/token: cannot read"));
 }
@@ -185,7 +185,7 @@ static void test_token_comparison(void)
     unlink(path);
     cr_authz_free(a);
     /* No token, no identities: nobody is an admin. */
-    cr_authz_config none = {NULL, 0, NULL};
+    cr_authz_config none = {.token_file = NULL};
     a = cr_authz_new(&none, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_FALSE(cr_authz_has_admins(a));

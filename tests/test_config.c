@@ -457,6 +457,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"tls-client-ca", "/tmp/cr-ca-a.pem", "/tmp/cr-ca-b.pem", NULL, NULL},
         {"health-listen", "127.0.0.1:4", "[::1]:5", NULL, NULL},
         {"admin-identity", "spiffe://a/admin admin.example", "cn-admin", NULL, NULL},
+        {"route-identity", "spiffe://a/gateway gw.example", "cn-gateway", NULL, NULL},
         {"admin-token-file", "/tmp/cr-token-a", "/tmp/cr-token-b", NULL, NULL},
         {"endpoints-file", "/tmp/cr-endpoints-a.yaml", "/tmp/cr-endpoints-b.json", NULL, NULL},
         {"state-backend", "redis://127.0.0.1:6379", "unix:/tmp/cr-r.sock?db=2", NULL, NULL},

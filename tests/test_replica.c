@@ -294,6 +294,15 @@ static void test_merge_is_exact(void)
                     v[0].count * exp2(-(at - v[0].t_last) / H));
     CU_ASSERT_EQUAL(cr_replica_decayed(2.0, at + 1, at, H), 2.0); /* never grown */
     free(merged);
+    /* issue 30: foreign counts of 1e300 and 1e308 merge to the plan's bound */
+    cr_estimator_entry huge[3] = {{.owner = 5, .count = 1e300, .t_last = at},
+                                  {.owner = 5, .count = 1e308, .t_last = at},
+                                  {.owner = 6, .count = 1e308, .t_last = at}};
+    CU_ASSERT_EQUAL_FATAL(cr_replica_merge(huge, 3, at, H, &merged, &m, &err), CR_OK);
+    CU_ASSERT_EQUAL(m, 2);
+    CU_ASSERT_EQUAL(merged[0].rate, CR_PLAN_MAX_RATE);
+    CU_ASSERT_EQUAL(merged[1].rate, CR_PLAN_MAX_RATE);
+    free(merged);
     free(want);
     cr_estimator_free(all);
     for (int p = 0; p < 3; p++)

@@ -550,9 +550,9 @@ static void test_memory_bounded_under_owner_flood(void)
         sum += work[s];
     CU_ASSERT_DOUBLE_EQUAL(sum, st.work, 1e-9);
     /* Nothing grew after the first thousand; the bound as route.h states it:
-     * 64 items of 48 B, 28 B a shard (and 4 of walk marks), the ring. */
+     * 64 items of 56 B, 28 B a shard (and 4 of walk marks), the ring. */
     CU_ASSERT_EQUAL(st.bytes, bytes);
-    CU_ASSERT_TRUE(st.bytes <= 256 + 64 * 48 + SHARDS * (28 + 4) + cr_ring_bytes(f.ring));
+    CU_ASSERT_TRUE(st.bytes <= 256 + 64 * 56 + SHARDS * (28 + 4) + cr_ring_bytes(f.ring));
     fixture_close(&f);
 }
 

@@ -188,6 +188,13 @@ int cr_core_tick(cr_core *c);
 cr_status cr_core_record(cr_core *c, const int64_t *owners, size_t n, const double *weights,
                          size_t n_weights, cr_route_answer *routes, uint64_t *generation,
                          cr_error *err);
+/* The same for the client whose identity has tag caller (the server's;
+ * 0 = nobody in particular, as cr_core_record): the work its routes add
+ * counts against its --inflight-per-caller and only its outcomes release
+ * it (cr_core_report_as). */
+cr_status cr_core_record_as(cr_core *c, uint64_t caller, const int64_t *owners, size_t n,
+                            const double *weights, size_t n_weights, cr_route_answer *routes,
+                            uint64_t *generation, cr_error *err);
 
 /* ---- Route -------------------------------------------------------------- */
 
@@ -435,6 +442,11 @@ int cr_core_decision(cr_core *c, const char *request_id, cr_receipt *out);
  * locks per entry). */
 cr_status cr_core_report(cr_core *c, const cr_outcome *o, size_t n, cr_outcome_counts *out,
                          cr_error *err);
+/* The same from the client whose identity has tag caller: an outcome
+ * releases only the outstanding work that caller routed (same request id
+ * and same caller, or same owner, shard and caller). */
+cr_status cr_core_report_as(cr_core *c, uint64_t caller, const cr_outcome *o, size_t n,
+                            cr_outcome_counts *out, cr_error *err);
 
 /* The closed loop's figures into *out; shards[0..max_shards-1] (may be
  * NULL with max_shards 0) get shards 0.. of at most out->n_shards, and

@@ -179,7 +179,9 @@ double cr_replica_decayed(double count, double t_i, double t, double half_life);
 
 /* The merged rate of each owner at wall time t from n contributions (any
  * order, several per owner, summed in v's order), ascending by owner, in a
- * malloc'd *out of *n_out. CR_ENOMEM when out of memory. */
+ * malloc'd *out of *n_out; each contribution and each sum at most
+ * CR_PLAN_MAX_RATE (a foreign entry's count may be anything finite).
+ * CR_ENOMEM when out of memory. */
 cr_status cr_replica_merge(const cr_estimator_entry *v, size_t n, double t, double half_life,
                            cr_session_rate **out, size_t *n_out, cr_error *err);
 

@@ -30,6 +30,9 @@ typedef struct cr_route_request {
     size_t space_len;
     const char *request_id;  /* NUL-terminated; NULL or "" = none: an outcome
                               * with it releases the route */
+    uint64_t caller;         /* who asks: authorization's tag of the client's
+                              * identity, 0 = none; its request ids and its
+                              * share of the outstanding work are its own */
 } cr_route_request;
 
 /* Why a request went where it did. The names are stable (the wire's reason

@@ -38,10 +38,11 @@
  * Deterministic: the same calls in the same order give the same routes.
  *
  * Memory: outstanding work is a FIFO of at most --inflight-max (default
- * 100,000) items of 48 B (expiry, owner, request id, shard, weight,
- * predicted hit), allocated up front, each linked into its shard's chain;
- * 28 B per shard; and the ring (1.5 KB per shard at most), rebuilt when
- * the shard count changes: 4.8 MB at the defaults on 8 shards; under ttft
+ * 100,000) items of 56 B (expiry, owner, request id, caller, shard,
+ * weight, predicted hit), allocated up front, each linked into its shard's
+ * chain; 28 B per shard; 16 B per identified caller; and the ring (1.5 KB
+ * per shard at most), rebuilt when the shard count changes: 5.6 MB at the
+ * defaults on 8 shards; under ttft
  * 16 B a session (as many as --inflight-max, rounded up to a power of
  * two), 8 B an item for the request-id index once an id comes, and the
  * prefix index (below). At the cap the oldest item is retired first, its
@@ -91,11 +92,18 @@ typedef struct cr_route_config {
     uint32_t max_hashes;   /* --max-route-hashes: per Route request */
     double miss_weight;    /* --miss-weight: the ttft rule's g */
     int planned;           /* --route-planned: admitted owners among their shards */
+    /* --inflight-per-caller: outstanding routes one identified caller may
+     * hold (0: a quarter of inflight_max). */
+    uint64_t inflight_per_caller;
+    /* The most predicted prefill, ms, one route adds to its shard's
+     * outstanding work under ttft (0: no bound); not a row of its own: the
+     * core sets it to --max-reservation-ms. */
+    double max_route_work_ms;
 } cr_route_config;
 
 /* The rows of cr_route_config (--route-by, --load-bound, --inflight-ttl,
  * --inflight-max, --block-tokens, --index-blocks, --max-route-hashes,
- * --miss-weight, --route-planned); top-level keys of the effective
+ * --miss-weight, --route-planned, --inflight-per-caller); top-level keys of the effective
  * configuration. */
 extern const cr_option_table cr_route_options;
 
@@ -140,9 +148,9 @@ void cr_router_set_model(cr_router *r, const cr_prefill_model *m);
  * hashes, its weight read as its prompt tokens, with the router's model
  * (cr_router_set_model), and its predictions answered too. Out of
  * memory for the ring or the counters of a new shard count: the plan
- * rule, nothing added. Thread-safe. */
+ * rule, nothing added. caller as in cr_router_place. Thread-safe. */
 void cr_router_route(cr_router *r, const cr_table *t, uint32_t n_shards, const double *weights,
-                     cr_route_answer *routes, size_t n, double now);
+                     cr_route_answer *routes, size_t n, double now, uint64_t caller);
 
 
 /* owner's home under t before any load is weighed: its preferred shard
@@ -159,10 +167,11 @@ uint32_t cr_router_shard(cr_router *r, const cr_table *t, uint32_t n_shards, int
  * shard count than the routes' is built once and kept). */
 uint32_t cr_router_home(cr_router *r, int64_t owner, uint32_t n_shards);
 
-/* A ReportOutcome for owner on shard at now: retires its oldest
- * outstanding work there. 1 when there was some; 0 too under plan.
- * Thread-safe. */
-int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now);
+/* A ReportOutcome from caller for owner on shard at now: retires the
+ * oldest outstanding work caller routed for owner there. 1 when there was
+ * some; 0 too under plan. Thread-safe. */
+int cr_router_release(cr_router *r, int64_t owner, uint32_t shard, double now, uint64_t caller);
+
 
 /* The route rule's figures: under plan only by, placed (by request.h's
  * cr_route_reason) and the index's. */
@@ -175,6 +184,9 @@ typedef struct cr_route_stats {
     double work;          /* outstanding work, in the weights' unit */
     /* Routes whose work went: by a release, by --inflight-ttl, at the cap. */
     uint64_t released, expired, evicted;
+    /* Routes whose work was not kept: their caller at its quota, or the
+     * oldest at the cap another caller's. */
+    uint64_t refused;
     uint64_t diverted;    /* routes to another shard than the first choice */
     uint64_t bytes;       /* the FIFO, index, counters and ring allocated now */
     uint32_t n_shards;    /* shards with counters (the most routed over) */
@@ -247,18 +259,25 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
  * namespaces and request ids. Pure. */
 uint64_t cr_route_text_key(const char *s, size_t n);
 
+/* The key of request id s (n bytes) routed by caller: its text key,
+ * mixed with caller unless 0, so that one caller's ids never meet
+ * another's. Never 0 unless n is. Pure. */
+uint64_t cr_route_request_key(const char *s, size_t n, uint64_t caller);
+
 /* Places n requests (request.h; checked by the caller: at most
  * --max-route-hashes hashes each) at now under table t over n_shards
- * shards with the router's model (cr_router_set_model), in order, each seeing the ones before it: a
- * request's prompt tokens are L (0: its hashes x --block-tokens, at most
- * CR_REQUEST_MAX_TOKENS), its namespace and request id are keyed by
- * cr_route_text_key. Under --route-by ttft as above; under the other rules
+ * shards with the router's model (cr_router_set_model), in order, each
+ * seeing the ones before it: a request's prompt tokens are L (0: its
+ * hashes x --block-tokens, at most CR_REQUEST_MAX_TOKENS), its namespace is
+ * keyed by cr_route_text_key and its request id by cr_route_request_key
+ * with its caller. Under --route-by ttft as above; under the other rules
  * each request goes where the rule sends its owner (without one, its first
  * hash's or request id's key stands in), weighing 1, with the same
- * predictions and reason "rule". Sets out[i]'s shard, admitted,
- * predictions and reason (owner and rate kept). Out of memory for the
- * index: the request is placed as if nothing were cached. Thread-safe;
- * one lock per 64 requests. */
+ * predictions and reason "rule". Its work counts against its caller's
+ * quota, and only that caller's outcomes release it. Sets out[i]'s shard,
+ * admitted, predictions and reason (owner and rate kept). Out of memory
+ * for the index: the request is placed as if nothing were cached.
+ * Thread-safe; one lock per 64 requests. */
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
                      const cr_route_request *q, cr_route_answer *out, size_t n, double now);
 

@@ -15,6 +15,7 @@ struct cr_arena_chunk {
     cr_arena_chunk *next; /* the chunk allocated before this one */
     size_t size;          /* bytes of data */
     size_t mapped;        /* bytes mmap'd for it (huge_chunk), or 0: malloc'd */
+    size_t charged;       /* bytes counted against the budget for it */
     alignas(max_align_t) unsigned char data[];
 };
 
@@ -51,6 +52,29 @@ static _Atomic(cr_arena_chunk *) spare;
 
 static void free_chunk(cr_arena_chunk *c);
 
+/* Every arena's chunks and the spare, against one budget: the decode
+ * memory of all calls in flight together (cr_arena_set_budget). */
+static atomic_size_t held_all;
+static atomic_size_t budget = SIZE_MAX;
+
+void cr_arena_set_budget(size_t bytes) { atomic_store(&budget, bytes ? bytes : SIZE_MAX); }
+size_t cr_arena_budget(void) { return atomic_load(&budget); }
+size_t cr_arena_held_all(void) { return atomic_load(&held_all); }
+
+/* Counts n more bytes: 0, or -1 (nothing counted) past the budget even
+ * without the spare, which goes first: calls in flight come before it. */
+static int charge(size_t n)
+{
+    size_t was = atomic_fetch_add(&held_all, n);
+    if (was <= SIZE_MAX - n && was + n <= atomic_load(&budget))
+        return 0;
+    free_chunk(atomic_exchange(&spare, NULL));
+    if (atomic_load(&held_all) <= atomic_load(&budget))
+        return 0;
+    atomic_fetch_sub(&held_all, n);
+    return -1;
+}
+
 static void park(cr_arena_chunk *c)
 {
 #ifdef MADV_FREE
@@ -74,25 +98,44 @@ static cr_arena_chunk *unpark(size_t size)
     return NULL;
 }
 
-static cr_arena_chunk *new_chunk(size_t size)
+/* A chunk of at least size bytes, counted against the budget (the spare
+ * is counted already); NULL past the budget (*refused set) or when out of
+ * memory. */
+static cr_arena_chunk *new_chunk(size_t size, int *refused)
 {
-    if (size > SIZE_MAX - sizeof(cr_arena_chunk))
+    if (size > SIZE_MAX - sizeof(cr_arena_chunk) - 2 * HUGE_PAGE)
         return NULL;
-    if (size >= HUGE_PAGE) {
-        cr_arena_chunk *c = unpark(size);
-        return c ? c : huge_chunk(size);
+    cr_arena_chunk *c = size >= HUGE_PAGE ? unpark(size) : NULL;
+    if (c)
+        return c;
+    /* what huge_chunk maps (rounded up to huge pages), or what malloc gets */
+    size_t cost = size >= HUGE_PAGE
+                      ? (sizeof *c + size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1)
+                      : sizeof *c + size;
+    if (charge(cost) != 0) {
+        *refused = 1;
+        return NULL;
     }
-    cr_arena_chunk *c = malloc(sizeof *c + size);
-    if (c) {
+    if (size >= HUGE_PAGE) {
+        c = huge_chunk(size);
+    } else if ((c = malloc(sizeof *c + size))) {
         c->mapped = 0;
         c->size = size;
     }
+    if (!c) {
+        atomic_fetch_sub(&held_all, cost);
+        return NULL;
+    }
+    c->charged = cost;
     return c;
 }
 
 static void free_chunk(cr_arena_chunk *c)
 {
-    if (c && c->mapped)
+    if (!c)
+        return;
+    atomic_fetch_sub(&held_all, c->charged);
+    if (c->mapped)
         munmap(c, c->mapped);
     else
         free(c);
@@ -107,7 +150,7 @@ static void pc_free(void *a, void *p)
 
 void cr_arena_init(cr_arena *a)
 {
-    *a = (cr_arena){{pc_alloc, pc_free, a}, NULL, 0, 0};
+    *a = (cr_arena){{pc_alloc, pc_free, a}, NULL, 0, 0, 0};
 }
 
 /* A new head of at least n bytes: twice the last chunk's size, so a call
@@ -117,7 +160,7 @@ static int grow(cr_arena *a, size_t n)
     size_t size = a->head ? a->head->size * 2 : FIRST_CHUNK;
     if (size < n)
         size = n;
-    cr_arena_chunk *c = new_chunk(size);
+    cr_arena_chunk *c = new_chunk(size, &a->refused);
     if (!c)
         return -1;
     c->next = a->head;
@@ -162,6 +205,7 @@ void cr_arena_reset(cr_arena *a)
         keep->next = NULL;
     a->head = keep;
     a->used = 0;
+    a->refused = 0;
 }
 
 size_t cr_arena_held(const cr_arena *a)

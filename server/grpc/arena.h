@@ -31,7 +31,17 @@ typedef struct cr_arena {
     cr_arena_chunk *head;  /* the chunk bumped now, then the ones before it */
     size_t used;           /* bytes of head handed out */
     int busy;              /* a thread's own, in use (cr_arena_take) */
+    int refused;           /* an allocation failed for the budget since the reset */
 } cr_arena;
+
+/* The decode memory of all calls in flight together: every arena's chunks
+ * and the spare count against bytes (--max-decode-bytes; 0 = no bound),
+ * and an allocation that would pass it fails (the arena's refused set),
+ * after the spare, which goes first. Thread-safe. */
+void cr_arena_set_budget(size_t bytes);
+size_t cr_arena_budget(void);
+/* Bytes every arena and the spare hold now. Thread-safe. */
+size_t cr_arena_held_all(void);
 
 /* An empty arena; allocates nothing until asked. */
 void cr_arena_init(cr_arena *a);

@@ -36,6 +36,11 @@ static void run_decoded(void *ctx, const ProtobufCMessageDescriptor *d, const ui
         fn(ctx, m, out);
     else
         fn_in(ctx, m, a, out);
+    if (a->refused && out->status != GRPC_STATUS_OK) /* the budget is why it failed */
+        cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                       "decoding this %zu-byte %s with the calls in flight would take over "
+                       "--max-decode-bytes (%zu bytes): retry, or send smaller requests",
+                       len, d->name, cr_arena_budget());
     if (a == &own)
         cr_arena_destroy(&own);
     else

@@ -6,6 +6,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -204,7 +205,13 @@ int cr_call_allowed(cr_call *c, cr_reply *out)
 {
     const cr_method_spec *m = &c->method->spec;
     const cr_rpc_options *o = &c->rpc->opt;
-    if (!o->is_admin || m->access == CR_ACCESS_OPEN ||
+    if (o->is_admin && o->caller_of)
+        out->caller = o->caller_of(o->admin_ctx, c->call, &c->metadata);
+    if (o->is_admin && m->access == CR_ACCESS_IDENTIFIED && !out->caller) {
+        cr_reply_needs_identity(out, m);
+        return 0;
+    }
+    if (!o->is_admin || m->access == CR_ACCESS_OPEN || m->access == CR_ACCESS_IDENTIFIED ||
         o->is_admin(o->admin_ctx, c->call, &c->metadata))
         return 1;
     if (m->access == CR_ACCESS_ADMIN_IF) { /* decided on the decoded request */
@@ -666,6 +673,16 @@ void cr_reply_needs_admin(cr_reply *out, const cr_method_spec *m, int conditiona
                    m->path, conditional ? " " : "", conditional ? m->admin_when : "");
 }
 
+void cr_reply_needs_identity(cr_reply *out, const cr_method_spec *m)
+{
+    cr_reply_error(out, GRPC_STATUS_PERMISSION_DENIED,
+                   "%s needs a client identity once authorization is on (its routes count "
+                   "toward every client's): a client certificate identity in --route-identity "
+                   "or --admin-identity, or the --admin-token-file token as 'authorization: "
+                   "Bearer' metadata (--route-access anyone opens it)",
+                   m->path);
+}
+
 int cr_rpc_read_request(cr_rpc *rpc, grpc_byte_buffer *bb, grpc_slice *out, cr_reply *reply)
 {
     if (cr_wire_compression(bb) == GRPC_COMPRESS_NONE) {
@@ -705,7 +722,14 @@ int cr_rpc_read_request(cr_rpc *rpc, grpc_byte_buffer *bb, grpc_slice *out, cr_r
 
 void cr_rpc_request_done(cr_rpc *rpc, grpc_slice req, int read)
 {
+    size_t len = GRPC_SLICE_LENGTH(req);
     grpc_slice_unref(req);
     if (read == 1)
         atomic_fetch_sub(&rpc->inflating, 1);
+    /* A big request's copy and what its handler malloc'd went back to
+     * glibc, which keeps freed heap (its mmap threshold rises to the
+     * largest block freed): given back to the system here, so RSS falls
+     * after big calls rather than staying at their peak. */
+    if (len >= CR_INLINE_MAX_BYTES)
+        malloc_trim(0);
 }

@@ -40,6 +40,10 @@ typedef struct cr_reply {
     const struct cr_method_spec *gate;
     int gated; /* set when the gate was asked (reply.c): a gate never asked
                 * fails the call closed (calls.c) */
+    /* Input: the tag of the client's identity (cr_rpc_options.caller_of),
+     * 0 without one or without authorization. Handlers pass it to the core
+     * so that routes and outcomes stay the client's own. */
+    uint64_t caller;
 } cr_reply;
 
 /* Turns one request message into one reply. ctx is the method's. Called on a
@@ -50,13 +54,15 @@ typedef struct cr_rpc cr_rpc;
 typedef struct cr_call_kind cr_call_kind;
 
 /* Who may call a method once authorization is on (cr_rpc_options.is_admin
- * set): anyone, admins only, or admins only when admin_if holds for the
- * decoded request (Plan with install, SelectInjection that reserves).
- * Without is_admin every call is allowed. */
+ * set): anyone, admins only, admins only when admin_if holds for the
+ * decoded request (Plan with install, SelectInjection that reserves), or
+ * clients with an identity (caller_of not 0: routes that count toward the
+ * shared outstanding work). Without is_admin every call is allowed. */
 typedef enum cr_access {
     CR_ACCESS_OPEN = 0,
     CR_ACCESS_ADMIN,
-    CR_ACCESS_ADMIN_IF
+    CR_ACCESS_ADMIN_IF,
+    CR_ACCESS_IDENTIFIED
 } cr_access;
 
 typedef struct cr_method_spec {
@@ -118,6 +124,9 @@ typedef void (*cr_rpc_observer)(void *ctx, size_t method, grpc_status_code statu
 /* 1 when the call's client is an admin; md is its initial metadata. From
  * any worker or pool thread. */
 typedef int (*cr_rpc_admin_fn)(void *ctx, grpc_call *call, const grpc_metadata_array *md);
+/* The tag of the call's client identity, 0 for none (cr_reply.caller).
+ * From any worker or pool thread. */
+typedef uint64_t (*cr_rpc_caller_fn)(void *ctx, grpc_call *call, const grpc_metadata_array *md);
 /* What one client may make the server hold; 0 in a field keeps gRPC core's
  * default (handshake 120 s, no idle or age limit, unlimited streams, no
  * quota) or, for the last two, no limit. */
@@ -148,6 +157,7 @@ typedef struct cr_rpc_options {
     grpc_server_credentials *creds;
     const char *listen_flag; /* names listen in errors; NULL: "--listen" */
     cr_rpc_admin_fn is_admin; /* NULL: no authorization, all calls open */
+    cr_rpc_caller_fn caller_of; /* with is_admin; its ctx is admin_ctx */
     void *admin_ctx;
     cr_rpc_limits limits;
     /* Methods whose path starts with this (optional) are served on a
@@ -249,6 +259,8 @@ static inline int cr_byte_buffer_read(grpc_byte_buffer *bb, grpc_slice *out)
 /* PERMISSION_DENIED naming m's path, and with conditional its admin_when
  * ("with install=true"), and how to be an admin. */
 void cr_reply_needs_admin(cr_reply *out, const cr_method_spec *m, int conditional);
+/* PERMISSION_DENIED naming m's path and how to have an identity. */
+void cr_reply_needs_identity(cr_reply *out, const cr_method_spec *m);
 
 /* An OK reply's body as a byte buffer the caller owns (it takes r->body over,
  * leaving it NULL; no body gives an empty message); NULL unless r is OK. */

@@ -43,6 +43,10 @@ static void work_by_shard(const cr_route_stats *st, const double *work, cr_page 
 static const cr_observe_row route_rows[] = {
     ROW(outstanding, "cacheroute_route_outstanding", "gauge",
         "Routes whose predicted work is still counted against their shard."),
+    ROW(refused, "cacheroute_route_refused_total", "counter",
+        "Routes answered whose work was not counted: their client identity at "
+        "--inflight-per-caller, or the oldest route at --inflight-max another "
+        "identity's."),
     ROW(index_blocks, "cacheroute_route_index_blocks", "gauge",
         "Blocks the prefix index holds over all shards."),
     ROW(index_cpu_blocks, "cacheroute_route_index_cpu_blocks", "gauge",

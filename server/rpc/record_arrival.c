@@ -86,8 +86,8 @@ static void record_arrival(void *ctx, const void *message, cr_arena *scratch, cr
     cr_status st;
     if (!req->omit_routes && !routes)
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu routes", n);
-    else if ((st = cr_core_record(h->core, owners, n, req->weights, req->n_weights, routes,
-                                  &generation, &err)) != CR_OK)
+    else if ((st = cr_core_record_as(h->core, out->caller, owners, n, req->weights,
+                                     req->n_weights, routes, &generation, &err)) != CR_OK)
         cr_reply_core_error(out, st, &err);
     else
         answer_routes(c, routes, n, generation, out);

@@ -58,7 +58,7 @@ static void report_outcome(void *ctx, const void *message, cr_reply *out)
         outcome_of(req->outcomes[i], &o[i]);
     cr_outcome_counts counts;
     cr_error err;
-    cr_status st = cr_core_report(h->core, o, n, &counts, &err);
+    cr_status st = cr_core_report_as(h->core, out->caller, o, n, &counts, &err);
     if (st != CR_OK) {
         cr_reply_core_error(out, st, &err);
     } else {

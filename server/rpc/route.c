@@ -104,8 +104,11 @@ static void route(void *ctx, const void *message, cr_arena *scratch, cr_reply *o
         cr_reply_error(out, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory for %zu requests", n);
         return;
     }
-    for (size_t i = 0; !c->split && i < n; i++)
-        items[i] = request_of(req->requests[i]);
+    for (size_t i = 0; i < n; i++) { /* each its caller's: its ids and its quota */
+        if (!c->split)
+            items[i] = request_of(req->requests[i]);
+        items[i].caller = out->caller;
+    }
     uint64_t generation;
     cr_error err;
     cr_status st = cr_core_route(c->h->core, items, n, a, &generation, &err);

@@ -21,6 +21,9 @@
 struct cr_authz {
     char **identities;
     size_t n_identities;
+    char **routers; /* --route-identity */
+    size_t n_routers;
+    uint64_t *tags; /* per identity then per router: cr_authz_caller's */
     char *token_path; /* NULL: no token */
     pthread_mutex_t mu; /* guards the token's digest and signature */
     int mu_ready;
@@ -136,14 +139,37 @@ int cr_authz_reload(cr_authz *a, cr_error *err)
     return rc;
 }
 
+/* A copy of n strings in *out, counted in *n_out; 0, or -1. */
+static int copy_list(char *const *in, size_t n, char ***out, size_t *n_out)
+{
+    if (n && !(*out = calloc(n, sizeof **out)))
+        return -1;
+    for (; *n_out < n; ++*n_out)
+        if (!((*out)[*n_out] = strdup(in[*n_out])))
+            return -1;
+    return 0;
+}
+
+/* 64 bits of a text's SHA-256, never 0. */
+static uint64_t tag_of(const char *s)
+{
+    unsigned char d[32];
+    uint64_t t;
+    sha256(s, strlen(s), d);
+    memcpy(&t, d, sizeof t);
+    return t ? t : 1;
+}
+
 cr_authz *cr_authz_new(const cr_authz_config *c, cr_error *err)
 {
     cr_authz *a = calloc(1, sizeof *a);
-    if (a && c->n_identities)
-        a->identities = calloc(c->n_identities, sizeof *a->identities);
-    int ok = a && (!c->n_identities || a->identities);
-    for (size_t i = 0; ok && i < c->n_identities; i++, a->n_identities++)
-        ok = (a->identities[i] = strdup(c->identities[i])) != NULL;
+    size_t n = c->n_identities + c->n_route_identities;
+    int ok = a && copy_list(c->identities, c->n_identities, &a->identities, &a->n_identities) == 0 &&
+             copy_list(c->route_identities, c->n_route_identities, &a->routers, &a->n_routers) == 0 &&
+             (a->tags = calloc(n ? n : 1, sizeof *a->tags));
+    for (size_t i = 0; ok && i < n; i++)
+        a->tags[i] = tag_of(i < a->n_identities ? a->identities[i]
+                                                : a->routers[i - a->n_identities]);
     if (!ok) {
         cr_fail(err, CR_ENOMEM, "out of memory");
         cr_authz_free(a);
@@ -172,6 +198,10 @@ void cr_authz_free(cr_authz *a)
     for (size_t i = 0; i < a->n_identities; i++)
         free(a->identities[i]);
     free(a->identities);
+    for (size_t i = 0; i < a->n_routers; i++)
+        free(a->routers[i]);
+    free(a->routers);
+    free(a->tags);
     if (a->mu_ready)
         pthread_mutex_destroy(&a->mu);
     free(a->token_path);
@@ -188,28 +218,37 @@ static const char *const IDENTITY_PROPERTIES[] = {
     GRPC_PEER_URI_PROPERTY_NAME, GRPC_PEER_DNS_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
     GRPC_X509_CN_PROPERTY_NAME};
 
-static int listed(const cr_authz *a, const char *value, size_t len)
+/* The index in list[0..n-1] of value (len bytes), or -1. */
+static long listed(char *const *list, size_t n, const char *value, size_t len)
 {
-    for (size_t i = 0; i < a->n_identities; i++)
-        if (strlen(a->identities[i]) == len && memcmp(a->identities[i], value, len) == 0)
-            return 1;
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strlen(list[i]) == len && memcmp(list[i], value, len) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* The index in list[0..n-1] of the first of the call's verified peer
+ * identities listed there, or -1. */
+static long peer_listed(grpc_auth_context *ctx, char *const *list, size_t n)
+{
+    long found = -1;
+    if (!ctx || !n || !grpc_auth_context_peer_is_authenticated(ctx))
+        return -1;
+    for (size_t k = 0; found < 0 && k < sizeof IDENTITY_PROPERTIES / sizeof *IDENTITY_PROPERTIES;
+         k++) {
+        grpc_auth_property_iterator it =
+            grpc_auth_context_find_properties_by_name(ctx, IDENTITY_PROPERTIES[k]);
+        const grpc_auth_property *p;
+        while (found < 0 && (p = grpc_auth_property_iterator_next(&it)))
+            found = listed(list, n, p->value, p->value_length);
+    }
+    return found;
 }
 
 static int identity_is_admin(const cr_authz *a, grpc_call *call)
 {
     grpc_auth_context *ctx = a->n_identities ? grpc_call_auth_context(call) : NULL;
-    int found = 0;
-    if (ctx && grpc_auth_context_peer_is_authenticated(ctx)) {
-        for (size_t k = 0; !found && k < sizeof IDENTITY_PROPERTIES / sizeof *IDENTITY_PROPERTIES;
-             k++) {
-            grpc_auth_property_iterator it =
-                grpc_auth_context_find_properties_by_name(ctx, IDENTITY_PROPERTIES[k]);
-            const grpc_auth_property *p;
-            while (!found && (p = grpc_auth_property_iterator_next(&it)))
-                found = listed(a, p->value, p->value_length);
-        }
-    }
+    int found = peer_listed(ctx, a->identities, a->n_identities) >= 0;
     if (ctx)
         grpc_auth_context_release(ctx);
     return found;
@@ -251,6 +290,22 @@ int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
 {
     cr_authz *a = ctx;
     return token_is_admin(a, md) || identity_is_admin(a, call);
+}
+
+uint64_t cr_authz_caller(void *ctx, grpc_call *call, const grpc_metadata_array *md)
+{
+    cr_authz *a = ctx;
+    grpc_auth_context *auth =
+        a->n_identities || a->n_routers ? grpc_call_auth_context(call) : NULL;
+    long i = peer_listed(auth, a->identities, a->n_identities);
+    if (i < 0 && (i = peer_listed(auth, a->routers, a->n_routers)) >= 0)
+        i += (long)a->n_identities;
+    if (auth)
+        grpc_auth_context_release(auth);
+    if (i >= 0)
+        return a->tags[i];
+    /* every holder of the token is one client; its tag names no secret */
+    return token_is_admin(a, md) ? tag_of("--admin-token-file") : 0;
 }
 
 /* ---- requests that need an admin ---- */

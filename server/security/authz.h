@@ -2,7 +2,12 @@
  * names an identity in --admin-identity (mTLS), or that sends the
  * --admin-token-file token as "authorization: Bearer TOKEN" metadata. Which
  * calls need an admin is the method table's (rpc.h cr_access); the rpc
- * layer asks cr_authz_is_admin only for those. */
+ * layer asks cr_authz_is_admin only for those.
+ *
+ * Who may route (count toward the shared outstanding work): a client with
+ * an identity, an admin or one whose verified certificate names an identity
+ * in --route-identity. Each such client has a tag (cr_authz_caller): its
+ * routes count against its own quota and only its outcomes release them. */
 #ifndef CR_AUTHZ_H
 #define CR_AUTHZ_H
 
@@ -21,6 +26,8 @@ typedef struct cr_authz cr_authz;
 typedef struct cr_authz_config {
     char *const *identities; /* exact SAN URI, SAN DNS or CN strings */
     size_t n_identities;
+    char *const *route_identities; /* the same, of clients that may route */
+    size_t n_route_identities;
     const char *token_file; /* NULL or "": no token */
 } cr_authz_config;
 
@@ -53,6 +60,15 @@ int cr_authz_is_admin(void *ctx, grpc_call *call, const grpc_metadata_array *md)
 
 /* 1 when there is any way to be an admin (identities or a token). */
 int cr_authz_has_admins(const cr_authz *a);
+
+/* The tag of the call's client identity, never 0 for one: of the first of
+ * its verified certificate's identities (SAN URI, SAN DNS, SAN, CN, in
+ * that order) listed in --admin-identity, else in --route-identity; else,
+ * with the admin token, the token's; else 0 (no identity: anonymous). A
+ * tag is 64 bits of the identity's SHA-256, so the same identity has the
+ * same tag on every call and connection, whatever the method. ctx is the
+ * cr_authz. Thread-safe, as cr_authz_is_admin. */
+uint64_t cr_authz_caller(void *ctx, grpc_call *call, const grpc_metadata_array *md);
 
 /* cr_method_spec admin_if predicates, asked of the request as protobuf-c
  * decoded it for the handler (so never of bytes another reader might read

@@ -17,6 +17,11 @@ static void log_posture(const cr_security *s, const cr_server_config *c)
     if (!cr_authz_has_admins(s->authz))
         cr_log(CR_LOG_WARN, "no admin identity or token: state-changing calls are refused",
                NULL);
+    if (!cr_authz_has_admins(s->authz) && !c->n_route_identities &&
+        c->route_access == CR_ROUTE_ACCESS_IDENTIFIED)
+        cr_log(CR_LOG_WARN, "no client can have an identity: Route, Routes and RecordArrival(s) "
+                            "are refused (--route-identity, or --route-access anyone)",
+               NULL);
     if (!s->tls)
         cr_log(CR_LOG_WARN, "no TLS: the admin token travels in plaintext", NULL);
     cr_log(CR_LOG_INFO, "security",
@@ -36,6 +41,9 @@ static int check_tls(const cr_server_config *s, cr_error *err)
         why = "--tls-client-ca needs --tls-cert and --tls-key";
     else if (s->n_admin_identities && !*s->tls_client_ca)
         why = "--admin-identity needs --tls-client-ca (identities come from verified client "
+              "certificates)";
+    else if (s->n_route_identities && !*s->tls_client_ca)
+        why = "--route-identity needs --tls-client-ca (identities come from verified client "
               "certificates)";
     if (why)
         cr_fail(err, CR_EINVAL, "%s", why);
@@ -59,7 +67,11 @@ int cr_security_open(cr_security *s, const cr_server_config *c, cr_tls_loaded_fn
         }
     }
     if (s->tls || *c->admin_token_file) {
-        cr_authz_config a = {c->admin_identities, c->n_admin_identities, c->admin_token_file};
+        cr_authz_config a = {.identities = c->admin_identities,
+                             .n_identities = c->n_admin_identities,
+                             .route_identities = c->route_identities,
+                             .n_route_identities = c->n_route_identities,
+                             .token_file = c->admin_token_file};
         if (!(s->authz = cr_authz_new(&a, err))) {
             cr_security_close(s);
             return -1;
@@ -73,6 +85,7 @@ void cr_security_apply(const cr_security *s, cr_rpc_options *o)
 {
     o->creds = s->creds;
     o->is_admin = s->authz ? cr_authz_is_admin : NULL;
+    o->caller_of = s->authz ? cr_authz_caller : NULL;
     o->admin_ctx = s->authz;
 }
 

@@ -181,7 +181,9 @@ class StreamTest(h.SidecarTestCase):
 class AccessTest(h.SidecarTestCase):
     SHARED = False
 
-    def test_open_to_non_admins_when_authorization_is_on(self):
+    def test_an_identity_when_authorization_is_on(self):
+        # R3-1: routes count toward every client's, so with authorization
+        # on a stream of them needs an identity (here the token).
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d, True)
         token = os.path.join(d, "token")
@@ -192,8 +194,14 @@ class AccessTest(h.SidecarTestCase):
         stub = sc.stub()
         self.assertRpcError(grpc.StatusCode.PERMISSION_DENIED, stub.Forget,
                             P.cr.ForgetRequest(owners=[1]))
+        with self.assertRaises(grpc.RpcError) as cm:
+            list(stub.RecordArrivals(iter([P.cr.RecordArrivalRequest(owners=[1])]),
+                                     timeout=h.RPC_TIMEOUT))
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("--route-identity", cm.exception.details())
+        md = (("authorization", "Bearer a-long-enough-admin-token-0123456789"),)
         got = list(stub.RecordArrivals(iter([P.cr.RecordArrivalRequest(owners=[1])] * 3),
-                                       timeout=h.RPC_TIMEOUT))
+                                       metadata=md, timeout=h.RPC_TIMEOUT))
         self.assertEqual([r.routes[0].rate for r in got],
                          [h.calls_rate_exact(n, 4.0) for n in (1, 2, 3)])
         sc.assert_clean_exit(self)

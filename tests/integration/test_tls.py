@@ -26,6 +26,7 @@ from harness import P  # noqa: E402
 ADMIN_URI = "spiffe://cacheroute.test/admin"
 ADMIN_DNS = "admin.cacheroute.test"
 ADMIN_CN = "cn-admin"
+OTHER_URI = "spiffe://cacheroute.test/other"
 TOKEN = "s3cret-token_0123456789"
 NO_SECURITY = "no transport security and no authorization: every call is open"
 
@@ -125,7 +126,8 @@ def setUpModule():
     PKI.leaf("admin_uri", "ca", "uri-client", "URI:" + ADMIN_URI)
     PKI.leaf("admin_dns", "ca", "dns-client", "DNS:" + ADMIN_DNS)
     PKI.leaf("admin_cn", "ca", ADMIN_CN)
-    PKI.leaf("other", "ca", "other-client", "URI:spiffe://cacheroute.test/other")
+    PKI.leaf("other", "ca", "other-client", "URI:" + OTHER_URI)
+    PKI.leaf("stranger", "ca", "stranger-client", "URI:spiffe://cacheroute.test/stranger")
     PKI.leaf("foreign", "ca2", "foreign-client", "URI:" + ADMIN_URI)
     with open(PKI.path("token"), "w") as f:
         f.write(TOKEN + "\n")
@@ -176,9 +178,12 @@ class TlsTest(unittest.TestCase):
         sc = self.start(*tls_flags())
         ch = secure_channel(sc)
         self.assertEqual(check(ch).status, P.health.HealthCheckResponse.SERVING)
-        r = sc.stub(ch).RecordArrival(P.cr.RecordArrivalRequest(owners=[7]),
+        # R3-1: with authorization on, routing needs an identity
+        with self.assertRaises(grpc.RpcError) as cm:
+            sc.stub(ch).RecordArrival(P.cr.RecordArrivalRequest(owners=[7]),
                                       timeout=h.RPC_TIMEOUT)
-        self.assertEqual(r.recorded, 1)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        self.assertIn("--route-identity", cm.exception.details())
         self.assertUnavailable(sc.channel())  # plaintext on a TLS port
         self.assertUnavailable(secure_channel(sc, ca="ca2"))  # a server we do not trust
         sc.assert_clean_exit(self)
@@ -248,7 +253,7 @@ class TlsTest(unittest.TestCase):
         PKI.install(PKI.path("server.pem"), cert)
         PKI.install(PKI.path("server.key"), key)
         sc = self.start("--tls-cert", cert, "--tls-key", key, "--metrics-listen", "127.0.0.1:0",
-                        metrics=False)
+                        "--route-access", "anyone", metrics=False)
         old = secure_channel(sc)
         stub = sc.stub(old)
         stub.RecordArrival(P.cr.RecordArrivalRequest(owners=[1]), timeout=h.RPC_TIMEOUT)
@@ -347,12 +352,26 @@ def guarded_calls():
     ]
 
 
+def routing_calls():
+    """Calls whose routes count toward every client's: an identity's."""
+    return [
+        Call("RecordArrival", lambda s, md: s.RecordArrival(
+            P.cr.RecordArrivalRequest(owners=[3]), metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("RecordArrivals", lambda s, md: list(s.RecordArrivals(
+            iter([P.cr.RecordArrivalRequest(owners=[3])]), metadata=md,
+            timeout=h.RPC_TIMEOUT))),
+        Call("Route", lambda s, md: s.Route(P.cr.RouteRequest(requests=[P.cr.RouteItem(
+            owner=3, prompt_tokens=10000000)]), metadata=md, timeout=h.RPC_TIMEOUT)),
+        Call("Routes", lambda s, md: list(s.Routes(iter([P.cr.RouteRequest(requests=[
+            P.cr.RouteItem(owner=3, prompt_tokens=10000000)])]), metadata=md,
+            timeout=h.RPC_TIMEOUT))),
+    ]
+
+
 def open_calls():
     return [
         Call("Plan", lambda s, md: s.Plan(P.cr.PlanRequest(from_estimator=True), metadata=md,
                                           timeout=h.RPC_TIMEOUT)),
-        Call("RecordArrival", lambda s, md: s.RecordArrival(
-            P.cr.RecordArrivalRequest(owners=[3]), metadata=md, timeout=h.RPC_TIMEOUT)),
         Call("GetRates", lambda s, md: s.GetRates(P.cr.GetRatesRequest(), metadata=md,
                                                   timeout=h.RPC_TIMEOUT)),
         Call("SelectInjection", lambda s, md: s.SelectInjection(
@@ -400,16 +419,18 @@ class AuthzTest(unittest.TestCase):
             self.assertIn("with install=true", cm.exception.details())
         if call.name == "SelectInjection":
             self.assertIn("with dry_run=false", cm.exception.details())
+        if call.name.startswith(("Route", "RecordArrival")):
+            self.assertIn("--route-identity", cm.exception.details())
 
     def test_admin_identities(self):
         for client in ("admin_uri", "admin_dns", "admin_cn"):
             stub = self.stub(client)
-            for call in guarded_calls() + open_calls():
+            for call in guarded_calls() + open_calls() + routing_calls():
                 self.assertAllowed(call, stub)
 
     def test_other_identity(self):
         stub = self.stub("other")
-        for call in guarded_calls():
+        for call in guarded_calls() + routing_calls():
             self.assertDenied(call, stub)
         for call in open_calls():
             self.assertAllowed(call, stub)
@@ -422,7 +443,7 @@ class AuthzTest(unittest.TestCase):
                  (("authorization", "Bearer " + TOKEN + "x"),),
                  (("authorization", TOKEN),), (("authorization", "Bearer "),),
                  (("x-token", TOKEN),)]
-        for call in guarded_calls():
+        for call in guarded_calls() + routing_calls():
             self.assertAllowed(call, stub, BEARER)
             self.assertAllowed(call, stub, (("authorization", "bearer " + TOKEN),))
             for md in wrong:
@@ -619,7 +640,7 @@ class EveryEncodingTest(unittest.TestCase):
         cls.sc = h.Sidecar("--admin-token-file", cls.token, "--replan-interval", "0")
         cls.ch = cls.sc.channel()
         cls.sc.stub().RecordArrival(P.cr.RecordArrivalRequest(owners=[1, 2, 3]),
-                                    timeout=h.RPC_TIMEOUT)
+                                    metadata=BEARER, timeout=h.RPC_TIMEOUT)
 
     @classmethod
     def tearDownClass(cls):
@@ -634,7 +655,7 @@ class EveryEncodingTest(unittest.TestCase):
 
     def generation(self):
         return self.sc.stub().RecordArrival(
-            P.cr.RecordArrivalRequest(owners=[1], weights=[1e-300]),
+            P.cr.RecordArrivalRequest(owners=[1], weights=[1e-300]), metadata=BEARER,
             timeout=h.RPC_TIMEOUT).table_generation
 
     def test_plan_install(self):
@@ -685,6 +706,108 @@ class EveryEncodingTest(unittest.TestCase):
             for body in bodies:
                 self.assertEqual(self.call(method, body), grpc.StatusCode.PERMISSION_DENIED,
                                  (method, body.hex()))
+
+
+def scrape(sc):
+    """/metrics as {sample name with labels: value}."""
+    url = "http://127.0.0.1:%d/metrics" % sc.config["metrics_port"]
+    text = urllib.request.urlopen(url, timeout=h.RPC_TIMEOUT).read().decode()
+    return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
+                                     if line and not line.startswith("#"))}
+
+
+def work(m):
+    return sum(v for k, v in m.items() if k.startswith("cacheroute_route_outstanding_work{"))
+
+
+class RouteAttackTest(unittest.TestCase):
+    """R3-1 and R3-2 (issue 30), with authorization on (mTLS): a gateway
+    (an admin identity) routes 100 requests, then 100 more with request ids
+    and reports their outcomes. On one sidecar nobody else calls; on the
+    other, between the gateway's batches, an unidentified client (a
+    certificate the CA signed, listed nowhere) sends the round-three R3-1
+    Route (7 requests of 10,000,000 prompt tokens) and its RecordArrival
+    and stream forms, and another identity (--route-identity) routes the
+    gateway's next 100 request ids first, then 3 calls of 4,096 requests at
+    --inflight-max 10000. The gateway's second batch routes within 10% of
+    the quiet sidecar's, all its routes stay outstanding, and its outcomes
+    release its own work."""
+
+    GAP_S = 1.5  # from the first batch to the second, on both sidecars
+
+    def start(self):
+        sc = h.Sidecar(*tls_flags(client_ca="ca"), "--admin-identity", ADMIN_URI,
+                       "--route-identity", OTHER_URI, "--inflight-max", "10000",
+                       "--inflight-per-caller", "200", "--metrics-listen", "127.0.0.1:0",
+                       "--replan-interval", "0", metrics=False)
+        self.addCleanup(sc.kill)
+        return sc
+
+    def batch(self, tag):
+        return P.cr.RouteRequest(requests=[P.cr.RouteItem(
+            owner=1000 + i, prompt_tokens=8000, request_id="%s-%d" % (tag, i))
+            for i in range(100)])
+
+    def attack_unidentified(self, sc):
+        stub = sc.stub(secure_channel(sc, client="stranger"))
+        for call in routing_calls():
+            with self.assertRaises(grpc.RpcError) as cm:
+                call.fn(stub, ())
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED, call.name)
+            self.assertIn("--route-identity", cm.exception.details())
+        seven = P.cr.RouteRequest(requests=[P.cr.RouteItem(prompt_tokens=10000000)] * 7)
+        with self.assertRaises(grpc.RpcError) as cm:
+            stub.Route(seven, timeout=h.RPC_TIMEOUT)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+
+    def squat_and_flood(self, sc):
+        other = sc.stub(secure_channel(sc, client="other"))
+        other.Route(P.cr.RouteRequest(requests=[P.cr.RouteItem(
+            prompt_tokens=1, request_id="g2-%d" % i) for i in range(100)]),
+            timeout=h.RPC_TIMEOUT)
+        return other
+
+    def run_gateway(self, attacked):
+        sc = self.start()
+        gw = sc.stub(secure_channel(sc, client="admin_uri"))
+        t0 = time.monotonic()
+        gw.Route(self.batch("g1"), timeout=h.RPC_TIMEOUT)
+        other = None
+        if attacked:
+            self.attack_unidentified(sc)
+            other = self.squat_and_flood(sc)
+        time.sleep(max(0, t0 + self.GAP_S - time.monotonic()))
+        second = gw.Route(self.batch("g2"), timeout=h.RPC_TIMEOUT).routes
+        if attacked:
+            flood = P.cr.RouteRequest(requests=[P.cr.RouteItem(prompt_tokens=1)] * 4096)
+            for _ in range(3):
+                other.Route(flood, timeout=h.RPC_TIMEOUT)
+        m = scrape(sc)
+        mine = 200  # both the gateway's batches
+        theirs = 200 if attacked else 0  # the other identity's quota
+        self.assertEqual(m["cacheroute_route_outstanding"], mine + theirs)
+        if attacked:
+            self.assertEqual(m["cacheroute_route_refused_total"], 3 * 4096 - 100)
+        # the gateway's outcomes release the gateway's second batch
+        gw.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[
+            P.cr.Outcome(request_id="g2-%d" % i, prompt_tokens=8000) for i in range(100)]),
+            timeout=h.RPC_TIMEOUT)
+        after = scrape(sc)
+        self.assertEqual(after["cacheroute_route_outstanding"], mine + theirs - 100)
+        released = work(m) - work(after)
+        self.assertAlmostEqual(released, sum(d.prefill_ms for d in second),
+                               delta=0.01 * released)
+        sc.assert_clean_exit(self)
+        return second
+
+    def test_attacks_leave_the_gateway_alone(self):
+        quiet = self.run_gateway(False)
+        attacked = self.run_gateway(True)
+        waits = [sum(d.queue_wait_ms for d in r) for r in (quiet, attacked)]
+        self.assertLessEqual(abs(waits[1] - waits[0]), 0.1 * waits[0], waits)
+        for r in (quiet, attacked):
+            shards = [sum(d.shard == s for d in r) for s in range(8)]
+            self.assertLessEqual(max(shards), 1.1 * 100 / 8 + 1, shards)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,7 @@ separately.
 - loadBound=load-bound
 - inflightTtl=inflight-ttl
 - inflightMax=inflight-max
+- inflightPerCaller=inflight-per-caller
 - blockTokens=block-tokens
 - indexBlocks=index-blocks
 - maxRouteHashes=max-route-hashes
@@ -139,6 +140,7 @@ separately.
 - requestDeadline=request-deadline
 - replyDeadline=reply-deadline
 - maxPendingReplyBytes=max-pending-reply-bytes
+- maxDecodeBytes=max-decode-bytes
 - streamIdleTimeout=stream-idle-timeout
 - metricsTimeout=metrics-timeout
 - metricsMaxConnections=metrics-max-connections
@@ -179,6 +181,8 @@ separately.
 - probeInterval=probe-interval
 - nics=nic
 - adminIdentities=admin-identity
+- routeIdentities=route-identity
+- routeAccess=route-access
 - kvEvents=kv-events
 - kvEventsMaxFrameBytes=kv-events-max-frame-bytes
 - reservations=reservations
@@ -286,6 +290,9 @@ Fails when TLS is on without a Secret, or admin identities without mTLS.
 {{- end }}
 {{- if and .Values.cacheroute.config.adminIdentities (not (and $tls.enabled $tls.mutual)) }}
 {{- fail "cacheroute.config.adminIdentities needs cacheroute.tls.enabled and cacheroute.tls.mutual (identities come from verified client certificates)" }}
+{{- end }}
+{{- if and .Values.cacheroute.config.routeIdentities (not (and $tls.enabled $tls.mutual)) }}
+{{- fail "cacheroute.config.routeIdentities needs cacheroute.tls.enabled and cacheroute.tls.mutual (identities come from verified client certificates)" }}
 {{- end }}
 {{- with .Values.cacheroute.adminToken }}
 {{- if .secretName }}
