@@ -150,7 +150,7 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
     cr_error err;
     int observable = observation_of(o, d.matched ? &r : NULL, b->now, &ob);
     d.observed = observable && cr_injector_observe(c->injector, &ob, &err) == CR_OK;
-    if (d.observed) /* its GPU's calibration may have moved */
+    if (d.observed && (ob.has_prefill || ob.has_load)) /* its GPU's fits may have moved */
         cr_core_route_model_changed(c, ob.gpu);
     served(b, o, &d);
     if (d.matched)
