@@ -53,6 +53,20 @@ static const char *shown(const char *s, char *buf, size_t len)
     return buf;
 }
 
+cr_status cr_endpoint_weight_check(const char *what, double w, const char *text,
+                                   cr_error *err)
+{
+    char got[80], cut[72];
+    if (!text && (w == 0 || (w >= CR_ENDPOINT_WEIGHT_MIN && w <= CR_ENDPOINT_WEIGHT_MAX)))
+        return CR_OK;
+    if (text)
+        snprintf(got, sizeof got, "\"%s\"", shown(text, cut, sizeof cut));
+    else
+        snprintf(got, sizeof got, "%g", w);
+    return cr_fail(err, CR_EINVAL, "%s.weight must be in [%g, %g] or 0 (for 1), got %s", what,
+                   CR_ENDPOINT_WEIGHT_MIN, CR_ENDPOINT_WEIGHT_MAX, got);
+}
+
 cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err)
 {
     char got[80];
@@ -71,10 +85,10 @@ cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err)
                            "endpoints[%zu].address must be 1..%d bytes of printable ASCII, got "
                            "\"%s\"",
                            i, CR_ENDPOINT_ADDRESS_MAX, shown(v[i].address, got, sizeof got));
-        double w = v[i].weight;
-        if (!(isfinite(w) && w >= 0 && w <= CR_ENDPOINT_WEIGHT_MAX))
-            return cr_fail(err, CR_EINVAL, "endpoints[%zu].weight must be in (0, %g], got %g", i,
-                           CR_ENDPOINT_WEIGHT_MAX, w);
+        char what[32];
+        snprintf(what, sizeof what, "endpoints[%zu]", i);
+        if (cr_endpoint_weight_check(what, v[i].weight, NULL, err) != CR_OK)
+            return CR_EINVAL;
         /* O(n^2) over at most 1024 short ids, once per change */
         for (size_t j = 0; j < i; j++)
             if (strcmp(v[j].id, v[i].id) == 0)
@@ -126,17 +140,78 @@ static void fill(cr_endpoint *x, const cr_endpoint_spec *v)
     x->weight = v->weight > 0 ? v->weight : 1;
 }
 
-/* The slot a new endpoint takes: the lowest GONE one out of quarantine
- * (marked taken in *taken), else the next one past *end. */
-static uint32_t free_slot(const cr_endpoints *old, uint8_t *taken, uint32_t *end, double now)
+/* Where one apply puts its endpoints: old's slots, which of them stay
+ * listed or are taken by a join, and the end of the slots in use. */
+typedef struct placing {
+    const cr_endpoints *old;
+    uint32_t old_n, end;
+    uint8_t *taken, *listed;
+    double now;
+} placing;
+
+/* Since when slot s is free to take: a GONE slot's since_s, now for one
+ * this change removes; -1 when it is not free. */
+static double free_since(const placing *p, uint32_t s)
 {
-    for (uint32_t s = 0; old && s < old->n_slots; s++)
-        if (!taken[s] && old->slot[s].state == CR_ENDPOINT_GONE &&
-            now - old->slot[s].since_s >= CR_ENDPOINTS_REUSE_S) {
-            taken[s] = 1;
+    if (p->taken[s])
+        return -1;
+    if (p->old->slot[s].state == CR_ENDPOINT_GONE)
+        return p->old->slot[s].since_s;
+    return p->listed[s] ? -1 : p->now;
+}
+
+/* The gone slot id left last, or UINT32_MAX: a returning endpoint comes
+ * back where it was, so churning one id never takes a second slot. */
+static uint32_t own_slot(const placing *p, const char *id)
+{
+    uint32_t at = UINT32_MAX;
+    for (uint32_t s = 0; s < p->old_n; s++)
+        if (!p->taken[s] && p->old->slot[s].state == CR_ENDPOINT_GONE &&
+            strcmp(p->old->slot[s].id, id) == 0 &&
+            (at == UINT32_MAX || p->old->slot[s].since_s > p->old->slot[at].since_s))
+            at = s;
+    return at;
+}
+
+/* The slot a new endpoint takes: the lowest GONE one out of quarantine,
+ * else a new one at the end, else (all CR_ENDPOINTS_MAX in use) the one
+ * free longest, quarantine or not. There always is one: the listed
+ * endpoints are at most CR_ENDPOINTS_MAX, and every other slot is free. */
+static uint32_t free_slot(const placing *p)
+{
+    uint32_t oldest = UINT32_MAX;
+    for (uint32_t s = 0; s < p->old_n; s++) {
+        double since = free_since(p, s);
+        if (since >= 0 && p->old->slot[s].state == CR_ENDPOINT_GONE &&
+            p->now - since >= CR_ENDPOINTS_REUSE_S)
             return s;
-        }
-    return (*end)++;
+        if (since >= 0 && (oldest == UINT32_MAX || since < free_since(p, oldest)))
+            oldest = s;
+    }
+    return p->end < CR_ENDPOINTS_MAX ? p->end : oldest;
+}
+
+/* at[i]: where v[i] goes; p->taken and p->listed filled, p->end past the
+ * last slot in use. */
+static void place(placing *p, const cr_endpoint_spec *v, size_t n, uint32_t *at)
+{
+    for (size_t i = 0; i < n; i++) {
+        at[i] = cr_endpoints_find(p->old, v[i].id);
+        if (at[i] != UINT32_MAX)
+            p->taken[at[i]] = p->listed[at[i]] = 1;
+    }
+    for (size_t i = 0; i < n; i++) /* the returning ones first: their own slots */
+        if (at[i] == UINT32_MAX && (at[i] = own_slot(p, v[i].id)) != UINT32_MAX)
+            p->taken[at[i]] = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (at[i] != UINT32_MAX)
+            continue;
+        at[i] = free_slot(p);
+        if (at[i] == p->end)
+            p->end++;
+        else
+            p->taken[at[i]] = 1;
+    }
 }
 
 cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v, size_t n,
@@ -149,34 +224,19 @@ cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v,
     if (st != CR_OK)
         return st;
     uint32_t old_n = old ? old->n_slots : 0;
-    /* where each spec goes: its old slot, or a free one (old slots first) */
+    placing p = {.old = old, .old_n = old_n, .end = old_n, .now = now,
+                 .taken = calloc(old_n + 1, 1), .listed = calloc(old_n + 1, 1)};
     uint32_t *at = malloc(n * sizeof *at);
-    uint8_t *taken = calloc(old_n + 1, 1), *listed = calloc(old_n + 1, 1);
-    if (!at || !taken || !listed) {
-        free(at), free(taken), free(listed);
-        return cr_fail(err, CR_ENOMEM, "out of memory for %zu endpoints", n);
+    cr_endpoints *e = NULL;
+    if (at && p.taken && p.listed) {
+        place(&p, v, n, at);
+        e = set_new(p.end);
     }
-    for (size_t i = 0; i < n; i++) {
-        at[i] = old ? cr_endpoints_find(old, v[i].id) : UINT32_MAX;
-        if (at[i] != UINT32_MAX)
-            taken[at[i]] = listed[at[i]] = 1;
-    }
-    uint32_t end = old_n;
-    for (size_t i = 0; i < n; i++)
-        if (at[i] == UINT32_MAX)
-            at[i] = free_slot(old, taken, &end, now);
-    free(taken);
-    if (end > CR_ENDPOINTS_MAX) {
-        free(at), free(listed);
-        return cr_fail(err, CR_EINVAL,
-                       "endpoints need %u slots, at most %d (removed endpoints' slots are "
-                       "reused %g s after their removal)",
-                       end, CR_ENDPOINTS_MAX, CR_ENDPOINTS_REUSE_S);
-    }
-    cr_endpoints *e = set_new(end);
+    free(p.taken);
+    uint8_t *listed = p.listed;
     if (!e) {
         free(at), free(listed);
-        return cr_fail(err, CR_ENOMEM, "out of memory for %u endpoint slots", end);
+        return cr_fail(err, CR_ENOMEM, "out of memory for %zu endpoints", n);
     }
     e->version = old ? old->version + 1 : 1;
     for (uint32_t s = 0; s < old_n; s++) {
@@ -262,9 +322,9 @@ static cr_status check_slot(const cr_endpoint *x, uint32_t s, cr_error *err)
         return cr_fail(err, CR_EINVAL,
                        "slot[%u].address must be 1..%d bytes of printable ASCII, got \"%s\"", s,
                        CR_ENDPOINT_ADDRESS_MAX, shown(x->address, got, sizeof got));
-    if (!(isfinite(x->weight) && x->weight > 0 && x->weight <= CR_ENDPOINT_WEIGHT_MAX))
-        return cr_fail(err, CR_EINVAL, "slot[%u].weight must be in (0, %g], got %g", s,
-                       CR_ENDPOINT_WEIGHT_MAX, x->weight);
+    if (!(x->weight >= CR_ENDPOINT_WEIGHT_MIN && x->weight <= CR_ENDPOINT_WEIGHT_MAX))
+        return cr_fail(err, CR_EINVAL, "slot[%u].weight must be in [%g, %g], got %g", s,
+                       CR_ENDPOINT_WEIGHT_MIN, CR_ENDPOINT_WEIGHT_MAX, x->weight);
     if ((unsigned)x->state > CR_ENDPOINT_GONE)
         return cr_fail(err, CR_EINVAL, "slot[%u].state must be 0..%d, got %d", s,
                        CR_ENDPOINT_GONE, (int)x->state);

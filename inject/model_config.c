@@ -161,7 +161,13 @@ static void count(cr_model_shape *m)
 cr_status cr_inject_read_model_config(const char *path, cr_model_shape *out, cr_error *err)
 {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    char label[300], *text;
+    size_t len;
+    snprintf(label, sizeof label, "--model-config %s", path);
+    if (cr_file_read(path, label, CR_MODEL_CONFIG_MAX_BYTES, &text, &len, err) != CR_OK)
+        return CR_EINVAL; /* a regular file only: a FIFO would block the start */
+    json_t *root = json_loadb(text, len, 0, &je);
+    free(text);
     if (!root && je.line > 0)
         return cr_fail(err, CR_EINVAL, "--model-config %s: not JSON: %s at line %d", path,
                        je.text, je.line);

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "replica.h"
 
@@ -73,18 +75,27 @@ cr_status cr_replica_auth_parse(const char *text, size_t len, const char *path,
 cr_status cr_replica_auth_read(const char *path, cr_replica_auth *out, cr_error *err)
 {
     char buf[CR_REPLICA_AUTH_MAX + 64]; /* room for trailing blanks; more is over */
+    char label[160];
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return unreadable(path, errno, err);
-    size_t n = fread(buf, 1, sizeof buf, f);
-    int failed = ferror(f), why = errno;
-    fclose(f);
-    cr_status st = failed            ? unreadable(path, why, err)
-                   : n == sizeof buf ? too_long(path, err)
-                                     : cr_replica_auth_parse(buf, n, path, out, err);
+    snprintf(label, sizeof label, FLAG " %.120s", path);
+    struct stat st;
+    int fd = cr_file_open(path, label, &st, err); /* a regular file, never blocking */
+    if (fd < 0)
+        return CR_EINVAL;
+    size_t n = 0;
+    ssize_t got = 1;
+    while (n < sizeof buf && (got = read(fd, buf + n, sizeof buf - n)) != 0)
+        if (got > 0)
+            n += (size_t)got;
+        else if (errno != EINTR)
+            break;
+    int why = errno;
+    close(fd);
+    cr_status s = got < 0            ? unreadable(path, why, err)
+                  : n == sizeof buf ? too_long(path, err)
+                                    : cr_replica_auth_parse(buf, n, path, out, err);
     explicit_bzero(buf, sizeof buf);
-    return st;
+    return s;
 }
 
 void cr_replica_auth_clear(cr_replica_auth *a) { explicit_bzero(a, sizeof *a); }

@@ -138,8 +138,9 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "endpoints-file", .key = "endpoints_file", .type = CR_OPT_STRING,
      .offset = AT(endpoints_file), .def_text = "",
      .help = "YAML or JSON file of the endpoints ({\"endpoints\": [{\"id\", \"address\", "
-             "\"weight\"}]}): shards become named endpoints; re-read when it changes and on "
-             "SIGHUP; empty = shards by number"},
+             "\"weight\"}]}): shards become named endpoints; re-read when it changes, every "
+             "5 s while refused, and on SIGHUP; a regular file of at most 1 MiB, one "
+             "document, nested at most 16 deep, 8192 YAML nodes; empty = shards by number"},
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
      .offset = AT(admin_token_file), .def_text = "",
      .help = "file holding the bearer token allowed state-changing calls"},

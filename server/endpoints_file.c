@@ -1,6 +1,7 @@
 /* --endpoints-file (endpoints_file.h): one reader, the poller's thread
  * and SIGHUP's, serialized by a lock. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -15,6 +16,8 @@ struct cr_endpoints_watch {
     struct stat seen;     /* the file as last read */
     int have_seen;
     uint64_t refused, applied;
+    double refused_at;      /* cr_mono_s of the last read, when it was refused; 0 */
+    char said[CR_ERRLEN];   /* the last refusal logged; "" since a read applied */
     cr_ticker *poller;
 };
 
@@ -29,31 +32,40 @@ static cr_status read_apply(cr_endpoints_watch *w, cr_error *err)
         st = cr_core_set_endpoints(w->core, v, n, &ev, err);
         free(v);
     }
-    if (st == CR_OK)
+    if (st == CR_OK) {
         w->applied++;
-    else
+        w->refused_at = 0;
+        w->said[0] = '\0';
+    } else {
         w->refused++;
+        w->refused_at = cr_mono_s();
+    }
     return st;
 }
 
-/* w locked: re-reads when forced or the file's identity changed. */
+/* w locked: re-reads when forced, when the file's identity changed, and
+ * every CR_ENDPOINTS_FILE_RETRY_S while the last read was refused (what
+ * refused it may have passed: a permission fixed, a rewrite the identity
+ * missed). A refusal is logged when forced or when its reason is new. */
 static void check(cr_endpoints_watch *w, int force)
 {
     struct stat now;
     int there = stat(w->path, &now) == 0;
-    if (!force && there && w->have_seen && now.st_dev == w->seen.st_dev &&
-        now.st_ino == w->seen.st_ino && now.st_size == w->seen.st_size &&
-        now.st_mtim.tv_sec == w->seen.st_mtim.tv_sec &&
-        now.st_mtim.tv_nsec == w->seen.st_mtim.tv_nsec)
+    int same = there && w->have_seen && now.st_dev == w->seen.st_dev &&
+               now.st_ino == w->seen.st_ino && now.st_size == w->seen.st_size &&
+               now.st_mtim.tv_sec == w->seen.st_mtim.tv_sec &&
+               now.st_mtim.tv_nsec == w->seen.st_mtim.tv_nsec;
+    int retry = w->refused_at > 0 && cr_mono_s() - w->refused_at >= CR_ENDPOINTS_FILE_RETRY_S;
+    if (!force && !retry && (same || (!there && !w->have_seen)))
         return;
-    if (!force && !there && !w->have_seen)
-        return; /* still missing: said once already */
     w->seen = now;
     w->have_seen = there;
     cr_error err;
-    if (read_apply(w, &err) != CR_OK)
-        cr_log(CR_LOG_WARN, "endpoints file refused, the set stays",
-               json_pack("{s:s,s:s}", "path", w->path, "error", err.msg));
+    if (read_apply(w, &err) == CR_OK || (!force && strcmp(err.msg, w->said) == 0))
+        return;
+    snprintf(w->said, sizeof w->said, "%s", err.msg);
+    cr_log(CR_LOG_WARN, "endpoints file refused, the set stays",
+           json_pack("{s:s,s:s}", "path", w->path, "error", err.msg));
 }
 
 static void poll_tick(void *ctx, cr_ticker *t)

@@ -3,8 +3,10 @@
  * (checked every CR_ENDPOINTS_FILE_POLL_S: its device, inode, size and
  * modification time, through symlinks, as a ConfigMap update swaps them)
  * and on SIGHUP. A file that cannot be read or is refused keeps the set
- * that is there, logged at warn with the file and line; at start it is an
- * error. */
+ * that is there, logged at warn with the file and line (once per reason),
+ * and is read again every CR_ENDPOINTS_FILE_RETRY_S until it applies; at
+ * start it is an error. It is read as cr_endpoints_read_file reads it: a
+ * regular file (a FIFO never blocks the poller), bounded before parsing. */
 #ifndef CR_ENDPOINTS_FILE_H
 #define CR_ENDPOINTS_FILE_H
 
@@ -13,6 +15,7 @@
 #include "core.h"
 
 #define CR_ENDPOINTS_FILE_POLL_S 0.5
+#define CR_ENDPOINTS_FILE_RETRY_S 5.0
 
 typedef struct cr_endpoints_watch cr_endpoints_watch;
 

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "cunit_main.h"
@@ -585,6 +587,54 @@ static void test_sleep_without_ticker(void)
     CU_ASSERT(cr_mono_s() - t0 < 1.0);
 }
 
+/* ---- files --------------------------------------------------------------- */
+
+/* A regular file read whole (NUL after it); the size bound checked on
+ * fstat before a byte is read; a file fstat calls empty (/proc's) read to
+ * its end; a FIFO, a directory and a device refused at once, named; a
+ * missing file: errno ENOENT. */
+static void test_file_read(void)
+{
+    char dir[] = "/tmp/cr_file_XXXXXX", path[64], fifo[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/f", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("hello", f);
+    fclose(f);
+    char *text;
+    size_t len;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_file_read(path, "--x F", 5, &text, &len, &err), CR_OK);
+    CU_ASSERT_EQUAL(len, 5);
+    CU_ASSERT_STRING_EQUAL(text, "hello");
+    free(text);
+    CU_ASSERT_EQUAL(cr_file_read(path, "--x F", 4, &text, &len, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "--x F: 5 bytes, at most 4");
+    CU_ASSERT_PTR_NULL(text);
+    CU_ASSERT_EQUAL(cr_file_read("/proc/self/stat", "stat", 65536, &text, &len, &err), CR_OK);
+    CU_ASSERT(len > 0 && strlen(text) == len);
+    free(text);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0600), 0);
+    CU_ASSERT_EQUAL(cr_file_read(fifo, "--x P", 5, &text, &len, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "--x P: cannot read: it must be a regular file, not a FIFO");
+    CU_ASSERT_EQUAL(cr_file_read(dir, "D", 5, &text, &len, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "D: cannot read: it must be a regular file, not a directory");
+    CU_ASSERT_EQUAL(cr_file_read("/dev/zero", "Z", 5, &text, &len, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "Z: cannot read: it must be a regular file, not a character "
+                                    "device");
+    struct stat st;
+    CU_ASSERT_EQUAL(cr_file_open(fifo, "P", &st, &err), -1);
+    CU_ASSERT_EQUAL(errno, EINVAL);
+    unlink(fifo);
+    unlink(path);
+    CU_ASSERT_EQUAL(cr_file_open(path, "M", &st, &err), -1);
+    CU_ASSERT_EQUAL(errno, ENOENT);
+    CU_ASSERT_STRING_EQUAL(err.msg, "M: cannot read: No such file or directory");
+    rmdir(dir);
+}
+
 static const cr_test_case number_tests[] = {
     {"parse double", test_parse_double},
     {"parse i64", test_parse_i64},
@@ -615,8 +665,14 @@ static const cr_test_case ticker_tests[] = {
     {NULL, NULL},
 };
 
+static const cr_test_case file_tests[] = {
+    {"read a given file", test_file_read},
+    {NULL, NULL},
+};
+
 static const cr_test_suite suites[] = {
     {"numbers", number_tests},
+    {"files", file_tests},
     {"base", base_tests},
     {"published", published_tests},
     {"ticker", ticker_tests},

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -128,7 +129,8 @@ static void test_removal_leaves_gone_slot(void)
 }
 
 /* A join takes a new slot at the end while the gone slot is younger than
- * CR_ENDPOINTS_REUSE_S, the gone slot once it is that old. */
+ * CR_ENDPOINTS_REUSE_S, the gone slot once it is that old; the id that
+ * left takes its own slot back at once. */
 static void test_join_after_quarantine(void)
 {
     cr_endpoints_change chg;
@@ -155,11 +157,14 @@ static void test_join_after_quarantine(void)
     CU_ASSERT_EQUAL(old->slot[1].weight, 3);
     CU_ASSERT_EQUAL(old->n_state[CR_ENDPOINT_GONE], 0);
 
-    /* the removed id itself is a join like any other: a new slot */
+    /* the removed id itself takes its own gone slot back, quarantine or
+     * not (R3-5: one id removed and re-added filled every slot) */
     cr_endpoints *back = apply_ok(e2, ABC, 3, 6, &chg);
     CU_ASSERT(change_is(&chg, 1, 0, 0, 0, 0, 0));
-    CU_ASSERT_EQUAL(cr_endpoints_find(back, "b"), 3);
-    CU_ASSERT_EQUAL(back->slot[1].state, CR_ENDPOINT_GONE);
+    CU_ASSERT_EQUAL(back->n_slots, 3);
+    CU_ASSERT_EQUAL(cr_endpoints_find(back, "b"), 1);
+    CU_ASSERT_EQUAL(back->slot[1].state, CR_ENDPOINT_ACTIVE);
+    CU_ASSERT_EQUAL(back->slot[1].since_s, 6);
 
     /* from the set where d took slot 3, a fifth id past the quarantine
      * takes the gone slot 1 (the lowest free one), not a new slot */
@@ -315,37 +320,98 @@ static cr_endpoint_spec *many(size_t n, char *ids)
     return v;
 }
 
-/* 1024 slots at most, gone ones in quarantine included. */
+/* 1024 slots at most: when none is free, a join takes the gone slot
+ * that has been gone longest, in quarantine or not, a slot this very
+ * change frees included, so a set of at most 1024 always applies. */
 static void test_slot_bound(void)
 {
     enum { N = CR_ENDPOINTS_MAX };
-    char *ids = malloc(16 * (N + 1));
+    char *ids = malloc(16 * (N + 2));
     CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
-    cr_endpoint_spec *v = many(N + 1, ids);
+    cr_endpoint_spec *v = many(N + 2, ids);
     cr_endpoints_change chg;
     cr_error err;
     cr_endpoints *full = apply_ok(NULL, v, N, 0, &chg), *e = (cr_endpoints *)1;
     CU_ASSERT_EQUAL(full->n_slots, N);
-    /* e0 out, e1024 in: slot 0 is in quarantine */
-    CU_ASSERT_EQUAL(cr_endpoints_apply(full, v + 1, N, 1, &e, &chg, &err), CR_EINVAL);
-    CU_ASSERT_PTR_NULL(e);
-    CU_ASSERT_STRING_EQUAL(err.msg, "endpoints need 1025 slots, at most 1024 (removed "
-                                    "endpoints' slots are reused 60 s after their removal)");
-    /* removed first, then the join once the slot's quarantine is over */
-    cr_endpoints *less = apply_ok(full, v + 1, N - 1, 1, &chg);
-    CU_ASSERT_EQUAL(cr_endpoints_apply(less, v + 1, N, 30, &e, &chg, &err), CR_EINVAL);
-    CU_ASSERT_PTR_NULL(e);
-    cr_endpoints *again = apply_ok(less, v + 1, N, 61, &chg);
-    CU_ASSERT_EQUAL(again->n_slots, N);
-    CU_ASSERT_EQUAL(cr_endpoints_find(again, "e1024"), 0);
+    /* e0 out, e1024 in at once: e0's slot, freed by this change */
+    cr_endpoints *swapped = apply_ok(full, v + 1, N, 1, &chg);
+    CU_ASSERT(change_is(&chg, 1, 1, 0, 0, 0, 0));
+    CU_ASSERT_EQUAL(swapped->n_slots, N);
+    CU_ASSERT_EQUAL(cr_endpoints_find(swapped, "e1024"), 0);
+    CU_ASSERT_EQUAL(swapped->slot[0].state, CR_ENDPOINT_ACTIVE);
+    /* e1 gone at 2, e2 at 3: a join at 4 takes e1's slot (gone longest),
+     * the next one e2's */
+    cr_endpoints *less = apply_ok(swapped, v + 2, N - 1, 2, &chg); /* e1 out */
+    v[2] = v[1024];                                                  /* e2 out */
+    cr_endpoints *fewer = apply_ok(less, v + 2, N - 2, 3, &chg);
+    CU_ASSERT_EQUAL(fewer->slot[1].state, CR_ENDPOINT_GONE);
+    CU_ASSERT_EQUAL(fewer->slot[2].state, CR_ENDPOINT_GONE);
+    v[1024] = v[1025];
+    cr_endpoints *one = apply_ok(fewer, v + 2, N - 1, 4, &chg); /* e1025 in */
+    CU_ASSERT(change_is(&chg, 1, 0, 0, 0, 0, 0));
+    CU_ASSERT_EQUAL(cr_endpoints_find(one, "e1025"), 1);
+    CU_ASSERT_STRING_EQUAL(one->slot[2].id, "e2"); /* still gone, named */
     /* 1025 in one set: the check's message */
     CU_ASSERT_EQUAL(cr_endpoints_apply(NULL, v, N + 1, 0, &e, &chg, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NULL(e);
     CU_ASSERT_STRING_EQUAL(err.msg, "endpoints has 1025 entries, at most 1024");
-    cr_endpoints_release(again);
-    cr_endpoints_release(less);
-    cr_endpoints_release(full);
+    cr_endpoints *sets[] = {one, fewer, less, swapped, full};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        cr_endpoints_release(sets[i]);
     free(v);
     free(ids);
+}
+
+/* R3-5: a set renaming 600 of 600 endpoints at once needed 1200 slots and
+ * was refused for ever; now the removals free slots for the joins. */
+static void test_rename_all(void)
+{
+    enum { N = 600 };
+    char *ids = malloc(16 * 2 * N);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+    cr_endpoint_spec *v = many(2 * N, ids);
+    cr_endpoints_change chg;
+    cr_endpoints *before = apply_ok(NULL, v, N, 0, &chg);
+    cr_endpoints *after = apply_ok(before, v + N, N, 1, &chg);
+    CU_ASSERT(change_is(&chg, N, N, 0, 0, 0, 0));
+    CU_ASSERT(after->n_slots <= CR_ENDPOINTS_MAX);
+    CU_ASSERT_EQUAL(after->n_state[CR_ENDPOINT_ACTIVE], N);
+    for (size_t i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL(cr_endpoints_find(after, v[i].id), UINT32_MAX);
+        CU_ASSERT_NOT_EQUAL(cr_endpoints_find(after, v[N + i].id), UINT32_MAX);
+    }
+    cr_endpoints_release(after);
+    cr_endpoints_release(before);
+    free(v);
+    free(ids);
+}
+
+/* R3-5: one id removed and added again 2,000 times, then 2,000 new ids
+ * each replacing the last, in one second: no join is ever refused, and the
+ * returning id never takes more than its own slot. */
+static void test_churn_never_fills_the_slots(void)
+{
+    char id[16];
+    cr_endpoint_spec v[2] = {{"a", "h:1", 1}, {id, "h:2", 1}};
+    cr_endpoints_change chg;
+    snprintf(id, sizeof id, "x");
+    cr_endpoints *e = apply_ok(NULL, v, 2, 0, &chg), *next;
+    for (int i = 0; i < 2000; i++) {
+        next = apply_ok(e, v, 1 + (i % 2), 0.0005 * i, &chg);
+        cr_endpoints_release(e);
+        e = next;
+    }
+    CU_ASSERT_EQUAL(e->n_slots, 2);
+    for (int i = 0; i < 2000; i++) {
+        snprintf(id, sizeof id, "n%d", i);
+        next = apply_ok(e, v, 2, 1 + 0.0005 * i, &chg);
+        CU_ASSERT(change_is(&chg, 1, 1, 0, 0, 0, 0));
+        cr_endpoints_release(e);
+        e = next;
+    }
+    CU_ASSERT(e->n_slots <= CR_ENDPOINTS_MAX);
+    CU_ASSERT_EQUAL(e->n_state[CR_ENDPOINT_ACTIVE], 2);
+    cr_endpoints_release(e);
 }
 
 static void expect_check(const cr_endpoint_spec *v, size_t n, const char *msg)
@@ -393,13 +459,22 @@ static void test_check_messages(void)
     CU_ASSERT_EQUAL(cr_endpoints_check(v, 4, &err), CR_OK);
     v[2].address = "h:1";
     v[0].weight = -1;
-    expect_check(v, 4, "endpoints[0].weight must be in (0, 1000], got -1");
+    expect_check(v, 4, "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got -1");
     v[0].weight = 1000.5;
-    expect_check(v, 4, "endpoints[0].weight must be in (0, 1000], got 1000.5");
+    expect_check(v, 4, "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got 1000.5");
     v[0].weight = NAN;
-    expect_check(v, 4, "endpoints[0].weight must be in (0, 1000], got nan");
+    expect_check(v, 4, "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got nan");
     v[0].weight = INFINITY;
-    expect_check(v, 4, "endpoints[0].weight must be in (0, 1000], got inf");
+    expect_check(v, 4, "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got inf");
+    /* a weight divides costs: the smallest double would make them inf */
+    v[0].weight = 5e-324;
+    expect_check(v, 4, "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got "
+                       "4.94066e-324");
+    v[0].weight = 0.000999;
+    expect_check(v, 4, "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got "
+                       "0.000999");
+    v[0].weight = CR_ENDPOINT_WEIGHT_MIN;
+    CU_ASSERT_EQUAL(cr_endpoints_check(v, 4, &err), CR_OK);
     v[0].weight = CR_ENDPOINT_WEIGHT_MAX;
     CU_ASSERT_EQUAL(cr_endpoints_check(v, 4, &err), CR_OK);
     v[3].id = "a"; /* v[0]'s */
@@ -528,10 +603,16 @@ static void test_file_errors_name_lines(void)
                   "    weight: 1\n"
                   "    weight: 2\n",
                   "fleet.yaml:5: endpoints[0]: a key given twice");
-    expect_parse("endpoints:\n  - id: a\n    address: h:1\n    weight: 0\n",
-                  "fleet.yaml:4: endpoints[0].weight must be a number in (0, 1000]");
+    /* the weight: the rule SetEndpoints follows (cr_endpoints_check) */
+    expect_parse("endpoints:\n  - id: a\n    address: h:1\n    weight: -1\n",
+                  "fleet.yaml:4: endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), "
+                  "got -1");
+    expect_parse("endpoints:\n  - id: a\n    address: h:1\n    weight: 1e-320\n",
+                  "fleet.yaml:4: endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), "
+                  "got \"1e-320\"");
     expect_parse("endpoints:\n  - id: a\n    address: h:1\n    weight: heavy\n",
-                  "fleet.yaml:4: endpoints[0].weight must be a number in (0, 1000]");
+                  "fleet.yaml:4: endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), "
+                  "got \"heavy\"");
     expect_parse("endpoints:\n  - id: a\n    address: [h, 1]\n",
                   "fleet.yaml:3: endpoints[0].address must be a string");
     expect_parse("endpoints:\n  - vllm-0\n",
@@ -589,6 +670,139 @@ static void test_top_level_key_twice(void)
     free(v);
 }
 
+/* One rule for a weight, file or SetEndpoints: 0 is the default (1) in
+ * both, the smallest weight CR_ENDPOINT_WEIGHT_MIN in both. */
+static void test_weight_rule_is_the_check(void)
+{
+    cr_endpoint_spec *v = NULL;
+    size_t n = 0;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(parse("endpoints:\n  - {id: a, address: h, weight: 0}\n"
+                                "  - {id: b, address: h, weight: 0.001}\n",
+                                &v, &n, &err),
+                          CR_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 2);
+    /* the file keeps what it read; the set makes 0 the default */
+    CU_ASSERT(v[0].weight == 0 && v[1].weight == CR_ENDPOINT_WEIGHT_MIN);
+    cr_endpoints_change chg;
+    cr_endpoints *e = apply_ok(NULL, v, n, 0, &chg);
+    CU_ASSERT(e->slot[0].weight == 1 && e->slot[1].weight == CR_ENDPOINT_WEIGHT_MIN);
+    cr_endpoints_release(e);
+    free(v);
+}
+
+/* R3-7: an id, an address or a key holding a NUL byte (YAML's "\0") is
+ * refused naming the entry, as SetEndpoints refuses one; it was cut at
+ * the NUL, so "a\0b" and "a\0c" were both "a". */
+static void test_nul_refused(void)
+{
+    static const char ids[] = "endpoints:\n"
+                              "  - id: \"a\\0b\"\n"
+                              "    address: h:1\n"
+                              "  - id: \"a\\0c\"\n"
+                              "    address: h:2\n";
+    expect_parse(ids, "fleet.yaml:2: endpoints[0].id must not contain a NUL byte, found at "
+                      "byte 1 of 3");
+    expect_parse("endpoints:\n  - {id: a, address: \"h:1\\0\"}\n",
+                 "fleet.yaml:2: endpoints[0].address must not contain a NUL byte, found at "
+                 "byte 3 of 4");
+    expect_parse("endpoints:\n  - {id: a, address: h, weight: \"1\\0x\"}\n",
+                 "fleet.yaml:2: endpoints[0].weight must not contain a NUL byte, found at "
+                 "byte 1 of 3");
+    expect_parse("endpoints:\n  - {\"id\\0x\": a, address: h}\n",
+                 "fleet.yaml:2: endpoints[0]: unknown key (id, address and weight are allowed)");
+    expect_parse("\"endpoints\\0\": []\n",
+                 "fleet.yaml:1: unknown top-level key (\"endpoints\" is the only one)");
+}
+
+/* Text deep as n flow sequences around a scalar, in buf (2n + 2 bytes). */
+static const char *nested(char *buf, size_t n)
+{
+    memset(buf, '[', n);
+    buf[n] = '1';
+    memset(buf + n + 1, ']', n);
+    buf[2 * n + 1] = '\0';
+    return buf;
+}
+
+/* R3-8: nesting past CR_ENDPOINTS_FILE_DEPTH, or more than
+ * CR_ENDPOINTS_FILE_NODES nodes, is refused on the parser's events, before
+ * libyaml's loader builds anything (a 1 MiB file nested 100,000 deep took
+ * 25 s to refuse); the message names the bound and the line. */
+static void test_depth_and_nodes_bounded(void)
+{
+    char *buf = malloc(CR_ENDPOINTS_FILE_MAX + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+    expect_parse(nested(buf, 1000), "fleet.yaml:1: nested deeper than 16 (an endpoints file "
+                                    "needs 3)");
+    expect_parse(nested(buf, CR_ENDPOINTS_FILE_MAX / 2 - 1),
+                 "fleet.yaml:1: nested deeper than 16 (an endpoints file needs 3)");
+    /* 16 deep is parsed (and refused for what it holds) */
+    expect_parse(nested(buf, 16), "fleet.yaml:1: the top level must be a mapping with the key "
+                                  "\"endpoints\"");
+    snprintf(buf, 64, "endpoints:\n  - id: a\n    address: %s", "");
+    nested(buf + strlen(buf), 20);
+    expect_parse(buf, "fleet.yaml:3: nested deeper than 16 (an endpoints file needs 3)");
+    /* a flat list of 1 MiB: the node bound */
+    size_t at = (size_t)snprintf(buf, 32, "endpoints: [");
+    while (at + 4 < CR_ENDPOINTS_FILE_MAX)
+        at += (size_t)snprintf(buf + at, 8, "%s", "1, ");
+    snprintf(buf + at, 4, "1]");
+    char want[128];
+    snprintf(want, sizeof want, "fleet.yaml:1: more than %d YAML nodes (1024 endpoints need "
+                                "at most 7171)",
+             CR_ENDPOINTS_FILE_NODES);
+    expect_parse(buf, want);
+    free(buf);
+}
+
+/* A second YAML document was ignored without a word: it is refused,
+ * naming its line. */
+static void test_one_document(void)
+{
+    expect_parse("endpoints:\n"
+                 "  - {id: a, address: h}\n"
+                 "---\n"
+                 "endpoints:\n"
+                 "  - {id: b, address: h}\n",
+                 "fleet.yaml:3: a second YAML document: an endpoints file holds one");
+    expect_parse("{\"endpoints\": [{\"id\": \"a\", \"address\": \"h\"}]}\n...\n--- x\n",
+                 "fleet.yaml:3: a second YAML document: an endpoints file holds one");
+    /* one document, marked: fine */
+    cr_endpoint_spec *v = NULL;
+    size_t n = 0;
+    cr_error err;
+    CU_ASSERT_EQUAL(parse("---\nendpoints:\n  - {id: a, address: h}\n...\n", &v, &n, &err),
+                    CR_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    free(v);
+}
+
+/* R3-6: a FIFO (or anything but a regular file) is refused at once, naming
+ * it: opening one for reading blocked until a writer came, for ever. */
+static void test_read_refuses_a_fifo(void)
+{
+    char dir[] = "/tmp/cr_endpoints_XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(path, 0600), 0);
+    cr_endpoint_spec *v = (cr_endpoint_spec *)1;
+    size_t n = 7;
+    cr_error err;
+    char want[128];
+    CU_ASSERT_EQUAL(cr_endpoints_read_file(path, &v, &n, &err), CR_EINVAL);
+    snprintf(want, sizeof want, "%s: cannot read: it must be a regular file, not a FIFO", path);
+    CU_ASSERT_STRING_EQUAL(err.msg, want);
+    CU_ASSERT_PTR_NULL(v);
+    CU_ASSERT_EQUAL(n, 0);
+    unlink(path);
+    CU_ASSERT_EQUAL(cr_endpoints_read_file(dir, &v, &n, &err), CR_EINVAL);
+    snprintf(want, sizeof want, "%s: cannot read: it must be a regular file, not a directory",
+             dir);
+    CU_ASSERT_STRING_EQUAL(err.msg, want);
+    rmdir(dir);
+}
+
 /* A file on disk; a missing one names its path and the reason; one over
  * CR_ENDPOINTS_FILE_MAX is refused. */
 static void test_read_file(void)
@@ -624,13 +838,15 @@ static void test_read_file(void)
     for (size_t i = strlen(YAML_FILE); i < CR_ENDPOINTS_FILE_MAX + 10; i += 10)
         fputs("#########\n", f);
     fclose(f);
-    snprintf(want, sizeof want, "%s: 1048577 bytes, at most 1048576", path);
+    struct stat st;
+    CU_ASSERT_EQUAL_FATAL(stat(path, &st), 0);
+    snprintf(want, sizeof want, "%s: %lld bytes, at most 1048576", path, (long long)st.st_size);
     CU_ASSERT_EQUAL(cr_endpoints_read_file(path, &v, &n, &err), CR_EINVAL);
     CU_ASSERT_PTR_NULL(v);
     CU_ASSERT_STRING_EQUAL(err.msg, want);
     unlink(path);
     CU_ASSERT_EQUAL(cr_endpoints_read_file(path, &v, &n, &err), CR_EINVAL);
-    snprintf(want, sizeof want, "%s: No such file or directory", path);
+    snprintf(want, sizeof want, "%s: cannot read: No such file or directory", path);
     CU_ASSERT_STRING_EQUAL(err.msg, want);
     CU_ASSERT_PTR_NULL(v);
     CU_ASSERT_EQUAL(n, 0);
@@ -1384,7 +1600,9 @@ static const cr_test_case set_tests[] = {
     {"a new set keeps draining and down", test_new_set_keeps_states},
     {"with_state: changes counted, refusals", test_with_state},
     {"usable: active, else draining, else down", test_usable_falls_back},
-    {"the 1024-slot bound", test_slot_bound},
+    {"the 1024-slot bound: the oldest gone slot reused", test_slot_bound},
+    {"renaming 600 of 600 at once", test_rename_all},
+    {"churn never fills the slots", test_churn_never_fills_the_slots},
     {"check messages", test_check_messages},
     {NULL, NULL},
 };
@@ -1394,6 +1612,11 @@ static const cr_test_case file_tests[] = {
     {"errors name the file and line", test_file_errors_name_lines},
     {"read_file", test_read_file},
     {"a top-level key given twice", test_top_level_key_twice},
+    {"a weight: the set's own rule", test_weight_rule_is_the_check},
+    {"a NUL byte is refused", test_nul_refused},
+    {"depth and nodes bounded before loading", test_depth_and_nodes_bounded},
+    {"one YAML document", test_one_document},
+    {"a FIFO is refused at once", test_read_refuses_a_fifo},
     {NULL, NULL},
 };
 

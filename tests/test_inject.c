@@ -1464,7 +1464,7 @@ static void test_model_config_errors(void)
     static const struct {
         const char *json, *msg;
     } bad[] = {
-        {NULL, ": unable to open"},
+        {NULL, ": cannot read: No such file or directory"},
         {"not json", ": not JSON: "},
         {"[1]", ": not a JSON object"},
         {"{\"num_hidden_layers\": 32}", ": hidden_size is missing"},

@@ -9,6 +9,8 @@
  *   published pointer  cr_ref, cr_published: a refcounted value that one
  *                      writer replaces while readers keep what they took
  *   ticker             cr_ticker: a stoppable periodic thread
+ *   files              cr_file_open, cr_file_read: how a file given by path
+ *                      is read (never blocking on a FIFO)
  */
 #ifndef CR_COMMON_H
 #define CR_COMMON_H
@@ -97,6 +99,30 @@ typedef struct cr_clock_source {
     double (*now)(void *ctx);
     void *ctx;
 } cr_clock_source;
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* Every file the sidecar is given to read (the endpoints file, the state
+ * file, TLS, token and password files, the model config) is opened here:
+ * O_RDONLY | O_NONBLOCK | O_CLOEXEC, so a FIFO or a device never blocks
+ * the open (a start, a reload or a poller waited on one for ever, deaf to
+ * signals), then fstat'd, and anything but a regular file refused. label
+ * names the file in messages: its path, or "--tls-cert PATH". */
+struct stat;
+
+/* An fd open on path for reading, *st its fstat; or -1 with errno as open
+ * left it (ENOENT: missing) or EINVAL (not a regular file) and err "LABEL:
+ * cannot read: WHY" (the system's reason, or "it must be a regular file,
+ * not a FIFO"). */
+int cr_file_open(const char *path, const char *label, struct stat *st, cr_error *err);
+
+/* The whole of path, at most max bytes, in one malloc'd block *out (the
+ * caller frees it) with a NUL after its *len bytes. CR_EINVAL as
+ * cr_file_open, "LABEL: N bytes, at most MAX" (its size, checked before a
+ * byte is read), "LABEL: more than MAX bytes" (it grew as it was read) or
+ * "LABEL: cannot read: WHY"; CR_ENOMEM. */
+cr_status cr_file_read(const char *path, const char *label, size_t max, char **out,
+                       size_t *len, cr_error *err);
 
 /* ---- numbers --------------------------------------------------------------- */
 

@@ -232,23 +232,19 @@ static cr_status check_frame_at(int fd, const char *path, uint64_t size, cr_erro
     return st;
 }
 
-static cr_status read_fd(int fd, const char *path, uint64_t ceiling, uint8_t **out, size_t *len,
-                         cr_error *err)
+/* fd: path, a regular file of size bytes (cr_file_open). */
+static cr_status read_fd(int fd, off_t size_of, const char *path, uint64_t ceiling, uint8_t **out,
+                         size_t *len, cr_error *err)
 {
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return cr_fail(err, CR_EINVAL, "cannot stat %s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return cr_fail(err, CR_EINVAL, "%s must be a regular file", path);
-    if ((uint64_t)st.st_size > ceiling)
+    if ((uint64_t)size_of > ceiling)
         return cr_fail(err, CR_EINVAL,
                        "%s holds %lld bytes, over the %llu this configuration reads (256 MiB "
                        "and 48 bytes per --max-owners)",
-                       path, (long long)st.st_size, (unsigned long long)ceiling);
-    cr_status checked = check_frame_at(fd, path, (uint64_t)st.st_size, err);
+                       path, (long long)size_of, (unsigned long long)ceiling);
+    cr_status checked = check_frame_at(fd, path, (uint64_t)size_of, err);
     if (checked != CR_OK)
         return checked;
-    size_t size = (size_t)st.st_size;
+    size_t size = (size_t)size_of;
     uint8_t *p = malloc(size ? size : 1);
     if (!p)
         return cr_fail(err, CR_EINVAL, "out of memory reading %zu bytes of %s", size, path);
@@ -267,15 +263,15 @@ cr_status cr_state_read_file(const char *path, uint64_t ceiling, uint8_t **out, 
     *out = NULL;
     *len = 0;
     *missing = 0;
-    /* O_NONBLOCK: a FIFO (or a device) opens at once, and fstat refuses it. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    int fd = cr_file_open(path, path, &sb, err); /* a FIFO never blocks; refused */
     if (fd < 0 && errno == ENOENT) {
         *missing = 1;
         return CR_OK;
     }
     if (fd < 0)
-        return cr_fail(err, CR_EINVAL, "cannot open %s: %s", path, strerror(errno));
-    cr_status st = read_fd(fd, path, ceiling, out, len, err);
+        return CR_EINVAL;
+    cr_status st = read_fd(fd, sb.st_size, path, ceiling, out, len, err);
     close(fd);
     return st;
 }

@@ -9,10 +9,14 @@
  * A set is immutable once made (published through cr_ref: the core swaps
  * in a new one per change while routes read the old); every change makes
  * the next version:
- *   join     an id not in the set takes the lowest slot that has been
- *            free for CR_ENDPOINTS_REUSE_S seconds, else a new slot at
- *            the end (an answer naming a freed slot's old endpoint can
- *            still be read from the set that routed it)
+ *   join     an id that left comes back to its own gone slot; a new id
+ *            takes the lowest slot that has been gone for
+ *            CR_ENDPOINTS_REUSE_S seconds, else a new slot at the end
+ *            (an answer naming a freed slot's old endpoint can still be
+ *            read from the set that routed it), else, all 1024 taken, the
+ *            slot gone longest, in quarantine or not (one this change
+ *            frees included): a set of at most 1024 always applies, and no
+ *            churn of ids can fill the slots
  *   remove   an id left out of a new set: its slot is GONE (its id and
  *            address kept until the slot is reused)
  *   drain    DRAINING: takes no new sessions; its sessions move when they
@@ -36,8 +40,12 @@
 #define CR_ENDPOINTS_MAX 1024           /* slots (shards), gone ones included */
 #define CR_ENDPOINT_ID_MAX 128          /* bytes in an id */
 #define CR_ENDPOINT_ADDRESS_MAX 256     /* bytes in an address */
-#define CR_ENDPOINT_WEIGHT_MAX 1000.0   /* a capacity weight's upper bound */
+#define CR_ENDPOINT_WEIGHT_MIN 0.001   /* a capacity weight's bounds, 0 aside */
+#define CR_ENDPOINT_WEIGHT_MAX 1000.0
 #define CR_ENDPOINTS_FILE_MAX (1 << 20) /* bytes in an endpoints file */
+#define CR_ENDPOINTS_FILE_DEPTH 16      /* nesting in one (a valid one has 3) */
+#define CR_ENDPOINTS_FILE_NODES 8192    /* YAML nodes in one */
+#define CR_ENDPOINTS_FILE_NODES_NEEDED (7 * CR_ENDPOINTS_MAX + 3) /* the most a valid one has */
 #define CR_ENDPOINTS_REUSE_S 60.0       /* a GONE slot's quarantine */
 
 typedef enum cr_endpoint_state {
@@ -54,7 +62,7 @@ const char *cr_endpoint_state_name(cr_endpoint_state s);
 typedef struct cr_endpoint_spec {
     const char *id;      /* 1..CR_ENDPOINT_ID_MAX bytes, printable ASCII */
     const char *address; /* 1..CR_ENDPOINT_ADDRESS_MAX bytes, printable ASCII */
-    double weight;       /* capacity, in (0, CR_ENDPOINT_WEIGHT_MAX]; 0 = 1 */
+    double weight;       /* capacity: cr_endpoint_weight_check; 0 = 1 */
 } cr_endpoint_spec;
 
 /* One slot of a set. */
@@ -91,27 +99,40 @@ typedef struct cr_endpoints {
 void cr_endpoints_retain(const cr_endpoints *e);
 void cr_endpoints_release(const cr_endpoints *e);
 
+/* The one rule for a weight, SetEndpoints' and the file's alike: 0 (the
+ * default, 1) or in [CR_ENDPOINT_WEIGHT_MIN, CR_ENDPOINT_WEIGHT_MAX] (the
+ * ttft rule divides its costs by it). CR_OK, or CR_EINVAL "WHAT.weight
+ * must be in [0.001, 1000] or 0 (for 1), got W"; with text (a file's
+ * weight that is no number) W is text, quoted. Pure. */
+cr_status cr_endpoint_weight_check(const char *what, double w, const char *text,
+                                   cr_error *err);
+
 /* Checks n specs as a whole set: CR_EINVAL naming the first bad entry and
  * field: "endpoints must not be empty", "endpoints has 1025 entries, at
  * most 1024", "endpoints[2].id must be 1..128 bytes of printable ASCII,
  * got \"\"", "endpoints[3].id \"vllm-0\" is given twice (endpoints[0])",
  * "endpoints[1].address must be 1..256 bytes of printable ASCII, got
- * \"\"", "endpoints[0].weight must be in (0, 1000], got -1". Pure. */
+ * \"\"", "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got
+ * -1". Pure. */
 cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err);
 
 /* Parses an endpoints file's text (len bytes, at most
- * CR_ENDPOINTS_FILE_MAX): JSON, {"endpoints": [{"id": "vllm-0",
+ * CR_ENDPOINTS_FILE_MAX): YAML or JSON, {"endpoints": [{"id": "vllm-0",
  * "address": "10.0.0.5:8000", "weight": 1}, ...]} ("weight" optional,
- * nothing else allowed), then cr_endpoints_check. *out is one malloc'd
- * block holding the specs and their strings (the caller frees it), *n
- * entries. CR_EINVAL with err "NAME:LINE: why" (name: the file's, for the
- * message); CR_ENOMEM out of memory. Pure. */
+ * nothing else allowed), then cr_endpoints_check. Refused before a node
+ * is built: nesting past CR_ENDPOINTS_FILE_DEPTH, more than
+ * CR_ENDPOINTS_FILE_NODES nodes, a second YAML document; refused after:
+ * a string holding a NUL byte. *out is one malloc'd block holding the
+ * specs and their strings (the caller frees it), *n entries. CR_EINVAL
+ * with err "NAME:LINE: why" (name: the file's, for the message);
+ * CR_ENOMEM out of memory. Pure. */
 cr_status cr_endpoints_parse(const char *text, size_t len, const char *name,
                              cr_endpoint_spec **out, size_t *n, cr_error *err);
 
-/* Reads path (at most CR_ENDPOINTS_FILE_MAX bytes) and parses it as
- * cr_endpoints_parse does; CR_EINVAL naming the path and the system's
- * reason when it cannot be read. */
+/* Reads path (cr_file_read: a regular file, never blocking; at most
+ * CR_ENDPOINTS_FILE_MAX bytes, by its size before a byte is read) and
+ * parses it as cr_endpoints_parse does; CR_EINVAL "PATH: cannot read:
+ * why" when it cannot be read. */
 cr_status cr_endpoints_read_file(const char *path, cr_endpoint_spec **out, size_t *n,
                                  cr_error *err);
 
@@ -124,9 +145,8 @@ cr_endpoint_spec *cr_endpoint_specs_copy(const cr_endpoint_spec *v, size_t n);
  * listed ones' addresses and weights updated, states kept. *out has one
  * reference for the caller; *chg counts what changed (all 0: nothing did,
  * and *out is a new set of the same content and the next version).
- * CR_EINVAL as cr_endpoints_check, or "endpoints need N slots, at most
- * 1024" when the gone slots still in quarantine leave no room; CR_ENOMEM.
- * Pure. */
+ * CR_EINVAL as cr_endpoints_check (never for want of slots: see "join"
+ * above); CR_ENOMEM. Pure. */
 cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v, size_t n,
                              double now, cr_endpoints **out, cr_endpoints_change *chg,
                              cr_error *err);
@@ -143,9 +163,10 @@ cr_status cr_endpoints_with_state(const cr_endpoints *old, uint32_t slot, cr_end
  * leader's set): slots[0..n) copied as they are (since_s and down_until_s
  * already on the caller's clock) under version. Each slot is checked:
  * n in 1..CR_ENDPOINTS_MAX, an id and an address as cr_endpoints_check wants
- * them, a weight in (0, CR_ENDPOINT_WEIGHT_MAX], a known state, finite
- * times, no id held by two slots that are not GONE; CR_EINVAL naming the
- * first bad one ("slot[3].weight must be in (0, 1000], got 0"), nothing
+ * them, a weight in [CR_ENDPOINT_WEIGHT_MIN, CR_ENDPOINT_WEIGHT_MAX] (0
+ * has become 1 in a slot), a known state, finite times, no id held by two
+ * slots that are not GONE; CR_EINVAL naming the first bad one
+ * ("slot[3].weight must be in [0.001, 1000], got 0"), nothing
  * made. *chg counts what differs from old (NULL: none yet) slot by slot,
  * and the totals go on from old's. *out as cr_endpoints_apply. Pure. */
 cr_status cr_endpoints_adopt(const cr_endpoints *old, const cr_endpoint *slots, uint32_t n,

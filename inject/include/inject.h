@@ -194,8 +194,10 @@ typedef struct cr_model_shape {
  * per layer attention hidden head_dim (2 heads + 2 kv_heads), MLP 3 hidden
  * intermediate per expert (gate, up, down), router hidden experts, norms
  * 2 hidden; plus a final norm, the embedding and, untied, the output head.
- * CR_EINVAL with err "--model-config PATH: ..." naming the key, or what
- * kept the file from being read. */
+ * The file must be a regular file of at most CR_MODEL_CONFIG_MAX_BYTES
+ * (cr_file_read). CR_EINVAL with err "--model-config PATH: ..." naming the
+ * key, or what kept the file from being read. */
+#define CR_MODEL_CONFIG_MAX_BYTES (1u << 20) /* a config.json is a few KB */
 cr_status cr_inject_read_model_config(const char *path, cr_model_shape *out, cr_error *err);
 
 /* The coefficients in effect for one GPU (see the top of this file). */

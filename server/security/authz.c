@@ -2,8 +2,6 @@
 #include "authz.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <grpc/grpc_security.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -42,27 +40,20 @@ static void sha256(const void *data, size_t len, unsigned char out[32])
 /* The token in path, as its SHA-256 in digest; 0, or -1 with err set. */
 static int read_token(const char *path, unsigned char digest[32], cr_error *err)
 {
-    char buf[CR_AUTHZ_MAX_TOKEN_BYTES + 2];
-    /* O_NONBLOCK: a FIFO opens at once (and fstat refuses it). */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    char buf[CR_AUTHZ_MAX_TOKEN_BYTES + 2], label[300];
+    snprintf(label, sizeof label, "--admin-token-file %s", path);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        cr_fail(err, CR_EINVAL, "--admin-token-file %s: cannot read: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = cr_file_open(path, label, &st, err); /* a regular file, never blocking */
+    if (fd < 0)
         return -1;
-    }
     /* Readable by others is how a Kubernetes Secret volume mounts it (0644,
      * the container its boundary); writable by others would let anyone set
      * the token. */
-    const char *bad = !S_ISREG(st.st_mode) ? "it must be a regular file"
-                      : (st.st_mode & 022) ? "it is writable by group or others: anyone could "
-                                             "set the token"
-                                           : NULL;
-    if (bad) {
+    if (st.st_mode & 022) {
         close(fd);
-        cr_fail(err, CR_EINVAL, "--admin-token-file %s: %s (mode 0%o)", path, bad,
-                (unsigned)(st.st_mode & 07777));
+        cr_fail(err, CR_EINVAL,
+                "%s: it is writable by group or others: anyone could set the token (mode 0%o)",
+                label, (unsigned)(st.st_mode & 07777));
         return -1;
     }
     ssize_t got = read(fd, buf, sizeof buf);

@@ -3,7 +3,6 @@
  * a message only the client sees; checking here first names the file. */
 #include "tls_pem.h"
 
-#include <errno.h>
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
@@ -17,25 +16,16 @@
 /* The whole file, NUL-terminated, or NULL with err set. */
 static char *read_file(const char *flag, const char *path, cr_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cr_fail(err, CR_EINVAL, "%s %s: cannot read: %s", flag, path, strerror(errno));
+    char label[300], *buf;
+    size_t n;
+    snprintf(label, sizeof label, "%s %s", flag, path);
+    if (cr_file_read(path, label, CR_TLS_MAX_FILE_BYTES, &buf, &n, err) != CR_OK)
         return NULL;
-    }
-    char *buf = malloc(CR_TLS_MAX_FILE_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, CR_TLS_MAX_FILE_BYTES + 1, f) : 0;
-    int failed = !buf || ferror(f);
-    fclose(f);
-    if (failed || n > CR_TLS_MAX_FILE_BYTES || n == 0) {
-        cr_fail(err, buf ? CR_EINVAL : CR_ENOMEM, "%s %s: %s", flag, path,
-                !buf     ? "out of memory"
-                : failed ? "cannot read"
-                : n      ? "larger than 1 MiB"
-                         : "empty file");
+    if (n == 0) {
+        cr_fail(err, CR_EINVAL, "%s: empty file", label);
         free(buf);
         return NULL;
     }
-    buf[n] = '\0';
     return buf;
 }
 

@@ -229,7 +229,7 @@ hex 93019195ab426c6f636b53746f7265649101c091010200 >"$out/kv_decode/bad_tokens"
 
 # Endpoints files (--endpoints-file): JSON and YAML forms, a weight left
 # out, the longest names, and refusals (a duplicate id, an unknown key,
-# two "endpoints" keys, not a list).
+# two "endpoints" keys, not a list, and the rest below).
 mkdir -p "$out/endpoints_file"
 printf '%s\n' '{"endpoints": [{"id": "vllm-0", "address": "10.0.0.5:8000", "weight": 1},' \
     ' {"id": "vllm-1", "address": "http://10.0.0.6:8000/v1"}]}' >"$out/endpoints_file/json"
@@ -242,3 +242,10 @@ printf 'endpoints:\n  - id: a\n    address: x\n  - id: a\n    address: y\n' \
 printf '{"endpoints": [{"id": "a", "address": "x", "port": 1}]}' >"$out/endpoints_file/unknown_key"
 printf 'endpoints: []\nendpoints: [{id: a, address: b}]\n' >"$out/endpoints_file/twice"
 printf 'endpoints: {id: a}\n' >"$out/endpoints_file/not_a_list"
+# issue 30's: a NUL in an id, a second document, nesting past the bound
+printf 'endpoints:\n  - {id: "a\\0b", address: h}\n  - {id: "a\\0c", address: h}\n' \
+    >"$out/endpoints_file/nul_id"
+printf 'endpoints: [{id: a, address: h}]\n---\nendpoints: [{id: b, address: h}]\n' \
+    >"$out/endpoints_file/two_documents"
+printf 'endpoints: [{id: a, address: %s1%s}]\n' "$(printf '[%.0s' $(seq 20))" \
+    "$(printf ']%.0s' $(seq 20))" >"$out/endpoints_file/deep"

@@ -7,6 +7,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 import unittest
 
 sys.dont_write_bytecode = True
@@ -177,6 +178,31 @@ class ConfigTest(h.SidecarTestCase):
                                 env={"CACHEROUTE_QCAP": "-1"})
         self.assertEqual(sc.config["planner"]["qcap"], 5.0)
         sc.assert_clean_exit(self)
+
+    def test_every_file_flag_refuses_a_fifo_at_once(self):
+        """R3-6: a FIFO named by a flag whose file the sidecar reads is
+        refused at once, naming flag and file (opening one for reading
+        blocked the start for ever, deaf to SIGTERM); --check-config too
+        where it reads the file."""
+        d = tempfile.mkdtemp(prefix="cr-fifo-")
+        self.addCleanup(shutil.rmtree, d, True)
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo)
+        serve = ("--listen", "127.0.0.1:0", "--metrics-listen", "")
+        for argv, name in (
+                (("--endpoints-file", fifo) + serve, fifo),
+                (("--endpoints-file", fifo, "--check-config"), fifo),
+                (("--model-config", fifo, "--check-config"), "--model-config " + fifo),
+                (("--state-backend", "redis://127.0.0.1:1", "--state-backend-password-file",
+                  fifo, "--check-config"), "--state-backend-password-file " + fifo),
+                (("--tls-cert", fifo, "--tls-key", fifo) + serve, "--tls-cert " + fifo),
+                (("--admin-token-file", fifo) + serve, "--admin-token-file " + fifo)):
+            t0 = time.monotonic()
+            p = h.run_sidecar(*argv, timeout=10)
+            self.assertLess(time.monotonic() - t0, 5, argv)
+            self.assertEqual(p.returncode, 2, (argv, p.stderr))
+            self.assertIn(name + ": cannot read: it must be a regular file, not a FIFO",
+                          p.stderr)
 
     def test_port_in_use(self):
         s = socket.socket()

@@ -151,6 +151,59 @@ class EndpointsFileTest(h.SidecarTestCase):
         h.poll(lambda: self.listed()[0] == 3, 10, what="the SIGHUP re-read")
         self.sc.assert_clean_exit(self)
 
+    def refusal(self, pred, what):
+        msg = "endpoints file refused, the set stays"
+        return self.sc.wait_for(lambda e: e.get("msg") == msg and pred(e["error"]), 10, what)
+
+    def test_renaming_every_endpoint_applies(self):
+        """R3-5: 600 endpoints renamed at once needed 1,203 slots and were
+        refused for ever; the removals now free slots for the joins."""
+        write_atomically(self.path, json.dumps(endpoints_doc(*["p%d" % i for i in range(600)])))
+        h.poll(lambda: self.listed()[0] == 2, 10, what="600 endpoints applied")
+        new = ["q%d" % i for i in range(600)]
+        write_atomically(self.path, json.dumps(endpoints_doc(*new)))
+        h.poll(lambda: self.listed()[0] == 3, 10, what="600 endpoints renamed")
+        rows = self.listed()[1]
+        self.assertEqual(sorted(i for _, i, _, st in rows if st == "active"), sorted(new))
+        self.assertLessEqual(len(rows), 1024)
+        self.sc.assert_clean_exit(self)
+
+    def test_refused_file_is_retried(self):
+        """R3-5: a refused file is read again every few seconds even when it
+        looks unchanged (here rewritten in place, its mtime put back: a
+        coarse clock, or a permission fixed), and applies once it can."""
+        bad = '{"endpoints": [{"id": "a", "address": "x"}, {"id": "a", "address": "y"}]}\n'
+        good = '{"endpoints": [{"id": "a", "address": "x"}, {"id": "z", "address": "y"}]}\n'
+        self.assertEqual(len(bad), len(good))
+        write_atomically(self.path, bad)
+        self.refusal(lambda e: "is given twice" in e, "the refusal")
+        st = os.stat(self.path)
+        self.sc.send(signal.SIGSTOP)  # the poller sees no in-between state
+        try:
+            with open(self.path, "r+") as f:
+                f.write(good)
+            os.utime(self.path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            self.sc.send(signal.SIGCONT)
+        self.assertEqual(os.stat(self.path).st_mtime_ns, st.st_mtime_ns)
+        h.poll(lambda: self.listed()[0] == 2, 15, what="the refused file read again")
+        self.assertIn((0, "a", "x", "active"), [(s, i, a, t) for s, i, a, t in self.listed()[1]])
+        self.sc.assert_clean_exit(self)
+
+    def test_fifo_swapped_in(self):
+        """R3-6: a FIFO renamed over the file is refused at once, naming it
+        (opening it blocked the poller, and SIGTERM after it), and the
+        sidecar still stops within its grace."""
+        fifo = os.path.join(self.dir, "fifo")
+        os.mkfifo(fifo)
+        os.rename(fifo, self.path)
+        self.refusal(lambda e: e == self.path + ": cannot read: it must be a regular file, "
+                     "not a FIFO", "the FIFO refused")
+        self.assertEqual(self.listed()[0], 1)
+        t0 = time.monotonic()
+        self.sc.assert_clean_exit(self)
+        self.assertLess(time.monotonic() - t0, 5)
+
     def test_check_config_reads_the_file(self):
         """--check-config refuses a bad endpoints file as a start would,
         naming file and line, and passes a good one."""
@@ -222,7 +275,12 @@ class EndpointsRpcTest(h.SidecarTestCase):
                             details="endpoints must not be empty")
         self.assertRpcError(INVALID, self.stub.SetEndpoints, P.cr.SetEndpointsRequest(
             endpoints=[P.cr.Endpoint(id="p", address="p:80", weight=-1)]),
-            details="endpoints[0].weight must be in (0, 1000], got -1")
+            details="endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got -1")
+        # one rule with the file's: the smallest double is no weight
+        self.assertRpcError(INVALID, self.stub.SetEndpoints, P.cr.SetEndpointsRequest(
+            endpoints=[P.cr.Endpoint(id="p", address="p:80", weight=5e-324)]),
+            details="endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got "
+                    "4.94066e-324")
         self.assertRpcError(INVALID, self.stub.DrainEndpoint,
                             P.cr.DrainEndpointRequest(id="nope"),
                             details='endpoint "nope" is not in the set')
