@@ -509,10 +509,10 @@ static void link_dropped(cr_kv_subscriber *s, shard *sh)
     close_link(sh);
     sh->relink_at = cr_mono_s() + RELINK_S;
     count(s, sh, (counts){.reconnects = 1});
+    if (!sh->have_seq)
+        return; /* nothing since the last reset: nothing to reset */
     uint64_t n = 0;
     int report_it = limited(&sh->link_drops, &n);
-    if (!sh->have_seq)
-        return;
     char why[WHY_LEN];
     snprintf(why, sizeof why, "the link dropped (a frame over --kv-events-max-frame-bytes, "
              "%" PRId64 ", or the engine went away) and is re-opened (%" PRIu64 " times since "

@@ -180,6 +180,7 @@ separately.
 - nics=nic
 - adminIdentities=admin-identity
 - kvEvents=kv-events
+- kvEventsMaxFrameBytes=kv-events-max-frame-bytes
 - reservations=reservations
 - compressedRequests=compressed-requests
 - endpointFailErrors=endpoint-fail-errors
