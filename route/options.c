@@ -23,8 +23,8 @@ static const cr_option ROWS[] = {
              "most this times the mean"},
     {.name = "inflight-ttl", .key = "inflight_ttl_s", .type = CR_OPT_DOUBLE,
      .offset = AT(inflight_ttl_s), .def = 60, .min = 0, .max = 86400, .flags = CR_OPT_MIN_OPEN,
-     .help = "--route-by bounded or live: seconds after which a route's work counts as done "
-             "when no ReportOutcome for its owner and shard came"},
+     .help = "--route-by bounded, live or ttft: seconds after which a route's work counts as "
+             "done when no ReportOutcome released it"},
     {.name = "inflight-max", .key = "inflight_max", .type = CR_OPT_U64,
      .offset = AT(inflight_max), .def = 100000, .min = 1, .max = CR_ROUTE_MAX_INFLIGHT,
      .help = "--route-by bounded, live or ttft: outstanding routes tracked at most (56 B "

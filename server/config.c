@@ -404,6 +404,7 @@ void cr_config_usage(FILE *out)
     fprintf(out, "\nSignals: SIGTERM, SIGINT and SIGQUIT drain: health turns NOT_SERVING, calls in\n"
                  "flight get --shutdown-grace seconds, then are cancelled, and the sidecar exits 0\n"
                  "within the grace + 1 s (a handler still running then is not waited for).\n"
-                 "SIGHUP reloads (certificates), SIGUSR1 writes a state snapshot, SIGUSR2 logs\n"
-                 "the current figures; none of these three stops serving.\n");
+                 "SIGHUP re-reads the certificates, the admin token, the endpoints file and the\n"
+                 "Redis password file; SIGUSR1 writes a state snapshot; SIGUSR2 logs the current\n"
+                 "figures; none of these three stops serving.\n");
 }

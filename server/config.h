@@ -41,7 +41,7 @@ typedef struct cr_server_config {
     int reservations;         /* --reservations: cr_reservations */
     int compressed_requests;  /* --compressed-requests: 0 refuse, 1 inflate */
     /* Bounds on what clients can make the server hold: connections,
-     * streams, memory, calls and time (README, "Limits"). */
+     * streams, memory, calls and time (docs/operating.md, "Limits"). */
     double handshake_timeout_s;     /* --handshake-timeout */
     double max_connection_idle_s;   /* --max-connection-idle; 0 = off */
     double max_connection_age_s;    /* --max-connection-age; 0 = off */

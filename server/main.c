@@ -27,8 +27,9 @@
 #define HEALTH "/grpc.health.v1.Health/" /* served on its own lane: probes never wait */
 
 /* After --shutdown-grace, handlers still running get this much longer to
- * return; then the process ends without them (README: the sidecar exits
- * within the grace + 1 s, this and the final snapshot included). */
+ * return; then the process ends without them (docs/operating.md,
+ * "Shutdown": the sidecar exits within the grace + 1 s, this and the final
+ * snapshot included). */
 #define SHUTDOWN_MARGIN_S 0.5
 /* The whole exit, teardown included, within the grace and this. */
 #define EXIT_WITHIN_GRACE_S 0.9
@@ -59,13 +60,13 @@ enum { N_METHODS = 23 };
 
 static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_METHODS])
 {
-    /* --route-access: who may route (README, "Threat model"): routes count
+    /* --route-access: who may route (docs/threat-model.md): routes count
      * toward the outstanding work every client's routes are weighed by. */
     const cr_access routes = cfg->server.route_access == CR_ROUTE_ACCESS_ANYONE
                                  ? CR_ACCESS_OPEN
                                  : CR_ACCESS_IDENTIFIED;
-    /* --reservations: who may make SelectInjection reserve (README, "Threat
-     * model"); the others may dry-run. */
+    /* --reservations: who may make SelectInjection reserve (docs/security.md,
+     * docs/threat-model.md); the others may dry-run. */
     const cr_method_spec select =
         cfg->server.reservations == CR_RESERVATIONS_ANYONE
             ? (cr_method_spec){SERVICE "SelectInjection", &cr_unary_kind, 0,
@@ -258,7 +259,7 @@ static void snapshot_now(void *ctx)
 static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
 {
     int sig = cr_signals_wait(&s->signals);
-    /* README: the process exits within the grace + 1 s of the signal. */
+    /* docs/operating.md: the process exits within the grace + 1 s of the signal. */
     double exit_by = cr_mono_s() + cfg->server.shutdown_grace_s + EXIT_WITHIN_GRACE_S;
     cr_log(CR_LOG_INFO, "shutting down",
            json_pack("{s:s,s:f,s:I}", "signal", cr_signal_name(sig), "grace_s",
