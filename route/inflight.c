@@ -24,7 +24,7 @@
  * open-addressing index (htable.h), twice the cap, made on the first such
  * item.
  *
- * Callers (route.h cr_route_query.caller): an identified caller holds at
+ * Callers (request.h cr_route_request.caller): an identified caller holds at
  * most caller_max items, and at the cap the oldest item goes only when it
  * is the new item's caller's or nobody's (caller 0), so no caller evicts
  * another's work; otherwise the new item is not kept (refused). The
@@ -135,7 +135,6 @@ static caller_count *caller_of(cr_inflight *w, uint64_t caller, int make)
     w->callers[w->n_callers] = (caller_count){caller, 0};
     return &w->callers[w->n_callers++];
 }
-
 
 /* Grows one per-shard array to n entries, the new ones from fill. */
 static int grow(void **array, size_t size, uint32_t old, uint32_t n, int fill)

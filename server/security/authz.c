@@ -22,6 +22,7 @@ struct cr_authz {
     char **routers; /* --route-identity */
     size_t n_routers;
     uint64_t *tags; /* per identity then per router: cr_authz_caller's */
+    uint64_t token_tag; /* the token holders' (one client): names no secret */
     char *token_path; /* NULL: no token */
     pthread_mutex_t mu; /* guards the token's digest and signature */
     int mu_ready;
@@ -161,6 +162,8 @@ cr_authz *cr_authz_new(const cr_authz_config *c, cr_error *err)
     for (size_t i = 0; ok && i < n; i++)
         a->tags[i] = tag_of(i < a->n_identities ? a->identities[i]
                                                 : a->routers[i - a->n_identities]);
+    if (ok)
+        a->token_tag = tag_of("--admin-token-file");
     if (!ok) {
         cr_fail(err, CR_ENOMEM, "out of memory");
         cr_authz_free(a);
@@ -295,8 +298,7 @@ uint64_t cr_authz_caller(void *ctx, grpc_call *call, const grpc_metadata_array *
         grpc_auth_context_release(auth);
     if (i >= 0)
         return a->tags[i];
-    /* every holder of the token is one client; its tag names no secret */
-    return token_is_admin(a, md) ? tag_of("--admin-token-file") : 0;
+    return token_is_admin(a, md) ? a->token_tag : 0;
 }
 
 /* ---- requests that need an admin ---- */
