@@ -15,6 +15,11 @@
 /* The most prompt tokens a request may say it has (inject.h's
  * CR_INJECT_MAX_TOKENS, checked equal where both are seen: core/route.c). */
 #define CR_REQUEST_MAX_TOKENS 10000000
+/* The most next-best shards a request may ask for (the endpoint picker's
+ * fallbacks). */
+#define CR_ROUTE_MAX_ALTERNATIVES 8
+/* An answer's shard when the request's `only` list has no usable shard. */
+#define CR_ROUTE_NO_SHARD UINT32_MAX
 
 /* One request to route: RouteItem's fields, as the wire gives them. The
  * pointers are the filler's (the request's own bytes, an arena); the core
@@ -33,6 +38,11 @@ typedef struct cr_route_request {
     uint64_t caller;         /* who asks: authorization's tag of the client's
                               * identity, 0 = none; its request ids and its
                               * share of the outstanding work are its own */
+    const uint32_t *only;    /* the shards it may go to (a gateway's subset
+                              * hint), n_only of them; NULL = any */
+    uint32_t n_only;
+    uint32_t alternatives;   /* next-best shards wanted in the answer, at most
+                              * CR_ROUTE_MAX_ALTERNATIVES; 0 = none (Route) */
 } cr_route_request;
 
 /* Why a request went where it did. The names are stable (the wire's reason
@@ -63,6 +73,11 @@ typedef struct cr_route_answer {
     uint32_t cached_tokens;   /* predicted hit on that shard */
     cr_route_reason reason;
     double queue_wait_ms, prefill_ms; /* predicted */
+    /* The next-best usable shards after shard, best first, as many as the
+     * request asked for and there are (n_alternatives); with `only`, among
+     * those. shard is CR_ROUTE_NO_SHARD when `only` holds no usable shard. */
+    uint32_t n_alternatives;
+    uint32_t alternative[CR_ROUTE_MAX_ALTERNATIVES];
 } cr_route_answer;
 
 #endif
