@@ -533,6 +533,38 @@ static void test_only_limits_the_choice(void)
     cr_core_free(f.core);
 }
 
+/* A route's receipt holds its prediction, and the outcome of its request
+ * id is matched to it: the TTFT measured against the queue wait plus the
+ * prefill predicted. No id: nothing kept. */
+static void test_route_receipt_matches_its_outcome(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    cr_route_request q = {.hashes = h, .n_hashes = 8, .request_id = "epp-1"};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_receipt_route(f.core, &q, &a), 0);
+    cr_receipt r;
+    CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, "epp-1", &r), 1);
+    CU_ASSERT_EQUAL(r.prompt_tokens, 8 * BT);
+    CU_ASSERT_EQUAL(r.decision.mode, CR_INJECT_TEXT);
+    CU_ASSERT_DOUBLE_EQUAL(r.decision.text.total_ms, a.queue_wait_ms + a.prefill_ms, 1e-9);
+    cr_outcome o = {.request_id = "epp-1", .has = CR_OUT_TTFT | CR_OUT_SHARD, .shard = a.shard,
+                    .ttft_ms = a.prefill_ms + 10};
+    cr_outcome_counts counts;
+    CU_ASSERT_EQUAL_FATAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    CU_ASSERT_EQUAL(counts.matched, 1);
+    CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, "epp-1", &r), 1);
+    CU_ASSERT_EQUAL(r.outcomes, 1);
+    cr_route_request none = q;
+    none.request_id = NULL;
+    CU_ASSERT_EQUAL(cr_core_receipt_route(f.core, &none, &a), -1);
+    cr_core_free(f.core);
+}
+
 static const cr_test_case ttft_tests[] = {
     {"a prefix goes where it was sent", test_prefix_goes_where_it_was_sent},
     {"namespaces never match", test_namespaces_never_match},
@@ -548,6 +580,7 @@ static const cr_test_case ttft_tests[] = {
     {"routes follow the calibration", test_routes_follow_the_calibration},
     {"alternatives in order of cost", test_alternatives_in_order_of_cost},
     {"only limits the choice", test_only_limits_the_choice},
+    {"route receipt matches its outcome", test_route_receipt_matches_its_outcome},
     {NULL, NULL},
 };
 
