@@ -28,8 +28,9 @@
 #include <stdlib.h>
 
 #include "bench_util.h"
+#include "openai.h"
 
-#define DEPTH 64 /* CR_OPENAI_MAX_DEPTH */
+#define DEPTH CR_OPENAI_MAX_DEPTH
 
 /* ---- bodies ------------------------------------------------------------- */
 
@@ -193,72 +194,14 @@ static size_t walk_lib(const char *s, size_t n)
 }
 #endif
 
-/* What a library that checks neither UTF-8 nor depth itself would need
- * first: one pass over the body checking both (RFC 3629's well-formed
- * sequences; brackets outside strings at most DEPTH deep), eight bytes at
- * a time through runs of ASCII string text. Returns the deepest nesting,
- * or (size_t)-1 when refused. */
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-static inline uint64_t has_byte(uint64_t w, uint8_t c)
-{
-    uint64_t x = w ^ (ONES * c);
-    return (x - ONES) & ~x & HIGHS;
-}
-
+/* What a library that checks neither UTF-8 nor depth itself needs first:
+ * the picker's own pass (cr_openai_check: RFC 3629's well-formed
+ * sequences; brackets outside strings at most 64 deep; ASCII string runs
+ * eight bytes at a time). Returns 0, or (size_t)-1 when refused. */
 static size_t walk_scan(const char *s, size_t n)
 {
-    const uint8_t *p = (const uint8_t *)s, *end = p + n;
-    size_t depth = 0, deepest = 0;
-    int in_str = 0;
-    while (p < end) {
-        if (in_str)
-            for (uint64_t w; end - p >= 8; p += 8) {
-                memcpy(&w, p, 8);
-                if ((w & HIGHS) | has_byte(w, '"') | has_byte(w, '\\'))
-                    break;
-            }
-        if (p == end)
-            break;
-        uint8_t c = *p;
-        if (c < 0x80) {
-            if (in_str) {
-                if (c == '\\')
-                    p++;
-                else if (c == '"')
-                    in_str = 0;
-            } else if (c == '"') {
-                in_str = 1;
-            } else if (c == '[' || c == '{') {
-                if (++depth > DEPTH)
-                    return (size_t)-1;
-                deepest = depth > deepest ? depth : deepest;
-            } else if (c == ']' || c == '}') {
-                depth--;
-            }
-            p++;
-            continue;
-        }
-        size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        if (c < 0xc2 || c > 0xf4 || (size_t)(end - p) < k)
-            return (size_t)-1;
-        uint8_t lo = 0x80, hi = 0xbf;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-        else if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-        if (p[1] < lo || p[1] > hi)
-            return (size_t)-1;
-        for (size_t i = 2; i < k; i++)
-            if ((p[i] & 0xc0) != 0x80)
-                return (size_t)-1;
-        p += k;
-    }
-    return deepest;
+    cr_error err;
+    return cr_openai_check((const uint8_t *)s, n, &err) == CR_OK ? 0 : (size_t)-1;
 }
 
 typedef size_t (*walker)(const char *, size_t);
