@@ -17,7 +17,8 @@
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* Nonzero when a byte of w is c (exact for the word as a whole). */
+/* Nonzero when a byte of w is c: the high bit of each such byte is set
+ * (and maybe of bytes above one, never below the lowest). */
 static inline uint64_t has_byte(uint64_t w, uint8_t c)
 {
     uint64_t x = w ^ (ONES * c);
@@ -27,7 +28,8 @@ static inline uint64_t has_byte(uint64_t w, uint8_t c)
 /* Checks body[0..len) is UTF-8 with brackets (outside strings) at most
  * CR_OPENAI_MAX_DEPTH deep. With one_value, stops after the first bracket
  * that closes to depth 0 and sets *used to the bytes up to it (0 when
- * none closed). Runs of ASCII string text go eight bytes at a time. */
+ * none closed). Runs of ASCII string text go eight bytes at a time, to
+ * the next byte that matters. */
 static cr_status scan(const uint8_t *body, size_t len, int one_value, size_t *used,
                       cr_error *err)
 {
@@ -38,10 +40,15 @@ static cr_status scan(const uint8_t *body, size_t len, int one_value, size_t *us
         *used = 0;
     while (p < end) {
         if (in_str)
-            for (uint64_t w; end - p >= 8; p += 8) {
+            for (uint64_t w, special; end - p >= 8; p += 8) {
                 memcpy(&w, p, 8);
-                if ((w & HIGHS) | has_byte(w, '"') | has_byte(w, '\\'))
+                special = (w & HIGHS) | has_byte(w, '"') | has_byte(w, '\\');
+                if (special) { /* to the first: has_byte errs only above a true one */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                    p += (size_t)__builtin_ctzll(special) / 8;
+#endif
                     break;
+                }
             }
         if (p == end)
             break;
