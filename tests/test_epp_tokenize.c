@@ -3,7 +3,7 @@
  * port, one connection at a time, answering as the test says (it models
  * vLLM's /tokenize: POST a JSON body, answer {"tokens": [...]}). Covers a
  * good reply (and the request forwarded), a reply slower than the timeout,
- * a 500, garbage, a reply over CR_TOKENIZE_MAX_REPLY_BYTES, and the cache
+ * a 500, garbage, a bad token id, a reply over CR_TOKENIZE_MAX_REPLY_BYTES, and the cache
  * (the server counts calls) with its bound, and four threads at once. No
  * speed is measured: the slow case only checks the call gives up within
  * its timeout and a generous slack. */
@@ -23,7 +23,7 @@
 #include "cunit_main.h"
 #include "tokenize.h"
 
-typedef enum answer { GOOD, SLOW, FAIL_500, GARBAGE, HUGE } answer;
+typedef enum answer { GOOD, SLOW, FAIL_500, GARBAGE, BAD_ID, HUGE } answer;
 
 static struct server {
     int fd;
@@ -116,6 +116,8 @@ static void *serve(void *arg)
             respond(c, 500, "{\"error\":\"boom\"}");
         } else if (a == GARBAGE) {
             respond(c, 200, "{\"tokens\": [1, 2,");
+        } else if (a == BAD_ID) {
+            respond(c, 200, "{\"tokens\": [1, -2]}");
         } else { /* HUGE: more than the client takes */
             char head[256];
             size_t total = CR_TOKENIZE_MAX_REPLY_BYTES + (1u << 20);
@@ -276,6 +278,7 @@ static void test_failures(void)
     CU_ASSERT_FATAL(t && quick);
     check_failure(t, FAIL_500, "answered status 500");
     check_failure(t, GARBAGE, "answered no JSON");
+    check_failure(t, BAD_ID, "answered tokens[1], no token id");
     check_failure(t, HUGE, "answered over 33554432 bytes");
     check_failure(quick, SLOW, "timed out after 200 ms");
     /* nothing failed was cached: the same prompt is asked for again */
