@@ -1265,8 +1265,12 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(env["CACHEROUTE_LISTEN"], "0.0.0.0:50051")
         self.assertEqual(env["CACHEROUTE_EPP_TOKENS"], "engine")
         self.assertEqual(env["CACHEROUTE_EPP_FALLBACKS"], "2")
+        self.assertEqual(env["CACHEROUTE_EPP_MAX_REQUESTS"], "2048")
+        self.assertEqual(env["CACHEROUTE_EPP_MAX_BODY_BYTES"], "1048576")
+        self.assertEqual(env["CACHEROUTE_MAX_CALLS_PER_METHOD"], "4096")
         self.assertEqual({n for n in env if n.startswith("CACHEROUTE_EPP_")},
-                         {"CACHEROUTE_EPP_LISTEN", "CACHEROUTE_EPP_TOKENS", "CACHEROUTE_EPP_FALLBACKS"})
+                         {"CACHEROUTE_EPP_LISTEN", "CACHEROUTE_EPP_TOKENS", "CACHEROUTE_EPP_FALLBACKS",
+                          "CACHEROUTE_EPP_MAX_REQUESTS", "CACHEROUTE_EPP_MAX_BODY_BYTES"})
         self.assertEqual(env["CACHEROUTE_ENDPOINTS_FILE"], "/etc/cacheroute/endpoints/endpoints.json")
         self.assertIn("CACHEROUTE_STATE_BACKEND", env)  # two replicas over the chart's Redis
         self.assertIn({"name": "grpc-ext-proc", "containerPort": 9002, "protocol": "TCP"}, c["ports"])
