@@ -850,8 +850,9 @@ endpoints.existingConfigMap.
 {{- end }}
 
 {{/*
-Mode epp's checks: the InferencePool needs the Service (its
-endpointPickerRef names it) and the model server pods' labels, and the
+Mode epp's checks: the picker's port is its own, the InferencePool needs
+the Service (its endpointPickerRef names it) and the model server pods'
+labels, and the
 picker's endpoints must be ip:port (the gateway dials the destination as
 given; the sidecar refuses anything else in this mode).
 */}}
@@ -860,6 +861,10 @@ given; the sidecar refuses anything else in this mode).
 {{- $pool := .Values.epp.inferencePool }}
 {{- if and $pool.enabled (ne (include "cacheroute.serviceEnabled" .) "true") }}
 {{- fail "mode epp with epp.inferencePool.enabled needs the Service (service.enabled true or null): the InferencePool's endpointPickerRef names it." }}
+{{- end }}
+{{- $ports := .Values.cacheroute.ports }}
+{{- if has (.Values.epp.port | int) (list ($ports.grpc | int) ($ports.metrics | int) ($ports.health | int)) }}
+{{- fail (printf "epp.port %d is also one of cacheroute.ports (grpc %d, metrics %d, health %d): the picker needs a port of its own." (.Values.epp.port | int) ($ports.grpc | int) ($ports.metrics | int) ($ports.health | int)) }}
 {{- end }}
 {{- if and $pool.enabled (not $pool.matchLabels) }}
 {{- fail "epp.inferencePool.matchLabels is empty: give the labels of the model server pods the gateway sends requests to (the InferencePool's spec.selector.matchLabels), or set epp.inferencePool.enabled=false and manage the pool yourself." }}
