@@ -219,7 +219,8 @@ def main():
     env = cacheroute_env(render("-f", os.path.join(CI, "all-options-values.yaml"))[1])
     for var, bad in (("CACHEROUTE_N_SHARDS", "0"), ("CACHEROUTE_ESTIMATOR_CLOCK", "minutes"),
                      ("CACHEROUTE_MFU", "1.5"), ("CACHEROUTE_STATE_BACKEND", "http://r:6379"),
-                     ("CACHEROUTE_LEASE_TTL", "0.1"), ("CACHEROUTE_BACKEND_START", "maybe")):
+                     ("CACHEROUTE_LEASE_TTL", "0.1"), ("CACHEROUTE_BACKEND_START", "maybe"),
+                     ("CACHEROUTE_EPP_MAX_BODY_BYTES", "16777217"), ("CACHEROUTE_EPP_TOKENS", "model")):
         if var not in binary_vars:
             continue
         p = run_check(binary, dict(env, **{var: bad}))
