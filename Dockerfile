@@ -60,7 +60,8 @@ LABEL org.opencontainers.image.title="cacheroute-sidecar" \
       org.opencontainers.image.description="cacheroute gRPC sidecar for LLM serving nodes" \
       org.opencontainers.image.version="${CR_VERSION}"
 USER 65532:65532
-# gRPC (--listen), Prometheus metrics (--metrics-listen) and plaintext health
-# for the kubelet (--health-listen, which the chart turns on with TLS).
-EXPOSE 50051 9090 8081
+# gRPC (--listen), Prometheus metrics (--metrics-listen), plaintext health
+# for the kubelet (--health-listen, which the chart turns on with TLS) and
+# the endpoint picker (--epp-listen, the chart's mode epp).
+EXPOSE 50051 9090 8081 9002
 ENTRYPOINT ["cacheroute-sidecar"]

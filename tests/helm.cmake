@@ -12,7 +12,8 @@ set_tests_properties(helm_tools PROPERTIES FIXTURES_SETUP helm_tools)
 
 # helm lint --strict + helm template + strict Kubernetes schema validation,
 # for the default values, every helm/cacheroute/ci/*.yaml, and the
-# all-options file in standalone mode.
+# all-options file in standalone and epp modes (the InferencePool against
+# helm/tests/schemas/, GIE's v1 types).
 add_test(NAME helm_chart_lint_template_validate COMMAND sh ${CR_HELM_TESTS}/check_chart.sh)
 # Typo keys, wrong types, bad enums... in values must fail lint and template.
 add_test(NAME helm_schema_rejects_bad_values COMMAND sh ${CR_HELM_TESTS}/check_schema_negative.sh)

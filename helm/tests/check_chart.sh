@@ -1,7 +1,8 @@
 #!/bin/sh
 # helm lint --strict, helm template and Kubernetes schema validation (strict:
 # unknown fields fail) of the chart with its default values, each values file
-# in helm/cacheroute/ci/, and the all-options file in standalone mode.
+# in helm/cacheroute/ci/, and the all-options file in standalone and epp
+# modes (epp without its endpoints, whose addresses are not all ip:port).
 set -u
 # shellcheck source=helm/tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -11,7 +12,8 @@ trap 'rm -rf "$out"' EXIT
 # name|helm arguments (values files relative to the chart)
 cases="default|
 $(for f in "$chart"/ci/*.yaml; do n=$(basename "$f" .yaml); printf '%s|-f %s\n' "$n" "$f"; done)
-all-options-standalone|-f $chart/ci/all-options-values.yaml --set mode=standalone"
+all-options-standalone|-f $chart/ci/all-options-values.yaml --set mode=standalone
+all-options-epp|-f $chart/ci/all-options-values.yaml --set mode=epp --set endpoints.enabled=false"
 
 echo "$cases" | while IFS='|' read -r name args; do
   [ -n "$name" ] || continue

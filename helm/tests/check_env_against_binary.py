@@ -11,8 +11,8 @@
    checks every variable and prints the effective configuration without
    serving, so exit 0 means each value parsed and was in range. A deliberately bad value must make it fail (the
    check is not vacuous).
-3. The schema is no looser than the binary: every numeric config and
-   stateBackend value at the lowest and at the highest value
+3. The schema is no looser than the binary: every numeric config,
+   stateBackend and epp value at the lowest and at the highest value
    values.schema.json allows is accepted by the binary.
 4. The endpoints.json each ci/*.yaml file renders (endpoints.list) is taken
    whole by the binary, started on loopback with it as --endpoints-file
@@ -36,7 +36,8 @@ import yaml
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_chart import (BACKEND_FLAGS, BACKEND_URL, CHART, CI, CONFIG_FLAGS, ENDPOINTS_FLAGS,  # noqa: E402
-                        HOST_KEYS, POD_FLAGS, REPO, SECRET_FLAGS, env_name, render, pod_spec)
+                        EPP_FLAGS, EPP_HOST_FLAGS, HOST_KEYS, POD_FLAGS, REPO, SECRET_FLAGS, env_name,
+                        render, pod_spec)
 
 passed = failed = 0
 
@@ -147,9 +148,10 @@ def start_with_endpoints(binary, path, n, timeout=30):
 
 
 def check_schema_bounds(binary, section, props):
-    """The binary accepts each numeric value of cacheroute.<section> at the
-    lowest and at the highest the schema allows (the state backend's with a
-    url, without which they are not rendered)."""
+    """The binary accepts each numeric value of cacheroute.<section> (or of
+    the top-level epp) at the lowest and at the highest the schema allows
+    (the state backend's with a url, the picker's in mode epp, without which
+    they are not rendered)."""
     lows, highs = {}, {}
     for key, prop in props.items():
         types = prop.get("type", [])
@@ -166,8 +168,13 @@ def check_schema_bounds(binary, section, props):
     if section == "stateBackend":
         lows["url"] = highs["url"] = BACKEND_URL
     for name, values in (("lowest", lows), ("highest", highs)):
+        if section == "epp":
+            values["inferencePool"] = {"matchLabels": {"app": "vllm"}}
+            doc = {"mode": "epp", "epp": values}
+        else:
+            doc = {"cacheroute": {section: values}}
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-            yaml.safe_dump({"cacheroute": {section: values}}, f)
+            yaml.safe_dump(doc, f)
             f.flush()
             env = cacheroute_env(render("-f", f.name)[1])
         p = run_check(binary, env)
@@ -187,7 +194,8 @@ def main():
     binary_vars = set(re.findall(r"\benv (CACHEROUTE_[A-Z0-9_]+)", p.stdout))
     chart_vars = {env_name(f) for f in
                   list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values()) + SECRET_FLAGS
-                  + list(BACKEND_FLAGS.values()) + POD_FLAGS + ENDPOINTS_FLAGS}
+                  + list(BACKEND_FLAGS.values()) + POD_FLAGS + ENDPOINTS_FLAGS
+                  + list(EPP_FLAGS.values()) + EPP_HOST_FLAGS}
     report(binary_vars - chart_vars == set(),
            "every variable the binary reads has a chart value",
            "no chart value for: %s" % " ".join(sorted(binary_vars - chart_vars)))
@@ -200,6 +208,8 @@ def main():
         cases.append((os.path.basename(f)[:-5], ["-f", f]))
     cases.append(("all-options-standalone", ["-f", os.path.join(CI, "all-options-values.yaml"),
                                              "--set", "mode=standalone"]))
+    cases.append(("all-options-epp", ["-f", os.path.join(CI, "all-options-values.yaml"),
+                                      "--set", "mode=epp", "--set", "endpoints.enabled=false"]))
     for name, args in cases:
         env = cacheroute_env(render(*args)[1])
         p = run_check(binary, env)
@@ -209,7 +219,8 @@ def main():
     env = cacheroute_env(render("-f", os.path.join(CI, "all-options-values.yaml"))[1])
     for var, bad in (("CACHEROUTE_N_SHARDS", "0"), ("CACHEROUTE_ESTIMATOR_CLOCK", "minutes"),
                      ("CACHEROUTE_MFU", "1.5"), ("CACHEROUTE_STATE_BACKEND", "http://r:6379"),
-                     ("CACHEROUTE_LEASE_TTL", "0.1"), ("CACHEROUTE_BACKEND_START", "maybe")):
+                     ("CACHEROUTE_LEASE_TTL", "0.1"), ("CACHEROUTE_BACKEND_START", "maybe"),
+                     ("CACHEROUTE_EPP_MAX_BODY_BYTES", "16777217"), ("CACHEROUTE_EPP_TOKENS", "model")):
         if var not in binary_vars:
             continue
         p = run_check(binary, dict(env, **{var: bad}))
@@ -245,6 +256,7 @@ def main():
     sections = schema["properties"]["cacheroute"]["properties"]
     for section in ("config", "stateBackend"):
         check_schema_bounds(binary, section, sections[section]["properties"])
+    check_schema_bounds(binary, "epp", schema["properties"]["epp"]["properties"])
 
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0

@@ -52,6 +52,8 @@ SIDECAR_FLAGS = [
     "state-backend", "replica-id", "cluster", "sync-interval", "lease-ttl", "replica-ttl",
     "backend-timeout", "backend-start", "state-backend-password-file",
     "endpoints-file", "endpoint-fail-errors", "endpoint-fail-window", "endpoint-down-for",
+    "epp-listen", "epp-fallbacks", "epp-tokens", "epp-owner-header", "epp-max-body-bytes",
+    "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -164,6 +166,18 @@ POD_FLAGS = ["replica-id"]
 # Flags rendered from the top-level endpoints values (the mounted ConfigMap's
 # file), not from cacheroute.config.
 ENDPOINTS_FLAGS = ["endpoints-file"]
+# epp key -> flag, rendered in mode epp only (--epp-listen from listenHost
+# and port).
+EPP_FLAGS = {
+    "fallbacks": "epp-fallbacks",
+    "tokens": "epp-tokens",
+    "ownerHeader": "epp-owner-header",
+    "maxBodyBytes": "epp-max-body-bytes",
+    "tokenizeTimeout": "epp-tokenize-timeout",
+    "bodyMode": "epp-body-mode",
+    "maxRequests": "epp-max-requests",
+}
+EPP_HOST_FLAGS = ["epp-listen"]
 BACKEND_URL = "redis://redis.serving.svc:6379/1"
 
 
@@ -301,12 +315,15 @@ class ChartTest(unittest.TestCase):
     # --- the values files -------------------------------------------------
     def test_flags_table_covers_every_sidecar_flag(self):
         flags = (set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
-                 | set(BACKEND_FLAGS.values()) | set(POD_FLAGS) | set(ENDPOINTS_FLAGS))
+                 | set(BACKEND_FLAGS.values()) | set(POD_FLAGS) | set(ENDPOINTS_FLAGS)
+                 | set(EPP_FLAGS.values()) | set(EPP_HOST_FLAGS))
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
         self.assertEqual(set(self.defaults["cacheroute"]["stateBackend"]),
                          set(BACKEND_FLAGS) | {"passwordSecret"})
+        self.assertEqual(set(self.defaults["epp"]),
+                         set(EPP_FLAGS) | {"listenHost", "port", "servicePort", "inferencePool"})
 
     def test_all_options_file_sets_every_value(self):
         missing = []
@@ -1237,6 +1254,125 @@ class ChartTest(unittest.TestCase):
                           "cacheroute.extraEnv sets CACHEROUTE_ENDPOINTS_FILE")
 
     # --- NOTES.txt ----------------------------------------------------------
+    # --- mode epp ------------------------------------------------------------
+    def test_epp_mode(self):
+        _, by_kind = render("-f", os.path.join(CI, "epp-values.yaml"))
+        spec = pod_spec(by_kind)
+        self.assertEqual([c["name"] for c in spec["containers"]], ["cacheroute"])
+        c = containers(spec)["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["CACHEROUTE_EPP_LISTEN"], "0.0.0.0:9002")
+        self.assertEqual(env["CACHEROUTE_LISTEN"], "0.0.0.0:50051")
+        self.assertEqual(env["CACHEROUTE_EPP_TOKENS"], "engine")
+        self.assertEqual(env["CACHEROUTE_EPP_FALLBACKS"], "2")
+        self.assertEqual(env["CACHEROUTE_EPP_MAX_REQUESTS"], "2048")
+        self.assertEqual(env["CACHEROUTE_EPP_MAX_BODY_BYTES"], "1048576")
+        self.assertEqual(env["CACHEROUTE_MAX_CALLS_PER_METHOD"], "4096")
+        self.assertEqual({n for n in env if n.startswith("CACHEROUTE_EPP_")},
+                         {"CACHEROUTE_EPP_LISTEN", "CACHEROUTE_EPP_TOKENS", "CACHEROUTE_EPP_FALLBACKS",
+                          "CACHEROUTE_EPP_MAX_REQUESTS", "CACHEROUTE_EPP_MAX_BODY_BYTES"})
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_FILE"], "/etc/cacheroute/endpoints/endpoints.json")
+        self.assertIn("CACHEROUTE_STATE_BACKEND", env)  # two replicas over the chart's Redis
+        self.assertIn({"name": "grpc-ext-proc", "containerPort": 9002, "protocol": "TCP"}, c["ports"])
+        # GIE's health services, on the port the chart probes in every mode.
+        for probe, service in (("startupProbe", "liveness"), ("livenessProbe", "liveness"),
+                               ("readinessProbe", "readiness")):
+            self.assertEqual(c[probe]["grpc"], {"port": 50051, "service": service}, probe)
+        svc = one(by_kind, "Service")
+        ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        self.assertEqual(ports["grpc-ext-proc"], {"name": "grpc-ext-proc", "port": 9002,
+                                                  "targetPort": "grpc-ext-proc", "protocol": "TCP",
+                                                  "appProtocol": "kubernetes.io/h2c"})
+        pool = one(by_kind, "InferencePool")
+        self.assertEqual(pool["apiVersion"], "inference.networking.k8s.io/v1")
+        self.assertEqual(pool["metadata"]["name"], "cr-cacheroute")
+        self.assertEqual(pool["spec"], {
+            "selector": {"matchLabels": {"app": "vllm-llama3-8b"}},
+            "targetPorts": [{"number": 8000}],
+            "endpointPickerRef": {"kind": "Service", "name": svc["metadata"]["name"],
+                                  "port": {"number": 9002}, "failureMode": "FailOpen"},
+        })
+        np = one(by_kind, "NetworkPolicy")
+        rules = {r["ports"][0]["port"]: r for r in np["spec"]["ingress"]}
+        self.assertEqual(rules["grpc-ext-proc"]["from"], [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "envoy-gateway-system"}}}])
+
+    def test_epp_all_options(self):
+        _, by_kind = render("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=epp",
+                            "--set", "endpoints.enabled=false")
+        epp = self.all_values["epp"]
+        c = containers(pod_spec(by_kind))["cacheroute"]
+        env = env_of(c)
+        self.assertEqual(env["CACHEROUTE_EPP_LISTEN"], "[::]:9102")
+        for key, flag in EPP_FLAGS.items():
+            self.assertEqual(env[env_name(flag)], fmt_scalar(epp[key]), flag)
+        self.assertIn({"name": "grpc-ext-proc", "containerPort": 9102, "protocol": "TCP"}, c["ports"])
+        # TLS is on: the kubelet probes the plaintext health port, and the
+        # Service does not call the picker's port h2c.
+        self.assertEqual(c["readinessProbe"]["grpc"]["port"], self.all_values["cacheroute"]["ports"]["health"])
+        # The file's own service names win over the mode's.
+        self.assertEqual(c["readinessProbe"]["grpc"]["service"],
+                         self.all_values["cacheroute"]["readinessProbe"]["service"])
+        ports = {p["name"]: p for p in one(by_kind, "Service")["spec"]["ports"]}
+        self.assertEqual(ports["grpc-ext-proc"]["port"], 9002)
+        self.assertEqual(ports["grpc-ext-proc"]["targetPort"], "grpc-ext-proc")
+        self.assertNotIn("appProtocol", ports["grpc-ext-proc"])
+        pool = one(by_kind, "InferencePool")
+        self.assertEqual(pool["metadata"]["name"], "llama-pool")
+        self.assertEqual(pool["spec"]["endpointPickerRef"], {
+            "kind": "Service", "name": "cacheroute-llama", "port": {"number": 9002},
+            "failureMode": "FailClose"})
+        self.assertEqual(pool["spec"]["selector"], {"matchLabels": {"app": "vllm-llama"}})
+        # The pool can be left to the user.
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false")
+        self.assertNotIn("InferencePool", by_kind)
+
+    def test_epp_only_in_mode_epp(self):
+        for args in ((), ("-f", os.path.join(CI, "all-options-values.yaml")),
+                     ("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=standalone")):
+            _, by_kind = render(*args)
+            self.assertNotIn("InferencePool", by_kind, args)
+            env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+            self.assertEqual([n for n in env if n.startswith("CACHEROUTE_EPP_")], [], args)
+            for svc in by_kind.get("Service", []):
+                self.assertNotIn("grpc-ext-proc", [p["name"] for p in svc["spec"]["ports"]], args)
+        # The probes' services by mode when left null.
+        c = containers(pod_spec(self.default))["cacheroute"]
+        self.assertEqual(c["livenessProbe"]["grpc"]["service"], "")
+        self.assertEqual(c["startupProbe"]["grpc"]["service"], "")
+        self.assertEqual(c["readinessProbe"]["grpc"]["service"], "cacheroute.v1.CacheRoute")
+        # The flags are the chart's, in any mode.
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            yaml.safe_dump({"cacheroute": {"extraEnv": [{"name": "CACHEROUTE_EPP_TOKENS",
+                                                         "value": "engine"}]}}, f)
+            f.flush()
+            p = helm("template", "cr", CHART, "-f", f.name, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("cacheroute.extraEnv sets CACHEROUTE_EPP_TOKENS", p.stderr)
+
+    def test_epp_notes(self):
+        notes = self.render_notes("-f", os.path.join(CI, "epp-values.yaml"))
+        self.assertIn("listens on 0.0.0.0:9002 (--epp-listen)", notes)
+        self.assertIn("Service serving/cr-cacheroute, port 9002 (grpc-ext-proc, plaintext h2c)", notes)
+        self.assertIn("InferencePool serving/cr-cacheroute (inference.networking.k8s.io/v1)", notes)
+        self.assertIn("labelled app=vllm-llama3-8b on port 8000", notes)
+        self.assertIn("failureMode FailOpen", notes)
+        # The HTTPRoute printed is one object the user can apply as it is.
+        m = re.search(r"<<'EOF'\n(.*?)\n  EOF", notes, re.S)
+        self.assertIsNotNone(m, notes)
+        route = yaml.safe_load("\n".join(line[2:] for line in m.group(1).splitlines()))
+        self.assertEqual(route["kind"], "HTTPRoute")
+        self.assertEqual(route["apiVersion"], "gateway.networking.k8s.io/v1")
+        self.assertEqual(route["spec"]["rules"][0]["backendRefs"], [
+            {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "cr-cacheroute"}])
+        self.assertIn("keep the endpoints list", notes)
+        notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v")
+        self.assertIn("No endpoints are listed", notes)
+        notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false")
+        self.assertIn("No InferencePool is rendered", notes)
+        self.assertIn("endpointPickerRef: {kind: Service, name: cr-cacheroute, port: {number: 9002}", notes)
+        self.assertNotIn("HTTPRoute", self.render_notes())
+
     def render_notes(self, *args):
         """helm template does not render NOTES.txt: render it through tpl
         from a ConfigMap in a scratch copy of the chart."""

@@ -104,7 +104,8 @@ class DockerfileTest(unittest.TestCase):
         user = [a for w, a in self.runtime if w == "USER"][-1].split(":")[0]
         self.assertEqual(int(user), cr["securityContext"]["runAsUser"])
         expose = " ".join(a for w, a in self.runtime if w == "EXPOSE").split()
-        self.assertEqual(sorted(int(p) for p in expose), sorted(cr["ports"].values()))
+        self.assertEqual(sorted(int(p) for p in expose),
+                         sorted(list(cr["ports"].values()) + [self.values["epp"]["port"]]))
         self.assertEqual(self.values["image"]["repository"].split("/")[-1], "cacheroute-sidecar")
 
     def test_dockerignore(self):

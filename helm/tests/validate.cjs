@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Validates Kubernetes manifests (multi-document YAML, e.g. `helm template`
 // output) against the Kubernetes API schemas of the kubernetes-models
-// packages, the Prometheus Operator CRDs included.
+// packages, the Prometheus Operator CRDs included, and against the JSON
+// Schemas in schemas/ (named <group>_<version>_<Kind>.json) for the custom
+// resources kubernetes-models lacks (GIE's InferencePool), checked with ajv.
 //
 //   node validate.cjs [--modules DIR] [--no-strict] [--quiet] FILE|- [FILE...]
 //
@@ -80,6 +82,37 @@ function loadModel(apiVersion, kind) {
   }
 }
 
+// A validator for apiVersion/kind from schemas/, or null. Its unknown fields
+// are the schema's additionalProperties errors, kept apart so that
+// --no-strict can drop them.
+const localValidators = new Map();
+function loadLocal(apiVersion, kind) {
+  const file = path.join(__dirname, 'schemas', `${String(apiVersion).replace('/', '_')}_${kind}.json`);
+  if (!/^[a-z0-9.-]+\/v[0-9a-z]+$/.test(apiVersion || '') || !/^[A-Za-z0-9]+$/.test(kind || '') ||
+      !fs.existsSync(file)) {
+    return null;
+  }
+  if (!localValidators.has(file)) {
+    const Ajv = req('ajv').default;
+    const ajv = new Ajv({ allErrors: true, strict: false });
+    localValidators.set(file, ajv.compile(JSON.parse(fs.readFileSync(file, 'utf8'))));
+  }
+  const check = localValidators.get(file);
+  return (obj) => {
+    if (check(obj)) return { problems: [], unknown: [] };
+    const problems = [];
+    const unknown = [];
+    for (const e of check.errors) {
+      if (e.keyword === 'additionalProperties') {
+        unknown.push(`${e.instancePath.slice(1).replace(/\//g, '.')}${e.instancePath ? '.' : ''}${e.params.additionalProperty}`);
+      } else if (e.keyword !== 'if') {
+        problems.push(`${e.instancePath || '/'} ${e.message}`);
+      }
+    }
+    return { problems, unknown };
+  };
+}
+
 // Deep copy of `value` whose objects record, in `seen`, each own property the
 // validator reads. `all` gets every property path.
 function track(value, where, seen, all) {
@@ -148,7 +181,8 @@ for (const f of files) {
       return;
     }
     const Model = loadModel(obj.apiVersion, obj.kind);
-    if (!Model) {
+    const local = Model ? null : loadLocal(obj.apiVersion, obj.kind);
+    if (!Model && !local) {
       failures++;
       process.stdout.write(`FAIL ${where} ${label}: no schema for ${obj.apiVersion} ${obj.kind}\n`);
       return;
@@ -161,12 +195,18 @@ for (const f of files) {
     }
     ids.set(id, where);
     const problems = [];
-    try {
-      new Model(obj).validate();
-    } catch (e) {
-      problems.push(e.message);
+    if (local) {
+      const r = local(obj);
+      problems.push(...r.problems);
+      if (strict && r.unknown.length) problems.push(`unknown field(s): ${r.unknown.join(', ')}`);
+    } else {
+      try {
+        new Model(obj).validate();
+      } catch (e) {
+        problems.push(e.message);
+      }
     }
-    if (problems.length === 0 && strict) {
+    if (!local && problems.length === 0 && strict) {
       const unknown = unknownFields(Model, obj);
       if (unknown.length) problems.push(`unknown field(s): ${unknown.join(', ')}`);
     }

@@ -208,6 +208,21 @@ key>=<flag name>", as configFlags.
 {{- end }}
 
 {{/*
+The endpoint picker's flags (docs/epp.md), from epp, rendered in mode epp
+only: "<values key>=<flag name>", as configFlags. --epp-listen is rendered
+from epp.listenHost and epp.port.
+*/}}
+{{- define "cacheroute.eppFlags" -}}
+- fallbacks=epp-fallbacks
+- tokens=epp-tokens
+- ownerHeader=epp-owner-header
+- maxBodyBytes=epp-max-body-bytes
+- tokenizeTimeout=epp-tokenize-timeout
+- bodyMode=epp-body-mode
+- maxRequests=epp-max-requests
+{{- end }}
+
+{{/*
 Flags rendered from values outside cacheroute.config and
 cacheroute.stateBackend (replica-id comes from the pod's name).
 */}}
@@ -225,6 +240,7 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - replica-id
 - state-backend-password-file
 - endpoints-file
+- epp-listen
 {{- end }}
 
 {{/*
@@ -263,11 +279,11 @@ The port the kubelet's gRPC probes use.
 
 {{/*
 Whether the Service is rendered: service.enabled, or by default in
-standalone mode, or when a ServiceMonitor needs one.
+standalone and epp modes, or when a ServiceMonitor needs one.
 */}}
 {{- define "cacheroute.serviceEnabled" -}}
 {{- $e := .Values.service.enabled }}
-{{- if kindIs "invalid" $e }}{{ if or (eq .Values.mode "standalone") .Values.metrics.serviceMonitor.enabled }}true{{ end }}{{ else if $e }}true{{ end }}
+{{- if kindIs "invalid" $e }}{{ if or (ne .Values.mode "sidecar") .Values.metrics.serviceMonitor.enabled }}true{{ end }}{{ else if $e }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -471,15 +487,15 @@ takes its own counts back.
 
 {{/*
 Fails rendering where replicas would answer different routes: several
-standalone pods without a shared state backend (each would plan from its own
+standalone or epp pods without a shared state backend (each would plan from its own
 share of the arrivals), or a backend with the calls clock (per-replica call
 counts do not add up to one rate).
 */}}
 {{- define "cacheroute.checkReplicas" -}}
 {{- $n := .Values.replicaCount | int }}
 {{- $url := include "cacheroute.stateBackendUrl" . }}
-{{- if and (eq .Values.mode "standalone") (gt $n 1) (not $url) }}
-{{- fail (printf "replicaCount %d in standalone mode needs cacheroute.stateBackend.url (an existing Redis, redis://HOST:PORT[/DB] or unix:PATH) or redis.enabled=true (the chart's own): without it each replica plans from its own share of the arrivals and answers different routes for the same owner. Set one, or replicaCount: 1." $n) }}
+{{- if and (ne .Values.mode "sidecar") (gt $n 1) (not $url) }}
+{{- fail (printf "replicaCount %d in %s mode needs cacheroute.stateBackend.url (an existing Redis, redis://HOST:PORT[/DB] or unix:PATH) or redis.enabled=true (the chart's own): without it each replica plans from its own share of the arrivals and answers different routes for the same owner. Set one, or replicaCount: 1." $n .Values.mode) }}
 {{- end }}
 {{- if and $url (eq (toString .Values.cacheroute.config.estimatorClock) "calls") }}
 {{- fail "cacheroute.stateBackend.url needs cacheroute.config.estimatorClock seconds (or unset): the calls clock counts each replica's own calls, so replicas' rates cannot be added." }}
@@ -529,6 +545,10 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "shutdown-grace") "value" (include "cacheroute.scalar" $cfg.shutdownGrace)) }}
 {{- $env = concat $env (include "cacheroute.tableEnv" (list (include "cacheroute.configFlags" .) $cfg) | fromYamlArray) }}
 {{- $env = concat $env (include "cacheroute.backendEnv" . | fromYamlArray) }}
+{{- if eq .Values.mode "epp" }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "epp-listen") "value" (include "cacheroute.hostPort" (list .Values.epp.listenHost .Values.epp.port))) }}
+{{- $env = concat $env (include "cacheroute.tableEnv" (list (include "cacheroute.eppFlags" .) .Values.epp) | fromYamlArray) }}
+{{- end }}
 {{- if $cfg.sysfsRoot }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "sysfs-root") "value" $cfg.sysfsRoot) }}
 {{- else if .Values.cacheroute.hostSysfs.enabled }}
@@ -555,7 +575,7 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- range (include "cacheroute.ownedFlags" . | fromYamlArray) }}
 {{- $names = append $names (include "cacheroute.flagEnvName" .) }}
 {{- end }}
-{{- range concat (include "cacheroute.configFlags" . | fromYamlArray) (include "cacheroute.backendFlags" . | fromYamlArray) }}
+{{- range concat (include "cacheroute.configFlags" . | fromYamlArray) (include "cacheroute.backendFlags" . | fromYamlArray) (include "cacheroute.eppFlags" . | fromYamlArray) }}
 {{- $names = append $names (include "cacheroute.flagEnvName" (index (splitList "=" .) 1)) }}
 {{- end }}
 {{- range .Values.cacheroute.extraEnv }}
@@ -569,12 +589,13 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- end }}
 
 {{/*
-A native gRPC probe. Call with (dict "probe" <values> "port" <int>).
+A native gRPC probe. Call with (dict "probe" <values> "port" <int>
+"service" <the mode's service, used when the probe's is null>).
 */}}
 {{- define "cacheroute.grpcProbe" -}}
 grpc:
   port: {{ .port | int }}
-  service: {{ .probe.service | quote }}
+  service: {{ ternary .service .probe.service (kindIs "invalid" .probe.service) | quote }}
 initialDelaySeconds: {{ .probe.initialDelaySeconds | int }}
 periodSeconds: {{ .probe.periodSeconds | int }}
 timeoutSeconds: {{ .probe.timeoutSeconds | int }}
@@ -609,19 +630,24 @@ ports:
     containerPort: {{ .Values.cacheroute.ports.health | int }}
     protocol: TCP
   {{- end }}
+  {{- if eq .Values.mode "epp" }}
+  - name: grpc-ext-proc
+    containerPort: {{ .Values.epp.port | int }}
+    protocol: TCP
+  {{- end }}
 env:
   {{- include "cacheroute.env" . | nindent 2 }}
 {{- if .Values.cacheroute.startupProbe.enabled }}
 startupProbe:
-  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.startupProbe "port" (include "cacheroute.probePort" .)) | nindent 2 }}
+  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.startupProbe "port" (include "cacheroute.probePort" .) "service" (ternary "liveness" "" (eq .Values.mode "epp"))) | nindent 2 }}
 {{- end }}
 {{- if .Values.cacheroute.livenessProbe.enabled }}
 livenessProbe:
-  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.livenessProbe "port" (include "cacheroute.probePort" .)) | nindent 2 }}
+  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.livenessProbe "port" (include "cacheroute.probePort" .) "service" (ternary "liveness" "" (eq .Values.mode "epp"))) | nindent 2 }}
 {{- end }}
 {{- if .Values.cacheroute.readinessProbe.enabled }}
 readinessProbe:
-  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.readinessProbe "port" (include "cacheroute.probePort" .)) | nindent 2 }}
+  {{- include "cacheroute.grpcProbe" (dict "probe" .Values.cacheroute.readinessProbe "port" (include "cacheroute.probePort" .) "service" (ternary "readiness" "cacheroute.v1.CacheRoute" (eq .Values.mode "epp"))) | nindent 2 }}
 {{- end }}
 {{- with .Values.cacheroute.resources }}
 resources:
@@ -821,4 +847,41 @@ endpoints.existingConfigMap.
 */}}
 {{- define "cacheroute.endpointsFile" -}}
 {{- printf "%s/endpoints.json" (trimSuffix "/" .Values.endpoints.mountPath) }}
+{{- end }}
+
+{{/*
+Mode epp's checks: the picker's port is its own, the InferencePool needs
+the Service (its endpointPickerRef names it) and the model server pods'
+labels, and the
+picker's endpoints must be ip:port (the gateway dials the destination as
+given; the sidecar refuses anything else in this mode).
+*/}}
+{{- define "cacheroute.checkEpp" -}}
+{{- if eq .Values.mode "epp" }}
+{{- $pool := .Values.epp.inferencePool }}
+{{- if and $pool.enabled (ne (include "cacheroute.serviceEnabled" .) "true") }}
+{{- fail "mode epp with epp.inferencePool.enabled needs the Service (service.enabled true or null): the InferencePool's endpointPickerRef names it." }}
+{{- end }}
+{{- $ports := .Values.cacheroute.ports }}
+{{- if has (.Values.epp.port | int) (list ($ports.grpc | int) ($ports.metrics | int) ($ports.health | int)) }}
+{{- fail (printf "epp.port %d is also one of cacheroute.ports (grpc %d, metrics %d, health %d): the picker needs a port of its own." (.Values.epp.port | int) ($ports.grpc | int) ($ports.metrics | int) ($ports.health | int)) }}
+{{- end }}
+{{- if and $pool.enabled (not $pool.matchLabels) }}
+{{- fail "epp.inferencePool.matchLabels is empty: give the labels of the model server pods the gateway sends requests to (the InferencePool's spec.selector.matchLabels), or set epp.inferencePool.enabled=false and manage the pool yourself." }}
+{{- end }}
+{{- if eq (include "cacheroute.endpointsSource" .) "list" }}
+{{- range $i, $e := .Values.endpoints.list }}
+{{- if not (regexMatch "^([0-9]{1,3}(\\.[0-9]{1,3}){3}|\\[[0-9A-Fa-f:.]+\\]):[0-9]{1,5}$" (toString $e.address)) }}
+{{- fail (printf "endpoints.list[%d].address %q: in mode epp an endpoint's address is ip:port (e.g. 10.0.0.5:8000 or [fd00::5]:8000), which the gateway dials as the destination." $i (toString $e.address)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The InferencePool's name: epp.inferencePool.name, else the full name.
+*/}}
+{{- define "cacheroute.inferencePoolName" -}}
+{{- .Values.epp.inferencePool.name | default (include "cacheroute.fullname" .) }}
 {{- end }}
