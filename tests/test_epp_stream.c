@@ -29,7 +29,22 @@ typedef struct fixture {
     cr_epp *epp;
     cr_epp_config cfg;
     int decisions;
+    uint32_t last_cached; /* the latest route receipt's predicted hit */
+    int receipts;         /* route receipts made */
 } fixture;
+
+/* The endpoint set's addresses; tests of engine mode point it at a
+ * loopback port nothing listens on. */
+static const char *const *set_addresses = addresses;
+static cr_epp_tokens tokens_mode = CR_EPP_TOKENS_ESTIMATE;
+
+static void on_receipt(void *ctx, const cr_receipt *r)
+{
+    if (r->outcomes == 0 && strncmp(r->request_id, "epp-", 4) == 0) {
+        ((fixture *)ctx)->last_cached = r->cached_tokens;
+        ((fixture *)ctx)->receipts++;
+    }
+}
 
 static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
 static void on_decided(void *ctx, double s)
@@ -49,19 +64,20 @@ static void open_fixture(fixture *f, int with_set, cr_epp_body_mode mode, size_t
     cc.route.index_blocks = 1 << 14;
     cr_clock_source clock = {now_of, f};
     cr_error err;
-    f->core = cr_core_new(&cc, NULL, &clock, &err);
+    cr_core_hooks hooks = {.receipted = on_receipt, .ctx = f};
+    f->core = cr_core_new(&cc, &hooks, &clock, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
     if (with_set) {
         cr_endpoint_spec v[N_ENDPOINTS];
         char ids[N_ENDPOINTS][8];
         for (int i = 0; i < N_ENDPOINTS; i++) {
             snprintf(ids[i], sizeof ids[i], "e%d", i);
-            v[i] = (cr_endpoint_spec){ids[i], addresses[i], 1};
+            v[i] = (cr_endpoint_spec){ids[i], set_addresses[i], 1};
         }
         CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(f->core, v, N_ENDPOINTS, NULL, &err), CR_OK);
     }
     f->cfg = (cr_epp_config){.fallbacks = 2, .owner_header = "x-session-id",
-                             .max_body_bytes = max_body, .tokens = CR_EPP_TOKENS_ESTIMATE,
+                             .max_body_bytes = max_body, .tokens = tokens_mode,
                              .tokenize_timeout_s = 0.05, .body_mode = mode,
                              .block_tokens = 16, .max_hashes = cc.route.max_hashes,
                              .max_requests = 8, .decided = on_decided, .ctx = f};
@@ -530,7 +546,11 @@ static void test_prefix_hit(void)
     cr_core_route_stats_read(f.core, &after, NULL, 0);
     CU_ASSERT_STRING_EQUAL(a, b);
     CU_ASSERT_EQUAL(after.placed[CR_ROUTE_WHY_PREFIX], before.placed[CR_ROUTE_WHY_PREFIX] + 1);
+    /* "prefix": the route's predicted hit is above 0; where the core
+     * keeps route receipts, the receipt says how much */
+    CU_ASSERT_TRUE(!f.receipts || f.last_cached > 0);
     one_request(&f, 5, "mistral", c, sizeof c);
+    CU_ASSERT_EQUAL(f.last_cached, 0);
     cr_core_route_stats_read(f.core, &before, NULL, 0);
     CU_ASSERT_EQUAL(before.placed[CR_ROUTE_WHY_PREFIX], after.placed[CR_ROUTE_WHY_PREFIX]);
     CU_ASSERT_EQUAL(outstanding(&f), 0);
@@ -924,7 +944,64 @@ static void test_config(void)
     close_fixture(&f);
 }
 
+/* Engine mode whose /tokenize cannot be reached (a loopback port nothing
+ * listens on): the request is routed by the estimate, the fallback
+ * counted. */
+static void test_engine_fallback(void)
+{
+    static const char *const refused[N_ENDPOINTS] = {"127.0.0.1:1", "127.0.0.1:2",
+                                                     "127.0.0.1:3", "127.0.0.1:4"};
+    set_addresses = refused;
+    tokens_mode = CR_EPP_TOKENS_ENGINE;
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    set_addresses = addresses;
+    tokens_mode = CR_EPP_TOKENS_ESTIMATE;
+    CU_ASSERT_TRUE(cr_epp_may_block(f.epp));
+    size_t len;
+    char *body = chat_body(4, 3000, "llama", &len);
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    step(&f, s, post_headers(NULL), &g);
+    CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, len, 1), &g), CR_EPP_MORE);
+    char dest[512];
+    CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+    got_free(&g);
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_TOKENIZE], 1);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    free(body);
+    close_fixture(&f);
+}
+
+/* An endpoint whose address is no ip:port is left out of destinations. */
+static void test_bad_address(void)
+{
+    static const char *const mixed[N_ENDPOINTS] = {"vllm-0.svc:8000", "http://10.0.0.2:8000",
+                                                   "10.0.0.3", "10.0.0.4:8000"};
+    set_addresses = mixed;
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    set_addresses = addresses;
+    for (int i = 0; i < 8; i++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        got g = {0};
+        hdr h[] = {{":method", "GET"}, {":path", "/v1/models"}};
+        step(&f, s, headers_msg(0, h, 2, 1, 1), &g);
+        char dest[512];
+        CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+        CU_ASSERT_STRING_EQUAL(dest, "10.0.0.4:8000");
+        got_free(&g);
+        cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    }
+    CU_ASSERT_TRUE(stats(&f).bad_addresses > 0);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"engine mode falls back to the estimate", test_engine_fallback},
+    {"addresses that are no ip:port left out", test_bad_address},
     {"full duplex: destination, fallbacks, every byte echoed", test_full_duplex},
     {"the same prompt twice: a prefix hit", test_prefix_hit},
     {"buffered mode", test_buffered},
