@@ -372,7 +372,8 @@ static int streamed(const got *g, size_t from, int response, uint8_t *buf, size_
                               ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE);
         CU_ASSERT_FALSE(eos); /* nothing after the end */
         CU_ASSERT_TRUE(m->streamed_response->body.len <= CR_EPP_CHUNK_BYTES);
-        memcpy(buf + *len, m->streamed_response->body.data, m->streamed_response->body.len);
+        if (m->streamed_response->body.len)
+            memcpy(buf + *len, m->streamed_response->body.data, m->streamed_response->body.len);
         *len += m->streamed_response->body.len;
         eos = m->streamed_response->end_of_stream;
     }
