@@ -1000,7 +1000,63 @@ static void test_bad_address(void)
     close_fixture(&f);
 }
 
+/* A body ended by request trailers (no end_of_stream): routed then, the
+ * echo's last chunk without end_of_stream, the trailers answered after;
+ * the owner comes from the header, else the body's user. */
+static void test_trailers_and_owner(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    const char *body = "{\"model\":\"m\",\"user\":\"u-1\",\"messages\":"
+                       "[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    for (int with_header = 0; with_header < 2; with_header++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        got g = {0};
+        step(&f, s, post_headers(with_header ? "sess-9" : NULL), &g);
+        CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, strlen(body), 0), &g), CR_EPP_MORE);
+        CU_ASSERT_EQUAL(g.n, 0);
+        CU_ASSERT_EQUAL(step(&f, s, trailers_msg(0), &g), CR_EPP_MORE);
+        CU_ASSERT_EQUAL_FATAL(g.n, 3);
+        char dest[512];
+        CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+        uint8_t echo[256];
+        size_t len = 0;
+        CU_ASSERT_FALSE(streamed(&g, 1, 0, echo, &len));
+        CU_ASSERT_EQUAL(len, strlen(body));
+        CU_ASSERT_EQUAL(g.r[2]->response_case,
+                        ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_TRAILERS);
+        got_free(&g);
+        cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+        cr_core_stats cs;
+        cr_core_stats_read(f.core, &cs);
+        CU_ASSERT_EQUAL(cs.tracked_owners, (uint64_t)with_header + 1);
+    }
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
+/* A hint whose only endpoint is draining while others serve: 503, and
+ * nothing left outstanding. */
+static void test_subset_draining(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_drain_endpoint(f.core, "e1", 1, NULL, &err), CR_OK);
+    const char *hint[] = {addresses[1]};
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    hdr h[] = {{":method", "GET"}, {":path", "/v1/models"}};
+    expect_immediate(&f, s, with_metadata(headers_msg(0, h, 2, 1, 1), "envoy.lb.subset_hint",
+                                          CR_EPP_SUBSET_KEY, hint, 1, 1, -1),
+                     503, "no usable endpoint");
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_NO_ENDPOINT], 1);
+    close_fixture(&f);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"trailers end a body; the owner", test_trailers_and_owner},
+    {"a hint of a draining endpoint: 503", test_subset_draining},
     {"engine mode falls back to the estimate", test_engine_fallback},
     {"addresses that are no ip:port left out", test_bad_address},
     {"full duplex: destination, fallbacks, every byte echoed", test_full_duplex},
