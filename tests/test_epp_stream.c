@@ -1054,7 +1054,55 @@ static void test_subset_draining(void)
     close_fixture(&f);
 }
 
+/* A completions prompt of token ids gives the keys a Route caller
+ * computes for the same tokens under the model's namespace: a Route call
+ * for them afterwards finds the prefix where the picker sent it. */
+static void test_token_ids_match_route(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    uint32_t tok[64];
+    char body[1024];
+    int n = snprintf(body, sizeof body, "{\"model\":\"m\",\"cache_salt\":\"s1\",\"prompt\":[");
+    for (int i = 0; i < 64; i++) {
+        tok[i] = 1000 + (uint32_t)i * 7;
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s%u", i ? "," : "", tok[i]);
+    }
+    snprintf(body + n, sizeof body - (size_t)n, "]}");
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    hdr h[] = {{":method", "POST"}, {":path", "/v1/completions"}};
+    step(&f, s, headers_msg(0, h, 2, 0, 1), &g);
+    CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, strlen(body), 1), &g), CR_EPP_MORE);
+    char dest[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(destination(g.r[0], dest, sizeof dest));
+    dest[strcspn(dest, ",")] = '\0';
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    uint64_t keys[4];
+    for (int b = 0; b < 4; b++)
+        keys[b] = cr_route_block_hash(b ? keys[b - 1] : 0, tok + 16 * b, 16);
+    const char space[] = "m\x1fs1";
+    for (int salted = 0; salted < 2; salted++) {
+        cr_route_request q = {.hashes = keys, .n_hashes = 4, .space = space,
+                              .space_len = salted ? sizeof space - 1 : 1};
+        cr_route_answer a;
+        cr_error err;
+        f.t += 10;
+        CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+        if (salted) {
+            CU_ASSERT_STRING_EQUAL(addresses[a.shard], dest);
+            CU_ASSERT_EQUAL(a.reason, CR_ROUTE_WHY_PREFIX);
+            CU_ASSERT_EQUAL(a.cached_tokens, 64);
+        } else { /* without the salt: another namespace, no hit */
+            CU_ASSERT_EQUAL(a.cached_tokens, 0);
+        }
+    }
+    close_fixture(&f);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"token ids: the keys a Route caller makes", test_token_ids_match_route},
     {"trailers end a body; the owner", test_trailers_and_owner},
     {"a hint of a draining endpoint: 503", test_subset_draining},
     {"engine mode falls back to the estimate", test_engine_fallback},
