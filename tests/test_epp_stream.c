@@ -31,6 +31,7 @@ typedef struct fixture {
     int decisions;
     uint32_t last_cached; /* the latest route receipt's predicted hit */
     int receipts;         /* route receipts made */
+    char last_id[CR_LOOP_REQUEST_ID_MAX + 1]; /* the latest route receipt's request id */
 } fixture;
 
 /* The endpoint set's addresses; tests of engine mode point it at a
@@ -43,6 +44,8 @@ static void on_receipt(void *ctx, const cr_receipt *r)
     if (r->outcomes == 0 && strncmp(r->request_id, "epp-", 4) == 0) {
         ((fixture *)ctx)->last_cached = r->cached_tokens;
         ((fixture *)ctx)->receipts++;
+        snprintf(((fixture *)ctx)->last_id, sizeof ((fixture *)ctx)->last_id, "%s",
+                 r->request_id);
     }
 }
 
@@ -501,6 +504,14 @@ static void test_full_duplex(void)
     respond(&f, s, "200", NULL);
     CU_ASSERT_EQUAL(outstanding(&f), 0);
     CU_ASSERT_EQUAL(stats(&f).outcomes, 1);
+    /* the route's receipt has its outcome: TTFT from the stream's open to
+     * the first body chunk (respond's 250 ms) */
+    cr_receipt r;
+    CU_ASSERT_EQUAL_FATAL(f.receipts, 1);
+    CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, f.last_id, &r), 1);
+    CU_ASSERT_EQUAL(r.outcomes, 1);
+    CU_ASSERT_TRUE(r.error_has & (1u << CR_TERM_TOTAL));
+    CU_ASSERT_DOUBLE_EQUAL(r.measured_ms[CR_TERM_TOTAL], 250, 1e-6);
     cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
     cr_epp_stats st = stats(&f);
     CU_ASSERT_EQUAL(st.outcomes, 1); /* once */
@@ -547,9 +558,8 @@ static void test_prefix_hit(void)
     cr_core_route_stats_read(f.core, &after, NULL, 0);
     CU_ASSERT_STRING_EQUAL(a, b);
     CU_ASSERT_EQUAL(after.placed[CR_ROUTE_WHY_PREFIX], before.placed[CR_ROUTE_WHY_PREFIX] + 1);
-    /* "prefix": the route's predicted hit is above 0; where the core
-     * keeps route receipts, the receipt says how much */
-    CU_ASSERT_TRUE(!f.receipts || f.last_cached > 0);
+    /* "prefix": the route's receipt predicts a hit */
+    CU_ASSERT_TRUE(f.last_cached > 0);
     one_request(&f, 5, "mistral", c, sizeof c);
     CU_ASSERT_EQUAL(f.last_cached, 0);
     cr_core_route_stats_read(f.core, &before, NULL, 0);
