@@ -15,6 +15,12 @@
 #include "epp.h"
 
 typedef Envoy__Service__ExtProc__V3__ProcessingRequest preq;
+/* protoc-c's long enum names, shortened */
+#define REQ(x) ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_##x
+#define RESP(x) ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_##x
+#define STREAMED ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE
+#define OVERWRITE \
+    ENVOY__CONFIG__CORE__V3__HEADER_VALUE_OPTION__HEADER_APPEND_ACTION__OVERWRITE_IF_EXISTS_OR_ADD
 typedef Envoy__Service__ExtProc__V3__ProcessingResponse presp;
 
 #define N_ENDPOINTS 4
@@ -153,10 +159,10 @@ static bytes headers_msg(int response, const hdr *h, size_t n, int eos, int raw)
     hh.headers = &map;
     hh.end_of_stream = eos;
     if (response) {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_RESPONSE_HEADERS;
+        r.request_case = REQ(RESPONSE_HEADERS);
         r.response_headers = &hh;
     } else {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_REQUEST_HEADERS;
+        r.request_case = REQ(REQUEST_HEADERS);
         r.request_headers = &hh;
     }
     return pack(&r);
@@ -179,10 +185,10 @@ static bytes body_msg(int response, const void *data, size_t len, int eos)
     b.body.len = len;
     b.end_of_stream = eos;
     if (response) {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_RESPONSE_BODY;
+        r.request_case = REQ(RESPONSE_BODY);
         r.response_body = &b;
     } else {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_REQUEST_BODY;
+        r.request_case = REQ(REQUEST_BODY);
         r.request_body = &b;
     }
     return pack(&r);
@@ -195,8 +201,8 @@ static bytes trailers_msg(int response)
     envoy__service__ext_proc__v3__processing_request__init(&r);
     envoy__service__ext_proc__v3__http_trailers__init(&t);
     r.request_case = response
-                         ? ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_RESPONSE_TRAILERS
-                         : ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_REQUEST_TRAILERS;
+                         ? REQ(RESPONSE_TRAILERS)
+                         : REQ(REQUEST_TRAILERS);
     r.request_trailers = &t;
     return pack(&r);
 }
@@ -300,11 +306,11 @@ static cr_epp_next step(fixture *f, cr_epp_stream *s, bytes m, got *g)
 static Envoy__Service__ExtProc__V3__CommonResponse *common_of(const presp *r)
 {
     switch (r->response_case) {
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_HEADERS:
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_HEADERS:
+    case RESP(REQUEST_HEADERS):
+    case RESP(RESPONSE_HEADERS):
         return r->request_headers->response;
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY:
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_BODY:
+    case RESP(REQUEST_BODY):
+    case RESP(RESPONSE_BODY):
         return r->request_body->response;
     default:
         return NULL;
@@ -320,7 +326,7 @@ static const char *set_value(const Envoy__Service__ExtProc__V3__HeaderMutation *
         if (strcmp(o->header->key, key) != 0)
             continue;
         CU_ASSERT_EQUAL(o->append_action,
-                        ENVOY__CONFIG__CORE__V3__HEADER_VALUE_OPTION__HEADER_APPEND_ACTION__OVERWRITE_IF_EXISTS_OR_ADD);
+                        OVERWRITE);
         size_t n = o->header->raw_value.len < len - 1 ? o->header->raw_value.len : len - 1;
         memcpy(buf, o->header->raw_value.data, n);
         buf[n] = '\0';
@@ -352,9 +358,10 @@ static const char *destination(const presp *r, char *buf, size_t len)
  * 0 when r is none. */
 static int immediate_status(const presp *r, char *why, size_t len)
 {
-    if (r->response_case != ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_IMMEDIATE_RESPONSE)
+    if (r->response_case != RESP(IMMEDIATE_RESPONSE))
         return 0;
-    CU_ASSERT_PTR_NOT_NULL(set_value(r->immediate_response->headers, CR_EPP_ERROR_HEADER, why, len));
+    const Envoy__Service__ExtProc__V3__HeaderMutation *h = r->immediate_response->headers;
+    CU_ASSERT_PTR_NOT_NULL(set_value(h, CR_EPP_ERROR_HEADER, why, len));
     return r->immediate_response->status->code;
 }
 
@@ -365,14 +372,15 @@ static int streamed(const got *g, size_t from, int response, uint8_t *buf, size_
     int eos = 0;
     for (size_t i = from; i < g->n; i++) {
         const presp *r = g->r[i];
-        int want = response ? ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_BODY
-                            : ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY;
+        int want = response ? RESP(RESPONSE_BODY)
+                            : RESP(REQUEST_BODY);
         if ((int)r->response_case != want)
             continue;
-        const Envoy__Service__ExtProc__V3__BodyMutation *m = r->request_body->response->body_mutation;
+        const Envoy__Service__ExtProc__V3__BodyMutation *m =
+            r->request_body->response->body_mutation;
         CU_ASSERT_PTR_NOT_NULL_FATAL(m);
         CU_ASSERT_EQUAL_FATAL(m->mutation_case,
-                              ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE);
+                              STREAMED);
         CU_ASSERT_FALSE(eos); /* nothing after the end */
         CU_ASSERT_TRUE(m->streamed_response->body.len <= CR_EPP_CHUNK_BYTES);
         if (m->streamed_response->body.len)
@@ -426,7 +434,7 @@ static void respond(fixture *f, cr_epp_stream *s, const char *status, const char
     CU_ASSERT_EQUAL(step(f, s, m, &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_HEADERS);
+                    RESP(RESPONSE_HEADERS));
     got_free(&g);
     f->t += 0.25; /* the first token */
     const char *first = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
@@ -442,7 +450,7 @@ static void respond(fixture *f, cr_epp_stream *s, const char *status, const char
     CU_ASSERT_EQUAL(step(f, s, trailers_msg(1), &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_TRAILERS);
+                    RESP(RESPONSE_TRAILERS));
     got_free(&g);
 }
 
@@ -482,7 +490,7 @@ static void test_full_duplex(void)
     CU_ASSERT_EQUAL(send_body(&f, s, body, len, sizes, 6, &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n >= 5, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_HEADERS);
+                    RESP(REQUEST_HEADERS));
     char dest[512], *parts[8];
     CU_ASSERT_PTR_NOT_NULL_FATAL(destination(g.r[0], dest, sizeof dest));
     size_t n = split(dest, parts, 8);
@@ -588,7 +596,7 @@ static void test_buffered(void)
     CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, len, 1), &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY);
+                    RESP(REQUEST_BODY));
     CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
     CU_ASSERT_PTR_NULL(common_of(g.r[0])->body_mutation);
     got_free(&g);
@@ -880,13 +888,13 @@ static void test_chunk_wire(void)
                 sb.body.data = data;
                 sb.body.len = sizes[k];
                 sb.end_of_stream = eos;
-                bm.mutation_case = ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE;
+                bm.mutation_case = STREAMED;
                 bm.streamed_response = &sb;
                 cr.body_mutation = &bm;
                 br.response = &cr;
                 r.response_case = response
-                    ? ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_BODY
-                    : ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY;
+                    ? RESP(RESPONSE_BODY)
+                    : RESP(REQUEST_BODY);
                 r.request_body = &br;
                 size_t n = envoy__service__ext_proc__v3__processing_response__get_packed_size(&r);
                 uint8_t *want = malloc(n);
@@ -917,7 +925,8 @@ static void test_chunk_wire(void)
                     CU_ASSERT_EQUAL(out.msg[0].len, n);
                     CU_ASSERT_EQUAL(memcmp(out.msg[0].data, want, n), 0);
                 } else {
-                    CU_ASSERT_EQUAL(out.n, (sizes[k] + CR_EPP_CHUNK_BYTES - 1) / CR_EPP_CHUNK_BYTES);
+                    size_t chunks = (sizes[k] + CR_EPP_CHUNK_BYTES - 1) / CR_EPP_CHUNK_BYTES;
+                    CU_ASSERT_EQUAL(out.n, chunks);
                 }
                 cr_epp_out_clear(&out);
                 cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
@@ -1034,7 +1043,7 @@ static void test_trailers_and_owner(void)
         CU_ASSERT_FALSE(streamed(&g, 1, 0, echo, &len));
         CU_ASSERT_EQUAL(len, strlen(body));
         CU_ASSERT_EQUAL(g.r[2]->response_case,
-                        ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_TRAILERS);
+                        RESP(REQUEST_TRAILERS));
         got_free(&g);
         cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
         cr_core_stats cs;
