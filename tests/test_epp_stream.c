@@ -737,6 +737,74 @@ static void expect_immediate(fixture *f, cr_epp_stream *s, bytes m, int status, 
     cr_epp_stream_close(s, CR_EPP_END_CLOSED, f->t);
 }
 
+/* The bodies the issue names, each with its answer: exactly
+ * --epp-max-body-bytes routed, one byte more 413, 10 MB 413 once the bound
+ * is passed, bad JSON, non-UTF-8 and deep nesting 400. */
+static void test_hostile_bodies(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 4096);
+    size_t len;
+    char *body = chat_body(6, 4000, "llama", &len);
+    CU_ASSERT_FATAL(len <= 4096);
+    /* pad the content to exactly 4096 bytes */
+    char *exact = malloc(4097);
+    size_t head = len - strlen("\"}],\"stream\":true}");
+    memcpy(exact, body, head);
+    memset(exact + head, 'x', 4096 - len);
+    memcpy(exact + head + (4096 - len), body + head, len - head);
+    for (int over = 0; over < 2; over++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        got g = {0};
+        step(&f, s, post_headers(NULL), &g);
+        size_t sizes[] = {4095};
+        if (!over) {
+            CU_ASSERT_EQUAL(send_body(&f, s, exact, 4096, sizes, 1, &g), CR_EPP_MORE);
+            got_free(&g);
+            cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+        } else {
+            step(&f, s, body_msg(0, exact, 4096, 0), &g);
+            expect_immediate(&f, s, body_msg(0, "}", 1, 1), 413, "over 4096 bytes");
+        }
+    }
+    size_t big = 10u << 20;
+    char *ten = malloc(big);
+    memset(ten, ' ', big);
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    step(&f, s, post_headers(NULL), &g);
+    cr_epp_next next = CR_EPP_MORE;
+    size_t at = 0;
+    while (next == CR_EPP_MORE && at < big) {
+        next = step(&f, s, body_msg(0, ten + at, 1000, 0), &g);
+        at += 1000;
+    }
+    CU_ASSERT_EQUAL(next, CR_EPP_FINISHED);
+    CU_ASSERT_EQUAL(at, 5000); /* answered at the first chunk past the bound */
+    char why[256];
+    CU_ASSERT_EQUAL(immediate_status(g.r[g.n - 1], why, sizeof why), 413);
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    const char *bad[] = {"{\"model\":\"m\",\"messages\":[", "{\"model\":\"m\xff\",\"messages\":[]}",
+                         NULL};
+    const char *says[] = {"JSON", "UTF-8", "deeper"};
+    char deep[300];
+    memset(deep, '[', sizeof deep - 1);
+    deep[sizeof deep - 1] = '\0';
+    bad[2] = deep;
+    for (int i = 0; i < 3; i++) {
+        s = cr_epp_stream_open(f.epp, 0, f.t);
+        step(&f, s, post_headers(NULL), &g);
+        expect_immediate(&f, s, body_msg(0, bad[i], strlen(bad[i]), 1), 400, says[i]);
+    }
+    CU_ASSERT_EQUAL(stats(&f).routed, 1);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    free(ten);
+    free(exact);
+    free(body);
+    close_fixture(&f);
+}
+
 static void test_errors(void)
 {
     fixture f;
@@ -1121,6 +1189,7 @@ static void test_token_ids_match_route(void)
 }
 
 static const cr_test_case stream_tests[] = {
+    {"max body, +1, 10 MB, bad JSON, non-UTF-8, deep", test_hostile_bodies},
     {"token ids: the keys a Route caller makes", test_token_ids_match_route},
     {"trailers end a body; the owner", test_trailers_and_owner},
     {"a hint of a draining endpoint: 503", test_subset_draining},
