@@ -195,8 +195,13 @@ static int destination_of(cr_epp *e, const cr_route_answer *a, cr_epp_picked *ou
             cr_epp_count(&e->bad_addresses, 1);
             continue;
         }
-        len += (size_t)snprintf(out->destination + len, sizeof out->destination - len, "%s%s",
-                                len ? "," : "", addr);
+        size_t room = sizeof out->destination - len;
+        int n = snprintf(out->destination + len, room, "%s%s", len ? "," : "", addr);
+        if (n < 0 || (size_t)n >= room) { /* cannot be: sized for the longest */
+            out->destination[len] = '\0';
+            break;
+        }
+        len += (size_t)n;
     }
     cr_endpoints_release(set);
     return len > 0;

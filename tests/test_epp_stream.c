@@ -1188,7 +1188,52 @@ static void test_token_ids_match_route(void)
     close_fixture(&f);
 }
 
+/* The longest destination: nine endpoints of the longest ip:port text
+ * (an IPv6 of 45 bytes, port 65535), best and 8 fallbacks, each whole. */
+static void test_longest_destination(void)
+{
+    enum { N = CR_EPP_MAX_FALLBACKS + 1 };
+    cr_core_config cc;
+    cr_test_core_config(&cc, N);
+    cr_error err;
+    cr_core *core = cr_core_new(&cc, NULL, NULL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(core);
+    char ids[N][8], addr[N][64];
+    cr_endpoint_spec v[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "e%d", i);
+        snprintf(addr[i], sizeof addr[i], "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.2%02d]:65535",
+                 i);
+        v[i] = (cr_endpoint_spec){ids[i], addr[i], 1};
+    }
+    CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(core, v, N, NULL, &err), CR_OK);
+    cr_epp_config c = {.fallbacks = CR_EPP_MAX_FALLBACKS, .owner_header = "",
+                       .max_body_bytes = 1000, .tokenize_timeout_s = 0.05, .block_tokens = 16,
+                       .max_hashes = 64, .max_requests = 1};
+    cr_epp *epp = cr_epp_new(&c, core, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(epp);
+    cr_epp_stream *s = cr_epp_stream_open(epp, 0, 0);
+    hdr h[] = {{":method", "GET"}, {":path", "/v1/models"}};
+    bytes m = headers_msg(0, h, 2, 1, 1);
+    CU_ASSERT_EQUAL(cr_epp_stream_step(s, m.p, m.n, 0, &out, &err), CR_EPP_MORE);
+    free(m.p);
+    CU_ASSERT_EQUAL_FATAL(out.n, 1);
+    presp *r = envoy__service__ext_proc__v3__processing_response__unpack(NULL, out.msg[0].len,
+                                                                         out.msg[0].data);
+    char dest[1024], *parts[N + 1];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(destination(r, dest, sizeof dest));
+    CU_ASSERT_EQUAL_FATAL(split(dest, parts, N + 1), N);
+    for (int i = 0; i < N; i++)
+        CU_ASSERT_EQUAL(strlen(parts[i]), 53);
+    envoy__service__ext_proc__v3__processing_response__free_unpacked(r, NULL);
+    cr_epp_out_clear(&out);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, 0);
+    cr_epp_free(epp);
+    cr_core_free(core);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"the longest destination, whole", test_longest_destination},
     {"max body, +1, 10 MB, bad JSON, non-UTF-8, deep", test_hostile_bodies},
     {"token ids: the keys a Route caller makes", test_token_ids_match_route},
     {"trailers end a body; the owner", test_trailers_and_owner},
