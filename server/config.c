@@ -210,7 +210,8 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "stream-idle-timeout", .key = "stream_idle_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(stream_idle_timeout_s), .def = 60, .min = 0, .max = 86400,
      .help = "seconds a stream (RecordArrivals, reflection) may wait for its next message, "
-             "counted from its previous answer; then it ends DEADLINE_EXCEEDED; 0 = forever"},
+             "counted from its previous answer (the picker's Process: from its last message "
+             "read or answer sent); then it ends DEADLINE_EXCEEDED; 0 = forever"},
     {.name = "metrics-timeout", .key = "metrics_timeout_s", .type = CR_OPT_LONG,
      .offset = AT(metrics_timeout_s), .def = 10, .min = 1, .max = 3600,
      .help = "seconds a /metrics connection may stay silent before it is closed"},
