@@ -86,13 +86,18 @@ def metric(samples, name, **labels):
     return sum(found) if found else None
 
 
+def delta(m0, m1, name, **labels):
+    """How much name's samples (with labels) moved from m0 to m1."""
+    return (metric(m1, name, **labels) or 0) - (metric(m0, name, **labels) or 0)
+
+
 # ---------------------------------------------------------------- fixture
 
 class EppCluster:
     """n fake engines, an endpoints file naming them, and a sidecar with
     --epp-listen (and flags)."""
 
-    def __init__(self, tc, n=4, flags=(), env=None):
+    def __init__(self, tc, n=4, flags=(), env=None, with_file=True):
         self.engines = [fake_http.FakeEngine("e%d" % i) for i in range(n)]
         self.dir = tempfile.mkdtemp(prefix="cr-epp-")
         self.path = os.path.join(self.dir, "endpoints.json")
@@ -101,8 +106,10 @@ class EppCluster:
                                      for i, e in enumerate(self.engines)]}, f)
         self.epp_port = h.free_port()
         try:
-            self.sc = h.Sidecar("--endpoints-file", self.path,
-                                "--epp-listen", "127.0.0.1:%d" % self.epp_port, *flags, env=env)
+            self.sc = h.Sidecar(*(("--endpoints-file", self.path) if with_file else ()),
+                                "--epp-listen", "127.0.0.1:%d" % self.epp_port,
+                                "--metrics-listen", "127.0.0.1:0", *flags, env=env,
+                                metrics=False)
         except BaseException:
             for e in self.engines:
                 e.stop()
@@ -152,11 +159,12 @@ class EppTestCase(h.SidecarTestCase):
     SHARED = False
     FLAGS = ("--epp-max-body-bytes", str(MAX_BODY))
     N = 4
+    WITH_FILE = True
 
     @classmethod
     def setUpClass(cls):
         cls.sidecar = None
-        cls.cl = EppCluster(cls, cls.N, cls.FLAGS)
+        cls.cl = EppCluster(cls, cls.N, cls.FLAGS, with_file=cls.WITH_FILE)
 
     @classmethod
     def tearDownClass(cls):
@@ -169,8 +177,8 @@ class EppTestCase(h.SidecarTestCase):
             status, res.destination))
         self.assertEqual(res.immediate["status"], status, res.immediate)
         self.assertIn(ec.ERROR_HEADER, res.immediate["headers"], res.immediate)
-        if reason is not None:
-            self.assertEqual(res.immediate["headers"][ec.ERROR_HEADER], reason)
+        if reason is not None:  # docs/operating.md: details names the reason
+            self.assertEqual(res.immediate["details"], "cacheroute_epp_" + reason)
         self.assertEqual(res.grpc_code, grpc.StatusCode.OK)
         return res.immediate
 
@@ -268,7 +276,7 @@ class FullDuplexTest(EppTestCase):
             self.assertIn(res.served, subset)
         # an address outside the set is never picked; only such -> 503
         res = self.cl.client.exchange(chat("subset out"), subset=["127.0.0.1:1", "10.9.9.9:80"])
-        self.assertImmediate(res, 503)
+        self.assertImmediate(res, 503, "no_endpoint")
         res = self.cl.client.exchange(chat("subset mixed"),
                                       subset=["10.9.9.9:80", self.cl.addresses[3]])
         self.assertRouted(res, chat("subset mixed"), n_dest=1)
@@ -285,7 +293,7 @@ class FullDuplexTest(EppTestCase):
         for body, field in cases:
             path = "/v1/completions" if b"prompt" in body else "/v1/chat/completions"
             res = self.cl.client.exchange(body, path=path, chunks=(5, 7))
-            ir = self.assertImmediate(res, 400)
+            ir = self.assertImmediate(res, 400, "bad_body")
             if field:
                 self.assertIn(field, ir["body"] + ir["headers"][ec.ERROR_HEADER], ir)
         m1 = self.settled()
@@ -297,7 +305,7 @@ class FullDuplexTest(EppTestCase):
         body = b'{"model":"m","prompt":"' + b"a" * (MAX_BODY - 24) + b'"}'
         self.assertEqual(len(body), MAX_BODY + 1)
         res = self.cl.client.exchange(body, path="/v1/completions", chunks=(300000, 7))
-        self.assertImmediate(res, 413)
+        self.assertImmediate(res, 413, "too_large")
         body = body[:MAX_BODY - 2] + b'"}'  # exactly the limit: routed
         res = self.cl.client.exchange(body, path="/v1/completions", chunks=(300000, 7),
                                       upstream=False)
@@ -360,8 +368,8 @@ class FullDuplexTest(EppTestCase):
         m1 = self.settled()
         self.assertEqual(metric(m1, "cacheroute_epp_outcomes_total") -
                          metric(m0, "cacheroute_epp_outcomes_total"), 8)
-        self.assertGreaterEqual(metric(m1, "cacheroute_outcomes_total", result="matched") -
-                                metric(m0, "cacheroute_outcomes_total", result="matched"), 8)
+        self.assertEqual(delta(m0, m1, "cacheroute_outcomes_total"), 8)
+        self.assertEqual(delta(m0, m1, "cacheroute_route_hit_predictions_checked_total"), 8)
         hits = 0
         for addr in set(served):
             shard = str(self.cl.shard_of[addr])
@@ -375,6 +383,17 @@ class FullDuplexTest(EppTestCase):
         self.assertIsNotNone(metric(m1, "cacheroute_served_hit_ratio"))
         self.assertGreater(metric(m1, "cacheroute_epp_decision_seconds_count"),
                            metric(m0, "cacheroute_epp_decision_seconds_count"))
+
+    def test_routes_leave_receipts(self):
+        """Issue 31: receipts and WatchDecisions show EPP routes like any
+        other, so the response phase's outcomes match them."""
+        m0 = self.settled()
+        for i in range(4):
+            body = chat("receipt %d" % i)
+            self.assertRouted(self.cl.client.exchange(body), body)
+        m1 = self.settled()
+        self.assertEqual(delta(m0, m1, "cacheroute_decision_receipts_made_total"), 4)
+        self.assertEqual(delta(m0, m1, "cacheroute_outcomes_total", result="matched"), 4)
 
     def test_buffered_announced(self):
         """protocol_config announcing BUFFERED wins over the flag."""
@@ -488,7 +507,7 @@ class BufferedModeTest(EppTestCase):
             self.assertTrue(res.response_echo == res.upstream_body)
             self.assertEqual(res.served, res.destinations()[0])
         res = self.cl.client.exchange(b'{"model": "m", "messages": 5}', mode=ec.BUFFERED)
-        self.assertImmediate(res, 400)
+        self.assertImmediate(res, 400, "bad_body")
         self.settled()
         # announced full duplex wins over the flag
         body = chat("announced full duplex")
@@ -511,7 +530,7 @@ class ShedTest(EppTestCase):
         h.poll(lambda: metric(self.cl.metrics(), "cacheroute_epp_streams_open") >= 2, 5,
                what="two streams held")
         res = c.exchange(chat("third"))
-        self.assertImmediate(res, 429)
+        self.assertImmediate(res, 429, "shed")
         for s in held:
             s.cancel()
         self.settled()
@@ -523,16 +542,31 @@ class ShedTest(EppTestCase):
 
 
 class NoEndpointTest(EppTestCase):
+    """No endpoint set at all (no --endpoints-file): 503 for every request."""
+    WITH_FILE = False
+
+    def test_no_endpoint_503(self):
+        for body in (chat("nobody home"), b""):
+            res = self.cl.client.exchange(body, method="POST" if body else "GET")
+            self.assertImmediate(res, 503, "no_endpoint")
+            self.assertIsNone(res.destination)
+        m = self.settled()
+        self.assertEqual(metric(m, "cacheroute_epp_errors_total", reason="no_endpoint"), 2)
+
+
+class DrainedTest(EppTestCase):
     N = 2
 
-    def test_all_drained_503(self):
+    def test_all_drained_still_routed(self):
+        """docs/decisions.md: with no active endpoint, new requests go to
+        draining ones (no 503)."""
         stub = self.cl.sc.stub()
         for i in range(self.N):
             stub.DrainEndpoint(P.cr.DrainEndpointRequest(id="e%d" % i), timeout=h.RPC_TIMEOUT)
-        res = self.cl.client.exchange(chat("nobody home"))
-        self.assertImmediate(res, 503)
-        m = self.settled()
-        self.assertGreaterEqual(metric(m, "cacheroute_epp_errors_total", reason="no_endpoint"), 1)
+        body = chat("nobody active")
+        res = self.cl.client.exchange(body)
+        self.assertRouted(res, body, n_dest=2)
+        self.settled()
 
 
 class EndpointErrorTest(EppTestCase):
