@@ -253,6 +253,71 @@ class FullDuplexTest(EppTestCase):
         self.assertRouted(res, b"")
         self.assertEqual(res.response_echo, b'{"data":[]}')
 
+    def test_request_trailers_end_the_body(self):
+        """An HTTP/2 request with trailers: the body's end is the trailers."""
+        body = big_chat(70000)
+        res = self.cl.client.exchange(body, chunks=CHUNKS, request_trailers=True, trailers=True)
+        self.assertRouted(res, body)
+        self.assertTrue(res.response_echo == res.upstream_body)
+        self.assertTrue(res.trailers_answered)
+        self.settled()
+
+    def test_other_path_routed_at_headers(self):
+        """A path that is no completion is routed by load at its headers;
+        its body then passes through, echoed as it comes."""
+        body = b'{"input": "' + b"e" * 90000 + b'"}'
+        res = self.cl.client.exchange(body, path="/v1/embeddings", chunks=CHUNKS)
+        self.assertRouted(res, body)
+        self.assertTrue(res.response_echo == res.upstream_body)
+        self.settled()
+
+    def test_protocol_errors(self):
+        """Garbage or out-of-order messages end the stream INVALID_ARGUMENT;
+        one after the route releases its work."""
+        c = self.cl.client
+        m0 = self.settled()
+        body = chat("protocol")
+        cases = [
+            [Raw(b"\xff\xff\xff\xff")],
+            [c.body_msg(body, True)],
+            [c.request_headers("POST", "/v1/chat/completions", body), c.body_msg(body, True),
+             c.request_headers("POST", "/v1/chat/completions", body)],
+            [c.request_headers("POST", "/v1/chat/completions", body), c.body_msg(body, True),
+             c.body_msg(b"more", True)],
+        ]
+        for msgs in cases:
+            s = c.open()
+            for m in msgs:
+                s.send(m)
+            with self.assertRaises(grpc.RpcError) as cm:
+                while s.recv() is not None:
+                    pass
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            s.cancel()
+        m1 = self.settled()
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_errors_total", reason="protocol"),
+                         len(cases))
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_routed_total"), 2)
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_outcomes_total"), 2)
+
+    def test_half_close_after_route(self):
+        """The data plane closes the stream after the request phase (no
+        response through the processor): the route's work is released."""
+        c = self.cl.client
+        m0 = self.settled()
+        body = chat("half close")
+        s = c.open()
+        s.send(c.request_headers("POST", "/v1/chat/completions", body))
+        s.send(c.body_msg(body, True))
+        res = ec.Result()
+        self.assertIsNotNone(c._expect(s, ("request_headers",), res, "the headers"))
+        self.assertTrue(c._collect_echo(s, "request_body", res, res.request_echo_chunks))
+        s.close()
+        self.assertIsNone(s.recv())
+        self.assertEqual(s.call.code(), grpc.StatusCode.OK)
+        m1 = self.settled()
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_outcomes_total"), 1)
+
     def test_same_conversation_same_endpoint(self):
         for owner in (None, "conv-7"):
             headers = [("x-session-id", owner)] if owner else []
@@ -288,7 +353,8 @@ class FullDuplexTest(EppTestCase):
                  (b'{"model": "m", "messages": 5}', "messages"),
                  (b'{"model": 7, "messages": []}', "model"),
                  (b'{"model": "m", "prompt": {"a": 1}}', "prompt"),
-                 (b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}', None)]
+                 (b'{"model": "m", "messages": [{"role": "user", "content": "\xff\xfe"}]}', None),
+                 (b'{"model": "m", "messages": [' + b"[" * 5000 + b"]" * 5000 + b"]}", None)]
         m0 = self.cl.metrics()
         for body, field in cases:
             path = "/v1/completions" if b"prompt" in body else "/v1/chat/completions"
@@ -306,6 +372,8 @@ class FullDuplexTest(EppTestCase):
         self.assertEqual(len(body), MAX_BODY + 1)
         res = self.cl.client.exchange(body, path="/v1/completions", chunks=(300000, 7))
         self.assertImmediate(res, 413, "too_large")
+        res = self.cl.client.exchange(body * 10, path="/v1/completions", chunks=(1 << 20,))
+        self.assertImmediate(res, 413, "too_large")  # 10 MB
         body = body[:MAX_BODY - 2] + b'"}'  # exactly the limit: routed
         res = self.cl.client.exchange(body, path="/v1/completions", chunks=(300000, 7),
                                       upstream=False)
@@ -481,6 +549,13 @@ class FullDuplexTest(EppTestCase):
         self.assertGreaterEqual(metric(m, "cacheroute_epp_streams_total"), n)
 
 
+class Raw(bytes):
+    """Bytes sent as they are where a message goes."""
+
+    def SerializeToString(self):
+        return bytes(self)
+
+
 class Barrier:
     """asyncio.Barrier for Python < 3.11."""
 
@@ -495,6 +570,36 @@ class Barrier:
 
 
 # ---------------------------------------------------------------- other flags
+
+class EngineTokensTest(EppTestCase):
+    FLAGS = ("--epp-tokens", "engine", "--epp-tokenize-timeout", "2")
+
+    def test_engine_tokens(self):
+        """Keys from the engines' /tokenize; a failing /tokenize falls back
+        to the estimate for that request (counted), still routed."""
+        m0 = self.settled()
+        first = None
+        for turns in (1, 2, 3):
+            body = chat("engine tokens " * 40, turns=turns)
+            res = self.cl.client.exchange(body)
+            self.assertRouted(res, body)
+            first = first or res.destinations()[0]
+            self.assertEqual(res.destinations()[0], first, "turn %d moved" % turns)
+        self.assertGreater(sum(e.tokenized for e in self.cl.engines), 0)
+        m1 = self.settled()
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_tokenize_fallbacks_total"), 0)
+        for e in self.cl.engines:
+            e.tokenize_status = 500
+        try:
+            body = chat("tokenize fails")
+            res = self.cl.client.exchange(body)
+            self.assertRouted(res, body)
+        finally:
+            for e in self.cl.engines:
+                e.tokenize_status = None
+        m2 = self.settled()
+        self.assertEqual(delta(m1, m2, "cacheroute_epp_tokenize_fallbacks_total"), 1)
+
 
 class BufferedModeTest(EppTestCase):
     FLAGS = ("--epp-body-mode", "buffered")
