@@ -19,7 +19,6 @@ import os
 import re
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -97,7 +96,7 @@ class EppCluster:
     """n fake engines, an endpoints file naming them, and a sidecar with
     --epp-listen (and flags)."""
 
-    def __init__(self, tc, n=4, flags=(), env=None, with_file=True):
+    def __init__(self, n=4, flags=(), env=None, with_file=True):
         self.engines = [fake_http.FakeEngine("e%d" % i) for i in range(n)]
         self.dir = tempfile.mkdtemp(prefix="cr-epp-")
         self.path = os.path.join(self.dir, "endpoints.json")
@@ -141,18 +140,13 @@ class EppCluster:
     def metrics(self):
         return scrape(self.sc.config["metrics_port"])
 
-    def stop(self, tc=None):
+    def stop(self):
+        """Stops everything; what is wrong with the sidecar's exit, or None."""
         self.client.close()
         rc = self.sc.stop()
         for e in self.engines:
             e.stop()
         return self.sc.exit_problems(rc)
-
-    def kill(self):
-        self.client.close()
-        self.sc.kill()
-        for e in self.engines:
-            e.stop()
 
 
 class EppTestCase(h.SidecarTestCase):
@@ -164,7 +158,7 @@ class EppTestCase(h.SidecarTestCase):
     @classmethod
     def setUpClass(cls):
         cls.sidecar = None
-        cls.cl = EppCluster(cls, cls.N, cls.FLAGS, with_file=cls.WITH_FILE)
+        cls.cl = EppCluster(cls.N, cls.FLAGS, with_file=cls.WITH_FILE)
 
     @classmethod
     def tearDownClass(cls):
