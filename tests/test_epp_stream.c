@@ -29,7 +29,22 @@ typedef struct fixture {
     cr_epp *epp;
     cr_epp_config cfg;
     int decisions;
+    uint32_t last_cached; /* the latest route receipt's predicted hit */
+    int receipts;         /* route receipts made */
 } fixture;
+
+/* The endpoint set's addresses; tests of engine mode point it at a
+ * loopback port nothing listens on. */
+static const char *const *set_addresses = addresses;
+static cr_epp_tokens tokens_mode = CR_EPP_TOKENS_ESTIMATE;
+
+static void on_receipt(void *ctx, const cr_receipt *r)
+{
+    if (r->outcomes == 0 && strncmp(r->request_id, "epp-", 4) == 0) {
+        ((fixture *)ctx)->last_cached = r->cached_tokens;
+        ((fixture *)ctx)->receipts++;
+    }
+}
 
 static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
 static void on_decided(void *ctx, double s)
@@ -49,19 +64,20 @@ static void open_fixture(fixture *f, int with_set, cr_epp_body_mode mode, size_t
     cc.route.index_blocks = 1 << 14;
     cr_clock_source clock = {now_of, f};
     cr_error err;
-    f->core = cr_core_new(&cc, NULL, &clock, &err);
+    cr_core_hooks hooks = {.receipted = on_receipt, .ctx = f};
+    f->core = cr_core_new(&cc, &hooks, &clock, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
     if (with_set) {
         cr_endpoint_spec v[N_ENDPOINTS];
         char ids[N_ENDPOINTS][8];
         for (int i = 0; i < N_ENDPOINTS; i++) {
             snprintf(ids[i], sizeof ids[i], "e%d", i);
-            v[i] = (cr_endpoint_spec){ids[i], addresses[i], 1};
+            v[i] = (cr_endpoint_spec){ids[i], set_addresses[i], 1};
         }
         CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(f->core, v, N_ENDPOINTS, NULL, &err), CR_OK);
     }
     f->cfg = (cr_epp_config){.fallbacks = 2, .owner_header = "x-session-id",
-                             .max_body_bytes = max_body, .tokens = CR_EPP_TOKENS_ESTIMATE,
+                             .max_body_bytes = max_body, .tokens = tokens_mode,
                              .tokenize_timeout_s = 0.05, .body_mode = mode,
                              .block_tokens = 16, .max_hashes = cc.route.max_hashes,
                              .max_requests = 8, .decided = on_decided, .ctx = f};
@@ -356,7 +372,8 @@ static int streamed(const got *g, size_t from, int response, uint8_t *buf, size_
                               ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE);
         CU_ASSERT_FALSE(eos); /* nothing after the end */
         CU_ASSERT_TRUE(m->streamed_response->body.len <= CR_EPP_CHUNK_BYTES);
-        memcpy(buf + *len, m->streamed_response->body.data, m->streamed_response->body.len);
+        if (m->streamed_response->body.len)
+            memcpy(buf + *len, m->streamed_response->body.data, m->streamed_response->body.len);
         *len += m->streamed_response->body.len;
         eos = m->streamed_response->end_of_stream;
     }
@@ -530,7 +547,11 @@ static void test_prefix_hit(void)
     cr_core_route_stats_read(f.core, &after, NULL, 0);
     CU_ASSERT_STRING_EQUAL(a, b);
     CU_ASSERT_EQUAL(after.placed[CR_ROUTE_WHY_PREFIX], before.placed[CR_ROUTE_WHY_PREFIX] + 1);
+    /* "prefix": the route's predicted hit is above 0; where the core
+     * keeps route receipts, the receipt says how much */
+    CU_ASSERT_TRUE(!f.receipts || f.last_cached > 0);
     one_request(&f, 5, "mistral", c, sizeof c);
+    CU_ASSERT_EQUAL(f.last_cached, 0);
     cr_core_route_stats_read(f.core, &before, NULL, 0);
     CU_ASSERT_EQUAL(before.placed[CR_ROUTE_WHY_PREFIX], after.placed[CR_ROUTE_WHY_PREFIX]);
     CU_ASSERT_EQUAL(outstanding(&f), 0);
@@ -924,7 +945,168 @@ static void test_config(void)
     close_fixture(&f);
 }
 
+/* Engine mode whose /tokenize cannot be reached (a loopback port nothing
+ * listens on): the request is routed by the estimate, the fallback
+ * counted. */
+static void test_engine_fallback(void)
+{
+    static const char *const refused[N_ENDPOINTS] = {"127.0.0.1:1", "127.0.0.1:2",
+                                                     "127.0.0.1:3", "127.0.0.1:4"};
+    set_addresses = refused;
+    tokens_mode = CR_EPP_TOKENS_ENGINE;
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    set_addresses = addresses;
+    tokens_mode = CR_EPP_TOKENS_ESTIMATE;
+    CU_ASSERT_TRUE(cr_epp_may_block(f.epp));
+    size_t len;
+    char *body = chat_body(4, 3000, "llama", &len);
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    step(&f, s, post_headers(NULL), &g);
+    CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, len, 1), &g), CR_EPP_MORE);
+    char dest[512];
+    CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+    got_free(&g);
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_TOKENIZE], 1);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    free(body);
+    close_fixture(&f);
+}
+
+/* An endpoint whose address is no ip:port is left out of destinations. */
+static void test_bad_address(void)
+{
+    static const char *const mixed[N_ENDPOINTS] = {"vllm-0.svc:8000", "http://10.0.0.2:8000",
+                                                   "10.0.0.3", "10.0.0.4:8000"};
+    set_addresses = mixed;
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    set_addresses = addresses;
+    for (int i = 0; i < 8; i++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        got g = {0};
+        hdr h[] = {{":method", "GET"}, {":path", "/v1/models"}};
+        step(&f, s, headers_msg(0, h, 2, 1, 1), &g);
+        char dest[512];
+        CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+        CU_ASSERT_STRING_EQUAL(dest, "10.0.0.4:8000");
+        got_free(&g);
+        cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    }
+    CU_ASSERT_TRUE(stats(&f).bad_addresses > 0);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
+/* A body ended by request trailers (no end_of_stream): routed then, the
+ * echo's last chunk without end_of_stream, the trailers answered after;
+ * the owner comes from the header, else the body's user. */
+static void test_trailers_and_owner(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    const char *body = "{\"model\":\"m\",\"user\":\"u-1\",\"messages\":"
+                       "[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    for (int with_header = 0; with_header < 2; with_header++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        got g = {0};
+        step(&f, s, post_headers(with_header ? "sess-9" : NULL), &g);
+        CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, strlen(body), 0), &g), CR_EPP_MORE);
+        CU_ASSERT_EQUAL(g.n, 0);
+        CU_ASSERT_EQUAL(step(&f, s, trailers_msg(0), &g), CR_EPP_MORE);
+        CU_ASSERT_EQUAL_FATAL(g.n, 3);
+        char dest[512];
+        CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+        uint8_t echo[256];
+        size_t len = 0;
+        CU_ASSERT_FALSE(streamed(&g, 1, 0, echo, &len));
+        CU_ASSERT_EQUAL(len, strlen(body));
+        CU_ASSERT_EQUAL(g.r[2]->response_case,
+                        ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_TRAILERS);
+        got_free(&g);
+        cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+        cr_core_stats cs;
+        cr_core_stats_read(f.core, &cs);
+        CU_ASSERT_EQUAL(cs.tracked_owners, (uint64_t)with_header + 1);
+    }
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
+/* A hint whose only endpoint is draining while others serve: 503, and
+ * nothing left outstanding. */
+static void test_subset_draining(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_drain_endpoint(f.core, "e1", 1, NULL, &err), CR_OK);
+    const char *hint[] = {addresses[1]};
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    hdr h[] = {{":method", "GET"}, {":path", "/v1/models"}};
+    expect_immediate(&f, s, with_metadata(headers_msg(0, h, 2, 1, 1), "envoy.lb.subset_hint",
+                                          CR_EPP_SUBSET_KEY, hint, 1, 1, -1),
+                     503, "no usable endpoint");
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_NO_ENDPOINT], 1);
+    close_fixture(&f);
+}
+
+/* A completions prompt of token ids gives the keys a Route caller
+ * computes for the same tokens under the model's namespace: a Route call
+ * for them afterwards finds the prefix where the picker sent it. */
+static void test_token_ids_match_route(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    uint32_t tok[64];
+    char body[1024];
+    int n = snprintf(body, sizeof body, "{\"model\":\"m\",\"cache_salt\":\"s1\",\"prompt\":[");
+    for (int i = 0; i < 64; i++) {
+        tok[i] = 1000 + (uint32_t)i * 7;
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s%u", i ? "," : "", tok[i]);
+    }
+    snprintf(body + n, sizeof body - (size_t)n, "]}");
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    hdr h[] = {{":method", "POST"}, {":path", "/v1/completions"}};
+    step(&f, s, headers_msg(0, h, 2, 0, 1), &g);
+    CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, strlen(body), 1), &g), CR_EPP_MORE);
+    char dest[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(destination(g.r[0], dest, sizeof dest));
+    dest[strcspn(dest, ",")] = '\0';
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    uint64_t keys[4];
+    for (int b = 0; b < 4; b++)
+        keys[b] = cr_route_block_hash(b ? keys[b - 1] : 0, tok + 16 * b, 16);
+    const char space[] = "m\x1fs1";
+    for (int salted = 0; salted < 2; salted++) {
+        cr_route_request q = {.hashes = keys, .n_hashes = 4, .space = space,
+                              .space_len = salted ? sizeof space - 1 : 1};
+        cr_route_answer a;
+        cr_error err;
+        f.t += 10;
+        CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+        if (salted) {
+            CU_ASSERT_STRING_EQUAL(addresses[a.shard], dest);
+            CU_ASSERT_EQUAL(a.reason, CR_ROUTE_WHY_PREFIX);
+            CU_ASSERT_EQUAL(a.cached_tokens, 64);
+        } else { /* without the salt: another namespace, no hit */
+            CU_ASSERT_EQUAL(a.cached_tokens, 0);
+        }
+    }
+    close_fixture(&f);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"token ids: the keys a Route caller makes", test_token_ids_match_route},
+    {"trailers end a body; the owner", test_trailers_and_owner},
+    {"a hint of a draining endpoint: 503", test_subset_draining},
+    {"engine mode falls back to the estimate", test_engine_fallback},
+    {"addresses that are no ip:port left out", test_bad_address},
     {"full duplex: destination, fallbacks, every byte echoed", test_full_duplex},
     {"the same prompt twice: a prefix hit", test_prefix_hit},
     {"buffered mode", test_buffered},
