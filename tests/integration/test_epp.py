@@ -9,10 +9,15 @@ Envoy) that forwards each request to small fake OpenAI engines
   conversation stays on one endpoint;
 - the gateway's subset hint; 400, 413, 429 and 503 answers with the
   x-cacheroute-error header;
-- a stream abandoned mid-body or after its route leaves no work behind;
-- 1,000 concurrent streams; BUFFERED mode (flag and announced);
-- the response phase closes the loop (outcomes, served tokens per shard); a
-  5xx marks the endpoint down; health on the EPP port."""
+- every way a stream ends (completed, abandoned mid-body, reset after its
+  route, half-closed after it, a protocol error, an immediate answer) leaves
+  no stream open and no route outstanding (cacheroute_epp_streams_open,
+  cacheroute_route_outstanding);
+- 1,000 concurrent streams; BUFFERED mode (flag and announced); request
+  trailers; a path routed at its headers; --epp-tokens engine;
+- the response phase closes the loop (outcomes, served tokens per shard,
+  the served endpoint after a fallback); a 5xx marks the endpoint down;
+  EPP routes leave receipts; health on the EPP port."""
 import asyncio
 import json
 import os
@@ -600,12 +605,12 @@ class EngineTokensTest(EppTestCase):
 
 
 class BufferedModeTest(EppTestCase):
-    FLAGS = ("--epp-body-mode", "buffered")
+    FLAGS = ("--epp-body-mode", "buffered", "--epp-fallbacks", "1")
 
     def test_buffered(self):
         for body in (big_chat(120000), chat("buffered flag")):
             res = self.cl.client.exchange(body, mode=ec.BUFFERED)
-            self.assertRouted(res, body)
+            self.assertRouted(res, body, n_dest=2)
             self.assertTrue(res.response_headers_answered)
             self.assertTrue(res.response_echo == res.upstream_body)
             self.assertEqual(res.served, res.destinations()[0])
@@ -615,7 +620,7 @@ class BufferedModeTest(EppTestCase):
         # announced full duplex wins over the flag
         body = chat("announced full duplex")
         res = self.cl.client.exchange(body, announce=ec.FULL_DUPLEX)
-        self.assertRouted(res, body)
+        self.assertRouted(res, body, n_dest=2)
         self.assertTrue(res.response_echo == res.upstream_body)
         self.settled()
 
