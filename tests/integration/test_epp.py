@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -647,6 +648,40 @@ class ShedTest(EppTestCase):
         self.assertRouted(res, body)
         m = self.cl.metrics()
         self.assertGreaterEqual(metric(m, "cacheroute_epp_errors_total", reason="shed"), 1)
+
+
+class ShutdownTest(h.SidecarTestCase):
+    SHARED = False
+
+    def test_sigterm_with_streams_open(self):
+        """SIGTERM while one stream is mid-body and one mid-response: the
+        streams end within --shutdown-grace and the sidecar exits 0, clean."""
+        cl = EppCluster(2, ("--shutdown-grace", "2"))
+        try:
+            c = cl.client
+            body = chat("shutdown")
+            mid_body = c.open()
+            mid_body.send(c.request_headers("POST", "/v1/chat/completions", body))
+            mid_body.send(c.body_msg(body[:10], False))
+            routed = c.open()
+            routed.send(c.request_headers("POST", "/v1/chat/completions", body))
+            routed.send(c.body_msg(body, True))
+            self.assertEqual(routed.recv().WhichOneof("response"), "request_headers")
+            h.poll(lambda: metric(cl.metrics(), "cacheroute_epp_streams_open") == 2, 5,
+                   what="two streams open")
+            t0 = time.monotonic()
+            cl.sc.send(signal.SIGTERM)
+            for s in (mid_body, routed):
+                try:
+                    while s.recv() is not None:
+                        pass
+                except grpc.RpcError:
+                    pass
+                s.cancel()
+            self.assertLess(time.monotonic() - t0, 10)
+        finally:
+            problem = cl.stop()
+        self.assertIsNone(problem)
 
 
 class NoEndpointTest(EppTestCase):
