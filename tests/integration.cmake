@@ -26,26 +26,11 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   # uninstrumented gRPC are suppressed (tsan.supp); races in our code are not.
   if(CR_SANITIZE STREQUAL "thread")
     foreach(suite rpc lifecycle health_reflection observability outcomes tls stream replicas
-                  kv_events route endpoints)
+                  kv_events route endpoints epp)
       set_tests_properties(integration_${suite} PROPERTIES
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
     endforeach()
-    # The EPP's concurrency tests alone (1,000 streams; streams held,
-    # abandoned, or open at SIGTERM): the rest of its suite is one stream
-    # at a time.
-    add_test(NAME integration_epp_concurrency
-             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_epp.py
-                     --sidecar $<TARGET_FILE:cacheroute-sidecar>
-                     --sidecar-hooked $<TARGET_FILE:cacheroute-sidecar-hooked>
-                     --cli $<TARGET_FILE:cacheroute>
-                     --plan-dump $<TARGET_FILE:plan_dump>
-                     --proto-dir ${CMAKE_SOURCE_DIR}/proto
-                     FullDuplexTest.test_concurrent_1000 FullDuplexTest.test_abandoned_mid_body
-                     FullDuplexTest.test_abandoned_after_route ShedTest ShutdownTest)
-    set_tests_properties(integration_epp_concurrency PROPERTIES
-      LABELS "integration;concurrency" TIMEOUT 300
-      ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
   endif()
 endif()
 # cacheroute-replay: the real tool on its own (determinism, errors, a
