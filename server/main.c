@@ -50,6 +50,7 @@ typedef struct sidecar {
     cr_epp *epp;             /* --epp-listen's picker; NULL when off */
     cr_duplex_ops epp_ops;   /* its Process stream's */
     cr_rpc *epp_rpc;         /* its listener, while serving */
+    size_t epp_index[3];     /* its methods' indexes in the metrics' paths */
     cr_signal_hooks signals; /* SIGHUP, SIGUSR1, SIGUSR2 */
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
@@ -357,6 +358,15 @@ static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *me
     return rpc;
 }
 
+/* The picker listener's calls, counted as the main one's (Process under
+ * its own path, health under the main one's health methods). */
+static void observe_epp_rpc(void *ctx, size_t method, grpc_status_code status, double seconds)
+{
+    sidecar *s = ctx;
+    if (method < sizeof s->epp_index / sizeof *s->epp_index)
+        cr_metrics_rpc(s->metrics, s->epp_index[method], (int)status, seconds);
+}
+
 /* --epp-listen: the endpoint picker's ext_proc Process, with grpc.health.v1
  * on its own lane (gateways probe the picker there), the gRPC port's TLS,
  * authorization and limits, sharing the main server's cr_health. NULL when
@@ -371,9 +381,12 @@ static cr_rpc *start_epp(const cr_config *cfg, sidecar *s, const cr_method_spec 
     *failed = 0;
     if (!s->epp)
         return NULL;
+    s->epp_index[0] = N_METHODS;
     for (size_t i = 0; i < N_METHODS && n < 3; i++)
-        if (strncmp(methods[i].path, HEALTH, strlen(HEALTH)) == 0)
+        if (strncmp(methods[i].path, HEALTH, strlen(HEALTH)) == 0) {
+            s->epp_index[n] = i;
             specs[n++] = methods[i];
+        }
     /* Process' messages are HTTP body chunks (Envoy's are 64 KiB at
      * most; a BUFFERED body up to --epp-max-body-bytes and its framing). */
     long max_message = (long)cfg->epp.max_body_bytes + 65536;
@@ -382,6 +395,7 @@ static cr_rpc *start_epp(const cr_config *cfg, sidecar *s, const cr_method_spec 
                                                    ? max_message
                                                    : sc->max_message_bytes,
                           .listen_flag = "--epp-listen", .limits = rpc_limits(sc),
+                          .observe = observe_epp_rpc, .observe_ctx = s,
                           .own_lane_prefix = HEALTH,
                           .accept_compressed = sc->compressed_requests == 1,
                           .max_inflating = sc->memory_quota_bytes / 4 / sc->max_message_bytes};
@@ -517,7 +531,7 @@ static int run(const cr_config *cfg, json_t *nofile)
                  .handlers.max_arrivals = (size_t)cfg->server.max_arrivals_per_call,
                  .nofile = nofile};
     cr_method_spec methods[N_METHODS];
-    const char *paths[N_METHODS];
+    const char *paths[N_METHODS + 1]; /* and Process, on --epp-listen */
     s.health = cr_health_new();
     s.reflection = cr_reflection_new(cr_descriptor_set, cr_descriptor_set_len);
     s.watch = cr_watch_hub_new(&(cr_watch_config){
@@ -537,7 +551,8 @@ static int run(const cr_config *cfg, json_t *nofile)
     method_table(&s, cfg, methods);
     for (size_t i = 0; i < N_METHODS; i++)
         paths[i] = methods[i].path;
-    s.metrics = cr_metrics_new(paths, N_METHODS);
+    paths[N_METHODS] = EXT_PROC;
+    s.metrics = cr_metrics_new(paths, N_METHODS + 1);
     int rc = 2;
     cr_error e;
     cr_core_hooks hooks;
