@@ -129,6 +129,22 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
+/* --epp-listen: what the picker's open streams may hold, bytes. A stream
+ * keeps its request body and, once routed, the same body again as the
+ * answers not yet sent (its echo), its headers and a response tail; the
+ * streams open at once are the fewer of --epp-max-requests and
+ * --max-calls-per-method. */
+static uint64_t epp_bounds(const cr_config *cfg)
+{
+    if (!*cfg->epp.listen)
+        return 0;
+    uint64_t streams = cfg->epp.max_requests < (uint64_t)cfg->server.max_calls_per_method
+                           ? cfg->epp.max_requests
+                           : (uint64_t)cfg->server.max_calls_per_method;
+    return streams * (2 * cfg->epp.max_body_bytes + CR_EPP_MAX_HEADER_BYTES +
+                      CR_EPP_USAGE_TAIL_BYTES);
+}
+
 /* The bounds on what clients can make the sidecar hold, added up, against
  * the cgroup's memory limit: past it, clients could get the process killed
  * before any bound refused them. */
@@ -138,14 +154,15 @@ static void warn_memory(const cr_config *cfg, int check_config)
                                      cfg->server.max_pending_reply_bytes,
                                      cfg->server.max_decode_bytes,
                                      cfg->server.n_kv_events ? cfg->server.kv_events_max_frame_bytes : 0,
-                                     &cfg->core),
+                                     &cfg->core) +
+                    epp_bounds(cfg),
              limit = cfg->memory_limit;
     if (!limit || need <= limit)
         return;
     const char *why = "the bounds on what clients can make the sidecar hold add up past the "
                       "cgroup memory limit: lower --memory-quota-bytes, "
-                      "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts "
-                      "or --inflight-max";
+                      "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts, "
+                      "--inflight-max, --epp-max-body-bytes or --epp-max-requests";
     if (check_config)
         fprintf(stderr, "cacheroute-sidecar: warning: %s (%llu bytes, limit %llu)\n", why,
                 (unsigned long long)need, (unsigned long long)limit);
