@@ -130,7 +130,8 @@ typedef struct cr_epp_pick {
  * answer with, why in err. */
 typedef struct cr_epp_picked {
     uint32_t shard;
-    char destination[(CR_EPP_MAX_FALLBACKS + 1) * 48];
+    /* an ip:port is at most 53 bytes ("[" 45-byte IPv6 "]:65535"), and a comma */
+    char destination[(CR_EPP_MAX_FALLBACKS + 1) * 54];
     int status;            /* 0: routed; else 400, 503 */
     cr_epp_error reason;
 } cr_epp_picked;

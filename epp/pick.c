@@ -195,8 +195,13 @@ static int destination_of(cr_epp *e, const cr_route_answer *a, cr_epp_picked *ou
             cr_epp_count(&e->bad_addresses, 1);
             continue;
         }
-        len += (size_t)snprintf(out->destination + len, sizeof out->destination - len, "%s%s",
-                                len ? "," : "", addr);
+        size_t room = sizeof out->destination - len;
+        int n = snprintf(out->destination + len, room, "%s%s", len ? "," : "", addr);
+        if (n < 0 || (size_t)n >= room) { /* cannot be: sized for the longest */
+            out->destination[len] = '\0';
+            break;
+        }
+        len += (size_t)n;
     }
     cr_endpoints_release(set);
     return len > 0;
@@ -247,6 +252,7 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
     if (st == CR_OK && (st = cr_core_route(e->core, &q, 1, &a, NULL, err)) != CR_OK)
         fail(out, st == CR_EINVAL ? 400 : 503,
              st == CR_EINVAL ? CR_EPP_ERR_BAD_BODY : CR_EPP_ERR_NO_ENDPOINT);
+    q.hashes = NULL; /* read by the route only */
     free(keys);
     if (st != CR_OK)
         return;
@@ -261,6 +267,9 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
                 "no endpoint to send to has an ip:port address (the endpoint picker needs them)");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
+    /* kept like a decision (GetDecision, WatchDecisions), so that the
+     * outcome's TTFT is judged against the route's prediction */
+    cr_core_receipt_route(e->core, &q, &a);
     out->shard = a.shard;
     cr_epp_count(&e->routed, 1);
 }

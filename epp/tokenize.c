@@ -232,7 +232,8 @@ static cr_status ids_of(const reply *rep, const char *address, uint32_t **ids, s
             }
             (*ids)[k++] = (uint32_t)d;
         }
-        *n = k;
+        if (st == CR_OK)
+            *n = k;
     }
     cJSON_Delete(root);
     return st;

@@ -50,6 +50,7 @@ typedef struct sidecar {
     cr_epp *epp;             /* --epp-listen's picker; NULL when off */
     cr_duplex_ops epp_ops;   /* its Process stream's */
     cr_rpc *epp_rpc;         /* its listener, while serving */
+    size_t epp_index[3];     /* its methods' indexes in the metrics' paths */
     cr_signal_hooks signals; /* SIGHUP, SIGUSR1, SIGUSR2 */
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
@@ -128,6 +129,22 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
+/* --epp-listen: what the picker's open streams may hold, bytes. A stream
+ * keeps its request body and, once routed, the same body again as the
+ * answers not yet sent (its echo), its headers and a response tail; the
+ * streams open at once are the fewer of --epp-max-requests and
+ * --max-calls-per-method. */
+static uint64_t epp_bounds(const cr_config *cfg)
+{
+    if (!*cfg->epp.listen)
+        return 0;
+    uint64_t streams = cfg->epp.max_requests < (uint64_t)cfg->server.max_calls_per_method
+                           ? cfg->epp.max_requests
+                           : (uint64_t)cfg->server.max_calls_per_method;
+    return streams * (2 * cfg->epp.max_body_bytes + CR_EPP_MAX_HEADER_BYTES +
+                      CR_EPP_USAGE_TAIL_BYTES);
+}
+
 /* The bounds on what clients can make the sidecar hold, added up, against
  * the cgroup's memory limit: past it, clients could get the process killed
  * before any bound refused them. */
@@ -137,14 +154,15 @@ static void warn_memory(const cr_config *cfg, int check_config)
                                      cfg->server.max_pending_reply_bytes,
                                      cfg->server.max_decode_bytes,
                                      cfg->server.n_kv_events ? cfg->server.kv_events_max_frame_bytes : 0,
-                                     &cfg->core),
+                                     &cfg->core) +
+                    epp_bounds(cfg),
              limit = cfg->memory_limit;
     if (!limit || need <= limit)
         return;
     const char *why = "the bounds on what clients can make the sidecar hold add up past the "
                       "cgroup memory limit: lower --memory-quota-bytes, "
-                      "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts "
-                      "or --inflight-max";
+                      "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts, "
+                      "--inflight-max, --epp-max-body-bytes or --epp-max-requests";
     if (check_config)
         fprintf(stderr, "cacheroute-sidecar: warning: %s (%llu bytes, limit %llu)\n", why,
                 (unsigned long long)need, (unsigned long long)limit);
@@ -357,6 +375,15 @@ static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *me
     return rpc;
 }
 
+/* The picker listener's calls, counted as the main one's (Process under
+ * its own path, health under the main one's health methods). */
+static void observe_epp_rpc(void *ctx, size_t method, grpc_status_code status, double seconds)
+{
+    sidecar *s = ctx;
+    if (method < sizeof s->epp_index / sizeof *s->epp_index)
+        cr_metrics_rpc(s->metrics, s->epp_index[method], (int)status, seconds);
+}
+
 /* --epp-listen: the endpoint picker's ext_proc Process, with grpc.health.v1
  * on its own lane (gateways probe the picker there), the gRPC port's TLS,
  * authorization and limits, sharing the main server's cr_health. NULL when
@@ -371,9 +398,12 @@ static cr_rpc *start_epp(const cr_config *cfg, sidecar *s, const cr_method_spec 
     *failed = 0;
     if (!s->epp)
         return NULL;
+    s->epp_index[0] = N_METHODS;
     for (size_t i = 0; i < N_METHODS && n < 3; i++)
-        if (strncmp(methods[i].path, HEALTH, strlen(HEALTH)) == 0)
+        if (strncmp(methods[i].path, HEALTH, strlen(HEALTH)) == 0) {
+            s->epp_index[n] = i;
             specs[n++] = methods[i];
+        }
     /* Process' messages are HTTP body chunks (Envoy's are 64 KiB at
      * most; a BUFFERED body up to --epp-max-body-bytes and its framing). */
     long max_message = (long)cfg->epp.max_body_bytes + 65536;
@@ -382,6 +412,7 @@ static cr_rpc *start_epp(const cr_config *cfg, sidecar *s, const cr_method_spec 
                                                    ? max_message
                                                    : sc->max_message_bytes,
                           .listen_flag = "--epp-listen", .limits = rpc_limits(sc),
+                          .observe = observe_epp_rpc, .observe_ctx = s,
                           .own_lane_prefix = HEALTH,
                           .accept_compressed = sc->compressed_requests == 1,
                           .max_inflating = sc->memory_quota_bytes / 4 / sc->max_message_bytes};
@@ -474,31 +505,13 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 
-/* --endpoints-file as a start would read it: CR_EINVAL with err naming
- * the file and line (or, with --epp-listen, the entry whose address is no
- * ip:port); CR_OK without one. */
-static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
-{
-    cr_endpoint_spec *v;
-    size_t n;
-    if (!*cfg->server.endpoints_file)
-        return CR_OK;
-    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
-    if (st == CR_OK && *cfg->epp.listen)
-        st = cr_endpoints_check_ip_ports(cfg->server.endpoints_file, v, n, err);
-    free(v);
-    return st;
-}
-
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
 static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
 {
     if (!*cfg->server.endpoints_file)
         return 0;
-    if (check_endpoints_file(cfg, e) != CR_OK) /* what --check-config says too */
-        return -1;
-    s->observer.endpoints =
-        cr_endpoints_watch_start(cfg->server.endpoints_file, s->handlers.core, e);
+    s->observer.endpoints = cr_endpoints_watch_start(cfg->server.endpoints_file,
+                                                     *cfg->epp.listen != '\0', s->handlers.core, e);
     return s->observer.endpoints ? 0 : -1;
 }
 
@@ -535,7 +548,7 @@ static int run(const cr_config *cfg, json_t *nofile)
                  .handlers.max_arrivals = (size_t)cfg->server.max_arrivals_per_call,
                  .nofile = nofile};
     cr_method_spec methods[N_METHODS];
-    const char *paths[N_METHODS];
+    const char *paths[N_METHODS + 1]; /* and Process, on --epp-listen */
     s.health = cr_health_new();
     s.reflection = cr_reflection_new(cr_descriptor_set, cr_descriptor_set_len);
     s.watch = cr_watch_hub_new(&(cr_watch_config){
@@ -555,7 +568,8 @@ static int run(const cr_config *cfg, json_t *nofile)
     method_table(&s, cfg, methods);
     for (size_t i = 0; i < N_METHODS; i++)
         paths[i] = methods[i].path;
-    s.metrics = cr_metrics_new(paths, N_METHODS);
+    paths[N_METHODS] = EXT_PROC;
+    s.metrics = cr_metrics_new(paths, N_METHODS + 1);
     int rc = 2;
     cr_error e;
     cr_core_hooks hooks;
@@ -592,6 +606,22 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_reflection_free(s.reflection);
     cr_health_free(s.health);
     return rc;
+}
+
+/* --endpoints-file as a start would read it: CR_EINVAL with err naming
+ * the file and line (or, with --epp-listen, the entry whose address is no
+ * ip:port); CR_OK without one. */
+static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
+{
+    cr_endpoint_spec *v;
+    size_t n;
+    if (!*cfg->server.endpoints_file)
+        return CR_OK;
+    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
+    if (st == CR_OK && *cfg->epp.listen)
+        st = cr_endpoints_check_ip_ports(cfg->server.endpoints_file, v, n, err);
+    free(v);
+    return st;
 }
 
 int main(int argc, char **argv)
