@@ -91,6 +91,15 @@ def metric(samples, name, **labels):
     return sum(found) if found else None
 
 
+def usage_of(body):
+    """usage from an SSE stream's last chunk that has one, or a JSON body."""
+    if body.startswith(b"data: "):
+        events = [json.loads(line[6:]) for line in body.split(b"\n")
+                  if line.startswith(b"data: {")]
+        return [e["usage"] for e in events if e.get("usage")][-1]
+    return json.loads(body)["usage"]
+
+
 def delta(m0, m1, name, **labels):
     """How much name's samples (with labels) moved from m0 to m1."""
     return (metric(m1, name, **labels) or 0) - (metric(m0, name, **labels) or 0)
@@ -129,17 +138,20 @@ class EppCluster:
         self._wait_serving()
 
     def _wait_serving(self):
+        def up():
+            try:
+                return self.health("envoy.service.ext_proc.v3.ExternalProcessor") == \
+                    P.health.HealthCheckResponse.SERVING
+            except grpc.RpcError:
+                return False
+        h.poll(up, h.START_TIMEOUT, interval=0.1, what="the EPP port serving")
+
+    def health(self, service):
+        """The EPP port's health status for service."""
         ch = grpc.insecure_channel(self.epp_target)
         try:
-            stub = P.health_grpc.HealthStub(ch)
-            req = P.health.HealthCheckRequest(service="envoy.service.ext_proc.v3.ExternalProcessor")
-
-            def up():
-                try:
-                    return stub.Check(req, timeout=2).status == P.health.HealthCheckResponse.SERVING
-                except grpc.RpcError:
-                    return False
-            h.poll(up, h.START_TIMEOUT, interval=0.1, what="the EPP port serving")
+            return P.health_grpc.HealthStub(ch).Check(
+                P.health.HealthCheckRequest(service=service), timeout=h.RPC_TIMEOUT).status
         finally:
             ch.close()
 
@@ -401,7 +413,8 @@ class FullDuplexTest(EppTestCase):
         self.assertIn(delta(m0, m1, "cacheroute_epp_errors_total", reason="abandoned"), (2, 3))
         self.assertEqual(metric(m1, "cacheroute_epp_routed_total"),
                          metric(m0, "cacheroute_epp_routed_total"))
-        # the sidecar still serves
+        # the sidecar is still healthy and serves
+        self.assertEqual(self.cl.health("readiness"), P.health.HealthCheckResponse.SERVING)
         res = self.cl.client.exchange(chat("after abandon"))
         self.assertRouted(res, chat("after abandon"))
 
@@ -429,32 +442,31 @@ class FullDuplexTest(EppTestCase):
                          metric(m0, "cacheroute_epp_errors_total", reason="reset"), 1)
 
     def test_response_loop_outcomes(self):
+        """Each response's usage (the final SSE chunk, or the JSON body)
+        becomes an outcome booked on the shard that served it: per shard,
+        the served tokens move by exactly what the engines reported."""
         m0 = self.settled()
-        served = []
+        want = {}  # shard -> [prompt tokens, cached tokens]
         for i in range(8):
-            body = chat("loop %d" % (i % 2), turns=1 + i // 2)
+            body = chat("loop %d" % (i % 2), turns=1 + i // 2, stream=i % 3 != 2)
             res = self.cl.client.exchange(body, report_served=True)
             self.assertRouted(res, body)
-            self.assertIn(b'"cached_tokens"', res.upstream_body)
-            served.append(res.served)
+            usage = usage_of(res.upstream_body)
+            w = want.setdefault(str(self.cl.shard_of[res.served]), [0, 0])
+            w[0] += usage["prompt_tokens"]
+            w[1] += usage["prompt_tokens_details"]["cached_tokens"]
         m1 = self.settled()
-        self.assertEqual(metric(m1, "cacheroute_epp_outcomes_total") -
-                         metric(m0, "cacheroute_epp_outcomes_total"), 8)
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_outcomes_total"), 8)
         self.assertEqual(delta(m0, m1, "cacheroute_outcomes_total"), 8)
         self.assertEqual(delta(m0, m1, "cacheroute_route_hit_predictions_checked_total"), 8)
-        hits = 0
-        for addr in set(served):
-            shard = str(self.cl.shard_of[addr])
-            d = {c: metric(m1, "cacheroute_shard_served_prompt_tokens_total", shard=shard,
-                           cache=c) -
-                 (metric(m0, "cacheroute_shard_served_prompt_tokens_total", shard=shard,
-                         cache=c) or 0) for c in ("hit", "miss")}
-            self.assertGreater(d["hit"] + d["miss"], 0, "shard %s served nothing" % shard)
-            hits += d["hit"]
-        self.assertGreater(hits, 0)  # later turns hit the engine's cache
+        got = {shard: [delta(m0, m1, "cacheroute_shard_served_prompt_tokens_total",
+                             shard=shard),
+                       delta(m0, m1, "cacheroute_shard_served_prompt_tokens_total",
+                             shard=shard, cache="hit")] for shard in want}
+        self.assertEqual(got, want)
+        self.assertGreater(sum(w[1] for w in want.values()), 0)  # later turns hit
         self.assertIsNotNone(metric(m1, "cacheroute_served_hit_ratio"))
-        self.assertGreater(metric(m1, "cacheroute_epp_decision_seconds_count"),
-                           metric(m0, "cacheroute_epp_decision_seconds_count"))
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_decision_seconds_count"), 8)
 
     def test_routes_leave_receipts(self):
         """Issue 31: receipts and WatchDecisions show EPP routes like any
@@ -477,14 +489,8 @@ class FullDuplexTest(EppTestCase):
         self.settled()
 
     def test_health(self):
-        ch = grpc.insecure_channel(self.cl.epp_target)
-        try:
-            stub = P.health_grpc.HealthStub(ch)
-            for svc in ("envoy.service.ext_proc.v3.ExternalProcessor", "liveness", "readiness"):
-                r = stub.Check(P.health.HealthCheckRequest(service=svc), timeout=h.RPC_TIMEOUT)
-                self.assertEqual(r.status, P.health.HealthCheckResponse.SERVING, svc)
-        finally:
-            ch.close()
+        for svc in ("envoy.service.ext_proc.v3.ExternalProcessor", "liveness", "readiness"):
+            self.assertEqual(self.cl.health(svc), P.health.HealthCheckResponse.SERVING, svc)
 
     def test_concurrent_1000(self):
         """1,000 streams open at once over 4 connections (asyncio gRPC), each
