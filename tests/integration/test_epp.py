@@ -470,14 +470,30 @@ class FullDuplexTest(EppTestCase):
 
     def test_routes_leave_receipts(self):
         """Issue 31: receipts and WatchDecisions show EPP routes like any
-        other, so the response phase's outcomes match them."""
+        other, and the response phase's outcomes match them."""
+        stub = self.cl.sc.stub()
+        watch = stub.WatchDecisions(P.cr.WatchDecisionsRequest(), timeout=h.RPC_TIMEOUT)
+        watch.initial_metadata()  # the watch is in place
         m0 = self.settled()
-        for i in range(4):
-            body = chat("receipt %d" % i)
-            self.assertRouted(self.cl.client.exchange(body), body)
+        try:
+            for i in range(4):
+                body = chat("receipt %d" % i)
+                self.assertRouted(self.cl.client.exchange(body), body)
+            seen = [next(watch) for _ in range(8)]  # each made, then matched
+        finally:
+            watch.cancel()
         m1 = self.settled()
         self.assertEqual(delta(m0, m1, "cacheroute_decision_receipts_made_total"), 4)
         self.assertEqual(delta(m0, m1, "cacheroute_outcomes_total", result="matched"), 4)
+        ids = {r.request_id for r in seen}
+        self.assertEqual(len(ids), 4, [r.request_id for r in seen])
+        for rid in ids:
+            self.assertTrue(rid.startswith("epp-"), rid)
+            self.assertEqual(sorted(r.outcomes for r in seen if r.request_id == rid), [0, 1])
+            got = stub.GetDecision(P.cr.GetDecisionRequest(request_id=rid),
+                                   timeout=h.RPC_TIMEOUT)
+            self.assertEqual(got.outcomes, 1)
+            self.assertGreater(got.request.prompt_tokens, 0)
 
     def test_buffered_announced(self):
         """protocol_config announcing BUFFERED wins over the flag."""
