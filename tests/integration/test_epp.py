@@ -19,6 +19,7 @@ Envoy) that forwards each request to small fake OpenAI engines
   the served endpoint after a fallback); a 5xx marks the endpoint down;
   EPP routes leave receipts; health on the EPP port."""
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -507,6 +508,24 @@ class FullDuplexTest(EppTestCase):
     def test_health(self):
         for svc in ("envoy.service.ext_proc.v3.ExternalProcessor", "liveness", "readiness"):
             self.assertEqual(self.cl.health(svc), P.health.HealthCheckResponse.SERVING, svc)
+
+    def test_concurrent_full_exchanges(self):
+        """64 whole exchanges (through the engines, SSE echoed) from 32
+        threads at once: every byte echoed, every outcome booked."""
+        m0 = self.settled()
+
+        def one(i):
+            body = big_chat(3000 + 997 * i, seed="t%d" % i)
+            res = self.cl.client.exchange(body, chunks=(1000 + i, 77))
+            ok = (res.request_echo == body and res.upstream_status == 200 and
+                  res.response_echo == res.upstream_body and len(res.destinations()) == 3)
+            return None if ok else (i, res.destination, res.immediate, res.upstream_status)
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            bad = [r for r in pool.map(one, range(64)) if r]
+        self.assertEqual(bad, [])
+        m1 = self.settled()
+        self.assertEqual(delta(m0, m1, "cacheroute_epp_outcomes_total"), 64)
 
     def test_concurrent_1000(self):
         """1,000 streams open at once over 4 connections (asyncio gRPC), each
