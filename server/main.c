@@ -223,17 +223,24 @@ static void log_stats(void *ctx)
     sidecar *s = ctx;
     cr_core_stats st;
     cr_core_stats_read(s->handlers.core, &st);
-    cr_log(CR_LOG_INFO, "current stats",
-           json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
-                     (json_int_t)cr_rpc_in_flight(s->rpc), "in_flight_by_method",
-                     cr_rpc_describe_running(s->rpc), "refused_calls",
-                     (json_int_t)cr_rpc_refused(s->rpc), "request_timeouts",
-                     (json_int_t)cr_rpc_request_timeouts(s->rpc), "stream_timeouts",
-                     (json_int_t)cr_rpc_stream_timeouts(s->rpc), "pending_reply_bytes",
-                     (json_int_t)cr_rpc_pending_reply_bytes(s->rpc), "reply_timeouts",
-                     (json_int_t)cr_rpc_reply_timeouts(s->rpc), "tracked_owners",
-                     (json_int_t)st.tracked_owners, "generation", (json_int_t)st.generation,
-                     "admitted", (json_int_t)st.admitted, "imbalance", st.imbalance));
+    json_t *f = json_pack("{s:I,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "in_flight",
+                          (json_int_t)cr_rpc_in_flight(s->rpc), "in_flight_by_method",
+                          cr_rpc_describe_running(s->rpc), "refused_calls",
+                          (json_int_t)cr_rpc_refused(s->rpc), "request_timeouts",
+                          (json_int_t)cr_rpc_request_timeouts(s->rpc), "stream_timeouts",
+                          (json_int_t)cr_rpc_stream_timeouts(s->rpc), "pending_reply_bytes",
+                          (json_int_t)cr_rpc_pending_reply_bytes(s->rpc), "reply_timeouts",
+                          (json_int_t)cr_rpc_reply_timeouts(s->rpc), "tracked_owners",
+                          (json_int_t)st.tracked_owners, "generation", (json_int_t)st.generation,
+                          "admitted", (json_int_t)st.admitted, "imbalance", st.imbalance);
+    if (f && s->epp_rpc) /* --epp-listen's calls (Process streams and health) */
+        json_object_set_new(f, "epp", json_pack("{s:I,s:I,s:I}", "in_flight",
+                                                (json_int_t)cr_rpc_in_flight(s->epp_rpc),
+                                                "refused_calls",
+                                                (json_int_t)cr_rpc_refused(s->epp_rpc),
+                                                "stream_timeouts",
+                                                (json_int_t)cr_rpc_stream_timeouts(s->epp_rpc)));
+    cr_log(CR_LOG_INFO, "current stats", f);
 }
 
 /* Handlers outlived the grace and its margin: they are not waited for, and
