@@ -19,10 +19,13 @@
 
 typedef struct cr_endpoints_watch cr_endpoints_watch;
 
-/* Reads path into core (cr_core_set_endpoints) and starts the poller.
- * NULL with err naming the file and line when it cannot be read or is
+/* Reads path into core (cr_core_set_endpoints) and starts the poller;
+ * with ip_ports (--epp-listen) a file with an address that is no ip:port
+ * is refused, at start and later (cr_endpoints_check_ip_ports). NULL with
+ * err naming the file and line (or entry) when it cannot be read or is
  * refused, or out of memory. */
-cr_endpoints_watch *cr_endpoints_watch_start(const char *path, cr_core *core, cr_error *err);
+cr_endpoints_watch *cr_endpoints_watch_start(const char *path, int ip_ports, cr_core *core,
+                                             cr_error *err);
 
 /* Re-reads the file now (SIGHUP), whether or not it changed. Thread-safe. */
 void cr_endpoints_watch_reload(cr_endpoints_watch *w);
@@ -32,5 +35,12 @@ void cr_endpoints_watch_counts(cr_endpoints_watch *w, uint64_t *refused, uint64_
 
 /* Stops the poller and frees w; NULL is ignored. */
 void cr_endpoints_watch_stop(cr_endpoints_watch *w);
+
+/* With --epp-listen, each address is where the gateway sends requests
+ * (x-gateway-destination-endpoint), so it must be ip:port: IPv4
+ * a.b.c.d:port or [v6]:port, port 1..65535. CR_EINVAL with err naming path,
+ * the entry (its index and id) and the value; CR_OK when all are. */
+cr_status cr_endpoints_check_ip_ports(const char *path, const cr_endpoint_spec *v, size_t n,
+                                      cr_error *err);
 
 #endif

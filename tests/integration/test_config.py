@@ -399,6 +399,19 @@ class MemoryLimitTest(unittest.TestCase):
         self.assertEqual(sc.config["memory_limit_bytes"], 1 << 30)
         sc.assert_clean_exit(self)
 
+    def test_picker_streams_count_in_the_bounds(self):
+        """--epp-listen's streams each hold a body and its echo: at the
+        defaults (1,024 streams of 8 MiB twice) that passes 4 GiB; bodies of
+        256 KiB fit."""
+        env = self.cgroup(4 << 30)
+        _, err = self.check(env=env)
+        self.assertEqual(err, "")
+        _, err = self.check("--epp-listen", "127.0.0.1:0", env=env)
+        self.assertIn("--epp-max-body-bytes", err)
+        _, err = self.check("--epp-listen", "127.0.0.1:0", "--epp-max-body-bytes", "262144",
+                            env=env)
+        self.assertEqual(err, "")
+
 
 if __name__ == "__main__":
     h.main()

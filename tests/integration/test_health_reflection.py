@@ -48,7 +48,8 @@ class HealthTest(h.SidecarTestCase):
 
     def test_check(self):
         hs = self.sidecar.health_stub()
-        for service in ("", "cacheroute.v1.CacheRoute"):
+        for service in ("", "cacheroute.v1.CacheRoute",
+                        "envoy.service.ext_proc.v3.ExternalProcessor", "liveness", "readiness"):
             r = hs.Check(P.health.HealthCheckRequest(service=service), timeout=h.RPC_TIMEOUT)
             self.assertEqual(r.status, P.health.HealthCheckResponse.SERVING, service)
         for service in ("nope", "cacheroute.v1.CacheRoutes", "cacheroute.v1"):
