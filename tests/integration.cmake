@@ -11,7 +11,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   target_link_libraries(cacheroute-sidecar-hooked PRIVATE cacheroute_server)
   foreach(suite rpc errors health_reflection config lifecycle cli injection observability
                 outcomes abuse state tls resources stream replicas kv_events dashboard route
-                endpoints)
+                endpoints epp)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
@@ -31,6 +31,20 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
     endforeach()
+    # The EPP's concurrency tests alone (1,000 streams, streams held and
+    # abandoned): the rest of its suite is single-stream.
+    add_test(NAME integration_epp_concurrency
+             COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_epp.py
+                     --sidecar $<TARGET_FILE:cacheroute-sidecar>
+                     --sidecar-hooked $<TARGET_FILE:cacheroute-sidecar-hooked>
+                     --cli $<TARGET_FILE:cacheroute>
+                     --plan-dump $<TARGET_FILE:plan_dump>
+                     --proto-dir ${CMAKE_SOURCE_DIR}/proto
+                     FullDuplexTest.test_concurrent_1000 FullDuplexTest.test_abandoned_mid_body
+                     FullDuplexTest.test_abandoned_after_route ShedTest)
+    set_tests_properties(integration_epp_concurrency PROPERTIES
+      LABELS "integration;concurrency" TIMEOUT 300
+      ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
   endif()
 endif()
 # cacheroute-replay: the real tool on its own (determinism, errors, a
