@@ -58,10 +58,12 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.csv "$OUT"/*.json "$OUT"/*.dat "$OUT"/*.png "$OUT"/*.log
 
 PIDS=()
-stop_all() { # the last started first: the sidecar before its engines
-    local i p
-    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+stop_all() { # the last started first, each gone before the next: the sidecar before its engines
+    local i
+    for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+        kill "${PIDS[i]}" 2>/dev/null || true
+        wait "${PIDS[i]}" 2>/dev/null || true
+    done
     PIDS=()
 }
 trap stop_all EXIT
