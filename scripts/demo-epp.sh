@@ -26,7 +26,8 @@
 # TIME_SCALE (3), ENGINES (8), CACHE_BLOCKS (1344), CONCURRENCY (128),
 # PORT_BASE (18100: engines PORT_BASE+i, their KV events PORT_BASE+100+i,
 # the picker PORT_BASE+200, the sidecar's gRPC PORT_BASE+201, metrics +202),
-# TRACE (/work/shared/traces/mooncake_conversation_trace.jsonl).
+# TRACE (/work/shared/traces/mooncake_conversation_trace.jsonl: Mooncake's
+# FAST25-release/traces/conversation_trace.jsonl, Apache-2.0, unchanged).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
