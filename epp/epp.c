@@ -25,7 +25,8 @@ const char *cr_epp_error_name(cr_epp_error e)
 static int header_name_ok(const char *s)
 {
     for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || strchr("-_.!#$%&'*+^`|~", *s)))
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
+              strchr("-_.!#$%&'*+^`|~", *s)))
             return 0;
     return 1;
 }

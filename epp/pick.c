@@ -247,6 +247,7 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
     if (st == CR_OK && (st = cr_core_route(e->core, &q, 1, &a, NULL, err)) != CR_OK)
         fail(out, st == CR_EINVAL ? 400 : 503,
              st == CR_EINVAL ? CR_EPP_ERR_BAD_BODY : CR_EPP_ERR_NO_ENDPOINT);
+    q.hashes = NULL; /* read by the route only */
     free(keys);
     if (st != CR_OK)
         return;
@@ -261,6 +262,9 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
                 "no endpoint to send to has an ip:port address (the endpoint picker needs them)");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
+    /* kept like a decision (GetDecision, WatchDecisions), so that the
+     * outcome's TTFT is judged against the route's prediction */
+    cr_core_receipt_route(e->core, &q, &a);
     out->shard = a.shard;
     cr_epp_count(&e->routed, 1);
 }

@@ -15,6 +15,8 @@
 typedef Envoy__Service__ExtProc__V3__ProcessingResponse response;
 typedef Envoy__Config__Core__V3__HeaderValueOption option;
 typedef Envoy__Config__Core__V3__HeaderValue header;
+#define OVERWRITE \
+    ENVOY__CONFIG__CORE__V3__HEADER_VALUE_OPTION__HEADER_APPEND_ACTION__OVERWRITE_IF_EXISTS_OR_ADD
 
 static cr_status push(cr_epp_out *out, uint8_t *data, size_t len)
 {
@@ -53,8 +55,7 @@ static void set_header(option *o, header *h, const char *key, const char *value)
     h->raw_value.data = (uint8_t *)value;
     h->raw_value.len = strlen(value);
     o->header = h;
-    o->append_action =
-        ENVOY__CONFIG__CORE__V3__HEADER_VALUE_OPTION__HEADER_APPEND_ACTION__OVERWRITE_IF_EXISTS_OR_ADD;
+    o->append_action = OVERWRITE;
 }
 
 /* Sets r's oneof to phase's message m. */
@@ -245,7 +246,8 @@ cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reaso
     im.headers = &headers;
     im.body = body;
     im.details = details;
-    r.response_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_IMMEDIATE_RESPONSE;
+    r.response_case =
+        ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_IMMEDIATE_RESPONSE;
     r.immediate_response = &im;
     return push_packed(out, &r);
 }

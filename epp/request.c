@@ -97,7 +97,18 @@ static cr_status read_subset(const pb_value *v, cr_epp_in *in)
     if (!v)
         return CR_OK;
     in->has_subset = 1;
-    if (!(in->subset = malloc(CR_EPP_MAX_HEADER_BYTES + 1)))
+    size_t need = 1; /* the joined hint's bytes, commas and NUL */
+    if (v->kind_case == GOOGLE__PROTOBUF__VALUE__KIND_STRING_VALUE && v->string_value)
+        need += strlen(v->string_value);
+    else if (v->kind_case == GOOGLE__PROTOBUF__VALUE__KIND_LIST_VALUE && v->list_value)
+        for (size_t i = 0; i < v->list_value->n_values; i++) {
+            const pb_value *e = v->list_value->values[i];
+            if (e->kind_case == GOOGLE__PROTOBUF__VALUE__KIND_STRING_VALUE && e->string_value)
+                need += strlen(e->string_value) + 1;
+        }
+    if (need > CR_EPP_MAX_HEADER_BYTES + 1)
+        need = CR_EPP_MAX_HEADER_BYTES + 1;
+    if (!(in->subset = malloc(need)))
         return CR_ENOMEM;
     size_t len = 0;
     in->subset[0] = '\0';

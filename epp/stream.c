@@ -377,6 +377,7 @@ static cr_epp_next modes(cr_epp_stream *s, const cr_epp_in *in, cr_error *err)
 cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len, double now,
                                cr_epp_out *out, cr_error *err)
 {
+    err->msg[0] = '\0';
     if (s->phase == ANSWERED)
         return protocol(s, err, "a message after the immediate response");
     cr_epp_in in;
@@ -409,6 +410,8 @@ cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len,
         }
     }
     cr_epp_in_free(&in);
+    if (next == CR_EPP_FAILED && !err->msg[0]) /* an answer that could not be made */
+        snprintf(err->msg, sizeof err->msg, "out of memory");
     return next;
 }
 

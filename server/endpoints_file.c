@@ -12,6 +12,7 @@
 
 struct cr_endpoints_watch {
     char *path;
+    int ip_ports; /* --epp-listen: addresses must be ip:port */
     cr_core *core;
     pthread_mutex_t lock; /* one read at a time; guards seen and the counts */
     struct stat seen;     /* the file as last read */
@@ -29,10 +30,11 @@ static cr_status read_apply(cr_endpoints_watch *w, cr_error *err)
     size_t n;
     cr_core_members_event ev;
     cr_status st = cr_endpoints_read_file(w->path, &v, &n, err);
-    if (st == CR_OK) {
+    if (st == CR_OK && w->ip_ports)
+        st = cr_endpoints_check_ip_ports(w->path, v, n, err);
+    if (st == CR_OK)
         st = cr_core_set_endpoints(w->core, v, n, &ev, err);
-        free(v);
-    }
+    free(v);
     if (st == CR_OK) {
         w->applied++;
         w->refused_at = 0;
@@ -78,7 +80,8 @@ static void poll_tick(void *ctx, cr_ticker *t)
     pthread_mutex_unlock(&w->lock);
 }
 
-cr_endpoints_watch *cr_endpoints_watch_start(const char *path, cr_core *core, cr_error *err)
+cr_endpoints_watch *cr_endpoints_watch_start(const char *path, int ip_ports, cr_core *core,
+                                             cr_error *err)
 {
     cr_endpoints_watch *w = calloc(1, sizeof *w);
     if (!w || !(w->path = strdup(path))) {
@@ -87,6 +90,7 @@ cr_endpoints_watch *cr_endpoints_watch_start(const char *path, cr_core *core, cr
         return NULL;
     }
     w->core = core;
+    w->ip_ports = ip_ports;
     pthread_mutex_init(&w->lock, NULL);
     w->have_seen = stat(path, &w->seen) == 0;
     if (read_apply(w, err) != CR_OK ||

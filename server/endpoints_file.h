@@ -19,10 +19,13 @@
 
 typedef struct cr_endpoints_watch cr_endpoints_watch;
 
-/* Reads path into core (cr_core_set_endpoints) and starts the poller.
- * NULL with err naming the file and line when it cannot be read or is
+/* Reads path into core (cr_core_set_endpoints) and starts the poller;
+ * with ip_ports (--epp-listen) a file with an address that is no ip:port
+ * is refused, at start and later (cr_endpoints_check_ip_ports). NULL with
+ * err naming the file and line (or entry) when it cannot be read or is
  * refused, or out of memory. */
-cr_endpoints_watch *cr_endpoints_watch_start(const char *path, cr_core *core, cr_error *err);
+cr_endpoints_watch *cr_endpoints_watch_start(const char *path, int ip_ports, cr_core *core,
+                                             cr_error *err);
 
 /* Re-reads the file now (SIGHUP), whether or not it changed. Thread-safe. */
 void cr_endpoints_watch_reload(cr_endpoints_watch *w);

@@ -474,31 +474,13 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 
-/* --endpoints-file as a start would read it: CR_EINVAL with err naming
- * the file and line (or, with --epp-listen, the entry whose address is no
- * ip:port); CR_OK without one. */
-static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
-{
-    cr_endpoint_spec *v;
-    size_t n;
-    if (!*cfg->server.endpoints_file)
-        return CR_OK;
-    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
-    if (st == CR_OK && *cfg->epp.listen)
-        st = cr_endpoints_check_ip_ports(cfg->server.endpoints_file, v, n, err);
-    free(v);
-    return st;
-}
-
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
 static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
 {
     if (!*cfg->server.endpoints_file)
         return 0;
-    if (check_endpoints_file(cfg, e) != CR_OK) /* what --check-config says too */
-        return -1;
-    s->observer.endpoints =
-        cr_endpoints_watch_start(cfg->server.endpoints_file, s->handlers.core, e);
+    s->observer.endpoints = cr_endpoints_watch_start(cfg->server.endpoints_file,
+                                                     *cfg->epp.listen != '\0', s->handlers.core, e);
     return s->observer.endpoints ? 0 : -1;
 }
 
@@ -592,6 +574,22 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_reflection_free(s.reflection);
     cr_health_free(s.health);
     return rc;
+}
+
+/* --endpoints-file as a start would read it: CR_EINVAL with err naming
+ * the file and line (or, with --epp-listen, the entry whose address is no
+ * ip:port); CR_OK without one. */
+static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
+{
+    cr_endpoint_spec *v;
+    size_t n;
+    if (!*cfg->server.endpoints_file)
+        return CR_OK;
+    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
+    if (st == CR_OK && *cfg->epp.listen)
+        st = cr_endpoints_check_ip_ports(cfg->server.endpoints_file, v, n, err);
+    free(v);
+    return st;
 }
 
 int main(int argc, char **argv)

@@ -31,8 +31,9 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
     endforeach()
-    # The EPP's concurrency tests alone (1,000 streams, streams held and
-    # abandoned): the rest of its suite is single-stream.
+    # The EPP's concurrency tests alone (1,000 streams; streams held,
+    # abandoned, or open at SIGTERM): the rest of its suite is one stream
+    # at a time.
     add_test(NAME integration_epp_concurrency
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_epp.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
@@ -41,7 +42,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
                      --plan-dump $<TARGET_FILE:plan_dump>
                      --proto-dir ${CMAKE_SOURCE_DIR}/proto
                      FullDuplexTest.test_concurrent_1000 FullDuplexTest.test_abandoned_mid_body
-                     FullDuplexTest.test_abandoned_after_route ShedTest)
+                     FullDuplexTest.test_abandoned_after_route ShedTest ShutdownTest)
     set_tests_properties(integration_epp_concurrency PROPERTIES
       LABELS "integration;concurrency" TIMEOUT 300
       ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")

@@ -15,6 +15,12 @@
 #include "epp.h"
 
 typedef Envoy__Service__ExtProc__V3__ProcessingRequest preq;
+/* protoc-c's long enum names, shortened */
+#define REQ(x) ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_##x
+#define RESP(x) ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_##x
+#define STREAMED ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE
+#define OVERWRITE \
+    ENVOY__CONFIG__CORE__V3__HEADER_VALUE_OPTION__HEADER_APPEND_ACTION__OVERWRITE_IF_EXISTS_OR_ADD
 typedef Envoy__Service__ExtProc__V3__ProcessingResponse presp;
 
 #define N_ENDPOINTS 4
@@ -31,6 +37,7 @@ typedef struct fixture {
     int decisions;
     uint32_t last_cached; /* the latest route receipt's predicted hit */
     int receipts;         /* route receipts made */
+    char last_id[CR_LOOP_REQUEST_ID_MAX + 1]; /* the latest route receipt's request id */
 } fixture;
 
 /* The endpoint set's addresses; tests of engine mode point it at a
@@ -43,6 +50,8 @@ static void on_receipt(void *ctx, const cr_receipt *r)
     if (r->outcomes == 0 && strncmp(r->request_id, "epp-", 4) == 0) {
         ((fixture *)ctx)->last_cached = r->cached_tokens;
         ((fixture *)ctx)->receipts++;
+        snprintf(((fixture *)ctx)->last_id, sizeof ((fixture *)ctx)->last_id, "%s",
+                 r->request_id);
     }
 }
 
@@ -150,10 +159,10 @@ static bytes headers_msg(int response, const hdr *h, size_t n, int eos, int raw)
     hh.headers = &map;
     hh.end_of_stream = eos;
     if (response) {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_RESPONSE_HEADERS;
+        r.request_case = REQ(RESPONSE_HEADERS);
         r.response_headers = &hh;
     } else {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_REQUEST_HEADERS;
+        r.request_case = REQ(REQUEST_HEADERS);
         r.request_headers = &hh;
     }
     return pack(&r);
@@ -176,10 +185,10 @@ static bytes body_msg(int response, const void *data, size_t len, int eos)
     b.body.len = len;
     b.end_of_stream = eos;
     if (response) {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_RESPONSE_BODY;
+        r.request_case = REQ(RESPONSE_BODY);
         r.response_body = &b;
     } else {
-        r.request_case = ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_REQUEST_BODY;
+        r.request_case = REQ(REQUEST_BODY);
         r.request_body = &b;
     }
     return pack(&r);
@@ -192,8 +201,8 @@ static bytes trailers_msg(int response)
     envoy__service__ext_proc__v3__processing_request__init(&r);
     envoy__service__ext_proc__v3__http_trailers__init(&t);
     r.request_case = response
-                         ? ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_RESPONSE_TRAILERS
-                         : ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_REQUEST__REQUEST_REQUEST_TRAILERS;
+                         ? REQ(RESPONSE_TRAILERS)
+                         : REQ(REQUEST_TRAILERS);
     r.request_trailers = &t;
     return pack(&r);
 }
@@ -297,11 +306,11 @@ static cr_epp_next step(fixture *f, cr_epp_stream *s, bytes m, got *g)
 static Envoy__Service__ExtProc__V3__CommonResponse *common_of(const presp *r)
 {
     switch (r->response_case) {
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_HEADERS:
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_HEADERS:
+    case RESP(REQUEST_HEADERS):
+    case RESP(RESPONSE_HEADERS):
         return r->request_headers->response;
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY:
-    case ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_BODY:
+    case RESP(REQUEST_BODY):
+    case RESP(RESPONSE_BODY):
         return r->request_body->response;
     default:
         return NULL;
@@ -317,7 +326,7 @@ static const char *set_value(const Envoy__Service__ExtProc__V3__HeaderMutation *
         if (strcmp(o->header->key, key) != 0)
             continue;
         CU_ASSERT_EQUAL(o->append_action,
-                        ENVOY__CONFIG__CORE__V3__HEADER_VALUE_OPTION__HEADER_APPEND_ACTION__OVERWRITE_IF_EXISTS_OR_ADD);
+                        OVERWRITE);
         size_t n = o->header->raw_value.len < len - 1 ? o->header->raw_value.len : len - 1;
         memcpy(buf, o->header->raw_value.data, n);
         buf[n] = '\0';
@@ -349,9 +358,10 @@ static const char *destination(const presp *r, char *buf, size_t len)
  * 0 when r is none. */
 static int immediate_status(const presp *r, char *why, size_t len)
 {
-    if (r->response_case != ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_IMMEDIATE_RESPONSE)
+    if (r->response_case != RESP(IMMEDIATE_RESPONSE))
         return 0;
-    CU_ASSERT_PTR_NOT_NULL(set_value(r->immediate_response->headers, CR_EPP_ERROR_HEADER, why, len));
+    const Envoy__Service__ExtProc__V3__HeaderMutation *h = r->immediate_response->headers;
+    CU_ASSERT_PTR_NOT_NULL(set_value(h, CR_EPP_ERROR_HEADER, why, len));
     return r->immediate_response->status->code;
 }
 
@@ -362,14 +372,15 @@ static int streamed(const got *g, size_t from, int response, uint8_t *buf, size_
     int eos = 0;
     for (size_t i = from; i < g->n; i++) {
         const presp *r = g->r[i];
-        int want = response ? ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_BODY
-                            : ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY;
+        int want = response ? RESP(RESPONSE_BODY)
+                            : RESP(REQUEST_BODY);
         if ((int)r->response_case != want)
             continue;
-        const Envoy__Service__ExtProc__V3__BodyMutation *m = r->request_body->response->body_mutation;
+        const Envoy__Service__ExtProc__V3__BodyMutation *m =
+            r->request_body->response->body_mutation;
         CU_ASSERT_PTR_NOT_NULL_FATAL(m);
         CU_ASSERT_EQUAL_FATAL(m->mutation_case,
-                              ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE);
+                              STREAMED);
         CU_ASSERT_FALSE(eos); /* nothing after the end */
         CU_ASSERT_TRUE(m->streamed_response->body.len <= CR_EPP_CHUNK_BYTES);
         if (m->streamed_response->body.len)
@@ -423,7 +434,7 @@ static void respond(fixture *f, cr_epp_stream *s, const char *status, const char
     CU_ASSERT_EQUAL(step(f, s, m, &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_HEADERS);
+                    RESP(RESPONSE_HEADERS));
     got_free(&g);
     f->t += 0.25; /* the first token */
     const char *first = "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n";
@@ -439,7 +450,7 @@ static void respond(fixture *f, cr_epp_stream *s, const char *status, const char
     CU_ASSERT_EQUAL(step(f, s, trailers_msg(1), &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_TRAILERS);
+                    RESP(RESPONSE_TRAILERS));
     got_free(&g);
 }
 
@@ -479,7 +490,7 @@ static void test_full_duplex(void)
     CU_ASSERT_EQUAL(send_body(&f, s, body, len, sizes, 6, &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n >= 5, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_HEADERS);
+                    RESP(REQUEST_HEADERS));
     char dest[512], *parts[8];
     CU_ASSERT_PTR_NOT_NULL_FATAL(destination(g.r[0], dest, sizeof dest));
     size_t n = split(dest, parts, 8);
@@ -501,6 +512,14 @@ static void test_full_duplex(void)
     respond(&f, s, "200", NULL);
     CU_ASSERT_EQUAL(outstanding(&f), 0);
     CU_ASSERT_EQUAL(stats(&f).outcomes, 1);
+    /* the route's receipt has its outcome: TTFT from the stream's open to
+     * the first body chunk (respond's 250 ms) */
+    cr_receipt r;
+    CU_ASSERT_EQUAL_FATAL(f.receipts, 1);
+    CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, f.last_id, &r), 1);
+    CU_ASSERT_EQUAL(r.outcomes, 1);
+    CU_ASSERT_TRUE(r.error_has & (1u << CR_TERM_TOTAL));
+    CU_ASSERT_DOUBLE_EQUAL(r.measured_ms[CR_TERM_TOTAL], 250, 1e-6);
     cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
     cr_epp_stats st = stats(&f);
     CU_ASSERT_EQUAL(st.outcomes, 1); /* once */
@@ -547,9 +566,8 @@ static void test_prefix_hit(void)
     cr_core_route_stats_read(f.core, &after, NULL, 0);
     CU_ASSERT_STRING_EQUAL(a, b);
     CU_ASSERT_EQUAL(after.placed[CR_ROUTE_WHY_PREFIX], before.placed[CR_ROUTE_WHY_PREFIX] + 1);
-    /* "prefix": the route's predicted hit is above 0; where the core
-     * keeps route receipts, the receipt says how much */
-    CU_ASSERT_TRUE(!f.receipts || f.last_cached > 0);
+    /* "prefix": the route's receipt predicts a hit */
+    CU_ASSERT_TRUE(f.last_cached > 0);
     one_request(&f, 5, "mistral", c, sizeof c);
     CU_ASSERT_EQUAL(f.last_cached, 0);
     cr_core_route_stats_read(f.core, &before, NULL, 0);
@@ -578,7 +596,7 @@ static void test_buffered(void)
     CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, len, 1), &g), CR_EPP_MORE);
     CU_ASSERT_EQUAL_FATAL(g.n, 1);
     CU_ASSERT_EQUAL(g.r[0]->response_case,
-                    ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY);
+                    RESP(REQUEST_BODY));
     CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
     CU_ASSERT_PTR_NULL(common_of(g.r[0])->body_mutation);
     got_free(&g);
@@ -717,6 +735,74 @@ static void expect_immediate(fixture *f, cr_epp_stream *s, bytes m, int status, 
     CU_ASSERT_PTR_NOT_NULL(strstr(why, part));
     got_free(&g);
     cr_epp_stream_close(s, CR_EPP_END_CLOSED, f->t);
+}
+
+/* The bodies the issue names, each with its answer: exactly
+ * --epp-max-body-bytes routed, one byte more 413, 10 MB 413 once the bound
+ * is passed, bad JSON, non-UTF-8 and deep nesting 400. */
+static void test_hostile_bodies(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 4096);
+    size_t len;
+    char *body = chat_body(6, 4000, "llama", &len);
+    CU_ASSERT_FATAL(len <= 4096);
+    /* pad the content to exactly 4096 bytes */
+    char *exact = malloc(4097);
+    size_t head = len - strlen("\"}],\"stream\":true}");
+    memcpy(exact, body, head);
+    memset(exact + head, 'x', 4096 - len);
+    memcpy(exact + head + (4096 - len), body + head, len - head);
+    for (int over = 0; over < 2; over++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        got g = {0};
+        step(&f, s, post_headers(NULL), &g);
+        size_t sizes[] = {4095};
+        if (!over) {
+            CU_ASSERT_EQUAL(send_body(&f, s, exact, 4096, sizes, 1, &g), CR_EPP_MORE);
+            got_free(&g);
+            cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+        } else {
+            step(&f, s, body_msg(0, exact, 4096, 0), &g);
+            expect_immediate(&f, s, body_msg(0, "}", 1, 1), 413, "over 4096 bytes");
+        }
+    }
+    size_t big = 10u << 20;
+    char *ten = malloc(big);
+    memset(ten, ' ', big);
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    step(&f, s, post_headers(NULL), &g);
+    cr_epp_next next = CR_EPP_MORE;
+    size_t at = 0;
+    while (next == CR_EPP_MORE && at < big) {
+        next = step(&f, s, body_msg(0, ten + at, 1000, 0), &g);
+        at += 1000;
+    }
+    CU_ASSERT_EQUAL(next, CR_EPP_FINISHED);
+    CU_ASSERT_EQUAL(at, 5000); /* answered at the first chunk past the bound */
+    char why[256];
+    CU_ASSERT_EQUAL(immediate_status(g.r[g.n - 1], why, sizeof why), 413);
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    const char *bad[] = {"{\"model\":\"m\",\"messages\":[", "{\"model\":\"m\xff\",\"messages\":[]}",
+                         NULL};
+    const char *says[] = {"JSON", "UTF-8", "deeper"};
+    char deep[300];
+    memset(deep, '[', sizeof deep - 1);
+    deep[sizeof deep - 1] = '\0';
+    bad[2] = deep;
+    for (int i = 0; i < 3; i++) {
+        s = cr_epp_stream_open(f.epp, 0, f.t);
+        step(&f, s, post_headers(NULL), &g);
+        expect_immediate(&f, s, body_msg(0, bad[i], strlen(bad[i]), 1), 400, says[i]);
+    }
+    CU_ASSERT_EQUAL(stats(&f).routed, 1);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    free(ten);
+    free(exact);
+    free(body);
+    close_fixture(&f);
 }
 
 static void test_errors(void)
@@ -870,13 +956,13 @@ static void test_chunk_wire(void)
                 sb.body.data = data;
                 sb.body.len = sizes[k];
                 sb.end_of_stream = eos;
-                bm.mutation_case = ENVOY__SERVICE__EXT_PROC__V3__BODY_MUTATION__MUTATION_STREAMED_RESPONSE;
+                bm.mutation_case = STREAMED;
                 bm.streamed_response = &sb;
                 cr.body_mutation = &bm;
                 br.response = &cr;
                 r.response_case = response
-                    ? ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_RESPONSE_BODY
-                    : ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_BODY;
+                    ? RESP(RESPONSE_BODY)
+                    : RESP(REQUEST_BODY);
                 r.request_body = &br;
                 size_t n = envoy__service__ext_proc__v3__processing_response__get_packed_size(&r);
                 uint8_t *want = malloc(n);
@@ -907,7 +993,8 @@ static void test_chunk_wire(void)
                     CU_ASSERT_EQUAL(out.msg[0].len, n);
                     CU_ASSERT_EQUAL(memcmp(out.msg[0].data, want, n), 0);
                 } else {
-                    CU_ASSERT_EQUAL(out.n, (sizes[k] + CR_EPP_CHUNK_BYTES - 1) / CR_EPP_CHUNK_BYTES);
+                    size_t chunks = (sizes[k] + CR_EPP_CHUNK_BYTES - 1) / CR_EPP_CHUNK_BYTES;
+                    CU_ASSERT_EQUAL(out.n, chunks);
                 }
                 cr_epp_out_clear(&out);
                 cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
@@ -1024,7 +1111,7 @@ static void test_trailers_and_owner(void)
         CU_ASSERT_FALSE(streamed(&g, 1, 0, echo, &len));
         CU_ASSERT_EQUAL(len, strlen(body));
         CU_ASSERT_EQUAL(g.r[2]->response_case,
-                        ENVOY__SERVICE__EXT_PROC__V3__PROCESSING_RESPONSE__RESPONSE_REQUEST_TRAILERS);
+                        RESP(REQUEST_TRAILERS));
         got_free(&g);
         cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
         cr_core_stats cs;
@@ -1054,7 +1141,56 @@ static void test_subset_draining(void)
     close_fixture(&f);
 }
 
+/* A completions prompt of token ids gives the keys a Route caller
+ * computes for the same tokens under the model's namespace: a Route call
+ * for them afterwards finds the prefix where the picker sent it. */
+static void test_token_ids_match_route(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    uint32_t tok[64];
+    char body[1024];
+    int n = snprintf(body, sizeof body, "{\"model\":\"m\",\"cache_salt\":\"s1\",\"prompt\":[");
+    for (int i = 0; i < 64; i++) {
+        tok[i] = 1000 + (uint32_t)i * 7;
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s%u", i ? "," : "", tok[i]);
+    }
+    snprintf(body + n, sizeof body - (size_t)n, "]}");
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    hdr h[] = {{":method", "POST"}, {":path", "/v1/completions"}};
+    step(&f, s, headers_msg(0, h, 2, 0, 1), &g);
+    CU_ASSERT_EQUAL(step(&f, s, body_msg(0, body, strlen(body), 1), &g), CR_EPP_MORE);
+    char dest[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(destination(g.r[0], dest, sizeof dest));
+    dest[strcspn(dest, ",")] = '\0';
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    uint64_t keys[4];
+    for (int b = 0; b < 4; b++)
+        keys[b] = cr_route_block_hash(b ? keys[b - 1] : 0, tok + 16 * b, 16);
+    const char space[] = "m\x1fs1";
+    for (int salted = 0; salted < 2; salted++) {
+        cr_route_request q = {.hashes = keys, .n_hashes = 4, .space = space,
+                              .space_len = salted ? sizeof space - 1 : 1};
+        cr_route_answer a;
+        cr_error err;
+        f.t += 10;
+        CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+        if (salted) {
+            CU_ASSERT_STRING_EQUAL(addresses[a.shard], dest);
+            CU_ASSERT_EQUAL(a.reason, CR_ROUTE_WHY_PREFIX);
+            CU_ASSERT_EQUAL(a.cached_tokens, 64);
+        } else { /* without the salt: another namespace, no hit */
+            CU_ASSERT_EQUAL(a.cached_tokens, 0);
+        }
+    }
+    close_fixture(&f);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"max body, +1, 10 MB, bad JSON, non-UTF-8, deep", test_hostile_bodies},
+    {"token ids: the keys a Route caller makes", test_token_ids_match_route},
     {"trailers end a body; the owner", test_trailers_and_owner},
     {"a hint of a draining endpoint: 503", test_subset_draining},
     {"engine mode falls back to the estimate", test_engine_fallback},

@@ -271,7 +271,7 @@ static void check_failure(cr_tokenizer *t, answer a, const char *says)
 static void test_failures(void)
 {
     cr_tokenizer *t = cr_tokenizer_new(5.0), *quick = cr_tokenizer_new(0.2);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t && quick);
+    CU_ASSERT_FATAL(t && quick);
     check_failure(t, FAIL_500, "answered status 500");
     check_failure(t, GARBAGE, "answered no JSON");
     check_failure(t, HUGE, "answered over 33554432 bytes");

@@ -60,7 +60,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 
@@ -258,6 +257,13 @@ class EnvoyClient:
         b.end_of_stream = eos
         return m
 
+    def trailers_msg(self, response):
+        m = self.P.pb.ProcessingRequest()
+        t = m.response_trailers if response else m.request_trailers
+        t.trailers.CopyFrom(self.header_map([("grpc-status", "0")] if response
+                                            else [("x-checksum", "0")]))
+        return m
+
     # ------------------------------------------------------------ checking
 
     def _immediate(self, r, res):
@@ -319,6 +325,20 @@ class EnvoyClient:
             if eos:
                 return True
 
+    def _collect_len(self, s, kind, res, chunks, total):
+        """Streamed chunks of kind until total bytes came (the end is the
+        trailers, so no chunk need carry end_of_stream); False on an
+        immediate response."""
+        got = 0
+        while got < total:
+            r = self._expect(s, (kind,), res, "the echoed body")
+            if r is None:
+                return False
+            chunk, _ = self._streamed_chunk(r, kind)
+            chunks.append(chunk)
+            got += len(chunk)
+        return True
+
     # ------------------------------------------------------------ one request
 
     def open(self):
@@ -327,7 +347,7 @@ class EnvoyClient:
     def exchange(self, body, path="/v1/chat/completions", method="POST", headers=(),
                  chunks=(4093, 17, 65536, 1000), subset=None, mode=FULL_DUPLEX, announce=None,
                  upstream=True, fallback=False, report_served=False, trailers=False,
-                 response=None, metadata=None):
+                 response=None, metadata=None, request_trailers=False):
         """One HTTP request through the processor. body: bytes (b"" = none);
         chunks: request body piece sizes, cycled; mode: FULL_DUPLEX or
         BUFFERED (what this client does); announce: the mode put in
@@ -335,13 +355,16 @@ class EnvoyClient:
         upstream: forward to the destination over HTTP (else response is
         (status, headers, [body pieces]) played as if an upstream gave it);
         fallback: on a refused connection try the next address;
-        report_served: send the reached address in metadata_context.
+        report_served: send the reached address in metadata_context;
+        trailers / request_trailers: the response / request ends with
+        trailers (an HTTP/2 stream's), not with end_of_stream on its body.
         Returns a Result; raises ProtocolViolation."""
         res = Result()
         s = self.open()
         try:
             if self._request_phase(s, res, body, path, method, headers, chunks, subset, mode,
-                                   announce, metadata) and res.destination is not None:
+                                   announce, metadata, request_trailers) and \
+                    res.destination is not None:
                 if upstream:
                     status, rheaders, pieces = self._forward(res, method, path, headers,
                                                              fallback)
@@ -364,7 +387,7 @@ class EnvoyClient:
         return res
 
     def _request_phase(self, s, res, body, path, method, headers, chunks, subset, mode,
-                       announce, metadata):
+                       announce, metadata, request_trailers=False):
         """True when the request got a destination (res.destination)."""
         s.send(self.request_headers(method, path, body, headers, subset, announce, metadata))
         if mode == BUFFERED:
@@ -389,7 +412,9 @@ class EnvoyClient:
             return True
         pieces = split_uneven(body, list(chunks)) if body else []
         for i, p in enumerate(pieces):
-            s.send(self.body_msg(p, i == len(pieces) - 1))
+            s.send(self.body_msg(p, i == len(pieces) - 1 and not request_trailers))
+        if request_trailers:
+            s.send(self.trailers_msg(False))
         sent = time.monotonic()
         r = self._expect(s, ("request_headers",), res, "the held headers' answer")
         if r is None:
@@ -397,7 +422,12 @@ class EnvoyClient:
         res.decision_s = time.monotonic() - sent
         self._take_headers_answer(r.request_headers.response, res)
         self._take_metadata(r, res)
-        if body and not self._collect_echo(s, "request_body", res, res.request_echo_chunks):
+        if request_trailers:
+            if not self._collect_len(s, "request_body", res, res.request_echo_chunks, len(body)):
+                return False
+            if self._expect(s, ("request_trailers",), res, "the trailers' answer") is None:
+                return False
+        elif body and not self._collect_echo(s, "request_body", res, res.request_echo_chunks):
             return False
         res.request_echo = b"".join(res.request_echo_chunks)
         return True
@@ -464,20 +494,14 @@ class EnvoyClient:
             res.response_headers_answered = True
             if body:
                 if trailers:
-                    # the echo's end is the trailers: take chunks as they come
-                    total = len(body)
-                    while len(b"".join(res.response_echo_chunks)) < total:
-                        r = self._expect(s, ("response_body",), res, "the echoed response")
-                        if r is None:
-                            return
-                        res.response_echo_chunks.append(self._streamed_chunk(r, "response_body")[0])
+                    if not self._collect_len(s, "response_body", res, res.response_echo_chunks,
+                                             len(body)):
+                        return
                 elif not self._collect_echo(s, "response_body", res, res.response_echo_chunks):
                     return
             res.response_echo = b"".join(res.response_echo_chunks)
         if trailers:
-            t = self.P.pb.ProcessingRequest()
-            t.response_trailers.trailers.CopyFrom(self.header_map([("grpc-status", "0")]))
-            s.send(t)
+            s.send(self.trailers_msg(True))
             if self._expect(s, ("response_trailers",), res, "the trailers' answer") is None:
                 return
             res.trailers_answered = True

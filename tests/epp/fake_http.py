@@ -7,7 +7,11 @@ with a usage chunk and "data: [DONE]", or one JSON body with usage
 (stream: false). usage.prompt_tokens is the prompt's bytes / 4 (the EPP's
 estimate); prompt_tokens_details.cached_tokens is the longest prefix this
 server has seen before, in the same units (a prefix cache that never
-forgets). fail_status answers every request with that status instead;
+forgets). POST /tokenize (vLLM's: {"model", "prompt" or "messages"})
+answers {"tokens": [...]}, the prompt's bytes packed 4 to a token id (so its
+keys differ from the EPP's estimate only by the packing); tokenize_status
+answers it with that status instead. fail_status answers every request with
+that status instead;
 pad_bytes adds one content chunk of that size (to test large echoes).
 It does not model timing, tokenizers, KV events or cache eviction (the demo's
 fake engine does).
@@ -32,6 +36,8 @@ class FakeEngine:
     def __init__(self, name="engine"):
         self.name = name
         self.fail_status = None
+        self.tokenize_status = None
+        self.tokenized = 0  # /tokenize calls answered
         self.pad_bytes = 0
         self.requests = []  # (path, headers dict, body bytes)
         self._seen = []
@@ -80,14 +86,11 @@ class FakeEngine:
         with self._lock:
             self.requests.append((h.path, dict((k.lower(), v) for k, v in h.headers.items()),
                                   body))
+        if h.path == "/tokenize":
+            return self._tokenize(h, body)
         if self.fail_status:
-            data = json.dumps({"error": {"message": "failing on purpose",
-                                         "code": self.fail_status}}).encode()
-            h.send_response(self.fail_status)
-            h.send_header("content-type", "application/json")
-            h.send_header("content-length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data)
+            self._json(h, self.fail_status, {"error": {"message": "failing on purpose",
+                                                       "code": self.fail_status}})
             return
         try:
             req = json.loads(body or b"{}")
@@ -98,15 +101,11 @@ class FakeEngine:
                  "total_tokens": len(prompt) // 4 + 3,
                  "prompt_tokens_details": {"cached_tokens": self._cached(prompt)}}
         if not req.get("stream"):
-            data = json.dumps({"id": "cmpl-1", "object": "chat.completion", "model":
-                               req.get("model", ""), "choices": [{"index": 0, "message": {
-                                   "role": "assistant", "content": "ok " + self.name}}],
-                               "usage": usage}).encode()
-            h.send_response(200)
-            h.send_header("content-type", "application/json")
-            h.send_header("content-length", str(len(data)))
-            h.end_headers()
-            h.wfile.write(data)
+            self._json(h, 200, {"id": "cmpl-1", "object": "chat.completion",
+                                "model": req.get("model", ""),
+                                "choices": [{"index": 0, "message": {
+                                    "role": "assistant", "content": "ok " + self.name}}],
+                                "usage": usage})
             return
         h.send_response(200)
         h.send_header("content-type", "text/event-stream")
@@ -121,6 +120,25 @@ class FakeEngine:
             self._chunk(h, b"data: " + json.dumps(ev).encode() + b"\n\n")
         self._chunk(h, b"data: [DONE]\n\n")
         self._chunk(h, b"")
+
+    def _tokenize(self, h, body):
+        if self.tokenize_status:
+            self._json(h, self.tokenize_status, {"error": "tokenize failing on purpose"})
+            return
+        p = prompt_text(json.loads(body or b"{}"))
+        with self._lock:
+            self.tokenized += 1
+        ids = [int.from_bytes(p[i:i + 4], "little") for i in range(0, len(p), 4)]
+        self._json(h, 200, {"tokens": ids, "count": len(ids), "max_model_len": 1 << 20})
+
+    @staticmethod
+    def _json(h, status, doc):
+        data = json.dumps(doc).encode()
+        h.send_response(status)
+        h.send_header("content-type", "application/json")
+        h.send_header("content-length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
 
     @staticmethod
     def _chunk(h, data):
