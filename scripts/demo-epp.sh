@@ -24,6 +24,7 @@
 #      and results/epp-demo/ttft_cdf.png.
 # Environment: BUILD (build), OUT (results/epp-demo), REQUESTS (1000),
 # TIME_SCALE (3), ENGINES (8), CACHE_BLOCKS (1344), CONCURRENCY (128),
+# EPP_TOKENS (estimate; engine asks the engines' /tokenize, same ids here),
 # PORT_BASE (18100: engines PORT_BASE+i, their KV events PORT_BASE+100+i,
 # the picker PORT_BASE+200, the sidecar's gRPC PORT_BASE+201, metrics +202),
 # TRACE (/work/shared/traces/mooncake_conversation_trace.jsonl: Mooncake's
@@ -38,6 +39,7 @@ TIME_SCALE=${TIME_SCALE:-3}
 ENGINES=${ENGINES:-8}
 CACHE_BLOCKS=${CACHE_BLOCKS:-1344}
 CONCURRENCY=${CONCURRENCY:-128}
+EPP_TOKENS=${EPP_TOKENS:-estimate}
 PORT_BASE=${PORT_BASE:-18100}
 TRACE=${TRACE:-/work/shared/traces/mooncake_conversation_trace.jsonl}
 BLOCK_TOKENS=512 # the replay's (and Mooncake's) block
@@ -117,7 +119,7 @@ start_engines cacheroute
 "$SIDECAR" --listen 127.0.0.1:$((PORT_BASE + 201)) --metrics-listen 127.0.0.1:$((PORT_BASE + 202)) \
     --epp-listen 127.0.0.1:$((PORT_BASE + 200)) --endpoints-file "$OUT/endpoints.json" \
     --n-shards "$ENGINES" --block-tokens "$BLOCK_TOKENS" --index-blocks "$CACHE_BLOCKS" \
-    "${KV[@]}" >"$OUT/sidecar.log" 2>&1 &
+    --epp-tokens "$EPP_TOKENS" "${KV[@]}" >"$OUT/sidecar.log" 2>&1 &
 PIDS+=($!)
 wait_port 127.0.0.1:$((PORT_BASE + 200)) "the sidecar's picker"
 sleep 1 # the KV-event subscriptions
