@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "epp"))
 
 import envoy_client as ec  # noqa: E402
 import harness as h  # noqa: E402
+import test_epp  # noqa: E402
 from test_epp import scrape, metric  # noqa: E402
 
-EPP = None  # envoy_client.Protos, loaded in main
 ENGINE = os.path.join(ROOT, "bench", "epp", "fake_engine.py")
 DRIVE = os.path.join(ROOT, "bench", "epp", "drive.py")
 BT = 16  # --block-tokens: 64 bytes a block
@@ -104,7 +104,7 @@ class EppDemoTest(h.SidecarTestCase):
         sc = h.Sidecar("--endpoints-file", path, "--epp-listen", "127.0.0.1:%d" % epp,
                        "--metrics-listen", "127.0.0.1:0", "--n-shards", "3", "--block-tokens",
                        str(BT), *kv, metrics=False)
-        client = ec.EnvoyClient("127.0.0.1:%d" % epp, EPP, timeout=h.RPC_TIMEOUT)
+        client = ec.EnvoyClient("127.0.0.1:%d" % epp, test_epp.EPP, timeout=h.RPC_TIMEOUT)
         try:
             mport = sc.config["metrics_port"]
             time.sleep(0.5)  # the subscriptions (a PUB socket drops what no one hears)
@@ -160,15 +160,5 @@ class EppDemoTest(h.SidecarTestCase):
         self.assertAlmostEqual(s["hit_ratio"], 5 / 12)  # of 3 + 2 + 4 + 3 blocks
 
 
-def main():
-    global EPP
-    import argparse
-    ap = argparse.ArgumentParser(add_help=False)
-    ap.add_argument("--proto-dir", required=True)
-    a, _ = ap.parse_known_args()
-    EPP = ec.load_protos(a.proto_dir)
-    h.main()
-
-
 if __name__ == "__main__":
-    main()
+    test_epp.main()  # the envoy protos (test_epp.EPP), then this module's tests
