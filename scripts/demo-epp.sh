@@ -111,7 +111,9 @@ $PY "$ROOT/bench/epp/drive.py" --trace "$TRACE" --requests "$REQUESTS" \
     echo ']}'
 } >"$OUT/endpoints.json"
 KV=()
-for ((i = 0; i < ENGINES; i++)); do KV+=(--kv-events "$i=tcp://127.0.0.1:$((PORT_BASE + 100 + i))"); done
+for ((i = 0; i < ENGINES; i++)); do
+    KV+=(--kv-events "$i=tcp://127.0.0.1:$((PORT_BASE + 100 + i))")
+done
 
 start_engines cacheroute
 # The replay's cacheroute: the sidecar's defaults, its block size and index
@@ -127,7 +129,8 @@ echo "demo-epp: cacheroute (through the picker) ..."
 $PY "$ROOT/bench/epp/drive.py" --trace "$TRACE" --requests "$REQUESTS" --mode epp \
     --target 127.0.0.1:$((PORT_BASE + 200)) --time-scale "$TIME_SCALE" \
     --concurrency "$CONCURRENCY" --block-tokens "$BLOCK_TOKENS" --model "$MODEL" --out "$OUT"
-curl -s "http://127.0.0.1:$((PORT_BASE + 202))/metrics" >"$OUT/sidecar-metrics.txt" 2>/dev/null || true
+curl -s "http://127.0.0.1:$((PORT_BASE + 202))/metrics" >"$OUT/sidecar-metrics.txt" 2>/dev/null ||
+    true # the picker's own figures, for a look afterwards
 stop_all
 
 # ---- 2. round-robin on fresh engines ---------------------------------------
