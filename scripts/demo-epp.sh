@@ -5,6 +5,7 @@
 # it starts is stopped on exit.
 #
 #   ./scripts/setup.sh          # once: packages and a build in build/
+#   ./scripts/install-deps.sh scripts/deps-test.txt   # once: the Python packages, gnuplot
 #   ./scripts/demo-epp.sh       # about 5 minutes; results in results/epp-demo/
 #
 # What runs (bench/README.md, "EPP demo: a cluster in a box"):
@@ -57,6 +58,11 @@ for f in "$SIDECAR" "$REPLAY"; do
     [[ -x $f ]] || { echo "demo-epp: $f not built (run ./scripts/setup.sh)" >&2; exit 2; }
 done
 [[ -r $TRACE ]] || { echo "demo-epp: no trace at $TRACE (set TRACE)" >&2; exit 2; }
+if ! $PY -c "import grpc, google.protobuf, msgpack, xxhash, zmq" 2>/dev/null ||
+    ! command -v protoc >/dev/null; then
+    echo "demo-epp: run ./scripts/install-deps.sh scripts/deps-test.txt first" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 rm -f "$OUT"/*.csv "$OUT"/*.json "$OUT"/*.dat "$OUT"/*.png "$OUT"/*.log
 
