@@ -1576,7 +1576,7 @@ static void test_peer_rejects(void)
     cr_error err;
     CU_ASSERT_EQUAL(cr_replay_peer("llm-d", &c, &p, &err), CR_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "\"llm-d\" ("));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "min-ttft-exact)")); /* the names it knows */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "min-ttft-exact, round-robin)")); /* the names it knows */
     c.shards = 0;
     CU_ASSERT_EQUAL(cr_replay_peer("min-ttft-exact", &c, &p, &err), CR_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "shards"));
@@ -1585,10 +1585,31 @@ static void test_peer_rejects(void)
 /* Each peer on the hand trace and on a generated one with noise: run
  * twice on one policy (the second run starts it afresh) and once on a new
  * one, identical results. */
+/* round-robin: shard 0, 1, ... in turn, and again from 0 on a second run
+ * (its clock goes back). */
+static void test_peer_round_robin(void)
+{
+    cr_replay_trace t = hand_trace();
+    cr_replay_cluster c = hand_cluster();
+    cr_replay_policy rr = make_peer("round-robin", &c);
+    cr_error err;
+    for (int run = 0; run < 2; run++) {
+        recorder x;
+        cr_replay_policy p = recording_of(&x, rr);
+        cr_replay_result res;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+        CU_ASSERT_EQUAL_FATAL(x.n, HAND_N);
+        for (size_t i = 0; i < HAND_N; i++)
+            CU_ASSERT_EQUAL(x.out[i].shard, i % c.shards);
+        cr_replay_result_free(&res);
+    }
+    rr.free(rr.state);
+}
+
 static void test_peers_repeat(void)
 {
     static const char *const names[] = {"llmd-scorer", "sglang-cache-aware", "dynamo-kv",
-                                        "aibrix-prefix", "min-ttft-exact"};
+                                        "aibrix-prefix", "min-ttft-exact", "round-robin"};
     cr_replay_gen_config g = small_gen();
     g.n_requests = 5000;
     cr_replay_trace gen, hand = hand_trace();
@@ -1899,7 +1920,7 @@ static cr_replay_policy any_policy(const char *name, const cr_replay_cluster *c)
 
 static const char *const ALL_POLICIES[] = {
     "cacheroute", "flat-lb", "sticky", "chwbl", "least-loaded", "random", "llmd-scorer",
-    "sglang-cache-aware", "dynamo-kv", "aibrix-prefix", "min-ttft-exact"};
+    "sglang-cache-aware", "dynamo-kv", "aibrix-prefix", "min-ttft-exact", "round-robin"};
 #define N_ALL_POLICIES (sizeof ALL_POLICIES / sizeof ALL_POLICIES[0])
 
 /* Every policy over a generated trace (5 s) while two shards join, one
@@ -2061,6 +2082,7 @@ static const cr_test_case replay_tests[] = {
     {"peer: aibrix-prefix", test_peer_aibrix},
     {"peer: min-ttft-exact", test_peer_exact},
     {"peer rejects", test_peer_rejects},
+    {"peer: round-robin", test_peer_round_robin},
     {"peers repeat", test_peers_repeat},
     {"events: parse", test_events_parse},
     {"events: parse errors name file:line", test_events_errors},

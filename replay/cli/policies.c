@@ -17,7 +17,8 @@
 static const char *const POLICY_NAMES[] = {
     "cacheroute",  "flat-lb",   "sticky", "chwbl", "least-loaded", "random",
     "always-text", "always-kv", "oracle", "iws",
-    "llmd-scorer", "sglang-cache-aware", "dynamo-kv", "aibrix-prefix", "min-ttft-exact"};
+    "llmd-scorer", "sglang-cache-aware", "dynamo-kv", "aibrix-prefix", "min-ttft-exact",
+    "round-robin"};
 #define KNOWLEDGE_POLICIES 3
 #define FIRST_PEER 10
 #define N_POLICY_NAMES (sizeof POLICY_NAMES / sizeof POLICY_NAMES[0])

@@ -145,7 +145,7 @@ static const cr_option REPLAY_ROWS[] = {
     CUSTOM("policies", "policies", set_policies, show_policies, SET_POLICIES,
            "comma list of policies to replay (always-text, always-kv and oracle join the "
            "default when the trace has knowledge; the peers llmd-scorer, sglang-cache-aware, "
-           "dynamo-kv, aibrix-prefix and min-ttft-exact run only when named)"),
+           "dynamo-kv, aibrix-prefix, min-ttft-exact and round-robin run only when named)"),
     LIST("scale", scale_text, "1",
          "load scales, comma list: arrivals at timestamp / scale, so offered load = trace "
          "rate * scale"),

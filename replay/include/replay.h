@@ -453,6 +453,9 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       (cr_prefill_ms of the truth, noise aside) given
  *                       its true hit (the view's hit_blocks); ties to the
  *                       lowest index.
+ *   round-robin         what a gateway does with no picker (Envoy's default
+ *                       lb_policy): the next serving shard in index order,
+ *                       request after request; blind to prompts and loads.
  * Draws come from the seed and the request's first block, like the
  * baselines'. A run whose clock starts behind the last one's end starts
  * the policy afresh (as the cacheroute policy), so a policy may be run

@@ -14,6 +14,7 @@ static const struct {
     {"dynamo-kv", cr_peer_dynamo},
     {"aibrix-prefix", cr_peer_aibrix},
     {"min-ttft-exact", cr_peer_exact},
+    {"round-robin", cr_peer_round_robin},
 };
 #define N_PEERS (sizeof PEERS / sizeof PEERS[0])
 

@@ -22,6 +22,8 @@ cr_status cr_peer_sglang(const cr_replay_cluster *c, cr_replay_policy *out, cr_e
 cr_status cr_peer_dynamo(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
 cr_status cr_peer_aibrix(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
 cr_status cr_peer_exact(const cr_replay_cluster *c, cr_replay_policy *out, cr_error *err);
+cr_status cr_peer_round_robin(const cr_replay_cluster *c, cr_replay_policy *out,
+                              cr_error *err);
 
 /* ---- what a policy reads from a request and a view ------------------------- */
 

@@ -149,10 +149,10 @@ class ReplayTest(unittest.TestCase):
         self.bad(*base, "--document-per", "turn", contains=("--document-per", "turn"))
 
     def test_peers_run_when_named(self):
-        """The five peers run when --policies names them (never by default),
+        """The six peers run when --policies names them (never by default),
         every request routed, and repeat byte for byte."""
         peers = ["llmd-scorer", "sglang-cache-aware", "dynamo-kv", "aibrix-prefix",
-                 "min-ttft-exact"]
+                 "min-ttft-exact", "round-robin"]
         args = ["--generate", "--requests", "3000", "--sessions", "100", "--rate", "300",
                 "--shards", "4", "--scale", "0.5,1", "--policies", ",".join(peers)]
         self.ok(*args, "--json", self.path("a.json"), "--dump-routes", self.path("d.csv"))
@@ -166,7 +166,7 @@ class ReplayTest(unittest.TestCase):
         for r in doc["results"]:
             self.assertEqual(r["requests"], 3000)
             self.assertGreater(r["hit_ratio"], 0)
-        self.assertEqual(len(read_dump(self.path("d.csv"))), 5 * 2 * 3000)
+        self.assertEqual(len(read_dump(self.path("d.csv"))), len(peers) * 2 * 3000)
 
     # ------------------------------------------------------------ errors
 
