@@ -17,7 +17,10 @@
 # completed. The request phase is the run with --request-only (headers,
 # body, the destination and the echoed body, then half-close: stream
 # set-up and tear-down included); the response phase is the full run's
-# figure minus it.
+# figure minus it. "req per server CPU-s" is 1e6 / the full run's CPU
+# us per request: what one core of the server would serve when saturated,
+# which the req/s shows only when the server (not the driver, about as
+# costly per request as the no-op) is the limit (server CPU % near 100).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -188,23 +191,27 @@ GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
   ((NOOP_ONLY)) || echo "- cacheroute: \`${SIDECAR_CMD[*]} --listen ADDR --epp-listen ADDR\` (8 endpoints), on CPU $SERVER_CPU"
   echo "- driver: \`$(basename "$LOAD") --streams N --body-bytes B --seconds $SECONDS_PER --warmup $WARMUP [--request-only]\`, on CPU $CLIENT_CPU"
   echo
-  echo "| body | streams | server | req/s | ratio | decision p50 / p99 µs | CPU µs/req: all / request / response | server CPU % | driver CPU % | errors |"
-  echo "|---:|---:|---|---:|---:|---|---|---:|---:|---:|"
+  echo "| body B | streams | server | req/s | ratio | req per server CPU-s | ratio | decision p50 / p99 µs | server CPU µs/req: all / request / response | server CPU % | driver CPU % | errors |"
+  echo "|---:|---:|---|---:|---:|---:|---:|---|---|---:|---:|---:|"
   for p in "${POINTS[@]}"; do
     read -r size streams phase <<<"$p"
     [[ $phase == full ]] || continue
     for target in "${TARGETS[@]}"; do
       if [[ $(v "$target" "$size" "$streams" full ok) != 1 ]]; then
-        echo "| $size | $streams | $target | FAILED | | | | | | |"
+        echo "| $size | $streams | $target | FAILED | | | | | | | | |"
         continue
       fi
       rps=$(v "$target" "$size" "$streams" full rps)
-      ratio="-"
-      [[ $target != cacheroute ]] || ratio=$(num "$rps" "$(v noop "$size" "$streams" full rps)" /)
       all=$(v "$target" "$size" "$streams" full server_cpu_us_per_req)
+      noop_all=$(v noop "$size" "$streams" full server_cpu_us_per_req)
+      ratio="-" cratio="-"
+      if [[ $target == cacheroute ]]; then
+        ratio=$(num "$rps" "$(v noop "$size" "$streams" full rps)" /)
+        cratio=$(num "$noop_all" "$all" /)
+      fi
       req=$(v "$target" "$size" "$streams" request server_cpu_us_per_req)
       resp=$( [[ -n $req ]] && num "$all" "$req" - || echo "-")
-      echo "| $(v "$target" "$size" "$streams" full body_bytes) | $streams | $target | $(fmt "$rps") | $ratio | $(fmt "$(v "$target" "$size" "$streams" full decision_p50_us)") / $(fmt "$(v "$target" "$size" "$streams" full decision_p99_us)") | $(fmt "$all") / $(fmt "$req") / $resp | $(fmt "$(v "$target" "$size" "$streams" full server_cpu_pct)") | $(fmt "$(v "$target" "$size" "$streams" full driver_cpu_pct)") | $(v "$target" "$size" "$streams" full errors) |"
+      echo "| $(v "$target" "$size" "$streams" full body_bytes) | $streams | $target | $(fmt "$rps") | $ratio | $(num 1000000 "$all" / | awk '{ printf "%.0f", $1 }') | $cratio | $(fmt "$(v "$target" "$size" "$streams" full decision_p50_us)") / $(fmt "$(v "$target" "$size" "$streams" full decision_p99_us)") | $(fmt "$all") / $(fmt "$req") / $resp | $(fmt "$(v "$target" "$size" "$streams" full server_cpu_pct)") | $(fmt "$(v "$target" "$size" "$streams" full driver_cpu_pct)") | $(v "$target" "$size" "$streams" full errors) |"
     done
   done
 } >"$WORK/report.md"
