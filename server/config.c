@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "epp.h"
 #include "memory.h"
 
 #ifndef CR_VERSION
@@ -223,12 +224,79 @@ static const cr_option SERVER_ROWS[] = {
 
 const cr_option_table cr_server_options = CR_OPTION_TABLE("", SERVER_ROWS);
 
+/* ---- the endpoint picker's rows (epp.h) ------------------------------------ */
+
+static cr_status valid_epp_listen(const char *value, cr_error *err)
+{
+    if (!*value || valid_address(value, 0))
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL,
+                   "--epp-listen must be host:port with a port in 0..65535 or empty, got \"%s\"",
+                   value);
+}
+
+/* An HTTP/2 header name as the data plane sends it: lower case. */
+static cr_status valid_owner_header(const char *value, cr_error *err)
+{
+    if (strspn(value, "abcdefghijklmnopqrstuvwxyz0123456789-_.") == strlen(value))
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL,
+                   "--epp-owner-header must be a lower-case HTTP header name (a-z, 0-9, '-', "
+                   "'_', '.') or empty, got \"%s\"",
+                   value);
+}
+
+#undef AT
+#define AT(field) offsetof(cr_epp_server_config, field)
+
+static const char *const EPP_TOKENS[] = {"estimate", "engine", NULL};      /* cr_epp_tokens' */
+static const char *const EPP_BODY[] = {"full-duplex", "buffered", NULL}; /* cr_epp_body_mode's */
+
+static const cr_option EPP_ROWS[] = {
+    {.name = "epp-listen", .key = "listen", .type = CR_OPT_STRING, .offset = AT(listen),
+     .def_text = "", .valid = valid_epp_listen,
+     .help = "the endpoint picker of a Gateway API inference gateway (Envoy ext_proc "
+             "Process, with grpc.health.v1), host:port, with the gRPC port's TLS and limits; "
+             "--endpoints-file addresses must then be ip:port; empty = off"},
+    {.name = "epp-fallbacks", .key = "fallbacks", .type = CR_OPT_U32, .offset = AT(fallbacks),
+     .def = 2, .min = 0, .max = CR_EPP_MAX_FALLBACKS,
+     .help = "endpoints after the best in x-gateway-destination-endpoint, next best first, "
+             "for the gateway to retry"},
+    {.name = "epp-tokens", .key = "tokens", .type = CR_OPT_CHOICE, .offset = AT(tokens),
+     .def_text = "estimate", .choices = EPP_TOKENS,
+     .help = "how prompts become block keys: estimate (4 bytes a pseudo-token, no tokenizer) "
+             "or engine (an endpoint's /tokenize, as its KV events count; estimate on failure)"},
+    {.name = "epp-owner-header", .key = "owner_header", .type = CR_OPT_STRING,
+     .offset = AT(owner_header), .def_text = "x-session-id", .valid = valid_owner_header,
+     .help = "request header naming the session (the owner), else the body's user; "
+             "lower case; empty = the body's user only"},
+    {.name = "epp-max-body-bytes", .key = "max_body_bytes", .type = CR_OPT_U64,
+     .offset = AT(max_body_bytes), .def = 8388608, .min = 1024, .max = CR_EPP_MAX_BODY_LIMIT,
+     .help = "largest request body read, bytes; a larger one is answered 413"},
+    {.name = "epp-tokenize-timeout", .key = "tokenize_timeout_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(tokenize_timeout_s), .def = 0.05, .min = 0, .max = 10,
+     .flags = CR_OPT_MIN_OPEN,
+     .help = "--epp-tokens engine: seconds a /tokenize call may take before the request "
+             "falls back to estimate"},
+    {.name = "epp-body-mode", .key = "body_mode", .type = CR_OPT_CHOICE,
+     .offset = AT(body_mode), .def_text = "full-duplex", .choices = EPP_BODY,
+     .help = "the body mode assumed when the data plane does not announce one: full-duplex "
+             "(FULL_DUPLEX_STREAMED, what GIE requires) or buffered (BUFFERED)"},
+    {.name = "epp-max-requests", .key = "max_requests", .type = CR_OPT_U64,
+     .offset = AT(max_requests), .def = 10000, .min = 1, .max = 1000000,
+     .help = "requests the picker tracks at once between their route and their outcome"},
+};
+
+const cr_option_table cr_epp_server_options = CR_OPTION_TABLE("epp", EPP_ROWS);
+
 static const cr_option_part SERVER_PART[] = {{&cr_server_options, 0}};
 static const cr_option_part REPLICA_PART[] = {{&cr_replica_options, 0}};
+static const cr_option_part EPP_PART[] = {{&cr_epp_server_options, 0}};
 static const cr_option_group GROUPS[] = {
     {SERVER_PART, 1, offsetof(cr_config, server)},
     {cr_core_parts, CR_CORE_N_PARTS, offsetof(cr_config, core)},
     {REPLICA_PART, 1, offsetof(cr_config, replica)},
+    {EPP_PART, 1, offsetof(cr_config, epp)},
 };
 const cr_composition cr_config_composition = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 

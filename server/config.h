@@ -62,6 +62,21 @@ typedef struct cr_server_config {
 
 extern const cr_option_table cr_server_options;
 
+/* The endpoint picker's settings (epp.h; its rows:
+ * cr_epp_server_options, group "epp"). Unused while --epp-listen is empty. */
+typedef struct cr_epp_server_config {
+    char *listen;              /* --epp-listen host:port or [v6]:port, "" = off */
+    uint32_t fallbacks;        /* --epp-fallbacks */
+    int tokens;                /* --epp-tokens: cr_epp_tokens */
+    char *owner_header;        /* --epp-owner-header, lower case; "" = none */
+    uint64_t max_body_bytes;   /* --epp-max-body-bytes */
+    double tokenize_timeout_s; /* --epp-tokenize-timeout */
+    int body_mode;             /* --epp-body-mode: cr_epp_body_mode */
+    uint64_t max_requests;     /* --epp-max-requests */
+} cr_epp_server_config;
+
+extern const cr_option_table cr_epp_server_options;
+
 /* --reservations, in its choices' order. */
 typedef enum cr_reservations { CR_RESERVATIONS_ADMINS, CR_RESERVATIONS_ANYONE } cr_reservations;
 /* --route-access, in its choices' order. */
@@ -76,6 +91,7 @@ typedef struct cr_config {
     cr_server_config server;
     cr_core_config core;
     cr_replica_config replica;
+    cr_epp_server_config epp;
     /* CR_SOURCE_* of each row, in --help order (cr_config_composition's
      * walk). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];
@@ -90,7 +106,7 @@ cr_status cr_config_kv_engines(const cr_config *cfg, cr_kv_engine *out, size_t *
                                cr_error *err);
 
 /* The composition, in --help order: the server's rows, the core's parts
- * (core.h), the replica's. Names are unique over all of them. */
+ * (core.h), the replica's, the endpoint picker's. Names are unique over all of them. */
 extern const cr_composition cr_config_composition;
 
 /* Fills cfg: every row's default, then each variable whose flag is not on

@@ -33,4 +33,11 @@ void cr_endpoints_watch_counts(cr_endpoints_watch *w, uint64_t *refused, uint64_
 /* Stops the poller and frees w; NULL is ignored. */
 void cr_endpoints_watch_stop(cr_endpoints_watch *w);
 
+/* With --epp-listen, each address is where the gateway sends requests
+ * (x-gateway-destination-endpoint), so it must be ip:port: IPv4
+ * a.b.c.d:port or [v6]:port, port 1..65535. CR_EINVAL with err naming path,
+ * the entry (its index and id) and the value; CR_OK when all are. */
+cr_status cr_endpoints_check_ip_ports(const char *path, const cr_endpoint_spec *v, size_t n,
+                                      cr_error *err);
+
 #endif

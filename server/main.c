@@ -2,6 +2,7 @@
  * over gRPC until SIGTERM, SIGINT or SIGQUIT (signals.h says what the
  * others do). */
 #include <grpc/grpc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -25,6 +26,7 @@
 
 #define SERVICE "/cacheroute.v1.CacheRoute/"
 #define HEALTH "/grpc.health.v1.Health/" /* served on its own lane: probes never wait */
+#define EXT_PROC "/envoy.service.ext_proc.v3.ExternalProcessor/Process" /* --epp-listen */
 
 /* After --shutdown-grace, handlers still running get this much longer to
  * return; then the process ends without them (docs/operating.md,
@@ -45,6 +47,9 @@ typedef struct sidecar {
     cr_observer observer;
     cr_security security;
     cr_rpc *rpc;             /* while serving */
+    cr_epp *epp;             /* --epp-listen's picker; NULL when off */
+    cr_duplex_ops epp_ops;   /* its Process stream's */
+    cr_rpc *epp_rpc;         /* its listener, while serving */
     cr_signal_hooks signals; /* SIGHUP, SIGUSR1, SIGUSR2 */
     json_t *nofile;          /* the descriptor limits at start, for the log */
 } sidecar;
@@ -58,13 +63,18 @@ enum { N_METHODS = 23 };
 #define ADMIN_TO_INSTALL CR_ACCESS_ADMIN_IF, cr_authz_plan_installs, "with install=true"
 #define ADMIN_TO_RESERVE CR_ACCESS_ADMIN_IF, cr_authz_select_reserves, "with dry_run=false"
 
+/* --route-access: who may route (docs/threat-model.md): routes count
+ * toward the outstanding work every client's routes are weighed by. The
+ * endpoint picker's streams route too. */
+static cr_access route_access(const cr_config *cfg)
+{
+    return cfg->server.route_access == CR_ROUTE_ACCESS_ANYONE ? CR_ACCESS_OPEN
+                                                              : CR_ACCESS_IDENTIFIED;
+}
+
 static void method_table(sidecar *s, const cr_config *cfg, cr_method_spec out[N_METHODS])
 {
-    /* --route-access: who may route (docs/threat-model.md): routes count
-     * toward the outstanding work every client's routes are weighed by. */
-    const cr_access routes = cfg->server.route_access == CR_ROUTE_ACCESS_ANYONE
-                                 ? CR_ACCESS_OPEN
-                                 : CR_ACCESS_IDENTIFIED;
+    const cr_access routes = route_access(cfg);
     /* --reservations: who may make SelectInjection reserve (docs/security.md,
      * docs/threat-model.md); the others may dry-run. */
     const cr_method_spec select =
@@ -145,7 +155,7 @@ static void warn_memory(const cr_config *cfg, int check_config)
 }
 
 static void log_config(const cr_config *c, const sidecar *s, int port, int metrics_port,
-                       int health_port)
+                       int health_port, int epp_port)
 {
     json_t *fields = cr_config_json(c);
     json_object_set_new(fields, "memory_limit_bytes",
@@ -154,6 +164,7 @@ static void log_config(const cr_config *c, const sidecar *s, int port, int metri
     json_object_set_new(fields, "port", json_integer(port));
     json_object_set_new(fields, "metrics_port", json_integer(metrics_port));
     json_object_set_new(fields, "health_port", json_integer(health_port));
+    json_object_set_new(fields, "epp_port", json_integer(epp_port));
     json_object_set(fields, "nofile", s->nofile);
     cr_log(CR_LOG_INFO, "serving", fields);
 }
@@ -256,6 +267,21 @@ static void snapshot_now(void *ctx)
         cr_log(CR_LOG_INFO, "no state file to write", json_pack("{s:s}", "reason", e.msg));
 }
 
+/* One listener's drain, on a thread of its own. */
+typedef struct drain_job {
+    cr_rpc *rpc;
+    double grace;
+    long stuck;
+    double waited;
+} drain_job;
+
+static void *drain_main(void *arg)
+{
+    drain_job *j = arg;
+    j->waited = cr_rpc_shutdown(j->rpc, j->grace, SHUTDOWN_MARGIN_S, &j->stuck);
+    return NULL;
+}
+
 static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
 {
     int sig = cr_signals_wait(&s->signals);
@@ -268,12 +294,25 @@ static void wait_and_drain(const cr_config *cfg, sidecar *s, cr_rpc *rpc)
     cr_health_end_watches(s->health);
     cr_watch_end(s->watch);
     cr_watch_end(s->members);
+    /* The picker's listener drains alongside, within the same grace. */
+    drain_job epp = {s->epp_rpc, cfg->server.shutdown_grace_s, 0, 0};
+    pthread_t t;
+    int apart = epp.rpc && pthread_create(&t, NULL, drain_main, &epp) == 0;
+    if (epp.rpc && !apart)
+        drain_main(&epp);
     long stuck = 0;
     double waited = cr_rpc_shutdown(rpc, cfg->server.shutdown_grace_s, SHUTDOWN_MARGIN_S, &stuck);
-    if (stuck)
-        forced_exit(s, rpc, stuck, waited);
+    if (apart)
+        pthread_join(t, NULL);
+    if (stuck || epp.stuck)
+        forced_exit(s, stuck ? rpc : epp.rpc, stuck + epp.stuck,
+                    waited > epp.waited ? waited : epp.waited);
     s->rpc = NULL;
     cr_rpc_free(rpc);
+    if (epp.rpc) { /* its streams are closed: the picker can go */
+        s->epp_rpc = NULL;
+        cr_rpc_free(epp.rpc);
+    }
     cr_core_stop(s->handlers.core); /* the replanner, then the final snapshot */
     cr_log(CR_LOG_INFO, "stopped", json_pack("{s:f}", "drain_s", waited));
     cr_exit_watchdog(exit_by); /* the state is saved: what is left may be cut short */
@@ -318,6 +357,40 @@ static cr_rpc *start_health(const cr_server_config *sc, const cr_method_spec *me
     return rpc;
 }
 
+/* --epp-listen: the endpoint picker's ext_proc Process, with grpc.health.v1
+ * on its own lane (gateways probe the picker there), the gRPC port's TLS,
+ * authorization and limits, sharing the main server's cr_health. NULL when
+ * off; on error NULL with err set and *failed. */
+static cr_rpc *start_epp(const cr_config *cfg, sidecar *s, const cr_method_spec *methods,
+                         int *failed, cr_error *err)
+{
+    const cr_server_config *sc = &cfg->server;
+    cr_method_spec specs[3] = {
+        {EXT_PROC, &cr_duplex_kind, 0, NULL, &s->epp_ops, route_access(cfg), NULL, NULL}};
+    size_t n = 1;
+    *failed = 0;
+    if (!s->epp)
+        return NULL;
+    for (size_t i = 0; i < N_METHODS && n < 3; i++)
+        if (strncmp(methods[i].path, HEALTH, strlen(HEALTH)) == 0)
+            specs[n++] = methods[i];
+    /* Process' messages are HTTP body chunks (Envoy's are 64 KiB at
+     * most; a BUFFERED body up to --epp-max-body-bytes and its framing). */
+    long max_message = (long)cfg->epp.max_body_bytes + 65536;
+    cr_rpc_options opt = {.listen = cfg->epp.listen, .threads = (int)sc->threads,
+                          .max_message_bytes = max_message > sc->max_message_bytes
+                                                   ? max_message
+                                                   : sc->max_message_bytes,
+                          .listen_flag = "--epp-listen", .limits = rpc_limits(sc),
+                          .own_lane_prefix = HEALTH,
+                          .accept_compressed = sc->compressed_requests == 1,
+                          .max_inflating = sc->memory_quota_bytes / 4 / sc->max_message_bytes};
+    cr_security_apply(&s->security, &opt);
+    cr_rpc *rpc = cr_rpc_start(&opt, specs, n, err);
+    *failed = rpc == NULL;
+    return rpc;
+}
+
 /* The core is running (first probe done); serve it until a signal. */
 static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods)
 {
@@ -342,13 +415,17 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     int failed = 0;
     cr_rpc *rpc = cr_rpc_start(&opt, methods, N_METHODS, &err);
     cr_rpc *health = rpc ? start_health(sc, methods, &failed, &err) : NULL;
+    cr_rpc *epp = rpc && !failed ? start_epp(cfg, s, methods, &failed, &err) : NULL;
     if (!rpc || failed) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", err.msg);
+        if (health)
+            stop_now(health);
         if (rpc)
             stop_now(rpc);
         return 2;
     }
     s->rpc = rpc;
+    s->epp_rpc = epp;
     cr_signals_on(&s->signals, CR_SIGNAL_STATS, "stats", log_stats, s);
     cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "tls", reload_security, s);
     cr_signals_on(&s->signals, CR_SIGNAL_RELOAD, "state-backend", reload_replica, s);
@@ -359,7 +436,7 @@ static int serve(const cr_config *cfg, sidecar *s, const cr_method_spec *methods
     if (cr_core_start(s->handlers.core, &e) != CR_OK)
         cr_log(CR_LOG_ERROR, "cannot start the replanner", json_pack("{s:s}", "error", e.msg));
     log_config(cfg, s, cr_rpc_port(rpc), cr_metrics_port(s->metrics),
-               health ? cr_rpc_port(health) : 0);
+               health ? cr_rpc_port(health) : 0, epp ? cr_rpc_port(epp) : 0);
     wait_and_drain(cfg, s, rpc);
     if (health) /* it answered NOT_SERVING through the drain */
         stop_now(health);
@@ -397,14 +474,51 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 
+/* --endpoints-file as a start would read it: CR_EINVAL with err naming
+ * the file and line (or, with --epp-listen, the entry whose address is no
+ * ip:port); CR_OK without one. */
+static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
+{
+    cr_endpoint_spec *v;
+    size_t n;
+    if (!*cfg->server.endpoints_file)
+        return CR_OK;
+    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
+    if (st == CR_OK && *cfg->epp.listen)
+        st = cr_endpoints_check_ip_ports(cfg->server.endpoints_file, v, n, err);
+    free(v);
+    return st;
+}
+
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
 static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
 {
     if (!*cfg->server.endpoints_file)
         return 0;
+    if (check_endpoints_file(cfg, e) != CR_OK) /* what --check-config says too */
+        return -1;
     s->observer.endpoints =
         cr_endpoints_watch_start(cfg->server.endpoints_file, s->handlers.core, e);
     return s->observer.endpoints ? 0 : -1;
+}
+
+/* With --epp-listen, the endpoint picker over the built core; 0, or -1
+ * with e. */
+static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    const cr_epp_server_config *c = &cfg->epp;
+    if (!*c->listen)
+        return 0;
+    cr_epp_config ec = {.fallbacks = c->fallbacks,
+                        .owner_header = c->owner_header,
+                        .max_body_bytes = (size_t)c->max_body_bytes,
+                        .tokens = (cr_epp_tokens)c->tokens,
+                        .tokenize_timeout_s = c->tokenize_timeout_s,
+                        .body_mode = (cr_epp_body_mode)c->body_mode,
+                        .block_tokens = cfg->core.route.block_tokens};
+    s->epp = cr_epp_new(&ec, s->handlers.core, e);
+    s->epp_ops = cr_epp_ops(s->epp);
+    return s->epp ? 0 : -1;
 }
 
 /* Builds the parts, serves, and tears down in reverse. */
@@ -449,7 +563,7 @@ static int run(const cr_config *cfg, json_t *nofile)
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
                start_endpoints(cfg, &s, &e) != 0 || start_replica(cfg, &s, &e) != 0 ||
-                   start_kv(cfg, &s, &e) != 0) {
+                   start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -460,6 +574,7 @@ static int run(const cr_config *cfg, json_t *nofile)
         cr_security_close(&s.security);
         grpc_shutdown();
     }
+    cr_epp_free(s.epp);                  /* before the core it routes with */
     cr_kv_stop(s.observer.kv);           /* before the core it feeds */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
@@ -470,19 +585,6 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_reflection_free(s.reflection);
     cr_health_free(s.health);
     return rc;
-}
-
-/* --endpoints-file as a start would read it: CR_EINVAL with err naming
- * the file and line; CR_OK without one. */
-static cr_status check_endpoints_file(const cr_config *cfg, cr_error *err)
-{
-    cr_endpoint_spec *v;
-    size_t n;
-    if (!*cfg->server.endpoints_file)
-        return CR_OK;
-    cr_status st = cr_endpoints_read_file(cfg->server.endpoints_file, &v, &n, err);
-    free(v);
-    return st;
 }
 
 int main(int argc, char **argv)

@@ -65,6 +65,8 @@
 #define CR_EPP_MAX_FALLBACKS CR_ROUTE_MAX_ALTERNATIVES /* --epp-fallbacks, at most */
 #define CR_EPP_MAX_BODY_LIMIT (16u << 20) /* --epp-max-body-bytes, at most */
 #define CR_EPP_MAX_HEADER_BYTES (64u << 10) /* request headers kept, at most */
+#define CR_EPP_MAX_REQUESTS_LIMIT (1u << 20) /* --epp-max-requests, at most */
+#define CR_EPP_MAX_TOKENIZE_TIMEOUT 10.0    /* --epp-tokenize-timeout, seconds, at most */
 #define CR_EPP_USAGE_TAIL_BYTES (16u << 10) /* response bytes kept to find usage */
 #define CR_EPP_DESTINATION_HEADER "x-gateway-destination-endpoint"
 #define CR_EPP_SERVED_KEY "x-gateway-destination-endpoint-served"
@@ -108,6 +110,12 @@ typedef struct cr_epp_config {
     double tokenize_timeout_s;  /* --epp-tokenize-timeout */
     cr_epp_body_mode body_mode; /* --epp-body-mode */
     uint32_t block_tokens;      /* --block-tokens: tokens per block key */
+    uint32_t max_hashes;        /* --max-route-hashes: block keys a route takes (a
+                                 * longer prompt keeps its first ones) */
+    /* --epp-max-requests: streams open at once, 1..CR_EPP_MAX_REQUESTS_LIMIT;
+     * a stream opened beyond it answers its request headers 429 (shed),
+     * x-cacheroute-error "shed: N requests in flight (--epp-max-requests)". */
+    uint32_t max_requests;
     /* Called once per routed request with the seconds from its headers in
      * to its destination out (cacheroute_epp_decision_seconds); optional. */
     void (*decided)(void *ctx, double seconds);
@@ -117,7 +125,11 @@ typedef struct cr_epp_config {
 typedef struct cr_epp cr_epp;
 
 /* The picker over core (which must outlive it); NULL with err when cfg is
- * out of range (naming the flag) or out of memory. */
+ * out of range (naming the flag: "--epp-fallbacks must be at most 8, got
+ * 9"; --epp-max-body-bytes 1..CR_EPP_MAX_BODY_LIMIT, --epp-tokenize-timeout
+ * in (0, 10], --epp-max-requests 1..CR_EPP_MAX_REQUESTS_LIMIT,
+ * --epp-owner-header lower case, --block-tokens and --max-route-hashes at
+ * least 1), out of memory, or (engine mode) the tokenizer cannot start. */
 cr_epp *cr_epp_new(const cr_epp_config *cfg, cr_core *core, cr_error *err);
 void cr_epp_free(cr_epp *e);
 /* 1 when a stream's step may block on I/O (engine tokens: a /tokenize
@@ -132,6 +144,7 @@ typedef struct cr_epp_stats {
     uint64_t routed;           /* requests given a destination */
     uint64_t outcomes;         /* outcomes reported to the core */
     uint64_t bytes_in, bytes_out; /* HTTP body bytes seen and sent back */
+    uint64_t bad_addresses;    /* endpoints left out of a destination: not ip:port */
     uint64_t errors[CR_EPP_N_ERRORS];
 } cr_epp_stats;
 void cr_epp_stats_read(const cr_epp *e, cr_epp_stats *out);

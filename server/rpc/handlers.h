@@ -7,6 +7,8 @@
 
 #include "cacheroute/v1/cacheroute.pb-c.h"
 #include "core.h"
+#include "duplex.h"
+#include "epp.h"
 #include "replica.h"
 #include "rpc.h"
 
@@ -85,5 +87,10 @@ void cr_receipt_msg_init(cr_receipt_msg *m, const cr_receipt *r);
  * *body (the caller's, free()) holds *len bytes. Returns 0, or -1 when out
  * of memory. For GetDecision and the WatchDecisions feed alike. */
 int cr_receipt_pack(const cr_receipt *r, uint8_t **body, size_t *len);
+
+/* envoy.service.ext_proc.v3.ExternalProcessor/Process (epp.c): the ops of
+ * a duplex method (duplex.h) whose sessions are e's streams; the caller
+ * tag the rpc layer computes for the client is the stream's caller. */
+cr_duplex_ops cr_epp_ops(cr_epp *e);
 
 #endif

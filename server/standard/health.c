@@ -49,10 +49,20 @@ void cr_health_free(cr_health *h)
     free(h);
 }
 
+/* The services answered for, all with the one serving flag: the server,
+ * the main service, the endpoint picker's (--epp-listen; Gateway API
+ * inference gateways probe it by name), and kubelet's usual probe names. */
+static const char *const SERVICES[] = {"", "cacheroute.v1.CacheRoute",
+                                       "envoy.service.ext_proc.v3.ExternalProcessor",
+                                       "liveness", "readiness"};
+
 /* NULL: a name that cannot be a service (not UTF-8, a NUL inside). */
 static int known_service(const char *name)
 {
-    return !name ? 0 : !strcmp(name, "") || !strcmp(name, "cacheroute.v1.CacheRoute");
+    for (size_t i = 0; name && i < sizeof SERVICES / sizeof *SERVICES; i++)
+        if (!strcmp(name, SERVICES[i]))
+            return 1;
+    return 0;
 }
 
 static int status_of(const cr_health *h, const char *service)

@@ -1,4 +1,6 @@
-/* grpc.health.v1.Health for "" and "cacheroute.v1.CacheRoute": Check, and
+/* grpc.health.v1.Health for "", "cacheroute.v1.CacheRoute",
+ * "envoy.service.ext_proc.v3.ExternalProcessor", "liveness" and
+ * "readiness" (all SERVING, or all NOT_SERVING through a drain): Check, and
  * Watch streams that are pushed every change. Thread-safe. */
 #ifndef CR_HEALTH_H
 #define CR_HEALTH_H

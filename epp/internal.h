@@ -1,0 +1,157 @@
+/* The endpoint picker's parts, private to epp/: the shared handle
+ * (epp.c), a ProcessingRequest read into what a stream uses (request.c),
+ * the ProcessingResponse writers (reply.c), and the route and its outcome
+ * (pick.c); stream.c's state machine drives them. */
+#ifndef CR_EPP_INTERNAL_H
+#define CR_EPP_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "epp.h"
+#include "tokenize.h"
+
+/* ---- the shared handle (epp.c) ------------------------------------------ */
+
+struct cr_epp {
+    cr_epp_config cfg;  /* owner_header points at owner below */
+    char *owner;
+    cr_core *core;
+    cr_tokenizer *tokenizer; /* engine mode only */
+    atomic_uint_fast64_t next_id;   /* request ids: "epp-" and this, in hex */
+    atomic_uint_fast64_t next_engine; /* engine mode's round robin */
+    atomic_uint_fast64_t open, streams, routed, outcomes, bytes_in, bytes_out, bad_addresses;
+    atomic_uint_fast64_t errors[CR_EPP_N_ERRORS];
+};
+
+static inline void cr_epp_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* ---- a ProcessingRequest read (request.c) -------------------------------- */
+
+/* A slice of the unpacked message's bytes. */
+typedef struct cr_epp_text {
+    const char *p;
+    size_t n;
+} cr_epp_text;
+
+/* Which of ProcessingRequest's oneof it is: its field number. */
+enum {
+    CR_EPP_IN_REQUEST_HEADERS = 2,
+    CR_EPP_IN_RESPONSE_HEADERS = 3,
+    CR_EPP_IN_REQUEST_BODY = 4,
+    CR_EPP_IN_RESPONSE_BODY = 5,
+    CR_EPP_IN_REQUEST_TRAILERS = 6,
+    CR_EPP_IN_RESPONSE_TRAILERS = 7
+};
+
+/* A body mode as ProcessingMode.BodySendMode numbers it. */
+enum { CR_EPP_MODE_NONE = 0, CR_EPP_MODE_BUFFERED = 2, CR_EPP_MODE_FULL_DUPLEX = 4 };
+
+typedef struct cr_epp_in {
+    int kind;                /* CR_EPP_IN_*; 0: none set */
+    int end_of_stream;       /* headers' or body's */
+    const uint8_t *body;     /* request_body, response_body */
+    size_t body_len;
+    /* Headers kept (request headers; :status of response headers), slices
+     * of the message; p NULL when absent. */
+    cr_epp_text method, path, content_type, owner, status;
+    const char *too_large;   /* a kept header's name when over CR_EPP_MAX_HEADER_BYTES */
+    /* metadata_context: the subset hint joined "a,b,c" (malloc'd, for the
+     * stream to take; NULL when none) and the served endpoint (a slice). */
+    char *subset;
+    int has_subset;
+    cr_epp_text served;
+    /* protocol_config's body modes (ProcessingMode.BodySendMode numbers). */
+    int has_modes;
+    int request_mode, response_mode;
+    void *unpacked; /* the message, for cr_epp_in_free */
+} cr_epp_in;
+
+/* Unpacks msg (len bytes) into *in, reading owner_header's value (""
+ * none). CR_EINVAL with err when it is no ProcessingRequest or sets no
+ * phase; CR_ENOMEM. On success cr_epp_in_free releases it. */
+cr_status cr_epp_in_read(const uint8_t *msg, size_t len, const char *owner_header, cr_epp_in *in,
+                         cr_error *err);
+void cr_epp_in_free(cr_epp_in *in);
+
+/* ---- ProcessingResponse writers (reply.c) --------------------------------
+ * Each appends one packed message to out: CR_OK, or CR_ENOMEM (out of
+ * memory, or out full). */
+
+/* Which phase an answer is for: ProcessingResponse's oneof field number. */
+enum {
+    CR_EPP_OUT_REQUEST_HEADERS = 1,
+    CR_EPP_OUT_RESPONSE_HEADERS = 2,
+    CR_EPP_OUT_REQUEST_BODY = 3,
+    CR_EPP_OUT_RESPONSE_BODY = 4,
+    CR_EPP_OUT_REQUEST_TRAILERS = 5,
+    CR_EPP_OUT_RESPONSE_TRAILERS = 6
+};
+
+/* A HeadersResponse (phase 1 or 2) or BodyResponse (3 or 4), CONTINUE;
+ * with destination not NULL, it sets x-gateway-destination-endpoint to it,
+ * clears the route cache, and puts it under dynamic_metadata["envoy.lb"]. */
+cr_status cr_epp_reply_common(cr_epp_out *out, int phase, const char *destination);
+/* BodyResponse (phase 3 or 4) whose body_mutation is a streamed_response of
+ * body[0..len) and end_of_stream, written by hand (the hot path). */
+cr_status cr_epp_reply_chunk(cr_epp_out *out, int phase, const uint8_t *body, size_t len,
+                             int end_of_stream);
+/* body[0..len) as streamed chunks of at most CR_EPP_CHUNK_BYTES, the last
+ * with end_of_stream (one empty chunk for an empty body). */
+cr_status cr_epp_reply_chunks(cr_epp_out *out, int phase, const uint8_t *body, size_t len,
+                              int end_of_stream);
+/* An empty TrailersResponse (phase 5 or 6). */
+cr_status cr_epp_reply_trailers(cr_epp_out *out, int phase);
+/* An ImmediateResponse of status, its x-cacheroute-error header and body
+ * why (made printable ASCII), and details "cacheroute_epp_" + reason. */
+cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reason,
+                                 const char *why);
+
+/* ---- the route and its outcome (pick.c) ---------------------------------- */
+
+/* What the route of one request needs of its stream. */
+typedef struct cr_epp_pick {
+    const cr_openai_request *body; /* NULL: routed by load alone */
+    const uint8_t *raw;            /* the body's bytes (engine mode forwards them) */
+    size_t raw_len;
+    int64_t owner;
+    int has_owner;
+    const char *subset;            /* the hint "a,b,c"; NULL none */
+    uint64_t caller;
+    const char *request_id;
+} cr_epp_pick;
+
+/* What it gives: the shard routed to (UINT32_MAX when nothing was routed)
+ * and the destination "ip:port[,ip:port...]"; or the status and reason to
+ * answer with, why in err. */
+typedef struct cr_epp_picked {
+    uint32_t shard;
+    char destination[(CR_EPP_MAX_FALLBACKS + 1) * 48];
+    int status;            /* 0: routed; else 400, 503 */
+    cr_epp_error reason;
+} cr_epp_picked;
+
+/* Routes p through the core. A route answered but with no ip:port to give
+ * is released here (its outcome reported) and answered 503. */
+void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_error *err);
+
+/* 503's reason when there is no endpoint set (NULL when there is one). */
+const char *cr_epp_no_set(cr_epp *e);
+
+/* The shard of the endpoint whose address is addr (n bytes) in the
+ * current set, or UINT32_MAX. */
+uint32_t cr_epp_shard_of(cr_epp *e, const char *addr, size_t n);
+
+/* Reports o for caller (cr_core_report_as), counted; should the core
+ * refuse it (a usage beyond its bounds), reports the request id alone, so
+ * the route's work is released whatever the engine said. */
+void cr_epp_report(cr_epp *e, uint64_t caller, const cr_outcome *o);
+
+/* 1 when addr is "ip:port" (IPv4 a.b.c.d or [IPv6], port 1..65535). */
+int cr_epp_is_ip_port(const char *addr);
+
+#endif

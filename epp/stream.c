@@ -1,0 +1,427 @@
+/* One ext_proc stream as a state machine (epp.h): each ProcessingRequest
+ * in, the ProcessingResponses it gives out, and the outcome at the end. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef enum phase {
+    WAIT_HEADERS, /* nothing read yet */
+    GATHER,       /* an OpenAI body being gathered; routed at its end */
+    PASS,         /* routed at the headers: a body goes through as it comes */
+    ROUTED,       /* routed at the body's end; the response may come */
+    ANSWERED      /* an immediate response sent: nothing more is read */
+} phase;
+
+struct cr_epp_stream {
+    cr_epp *e;
+    uint64_t caller;
+    double opened, headers_at;
+    phase phase;
+    int shed, first;
+    int request_mode, response_mode; /* CR_EPP_MODE_* */
+    cr_openai_kind kind;
+    int has_owner;
+    int64_t owner;
+    int has_subset;
+    char *subset;
+    char served[CR_ENDPOINT_ADDRESS_MAX + 1];
+    uint8_t *body; /* gathered */
+    size_t len, cap;
+    int routed, reported;
+    uint32_t shard;
+    char request_id[24];
+    int status;       /* the response's :status; 0 unseen */
+    int has_ttft;
+    double ttft_s;
+    uint8_t *tail;    /* the response body's last CR_EPP_USAGE_TAIL_BYTES */
+    size_t tail_len;
+};
+
+cr_epp_stream *cr_epp_stream_open(cr_epp *e, uint64_t caller, double now)
+{
+    cr_epp_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    uint64_t open = atomic_fetch_add_explicit(&e->open, 1, memory_order_relaxed) + 1;
+    cr_epp_count(&e->streams, 1);
+    s->e = e;
+    s->caller = caller;
+    s->opened = s->headers_at = now;
+    s->shed = open > e->cfg.max_requests;
+    s->first = 1;
+    s->request_mode = s->response_mode =
+        e->cfg.body_mode == CR_EPP_BUFFERED ? CR_EPP_MODE_BUFFERED : CR_EPP_MODE_FULL_DUPLEX;
+    return s;
+}
+
+/* ---- answers ---------------------------------------------------------------- */
+
+static cr_epp_next protocol(cr_epp_stream *s, cr_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static cr_epp_next protocol(cr_epp_stream *s, cr_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    cr_epp_count(&s->e->errors[CR_EPP_ERR_PROTOCOL], 1);
+    return CR_EPP_FAILED;
+}
+
+static cr_epp_next immediate(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_error reason,
+                             const char *why)
+{
+    cr_epp_count(&s->e->errors[reason], 1);
+    free(s->body); /* what was gathered is dropped at once */
+    s->body = NULL;
+    s->len = s->cap = 0;
+    s->phase = ANSWERED;
+    return cr_epp_reply_immediate(out, status, reason, why) == CR_OK ? CR_EPP_FINISHED
+                                                                     : CR_EPP_FAILED;
+}
+
+/* The stream's route; an answer of its destination is the caller's. */
+static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, cr_epp_picked *picked,
+                         cr_epp_out *out)
+{
+    cr_epp *e = s->e;
+    uint64_t id = atomic_fetch_add_explicit(&e->next_id, 1, memory_order_relaxed);
+    snprintf(s->request_id, sizeof s->request_id, "epp-%016" PRIx64, id);
+    int has_owner = s->has_owner;
+    int64_t owner = s->owner;
+    if (!has_owner && body && body->user_len) {
+        has_owner = 1;
+        owner = (int64_t)cr_route_text_key(body->user, body->user_len);
+    }
+    cr_epp_pick p = {body, s->body, s->len, owner, has_owner,
+                     s->has_subset ? (s->subset ? s->subset : "") : NULL, s->caller,
+                     s->request_id};
+    cr_error err;
+    cr_epp_pick_route(e, &p, picked, &err);
+    if (picked->status)
+        return immediate(s, out, picked->status, picked->reason, err.msg);
+    s->routed = 1;
+    s->shard = picked->shard;
+    return CR_EPP_MORE;
+}
+
+static void decided(cr_epp_stream *s, double now)
+{
+    if (s->e->cfg.decided)
+        s->e->cfg.decided(s->e->cfg.ctx, now - s->headers_at);
+}
+
+static cr_epp_next done(cr_status st, cr_error *err)
+{
+    if (st == CR_OK)
+        return CR_EPP_MORE;
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+    return CR_EPP_FAILED;
+}
+
+/* The gathered body's end (end_of_stream, or trailers when by_trailers):
+ * read, routed, answered. */
+static cr_epp_next body_end(cr_epp_stream *s, double now, int by_trailers, cr_epp_out *out)
+{
+    cr_openai_request r;
+    cr_error err;
+    cr_status st = cr_openai_parse(s->kind, s->body, s->len, &r, &err);
+    if (st != CR_OK)
+        return immediate(s, out, st == CR_EINVAL ? 400 : 503,
+                         st == CR_EINVAL ? CR_EPP_ERR_BAD_BODY : CR_EPP_ERR_NO_ENDPOINT, err.msg);
+    cr_epp_picked picked;
+    cr_epp_next next = route(s, &r, &picked, out);
+    cr_openai_request_free(&r);
+    if (next != CR_EPP_MORE)
+        return next;
+    s->phase = ROUTED;
+    decided(s, now);
+    if (s->request_mode == CR_EPP_MODE_BUFFERED)
+        st = cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_BODY, picked.destination);
+    else if ((st = cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_HEADERS, picked.destination)) ==
+             CR_OK) {
+        st = cr_epp_reply_chunks(out, CR_EPP_OUT_REQUEST_BODY, s->body, s->len, !by_trailers);
+        cr_epp_count(&s->e->bytes_out, s->len);
+    }
+    free(s->body);
+    s->body = NULL;
+    s->len = s->cap = 0;
+    return done(st, &err);
+}
+
+/* ---- the request ------------------------------------------------------------ */
+
+static cr_epp_next request_headers(cr_epp_stream *s, const cr_epp_in *in, double now,
+                                   cr_epp_out *out, cr_error *err)
+{
+    cr_epp *e = s->e;
+    if (s->phase != WAIT_HEADERS)
+        return protocol(s, err, "a second request_headers");
+    s->headers_at = now;
+    char why[CR_ERRLEN];
+    if (s->shed) {
+        snprintf(why, sizeof why, "shed: %" PRIu64 " requests in flight (--epp-max-requests)",
+                 (uint64_t)atomic_load_explicit(&e->open, memory_order_relaxed));
+        return immediate(s, out, 429, CR_EPP_ERR_SHED, why);
+    }
+    if (in->too_large) {
+        snprintf(why, sizeof why, "%s: over %u bytes", in->too_large, CR_EPP_MAX_HEADER_BYTES);
+        return immediate(s, out, 400, CR_EPP_ERR_BAD_BODY, why);
+    }
+    const char *no_set = cr_epp_no_set(e);
+    if (no_set)
+        return immediate(s, out, 503, CR_EPP_ERR_NO_ENDPOINT, no_set);
+    s->kind = cr_openai_kind_of(in->method.p ? in->method.p : "", in->method.n,
+                                in->path.p ? in->path.p : "", in->path.n);
+    if (in->owner.n) {
+        s->has_owner = 1;
+        s->owner = (int64_t)cr_route_text_key(in->owner.p, in->owner.n);
+    }
+    if (in->end_of_stream || s->kind == CR_OPENAI_OTHER || s->request_mode == CR_EPP_MODE_NONE) {
+        cr_epp_picked picked;
+        cr_epp_next next = route(s, NULL, &picked, out); /* by load alone */
+        if (next != CR_EPP_MORE)
+            return next;
+        s->phase = PASS;
+        decided(s, now);
+        return done(cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_HEADERS, picked.destination), err);
+    }
+    s->phase = GATHER;
+    if (s->request_mode == CR_EPP_MODE_BUFFERED) /* the body comes whole, after this */
+        return done(cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_HEADERS, NULL), err);
+    return CR_EPP_MORE; /* full duplex: held until the destination is known */
+}
+
+static cr_epp_next request_body(cr_epp_stream *s, const cr_epp_in *in, double now,
+                                cr_epp_out *out, cr_error *err)
+{
+    cr_epp *e = s->e;
+    cr_epp_count(&e->bytes_in, in->body_len);
+    if (s->phase == WAIT_HEADERS)
+        return protocol(s, err, "a request_body before request_headers");
+    if (s->phase == ROUTED)
+        return protocol(s, err, "a request_body after the body's end");
+    if (s->phase == PASS) {
+        if (s->request_mode != CR_EPP_MODE_FULL_DUPLEX)
+            return done(cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_BODY, NULL), err);
+        cr_epp_count(&e->bytes_out, in->body_len);
+        return done(cr_epp_reply_chunks(out, CR_EPP_OUT_REQUEST_BODY, in->body, in->body_len,
+                                        in->end_of_stream),
+                    err);
+    }
+    if (in->body_len > e->cfg.max_body_bytes - s->len) {
+        char why[CR_ERRLEN];
+        snprintf(why, sizeof why, "body is over %zu bytes (--epp-max-body-bytes)",
+                 e->cfg.max_body_bytes);
+        return immediate(s, out, 413, CR_EPP_ERR_TOO_LARGE, why);
+    }
+    if (s->len + in->body_len > s->cap) {
+        size_t cap = s->cap ? s->cap : 4096;
+        while (cap < s->len + in->body_len)
+            cap *= 2;
+        if (cap > e->cfg.max_body_bytes)
+            cap = e->cfg.max_body_bytes;
+        uint8_t *grown = realloc(s->body, cap);
+        if (!grown)
+            return done(CR_ENOMEM, err);
+        s->body = grown;
+        s->cap = cap;
+    }
+    if (in->body_len)
+        memcpy(s->body + s->len, in->body, in->body_len);
+    s->len += in->body_len;
+    /* BUFFERED sends the body whole in one message */
+    if (in->end_of_stream || s->request_mode == CR_EPP_MODE_BUFFERED)
+        return body_end(s, now, 0, out);
+    return CR_EPP_MORE;
+}
+
+static cr_epp_next request_trailers(cr_epp_stream *s, double now, cr_epp_out *out,
+                                    cr_error *err)
+{
+    if (s->phase == WAIT_HEADERS)
+        return protocol(s, err, "request_trailers before request_headers");
+    if (s->phase == GATHER) {
+        if (s->request_mode == CR_EPP_MODE_BUFFERED)
+            return protocol(s, err, "request_trailers before the buffered body");
+        cr_epp_next next = body_end(s, now, 1, out);
+        if (next != CR_EPP_MORE)
+            return next;
+    }
+    return done(cr_epp_reply_trailers(out, CR_EPP_OUT_REQUEST_TRAILERS), err);
+}
+
+/* ---- the response and the outcome ----------------------------------------- */
+
+static void report(cr_epp_stream *s, int broken)
+{
+    if (!s->routed || s->reported)
+        return;
+    s->reported = 1;
+    cr_epp *e = s->e;
+    cr_outcome o = {.request_id = s->request_id, .has = CR_OUT_SHARD, .shard = s->shard};
+    uint32_t served = s->served[0] ? cr_epp_shard_of(e, s->served, strlen(s->served))
+                                   : UINT32_MAX;
+    if (served != UINT32_MAX) /* a fallback served it */
+        o.shard = served;
+    uint32_t prompt, cached;
+    if (s->tail_len && cr_openai_usage(s->tail, s->tail_len, &prompt, &cached)) {
+        o.prompt_tokens = prompt > CR_REQUEST_MAX_TOKENS ? CR_REQUEST_MAX_TOKENS : prompt;
+        o.cached_tokens = cached > o.prompt_tokens ? o.prompt_tokens : cached;
+        o.has |= CR_OUT_PROMPT_TOKENS | CR_OUT_CACHED_TOKENS;
+    }
+    if (s->has_ttft) {
+        o.ttft_ms = fmax(0, (s->ttft_s - s->opened) * 1000);
+        o.has |= isfinite(o.ttft_ms) ? CR_OUT_TTFT : 0;
+    }
+    if (s->status >= 500 && s->status <= 599) {
+        o.has |= CR_OUT_ERROR;
+        o.error = "upstream 5xx";
+        cr_epp_count(&e->errors[CR_EPP_ERR_UPSTREAM_5XX], 1);
+    } else if (broken) {
+        o.has |= CR_OUT_ERROR;
+        o.error = "stream reset";
+        cr_epp_count(&e->errors[CR_EPP_ERR_RESET], 1);
+    }
+    cr_epp_report(e, s->caller, &o);
+}
+
+static int status_of(cr_epp_text t)
+{
+    int v = 0;
+    for (size_t i = 0; i < t.n && i < 3; i++) {
+        if (t.p[i] < '0' || t.p[i] > '9')
+            return 0;
+        v = v * 10 + (t.p[i] - '0');
+    }
+    return t.n == 3 ? v : 0;
+}
+
+/* The last CR_EPP_USAGE_TAIL_BYTES of the response body, where usage is. */
+static cr_status keep_tail(cr_epp_stream *s, const uint8_t *b, size_t n)
+{
+    if (!s->tail && !(s->tail = malloc(CR_EPP_USAGE_TAIL_BYTES)))
+        return CR_ENOMEM;
+    if (n >= CR_EPP_USAGE_TAIL_BYTES) {
+        memcpy(s->tail, b + n - CR_EPP_USAGE_TAIL_BYTES, CR_EPP_USAGE_TAIL_BYTES);
+        s->tail_len = CR_EPP_USAGE_TAIL_BYTES;
+        return CR_OK;
+    }
+    size_t keep = s->tail_len + n > CR_EPP_USAGE_TAIL_BYTES ? CR_EPP_USAGE_TAIL_BYTES - n
+                                                             : s->tail_len;
+    memmove(s->tail, s->tail + s->tail_len - keep, keep);
+    memcpy(s->tail + keep, b, n);
+    s->tail_len = keep + n;
+    return CR_OK;
+}
+
+static cr_epp_next response(cr_epp_stream *s, const cr_epp_in *in, double now, cr_epp_out *out,
+                            cr_error *err)
+{
+    cr_epp *e = s->e;
+    if (s->phase != PASS && s->phase != ROUTED)
+        return protocol(s, err, "a response phase before the request was routed");
+    cr_status st;
+    int end = in->end_of_stream;
+    switch (in->kind) {
+    case CR_EPP_IN_RESPONSE_HEADERS:
+        s->status = status_of(in->status);
+        st = cr_epp_reply_common(out, CR_EPP_OUT_RESPONSE_HEADERS, NULL);
+        break;
+    case CR_EPP_IN_RESPONSE_BODY:
+        cr_epp_count(&e->bytes_in, in->body_len);
+        if (in->body_len && !s->has_ttft) {
+            s->has_ttft = 1;
+            s->ttft_s = now;
+        }
+        if (in->body_len && keep_tail(s, in->body, in->body_len) != CR_OK)
+            return done(CR_ENOMEM, err);
+        if (s->response_mode == CR_EPP_MODE_FULL_DUPLEX) {
+            cr_epp_count(&e->bytes_out, in->body_len);
+            st = cr_epp_reply_chunks(out, CR_EPP_OUT_RESPONSE_BODY, in->body, in->body_len, end);
+        } else {
+            st = cr_epp_reply_common(out, CR_EPP_OUT_RESPONSE_BODY, NULL);
+        }
+        break;
+    default: /* trailers end the response */
+        end = 1;
+        st = cr_epp_reply_trailers(out, CR_EPP_OUT_RESPONSE_TRAILERS);
+        break;
+    }
+    if (end)
+        report(s, 0);
+    return done(st, err);
+}
+
+/* ---- steps ------------------------------------------------------------------ */
+
+/* The body modes the data plane announced on its first message. */
+static cr_epp_next modes(cr_epp_stream *s, const cr_epp_in *in, cr_error *err)
+{
+    int r = in->request_mode, p = in->response_mode;
+    if (r != CR_EPP_MODE_NONE && r != CR_EPP_MODE_BUFFERED && r != CR_EPP_MODE_FULL_DUPLEX)
+        return protocol(s, err,
+                        "protocol_config.request_body_mode %d is not supported "
+                        "(FULL_DUPLEX_STREAMED, BUFFERED or NONE)",
+                        r);
+    s->request_mode = r;
+    s->response_mode = p; /* anything but full duplex: each body message answered CONTINUE */
+    return CR_EPP_MORE;
+}
+
+cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len, double now,
+                               cr_epp_out *out, cr_error *err)
+{
+    if (s->phase == ANSWERED)
+        return protocol(s, err, "a message after the immediate response");
+    cr_epp_in in;
+    cr_status st = cr_epp_in_read(msg, len, s->e->owner, &in, err);
+    if (st != CR_OK)
+        return st == CR_EINVAL ? protocol(s, err, "%s", err->msg) : done(st, err);
+    cr_epp_next next = CR_EPP_MORE;
+    if (s->first && in.has_modes)
+        next = modes(s, &in, err);
+    s->first = 0;
+    if (in.has_subset) {
+        free(s->subset);
+        s->subset = in.subset;
+        s->has_subset = 1;
+        in.subset = NULL;
+    }
+    if (in.served.n && in.served.n < sizeof s->served) {
+        memcpy(s->served, in.served.p, in.served.n);
+        s->served[in.served.n] = '\0';
+    }
+    if (next == CR_EPP_MORE) {
+        switch (in.kind) {
+        case CR_EPP_IN_REQUEST_HEADERS: next = request_headers(s, &in, now, out, err); break;
+        case CR_EPP_IN_REQUEST_BODY: next = request_body(s, &in, now, out, err); break;
+        case CR_EPP_IN_REQUEST_TRAILERS: next = request_trailers(s, now, out, err); break;
+        default: next = response(s, &in, now, out, err); break;
+        }
+    }
+    cr_epp_in_free(&in);
+    return next;
+}
+
+void cr_epp_stream_close(cr_epp_stream *s, cr_epp_end how, double now)
+{
+    (void)now; /* the outcome's times were taken as they came */
+    if (!s)
+        return;
+    cr_epp *e = s->e;
+    if (s->routed)
+        report(s, how == CR_EPP_END_BROKEN);
+    else if (s->phase == GATHER)
+        cr_epp_count(&e->errors[CR_EPP_ERR_ABANDONED], 1);
+    atomic_fetch_sub_explicit(&e->open, 1, memory_order_relaxed);
+    free(s->subset);
+    free(s->body);
+    free(s->tail);
+    free(s);
+}
