@@ -10,7 +10,9 @@
 #include "common.h"
 
 #define CR_OPENAI_MAX_DEPTH 64      /* JSON nesting read, at most; deeper is refused */
-#define CR_OPENAI_MAX_MESSAGES 65536 /* messages[] / prompt[] entries, at most */
+/* messages[] / prompt[] entries, at most; a prompt of token ids is
+ * bounded by the body alone (a long context has more than 65,536 ids) */
+#define CR_OPENAI_MAX_MESSAGES 65536
 
 typedef enum cr_openai_kind {
     CR_OPENAI_OTHER,      /* any other path or method: routed by load alone */
@@ -59,6 +61,13 @@ typedef struct cr_openai_request {
  * deeper than 64", "body is not UTF-8" ...; CR_ENOMEM. Pure. */
 cr_status cr_openai_parse(cr_openai_kind kind, const uint8_t *body, size_t len,
                           cr_openai_request *out, cr_error *err);
+/* The pass cr_openai_parse makes before the JSON library sees a body:
+ * well-formed UTF-8 (RFC 3629: no overlongs, no surrogates) and brackets
+ * outside strings at most CR_OPENAI_MAX_DEPTH deep, without recursion, in
+ * one pass. CR_OK, or CR_EINVAL with err ("body is not UTF-8 at byte 12",
+ * "body nests deeper than 64"). Pure. */
+cr_status cr_openai_check(const uint8_t *body, size_t len, cr_error *err);
+
 /* Frees what r holds and empties it; an empty r is fine. */
 void cr_openai_request_free(cr_openai_request *r);
 
