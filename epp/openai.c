@@ -360,6 +360,10 @@ static void where_in(const uint8_t *body, size_t at, char *buf, size_t size)
 /* The parsed root of body, or NULL with err; whitespace only after it. */
 static cJSON *parse(const uint8_t *body, size_t len, cr_error *err)
 {
+    if (!len) {
+        cr_fail(err, CR_EINVAL, "body is not JSON: it is empty");
+        return NULL;
+    }
     if (cr_openai_check(body, len, err) != CR_OK)
         return NULL;
     const char *end = NULL;
@@ -370,10 +374,10 @@ static cJSON *parse(const uint8_t *body, size_t len, cr_error *err)
             at++;
     if (!root || at < len) {
         char pos[64];
+        const char *what = root ? "more after the value" : "a syntax error";
         where_in(body, at < len ? at : len, pos, sizeof pos);
         cJSON_Delete(root);
-        cr_fail(err, CR_EINVAL, "body is not JSON: %s at %s",
-                !len ? "it is empty" : root ? "more after the value" : "a syntax error", pos);
+        cr_fail(err, CR_EINVAL, "body is not JSON: %s at %s", what, pos);
         return NULL;
     }
     if (!cJSON_IsObject(root)) {

@@ -65,12 +65,28 @@ uint32_t cr_epp_shard_of(cr_epp *e, const char *addr, size_t n)
     return s;
 }
 
-/* The hint's addresses ("a, b,c") as distinct shards of set, into only;
- * how many. Addresses not in the set are left out. */
-static uint32_t subset_shards(const cr_endpoints *set, const char *hint, uint32_t *only)
+/* The shards a route may take, into only: the hint's addresses ("a,
+ * b,c") found in the set, distinct, or with no hint (NULL) every endpoint;
+ * either way only those whose address is an ip:port the data plane can
+ * dial (the others counted as left out). How many; *all = 1 when that is
+ * every endpoint of the set (no list needed). */
+static uint32_t allowed(cr_epp *e, const cr_endpoints *set, const char *hint, uint32_t *only,
+                        int *all)
 {
-    uint32_t n = 0;
-    for (const char *p = hint; *p;) {
+    uint32_t n = 0, left_out = 0;
+    *all = 0;
+    if (!hint) {
+        for (uint32_t s = 0; s < set->n_slots; s++) {
+            if (set->slot[s].state == CR_ENDPOINT_GONE)
+                continue;
+            if (cr_epp_is_ip_port(set->slot[s].address))
+                only[n++] = s;
+            else
+                left_out++;
+        }
+        *all = left_out == 0;
+    }
+    for (const char *p = hint; p && *p;) {
         while (*p == ' ' || *p == ',')
             p++;
         size_t len = strcspn(p, ",");
@@ -81,10 +97,15 @@ static uint32_t subset_shards(const cr_endpoints *set, const char *hint, uint32_
         int seen = 0;
         for (uint32_t i = 0; i < n && !seen; i++)
             seen = only[i] == s;
-        if (s != UINT32_MAX && !seen && n < CR_ENDPOINTS_MAX)
-            only[n++] = s;
+        if (s != UINT32_MAX && !seen && n < CR_ENDPOINTS_MAX) {
+            if (cr_epp_is_ip_port(set->slot[s].address))
+                only[n++] = s;
+            else
+                left_out++;
+        }
         p += len;
     }
+    cr_epp_count(&e->bad_addresses, left_out);
     return n;
 }
 
@@ -191,17 +212,25 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
     uint32_t only[CR_ENDPOINTS_MAX];
-    uint32_t n_only = p->subset ? subset_shards(set, p->subset, only) : 0;
+    int all;
+    uint32_t n_only = allowed(e, set, p->subset, only, &all);
     char space[CR_CORE_NAMESPACE_MAX];
     cr_route_request q = {.has_owner = p->has_owner, .owner = p->owner, .space = space,
                           .request_id = p->request_id, .caller = p->caller,
-                          .only = p->subset ? only : NULL, .n_only = n_only,
+                          .only = all ? NULL : only, .n_only = all ? 0 : n_only,
                           .alternatives = e->cfg.fallbacks};
     uint64_t *keys = NULL;
     cr_status st = CR_OK;
     if (p->subset && !n_only) {
-        st = cr_fail(err, CR_EINVAL, "the subset hint names no endpoint in the set (%s: \"%.96s\")",
+        st = cr_fail(err, CR_EINVAL,
+                     "the subset hint names no endpoint of the set with an ip:port address (%s: "
+                     "\"%.96s\")",
                      CR_EPP_SUBSET_KEY, p->subset);
+        fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
+    } else if (!n_only) {
+        st = cr_fail(err, CR_EINVAL,
+                     "no endpoint of the set has an ip:port address (the endpoint picker needs "
+                     "them)");
         fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     } else if (p->body && (st = namespace_of(p->body, space, &q.space_len, err)) != CR_OK) {
         fail(out, 400, CR_EPP_ERR_BAD_BODY);
@@ -218,11 +247,12 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
     if (st == CR_OK && (st = cr_core_route(e->core, &q, 1, &a, NULL, err)) != CR_OK)
         fail(out, st == CR_EINVAL ? 400 : 503,
              st == CR_EINVAL ? CR_EPP_ERR_BAD_BODY : CR_EPP_ERR_NO_ENDPOINT);
+    q.hashes = NULL; /* read by the route only */
     free(keys);
     if (st != CR_OK)
         return;
     if (a.shard == CR_ROUTE_NO_SHARD) {
-        cr_fail(err, CR_EINVAL, "no usable endpoint among the %u of the subset hint", n_only);
+        cr_fail(err, CR_EINVAL, "no usable endpoint among the %u it may go to", n_only);
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
     if (!destination_of(e, &a, out)) { /* routed, so its work is given back at once */
@@ -232,6 +262,9 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
                 "no endpoint to send to has an ip:port address (the endpoint picker needs them)");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
+    /* kept like a decision (GetDecision, WatchDecisions), so that the
+     * outcome's TTFT is judged against the route's prediction */
+    cr_core_receipt_route(e->core, &q, &a);
     out->shard = a.shard;
     cr_epp_count(&e->routed, 1);
 }

@@ -204,7 +204,8 @@ cr_status cr_epp_reply_chunks(cr_epp_out *out, int phase, const uint8_t *body, s
     size_t at = 0;
     do {
         size_t n = len - at < CR_EPP_CHUNK_BYTES ? len - at : CR_EPP_CHUNK_BYTES;
-        if (cr_epp_reply_chunk(out, phase, body + at, n, end_of_stream && at + n == len) != CR_OK)
+        const uint8_t *from = n ? body + at : body; /* an empty body may be NULL */
+        if (cr_epp_reply_chunk(out, phase, from, n, end_of_stream && at + n == len) != CR_OK)
             return CR_ENOMEM;
         at += n;
     } while (at < len);

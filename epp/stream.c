@@ -381,8 +381,11 @@ cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len,
         return protocol(s, err, "a message after the immediate response");
     cr_epp_in in;
     cr_status st = cr_epp_in_read(msg, len, s->e->owner, &in, err);
-    if (st != CR_OK)
-        return st == CR_EINVAL ? protocol(s, err, "%s", err->msg) : done(st, err);
+    if (st != CR_OK) {
+        char why[CR_ERRLEN];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return st == CR_EINVAL ? protocol(s, err, "%s", why) : done(st, err);
+    }
     cr_epp_next next = CR_EPP_MORE;
     if (s->first && in.has_modes)
         next = modes(s, &in, err);

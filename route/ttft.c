@@ -163,16 +163,57 @@ static double miss_weight(cr_router *r, const view *x)
     return 1 + (r->g - 1) * CR_ROUTE_SHARED_HALF / (CR_ROUTE_SHARED_HALF + n);
 }
 
-/* The ttft choice among the candidates (cand NULL: every shard), with miss
- * weight g. */
-static void choose(cr_router *r, const view *x, double g,
-                   const uint32_t *cand, uint32_t n_cand, uint32_t home, double now,
-                   cr_route_answer *out)
+/* The best shards of one request, cheapest first: at most cap of them (the
+ * best and the alternatives it asked for). */
+typedef struct ranked {
+    uint32_t n, cap;
+    uint32_t shard[1 + CR_ROUTE_MAX_ALTERNATIVES];
+    double cost[1 + CR_ROUTE_MAX_ALTERNATIVES];
+} ranked;
+
+static ranked ranked_for(const cr_route_request *q)
 {
-    double l = x->tokens, best_cost = INFINITY, most = 0, least = INFINITY;
-    uint32_t best = UINT32_MAX;
+    uint32_t more = q->alternatives < CR_ROUTE_MAX_ALTERNATIVES ? q->alternatives
+                                                                : CR_ROUTE_MAX_ALTERNATIVES;
+    return (ranked){.cap = 1 + more};
+}
+
+/* Puts shard s of cost c in k, after the ones that cost as much (so a tie
+ * keeps the shard seen first). */
+static void ranked_put(ranked *k, uint32_t s, double c)
+{
+    uint32_t i = k->n < k->cap ? k->n++ : k->cap;
+    while (i > 0 && k->cost[i - 1] > c) {
+        if (i < k->cap) {
+            k->cost[i] = k->cost[i - 1];
+            k->shard[i] = k->shard[i - 1];
+        }
+        i--;
+    }
+    if (i < k->cap) {
+        k->cost[i] = c;
+        k->shard[i] = s;
+    }
+}
+
+/* r locked: how long a request sent to s now would wait, ms. */
+static double wait_on(const cr_router *r, uint32_t s, double now)
+{
+    return r->work ? cr_inflight_wait_ms(r->work, s, now) : 0;
+}
+
+/* r locked: the usable shards among the candidates (cand NULL: 0..n-1),
+ * the home first (when it is one) so that a tie keeps it, ranked into *k by
+ * their predicted cost with miss weight g, skipping skip; the most and
+ * fewest tokens any of them holds of x into *most and *least. */
+static void rank(cr_router *r, const view *x, double g, const uint32_t *cand, uint32_t n_cand,
+                 uint32_t n, uint32_t home, uint32_t skip, double now, ranked *k, double *most,
+                 double *least)
+{
+    double l = x->tokens;
+    *most = 0;
+    *least = INFINITY;
     for (uint32_t i = 0; i <= n_cand; i++) {
-        /* the home first, so that a tie keeps it; then in id order */
         uint32_t s = i == 0 ? home : cand ? cand[i - 1] : i - 1;
         if (i > 0 && s == home)
             continue;
@@ -183,32 +224,61 @@ static void choose(cr_router *r, const view *x, double g,
             if (j == n_cand)
                 continue;
         }
-        if (!cr_router_usable(r, s))
-            continue; /* draining, down or gone */
+        if (s >= n || s == skip || !cr_router_usable(r, s))
+            continue; /* no such shard; draining, down or gone */
         double cpu, hit = hit_on(r, x, s, &cpu);
-        double cost = (cr_inflight_wait_ms(r->work, s, now) +
-                       g * prefill_with_load(r, hit, cpu, l)) /
+        double cost = (wait_on(r, s, now) + g * prefill_with_load(r, hit, cpu, l)) /
                       cr_router_speed(r, s);
-        most = hit > most ? hit : most;
-        least = hit < least ? hit : least;
-        if (cost < best_cost) {
-            best_cost = cost;
-            best = s;
-        }
+        *most = hit > *most ? hit : *most;
+        *least = hit < *least ? hit : *least;
+        ranked_put(k, s, cost);
     }
-    if (best == UINT32_MAX && cand) /* every planned shard left service */
-        return choose(r, x, g, NULL, cr_ring_n_shards(r->ring), home, now, out);
-    best = best != UINT32_MAX ? best : home;
-    double cpu, hit = hit_on(r, x, best, &cpu);
-    out->shard = best;
+}
+
+/* r locked: out's shard set, its predictions on that shard. */
+static void predict(cr_router *r, const view *x, uint32_t s, double now, cr_route_answer *out)
+{
+    double cpu, hit = hit_on(r, x, s, &cpu);
+    out->shard = s;
     out->cached_tokens = (uint32_t)hit;
-    out->queue_wait_ms = cr_inflight_wait_ms(r->work, best, now);
-    out->prefill_ms = prefill_with_load(r, hit, cpu, l);
-    out->reason = cand                  ? CR_ROUTE_WHY_PLANNED
-                  : most <= least       ? CR_ROUTE_WHY_LEAST_LOADED
-                  : hit < most          ? CR_ROUTE_WHY_SPILL
-                  : x->session          ? CR_ROUTE_WHY_SESSION
-                                        : CR_ROUTE_WHY_PREFIX;
+    out->queue_wait_ms = wait_on(r, s, now);
+    out->prefill_ms = prefill_with_load(r, hit, cpu, x->tokens);
+}
+
+/* The alternatives in k after its first, into out. */
+static void alternatives_from(const ranked *k, uint32_t first, cr_route_answer *out)
+{
+    out->n_alternatives = 0;
+    for (uint32_t i = first; i < k->n; i++)
+        out->alternative[out->n_alternatives++] = k->shard[i];
+}
+
+/* The ttft choice among the candidates (cand NULL: every shard), with miss
+ * weight g, and the alternatives the request asked for. With the request's
+ * `only` list as the candidates, nothing else is tried: no usable one
+ * answers CR_ROUTE_NO_SHARD. */
+static void choose(cr_router *r, const view *x, double g, const uint32_t *cand,
+                   uint32_t n_cand, uint32_t n, uint32_t home, double now,
+                   cr_route_answer *out)
+{
+    ranked k = ranked_for(x->q);
+    double most, least;
+    rank(r, x, g, cand, n_cand, n, home, UINT32_MAX, now, &k, &most, &least);
+    if (!k.n && x->q->only) {
+        out->shard = CR_ROUTE_NO_SHARD;
+        out->n_alternatives = 0;
+        return;
+    }
+    if (!k.n && cand) /* every planned shard left service */
+        return choose(r, x, g, NULL, n, n, home, now, out);
+    predict(r, x, k.n ? k.shard[0] : home, now, out);
+    alternatives_from(&k, 1, out);
+    double hit = out->cached_tokens;
+    out->reason = cand && !x->q->only ? CR_ROUTE_WHY_PLANNED
+                  : most <= least     ? CR_ROUTE_WHY_LEAST_LOADED
+                  : hit < most        ? CR_ROUTE_WHY_SPILL
+                  : x->session        ? CR_ROUTE_WHY_SESSION
+                                      : CR_ROUTE_WHY_PREFIX;
 }
 
 /* r locked, prepared for n shards: the request's answer under ttft. */
@@ -217,22 +287,47 @@ static void place_ttft(cr_router *r, const cr_table *t, uint32_t n, const view *
 {
     const cr_route_request *q = x->q;
     const cr_placement *p = t && q->has_owner ? cr_table_find(t, q->owner) : NULL;
-    const uint32_t *cand = r->planned && p ? cr_table_shards(t, p) : NULL;
-    choose(r, x, miss_weight(r, x), cand, cand ? p->kb : n, home_of(r, x, n), now, out);
+    const uint32_t *cand = q->only               ? q->only
+                           : r->planned && p     ? cr_table_shards(t, p)
+                                                 : NULL;
+    uint32_t n_cand = q->only ? q->n_only : cand ? p->kb : n;
+    choose(r, x, miss_weight(r, x), cand, n_cand, n, home_of(r, x, n), now, out);
     out->admitted = p != NULL;
 }
 
+/* 1 when s is among the request's `only` shards (or it has none). */
+static int allowed(const cr_route_request *q, uint32_t s)
+{
+    for (uint32_t i = 0; q->only && i < q->n_only; i++)
+        if (q->only[i] == s)
+            return 1;
+    return !q->only;
+}
+
 /* r locked, prepared for n shards: the request's answer under plan,
- * bounded or live (its owner, or a key standing in for one). */
+ * bounded or live (its owner, or a key standing in for one). A shard
+ * outside its `only` list gives way to the ttft choice among the list;
+ * the alternatives are the other shards by the ttft rule's cost. */
 static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *x,
                        double now, cr_route_answer *out)
 {
-    out->shard =
-        cr_router_rule_one(r, t, n, owner_key(x), 1.0, now, &out->admitted, x->q->caller);
-    double cpu, hit = hit_on(r, x, out->shard, &cpu);
-    out->cached_tokens = (uint32_t)hit;
-    out->queue_wait_ms = r->work ? cr_inflight_wait_ms(r->work, out->shard, now) : 0;
-    out->prefill_ms = prefill_with_load(r, hit, cpu, x->tokens);
+    const cr_route_request *q = x->q;
+    uint32_t s = cr_router_rule_one(r, t, n, owner_key(x), 1.0, now, &out->admitted, q->caller);
+    out->n_alternatives = 0;
+    if (!allowed(q, s)) {
+        int admitted = out->admitted;
+        choose(r, x, r->g, q->only, q->n_only, n, s, now, out);
+        out->admitted = admitted;
+    } else {
+        predict(r, x, s, now, out);
+        if (q->alternatives) {
+            ranked k = ranked_for(q);
+            double most, least;
+            k.cap--; /* the rule's shard is the best */
+            rank(r, x, r->g, q->only, q->only ? q->n_only : n, n, s, s, now, &k, &most, &least);
+            alternatives_from(&k, 0, out);
+        }
+    }
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
@@ -306,6 +401,7 @@ static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, vie
             a->admitted = 0;
             a->cached_tokens = 0;
             a->queue_wait_ms = a->prefill_ms = 0;
+            a->n_alternatives = 0;
             a->reason = CR_ROUTE_WHY_RULE;
             continue;
         }
@@ -314,7 +410,8 @@ static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, vie
             place_ttft(r, t, n_shards, &v[i], now, a);
         else
             place_rule(r, t, n_shards, &v[i], now, a);
-        remember(r, &v[i], a, now);
+        if (a->shard != CR_ROUTE_NO_SHARD) /* nowhere to go: nothing to remember */
+            remember(r, &v[i], a, now);
     }
 }
 

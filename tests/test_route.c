@@ -418,6 +418,39 @@ static void test_live_least_loaded(void)
     fixture_close(&f);
 }
 
+/* Under a rule other than ttft the rule picks the shard; the alternatives
+ * asked for are the other shards, each once; an `only` list that leaves
+ * the rule's shard out gets the best of the list instead. */
+static void test_rule_alternatives_and_only(void)
+{
+    cr_route_config cfg = {.by = CR_ROUTE_BOUNDED, .load_bound = 1.25, .inflight_ttl_s = 60,
+                           .inflight_max = 1000, .block_tokens = 16, .index_blocks = 64,
+                           .max_hashes = 8, .miss_weight = 2};
+    cr_router *r = cr_router_new(&cfg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    cr_route_request q = {.has_owner = 1, .owner = 7, .prompt_tokens = 64, .alternatives = 8};
+    cr_route_answer a;
+    cr_router_place(r, NULL, SHARDS, &q, &a, 1, 1.0);
+    CU_ASSERT_EQUAL(a.reason, CR_ROUTE_WHY_RULE);
+    CU_ASSERT_EQUAL_FATAL(a.n_alternatives, SHARDS - 1);
+    uint8_t seen[SHARDS] = {0};
+    seen[a.shard] = 1;
+    for (uint32_t i = 0; i < a.n_alternatives; i++) {
+        CU_ASSERT_FATAL(a.alternative[i] < SHARDS);
+        CU_ASSERT_EQUAL(seen[a.alternative[i]], 0);
+        seen[a.alternative[i]] = 1;
+    }
+    uint32_t only[2] = {(a.shard + 1) % SHARDS, (a.shard + 2) % SHARDS};
+    cr_route_request p = q;
+    p.only = only;
+    p.n_only = 2;
+    cr_route_answer b;
+    cr_router_place(r, NULL, SHARDS, &p, &b, 1, 2.0);
+    CU_ASSERT(b.shard == only[0] || b.shard == only[1]);
+    CU_ASSERT_EQUAL(b.n_alternatives, 1);
+    cr_router_free(r);
+}
+
 /* ---- expiry, release, memory ---- */
 
 static void test_expiry_in_virtual_time(void)
@@ -821,6 +854,7 @@ static const cr_test_case route_tests[] = {
     {"bounded cold owner walks its ring", test_bounded_cold_owner_walks_its_ring},
     {"bounded always under the bound", test_bounded_always_under_the_bound},
     {"live least loaded", test_live_least_loaded},
+    {"rule alternatives and only", test_rule_alternatives_and_only},
     {"expiry in virtual time", test_expiry_in_virtual_time},
     {"release by outcome", test_release_by_outcome},
     {"release depth", test_release_depth},

@@ -446,6 +446,125 @@ static void test_routes_follow_the_calibration(void)
     cr_core_free(f.core);
 }
 
+/* One Route asking for k alternatives, limited to only[0..n_only) when
+ * only is given. */
+static cr_route_answer route_ranked(fixture *f, const uint64_t *h, uint32_t n, uint32_t k,
+                                    const uint32_t *only, uint32_t n_only)
+{
+    cr_route_request q = {.hashes = h, .n_hashes = n, .alternatives = k, .only = only,
+                          .n_only = n_only};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
+/* The alternatives are the next cheapest shards, in order of cost: with one
+ * prefix held on shard x and queues of 1, 2 and 3 prefills behind the
+ * others, the best is x (its hit), then the shortest queue, and so on;
+ * asking for none changes nothing; asking for more than there are gives
+ * what there is, never the best twice. */
+static void test_alternatives_in_order_of_cost(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[8], other[8];
+    run_of(h, 8, 100);
+    cr_route_answer first = route(&f, h, 8);
+    uint32_t x = first.shard;
+    f.t = 10; /* its prefill is done */
+    /* queues: the three other shards get 1, 2 and 3 prefills of 8 blocks */
+    uint32_t load[SHARDS] = {0};
+    for (uint32_t want = 1; want <= 3; want++)
+        for (uint32_t s = 0; s < SHARDS; s++) {
+            if (s == x || load[s])
+                continue;
+            for (uint32_t i = 0; i < want; i++) {
+                run_of(other, 8, 1000 * (10 * s + want) + 50 * i);
+                uint32_t only = s;
+                CU_ASSERT_EQUAL(route_ranked(&f, other, 8, 0, &only, 1).shard, s);
+            }
+            load[s] = want;
+            break;
+        }
+    cr_route_answer plain = route_ranked(&f, h, 8, 0, NULL, 0);
+    CU_ASSERT_EQUAL(plain.shard, x);
+    CU_ASSERT_EQUAL(plain.n_alternatives, 0);
+    cr_route_answer a = route_ranked(&f, h, 8, 8, NULL, 0);
+    CU_ASSERT_EQUAL(a.shard, x);
+    CU_ASSERT_EQUAL_FATAL(a.n_alternatives, SHARDS - 1);
+    for (uint32_t i = 0; i < a.n_alternatives; i++) {
+        CU_ASSERT_NOT_EQUAL(a.alternative[i], x);
+        CU_ASSERT_EQUAL(load[a.alternative[i]], i + 1); /* shortest queue first */
+    }
+    cr_route_answer two = route_ranked(&f, h, 8, 2, NULL, 0);
+    CU_ASSERT_EQUAL(two.n_alternatives, 2);
+    CU_ASSERT_EQUAL(two.alternative[0], a.alternative[0]);
+    cr_core_free(f.core);
+}
+
+/* `only` (a gateway's subset hint) keeps the route and its alternatives
+ * among the listed shards, even away from the prefix; shards that do not
+ * exist are ignored, and a list with none usable answers no shard and
+ * leaves nothing behind (the next free choice is unchanged). */
+static void test_only_limits_the_choice(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    uint32_t x = route(&f, h, 8).shard;
+    f.t = 10;
+    uint32_t away[2] = {(x + 1) % SHARDS, (x + 2) % SHARDS};
+    cr_route_answer a = route_ranked(&f, h, 8, 4, away, 2);
+    CU_ASSERT(a.shard == away[0] || a.shard == away[1]);
+    CU_ASSERT_EQUAL(a.cached_tokens, 0);
+    CU_ASSERT_EQUAL_FATAL(a.n_alternatives, 1);
+    CU_ASSERT(a.alternative[0] != a.shard &&
+              (a.alternative[0] == away[0] || a.alternative[0] == away[1]));
+    uint32_t none[2] = {SHARDS, 4000}; /* no such shards */
+    cr_route_answer b = route_ranked(&f, h, 8, 2, none, 2);
+    CU_ASSERT_EQUAL(b.shard, CR_ROUTE_NO_SHARD);
+    CU_ASSERT_EQUAL(b.n_alternatives, 0);
+    f.t = 20;
+    cr_route_answer c = route(&f, h, 8);
+    CU_ASSERT_EQUAL(c.shard, x); /* still its prefix */
+    CU_ASSERT_EQUAL(c.cached_tokens, 8 * BT);
+    cr_core_free(f.core);
+}
+
+/* A route's receipt holds its prediction, and the outcome of its request
+ * id is matched to it: the TTFT measured against the queue wait plus the
+ * prefill predicted. No id: nothing kept. */
+static void test_route_receipt_matches_its_outcome(void)
+{
+    fixture f;
+    open_ttft(&f, 2, 1000, 0);
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    cr_route_request q = {.hashes = h, .n_hashes = 8, .request_id = "epp-1"};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_receipt_route(f.core, &q, &a), 0);
+    cr_receipt r;
+    CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, "epp-1", &r), 1);
+    CU_ASSERT_EQUAL(r.prompt_tokens, 8 * BT);
+    CU_ASSERT_EQUAL(r.decision.mode, CR_INJECT_TEXT);
+    CU_ASSERT_DOUBLE_EQUAL(r.decision.text.total_ms, a.queue_wait_ms + a.prefill_ms, 1e-9);
+    cr_outcome o = {.request_id = "epp-1", .has = CR_OUT_TTFT | CR_OUT_SHARD, .shard = a.shard,
+                    .ttft_ms = a.prefill_ms + 10};
+    cr_outcome_counts counts;
+    CU_ASSERT_EQUAL_FATAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    CU_ASSERT_EQUAL(counts.matched, 1);
+    CU_ASSERT_EQUAL_FATAL(cr_core_decision(f.core, "epp-1", &r), 1);
+    CU_ASSERT_EQUAL(r.outcomes, 1);
+    cr_route_request none = q;
+    none.request_id = NULL;
+    CU_ASSERT_EQUAL(cr_core_receipt_route(f.core, &none, &a), -1);
+    cr_core_free(f.core);
+}
+
 static const cr_test_case ttft_tests[] = {
     {"a prefix goes where it was sent", test_prefix_goes_where_it_was_sent},
     {"namespaces never match", test_namespaces_never_match},
@@ -459,6 +578,9 @@ static const cr_test_case ttft_tests[] = {
     {"bad requests name the field", test_bad_requests_name_the_field},
     {"same calls same answers", test_same_calls_same_answers},
     {"routes follow the calibration", test_routes_follow_the_calibration},
+    {"alternatives in order of cost", test_alternatives_in_order_of_cost},
+    {"only limits the choice", test_only_limits_the_choice},
+    {"route receipt matches its outcome", test_route_receipt_matches_its_outcome},
     {NULL, NULL},
 };
 

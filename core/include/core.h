@@ -217,6 +217,17 @@ cr_status cr_core_record_as(cr_core *c, uint64_t caller, const int64_t *owners, 
 cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err);
 
+/* Keeps a receipt for a route just made with cr_core_route (q and its
+ * answer a), as SelectInjection keeps one for a decision: the endpoint
+ * picker's routes, so that GetDecision, WatchDecisions and the outcome's
+ * measured-minus-predicted errors show them. The decision is the text
+ * path (a route injects no knowledge): the predicted queue wait and
+ * prefill, their sum the TTFT predicted; the receipt's prompt and cached
+ * tokens are the route's L and predicted hit. Reported to
+ * hooks->receipted. 0 kept; -1 not (no request id, --receipts 0, no
+ * shard, out of memory). Thread-safe. */
+int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_answer *a);
+
 /* ---- ReportKvEvents ------------------------------------------------------ */
 
 #define CR_CORE_MAX_KV_EVENTS 10000        /* events in one ReportKvEvents */

@@ -249,3 +249,114 @@ printf 'endpoints: [{id: a, address: h}]\n---\nendpoints: [{id: b, address: h}]\
     >"$out/endpoints_file/two_documents"
 printf 'endpoints: [{id: a, address: %s1%s}]\n' "$(printf '[%.0s' $(seq 20))" \
     "$(printf ']%.0s' $(seq 20))" >"$out/endpoints_file/deep"
+
+# The endpoint picker's streams (fuzz_epp_stream.c): a flags byte (bit 0
+# BUFFERED, bit 1 a 4 KiB body bound, bit 2 closed broken), then each
+# ProcessingRequest as a 2-byte little-endian length and its bytes. The
+# messages are the protobuf text on stdin, one per paragraph.
+mkdir -p "$out/epp_stream"
+epp_msg() { # the text on stdin as one length-prefixed ProcessingRequest
+    protoc --encode=envoy.service.ext_proc.v3.ProcessingRequest -I "$root/proto" \
+        -I /usr/include envoy/service/ext_proc/v3/external_processor.proto >"$out/.msg"
+    n=$(wc -c <"$out/.msg")
+    printf "\\$(printf %o $((n & 255)))\\$(printf %o $((n >> 8)))"
+    cat "$out/.msg"
+}
+epp() { # NAME FLAGS, the paragraphs on stdin
+    printf "\\$(printf %o "$2")" >"$out/epp_stream/$1"
+    awk -v RS= -v dir="$out" '{ f = sprintf("%s/.para%03d", dir, NR); print > f; close(f) }'
+    for p in "$out"/.para*; do epp_msg <"$p" >>"$out/epp_stream/$1"; rm -f "$p"; done
+    rm -f "$out/.msg"
+}
+chat='{\"model\":\"llama\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}],\"stream\":true}'
+post='request_headers { headers { headers { key: ":method" raw_value: "POST" }
+  headers { key: ":path" raw_value: "/v1/chat/completions" }
+  headers { key: "x-session-id" raw_value: "s1" } } }'
+usage='data: {\"usage\":{\"prompt_tokens\":9,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n'
+respond="response_headers { headers { headers { key: \":status\" raw_value: \"200\" } } }
+metadata_context { filter_metadata { key: \"envoy.lb\" value { fields {
+  key: \"x-gateway-destination-endpoint-served\" value { string_value: \"10.0.0.2:8000\" } } } } }
+
+response_body { body: \"data: {}\\n\\n\" }
+
+response_body { body: \"$usage\" end_of_stream: true }
+
+response_trailers { }"
+epp full_duplex 0 <<EOF2
+$post
+
+request_body { body: "{\"model\":\"llama\",\"mess" }
+
+request_body { body: "ages\":[{\"role\":\"user\",\"content\":\"hello there\"}]}" end_of_stream: true }
+
+$respond
+EOF2
+epp buffered 1 <<EOF2
+$post
+protocol_config { request_body_mode: BUFFERED response_body_mode: BUFFERED }
+
+request_body { body: "$chat" end_of_stream: true }
+
+$respond
+EOF2
+epp get 0 <<EOF2
+request_headers { headers { headers { key: ":method" value: "GET" }
+  headers { key: ":path" value: "/v1/models" } } end_of_stream: true }
+
+response_headers { headers { headers { key: ":status" raw_value: "200" } } end_of_stream: true }
+EOF2
+epp subset 0 <<EOF2
+$post
+metadata_context { filter_metadata { key: "envoy.lb.subset_hint" value { fields {
+  key: "x-gateway-destination-endpoint-subset" value { list_value {
+    values { string_value: "10.0.0.4:8000" } values { string_value: "10.9.9.9:1" } } } } } } }
+
+request_body { body: "$chat" end_of_stream: true }
+EOF2
+epp subset_unknown 0 <<EOF2
+$post
+metadata_context { filter_metadata { key: "envoy.lb.subset_hint" value { fields {
+  key: "x-gateway-destination-endpoint-subset" value { string_value: "10.9.9.9:1,10.9.9.8:1" } } } } }
+
+request_body { body: "$chat" end_of_stream: true }
+EOF2
+epp too_large 2 <<EOF2
+$post
+
+request_body { body: "$(printf 'a%.0s' $(seq 3000))" }
+
+request_body { body: "$(printf 'b%.0s' $(seq 3000))" end_of_stream: true }
+EOF2
+epp bad_json 0 <<EOF2
+$post
+
+request_body { body: "{\"model\":5,\"messages\":[]}" end_of_stream: true }
+EOF2
+epp not_utf8 0 <<EOF2
+$post
+
+request_body { body: "{\"model\":\"m\",\"prompt\":\"\\377\\376\"}" end_of_stream: true }
+EOF2
+epp broken_after_route 4 <<EOF2
+$post
+
+request_body { body: "$chat" end_of_stream: true }
+
+response_headers { headers { headers { key: ":status" raw_value: "200" } } }
+EOF2
+epp upstream_5xx 0 <<EOF2
+$post
+
+request_body { body: "$chat" end_of_stream: true }
+
+response_headers { headers { headers { key: ":status" raw_value: "503" } } end_of_stream: true }
+EOF2
+epp body_first 0 <<EOF2
+request_body { body: "x" end_of_stream: true }
+EOF2
+epp completion_ids 0 <<EOF2
+request_headers { headers { headers { key: ":method" raw_value: "POST" }
+  headers { key: ":path" raw_value: "/v1/completions" } } }
+
+request_body { body: "{\"model\":\"m\",\"prompt\":[1,2,3,4,5,6,7,8,9],\"cache_salt\":\"s\"}" end_of_stream: true }
+EOF2
