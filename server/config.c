@@ -210,7 +210,8 @@ static const cr_option SERVER_ROWS[] = {
     {.name = "stream-idle-timeout", .key = "stream_idle_timeout_s", .type = CR_OPT_DOUBLE,
      .offset = AT(stream_idle_timeout_s), .def = 60, .min = 0, .max = 86400,
      .help = "seconds a stream (RecordArrivals, reflection) may wait for its next message, "
-             "counted from its previous answer; then it ends DEADLINE_EXCEEDED; 0 = forever"},
+             "counted from its previous answer (the picker's Process: from its last message "
+             "read or answer sent); then it ends DEADLINE_EXCEEDED; 0 = forever"},
     {.name = "metrics-timeout", .key = "metrics_timeout_s", .type = CR_OPT_LONG,
      .offset = AT(metrics_timeout_s), .def = 10, .min = 1, .max = 3600,
      .help = "seconds a /metrics connection may stay silent before it is closed"},
@@ -282,9 +283,9 @@ static const cr_option EPP_ROWS[] = {
      .offset = AT(body_mode), .def_text = "full-duplex", .choices = EPP_BODY,
      .help = "the body mode assumed when the data plane does not announce one: full-duplex "
              "(FULL_DUPLEX_STREAMED, what GIE requires) or buffered (BUFFERED)"},
-    {.name = "epp-max-requests", .key = "max_requests", .type = CR_OPT_U64,
-     .offset = AT(max_requests), .def = 10000, .min = 1, .max = 1000000,
-     .help = "requests the picker tracks at once between their route and their outcome"},
+    {.name = "epp-max-requests", .key = "max_requests", .type = CR_OPT_U32,
+     .offset = AT(max_requests), .def = 10000, .min = 1, .max = CR_EPP_MAX_REQUESTS_LIMIT,
+     .help = "picker streams (HTTP requests) open at once; one more answers 429 (shed)"},
 };
 
 const cr_option_table cr_epp_server_options = CR_OPTION_TABLE("epp", EPP_ROWS);

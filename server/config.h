@@ -72,7 +72,7 @@ typedef struct cr_epp_server_config {
     uint64_t max_body_bytes;   /* --epp-max-body-bytes */
     double tokenize_timeout_s; /* --epp-tokenize-timeout */
     int body_mode;             /* --epp-body-mode: cr_epp_body_mode */
-    uint64_t max_requests;     /* --epp-max-requests */
+    uint32_t max_requests;     /* --epp-max-requests */
 } cr_epp_server_config;
 
 extern const cr_option_table cr_epp_server_options;

@@ -515,9 +515,16 @@ static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
                         .tokens = (cr_epp_tokens)c->tokens,
                         .tokenize_timeout_s = c->tokenize_timeout_s,
                         .body_mode = (cr_epp_body_mode)c->body_mode,
-                        .block_tokens = cfg->core.route.block_tokens};
+                        .block_tokens = cfg->core.route.block_tokens,
+                        .max_hashes = cfg->core.route.max_hashes,
+                        .max_requests = c->max_requests,
+                        .decided = cr_metrics_epp_decided,
+                        .ctx = s->metrics};
     s->epp = cr_epp_new(&ec, s->handlers.core, e);
     s->epp_ops = cr_epp_ops(s->epp);
+    s->observer.epp = s->epp;
+    if (s->epp)
+        cr_metrics_epp_on(s->metrics);
     return s->epp ? 0 : -1;
 }
 
@@ -555,7 +562,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members};
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),

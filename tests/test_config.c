@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "endpoints_file.h"
 #include "memory_test.h"
 #include "cunit_main.h"
 
@@ -357,6 +358,7 @@ static void test_defaults_come_from_rows(void)
     cr_options_defaults(&cr_server_options, &from_components.server);
     cr_core_config_default(&from_components.core);
     cr_replica_config_default(&from_components.replica);
+    cr_options_defaults(&cr_epp_server_options, &from_components.epp);
     CU_ASSERT_EQUAL_FATAL(load(&loaded, err, NULL, NULL, NULL), 0);
     json_t *j = cr_config_json(&loaded);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -466,6 +468,8 @@ static int alternatives(const cr_option *o, alt *out)
         {"cluster", "c1", "prod.east-2", NULL, NULL},
         {"kv-events", "0=tcp://127.0.0.1:5557 1=ipc:///k,replay=tcp://h:5558", "2=tcp://h:1",
          NULL, NULL},
+        {"epp-listen", "127.0.0.1:9002", "[::1]:9003", NULL, NULL},
+        {"epp-owner-header", "x-user", "", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -574,6 +578,8 @@ static const char *refused_by_valid(const cr_option *o)
 {
     if (!strcmp(o->name, "replica-id") || !strcmp(o->name, "cluster"))
         return "name/with/slash";
+    if (!strcmp(o->name, "epp-owner-header"))
+        return "X-Session-Id"; /* the data plane sends header names in lower case */
     return "host-without-port";
 }
 
@@ -754,6 +760,29 @@ static void test_help_with_bad_environment(void)
     CU_ASSERT_EQUAL(strchr(text, '\n') - text, n - 1); /* one line */
 }
 
+/* --epp-listen: endpoint addresses are where the gateway sends requests,
+ * so only ip:port passes, and a refusal names the file, entry and value. */
+static void test_epp_wants_ip_ports(void)
+{
+    static const char *const good[] = {"10.0.0.7:8000", "127.0.0.1:1", "[::1]:8000",
+                                       "[fd00::2:1]:65535"};
+    static const char *const bad[] = {"engine-a:8000", "10.0.0.7", "10.0.0.7:", "10.0.0.7:0",
+                                      "10.0.0.7:65536", "10.0.0:80", "::1:8000", "[::1]8000",
+                                      "[10.0.0.7]:80", "10.0.0.7:80x", "unix:/s"};
+    cr_error err;
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        cr_endpoint_spec e = {"a", good[i], 1};
+        CU_ASSERT_EQUAL(cr_endpoints_check_ip_ports("f.yaml", &e, 1, &err), CR_OK);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_endpoint_spec e[2] = {{"a", "10.0.0.1:80", 1}, {"b", bad[i], 1}};
+        CU_ASSERT_EQUAL(cr_endpoints_check_ip_ports("f.yaml", e, 2, &err), CR_EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "f.yaml"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "endpoints[1] (id \"b\")"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, bad[i]));
+    }
+}
+
 static const cr_test_case row_tests[] = {
     {"defaults and set", test_rows_defaults_and_set},
     {"checks and text", test_rows_check_and_text},
@@ -769,6 +798,7 @@ static const cr_test_case config_tests[] = {
     {"bad values name the flag", test_bad_values},
     {"component checks read the rows", test_component_checks_use_rows},
     {"--help with a bad environment", test_help_with_bad_environment},
+    {"--epp-listen wants ip:port endpoints", test_epp_wants_ip_ports},
     {NULL, NULL},
 };
 

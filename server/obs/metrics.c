@@ -21,6 +21,11 @@ static const double rpc_bounds[] = {5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3
 static const double inject_bounds[] = {1e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
                                        0.5,  1,    2.5,  5,      10,   30,  60};
 
+/* The endpoint picker's added time: 10 µs to 1 s (an engine /tokenize at
+ * --epp-tokenize-timeout). */
+static const double epp_bounds[] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                    5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1};
+
 typedef struct histogram {
     const double *bounds;
     size_t n;
@@ -41,6 +46,8 @@ struct cr_metrics {
     _Atomic uint64_t decisions[CR_INJECT_N_REASONS]; /* a reason implies its mode */
     histogram predicted[2];                   /* text, kv */
     _Atomic double tls_not_after;             /* Unix seconds; 0 = no TLS */
+    histogram epp_decision;                   /* --epp-listen's decisions */
+    _Atomic int epp_on;
     cr_metrics_http *http;
 };
 
@@ -84,6 +91,7 @@ cr_metrics *cr_metrics_new(const char *const *paths, size_t n_methods)
     for (int k = 0; !bad && k < 2; k++)
         bad = histogram_init(&m->predicted[k], inject_bounds,
                              sizeof inject_bounds / sizeof *inject_bounds);
+    bad = bad || histogram_init(&m->epp_decision, epp_bounds, sizeof epp_bounds / sizeof *epp_bounds);
     if (bad) {
         cr_metrics_free(m);
         return NULL;
@@ -103,6 +111,7 @@ void cr_metrics_free(cr_metrics *m)
     free(m->plan_seconds.buckets);
     free(m->predicted[0].buckets);
     free(m->predicted[1].buckets);
+    free(m->epp_decision.buckets);
     free(m);
 }
 
@@ -327,6 +336,23 @@ static void render_injection(cr_metrics *m, cr_page *p)
                      &m->predicted[1]);
 }
 
+void cr_metrics_epp_on(cr_metrics *m) { atomic_store(&m->epp_on, 1); }
+
+void cr_metrics_epp_decided(void *m, double seconds)
+{
+    histogram_observe(&((cr_metrics *)m)->epp_decision, seconds);
+}
+
+static void render_epp(cr_metrics *m, cr_page *p)
+{
+    if (!atomic_load(&m->epp_on))
+        return;
+    cr_page_family(p, "cacheroute_epp_decision_seconds", "histogram",
+                   "The endpoint picker's added time per routed request, from its request "
+                   "headers in to its destination out.");
+    render_histogram(p, "cacheroute_epp_decision_seconds", NULL, &m->epp_decision);
+}
+
 void cr_metrics_tls_expiry(void *m, double not_after)
 {
     atomic_store(&((cr_metrics *)m)->tls_not_after, not_after);
@@ -351,6 +377,7 @@ char *cr_metrics_render(cr_metrics *m, cr_metrics_sample_fn sample, void *ctx, s
     render_planner(m, &p);
     render_injection(m, &p);
     render_tls(m, &p);
+    render_epp(m, &p);
     if (sample)
         sample(ctx, &p);
     if (p.failed) {

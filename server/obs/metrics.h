@@ -31,6 +31,13 @@ void cr_metrics_plan_churn(cr_metrics *m, uint64_t moved, uint64_t admitted_in,
  * there was no KV option. */
 void cr_metrics_injection(cr_metrics *m, cr_inject_reason reason, double text_s, double kv_s);
 
+/* --epp-listen: cacheroute_epp_decision_seconds is shown (from now on),
+ * and one routed request's seconds from its headers in to its destination
+ * out go into it (m is the cr_metrics, typed void * for cr_epp_config's
+ * decided hook). */
+void cr_metrics_epp_on(cr_metrics *m);
+void cr_metrics_epp_decided(void *m, double seconds);
+
 /* The serving TLS certificate's notAfter, Unix seconds, shown as
  * cacheroute_tls_cert_expiry_timestamp_seconds (absent until set). m is
  * the cr_metrics, typed void * so that this is a cr_tls_loaded_fn. */

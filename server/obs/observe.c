@@ -382,4 +382,6 @@ void cr_observe_gauges(void *ctx, cr_page *p)
         cr_observe_replica_gauges(o->replica, p);
     if (o->kv)
         cr_observe_kv_gauges(o->kv, p);
+    if (o->epp)
+        cr_observe_epp_gauges(o->epp, p);
 }

@@ -8,6 +8,7 @@
 
 #include "core.h"
 #include "endpoints_file.h"
+#include "epp.h"
 #include "kvevents.h"
 #include "metrics.h"
 #include "replica.h"
@@ -22,6 +23,7 @@ typedef struct cr_observer {
     cr_kv_subscriber *kv; /* --kv-events', once started; NULL without */
     cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
     cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
+    cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -75,6 +77,10 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
  * cacheroute_endpoint* families (none before a set is given). */
 void cr_observe_members(void *ctx, const cr_core_members_event *ev);
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
+
+/* observe_epp.c: the endpoint picker's cacheroute_epp_* families (streams,
+ * routes, outcomes, body bytes, errors by reason, tokenizer fallbacks). */
+void cr_observe_epp_gauges(cr_epp *e, cr_page *page);
 
 /* observe_route.c: the cacheroute_routes_placed_total{reason},
  * cacheroute_route_* gauges and the hit-prediction error counters. */
