@@ -17,41 +17,19 @@
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* Nonzero when a byte of w is c (exact for the word as a whole). */
+/* Nonzero when a byte of w is c: the high bit of each such byte is set
+ * (and maybe of bytes above one, never below the lowest). */
 static inline uint64_t has_byte(uint64_t w, uint8_t c)
 {
     uint64_t x = w ^ (ONES * c);
     return (x - ONES) & ~x & HIGHS;
 }
 
-/* The length of the well-formed UTF-8 sequence (RFC 3629: no overlongs,
- * no surrogates, nothing past U+10FFFF) led by p[0] >= 0x80, or 0. */
-static size_t utf8_sequence(const uint8_t *p, const uint8_t *end)
-{
-    uint8_t c = p[0], lo = 0x80, hi = 0xbf;
-    size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-    if (c < 0xc2 || c > 0xf4 || (size_t)(end - p) < k)
-        return 0;
-    if (c == 0xe0)
-        lo = 0xa0;
-    else if (c == 0xed)
-        hi = 0x9f;
-    else if (c == 0xf0)
-        lo = 0x90;
-    else if (c == 0xf4)
-        hi = 0x8f;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < k; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return k;
-}
-
 /* Checks body[0..len) is UTF-8 with brackets (outside strings) at most
  * CR_OPENAI_MAX_DEPTH deep. With one_value, stops after the first bracket
  * that closes to depth 0 and sets *used to the bytes up to it (0 when
- * none closed). Runs of ASCII string text go eight bytes at a time. */
+ * none closed). Runs of ASCII string text go eight bytes at a time, to
+ * the next byte that matters. */
 static cr_status scan(const uint8_t *body, size_t len, int one_value, size_t *used,
                       cr_error *err)
 {
@@ -62,16 +40,21 @@ static cr_status scan(const uint8_t *body, size_t len, int one_value, size_t *us
         *used = 0;
     while (p < end) {
         if (in_str)
-            for (uint64_t w; end - p >= 8; p += 8) {
+            for (uint64_t w, special; end - p >= 8; p += 8) {
                 memcpy(&w, p, 8);
-                if ((w & HIGHS) | has_byte(w, '"') | has_byte(w, '\\'))
+                special = (w & HIGHS) | has_byte(w, '"') | has_byte(w, '\\');
+                if (special) { /* to the first: has_byte errs only above a true one */
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                    p += (size_t)__builtin_ctzll(special) / 8;
+#endif
                     break;
+                }
             }
         if (p == end)
             break;
         uint8_t c = *p;
         if (c >= 0x80) {
-            size_t k = utf8_sequence(p, end);
+            size_t k = cr_utf8_sequence(p, (size_t)(end - p));
             if (!k)
                 return cr_fail(err, CR_EINVAL, "body is not UTF-8 at byte %zu",
                                (size_t)(p - body));

@@ -4,7 +4,8 @@
 if(TARGET cacheroute_epp)
   cr_add_cunit_test(test_epp_openai SOURCES test_epp_openai.c LIBS cacheroute_epp)
   target_include_directories(test_epp_openai PRIVATE ${CMAKE_SOURCE_DIR}/epp)
-  cr_add_cunit_test(test_epp_tokenize SOURCES test_epp_tokenize.c LIBS cacheroute_epp Threads::Threads)
+  cr_add_cunit_test(test_epp_tokenize SOURCES test_epp_tokenize.c LIBS cacheroute_epp Threads::Threads
+                    LABELS concurrency)
   target_include_directories(test_epp_tokenize PRIVATE ${CMAKE_SOURCE_DIR}/epp)
 endif()
 

@@ -4,12 +4,14 @@
  * vLLM's /tokenize: POST a JSON body, answer {"tokens": [...]}). Covers a
  * good reply (and the request forwarded), a reply slower than the timeout,
  * a 500, garbage, a reply over CR_TOKENIZE_MAX_REPLY_BYTES, and the cache
- * (the server counts calls). No speed is measured: the slow case only
- * checks the call gives up within its timeout and a generous slack. */
+ * (the server counts calls) with its bound, and four threads at once. No
+ * speed is measured: the slow case only checks the call gives up within
+ * its timeout and a generous slack. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,7 +273,7 @@ static void check_failure(cr_tokenizer *t, answer a, const char *says)
 static void test_failures(void)
 {
     cr_tokenizer *t = cr_tokenizer_new(5.0), *quick = cr_tokenizer_new(0.2);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t && quick);
+    CU_ASSERT_FATAL(t && quick);
     check_failure(t, FAIL_500, "answered status 500");
     check_failure(t, GARBAGE, "answered no JSON");
     check_failure(t, HUGE, "answered over 33554432 bytes");
@@ -293,9 +295,97 @@ static void test_failures(void)
     cr_tokenizer_free(quick);
 }
 
+/* More prompts than the cache keeps: the oldest goes, the newest stays. */
+static void test_cache_bound(void)
+{
+    cr_tokenizer *t = cr_tokenizer_new(5.0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    answer_with(GOOD);
+    cr_openai_request r;
+    char body[256], model[32];
+    uint32_t *ids;
+    size_t n;
+    cr_error err;
+    int before = calls(), failed = 0;
+    for (int i = 0; i <= CR_TOKENIZE_CACHE_ENTRIES; i++) {
+        snprintf(model, sizeof model, "m%d", i);
+        chat(&r, body, sizeof body, model);
+        failed += tokenize(t, &r, body, &ids, &n, &err) != CR_OK;
+        free(ids);
+        cr_openai_request_free(&r);
+    }
+    CU_ASSERT_EQUAL(failed, 0);
+    CU_ASSERT_EQUAL(calls(), before + CR_TOKENIZE_CACHE_ENTRIES + 1);
+    const char *again[] = {"m4096", "m0"}; /* the newest: a hit; the first: evicted */
+    for (int i = 0; i < 2; i++) {
+        chat(&r, body, sizeof body, again[i]);
+        CU_ASSERT_EQUAL(tokenize(t, &r, body, &ids, &n, &err), CR_OK);
+        free(ids);
+        cr_openai_request_free(&r);
+    }
+    CU_ASSERT_EQUAL(calls(), before + CR_TOKENIZE_CACHE_ENTRIES + 2);
+    uint64_t hits, failures;
+    cr_tokenizer_counts(t, &hits, &failures);
+    CU_ASSERT_EQUAL(hits, 1);
+    cr_tokenizer_free(t);
+}
+
+/* Four threads on one tokenizer, five prompts between them: every call
+ * answered, each from the server or the cache (for TSan). */
+#define THREADS 4
+#define CALLS 25
+
+static void *caller(void *arg)
+{
+    cr_tokenizer *t = arg;
+    int bad = 0;
+    for (int i = 0; i < CALLS; i++) {
+        cr_openai_request r;
+        char body[256];
+        uint32_t *ids;
+        size_t n;
+        cr_error err;
+        snprintf(body, sizeof body,
+                 "{\"model\":\"shared%d\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                 i % 5); /* no CUnit assertion off the main thread: CUnit is not thread-safe */
+        if (cr_openai_parse(CR_OPENAI_CHAT, (uint8_t *)body, strlen(body), &r, &err) != CR_OK) {
+            bad++;
+            continue;
+        }
+        bad += tokenize(t, &r, body, &ids, &n, &err) != CR_OK || n != 4;
+        free(ids);
+        cr_openai_request_free(&r);
+    }
+    return (void *)(intptr_t)bad;
+}
+
+static void test_threads(void)
+{
+    cr_tokenizer *t = cr_tokenizer_new(10.0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    answer_with(GOOD);
+    int before = calls();
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        CU_ASSERT_FATAL(pthread_create(&th[i], NULL, caller, t) == 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *bad;
+        pthread_join(th[i], &bad);
+        CU_ASSERT_EQUAL((intptr_t)bad, 0);
+    }
+    uint64_t hits, failures;
+    cr_tokenizer_counts(t, &hits, &failures);
+    CU_ASSERT_EQUAL(failures, 0);
+    CU_ASSERT(calls() - before >= 5);
+    CU_ASSERT_EQUAL(hits + (uint64_t)(calls() - before), THREADS * CALLS);
+    cr_tokenizer_free(t);
+}
+
 static const cr_test_case tokenize_tests[] = {
     {"a good reply, forwarded request, cache hit", test_good_and_cached},
     {"500, garbage, too large, too slow", test_failures},
+    {"the cache keeps the newest 4,096", test_cache_bound},
+    {"four threads, one tokenizer", test_threads},
     {NULL, NULL}};
 
 static const cr_test_suite suites[] = {{"tokenize", tokenize_tests}};

@@ -140,26 +140,10 @@ size_t cr_wire_utf8_error(const uint8_t *s, size_t len)
 {
     size_t i = 0;
     while (i < len) {
-        uint8_t c = s[i];
-        size_t n = c < 0x80 ? 0 : c >= 0xc2 && c <= 0xdf ? 1 : (c & 0xf0) == 0xe0 ? 2
-                                : c >= 0xf0 && c <= 0xf4 ? 3 : SIZE_MAX;
-        if (n == SIZE_MAX || n > len - i - 1)
+        size_t k = s[i] < 0x80 ? 1 : cr_utf8_sequence(s + i, len - i);
+        if (!k)
             return i;
-        uint8_t lo = 0x80, hi = 0xbf; /* the second byte's range */
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-        else if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-        for (size_t k = 1; k <= n; k++) {
-            uint8_t b = s[i + k];
-            if (k == 1 ? b < lo || b > hi : (b & 0xc0) != 0x80)
-                return i;
-        }
-        i += n + 1;
+        i += k;
     }
     return len;
 }

@@ -6,6 +6,7 @@
  *   hashing            cr_mix64
  *   clock              cr_mono_s: the one monotonic clock
  *   numbers            cr_parse_double, cr_parse_i64: the one strict parser
+ *   text               cr_utf8_sequence: the one UTF-8 check
  *   published pointer  cr_ref, cr_published: a refcounted value that one
  *                      writer replaces while readers keep what they took
  *   ticker             cr_ticker: a stoppable periodic thread
@@ -133,6 +134,34 @@ int cr_parse_double(const char *s, double *out);
 /* Parses the whole of s as a decimal int64 (optional sign, no space). Returns
  * 0, or -1 on anything else or overflow. */
 int cr_parse_i64(const char *s, int64_t *out);
+
+/* ---- text ------------------------------------------------------------------ */
+
+/* The length of the well-formed UTF-8 sequence that s[0] (a byte >= 0x80)
+ * leads, with avail bytes from s on, or 0 when it leads none (RFC 3629: no
+ * overlong forms, no surrogates, nothing past U+10FFFF). Pure. Inline: the
+ * wire's strings and the picker's JSON bodies call it per character. */
+static inline size_t cr_utf8_sequence(const uint8_t *s, size_t avail)
+{
+    uint8_t c = s[0], lo = 0x80, hi = 0xbf; /* the second byte's range */
+    size_t k = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+    if (c < 0xc2 || c > 0xf4 || avail < k)
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < k; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    return k;
+}
 
 /* ---- published pointer ----------------------------------------------------- */
 
