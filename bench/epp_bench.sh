@@ -9,7 +9,9 @@
 # Each server runs pinned to one CPU (--server-cpu), the driver to another
 # (--client-cpu). Per body size: 64 streams (--streams) full sequence and
 # request phase only, plus one stream at the smallest size (the latency
-# floor). The servers alternate point by point, so a change in the
+# floor), and one open-loop point at the largest size (--rate: requests
+# started at a fixed rate below saturation, so its decision time is the
+# server's work, not its queue). The servers alternate point by point, so a change in the
 # machine's load hits both.
 #
 # CPU per request per phase: the server's utime+stime (/proc/PID/stat, all
@@ -34,6 +36,7 @@ SIZES="1024 32768 225280"
 STREAMS=64
 SECONDS_PER=10
 WARMUP=2
+RATE=50
 SERVER_CPU=1
 CLIENT_CPU=0
 NOOP_ONLY=0
@@ -52,6 +55,8 @@ usage: bench/epp_bench.sh [options]
   --streams N         concurrent streams (default 64)
   --seconds S         measured seconds per point (default 10)
   --warmup S          seconds before each measure (default 2)
+  --rate R            the open-loop point: R requests/s at the largest size
+                      (default 50; 0 = none)
   --server-cpu N      the servers' CPU (default 1)
   --client-cpu N      the driver's CPU (default 0)
   --out FILE          also write the Markdown table to FILE
@@ -69,6 +74,7 @@ while (($#)); do
     --streams) STREAMS=$2; shift ;;
     --seconds) SECONDS_PER=$2; shift ;;
     --warmup) WARMUP=$2; shift ;;
+    --rate) RATE=$2; shift ;;
     --server-cpu) SERVER_CPU=$2; shift ;;
     --client-cpu) CLIENT_CPU=$2; shift ;;
     --out) OUT=$2; shift ;;
@@ -145,12 +151,13 @@ if ((!NOOP_ONLY)); then
 fi
 
 declare -A R=()  # R[target,size,streams,phase,key] = value
-# point TARGET SIZE STREAMS PHASE
+# point TARGET SIZE STREAMS PHASE (full, request, or rate=R: full, open loop)
 point() {
   local target=$1 size=$2 streams=$3 phase=$4 out kv
   local args=(--target "${ADDR[$target]}" --streams "$streams" --body-bytes "$size"
               --seconds "$SECONDS_PER" --warmup "$WARMUP" --server-pid "${PID[$target]}")
-  [[ $phase == full ]] || args+=(--request-only)
+  [[ $phase != request ]] || args+=(--request-only)
+  [[ $phase != rate=* ]] || args+=(--rate "${phase#rate=}")
   if ! out=$(taskset -c "$CLIENT_CPU" timeout $((${SECONDS_PER%.*} + ${WARMUP%.*} + 60)) "$LOAD" "${args[@]}" 2>"$WORK/load.err"); then
     log "  $target $size B x$streams $phase: FAILED: $(tail -n 3 "$WORK/load.err" | tr '\n' ' ') $out"
     R[$target,$size,$streams,$phase,ok]=0
@@ -165,8 +172,9 @@ POINTS=()
 for size in $SIZES; do
   POINTS+=("$size $STREAMS full" "$size $STREAMS request")
 done
-FIRST=${SIZES%% *}
+FIRST=${SIZES%% *} LAST=${SIZES##* }
 POINTS+=("$FIRST 1 full")
+[[ $RATE == 0 ]] || POINTS+=("$LAST $STREAMS rate=$RATE")
 for p in "${POINTS[@]}"; do
   read -r size streams phase <<<"$p"
   for target in "${TARGETS[@]}"; do point "$target" "$size" "$streams" "$phase"; done
@@ -195,23 +203,27 @@ GIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
   echo "|---:|---:|---|---:|---:|---:|---:|---|---|---:|---:|---:|"
   for p in "${POINTS[@]}"; do
     read -r size streams phase <<<"$p"
-    [[ $phase == full ]] || continue
+    [[ $phase != request ]] || continue
+    label=$streams
+    [[ $phase == full ]] || label="$streams, ${phase#rate=}/s offered"
     for target in "${TARGETS[@]}"; do
-      if [[ $(v "$target" "$size" "$streams" full ok) != 1 ]]; then
-        echo "| $size | $streams | $target | FAILED | | | | | | | | |"
+      if [[ $(v "$target" "$size" "$streams" "$phase" ok) != 1 ]]; then
+        echo "| $size | $label | $target | FAILED | | | | | | | | |"
         continue
       fi
-      rps=$(v "$target" "$size" "$streams" full rps)
-      all=$(v "$target" "$size" "$streams" full server_cpu_us_per_req)
-      noop_all=$(v noop "$size" "$streams" full server_cpu_us_per_req)
+      rps=$(v "$target" "$size" "$streams" "$phase" rps)
+      all=$(v "$target" "$size" "$streams" "$phase" server_cpu_us_per_req)
+      noop_all=$(v noop "$size" "$streams" "$phase" server_cpu_us_per_req)
       ratio="-" cratio="-"
       if [[ $target == cacheroute ]]; then
-        ratio=$(num "$rps" "$(v noop "$size" "$streams" full rps)" /)
+        ratio=$(num "$rps" "$(v noop "$size" "$streams" "$phase" rps)" /)
         cratio=$(num "$noop_all" "$all" /)
       fi
-      req=$(v "$target" "$size" "$streams" request server_cpu_us_per_req)
+      req=""
+      [[ $phase != full ]] || req=$(v "$target" "$size" "$streams" request server_cpu_us_per_req)
       resp=$( [[ -n $req ]] && num "$all" "$req" - || echo "-")
-      echo "| $(v "$target" "$size" "$streams" full body_bytes) | $streams | $target | $(fmt "$rps") | $ratio | $(num 1000000 "$all" / | awk '{ printf "%.0f", $1 }') | $cratio | $(fmt "$(v "$target" "$size" "$streams" full decision_p50_us)") / $(fmt "$(v "$target" "$size" "$streams" full decision_p99_us)") | $(fmt "$all") / $(fmt "$req") / $resp | $(fmt "$(v "$target" "$size" "$streams" full server_cpu_pct)") | $(fmt "$(v "$target" "$size" "$streams" full driver_cpu_pct)") | $(v "$target" "$size" "$streams" full errors) |"
+      f() { v "$target" "$size" "$streams" "$phase" "$1"; }
+      echo "| $(f body_bytes) | $label | $target | $(fmt "$rps") | $ratio | $(num 1000000 "$all" / | awk '{ printf "%.0f", $1 }') | $cratio | $(fmt "$(f decision_p50_us)") / $(fmt "$(f decision_p99_us)") | $(fmt "$all") / $(fmt "$req") / $resp | $(fmt "$(f server_cpu_pct)") | $(fmt "$(f driver_cpu_pct)") | $(f errors)$( [[ $phase != rate=* ]] || echo ", $(f late) late") |"
     done
   done
 } >"$WORK/report.md"

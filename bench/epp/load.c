@@ -15,6 +15,11 @@
  *   3. response_headers, --sse-chunks SSE token chunks and a final usage
  *      chunk (end_of_stream), each echo counted the same way;
  *   4. half-closes and waits for the status, OK wanted.
+ * By default each stream starts its next request as soon as one ends (a
+ * closed loop: the server saturated, its queue in every latency); with
+ * --rate R, requests start R per second on whichever stream is idle (an
+ * open loop below saturation, where the decision time is the server's
+ * work and not its queue; a start that finds every stream busy is "late").
  * With --request-only it half-closes after step 2 instead: the request
  * phase alone, so that a run of each gives the response phase's cost by
  * difference.
@@ -57,6 +62,7 @@ typedef struct opts {
     double seconds, warmup;
     int request_only;
     long server_pid;
+    double rate; /* requests started per second, 0 = each stream at once again */
 } opts;
 
 enum { K_START, K_SEND, K_RECV, K_STATUS }; /* a batch's kind: its tag's low bits */
@@ -85,6 +91,11 @@ typedef struct run {
     stream *streams;
     unsigned next_conv;
     int stopping;
+    stream **idle;        /* --rate: streams waiting for their next start */
+    unsigned n_idle;
+    double next_start;    /* --rate: when the next request starts */
+    uint64_t late;        /* --rate: starts that found no idle stream in time */
+    double late_at;       /* the start last counted late */
     double measure_from, measure_to; /* the window, monotonic seconds */
     uint64_t done, errors, immediate;
     uint64_t *lat_ns;                /* decision times in the window */
@@ -230,8 +241,29 @@ static void maybe_end(run *r, stream *s)
     grpc_metadata_array_destroy(&s->trailing);
     grpc_call_unref(s->call);
     s->call = NULL;
-    if (!r->stopping)
+    if (r->stopping)
+        return;
+    if (r->o->rate > 0)
+        r->idle[r->n_idle++] = s;
+    else
         start_call(r, s);
+}
+
+/* --rate: starts the requests whose time has come, on idle streams; a
+ * start that finds none is late (the offered rate was not kept). */
+static void start_due(run *r, double t)
+{
+    while (!r->stopping && t >= r->next_start) {
+        if (!r->n_idle) {
+            if (t - r->next_start > 0.001 && r->late_at != r->next_start) {
+                r->late++; /* once per start */
+                r->late_at = r->next_start;
+            }
+            return;
+        }
+        start_call(r, r->idle[--r->n_idle]);
+        r->next_start += 1 / r->o->rate;
+    }
 }
 
 static void sent(run *r, stream *s, int ok)
@@ -386,6 +418,8 @@ static void usage(FILE *f)
             "  --seconds S          measured seconds (default 10)\n"
             "  --warmup S           seconds before the measure (default 2)\n"
             "  --request-only       half-close after the request phase's echo\n"
+            "  --rate R             start R requests/s (open loop, at most --streams\n"
+            "                       in flight; default 0: closed loop)\n"
             "  --server-pid PID     report this process's CPU time per request\n",
             MAX_CONVS);
 }
@@ -432,6 +466,8 @@ static int parse(int argc, char **argv, opts *o)
             o->seconds = d;
         else if (!strcmp(a, "--warmup"))
             o->warmup = d;
+        else if (!strcmp(a, "--rate"))
+            o->rate = d;
         else if (!strcmp(a, "--server-pid") && d >= 1)
             o->server_pid = (long)d;
         else {
@@ -482,22 +518,34 @@ int main(int argc, char **argv)
         return 1;
     }
     r.streams = calloc(o.streams, sizeof *r.streams);
-    if (!r.streams)
+    r.idle = calloc(o.streams, sizeof *r.idle);
+    if (!r.streams || !r.idle)
         return 1;
     double t0 = now_s();
     r.measure_from = t0 + o.warmup;
     r.measure_to = r.measure_from + o.seconds;
-    for (unsigned i = 0; i < o.streams; i++)
-        start_call(&r, &r.streams[i]);
+    r.next_start = t0;
+    for (unsigned i = 0; i < o.streams; i++) {
+        if (o.rate > 0)
+            r.idle[r.n_idle++] = &r.streams[o.streams - 1 - i];
+        else
+            start_call(&r, &r.streams[i]);
+    }
 
     int measuring = 0;
     double srv0 = 0, srv1 = 0, me0 = 0, me1 = 0;
     unsigned live = o.streams;
     while (live) {
+        double wait = 0.05, t = now_s();
+        if (o.rate > 0) {
+            start_due(&r, t);
+            if (r.n_idle && r.next_start - t < wait)
+                wait = r.next_start > t ? r.next_start - t : 0;
+        }
         grpc_event ev = grpc_completion_queue_next(
-            r.cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(50, GPR_TIMESPAN)),
+            r.cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_nanos((int64_t)(wait * 1e9), GPR_TIMESPAN)),
             NULL);
-        double t = now_s();
+        t = now_s();
         if (!measuring && t >= r.measure_from) {
             measuring = 1;
             srv0 = o.server_pid ? proc_cpu(o.server_pid) : 0;
@@ -517,6 +565,8 @@ int main(int argc, char **argv)
         }
         if (ev.type == GRPC_OP_COMPLETE && ev.tag)
             on_event(&r, ev);
+        if (o.rate > 0)
+            start_due(&r, t);
         if (r.stopping) {
             live = 0;
             for (unsigned i = 0; i < o.streams; i++)
@@ -528,11 +578,12 @@ int main(int argc, char **argv)
     double rps = (double)r.done / o.seconds;
     double srv_cpu = srv1 - srv0;
     printf("target=%s streams=%u body_bytes=%zu chunk_bytes=%zu sse_chunks=%u phase=%s "
-           "seconds=%.1f requests=%llu errors=%llu immediate=%llu rps=%.1f "
+           "seconds=%.1f rate=%.0f late=%llu requests=%llu errors=%llu immediate=%llu rps=%.1f "
            "decision_p50_us=%.1f decision_p99_us=%.1f server_cpu_s=%.2f "
            "server_cpu_us_per_req=%.1f server_cpu_pct=%.1f driver_cpu_pct=%.1f\n",
            o.target, o.streams, r.convs[0].body_bytes, o.chunk_bytes, o.sse_chunks,
-           o.request_only ? "request" : "full", o.seconds, (unsigned long long)r.done,
+           o.request_only ? "request" : "full", o.seconds, o.rate, (unsigned long long)r.late,
+           (unsigned long long)r.done,
            (unsigned long long)r.errors, (unsigned long long)r.immediate, rps,
            quantile_us(&r, 0.50), quantile_us(&r, 0.99), o.server_pid ? srv_cpu : -1.0,
            o.server_pid && r.done ? srv_cpu * 1e6 / (double)r.done : -1.0,
@@ -542,6 +593,7 @@ int main(int argc, char **argv)
                 (unsigned long long)r.errors, r.first_error);
 
     free(r.streams);
+    free(r.idle);
     free(r.lat_ns);
     grpc_channel_destroy(r.channel);
     grpc_completion_queue_shutdown(r.cq);
