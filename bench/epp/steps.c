@@ -12,7 +12,10 @@
  * around it, so other programs on a shared machine slow it only through
  * the caches.
  *
- *   cacheroute-epp-steps [--body-bytes N] [--requests N] [--conversations N] */
+ * With --request-only (last) the stream closes after the request phase,
+ * as the driver's --request-only run does.
+ *
+ *   cacheroute-epp-steps [--body-bytes N] [--requests N] [--conversations N] [--request-only] */
 #include <grpc/grpc.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +73,8 @@ int main(int argc, char **argv)
 {
     size_t body_bytes = 225280;
     unsigned requests = 2000, convs = 16;
+    int request_only = argc > 1 && !strcmp(argv[argc - 1], "--request-only");
+    argc -= request_only;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--body-bytes"))
             body_bytes = strtoul(argv[i + 1], NULL, 10);
@@ -137,7 +142,7 @@ int main(int argc, char **argv)
             return 1;
         for (size_t k = 0; k < c->n_req; k++)
             step(s, c->req[k], &a[k == 0 ? S_HEADERS : k + 1 < c->n_req ? S_CHUNK : S_DECIDE]);
-        for (size_t k = 0; k < c->n_resp; k++)
+        for (size_t k = 0; k < (request_only ? 0 : c->n_resp); k++)
             step(s, c->resp[k], &a[k == 0 ? S_RESP_HEADERS : S_RESP_BODY]);
         t0 = thread_cpu();
         cr_epp_stream_close(s, CR_EPP_END_CLOSED, mono());
