@@ -100,12 +100,8 @@ stop_server() {
   wait "${PID[$name]}" 2>/dev/null || true
   unset "PID[$name]"
 }
-cleanup() {
-  local name
-  for name in "${!PID[@]}"; do stop_server "$name"; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+stop_all() { local name; for name in "${!PID[@]}"; do stop_server "$name"; done; }
+trap 'stop_all; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -179,7 +175,7 @@ for p in "${POINTS[@]}"; do
   read -r size streams phase <<<"$p"
   for target in "${TARGETS[@]}"; do point "$target" "$size" "$streams" "$phase"; done
 done
-for name in "${!PID[@]}"; do stop_server "$name"; done
+stop_all
 
 # ---- report ------------------------------------------------------------------
 v() { echo "${R[$1,$2,$3,$4,$5]:-}"; }
