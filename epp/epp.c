@@ -1,5 +1,6 @@
 /* The picker's shared handle: its checked configuration, the engine
  * mode's tokenizer and the counters every stream adds to. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,12 @@ static cr_status check(const cr_epp_config *c, cr_error *err)
     if (c->max_requests < 1 || c->max_requests > CR_EPP_MAX_REQUESTS_LIMIT)
         return cr_fail(err, CR_EINVAL, "--epp-max-requests must be in 1..%u, got %u",
                        CR_EPP_MAX_REQUESTS_LIMIT, c->max_requests);
+    if (c->max_buffered_bytes < c->max_body_bytes ||
+        c->max_buffered_bytes > CR_EPP_MAX_BUFFERED_LIMIT)
+        return cr_fail(err, CR_EINVAL,
+                       "--epp-max-buffered-bytes must be in --epp-max-body-bytes (%zu)..%" PRIu64
+                       ", got %" PRIu64,
+                       c->max_body_bytes, CR_EPP_MAX_BUFFERED_LIMIT, c->max_buffered_bytes);
     if (c->owner_header && !header_name_ok(c->owner_header))
         return cr_fail(err, CR_EINVAL,
                        "--epp-owner-header must be a lower-case header name, got \"%.64s\"",
@@ -65,13 +72,17 @@ cr_epp *cr_epp_new(const cr_epp_config *cfg, cr_core *core, cr_error *err)
     if (check(cfg, err) != CR_OK)
         return NULL;
     cr_epp *e = calloc(1, sizeof *e);
-    if (!e || !(e->owner = strdup(cfg->owner_header ? cfg->owner_header : ""))) {
+    if (!e || !(e->owner = strdup(cfg->owner_header ? cfg->owner_header : "")) ||
+        !(e->base_model = strdup(cfg->base_model ? cfg->base_model : ""))) {
+        if (e)
+            free(e->owner);
         free(e);
         cr_fail(err, CR_ENOMEM, "out of memory");
         return NULL;
     }
     e->cfg = *cfg;
     e->cfg.owner_header = e->owner;
+    e->cfg.base_model = e->base_model;
     e->core = core;
     if (cfg->tokens == CR_EPP_TOKENS_ENGINE &&
         !(e->tokenizer = cr_tokenizer_new(cfg->tokenize_timeout_s))) {
@@ -95,6 +106,7 @@ void cr_epp_free(cr_epp *e)
     if (e->tokenizer)
         cr_tokenizer_free(e->tokenizer);
     free(e->owner);
+    free(e->base_model);
     free(e);
 }
 
@@ -112,6 +124,7 @@ void cr_epp_stats_read(const cr_epp *e, cr_epp_stats *out)
 {
     out->streams_open = load(&e->open);
     out->streams = load(&e->streams);
+    out->buffered = load(&e->buffered);
     out->routed = load(&e->routed);
     out->outcomes = load(&e->outcomes);
     out->bytes_in = load(&e->bytes_in);

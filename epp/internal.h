@@ -21,7 +21,9 @@ struct cr_epp {
     cr_tokenizer *tokenizer; /* engine mode only */
     atomic_uint_fast64_t next_id;   /* request ids: "epp-" and this, in hex */
     atomic_uint_fast64_t next_engine; /* engine mode's round robin */
+    char *base_model;        /* cfg.base_model points at it */
     atomic_uint_fast64_t open, streams, routed, outcomes, bytes_in, bytes_out, bad_addresses;
+    atomic_uint_fast64_t buffered; /* request body bytes the streams hold (their capacity) */
     atomic_uint_fast64_t errors[CR_EPP_N_ERRORS];
 };
 

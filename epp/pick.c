@@ -158,20 +158,22 @@ static size_t keys_of(cr_epp *e, const cr_endpoints *set, const cr_epp_pick *p, 
 }
 
 /* The namespace as a Route caller names it: the model (a LoRA adapter is
- * named there), then the cache salt after 0x1f when there is one, as the
+ * named there; --epp-base-model names none), then the cache salt after 0x1f when there is one, as the
  * KV-event decoder joins an adapter and a salt (kvevents.h). */
-static cr_status namespace_of(const cr_openai_request *r, char *out, size_t *len, cr_error *err)
+static cr_status namespace_of(const cr_epp *e, const cr_openai_request *r, char *out,
+                              size_t *len, cr_error *err)
 {
-    size_t n = r->model_len + (r->cache_salt_len ? 1 + r->cache_salt_len : 0);
+    /* the pool's base model is no adapter: its KV events name none */
+    size_t model = strcmp(r->model, e->cfg.base_model) ? r->model_len : 0;
+    size_t n = model + (model && r->cache_salt_len ? 1 : 0) + r->cache_salt_len;
     if (n > CR_CORE_NAMESPACE_MAX)
         return cr_fail(err, CR_EINVAL,
                        "model and cache_salt must be at most %d bytes together, got %zu",
                        CR_CORE_NAMESPACE_MAX, n);
-    memcpy(out, r->model, r->model_len);
-    if (r->cache_salt_len) {
-        out[r->model_len] = 0x1f;
-        memcpy(out + r->model_len + 1, r->cache_salt, r->cache_salt_len);
-    }
+    memcpy(out, r->model, model);
+    if (model && r->cache_salt_len)
+        out[model++] = 0x1f; /* ADAPTER 0x1f SALT, as the KV-event decoder joins them */
+    memcpy(out + model, r->cache_salt, r->cache_salt_len);
     *len = n;
     return CR_OK;
 }
@@ -237,7 +239,7 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
                      "no endpoint of the set has an ip:port address (the endpoint picker needs "
                      "them)");
         fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
-    } else if (p->body && (st = namespace_of(p->body, space, &q.space_len, err)) != CR_OK) {
+    } else if (p->body && (st = namespace_of(e, p->body, space, &q.space_len, err)) != CR_OK) {
         fail(out, 400, CR_EPP_ERR_BAD_BODY);
     } else if (p->body && !(keys = malloc(e->cfg.max_hashes * sizeof *keys))) {
         st = cr_fail(err, CR_ENOMEM, "out of memory");

@@ -42,6 +42,30 @@ struct cr_epp_stream {
     size_t tail_len;
 };
 
+/* The gathered body freed, its room given back to --epp-max-buffered-bytes. */
+static void body_free(cr_epp_stream *s)
+{
+    atomic_fetch_sub_explicit(&s->e->buffered, s->cap, memory_order_relaxed);
+    free(s->body);
+    s->body = NULL;
+    s->len = s->cap = 0;
+}
+
+/* Room for cap bytes of body, counted against --epp-max-buffered-bytes
+ * first: 0, or -1 with nothing changed when the streams' bodies would pass
+ * it (*held: what they hold). */
+static int body_reserve(cr_epp_stream *s, size_t cap, uint64_t *held)
+{
+    cr_epp *e = s->e;
+    uint64_t more = cap - s->cap;
+    *held = atomic_fetch_add_explicit(&e->buffered, more, memory_order_relaxed);
+    if (*held + more > e->cfg.max_buffered_bytes) {
+        atomic_fetch_sub_explicit(&e->buffered, more, memory_order_relaxed);
+        return -1;
+    }
+    return 0;
+}
+
 cr_epp_stream *cr_epp_stream_open(cr_epp *e, uint64_t caller, double now)
 {
     cr_epp_stream *s = calloc(1, sizeof *s);
@@ -77,9 +101,7 @@ static cr_epp_next immediate(cr_epp_stream *s, cr_epp_out *out, int status, cr_e
                              const char *why)
 {
     cr_epp_count(&s->e->errors[reason], 1);
-    free(s->body); /* what was gathered is dropped at once */
-    s->body = NULL;
-    s->len = s->cap = 0;
+    body_free(s); /* what was gathered is dropped at once */
     s->phase = ANSWERED;
     return cr_epp_reply_immediate(out, status, reason, why) == CR_OK ? CR_EPP_FINISHED
                                                                      : CR_EPP_FAILED;
@@ -148,9 +170,7 @@ static cr_epp_next body_end(cr_epp_stream *s, double now, int by_trailers, cr_ep
         st = cr_epp_reply_chunks(out, CR_EPP_OUT_REQUEST_BODY, s->body, s->len, !by_trailers);
         cr_epp_count(&s->e->bytes_out, s->len);
     }
-    free(s->body);
-    s->body = NULL;
-    s->len = s->cap = 0;
+    body_free(s);
     return done(st, &err);
 }
 
@@ -226,9 +246,20 @@ static cr_epp_next request_body(cr_epp_stream *s, const cr_epp_in *in, double no
             cap *= 2;
         if (cap > e->cfg.max_body_bytes)
             cap = e->cfg.max_body_bytes;
+        uint64_t held;
+        if (body_reserve(s, cap, &held) != 0) {
+            char why[CR_ERRLEN];
+            snprintf(why, sizeof why,
+                     "shed: request bodies held (%" PRIu64 " bytes) would pass %" PRIu64
+                     " bytes (--epp-max-buffered-bytes)",
+                     held, e->cfg.max_buffered_bytes);
+            return immediate(s, out, 429, CR_EPP_ERR_SHED, why);
+        }
         uint8_t *grown = realloc(s->body, cap);
-        if (!grown)
+        if (!grown) {
+            atomic_fetch_sub_explicit(&e->buffered, cap - s->cap, memory_order_relaxed);
             return done(CR_ENOMEM, err);
+        }
         s->body = grown;
         s->cap = cap;
     }
@@ -427,7 +458,7 @@ void cr_epp_stream_close(cr_epp_stream *s, cr_epp_end how, double now)
         cr_epp_count(&e->errors[CR_EPP_ERR_ABANDONED], 1);
     atomic_fetch_sub_explicit(&e->open, 1, memory_order_relaxed);
     free(s->subset);
-    free(s->body);
+    body_free(s);
     free(s->tail);
     free(s);
 }

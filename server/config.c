@@ -286,6 +286,15 @@ static const cr_option EPP_ROWS[] = {
     {.name = "epp-max-requests", .key = "max_requests", .type = CR_OPT_U32,
      .offset = AT(max_requests), .def = 10000, .min = 1, .max = CR_EPP_MAX_REQUESTS_LIMIT,
      .help = "picker streams (HTTP requests) open at once; one more answers 429 (shed)"},
+    {.name = "epp-max-buffered-bytes", .key = "max_buffered_bytes", .type = CR_OPT_U64,
+     .offset = AT(max_buffered_bytes), .def = 536870912, .min = 1024,
+     .max = CR_EPP_MAX_BUFFERED_LIMIT,
+     .help = "request bodies all picker streams may hold at once while gathering them, bytes "
+             "(at least --epp-max-body-bytes); a body that would pass it answers 429 (shed)"},
+    {.name = "epp-base-model", .key = "base_model", .type = CR_OPT_STRING,
+     .offset = AT(base_model), .def_text = "",
+     .help = "the model name the pool's engines serve as their base model: its requests' "
+             "namespace names no adapter, as vLLM's KV events do; other names are adapters"},
 };
 
 const cr_option_table cr_epp_server_options = CR_OPTION_TABLE("epp", EPP_ROWS);

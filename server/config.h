@@ -73,6 +73,8 @@ typedef struct cr_epp_server_config {
     double tokenize_timeout_s; /* --epp-tokenize-timeout */
     int body_mode;             /* --epp-body-mode: cr_epp_body_mode */
     uint32_t max_requests;     /* --epp-max-requests */
+    uint64_t max_buffered_bytes; /* --epp-max-buffered-bytes */
+    char *base_model;          /* --epp-base-model, "" = none */
 } cr_epp_server_config;
 
 extern const cr_option_table cr_epp_server_options;

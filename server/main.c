@@ -129,20 +129,16 @@ static void observe_rpc(void *ctx, size_t method, grpc_status_code status, doubl
     cr_metrics_rpc(ctx, method, (int)status, seconds);
 }
 
-/* --epp-listen: what the picker's open streams may hold, bytes. A stream
- * keeps its request body and, once routed, the same body again as the
- * answers not yet sent (its echo), its headers and a response tail; the
- * streams open at once are the fewer of --epp-max-requests and
- * --max-calls-per-method. */
+/* --epp-listen: what the picker's open streams may hold, bytes: the
+ * request bodies being gathered (--epp-max-buffered-bytes in all), as much
+ * again as answers not yet sent (their echo), and each stream's headers
+ * and response tail. */
 static uint64_t epp_bounds(const cr_config *cfg)
 {
     if (!*cfg->epp.listen)
         return 0;
-    uint64_t streams = cfg->epp.max_requests < (uint64_t)cfg->server.max_calls_per_method
-                           ? cfg->epp.max_requests
-                           : (uint64_t)cfg->server.max_calls_per_method;
-    return streams * (2 * cfg->epp.max_body_bytes + CR_EPP_MAX_HEADER_BYTES +
-                      CR_EPP_USAGE_TAIL_BYTES);
+    return 2 * cfg->epp.max_buffered_bytes +
+           (uint64_t)cfg->epp.max_requests * (CR_EPP_MAX_HEADER_BYTES + CR_EPP_USAGE_TAIL_BYTES);
 }
 
 /* The bounds on what clients can make the sidecar hold, added up, against
@@ -162,7 +158,7 @@ static void warn_memory(const cr_config *cfg, int check_config)
     const char *why = "the bounds on what clients can make the sidecar hold add up past the "
                       "cgroup memory limit: lower --memory-quota-bytes, "
                       "--max-pending-reply-bytes, --max-decode-bytes, --max-owners, --receipts, "
-                      "--inflight-max, --epp-max-body-bytes or --epp-max-requests";
+                      "--inflight-max, --epp-max-buffered-bytes or --epp-max-requests";
     if (check_config)
         fprintf(stderr, "cacheroute-sidecar: warning: %s (%llu bytes, limit %llu)\n", why,
                 (unsigned long long)need, (unsigned long long)limit);
@@ -414,11 +410,19 @@ static cr_rpc *start_epp(const cr_config *cfg, sidecar *s, const cr_method_spec 
     /* Process' messages are HTTP body chunks (Envoy's are 64 KiB at
      * most; a BUFFERED body up to --epp-max-body-bytes and its framing). */
     long max_message = (long)cfg->epp.max_body_bytes + 65536;
+    /* A stream over --epp-max-requests is answered 429 by the picker, which
+     * a gateway passes on; one refused by the call cap fails the filter,
+     * and a FailOpen gateway then picks an endpoint itself. So the cap
+     * leaves room for the picker's answer: a shed stream lasts one message. */
+    cr_rpc_limits limits = rpc_limits(sc);
+    long picker = (long)cfg->epp.max_requests + (long)cfg->epp.max_requests / 4 + 64;
+    if (limits.max_calls_per_method && limits.max_calls_per_method < picker)
+        limits.max_calls_per_method = picker;
     cr_rpc_options opt = {.listen = cfg->epp.listen, .threads = (int)sc->threads,
                           .max_message_bytes = max_message > sc->max_message_bytes
                                                    ? max_message
                                                    : sc->max_message_bytes,
-                          .listen_flag = "--epp-listen", .limits = rpc_limits(sc),
+                          .listen_flag = "--epp-listen", .limits = limits,
                           .observe = observe_epp_rpc, .observe_ctx = s,
                           .own_lane_prefix = HEALTH,
                           .accept_compressed = sc->compressed_requests == 1,
@@ -538,6 +542,8 @@ static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
                         .block_tokens = cfg->core.route.block_tokens,
                         .max_hashes = cfg->core.route.max_hashes,
                         .max_requests = c->max_requests,
+                        .max_buffered_bytes = c->max_buffered_bytes,
+                        .base_model = c->base_model,
                         .decided = cr_metrics_epp_decided,
                         .ctx = s->metrics};
     s->epp = cr_epp_new(&ec, s->handlers.core, e);

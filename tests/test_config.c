@@ -470,6 +470,7 @@ static int alternatives(const cr_option *o, alt *out)
          NULL, NULL},
         {"epp-listen", "127.0.0.1:9002", "[::1]:9003", NULL, NULL},
         {"epp-owner-header", "x-user", "", NULL, NULL},
+        {"epp-base-model", "llama-3", "", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {

@@ -89,7 +89,8 @@ static void open_fixture(fixture *f, int with_set, cr_epp_body_mode mode, size_t
                              .max_body_bytes = max_body, .tokens = tokens_mode,
                              .tokenize_timeout_s = 0.05, .body_mode = mode,
                              .block_tokens = 16, .max_hashes = cc.route.max_hashes,
-                             .max_requests = 8, .decided = on_decided, .ctx = f};
+                             .max_requests = 8, .max_buffered_bytes = 64 * (uint64_t)max_body,
+                             .decided = on_decided, .ctx = f};
     f->epp = cr_epp_new(&f->cfg, f->core, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->epp);
 }
@@ -1011,8 +1012,9 @@ static void test_config(void)
     fixture f;
     open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1000);
     const char *flags[] = {"--epp-fallbacks", "--epp-max-body-bytes", "--epp-max-body-bytes",
-                           "--epp-tokenize-timeout", "--epp-max-requests", "--epp-owner-header"};
-    for (int i = 0; i < 6; i++) {
+                           "--epp-tokenize-timeout", "--epp-max-requests", "--epp-owner-header",
+                           "--epp-max-buffered-bytes"};
+    for (int i = 0; i < 7; i++) {
         cr_epp_config c = f.cfg;
         switch (i) {
         case 0: c.fallbacks = CR_EPP_MAX_FALLBACKS + 1; break;
@@ -1020,7 +1022,8 @@ static void test_config(void)
         case 2: c.max_body_bytes = CR_EPP_MAX_BODY_LIMIT + 1; break;
         case 3: c.tokenize_timeout_s = 0; break;
         case 4: c.max_requests = 0; break;
-        default: c.owner_header = "X-Session"; break;
+        case 5: c.owner_header = "X-Session"; break;
+        default: c.max_buffered_bytes = c.max_body_bytes - 1; break;
         }
         cr_error err;
         CU_ASSERT_PTR_NULL(cr_epp_new(&c, f.core, &err));
@@ -1209,7 +1212,8 @@ static void test_longest_destination(void)
     CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(core, v, N, NULL, &err), CR_OK);
     cr_epp_config c = {.fallbacks = CR_EPP_MAX_FALLBACKS, .owner_header = "",
                        .max_body_bytes = 1000, .tokenize_timeout_s = 0.05, .block_tokens = 16,
-                       .max_hashes = 64, .max_requests = 1};
+                       .max_hashes = 64, .max_requests = 1,
+                       .max_buffered_bytes = CR_EPP_MAX_BODY_LIMIT};
     cr_epp *epp = cr_epp_new(&c, core, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(epp);
     cr_epp_stream *s = cr_epp_stream_open(epp, 0, 0);
@@ -1232,7 +1236,69 @@ static void test_longest_destination(void)
     cr_core_free(core);
 }
 
+/* --epp-max-buffered-bytes: bodies being gathered share one budget; a
+ * body that would pass it is answered 429 (shed) and freed, so the next
+ * stream gathers again; every byte is given back when the streams end. */
+static void test_buffered_budget(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    cr_epp_free(f.epp);
+    f.cfg.max_buffered_bytes = 1u << 20; /* one whole body's room */
+    cr_error err;
+    f.epp = cr_epp_new(&f.cfg, f.core, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f.epp);
+    size_t len;
+    char *body = chat_body(1, 600000, "llama", &len);
+    cr_epp_stream *a = cr_epp_stream_open(f.epp, 7, f.t), *b = cr_epp_stream_open(f.epp, 7, f.t);
+    got g = {0};
+    step(&f, a, post_headers(NULL), &g);
+    step(&f, b, post_headers(NULL), &g);
+    got_free(&g);
+    CU_ASSERT_EQUAL(step(&f, a, body_msg(0, body, 400000, 0), &g), CR_EPP_MORE);
+    CU_ASSERT_TRUE(stats(&f).buffered >= 400000);
+    /* b's 600,000 bytes (room for 1 MiB) would take the budget past 1 MiB
+     * with a's room (512 KiB) */
+    expect_immediate(&f, b, body_msg(0, body, 600000, 0), 429, "--epp-max-buffered-bytes");
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_SHED], 1);
+    CU_ASSERT_EQUAL(step(&f, a, body_msg(0, body + 400000, len - 400000, 1), &g),
+                    CR_EPP_MORE);
+    char dest[512];
+    CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+    got_free(&g);
+    CU_ASSERT_EQUAL(stats(&f).buffered, 0); /* routed: the body went back as its echo */
+    cr_epp_stream_close(a, CR_EPP_END_BROKEN, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    free(body);
+    close_fixture(&f);
+}
+
+/* --epp-base-model: that model's requests share the namespace of KV events
+ * that name no adapter, so a prompt routed as "base" and the same prompt
+ * as a Route with no namespace land on the same keys; an adapter's equal
+ * prompt stays apart. */
+static void test_base_model_namespace(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1u << 20);
+    cr_epp_free(f.epp);
+    f.cfg.base_model = "base";
+    cr_error err;
+    f.epp = cr_epp_new(&f.cfg, f.core, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f.epp);
+    char a[64], b[64];
+    one_request(&f, 9, "base", a, sizeof a);
+    one_request(&f, 9, "base", b, sizeof b);
+    CU_ASSERT_STRING_EQUAL(a, b);
+    CU_ASSERT_TRUE(f.last_cached > 0);
+    one_request(&f, 9, "adapter-1", b, sizeof b);
+    CU_ASSERT_EQUAL(f.last_cached, 0);
+    close_fixture(&f);
+}
+
 static const cr_test_case stream_tests[] = {
+    {"buffered budget", test_buffered_budget},
+    {"base model namespace", test_base_model_namespace},
     {"the longest destination, whole", test_longest_destination},
     {"max body, +1, 10 MB, bad JSON, non-UTF-8, deep", test_hostile_bodies},
     {"token ids: the keys a Route caller makes", test_token_ids_match_route},

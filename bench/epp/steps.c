@@ -117,7 +117,7 @@ int main(int argc, char **argv)
                         .max_body_bytes = 4u << 20, .tokens = CR_EPP_TOKENS_ESTIMATE,
                         .tokenize_timeout_s = 0.05, .body_mode = CR_EPP_FULL_DUPLEX,
                         .block_tokens = cfg.route.block_tokens, .max_hashes = 65536,
-                        .max_requests = 10000};
+                        .max_requests = 10000, .max_buffered_bytes = 1ull << 32};
     cr_epp *e = cr_epp_new(&ec, core, &err);
     if (!e) {
         fprintf(stderr, "picker: %s\n", err.msg);

@@ -64,6 +64,7 @@
 #define CR_EPP_CHUNK_BYTES 62000          /* a streamed body chunk sent back, at most */
 #define CR_EPP_MAX_FALLBACKS CR_ROUTE_MAX_ALTERNATIVES /* --epp-fallbacks, at most */
 #define CR_EPP_MAX_BODY_LIMIT (16u << 20) /* --epp-max-body-bytes, at most */
+#define CR_EPP_MAX_BUFFERED_LIMIT ((uint64_t)1 << 40) /* --epp-max-buffered-bytes, at most */
 #define CR_EPP_MAX_HEADER_BYTES (64u << 10) /* request headers kept, at most */
 #define CR_EPP_MAX_REQUESTS_LIMIT (1u << 20) /* --epp-max-requests, at most */
 #define CR_EPP_MAX_TOKENIZE_TIMEOUT 10.0    /* --epp-tokenize-timeout, seconds, at most */
@@ -116,6 +117,17 @@ typedef struct cr_epp_config {
      * a stream opened beyond it answers its request headers 429 (shed),
      * x-cacheroute-error "shed: N requests in flight (--epp-max-requests)". */
     uint32_t max_requests;
+    /* --epp-max-buffered-bytes: request bodies all streams may hold at once
+     * while they are gathered, at least max_body_bytes; a body that would
+     * pass it answers 429 (shed), x-cacheroute-error "shed: request bodies
+     * held would pass N bytes (--epp-max-buffered-bytes)". */
+    uint64_t max_buffered_bytes;
+    /* --epp-base-model: the model name the pool's engines serve as their
+     * base model ("" = none). Its requests' namespace has no model part,
+     * as vLLM's KV events name only a LoRA adapter (and a cache salt), so
+     * that engine-mode keys match them; any other model name is an adapter
+     * and its own namespace. */
+    const char *base_model;
     /* Called once per routed request with the seconds from its headers in
      * to its destination out (cacheroute_epp_decision_seconds); optional. */
     void (*decided)(void *ctx, double seconds);
@@ -141,6 +153,7 @@ int cr_epp_may_block(const cr_epp *e);
 typedef struct cr_epp_stats {
     uint64_t streams_open;     /* now */
     uint64_t streams;          /* opened since start */
+    uint64_t buffered;         /* request body bytes held now (--epp-max-buffered-bytes) */
     uint64_t routed;           /* requests given a destination */
     uint64_t outcomes;         /* outcomes reported to the core */
     uint64_t bytes_in, bytes_out; /* HTTP body bytes seen and sent back */

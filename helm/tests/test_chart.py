@@ -53,7 +53,8 @@ SIDECAR_FLAGS = [
     "backend-timeout", "backend-start", "state-backend-password-file",
     "endpoints-file", "endpoint-fail-errors", "endpoint-fail-window", "endpoint-down-for",
     "epp-listen", "epp-fallbacks", "epp-tokens", "epp-owner-header", "epp-max-body-bytes",
-    "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests",
+    "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests", "epp-max-buffered-bytes",
+    "epp-base-model",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -176,6 +177,8 @@ EPP_FLAGS = {
     "tokenizeTimeout": "epp-tokenize-timeout",
     "bodyMode": "epp-body-mode",
     "maxRequests": "epp-max-requests",
+    "maxBufferedBytes": "epp-max-buffered-bytes",
+    "baseModel": "epp-base-model",
 }
 EPP_HOST_FLAGS = ["epp-listen"]
 BACKEND_URL = "redis://redis.serving.svc:6379/1"
@@ -1270,7 +1273,9 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(env["CACHEROUTE_MAX_CALLS_PER_METHOD"], "4096")
         self.assertEqual({n for n in env if n.startswith("CACHEROUTE_EPP_")},
                          {"CACHEROUTE_EPP_LISTEN", "CACHEROUTE_EPP_TOKENS", "CACHEROUTE_EPP_FALLBACKS",
-                          "CACHEROUTE_EPP_MAX_REQUESTS", "CACHEROUTE_EPP_MAX_BODY_BYTES"})
+                          "CACHEROUTE_EPP_MAX_REQUESTS", "CACHEROUTE_EPP_MAX_BODY_BYTES",
+                          "CACHEROUTE_EPP_MAX_BUFFERED_BYTES", "CACHEROUTE_EPP_BASE_MODEL"})
+        self.assertEqual(env["CACHEROUTE_EPP_MAX_BUFFERED_BYTES"], "268435456")
         self.assertEqual(env["CACHEROUTE_ENDPOINTS_FILE"], "/etc/cacheroute/endpoints/endpoints.json")
         self.assertIn("CACHEROUTE_STATE_BACKEND", env)  # two replicas over the chart's Redis
         self.assertIn({"name": "grpc-ext-proc", "containerPort": 9002, "protocol": "TCP"}, c["ports"])

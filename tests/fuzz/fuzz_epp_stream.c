@@ -54,7 +54,7 @@ static env *env_of(void)
                            .tokens = CR_EPP_TOKENS_ESTIMATE, .tokenize_timeout_s = 0.05,
                            .body_mode = (i & 1) ? CR_EPP_BUFFERED : CR_EPP_FULL_DUPLEX,
                            .block_tokens = 4, .max_hashes = cfg.route.max_hashes,
-                           .max_requests = 16};
+                           .max_requests = 16, .max_buffered_bytes = 4 * CR_EPP_MAX_BODY_LIMIT};
         e.epp[i] = cr_epp_new(&c, e.core, &err);
         CR_FUZZ_CHECK(e.epp[i] != NULL, "epp: %s", err.msg);
     }

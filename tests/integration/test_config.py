@@ -400,16 +400,17 @@ class MemoryLimitTest(unittest.TestCase):
         sc.assert_clean_exit(self)
 
     def test_picker_streams_count_in_the_bounds(self):
-        """--epp-listen's streams each hold a body and its echo: at the
-        defaults (1,024 streams of 8 MiB twice) that passes 4 GiB; bodies of
-        256 KiB fit."""
+        """--epp-listen's streams hold the bodies they gather and as much
+        again in echoes (2 x --epp-max-buffered-bytes) and 80 KiB a stream:
+        at the defaults (512 MiB, 10,000 streams) that passes 4 GiB with the
+        other bounds; 64 MiB of bodies and 1,000 streams fit."""
         env = self.cgroup(4 << 30)
         _, err = self.check(env=env)
         self.assertEqual(err, "")
         _, err = self.check("--epp-listen", "127.0.0.1:0", env=env)
-        self.assertIn("--epp-max-body-bytes", err)
-        _, err = self.check("--epp-listen", "127.0.0.1:0", "--epp-max-body-bytes", "262144",
-                            env=env)
+        self.assertIn("--epp-max-buffered-bytes", err)
+        _, err = self.check("--epp-listen", "127.0.0.1:0", "--epp-max-buffered-bytes",
+                            "67108864", "--epp-max-requests", "1000", env=env)
         self.assertEqual(err, "")
 
 

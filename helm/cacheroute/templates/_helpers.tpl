@@ -220,6 +220,8 @@ from epp.listenHost and epp.port.
 - tokenizeTimeout=epp-tokenize-timeout
 - bodyMode=epp-body-mode
 - maxRequests=epp-max-requests
+- maxBufferedBytes=epp-max-buffered-bytes
+- baseModel=epp-base-model
 {{- end }}
 
 {{/*
