@@ -10,6 +10,12 @@
 
 typedef Grpc__Health__V1__HealthCheckResponse Response;
 
+/* The names docs/operating.md says health answers for: the server, the
+ * main service, the endpoint picker's, and kubelet's probe names. */
+static const char *const SERVICES[] = {"", "cacheroute.v1.CacheRoute",
+                                       "envoy.service.ext_proc.v3.ExternalProcessor",
+                                       "liveness", "readiness"};
+
 static void check_once(cr_health *h, int serving, const uint8_t *data, size_t size)
 {
     cr_reply r = {.status = GRPC_STATUS_OK};
@@ -26,8 +32,9 @@ static void check_once(cr_health *h, int serving, const uint8_t *data, size_t si
     cr_error why; /* a request protobuf-c takes may still be refused on the wire */
     int clean = cr_wire_check_strings(&grpc__health__v1__health_check_request__descriptor, data,
                                       size, &why) == 0;
-    int known = req && clean &&
-                (!strcmp(req->service, "") || !strcmp(req->service, "cacheroute.v1.CacheRoute"));
+    int known = 0;
+    for (size_t i = 0; req && clean && i < sizeof SERVICES / sizeof *SERVICES; i++)
+        known |= !strcmp(req->service, SERVICES[i]);
     CR_FUZZ_CHECK(known == (r.status == GRPC_STATUS_OK), "service known %d, status %d", known,
                   (int)r.status);
     if (m) {
