@@ -750,6 +750,9 @@ class AuthTest(ReplicaTestCase):
             f.write("wrong-" + PASS)
         sc.send(signal.SIGHUP)
         h.poll(lambda: scrape(sc)["cacheroute_state_backend_up"] == 0, 5, what="backend_up 0")
+        # the gauge may drop a moment before the replica thread's log line
+        # is written (seen under TSan): wait for the line, then no third one
+        h.poll(lambda: len(self.refused(sc)) >= 2, 5, what="the second refusal logged")
         self.assertEqual(len(self.refused(sc)), 2, sc.stderr_text())
         self.assert_no_password("\n".join(sc.lines))
         sc.assert_clean_exit(self)
