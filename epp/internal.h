@@ -154,7 +154,5 @@ uint32_t cr_epp_shard_of(cr_epp *e, const char *addr, size_t n);
  * the route's work is released whatever the engine said. */
 void cr_epp_report(cr_epp *e, uint64_t caller, const cr_outcome *o);
 
-/* 1 when addr is "ip:port" (IPv4 a.b.c.d or [IPv6], port 1..65535). */
-int cr_epp_is_ip_port(const char *addr);
 
 #endif

@@ -1,6 +1,5 @@
 /* --endpoints-file (endpoints_file.h): one reader, the poller's thread
  * and SIGHUP's, serialized by a lock. */
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "endpoints_file.h"
+#include "epp.h"
 #include "log.h"
 
 struct cr_endpoints_watch {
@@ -131,34 +131,11 @@ void cr_endpoints_watch_stop(cr_endpoints_watch *w)
     free(w);
 }
 
-/* 1 when a is a.b.c.d:port or [v6]:port with a port in 1..65535. */
-static int ip_port(const char *a)
-{
-    const char *colon = strrchr(a, ':');
-    char host[INET6_ADDRSTRLEN + 2], bin[sizeof(struct in6_addr)];
-    if (!colon || colon == a || (size_t)(colon - a) >= sizeof host || !colon[1] ||
-        strlen(colon + 1) > 5 || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        return 0;
-    long port = atol(colon + 1);
-    if (port < 1 || port > 65535)
-        return 0;
-    memcpy(host, a, (size_t)(colon - a));
-    host[colon - a] = '\0';
-    size_t len = strlen(host);
-    if (host[0] == '[') {
-        if (len < 3 || host[len - 1] != ']')
-            return 0;
-        host[len - 1] = '\0';
-        return inet_pton(AF_INET6, host + 1, bin) == 1;
-    }
-    return inet_pton(AF_INET, host, bin) == 1;
-}
-
 cr_status cr_endpoints_check_ip_ports(const char *path, const cr_endpoint_spec *v, size_t n,
                                       cr_error *err)
 {
     for (size_t i = 0; i < n; i++)
-        if (!ip_port(v[i].address))
+        if (!cr_epp_is_ip_port(v[i].address))
             return cr_fail(err, CR_EINVAL,
                            "--endpoints-file %s: endpoints[%zu] (id \"%s\"): address must be "
                            "ip:port (IPv4 a.b.c.d:port or [v6]:port) with --epp-listen, the "

@@ -136,6 +136,11 @@ typedef struct cr_epp_config {
 
 typedef struct cr_epp cr_epp;
 
+/* 1 when addr is "ip:port" (IPv4 a.b.c.d:port or [IPv6]:port, port
+ * 1..65535): what a data plane can dial, so the one test of an endpoint's
+ * address both for routing and for --check-config. Pure. */
+int cr_epp_is_ip_port(const char *addr);
+
 /* The picker over core (which must outlive it); NULL with err when cfg is
  * out of range (naming the flag: "--epp-fallbacks must be at most 8, got
  * 9"; --epp-max-body-bytes 1..CR_EPP_MAX_BODY_LIMIT, --epp-tokenize-timeout
