@@ -62,17 +62,25 @@ size_t cr_arena_budget(void) { return atomic_load(&budget); }
 size_t cr_arena_held_all(void) { return atomic_load(&held_all); }
 
 /* Counts n more bytes: 0, or -1 (nothing counted) past the budget even
- * without the spare, which goes first: calls in flight come before it. */
+ * without the spare, which goes first: calls in flight come before it.
+ * Compare-and-swap, never add-then-undo: held_all is never over the
+ * budget, not even for a moment another thread could read. */
 static int charge(size_t n)
 {
-    size_t was = atomic_fetch_add(&held_all, n);
-    if (was <= SIZE_MAX - n && was + n <= atomic_load(&budget))
-        return 0;
-    free_chunk(atomic_exchange(&spare, NULL));
-    if (atomic_load(&held_all) <= atomic_load(&budget))
-        return 0;
-    atomic_fetch_sub(&held_all, n);
-    return -1;
+    int spare_gone = 0;
+    size_t was = atomic_load(&held_all);
+    for (;;) {
+        if (was <= SIZE_MAX - n && was + n <= atomic_load(&budget)) {
+            if (atomic_compare_exchange_weak(&held_all, &was, was + n))
+                return 0;
+            continue; /* was reloaded by the failed exchange */
+        }
+        if (spare_gone)
+            return -1;
+        free_chunk(atomic_exchange(&spare, NULL));
+        spare_gone = 1;
+        was = atomic_load(&held_all);
+    }
 }
 
 static void park(cr_arena_chunk *c)
