@@ -59,23 +59,26 @@ static cr_status string_value(reader *r, const yaml_node_t *x, const char *where
     return CR_OK;
 }
 
-/* One entry (a mapping of id, address and optional weight) into *v, its
+/* One entry (a mapping of id, address, optional weight and kv_events) into *v, its
  * strings pointing into the document (copied out by the caller). */
 static cr_status entry(reader *r, yaml_node_t *m, size_t i, cr_endpoint_spec *v)
 {
     char where[48];
     snprintf(where, sizeof where, "endpoints[%zu]", i);
     if (m->type != YAML_MAPPING_NODE)
-        return bad(r, m, "%s must be a mapping of id, address and weight", where);
+        return bad(r, m, "%s must be a mapping of id, address, weight and kv_events", where);
     *v = (cr_endpoint_spec){0};
     int weighed = 0; /* a key given twice is refused, so this loop is short */
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(&r->doc, p->key);
         yaml_node_t *x = yaml_document_get_node(&r->doc, p->value);
         const char *key = scalar(k);
-        if (!key || (strcmp(key, "id") && strcmp(key, "address") && strcmp(key, "weight")))
-            return bad(r, k, "%s: unknown key (id, address and weight are allowed)", where);
+        if (!key || (strcmp(key, "id") && strcmp(key, "address") && strcmp(key, "weight") &&
+                     strcmp(key, "kv_events")))
+            return bad(r, k, "%s: unknown key (id, address, weight and kv_events are allowed)",
+                       where);
         if ((strcmp(key, "id") == 0 && v->id) || (strcmp(key, "address") == 0 && v->address) ||
+            (strcmp(key, "kv_events") == 0 && v->kv_events) ||
             (strcmp(key, "weight") == 0 && weighed++))
             return bad(r, k, "%s: a key given twice", where);
         cr_status st = string_value(r, x, where, key);
@@ -90,6 +93,8 @@ static cr_status entry(reader *r, yaml_node_t *m, size_t i, cr_endpoint_spec *v)
                 return bad(r, x, "%s", why.msg);
         } else if (strcmp(key, "id") == 0) {
             v->id = val;
+        } else if (strcmp(key, "kv_events") == 0) {
+            v->kv_events = val;
         } else {
             v->address = val;
         }
@@ -130,17 +135,20 @@ cr_endpoint_spec *cr_endpoint_specs_copy(const cr_endpoint_spec *v, size_t n)
 {
     size_t bytes = n * sizeof *v;
     for (size_t i = 0; i < n; i++)
-        bytes += strlen(v[i].id) + strlen(v[i].address) + 2;
+        bytes += strlen(v[i].id) + strlen(v[i].address) +
+                 (v[i].kv_events ? strlen(v[i].kv_events) : 0) + 3;
     cr_endpoint_spec *out = malloc(bytes ? bytes : 1);
     if (!out)
         return NULL;
     char *s = (char *)(out + n);
     for (size_t i = 0; i < n; i++) {
         out[i] = v[i];
-        size_t a = strlen(v[i].id) + 1, b = strlen(v[i].address) + 1;
+        const char *kv = v[i].kv_events ? v[i].kv_events : "";
+        size_t a = strlen(v[i].id) + 1, b = strlen(v[i].address) + 1, c = strlen(kv) + 1;
         out[i].id = memcpy(s, v[i].id, a);
         out[i].address = memcpy(s + a, v[i].address, b);
-        s += a + b;
+        out[i].kv_events = memcpy(s + a + b, kv, c);
+        s += a + b + c;
     }
     return out;
 }

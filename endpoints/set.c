@@ -85,6 +85,16 @@ cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err)
                            "endpoints[%zu].address must be 1..%d bytes of printable ASCII, got "
                            "\"%s\"",
                            i, CR_ENDPOINT_ADDRESS_MAX, shown(v[i].address, got, sizeof got));
+        if (v[i].kv_events && *v[i].kv_events &&
+            !printable(v[i].kv_events, CR_ENDPOINT_ADDRESS_MAX))
+            return cr_fail(err, CR_EINVAL,
+                           "endpoints[%zu].kv_events must be 0..%d bytes of printable ASCII, "
+                           "got \"%s\"",
+                           i, CR_ENDPOINT_ADDRESS_MAX, shown(v[i].kv_events, got, sizeof got));
+        if (v[i].stated && (unsigned)v[i].state > CR_ENDPOINT_DOWN)
+            return cr_fail(err, CR_EINVAL,
+                           "endpoints[%zu].state must be active, draining or down, got %d", i,
+                           (int)v[i].state);
         char what[32];
         snprintf(what, sizeof what, "endpoints[%zu]", i);
         if (cr_endpoint_weight_check(what, v[i].weight, NULL, err) != CR_OK)
@@ -133,11 +143,42 @@ static void tally(cr_endpoints *e, const cr_endpoints *old, const cr_endpoints_c
     }
 }
 
-static void fill(cr_endpoint *x, const cr_endpoint_spec *v)
+/* x enters state at now, counted in chg (a join's state is not a change). */
+static void enter(cr_endpoint *x, cr_endpoint_state state, double now, int joined,
+                  cr_endpoints_change *chg)
+{
+    cr_endpoint_state was = x->state;
+    if (was == state)
+        return;
+    x->state = state;
+    x->since_s = now;
+    x->down_until_s = state == CR_ENDPOINT_DOWN ? INFINITY : 0;
+    if (joined)
+        return;
+    chg->drained += state == CR_ENDPOINT_DRAINING;
+    chg->failed += state == CR_ENDPOINT_DOWN;
+    chg->undrained += state == CR_ENDPOINT_ACTIVE && was == CR_ENDPOINT_DRAINING;
+    chg->recovered += state == CR_ENDPOINT_ACTIVE && was == CR_ENDPOINT_DOWN;
+}
+
+/* x takes v's id, address, weight and KV-event address, and its stated
+ * state ("stated" in endpoints.h). */
+static void fill(cr_endpoint *x, const cr_endpoint_spec *v, double now, int joined,
+                 cr_endpoints_change *chg)
 {
     snprintf(x->id, sizeof x->id, "%s", v->id);
     snprintf(x->address, sizeof x->address, "%s", v->address);
+    snprintf(x->kv_events, sizeof x->kv_events, "%s", v->kv_events ? v->kv_events : "");
     x->weight = v->weight > 0 ? v->weight : 1;
+    if (!v->stated)
+        return;
+    if (v->state != CR_ENDPOINT_ACTIVE) {
+        enter(x, v->state, now, joined, chg);
+        x->by_source = 1;
+    } else if (x->by_source) {
+        enter(x, CR_ENDPOINT_ACTIVE, now, joined, chg);
+        x->by_source = 0;
+    }
 }
 
 /* Where one apply puts its endpoints: old's slots, which of them stay
@@ -249,13 +290,14 @@ cr_status cr_endpoints_apply(const cr_endpoints *old, const cr_endpoint_spec *v,
     }
     for (size_t i = 0; i < n; i++) {
         cr_endpoint *x = &e->slot[at[i]];
-        if (at[i] >= old_n || !listed[at[i]]) { /* a join, maybe into a gone slot */
+        int joined = at[i] >= old_n || !listed[at[i]];
+        if (joined) { /* a join, maybe into a gone slot */
             memset(x, 0, sizeof *x);
             x->state = CR_ENDPOINT_ACTIVE;
             x->since_s = now;
             chg->joined++;
         }
-        fill(x, &v[i]);
+        fill(x, &v[i], now, joined, chg);
     }
     free(at), free(listed);
     tally(e, old, chg);
@@ -278,16 +320,9 @@ cr_status cr_endpoints_with_state(const cr_endpoints *old, uint32_t slot, cr_end
     memcpy(e->slot, old->slot, old->n_slots * sizeof e->slot[0]);
     e->version = old->version + 1;
     cr_endpoint *x = &e->slot[slot];
-    cr_endpoint_state was = x->state;
-    if (was != state) {
-        x->since_s = now;
-        chg->drained += state == CR_ENDPOINT_DRAINING;
-        chg->failed += state == CR_ENDPOINT_DOWN;
-        chg->undrained += state == CR_ENDPOINT_ACTIVE && was == CR_ENDPOINT_DRAINING;
-        chg->recovered += state == CR_ENDPOINT_ACTIVE && was == CR_ENDPOINT_DOWN;
-    }
-    x->state = state;
+    enter(x, state, now, 0, chg);
     x->down_until_s = state == CR_ENDPOINT_DOWN ? until_s : 0;
+    x->by_source = 0; /* a drain, an undo or a failure: the set's own now */
     tally(e, old, chg);
     *out = e;
     return CR_OK;
@@ -325,11 +360,16 @@ static cr_status check_slot(const cr_endpoint *x, uint32_t s, cr_error *err)
     if (!(x->weight >= CR_ENDPOINT_WEIGHT_MIN && x->weight <= CR_ENDPOINT_WEIGHT_MAX))
         return cr_fail(err, CR_EINVAL, "slot[%u].weight must be in [%g, %g], got %g", s,
                        CR_ENDPOINT_WEIGHT_MIN, CR_ENDPOINT_WEIGHT_MAX, x->weight);
+    if (x->kv_events[0] && !printable(x->kv_events, CR_ENDPOINT_ADDRESS_MAX))
+        return cr_fail(err, CR_EINVAL,
+                       "slot[%u].kv_events must be 0..%d bytes of printable ASCII, got \"%s\"", s,
+                       CR_ENDPOINT_ADDRESS_MAX, shown(x->kv_events, got, sizeof got));
     if ((unsigned)x->state > CR_ENDPOINT_GONE)
         return cr_fail(err, CR_EINVAL, "slot[%u].state must be 0..%d, got %d", s,
                        CR_ENDPOINT_GONE, (int)x->state);
-    if (!isfinite(x->since_s) || !isfinite(x->down_until_s))
-        return cr_fail(err, CR_EINVAL, "slot[%u] times must be finite, got %g and %g", s,
+    if (!isfinite(x->since_s) || isnan(x->down_until_s) || x->down_until_s < 0)
+        return cr_fail(err, CR_EINVAL,
+                       "slot[%u] times must be finite (down_until_s may be inf), got %g and %g", s,
                        x->since_s, x->down_until_s);
     return CR_OK;
 }

@@ -13,10 +13,10 @@ static inline cr_endpoints *cr_test_named_set(void)
     static char long_id[CR_ENDPOINT_ID_MAX + 1], long_address[CR_ENDPOINT_ADDRESS_MAX + 1];
     memset(long_id, 'i', CR_ENDPOINT_ID_MAX);
     memset(long_address, 'a', CR_ENDPOINT_ADDRESS_MAX);
-    cr_endpoint_spec v[4] = {{"a", "b", 1},
-                             {long_id, long_address, 2},
-                             {"vllm-2", "10.0.0.2:8000", 0},
-                             {"vllm-3", "http://10.0.0.3:8000/v1", 1}};
+    cr_endpoint_spec v[4] = {{.id = "a", .address = "b", .weight = 1},
+                             {.id = long_id, .address = long_address, .weight = 2},
+                             {.id = "vllm-2", .address = "10.0.0.2:8000", .weight = 0},
+                             {.id = "vllm-3", .address = "http://10.0.0.3:8000/v1", .weight = 1}};
     cr_endpoints *first, *second;
     cr_endpoints_change chg;
     cr_error err;

@@ -772,11 +772,12 @@ static void test_epp_wants_ip_ports(void)
                                       "[10.0.0.7]:80", "10.0.0.7:80x", "unix:/s"};
     cr_error err;
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
-        cr_endpoint_spec e = {"a", good[i], 1};
+        cr_endpoint_spec e = {.id = "a", .address = good[i], .weight = 1};
         CU_ASSERT_EQUAL(cr_endpoints_check_ip_ports("f.yaml", &e, 1, &err), CR_OK);
     }
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        cr_endpoint_spec e[2] = {{"a", "10.0.0.1:80", 1}, {"b", bad[i], 1}};
+        cr_endpoint_spec e[2] = {{.id = "a", .address = "10.0.0.1:80", .weight = 1},
+                                 {.id = "b", .address = bad[i], .weight = 1}};
         CU_ASSERT_EQUAL(cr_endpoints_check_ip_ports("f.yaml", e, 2, &err), CR_EINVAL);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "f.yaml"));
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "endpoints[1] (id \"b\")"));

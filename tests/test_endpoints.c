@@ -21,8 +21,9 @@
 #include "endpoints.h"
 #include "route.h"
 
-static const cr_endpoint_spec ABC[] = {
-    {"a", "10.0.0.1:8000", 0}, {"b", "10.0.0.2:8000", 2.5}, {"c", "10.0.0.3:8000", 1}};
+static const cr_endpoint_spec ABC[] = {{.id = "a", .address = "10.0.0.1:8000", .weight = 0},
+                                       {.id = "b", .address = "10.0.0.2:8000", .weight = 2.5},
+                                       {.id = "c", .address = "10.0.0.3:8000", .weight = 1}};
 
 /* cr_endpoints_apply that must succeed. */
 static cr_endpoints *apply_ok(const cr_endpoints *old, const cr_endpoint_spec *v, size_t n,
@@ -137,7 +138,8 @@ static void test_join_after_quarantine(void)
     cr_endpoints *e1 = apply_ok(NULL, ABC, 3, 0, &chg);
     const cr_endpoint_spec ac[] = {ABC[0], ABC[2]};
     cr_endpoints *e2 = apply_ok(e1, ac, 2, 5, &chg);
-    const cr_endpoint_spec acd[] = {ABC[0], ABC[2], {"d", "10.0.0.4:8000", 3}};
+    const cr_endpoint_spec acd[] = {
+        ABC[0], ABC[2], {.id = "d", .address = "10.0.0.4:8000", .weight = 3}};
 
     cr_endpoints *young = apply_ok(e2, acd, 3, 5 + CR_ENDPOINTS_REUSE_S - 0.5, &chg);
     CU_ASSERT(change_is(&chg, 1, 0, 0, 0, 0, 0));
@@ -168,7 +170,8 @@ static void test_join_after_quarantine(void)
 
     /* from the set where d took slot 3, a fifth id past the quarantine
      * takes the gone slot 1 (the lowest free one), not a new slot */
-    const cr_endpoint_spec acde[] = {ABC[0], ABC[2], acd[2], {"e", "10.0.0.5:8000", 1}};
+    const cr_endpoint_spec acde[] = {
+        ABC[0], ABC[2], acd[2], {.id = "e", .address = "10.0.0.5:8000", .weight = 1}};
     cr_endpoints *later = apply_ok(young, acde, 4, 100, &chg);
     CU_ASSERT_EQUAL(later->n_slots, 4);
     CU_ASSERT_EQUAL(cr_endpoints_find(later, "d"), 3);
@@ -190,7 +193,8 @@ static void test_new_set_keeps_states(void)
     cr_endpoints *e2 = with_ok(e1, 0, CR_ENDPOINT_DRAINING, 1, 0, &chg);
     cr_endpoints *e3 = with_ok(e2, 2, CR_ENDPOINT_DOWN, 2, 40, &chg);
     CU_ASSERT_EQUAL(e3->next_retry_s, 40);
-    const cr_endpoint_spec moved[] = {{"a", "10.9.9.9:9000", 4}, ABC[1], ABC[2]};
+    const cr_endpoint_spec moved[] = {
+        {.id = "a", .address = "10.9.9.9:9000", .weight = 4}, ABC[1], ABC[2]};
     cr_endpoints *e4 = apply_ok(e3, moved, 3, 3, &chg);
     CU_ASSERT(change_is(&chg, 0, 0, 0, 0, 0, 0));
     CU_ASSERT_EQUAL(e4->version, 4);
@@ -284,7 +288,8 @@ static void expect_usable(const cr_endpoints *e, const char *want)
 static void test_usable_falls_back(void)
 {
     cr_endpoints_change chg;
-    const cr_endpoint_spec abcd[] = {ABC[0], ABC[1], ABC[2], {"d", "10.0.0.4:8000", 1}};
+    const cr_endpoint_spec abcd[] = {
+        ABC[0], ABC[1], ABC[2], {.id = "d", .address = "10.0.0.4:8000", .weight = 1}};
     cr_endpoints *e[8];
     int k = 0;
     e[k] = apply_ok(NULL, abcd, 4, 0, &chg);
@@ -315,7 +320,7 @@ static cr_endpoint_spec *many(size_t n, char *ids)
     CU_ASSERT_PTR_NOT_NULL_FATAL(v);
     for (size_t i = 0; i < n; i++) {
         snprintf(ids + 16 * i, 16, "e%zu", i);
-        v[i] = (cr_endpoint_spec){ids + 16 * i, "h:1", 1};
+        v[i] = (cr_endpoint_spec){.id = ids + 16 * i, .address = "h:1", .weight = 1};
     }
     return v;
 }
@@ -392,7 +397,8 @@ static void test_rename_all(void)
 static void test_churn_never_fills_the_slots(void)
 {
     char id[16];
-    cr_endpoint_spec v[2] = {{"a", "h:1", 1}, {id, "h:2", 1}};
+    cr_endpoint_spec v[2] = {{.id = "a", .address = "h:1", .weight = 1},
+                             {.id = id, .address = "h:2", .weight = 1}};
     cr_endpoints_change chg;
     snprintf(id, sizeof id, "x");
     cr_endpoints *e = apply_ok(NULL, v, 2, 0, &chg), *next;
@@ -438,7 +444,7 @@ static void test_check_messages(void)
     long_id[sizeof long_id - 1] = 0; /* 129 bytes */
     memset(long_addr, 'y', sizeof long_addr - 1);
     long_addr[sizeof long_addr - 1] = 0; /* 257 bytes */
-    cr_endpoint_spec v[4] = {ABC[0], ABC[1], {"", "h:1", 1}, ABC[2]};
+    cr_endpoint_spec v[4] = {ABC[0], ABC[1], {.id = "", .address = "h:1", .weight = 1}, ABC[2]};
     expect_check(v, 4, "endpoints[2].id must be 1..128 bytes of printable ASCII, got \"\"");
     v[2].id = NULL;
     expect_check(v, 4, "endpoints[2].id must be 1..128 bytes of printable ASCII, got \"\"");
@@ -450,7 +456,7 @@ static void test_check_messages(void)
     v[2].id = "bad\nid\"";
     expect_check(v, 4, "endpoints[2].id must be 1..128 bytes of printable ASCII, got "
                        "\"bad?id?\"");
-    v[2] = (cr_endpoint_spec){"d", "", 1};
+    v[2] = (cr_endpoint_spec){.id = "d", .address = "", .weight = 1};
     expect_check(v, 4, "endpoints[2].address must be 1..256 bytes of printable ASCII, got \"\"");
     v[2].address = long_addr;
     expect_check(v, 4, "endpoints[2].address must be 1..256 bytes of printable ASCII, got "
@@ -512,6 +518,83 @@ static cr_status parse(const char *text, cr_endpoint_spec **v, size_t *n, cr_err
     return cr_endpoints_parse(text, strlen(text), "fleet.yaml", v, n, err);
 }
 
+/* A source's stated states ("stated" in endpoints.h): DRAINING and DOWN
+ * enter, ACTIVE ends only what the source stated; a drain is the set's
+ * own and outlives the source's ACTIVE. */
+static void test_stated_states(void)
+{
+    cr_endpoints_change chg;
+    cr_endpoint_spec v[3] = {ABC[0], ABC[1], ABC[2]};
+    for (int i = 0; i < 3; i++)
+        v[i].stated = 1;
+    v[2].state = CR_ENDPOINT_DOWN; /* joins not ready */
+    cr_endpoints *e1 = apply_ok(NULL, v, 3, 0, &chg);
+    CU_ASSERT(change_is(&chg, 3, 0, 0, 0, 0, 0));
+    CU_ASSERT_EQUAL(e1->slot[2].state, CR_ENDPOINT_DOWN);
+    CU_ASSERT(isinf(e1->slot[2].down_until_s));
+    CU_ASSERT(isinf(e1->next_retry_s)); /* no retry: the source says when */
+    v[2].state = CR_ENDPOINT_ACTIVE;    /* ready */
+    v[1].state = CR_ENDPOINT_DRAINING;  /* terminating */
+    cr_endpoints *e2 = apply_ok(e1, v, 3, 1, &chg);
+    CU_ASSERT(change_is(&chg, 0, 0, 1, 0, 0, 1));
+    CU_ASSERT_EQUAL(e2->slot[2].state, CR_ENDPOINT_ACTIVE);
+    CU_ASSERT_EQUAL(e2->slot[1].state, CR_ENDPOINT_DRAINING);
+    CU_ASSERT_EQUAL(e2->slot[1].since_s, 1);
+    CU_ASSERT_EQUAL(e2->slot[1].by_source, 1);
+    /* an operator's drain of a: the source's ACTIVE does not end it */
+    cr_endpoints *e3 = with_ok(e2, 0, CR_ENDPOINT_DRAINING, 2, 0, &chg);
+    cr_endpoints *e4 = apply_ok(e3, v, 3, 3, &chg);
+    CU_ASSERT(change_is(&chg, 0, 0, 0, 0, 0, 0));
+    CU_ASSERT_EQUAL(e4->slot[0].state, CR_ENDPOINT_DRAINING);
+    CU_ASSERT_EQUAL(e4->slot[0].since_s, 2);
+    /* unstated specs (a file) keep every state, the source's too */
+    cr_endpoints *e5 = apply_ok(e4, ABC, 3, 4, &chg);
+    CU_ASSERT(change_is(&chg, 0, 0, 0, 0, 0, 0));
+    CU_ASSERT_EQUAL(e5->slot[1].state, CR_ENDPOINT_DRAINING);
+    /* a bad stated state is refused, naming it */
+    v[1].state = CR_ENDPOINT_GONE;
+    cr_endpoints *bad = NULL;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_endpoints_apply(e5, v, 3, 5, &bad, &chg, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_STRING_EQUAL(err.msg, "endpoints[1].state must be active, draining or down, got 3");
+    cr_endpoints *sets[] = {e5, e4, e3, e2, e1};
+    for (int i = 0; i < 5; i++)
+        cr_endpoints_release(sets[i]);
+}
+
+/* An endpoint's KV-event address: read from the file, kept in its slot,
+ * checked as an address is (empty allowed). */
+static void test_kv_events_address(void)
+{
+    static const char text[] =
+        "endpoints:\n"
+        "  - {id: a, address: '10.0.0.1:8000', kv_events: 'tcp://10.0.0.1:5557'}\n"
+        "  - {id: b, address: '10.0.0.2:8000'}\n";
+    cr_endpoint_spec *v;
+    size_t n;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_endpoints_parse(text, strlen(text), "f.yaml", &v, &n, &err), CR_OK);
+    CU_ASSERT_STRING_EQUAL(v[0].kv_events, "tcp://10.0.0.1:5557");
+    CU_ASSERT_STRING_EQUAL(v[1].kv_events, ""); /* parsed specs are copies */
+    cr_endpoint_spec *copy = cr_endpoint_specs_copy(v, n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
+    CU_ASSERT_STRING_EQUAL(copy[0].kv_events, "tcp://10.0.0.1:5557");
+    CU_ASSERT_STRING_EQUAL(copy[1].kv_events, "");
+    cr_endpoints_change chg;
+    cr_endpoints *e = apply_ok(NULL, copy, n, 0, &chg);
+    CU_ASSERT_STRING_EQUAL(e->slot[0].kv_events, "tcp://10.0.0.1:5557");
+    CU_ASSERT_STRING_EQUAL(e->slot[1].kv_events, "");
+    copy[1].kv_events = "tcp://\x01";
+    cr_endpoints *bad = NULL;
+    CU_ASSERT_EQUAL(cr_endpoints_apply(e, copy, n, 1, &bad, &chg, &err), CR_EINVAL);
+    CU_ASSERT_STRING_EQUAL(err.msg, "endpoints[1].kv_events must be 0..256 bytes of printable "
+                                    "ASCII, got \"tcp://?\"");
+    cr_endpoints_release(e);
+    free(copy);
+    free(v);
+}
+
 static void test_json_and_yaml_alike(void)
 {
     cr_endpoint_spec *j, *y;
@@ -556,16 +639,18 @@ static void expect_parse(const char *text, const char *msg)
 /* Each error names the file and the line of the node it is about. */
 static void test_file_errors_name_lines(void)
 {
-    expect_parse("endpoints:\n"
-                  "  - id: a\n"
-                  "    address: h:1\n"
-                  "    port: 8000\n",
-                  "fleet.yaml:4: endpoints[0]: unknown key (id, address and weight are allowed)");
-    expect_parse("{\"endpoints\": [\n"
-                  "  {\"id\": \"a\", \"address\": \"h:1\"},\n"
-                  "  {\"id\": \"b\", \"address\": \"h:2\",\n"
-                  "   \"host\": \"x\"}]}\n",
-                  "fleet.yaml:4: endpoints[1]: unknown key (id, address and weight are allowed)");
+    expect_parse(
+        "endpoints:\n"
+        "  - id: a\n"
+        "    address: h:1\n"
+        "    port: 8000\n",
+        "fleet.yaml:4: endpoints[0]: unknown key (id, address, weight and kv_events are allowed)");
+    expect_parse(
+        "{\"endpoints\": [\n"
+        "  {\"id\": \"a\", \"address\": \"h:1\"},\n"
+        "  {\"id\": \"b\", \"address\": \"h:2\",\n"
+        "   \"host\": \"x\"}]}\n",
+        "fleet.yaml:4: endpoints[1]: unknown key (id, address, weight and kv_events are allowed)");
     /* a duplicate id: the line of the later entry */
     expect_parse("endpoints:\n"
                   "  - id: a\n"
@@ -615,8 +700,9 @@ static void test_file_errors_name_lines(void)
                   "got \"heavy\"");
     expect_parse("endpoints:\n  - id: a\n    address: [h, 1]\n",
                   "fleet.yaml:3: endpoints[0].address must be a string");
-    expect_parse("endpoints:\n  - vllm-0\n",
-                  "fleet.yaml:2: endpoints[0] must be a mapping of id, address and weight");
+    expect_parse(
+        "endpoints:\n  - vllm-0\n",
+        "fleet.yaml:2: endpoints[0] must be a mapping of id, address, weight and kv_events");
     expect_parse("{\"endpoints\": [\n\n]}\n", "fleet.yaml:1: endpoints must not be empty");
     expect_parse("endpoints:\n  - id: a\n    address: \"\"\n",
                   "fleet.yaml:2: endpoints[0].address must be 1..256 bytes of printable ASCII, "
@@ -709,8 +795,9 @@ static void test_nul_refused(void)
     expect_parse("endpoints:\n  - {id: a, address: h, weight: \"1\\0x\"}\n",
                  "fleet.yaml:2: endpoints[0].weight must not contain a NUL byte, found at "
                  "byte 1 of 3");
-    expect_parse("endpoints:\n  - {\"id\\0x\": a, address: h}\n",
-                 "fleet.yaml:2: endpoints[0]: unknown key (id, address and weight are allowed)");
+    expect_parse(
+        "endpoints:\n  - {\"id\\0x\": a, address: h}\n",
+        "fleet.yaml:2: endpoints[0]: unknown key (id, address, weight and kv_events are allowed)");
     expect_parse("\"endpoints\\0\": []\n",
                  "fleet.yaml:1: unknown top-level key (\"endpoints\" is the only one)");
 }
@@ -749,8 +836,9 @@ static void test_depth_and_nodes_bounded(void)
         at += (size_t)snprintf(buf + at, 8, "%s", "1, ");
     snprintf(buf + at, 4, "1]");
     char want[128];
-    snprintf(want, sizeof want, "fleet.yaml:1: more than %d YAML nodes (1024 endpoints need "
-                                "at most 7171)",
+    snprintf(want, sizeof want,
+             "fleet.yaml:1: more than %d YAML nodes (1024 endpoints need "
+             "at most 9219)",
              CR_ENDPOINTS_FILE_NODES);
     expect_parse(buf, want);
     free(buf);
@@ -855,8 +943,9 @@ static void test_read_file(void)
 /* ---- the core -------------------------------------------------------------------- */
 
 /* Equal weights: with every queue empty a fresh owner goes home. */
-static const cr_endpoint_spec EQ[] = {
-    {"a", "10.0.0.1:8000", 1}, {"b", "10.0.0.2:8000", 1}, {"c", "10.0.0.3:8000", 1}};
+static const cr_endpoint_spec EQ[] = {{.id = "a", .address = "10.0.0.1:8000", .weight = 1},
+                                      {.id = "b", .address = "10.0.0.2:8000", .weight = 1},
+                                      {.id = "c", .address = "10.0.0.3:8000", .weight = 1}};
 
 #define MAX_EVENTS 64
 #define BLOCKS 4 /* a Route prompt's */
@@ -1206,7 +1295,8 @@ static void test_core_remove_and_join(void)
     CU_ASSERT_EQUAL(counts[1], 0);
     /* d joins long after the removal (the clock moved 100 s a route):
      * b's slot, out of its quarantine, is reused */
-    const cr_endpoint_spec acd[] = {EQ[0], EQ[2], {"d", "10.0.0.4:8000", 1}};
+    const cr_endpoint_spec acd[] = {
+        EQ[0], EQ[2], {.id = "d", .address = "10.0.0.4:8000", .weight = 1}};
     ev = set_ok(&f, acd, 3);
     CU_ASSERT(change_is(&ev.change, 1, 0, 0, 0, 0, 0));
     CU_ASSERT_EQUAL(ev.version, 3);
@@ -1220,7 +1310,8 @@ static void test_core_remove_and_join(void)
     fresh_owners(&f, 40, 3, all, counts);
     CU_ASSERT(counts[1] > 0);
     /* e joins at once: a new slot at the end, which takes new owners */
-    const cr_endpoint_spec acde[] = {acd[0], acd[1], acd[2], {"e", "10.0.0.5:8000", 1}};
+    const cr_endpoint_spec acde[] = {
+        acd[0], acd[1], acd[2], {.id = "e", .address = "10.0.0.5:8000", .weight = 1}};
     ev = set_ok(&f, acde, 4);
     CU_ASSERT_EQUAL(ev.n_slots, 4);
     CU_ASSERT(change_is(&ev.change, 1, 0, 0, 0, 0, 0));
@@ -1558,7 +1649,8 @@ static void test_threads_route_while_the_set_changes(void)
     fixture f;
     open_fixture(&f, 3);
     f.kv.t = 1000; /* the clock stays put while threads read it */
-    cr_endpoint_spec abcd[] = {ABC[0], ABC[1], ABC[2], {"d", "10.0.0.4:8000", 1}};
+    cr_endpoint_spec abcd[] = {
+        ABC[0], ABC[1], ABC[2], {.id = "d", .address = "10.0.0.4:8000", .weight = 1}};
     set_ok(&f, abcd, 4);
     pthread_t th[4];
     racer x[4];
@@ -1599,6 +1691,8 @@ static const cr_test_case set_tests[] = {
     {"join: a new slot, the gone one after its quarantine", test_join_after_quarantine},
     {"a new set keeps draining and down", test_new_set_keeps_states},
     {"with_state: changes counted, refusals", test_with_state},
+    {"stated states: the source's, never an operator's", test_stated_states},
+    {"kv_events: read, kept, checked", test_kv_events_address},
     {"usable: active, else draining, else down", test_usable_falls_back},
     {"the 1024-slot bound: the oldest gone slot reused", test_slot_bound},
     {"renaming 600 of 600 at once", test_rename_all},

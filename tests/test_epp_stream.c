@@ -81,7 +81,7 @@ static void open_fixture(fixture *f, int with_set, cr_epp_body_mode mode, size_t
         char ids[N_ENDPOINTS][8];
         for (int i = 0; i < N_ENDPOINTS; i++) {
             snprintf(ids[i], sizeof ids[i], "e%d", i);
-            v[i] = (cr_endpoint_spec){ids[i], set_addresses[i], 1};
+            v[i] = (cr_endpoint_spec){.id = ids[i], .address = set_addresses[i], .weight = 1};
         }
         CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(f->core, v, N_ENDPOINTS, NULL, &err), CR_OK);
     }
@@ -1207,7 +1207,7 @@ static void test_longest_destination(void)
         snprintf(ids[i], sizeof ids[i], "e%d", i);
         snprintf(addr[i], sizeof addr[i], "[ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.2%02d]:65535",
                  i);
-        v[i] = (cr_endpoint_spec){ids[i], addr[i], 1};
+        v[i] = (cr_endpoint_spec){.id = ids[i], .address = addr[i], .weight = 1};
     }
     CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(core, v, N, NULL, &err), CR_OK);
     cr_epp_config c = {.fallbacks = CR_EPP_MAX_FALLBACKS, .owner_header = "",

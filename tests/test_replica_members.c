@@ -51,7 +51,7 @@ static cr_status set_ids(fixture *f, const char *const *ids, size_t n, cr_core_m
     char addr[8][32];
     for (size_t i = 0; i < n; i++) {
         snprintf(addr[i], sizeof addr[i], "%s:80", ids[i]);
-        v[i] = (cr_endpoint_spec){ids[i], addr[i], 2};
+        v[i] = (cr_endpoint_spec){.id = ids[i], .address = addr[i], .weight = 2};
     }
     cr_error err;
     return cr_core_set_endpoints(f->core, v, n, ev, &err);
@@ -120,8 +120,10 @@ static void assert_same_sets(fixture *a, fixture *b)
  * d gone. */
 static cr_endpoints *every_state(double now)
 {
-    cr_endpoint_spec v[] = {{"a", "10.0.0.1:80", 1}, {"b", "b.svc:80", 2.5},
-                            {"c", "http://c:8000", 1000}, {"d", "d:1", 0}};
+    cr_endpoint_spec v[] = {{.id = "a", .address = "10.0.0.1:80", .weight = 1},
+                            {.id = "b", .address = "b.svc:80", .weight = 2.5},
+                            {.id = "c", .address = "http://c:8000", .weight = 1000},
+                            {.id = "d", .address = "d:1", .weight = 0}};
     cr_endpoints *e1, *e2, *e3, *e4;
     cr_endpoints_change chg;
     cr_error err;
@@ -265,7 +267,8 @@ static void test_members_bad_blobs(void)
 
 static void test_forward_blob(void)
 {
-    cr_endpoint_spec v[] = {{"a", "a:1", 1}, {"b", "b:2", 0}};
+    cr_endpoint_spec v[] = {{.id = "a", .address = "a:1", .weight = 1},
+                            {.id = "b", .address = "b:2", .weight = 0}};
     cr_forward set = {CR_FORWARD_SET, "r1", NULL, v, 2}, drain = {CR_FORWARD_DRAIN, "r2", "b", NULL, 0};
     uint8_t *blob;
     size_t len;

@@ -107,7 +107,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 8; i++) {
         snprintf(ids[i], sizeof ids[i], "engine-%d", i);
         snprintf(addrs[i], sizeof addrs[i], "10.0.0.%d:8000", i + 1);
-        eps[i] = (cr_endpoint_spec){ids[i], addrs[i], 1};
+        eps[i] = (cr_endpoint_spec){.id = ids[i], .address = addrs[i], .weight = 1};
     }
     if (cr_core_set_endpoints(core, eps, 8, NULL, &err) != CR_OK) {
         fprintf(stderr, "endpoints: %s\n", err.msg);

@@ -25,6 +25,13 @@
  *            down_until_s, then ACTIVE again (tried again)
  * A new set keeps a listed endpoint's slot and state (draining and down
  * included): only a drain's undo or the retry time ends those.
+ *   stated   a source that knows its endpoints' states (Kubernetes) says
+ *            them in each spec: a stated DRAINING or DOWN enters that
+ *            state (DOWN until the source says otherwise) and marks the
+ *            slot by_source; a stated ACTIVE ends only a by_source state,
+ *            never a drain or the failure detector's DOWN (their own ends
+ *            apply). A drain or a failure of a by_source slot makes it
+ *            the set's own again.
  *
  * Thread safety: a set is read-only, any number of threads may read one;
  * the calls that make sets are pure functions of their arguments. */
@@ -44,8 +51,8 @@
 #define CR_ENDPOINT_WEIGHT_MAX 1000.0
 #define CR_ENDPOINTS_FILE_MAX (1 << 20) /* bytes in an endpoints file */
 #define CR_ENDPOINTS_FILE_DEPTH 16      /* nesting in one (a valid one has 3) */
-#define CR_ENDPOINTS_FILE_NODES 8192    /* YAML nodes in one */
-#define CR_ENDPOINTS_FILE_NODES_NEEDED (7 * CR_ENDPOINTS_MAX + 3) /* the most a valid one has */
+#define CR_ENDPOINTS_FILE_NODES 10240   /* YAML nodes in one */
+#define CR_ENDPOINTS_FILE_NODES_NEEDED (9 * CR_ENDPOINTS_MAX + 3) /* the most a valid one has */
 #define CR_ENDPOINTS_REUSE_S 60.0       /* a GONE slot's quarantine */
 
 typedef enum cr_endpoint_state {
@@ -58,21 +65,33 @@ typedef enum cr_endpoint_state {
 /* "active", "draining", "down", "gone": stable names (wire and metrics). */
 const char *cr_endpoint_state_name(cr_endpoint_state s);
 
-/* One endpoint as a caller gives it (a file, SetEndpoints). */
+/* One endpoint as a caller gives it (a file, SetEndpoints, DNS or
+ * Kubernetes discovery). */
 typedef struct cr_endpoint_spec {
     const char *id;      /* 1..CR_ENDPOINT_ID_MAX bytes, printable ASCII */
     const char *address; /* 1..CR_ENDPOINT_ADDRESS_MAX bytes, printable ASCII */
     double weight;       /* capacity: cr_endpoint_weight_check; 0 = 1 */
+    /* Where its engine publishes KV events (tcp://10.0.0.5:5557): NULL or
+     * "" for none, else 1..CR_ENDPOINT_ADDRESS_MAX bytes, printable ASCII. */
+    const char *kv_events;
+    /* 1 when the source knows the endpoint's state (Kubernetes: a pod
+     * ready, terminating or not ready), given in state: ACTIVE, DRAINING
+     * or DOWN. 0 (a file, SetEndpoints, DNS): states are the set's own
+     * (drains, the failure detector), as before. See "stated" above. */
+    int stated;
+    cr_endpoint_state state;
 } cr_endpoint_spec;
 
 /* One slot of a set. */
 typedef struct cr_endpoint {
     char id[CR_ENDPOINT_ID_MAX + 1];
     char address[CR_ENDPOINT_ADDRESS_MAX + 1];
+    char kv_events[CR_ENDPOINT_ADDRESS_MAX + 1]; /* "" none */
     double weight;
     cr_endpoint_state state;
+    uint8_t by_source;   /* 1: state is what its source stated ("stated") */
     double since_s;      /* when it entered state (the caller's clock) */
-    double down_until_s; /* DOWN: when it is tried again */
+    double down_until_s; /* DOWN: when it is tried again (INFINITY: stated) */
 } cr_endpoint;
 
 /* What one change did, slot by slot (counts). */
@@ -113,12 +132,15 @@ cr_status cr_endpoint_weight_check(const char *what, double w, const char *text,
  * got \"\"", "endpoints[3].id \"vllm-0\" is given twice (endpoints[0])",
  * "endpoints[1].address must be 1..256 bytes of printable ASCII, got
  * \"\"", "endpoints[0].weight must be in [0.001, 1000] or 0 (for 1), got
- * -1". Pure. */
+ * -1", "endpoints[4].kv_events must be 0..256 bytes of printable ASCII,
+ * got ...", "endpoints[5].state must be active, draining or down, got 3".
+ * Pure. */
 cr_status cr_endpoints_check(const cr_endpoint_spec *v, size_t n, cr_error *err);
 
 /* Parses an endpoints file's text (len bytes, at most
  * CR_ENDPOINTS_FILE_MAX): YAML or JSON, {"endpoints": [{"id": "vllm-0",
- * "address": "10.0.0.5:8000", "weight": 1}, ...]} ("weight" optional,
+ * "address": "10.0.0.5:8000", "weight": 1, "kv_events":
+ * "tcp://10.0.0.5:5557"}, ...]} ("weight" and "kv_events" optional,
  * nothing else allowed), then cr_endpoints_check. Refused before a node
  * is built: nesting past CR_ENDPOINTS_FILE_DEPTH, more than
  * CR_ENDPOINTS_FILE_NODES nodes, a second YAML document; refused after:

@@ -44,8 +44,10 @@ static env *env_of(void)
     cr_error err;
     e.core = cr_core_new(&cfg, NULL, &clock, &err);
     CR_FUZZ_CHECK(e.core != NULL, "core: %s", err.msg);
-    cr_endpoint_spec v[ENDPOINTS] = {{"e0", "10.0.0.1:8000", 1}, {"e1", "10.0.0.2:8000", 1},
-                                     {"e2", "[fd00::3]:8000", 1}, {"e3", "10.0.0.4:8000", 1}};
+    cr_endpoint_spec v[ENDPOINTS] = {{.id = "e0", .address = "10.0.0.1:8000", .weight = 1},
+                                     {.id = "e1", .address = "10.0.0.2:8000", .weight = 1},
+                                     {.id = "e2", .address = "[fd00::3]:8000", .weight = 1},
+                                     {.id = "e3", .address = "10.0.0.4:8000", .weight = 1}};
     CR_FUZZ_CHECK(cr_core_set_endpoints(e.core, v, ENDPOINTS, NULL, &err) == CR_OK, "set: %s",
                   err.msg);
     for (int i = 0; i < 4; i++) {
