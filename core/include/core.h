@@ -244,6 +244,17 @@ int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_
 cr_status cr_core_kv_events(cr_core *c, const cr_kv_event *ev, size_t n, cr_kv_applied *out,
                             cr_error *err);
 
+/* The engine load scraped from shard's engine (route.h, "The engines' own
+ * load"; the scraper in scrape.h calls it). The route rule uses it from
+ * now until it is older than two scrape intervals, then falls back to its
+ * own view of the shard (counted); gpu_blocks sizes the shard's prefix
+ * index (at most --index-blocks); a block_size other than --block-tokens
+ * is logged once. CR_EINVAL naming the field for a shard past the
+ * endpoints or a negative or non-finite count; nothing is kept then.
+ * Thread-safe. */
+cr_status cr_core_engine_load(cr_core *c, uint32_t shard, const cr_engine_load *load,
+                              cr_error *err);
+
 /* cr_router_home of the core's router: where an owner without warm slots
  * goes over n_shards. Thread-safe. */
 uint32_t cr_core_home_shard(cr_core *c, int64_t owner, uint32_t n_shards);

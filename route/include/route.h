@@ -383,4 +383,26 @@ typedef struct cr_kv_applied {
  * Thread-safe. */
 int cr_router_kv_apply(cr_router *r, const cr_kv_event *ev, size_t n, cr_kv_applied *out);
 
+/* ---- The engines' own load ------------------------------------------------
+ * What an engine says of itself on its /metrics (vLLM's, SGLang's names:
+ * scrape.h), scraped every --scrape-interval. The route rule predicts a
+ * shard's queue from the routes it made; an engine that other traffic
+ * also reaches (a second gateway, a batch job) holds more than that, and
+ * the scrape is how the rule sees it (docs/routing.md, "Engine load").
+ * A field the engine does not report is NAN (a count) or 0 (a size). */
+#define CR_ENGINE_LORA_MAX 16     /* adapters one load names */
+#define CR_ENGINE_LORA_NAME_MAX 64 /* bytes of an adapter's name, NUL included */
+
+typedef struct cr_engine_load {
+    double at_s;     /* when it was scraped, on the core's clock */
+    double waiting;  /* requests queued (vllm:num_requests_waiting, sglang:num_queue_reqs) */
+    double running;  /* requests running (vllm:num_requests_running, sglang:num_running_reqs) */
+    double kv_usage; /* KV cache in use, 0..1 (vllm:kv_cache_usage_perc, sglang:token_usage) */
+    uint32_t block_size; /* tokens per KV block (vllm:cache_config_info) */
+    uint64_t gpu_blocks; /* KV blocks on the GPUs (vllm:cache_config_info num_gpu_blocks) */
+    uint32_t max_lora;   /* adapter slots (vllm:lora_requests_info max_lora) */
+    uint32_t n_lora;     /* adapters loaded (running or waiting ones), named in lora */
+    char lora[CR_ENGINE_LORA_MAX][CR_ENGINE_LORA_NAME_MAX];
+} cr_engine_load;
+
 #endif
