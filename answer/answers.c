@@ -13,7 +13,8 @@
  * table_generation = 2 } and RouteDecision { uint32 shard = 1; bool
  * admitted = 2; uint32 cached_tokens = 3; double queue_wait_ms = 4; double
  * prefill_ms = 5; string reason = 6; string endpoint_id = 7; string
- * endpoint_address = 8 } (test_route_wire checks them). */
+ * endpoint_address = 8; string admission = 9; double predicted_ttft_ms =
+ * 10; double ttft_slo_ms = 11 } (test_route_wire checks them). */
 #include "answer.h"
 
 #include <string.h>
@@ -21,17 +22,35 @@
 #include "internal.h"
 
 /* An entry's fields, by what of the answer each writes. */
-typedef enum part { OWNER, RATE, ADMITTED, SHARD, CACHED, QUEUE_WAIT, PREFILL, REASON } part;
+typedef enum part {
+    OWNER,
+    RATE,
+    ADMITTED,
+    SHARD,
+    CACHED,
+    QUEUE_WAIT,
+    PREFILL,
+    REASON,
+    ADMISSION,
+    PREDICTED_TTFT,
+    TTFT_SLO
+} part;
 
 /* One entry message: its fields in number order (field i is number i + 1),
- * then the endpoint's id and address as fields n + 1 and n + 2. */
+ * then the endpoint's id and address as fields n + 1 and n + 2, then its
+ * later fields (after[i] is number n + 3 + i). */
 typedef struct form {
     part fields[6];
     unsigned n;
+    part after[3];
+    unsigned n_after;
 } form;
 
-static const form ROUTE = {{OWNER, RATE, ADMITTED, SHARD}, 4};
-static const form DECISION = {{SHARD, ADMITTED, CACHED, QUEUE_WAIT, PREFILL, REASON}, 6};
+static const form ROUTE = {{OWNER, RATE, ADMITTED, SHARD}, 4, {OWNER}, 0};
+static const form DECISION = {{SHARD, ADMITTED, CACHED, QUEUE_WAIT, PREFILL, REASON},
+                              6,
+                              {ADMISSION, PREDICTED_TTFT, TTFT_SLO},
+                              3};
 
 size_t cr_record_answer_bound(size_t n, const cr_endpoints *named)
 {
@@ -64,52 +83,75 @@ static uint8_t *put_double_field(uint8_t *p, unsigned number, double d)
     return put_double(p, d);
 }
 
-/* The reason's name as a string field, left out when empty. */
-static uint8_t *put_reason_field(uint8_t *p, unsigned number, cr_route_reason r)
+/* A name (a reason's, an admission's: under 128 bytes) as a string field,
+ * left out when empty. */
+static uint8_t *put_name_field(uint8_t *p, unsigned number, const char *name)
 {
-    const char *reason = cr_route_reason_name(r);
-    size_t n = strlen(reason);
+    size_t n = strlen(name);
     if (!n)
         return p;
     *p++ = KEY_LEN(number);
     *p++ = (uint8_t)n;
-    memcpy(p, reason, n);
+    memcpy(p, name, n);
     return p + n;
 }
 
-/* An entry's fields but its names: at most 28 bytes a Route, 44 a
+/* One field of an answer. */
+static uint8_t *put_part(uint8_t *p, part what, unsigned number, const cr_route_answer *a)
+{
+    switch (what) {
+    case OWNER:
+        p = put_uint_field(p, number, (uint64_t)a->owner);
+        break;
+    case RATE:
+        p = put_double_field(p, number, a->rate);
+        break;
+    case ADMITTED:
+        p = put_uint_field(p, number, a->admitted != 0);
+        break;
+    case SHARD:
+        p = put_uint_field(p, number, a->shard);
+        break;
+    case CACHED:
+        p = put_uint_field(p, number, a->cached_tokens);
+        break;
+    case QUEUE_WAIT:
+        p = put_double_field(p, number, a->queue_wait_ms);
+        break;
+    case PREFILL:
+        p = put_double_field(p, number, a->prefill_ms);
+        break;
+    case REASON:
+        p = put_name_field(p, number, cr_route_reason_name(a->reason));
+        break;
+    case ADMISSION:
+        p = put_name_field(p, number, cr_route_admission_name(a->admission));
+        break;
+    case PREDICTED_TTFT:
+        p = put_double_field(p, number, a->predicted_ttft_ms);
+        break;
+    case TTFT_SLO:
+        p = put_double_field(p, number, a->ttft_slo_ms);
+        break;
+    }
+    return p;
+}
+
+/* An entry's fields before its names: at most 28 bytes a Route, 44 a
  * RouteDecision. */
 static uint8_t *put_fields(uint8_t *p, const form *f, const cr_route_answer *a)
 {
-    for (unsigned i = 0; i < f->n; i++) {
-        unsigned number = i + 1;
-        switch (f->fields[i]) {
-        case OWNER:
-            p = put_uint_field(p, number, (uint64_t)a->owner);
-            break;
-        case RATE:
-            p = put_double_field(p, number, a->rate);
-            break;
-        case ADMITTED:
-            p = put_uint_field(p, number, a->admitted != 0);
-            break;
-        case SHARD:
-            p = put_uint_field(p, number, a->shard);
-            break;
-        case CACHED:
-            p = put_uint_field(p, number, a->cached_tokens);
-            break;
-        case QUEUE_WAIT:
-            p = put_double_field(p, number, a->queue_wait_ms);
-            break;
-        case PREFILL:
-            p = put_double_field(p, number, a->prefill_ms);
-            break;
-        case REASON:
-            p = put_reason_field(p, number, a->reason);
-            break;
-        }
-    }
+    for (unsigned i = 0; i < f->n; i++)
+        p = put_part(p, f->fields[i], i + 1, a);
+    return p;
+}
+
+/* An entry's fields after its names: none a Route, at most 28 bytes a
+ * RouteDecision. */
+static uint8_t *put_after(uint8_t *p, const form *f, const cr_route_answer *a)
+{
+    for (unsigned i = 0; i < f->n_after; i++)
+        p = put_part(p, f->after[i], f->n + 3 + i, a);
     return p;
 }
 
@@ -119,13 +161,15 @@ static uint8_t *put_entry(uint8_t *p, const form *f, const cr_route_answer *a,
                           const cr_endpoints *named)
 {
     if (named && a->shard < named->n_slots) {
-        uint8_t fields[64];
+        uint8_t fields[64], after[32];
         size_t n = (size_t)(put_fields(fields, f, a) - fields);
-        return cr_wire_put_named(p, 1, fields, n, &named->slot[a->shard], f->n + 1);
+        size_t n_after = (size_t)(put_after(after, f, a) - after);
+        return cr_wire_put_named(p, 1, fields, n, &named->slot[a->shard], f->n + 1, after,
+                                 n_after);
     }
     *p++ = KEY_LEN(1);
     uint8_t *len = p++;
-    p = put_fields(p, f, a);
+    p = put_after(put_fields(p, f, a), f, a);
     *len = (uint8_t)(p - len - 1);
     return p;
 }

@@ -20,8 +20,14 @@ size_t cr_wire_decision_bytes(void)
         size_t n = strlen(cr_route_reason_name((cr_route_reason)r));
         reason = n > reason ? n : reason;
     }
-    /* key and length, shard 1 + 5, admitted, cached 1 + 5, two doubles 1 + 8, reason */
-    return 2 + 6 + 2 + 6 + 9 + 9 + 2 + reason;
+    size_t admission = 0;
+    for (int a = 0; a < CR_ADMISSION_N; a++) {
+        size_t n = strlen(cr_route_admission_name((cr_route_admission)a));
+        admission = n > admission ? n : admission;
+    }
+    /* key and length, shard 1 + 5, admitted, cached 1 + 5, two doubles 1 + 8, reason,
+     * admission, two doubles more */
+    return 2 + 6 + 2 + 6 + 9 + 9 + 2 + reason + 2 + admission + 9 + 9;
 }
 
 size_t cr_wire_rate_bytes(void)
@@ -50,10 +56,11 @@ size_t cr_wire_named_bytes(const cr_endpoints *e)
 }
 
 uint8_t *cr_wire_put_named(uint8_t *p, unsigned number, const uint8_t *fields, size_t n,
-                           const cr_endpoint *x, unsigned id_field)
+                           const cr_endpoint *x, unsigned id_field, const uint8_t *after,
+                           size_t n_after)
 {
     size_t a = strlen(x->id), b = strlen(x->address);
-    size_t body = n + 1 + varint_len(a) + a + 1 + varint_len(b) + b;
+    size_t body = n + 1 + varint_len(a) + a + 1 + varint_len(b) + b + n_after;
     *p++ = KEY_LEN(number);
     p = put_varint(p, body);
     memcpy(p, fields, n);
@@ -65,5 +72,8 @@ uint8_t *cr_wire_put_named(uint8_t *p, unsigned number, const uint8_t *fields, s
     *p++ = KEY_LEN(id_field + 1);
     p = put_varint(p, b);
     memcpy(p, x->address, b);
-    return p + b;
+    p += b;
+    if (n_after)
+        memcpy(p, after, n_after);
+    return p + n_after;
 }

@@ -40,6 +40,28 @@ void cr_core_route_model_update(cr_core *c)
     pthread_mutex_unlock(&c->model_lock);
 }
 
+/* What a request asks of the door, each field in its range (request.h);
+ * the names themselves are the door's to look up. */
+static cr_status check_objective(const cr_route_objective *o, size_t i, cr_error *err)
+{
+    if (o->name_len > CR_REQUEST_OBJECTIVE_MAX)
+        return cr_fail(err, CR_EINVAL, "requests[%zu].objective must be at most %d bytes, got %zu",
+                       i, CR_REQUEST_OBJECTIVE_MAX, o->name_len);
+    if (o->has_priority &&
+        (o->priority < -CR_REQUEST_PRIORITY_MAX || o->priority > CR_REQUEST_PRIORITY_MAX))
+        return cr_fail(err, CR_EINVAL, "requests[%zu].priority must be in [%d, %d], got %d", i,
+                       -CR_REQUEST_PRIORITY_MAX, CR_REQUEST_PRIORITY_MAX, (int)o->priority);
+    /* written so that a NaN fails too */
+    if (o->has_ttft_slo && !(o->ttft_slo_ms >= 0 && o->ttft_slo_ms <= CR_REQUEST_SLO_MAX_MS))
+        return cr_fail(err, CR_EINVAL, "requests[%zu].ttft_slo_ms must be in [0, %.0f], got %g",
+                       i, CR_REQUEST_SLO_MAX_MS, o->ttft_slo_ms);
+    if (o->fairness_len > CR_REQUEST_FAIRNESS_MAX)
+        return cr_fail(err, CR_EINVAL,
+                       "requests[%zu].fairness_id must be at most %d bytes, got %zu", i,
+                       CR_REQUEST_FAIRNESS_MAX, o->fairness_len);
+    return CR_OK;
+}
+
 static cr_status check_item(const cr_core *c, const cr_route_request *q, size_t i, cr_error *err)
 {
     uint32_t most = c->route.max_hashes;
@@ -58,7 +80,7 @@ static cr_status check_item(const cr_core *c, const cr_route_request *q, size_t 
     if (id_len > CR_LOOP_REQUEST_ID_MAX)
         return cr_fail(err, CR_EINVAL, "requests[%zu].request_id must be at most %d bytes, got %zu",
                        i, CR_LOOP_REQUEST_ID_MAX, id_len);
-    return CR_OK;
+    return check_objective(&q->objective, i, err);
 }
 
 /* The owners among the requests as arrivals, weighing 1 each, in

@@ -7,6 +7,7 @@
  * session stands for its prefix without hashes (RecordArrival too);
  * --route-planned keeps an admitted owner among its shards; bad requests
  * name the field and record nothing; the same calls give the same routes. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,6 +384,27 @@ static void test_bad_requests_name_the_field(void)
     q[1] = ok;
     q[1].request_id = id;
     expect_refused(&f, q, 2, "requests[1].request_id must be at most 128 bytes, got 199");
+    q[1] = ok;
+    q[1].objective = (cr_route_objective){.name = space, .name_len = 65};
+    expect_refused(&f, q, 2, "requests[1].objective must be at most 64 bytes, got 65");
+    q[1].objective = (cr_route_objective){.has_priority = 1, .priority = -1000001};
+    expect_refused(&f, q, 2, "requests[1].priority must be in [-1000000, 1000000], got -1000001");
+    q[1].objective = (cr_route_objective){.has_ttft_slo = 1, .ttft_slo_ms = -1};
+    expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 3600000], got -1");
+    q[1].objective.ttft_slo_ms = NAN;
+    expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 3600000], got nan");
+    q[1].objective = (cr_route_objective){.fairness = id, .fairness_len = 129};
+    expect_refused(&f, q, 2, "requests[1].fairness_id must be at most 128 bytes, got 129");
+    /* the bounds themselves, and an unset field's value, pass */
+    q[1].objective = (cr_route_objective){.name = space, .name_len = 64, .fairness = id,
+                                          .fairness_len = 128, .has_priority = 1,
+                                          .priority = -1000000, .has_ttft_slo = 1,
+                                          .ttft_slo_ms = 3600000};
+    cr_route_answer two[2];
+    cr_error e2;
+    CU_ASSERT_EQUAL(cr_core_route(f.core, q, 2, two, NULL, &e2), CR_OK);
+    q[1].objective = (cr_route_objective){.priority = INT32_MIN, .ttft_slo_ms = -5};
+    CU_ASSERT_EQUAL(cr_core_route(f.core, q, 2, two, NULL, &e2), CR_OK);
     static cr_route_request lots[CR_CORE_MAX_ROUTES + 1];
     cr_route_answer a;
     cr_error err;

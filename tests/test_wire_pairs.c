@@ -577,6 +577,16 @@ static int same_text(const char *w, size_t len, const char *m)
     return !w == !m && (!w || (len == strlen(m) && memcmp(w, m, len) == 0));
 }
 
+/* The objective fields, a NaN's bits too. */
+static int same_objective(const cr_route_objective *o, const RouteItem *m)
+{
+    return same_text(o->name, o->name_len, m->objective) &&
+           same_text(o->fairness, o->fairness_len, m->fairness_id) &&
+           o->has_priority == m->has_priority && o->priority == m->priority &&
+           o->has_ttft_slo == m->has_ttft_slo_ms &&
+           memcmp(&o->ttft_slo_ms, &m->ttft_slo_ms, sizeof(double)) == 0;
+}
+
 static int same_item(const cr_route_request *w, const RouteItem *m)
 {
     return w->has_owner == m->has_owner && w->owner == m->owner &&
@@ -584,7 +594,8 @@ static int same_item(const cr_route_request *w, const RouteItem *m)
            w->prompt_tokens == m->prompt_tokens && w->n_hashes == m->n_block_hashes &&
            (!w->n_hashes || memcmp(w->hashes, m->block_hashes, w->n_hashes * 8) == 0) &&
            same_text(w->space, w->space_len, m->namespace_) &&
-           same_text(w->request_id, w->request_id ? strlen(w->request_id) : 0, m->request_id);
+           same_text(w->request_id, w->request_id ? strlen(w->request_id) : 0, m->request_id) &&
+           same_objective(&w->objective, m);
 }
 
 /* The comparison: the decoder's answer, 0 only when protobuf-c takes the
@@ -649,6 +660,23 @@ static void test_route_forms(void)
         byte(&item, (uint8_t)*c);
     key(&item, 5, 2); /* request_id "" */
     varint(&item, 0, 1);
+    key(&item, 6, 2); /* objective "batch" */
+    varint(&item, 5, 1);
+    for (const char *c = "batch"; *c; c++)
+        byte(&item, (uint8_t)*c);
+    key(&item, 7, 0);
+    varint(&item, (uint64_t)-1, 1); /* priority -1: ten bytes */
+    key(&item, 7, 0);
+    varint(&item, (1ull << 32) - 3, 1); /* the last wins, its low 32 bits: -3 */
+    key(&item, 8, 1);
+    double slo = 2000.5;
+    uint64_t slo_bits;
+    memcpy(&slo_bits, &slo, sizeof slo);
+    fixed64(&item, slo_bits);
+    key(&item, 9, 2); /* fairness_id "t1" */
+    varint(&item, 2, 1);
+    byte(&item, 't');
+    byte(&item, '1');
     key(&item, 1u << 28, 5); /* unknown, a 5-byte key */
     fixed64(&item, 0);
     item.n -= 4;
@@ -670,7 +698,14 @@ static void test_route_forms(void)
     CU_ASSERT(h[0] == 1 && h[1] == UINT64_MAX && h[2] == 2 && h[3] == 9);
     CU_ASSERT(it[0].space_len == strlen(ns) && memcmp(it[0].space, ns, strlen(ns)) == 0);
     CU_ASSERT(it[0].request_id && !*it[0].request_id);
+    const cr_route_objective *o = &it[0].objective;
+    CU_ASSERT(o->name_len == 5 && memcmp(o->name, "batch", 5) == 0);
+    CU_ASSERT(o->has_priority && o->priority == -3);
+    CU_ASSERT(o->has_ttft_slo && o->ttft_slo_ms == 2000.5);
+    CU_ASSERT(o->fairness_len == 2 && memcmp(o->fairness, "t1", 2) == 0);
     CU_ASSERT(!it[1].has_owner && !it[1].n_hashes && !it[1].space && !it[1].request_id);
+    CU_ASSERT(!it[1].objective.name && !it[1].objective.fairness &&
+              !it[1].objective.has_priority && !it[1].objective.has_ttft_slo);
     out.max_items = 1;
     CU_ASSERT_EQUAL(cr_wire_route_request(e.b, e.n, &out), -1); /* over max */
     out = (cr_wire_route_out){it, 2, h, 3, text, e.n, 0, 0, 0};
@@ -703,6 +738,13 @@ static void test_route_unsure(void)
         {"hashes as 32-bit", {0x0a, 0x05, 0x1d, 1, 2, 3, 4}, 7},
         {"namespace as varint", {0x0a, 0x02, 0x20, 0x01}, 4},
         {"request_id as 64-bit", {0x0a, 0x09, 0x29, 1, 2, 3, 4, 5, 6, 7, 8}, 11},
+        {"objective as varint", {0x0a, 0x02, 0x30, 0x01}, 4},
+        {"priority as 64-bit", {0x0a, 0x09, 0x39, 1, 2, 3, 4, 5, 6, 7, 8}, 11},
+        {"ttft_slo_ms as varint", {0x0a, 0x02, 0x40, 0x01}, 4},
+        {"ttft_slo_ms as 32-bit", {0x0a, 0x05, 0x45, 1, 2, 3, 4}, 7},
+        {"ttft_slo_ms cut short", {0x0a, 0x05, 0x41, 1, 2, 3, 4}, 7},
+        {"bad UTF-8 in fairness_id", {0x0a, 0x03, 0x4a, 0x01, 0xff}, 5},
+        {"NUL in objective", {0x0a, 0x03, 0x32, 0x01, 0x00}, 5},
         {"packed ends inside a varint", {0x0a, 0x04, 0x1a, 0x02, 0x01, 0x81}, 6},
         {"11-byte hash", {0x0a, 0x0c, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                           0xff, 0xff, 0x01}, 14},
@@ -737,10 +779,14 @@ static void test_route_descriptor_agrees(void)
                 {"prompt_tokens", PROTOBUF_C_TYPE_UINT32, PROTOBUF_C_LABEL_OPTIONAL},
                 {"block_hashes", PROTOBUF_C_TYPE_UINT64, PROTOBUF_C_LABEL_REPEATED},
                 {"namespace", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL},
-                {"request_id", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL}};
+                {"request_id", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL},
+                {"objective", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL},
+                {"priority", PROTOBUF_C_TYPE_INT32, PROTOBUF_C_LABEL_OPTIONAL},
+                {"ttft_slo_ms", PROTOBUF_C_TYPE_DOUBLE, PROTOBUF_C_LABEL_OPTIONAL},
+                {"fairness_id", PROTOBUF_C_TYPE_STRING, PROTOBUF_C_LABEL_OPTIONAL}};
     const ProtobufCMessageDescriptor *item = f->descriptor;
-    CU_ASSERT_EQUAL_FATAL(item->n_fields, 5);
-    for (unsigned i = 0; i < 5; i++) {
+    CU_ASSERT_EQUAL_FATAL(item->n_fields, 9);
+    for (unsigned i = 0; i < 9; i++) {
         const ProtobufCFieldDescriptor *g = &item->fields[i];
         CU_ASSERT(g->id == i + 1 && strcmp(g->name, want[i].name) == 0 &&
                   g->type == want[i].type && g->label == want[i].label);
@@ -764,10 +810,18 @@ static void random_route_item(enc *e)
     static const unsigned types[] = {0, 1, 2, 5};
     enc s = {.n = 0};
     for (int k = (int)(next() % 7); k > 0; k--) {
-        unsigned pick = (unsigned)(next() % 10);
+        unsigned pick = (unsigned)(next() % 14);
         if (pick < 2) { /* owner, prompt_tokens */
             key(&s, 1 + pick, 0);
             random_value(&s, 0);
+        } else if (pick >= 10) { /* objective, priority, ttft_slo_ms, fairness_id */
+            static const unsigned type_of[] = {2, 0, 1, 2};
+            if (pick == 10 || pick == 13) {
+                random_text(&s, pick - 4);
+            } else {
+                key(&s, pick - 4, type_of[pick - 10]);
+                random_value(&s, type_of[pick - 10]);
+            }
         } else if (pick < 5) { /* a packed run of hashes */
             enc h = {.n = 0};
             for (int j = (int)(next() % 9); j > 0; j--)
@@ -780,7 +834,7 @@ static void random_route_item(enc *e)
             random_text(&s, pick == 6 ? 4 : 5);
         } else {
             unsigned type = types[next() % 4];
-            key(&s, 6 + (uint32_t)(next() % 2000), type);
+            key(&s, 10 + (uint32_t)(next() % 2000), type);
             random_value(&s, type);
         }
     }

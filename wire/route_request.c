@@ -1,7 +1,9 @@
 /* RouteRequest { repeated RouteItem requests = 1 } and RouteItem {
  * optional int64 owner = 1; optional uint32 prompt_tokens = 2; repeated
  * uint64 block_hashes = 3; optional string namespace = 4; optional string
- * request_id = 5 } (test_wire_pairs checks the descriptors agree), decoded
+ * request_id = 5; optional string objective = 6; optional int32 priority =
+ * 7; optional double ttft_slo_ms = 8; optional string fairness_id = 9 }
+ * (test_wire_pairs checks the descriptors agree), decoded
  * straight from the wire into the caller's arrays: under Route calls of one
  * item of 64 hashes the sidecar spent 6.9% of its CPU in protobuf-c's
  * unpack (a scan table, a message, an array and two strings per item, each
@@ -28,7 +30,17 @@
 #include "internal.h"
 
 enum { REQUESTS = 1 }; /* RouteRequest's */
-enum { OWNER = 1, PROMPT_TOKENS = 2, HASHES = 3, NAMESPACE = 4, REQUEST_ID = 5 }; /* RouteItem's */
+enum { /* RouteItem's */
+    OWNER = 1,
+    PROMPT_TOKENS = 2,
+    HASHES = 3,
+    NAMESPACE = 4,
+    REQUEST_ID = 5,
+    OBJECTIVE = 6,
+    PRIORITY = 7,
+    TTFT_SLO_MS = 8,
+    FAIRNESS_ID = 9
+};
 
 /* protobuf-c reads a key and a length prefix of at most 5 bytes. */
 #define MAX_PREFIX 5
@@ -132,6 +144,24 @@ static int item_field(const cr_wire_field *f, cr_route_request *q, cr_wire_varin
     case REQUEST_ID:
         *id = *f;
         return string_ok(f) ? 0 : -1;
+    case OBJECTIVE:
+        q->objective.name = (const char *)f->value;
+        q->objective.name_len = f->len;
+        return string_ok(f) ? 0 : -1;
+    case PRIORITY: /* protobuf-c keeps an int32's low 32 bits */
+        q->objective.has_priority = 1;
+        q->objective.priority = (int32_t)(uint32_t)f->varint;
+        return f->type == 0 ? 0 : -1;
+    case TTFT_SLO_MS: /* take_item points value at a 64-bit field's bytes */
+        if (f->type != 1)
+            return -1;
+        q->objective.has_ttft_slo = 1;
+        memcpy(&q->objective.ttft_slo_ms, f->value, sizeof(double));
+        return 0;
+    case FAIRNESS_ID:
+        q->objective.fairness = (const char *)f->value;
+        q->objective.fairness_len = f->len;
+        return string_ok(f) ? 0 : -1;
     default: /* unknown, skipped; 0 the string check refuses */
         return f->number ? 0 : -1;
     }
@@ -163,9 +193,14 @@ static int take_item(const uint8_t *v, size_t len, cr_wire_route_out *out)
     const uint8_t *p = v, *end = v + len;
     cr_wire_field f, id = {.value = NULL};
     int rc;
-    while ((rc = next_exact(&p, end, &f)) == 1)
+    while ((rc = next_exact(&p, end, &f)) == 1) {
+        if (f.type == 1) { /* a 64-bit field: its bytes end at p */
+            f.value = p - sizeof(uint64_t);
+            f.len = sizeof(uint64_t);
+        }
         if (item_field(&f, q, &hashes, &id) != 0)
             return -1;
+    }
     if (rc != 0)
         return -1;
     if (hashes.n)

@@ -97,7 +97,8 @@ size_t cr_record_answer_pack(const cr_route_answer *routes, size_t n, uint32_t r
 
 /* RouteResponse: each answer as a RouteDecision {shard, admitted,
  * cached_tokens, queue_wait_ms, prefill_ms, reason as
- * cr_route_reason_name names it}. */
+ * cr_route_reason_name names it, admission as cr_route_admission_name
+ * names it, predicted_ttft_ms, ttft_slo_ms}. */
 
 /* The most bytes cr_route_answer_pack writes for n decisions:
  * cr_wire_decision_bytes() each and 11 for table_generation. n must be
@@ -140,14 +141,18 @@ size_t cr_wire_named_bytes(const cr_endpoints *e);
 
 /* A Route or RouteDecision entry of field number: the key, the length,
  * fields[0..n) (its other fields, written, at most 127 bytes), then x's
- * id and address as fields id_field and id_field + 1: at most 2 + n +
- * cr_wire_named_bytes of x's set. */
+ * id and address as fields id_field and id_field + 1, then after[0..n_after)
+ * (its fields numbered past them, written; n + n_after at most 127): at
+ * most 2 + n + n_after + cr_wire_named_bytes of x's set. */
 uint8_t *cr_wire_put_named(uint8_t *p, unsigned number, const uint8_t *fields, size_t n,
-                           const cr_endpoint *x, unsigned id_field);
+                           const cr_endpoint *x, unsigned id_field, const uint8_t *after,
+                           size_t n_after);
 
 /* The most bytes one RouteDecision entry of a RouteResponse takes: its key
  * and length 2, shard 6, admitted 2, cached_tokens 6, queue_wait_ms 9,
- * prefill_ms 9, and reason 14 (the longest name, "least_loaded"). Pure. */
+ * prefill_ms 9, reason 14 (the longest name, "least_loaded"), admission
+ * 10 (the longest, "admitted"), predicted_ttft_ms 9 and ttft_slo_ms 9.
+ * Pure. */
 size_t cr_wire_decision_bytes(void);
 
 /* The most bytes one SessionRate entry of a GetRatesResponse takes: its

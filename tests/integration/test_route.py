@@ -77,6 +77,14 @@ class RouteTest(h.SidecarTestCase):
              r"^requests\[1\]\.request_id must be at most 128 bytes, got 129$"),
             (P.cr.RouteItem(block_hashes=list(range(1, 66))),
              r"^requests\[1\]\.block_hashes has 65 hashes, at most 64 \(--max-route-hashes\)$"),
+            (P.cr.RouteItem(ttft_slo_ms=-1),
+             r"^requests\[1\]\.ttft_slo_ms must be in \[0, 3600000\], got -1$"),
+            (P.cr.RouteItem(priority=2000000),
+             r"^requests\[1\]\.priority must be in \[-1000000, 1000000\], got 2000000$"),
+            (P.cr.RouteItem(objective="o" * 65),
+             r"^requests\[1\]\.objective must be at most 64 bytes, got 65$"),
+            (P.cr.RouteItem(fairness_id="f" * 129),
+             r"^requests\[1\]\.fairness_id must be at most 128 bytes, got 129$"),
         ]
         for bad, words in cases:
             self.assertRpcError(INVALID, self.stub.Route,
