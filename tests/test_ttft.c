@@ -385,21 +385,21 @@ static void test_bad_requests_name_the_field(void)
     q[1].request_id = id;
     expect_refused(&f, q, 2, "requests[1].request_id must be at most 128 bytes, got 199");
     q[1] = ok;
-    q[1].objective = (cr_route_objective){.name = space, .name_len = 65};
-    expect_refused(&f, q, 2, "requests[1].objective must be at most 64 bytes, got 65");
-    q[1].objective = (cr_route_objective){.has_priority = 1, .priority = -1000001};
-    expect_refused(&f, q, 2, "requests[1].priority must be in [-1000000, 1000000], got -1000001");
+    q[1].objective = (cr_route_objective){.name = space, .name_len = 64};
+    expect_refused(&f, q, 2, "requests[1].objective must be at most 63 bytes, got 64");
+    q[1].objective = (cr_route_objective){.has_priority = 1, .priority = -1001};
+    expect_refused(&f, q, 2, "requests[1].priority must be in [-1000, 1000], got -1001");
     q[1].objective = (cr_route_objective){.has_ttft_slo = 1, .ttft_slo_ms = -1};
-    expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 3600000], got -1");
+    expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 86400000], got -1");
     q[1].objective.ttft_slo_ms = NAN;
-    expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 3600000], got nan");
-    q[1].objective = (cr_route_objective){.fairness = id, .fairness_len = 129};
-    expect_refused(&f, q, 2, "requests[1].fairness_id must be at most 128 bytes, got 129");
+    expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 86400000], got nan");
+    q[1].objective = (cr_route_objective){.fairness = id, .fairness_len = 64};
+    expect_refused(&f, q, 2, "requests[1].fairness_id must be at most 63 bytes, got 64");
     /* the bounds themselves, and an unset field's value, pass */
-    q[1].objective = (cr_route_objective){.name = space, .name_len = 64, .fairness = id,
-                                          .fairness_len = 128, .has_priority = 1,
-                                          .priority = -1000000, .has_ttft_slo = 1,
-                                          .ttft_slo_ms = 3600000};
+    q[1].objective = (cr_route_objective){.name = space, .name_len = 63, .fairness = id,
+                                          .fairness_len = 63, .has_priority = 1,
+                                          .priority = -1000, .has_ttft_slo = 1,
+                                          .ttft_slo_ms = 86400000};
     cr_route_answer two[2];
     cr_error e2;
     CU_ASSERT_EQUAL(cr_core_route(f.core, q, 2, two, NULL, &e2), CR_OK);

@@ -21,15 +21,17 @@
 /* An answer's shard when the request's `only` list has no usable shard. */
 #define CR_ROUTE_NO_SHARD UINT32_MAX
 
-/* An objective's name and a fairness id, at most (RouteItem's objective
- * and fairness_id, the picker's headers). */
-#define CR_REQUEST_OBJECTIVE_MAX 64
-#define CR_REQUEST_FAIRNESS_MAX 128
+/* An objective's name and a fairness id, at most, in bytes (RouteItem's
+ * objective and fairness_id, the picker's headers): the door's
+ * CR_ADMIT_NAME_MAX, as its priorities and SLOs are its table's (admit.h;
+ * the core checks them equal). */
+#define CR_REQUEST_OBJECTIVE_MAX 63
+#define CR_REQUEST_FAIRNESS_MAX 63
 /* A request's priority is in [-CR_REQUEST_PRIORITY_MAX,
  * CR_REQUEST_PRIORITY_MAX]; its TTFT objective in [0,
  * CR_REQUEST_SLO_MAX_MS] ms. */
-#define CR_REQUEST_PRIORITY_MAX 1000000
-#define CR_REQUEST_SLO_MAX_MS 3600000.0
+#define CR_REQUEST_PRIORITY_MAX 1000
+#define CR_REQUEST_SLO_MAX_MS 86400000.0
 
 /* What a request asks of the door (admission by objective): RouteItem's
  * objective fields, or the picker's headers, as given; the door resolves
