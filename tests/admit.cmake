@@ -1,0 +1,6 @@
+# Admission at the door (admit/): the objectives' table, the decision, the
+# queue's bounds and fairness, the counts; one threaded case for TSan.
+if(TARGET cacheroute_admit)
+  cr_add_cunit_test(test_admit SOURCES test_admit.c LIBS cacheroute_admit Threads::Threads
+                    LABELS concurrency)
+endif()
