@@ -121,6 +121,10 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     cr_core_route_model_update(c);
     size_t arrivals = record_owners(c, items, n, now);
     cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), items, out, n, now);
+    for (size_t i = 0; i < n; i++) { /* the rule leaves the door's word to the door */
+        out[i].admission = CR_ADMISSION_NONE;
+        out[i].predicted_ttft_ms = out[i].ttft_slo_ms = 0;
+    }
     cr_installed_release(t);
     if (generation)
         *generation = gen;

@@ -61,6 +61,7 @@ typedef struct cr_epp_in {
     /* Headers kept (request headers; :status of response headers), slices
      * of the message; p NULL when absent. */
     cr_epp_text method, path, content_type, owner, status;
+    cr_epp_text objective, fairness, slo; /* the door's headers (epp.h) */
     const char *too_large;   /* a kept header's name when over CR_EPP_MAX_HEADER_BYTES */
     /* metadata_context: the subset hint joined "a,b,c" (malloc'd, for the
      * stream to take; NULL when none) and the served endpoint (a slice). */
@@ -109,9 +110,11 @@ cr_status cr_epp_reply_chunks(cr_epp_out *out, int phase, const uint8_t *body, s
 /* An empty TrailersResponse (phase 5 or 6). */
 cr_status cr_epp_reply_trailers(cr_epp_out *out, int phase);
 /* An ImmediateResponse of status, its x-cacheroute-error header and body
- * why (made printable ASCII), and details "cacheroute_epp_" + reason. */
+ * why (made printable ASCII), and details "cacheroute_epp_" + reason;
+ * with shed not NULL also CR_EPP_SHED_HEADER: shed, and with retry_after_s
+ * > 0 retry-after: retry_after_s. */
 cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reason,
-                                 const char *why);
+                                 const char *why, const char *shed, uint32_t retry_after_s);
 
 /* ---- the route and its outcome (pick.c) ---------------------------------- */
 
@@ -125,6 +128,7 @@ typedef struct cr_epp_pick {
     const char *subset;            /* the hint "a,b,c"; NULL none */
     uint64_t caller;
     const char *request_id;
+    const cr_route_objective *objective; /* from the headers; NULL none */
 } cr_epp_pick;
 
 /* What it gives: the shard routed to (UINT32_MAX when nothing was routed)
@@ -134,8 +138,12 @@ typedef struct cr_epp_picked {
     uint32_t shard;
     /* an ip:port is at most 53 bytes ("[" 45-byte IPv6 "]:65535"), and a comma */
     char destination[(CR_EPP_MAX_FALLBACKS + 1) * 54];
-    int status;            /* 0: routed; else 400, 503 */
+    int status;            /* 0: routed; else 400, 503, 429 */
     cr_epp_error reason;
+    /* 429 by the door: "slo" (shed) or "queued", and the seconds to
+     * retry after (queued: its predicted TTFT past its objective, at least 1) */
+    const char *shed;
+    uint32_t retry_after_s;
 } cr_epp_picked;
 
 /* Routes p through the core. A route answered but with no ip:port to give

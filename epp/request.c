@@ -49,8 +49,12 @@ static void read_headers(const header_map *m, const char *owner_header, cr_epp_i
         keep(h, "content-type", &in->content_type, in);
         keep(h, ":status", &in->status, in);
         keep(h, owner_header, &in->owner, in);
+        keep(h, CR_EPP_OBJECTIVE_HEADER, &in->objective, in);
+        keep(h, CR_EPP_FAIRNESS_HEADER, &in->fairness, in);
+        keep(h, CR_EPP_SLO_HEADER, &in->slo, in);
     }
-    size_t total = in->method.n + in->path.n + in->content_type.n + in->owner.n;
+    size_t total = in->method.n + in->path.n + in->content_type.n + in->owner.n +
+                   in->objective.n + in->fairness.n + in->slo.n;
     if (total > CR_EPP_MAX_HEADER_BYTES && !in->too_large)
         in->too_large = "the kept headers";
 }

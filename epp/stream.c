@@ -35,6 +35,9 @@ struct cr_epp_stream {
     int routed, reported;
     uint32_t shard;
     char request_id[24];
+    /* What the objective headers asked, the names copied here. */
+    cr_route_objective objective;
+    char objective_name[CR_REQUEST_OBJECTIVE_MAX + 1], fairness[CR_REQUEST_FAIRNESS_MAX + 1];
     int status;       /* the response's :status; 0 unseen */
     int has_ttft;
     double ttft_s;
@@ -97,14 +100,23 @@ static cr_epp_next protocol(cr_epp_stream *s, cr_error *err, const char *fmt, ..
     return CR_EPP_FAILED;
 }
 
-static cr_epp_next immediate(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_error reason,
-                             const char *why)
+/* A 429 by what shed says (epp.h's CR_EPP_SHED_HEADER), else any answer
+ * but the destination. */
+static cr_epp_next refuse(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_error reason,
+                          const char *why, const char *shed, uint32_t retry_after_s)
 {
     cr_epp_count(&s->e->errors[reason], 1);
     body_free(s); /* what was gathered is dropped at once */
     s->phase = ANSWERED;
-    return cr_epp_reply_immediate(out, status, reason, why) == CR_OK ? CR_EPP_FINISHED
-                                                                     : CR_EPP_FAILED;
+    return cr_epp_reply_immediate(out, status, reason, why, shed, retry_after_s) == CR_OK
+               ? CR_EPP_FINISHED
+               : CR_EPP_FAILED;
+}
+
+static cr_epp_next immediate(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_error reason,
+                             const char *why)
+{
+    return refuse(s, out, status, reason, why, NULL, 0);
 }
 
 /* The stream's route; an answer of its destination is the caller's. */
@@ -122,11 +134,12 @@ static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, cr_epp
     }
     cr_epp_pick p = {body, s->body, s->len, owner, has_owner,
                      s->has_subset ? (s->subset ? s->subset : "") : NULL, s->caller,
-                     s->request_id};
+                     s->request_id, &s->objective};
     cr_error err;
     cr_epp_pick_route(e, &p, picked, &err);
     if (picked->status)
-        return immediate(s, out, picked->status, picked->reason, err.msg);
+        return refuse(s, out, picked->status, picked->reason, err.msg, picked->shed,
+                      picked->retry_after_s);
     s->routed = 1;
     s->shard = picked->shard;
     return CR_EPP_MORE;
@@ -176,6 +189,54 @@ static cr_epp_next body_end(cr_epp_stream *s, double now, int by_trailers, cr_ep
 
 /* ---- the request ------------------------------------------------------------ */
 
+/* A header's value copied into to (room for max bytes and a NUL): 0, or
+ * -1 with why naming the header when it is longer. */
+static int copy_header(const cr_epp_text *t, const char *name, char *to, size_t max, char *why,
+                       size_t why_len)
+{
+    if (t->n > max) {
+        snprintf(why, why_len, "%s must be at most %zu bytes, got %zu", name, max, t->n);
+        return -1;
+    }
+    memcpy(to, t->p ? t->p : "", t->n);
+    to[t->n] = '\0';
+    return 0;
+}
+
+/* The objective headers into the stream's objective (request.h): the
+ * name, the fairness id, the TTFT objective in ms (a number in [0,
+ * CR_REQUEST_SLO_MAX_MS]; an empty header is none given). 0, or -1 with
+ * why naming the header and its value. */
+static int objective_of(cr_epp_stream *s, const cr_epp_in *in, char *why, size_t why_len)
+{
+    cr_route_objective *o = &s->objective;
+    if (copy_header(&in->objective, CR_EPP_OBJECTIVE_HEADER, s->objective_name,
+                    CR_REQUEST_OBJECTIVE_MAX, why, why_len) != 0 ||
+        copy_header(&in->fairness, CR_EPP_FAIRNESS_HEADER, s->fairness, CR_REQUEST_FAIRNESS_MAX,
+                    why, why_len) != 0)
+        return -1;
+    o->name = in->objective.n ? s->objective_name : NULL;
+    o->name_len = in->objective.n;
+    o->fairness = in->fairness.n ? s->fairness : NULL;
+    o->fairness_len = in->fairness.n;
+    if (!in->slo.n)
+        return 0;
+    char text[32];
+    double ms;
+    size_t n = in->slo.n < sizeof text - 1 ? in->slo.n : sizeof text - 1;
+    memcpy(text, in->slo.p, n);
+    text[n] = '\0';
+    if (in->slo.n >= sizeof text || cr_parse_double(text, &ms) != 0 || !(ms >= 0) ||
+        ms > CR_REQUEST_SLO_MAX_MS) {
+        snprintf(why, why_len, "%s must be a number of ms in [0, %.0f], got \"%.*s\"",
+                 CR_EPP_SLO_HEADER, CR_REQUEST_SLO_MAX_MS, (int)n, text);
+        return -1;
+    }
+    o->has_ttft_slo = 1;
+    o->ttft_slo_ms = ms;
+    return 0;
+}
+
 static cr_epp_next request_headers(cr_epp_stream *s, const cr_epp_in *in, double now,
                                    cr_epp_out *out, cr_error *err)
 {
@@ -187,7 +248,7 @@ static cr_epp_next request_headers(cr_epp_stream *s, const cr_epp_in *in, double
     if (s->shed) {
         snprintf(why, sizeof why, "shed: %" PRIu64 " requests in flight (--epp-max-requests)",
                  (uint64_t)atomic_load_explicit(&e->open, memory_order_relaxed));
-        return immediate(s, out, 429, CR_EPP_ERR_SHED, why);
+        return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "requests", 0);
     }
     if (in->too_large) {
         snprintf(why, sizeof why, "%s: over %u bytes", in->too_large, CR_EPP_MAX_HEADER_BYTES);
@@ -202,6 +263,8 @@ static cr_epp_next request_headers(cr_epp_stream *s, const cr_epp_in *in, double
         s->has_owner = 1;
         s->owner = (int64_t)cr_route_text_key(in->owner.p, in->owner.n);
     }
+    if (objective_of(s, in, why, sizeof why) != 0)
+        return immediate(s, out, 400, CR_EPP_ERR_BAD_BODY, why);
     if (in->end_of_stream || s->kind == CR_OPENAI_OTHER || s->request_mode == CR_EPP_MODE_NONE) {
         cr_epp_picked picked;
         cr_epp_next next = route(s, NULL, &picked, out); /* by load alone */
@@ -253,7 +316,7 @@ static cr_epp_next request_body(cr_epp_stream *s, const cr_epp_in *in, double no
                      "shed: request bodies held (%" PRIu64 " bytes) would pass %" PRIu64
                      " bytes (--epp-max-buffered-bytes)",
                      held, e->cfg.max_buffered_bytes);
-            return immediate(s, out, 429, CR_EPP_ERR_SHED, why);
+            return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "buffered", 0);
         }
         uint8_t *grown = realloc(s->body, cap);
         if (!grown) {

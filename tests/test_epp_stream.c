@@ -845,6 +845,82 @@ static void test_errors(void)
     close_fixture(&f);
 }
 
+/* Request headers with the door's: objective, fairness id, TTFT SLO
+ * (NULL: left out). */
+static bytes objective_headers(const char *objective, const char *fairness, const char *slo)
+{
+    hdr h[6] = {{":method", "POST"}, {":path", "/v1/chat/completions"},
+                {"content-type", "application/json"}};
+    size_t n = 3;
+    if (objective)
+        h[n++] = (hdr){CR_EPP_OBJECTIVE_HEADER, objective};
+    if (fairness)
+        h[n++] = (hdr){CR_EPP_FAIRNESS_HEADER, fairness};
+    if (slo)
+        h[n++] = (hdr){CR_EPP_SLO_HEADER, slo};
+    return headers_msg(0, h, n, 0, 1);
+}
+
+/* The objective headers: a value out of range is answered 400 naming the
+ * header and the value, nothing routed; good ones route as before (the
+ * door's word is the core's). Every 429 says by what in x-cacheroute-shed. */
+static void test_objective_headers(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1000);
+    static const struct {
+        const char *objective, *fairness, *slo, *says;
+    } bad[] = {
+        {"batch", "t1", "-1", "x-llm-d-slo-ttft-ms must be a number of ms in [0, 86400000], "
+                              "got \"-1\""},
+        {NULL, NULL, "2s", "x-llm-d-slo-ttft-ms must be a number of ms in [0, 86400000], got "
+                           "\"2s\""},
+        {NULL, NULL, "86400001", "got \"86400001\""},
+        {NULL, NULL, "nan", "got \"nan\""},
+        {"0123456789012345678901234567890123456789012345678901234567890123", NULL, NULL,
+         "x-gateway-inference-objective must be at most 63 bytes, got 64"},
+        {NULL, "0123456789012345678901234567890123456789012345678901234567890123", NULL,
+         "x-gateway-inference-fairness-id must be at most 63 bytes, got 64"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+        expect_immediate(&f, s, objective_headers(bad[i].objective, bad[i].fairness, bad[i].slo),
+                         400, bad[i].says);
+    }
+    CU_ASSERT_EQUAL(stats(&f).routed, 0);
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    CU_ASSERT_EQUAL(step(&f, s, objective_headers("interactive", "tenant-a", "2000"), &g),
+                    CR_EPP_MORE);
+    size_t len;
+    char *body = chat_body(1, 200, "llama", &len);
+    size_t sizes[] = {len};
+    CU_ASSERT_EQUAL(send_body(&f, s, body, len, sizes, 1, &g), CR_EPP_MORE);
+    char dest[256];
+    CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(stats(&f).routed, 1);
+    free(body);
+    /* over --epp-max-requests: x-cacheroute-shed "requests", no retry-after */
+    cr_epp_stream *held[8];
+    for (int i = 0; i < 8; i++)
+        held[i] = cr_epp_stream_open(f.epp, 0, f.t);
+    s = cr_epp_stream_open(f.epp, 0, f.t);
+    CU_ASSERT_EQUAL(step(&f, s, post_headers(NULL), &g), CR_EPP_FINISHED);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    const Envoy__Service__ExtProc__V3__HeaderMutation *h = g.r[0]->immediate_response->headers;
+    char word[32];
+    CU_ASSERT(set_value(h, CR_EPP_SHED_HEADER, word, sizeof word) && !strcmp(word, "requests"));
+    CU_ASSERT_PTR_NULL(set_value(h, "retry-after", word, sizeof word));
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    for (int i = 0; i < 8; i++)
+        cr_epp_stream_close(held[i], CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
 static void expect_protocol(fixture *f, cr_epp_stream *s, bytes m)
 {
     got g = {0};
@@ -1313,6 +1389,7 @@ static const cr_test_case stream_tests[] = {
     {"subset hint", test_subset},
     {"served endpoint booked", test_served},
     {"400, 413, 429, 503", test_errors},
+    {"objective headers, x-cacheroute-shed", test_objective_headers},
     {"protocol errors", test_protocol_errors},
     {"every end releases the route once", test_every_end},
     {"the echo by hand equals protobuf-c", test_chunk_wire},

@@ -7,7 +7,8 @@
  * test or a fuzzer drives it directly.
  *
  * What one stream does, in order:
- *   request headers   kept; the method, path, owner header and the
+ *   request headers   kept; the method, path, owner header, the
+ *                     objective headers (CR_EPP_OBJECTIVE_HEADER ...) and the
  *                     gateway's subset hint read. Answered at once in
  *                     BUFFERED mode (CONTINUE), held in FULL_DUPLEX_STREAMED
  *                     until the destination is known. A request without a
@@ -39,8 +40,10 @@
  *                     reports what it has, so no route's work is left
  *                     behind.
  * Errors answer an ImmediateResponse with a header x-cacheroute-error
- * saying why: 400 (a body that cannot be read, naming the field), 413 (over
- * --epp-max-body-bytes), 503 (no eligible endpoint), 429 (shed). A message
+ * saying why: 400 (a body that cannot be read, naming the field; an
+ * objective header out of range, naming it), 413 (over
+ * --epp-max-body-bytes), 503 (no eligible endpoint), 429 (shed, with
+ * CR_EPP_SHED_HEADER saying by what; "queued" also with retry-after). A message
  * that is not a ProcessingRequest, or one out of order, ends the stream
  * with a protocol error (INVALID_ARGUMENT at the gRPC layer).
  *
@@ -73,6 +76,15 @@
 #define CR_EPP_SERVED_KEY "x-gateway-destination-endpoint-served"
 #define CR_EPP_SUBSET_KEY "x-gateway-destination-endpoint-subset"
 #define CR_EPP_ERROR_HEADER "x-cacheroute-error"
+/* The objective headers the door reads (GIE's and llm-d's names), and the
+ * header a 429 says why with: "requests" (--epp-max-requests), "buffered"
+ * (--epp-max-buffered-bytes), "slo" (the door shed it: no endpoint is
+ * predicted to meet its TTFT objective) or "queued" (the door would hold
+ * it: answered at once, with retry-after). */
+#define CR_EPP_OBJECTIVE_HEADER "x-gateway-inference-objective"
+#define CR_EPP_FAIRNESS_HEADER "x-gateway-inference-fairness-id"
+#define CR_EPP_SLO_HEADER "x-llm-d-slo-ttft-ms"
+#define CR_EPP_SHED_HEADER "x-cacheroute-shed"
 
 /* How prompts become block keys (--epp-tokens). */
 typedef enum cr_epp_tokens {
