@@ -82,6 +82,15 @@ static size_t record_owners(cr_core *c, const cr_route_request *q, size_t n, dou
     return all;
 }
 
+/* 1 when a request names an objective, a priority or an SLO. */
+static int any_objective(const cr_route_request *q, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (q[i].objective_len || q[i].has_priority || q[i].slo_ttft_ms > 0)
+            return 1;
+    return 0;
+}
+
 cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err)
 {
@@ -98,7 +107,18 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     double now = core_now(c);
     cr_core_route_model_update(c);
     size_t arrivals = record_owners(c, items, n, now);
-    cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), items, out, n, now);
+    uint32_t shards = cr_core_shards(c, t);
+    int door = c->door && any_objective(items, n);
+    if (!door)
+        cr_router_place(c->router, t ? t->table : NULL, shards, items, out, n, now);
+    for (size_t i = 0; i < n; i++) {
+        if (door) /* one at a time, as the rule places a batch: each sees the door's before */
+            cr_router_place(c->router, t ? t->table : NULL, shards, &items[i], &out[i], 1, now);
+        out[i].door = CR_ROUTE_DOOR_ROUTED;
+        out[i].held = 0;
+        if (door)
+            cr_core_door_one(c, &items[i], &out[i], now);
+    }
     cr_installed_release(t);
     if (generation)
         *generation = gen;

@@ -43,7 +43,22 @@ typedef struct cr_route_request {
     uint32_t n_only;
     uint32_t alternatives;   /* next-best shards wanted in the answer, at most
                               * CR_ROUTE_MAX_ALTERNATIVES; 0 = none (Route) */
+    /* Its objective at the door (admit.h, docs/admission.md), every part
+     * optional: none of them given, the door never looks at it. */
+    const char *objective;   /* a name in the objectives' table, objective_len
+                              * bytes; its priority and SLO are the defaults */
+    size_t objective_len;
+    int has_priority;
+    int32_t priority;        /* >= 0 critical, < 0 sheddable */
+    double slo_ttft_ms;      /* its TTFT SLO; 0 = the objective's, or none */
+    const char *fairness;    /* its fairness id (a tenant), fairness_len bytes */
+    size_t fairness_len;
 } cr_route_request;
+
+/* The door's word on a request (admit.h's cr_admit_verdict, same values). */
+#define CR_ROUTE_DOOR_ROUTED 0 /* sent on (or never looked at) */
+#define CR_ROUTE_DOOR_QUEUED 1 /* held at the door: not routed yet */
+#define CR_ROUTE_DOOR_SHED 2   /* refused: answer 429 */
 
 /* Why a request went where it did. The names are stable (the wire's reason
  * strings): never rename one. */
@@ -78,6 +93,11 @@ typedef struct cr_route_answer {
      * those. shard is CR_ROUTE_NO_SHARD when `only` holds no usable shard. */
     uint32_t n_alternatives;
     uint32_t alternative[CR_ROUTE_MAX_ALTERNATIVES];
+    /* The door's word (CR_ROUTE_DOOR_*). Queued or shed, admitted is 0 and
+     * the predictions are the rule's pick's, for the answer's "why";
+     * queued, held is the handle its dispatch will carry. */
+    int door;
+    uint64_t held;
 } cr_route_answer;
 
 #endif
