@@ -93,6 +93,8 @@ void cr_admit_free(cr_admit *a)
     free(a);
 }
 
+const cr_admit_config *cr_admit_config_of(const cr_admit *a) { return &a->cfg; }
+
 const cr_admit_objective *cr_admit_objectives(const cr_admit *a, size_t *n)
 {
     *n = a->n_table;

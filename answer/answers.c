@@ -13,8 +13,7 @@
  * table_generation = 2 } and RouteDecision { uint32 shard = 1; bool
  * admitted = 2; uint32 cached_tokens = 3; double queue_wait_ms = 4; double
  * prefill_ms = 5; string reason = 6; string endpoint_id = 7; string
- * endpoint_address = 8; string admission = 9; double predicted_ttft_ms =
- * 10; double ttft_slo_ms = 11 } (test_route_wire checks them). */
+ * endpoint_address = 8; string door = 9 } (test_route_wire checks them). */
 #include "answer.h"
 
 #include <string.h>
@@ -31,9 +30,7 @@ typedef enum part {
     QUEUE_WAIT,
     PREFILL,
     REASON,
-    ADMISSION,
-    PREDICTED_TTFT,
-    TTFT_SLO
+    DOOR
 } part;
 
 /* One entry message: its fields in number order (field i is number i + 1),
@@ -42,15 +39,12 @@ typedef enum part {
 typedef struct form {
     part fields[6];
     unsigned n;
-    part after[3];
+    part after[1];
     unsigned n_after;
 } form;
 
 static const form ROUTE = {{OWNER, RATE, ADMITTED, SHARD}, 4, {OWNER}, 0};
-static const form DECISION = {{SHARD, ADMITTED, CACHED, QUEUE_WAIT, PREFILL, REASON},
-                              6,
-                              {ADMISSION, PREDICTED_TTFT, TTFT_SLO},
-                              3};
+static const form DECISION = {{SHARD, ADMITTED, CACHED, QUEUE_WAIT, PREFILL, REASON}, 6, {DOOR}, 1};
 
 size_t cr_record_answer_bound(size_t n, const cr_endpoints *named)
 {
@@ -124,14 +118,8 @@ static uint8_t *put_part(uint8_t *p, part what, unsigned number, const cr_route_
     case REASON:
         p = put_name_field(p, number, cr_route_reason_name(a->reason));
         break;
-    case ADMISSION:
-        p = put_name_field(p, number, cr_route_admission_name(a->admission));
-        break;
-    case PREDICTED_TTFT:
-        p = put_double_field(p, number, a->predicted_ttft_ms);
-        break;
-    case TTFT_SLO:
-        p = put_double_field(p, number, a->ttft_slo_ms);
+    case DOOR:
+        p = put_name_field(p, number, cr_route_door_name(a->door));
         break;
     }
     return p;
@@ -146,7 +134,7 @@ static uint8_t *put_fields(uint8_t *p, const form *f, const cr_route_answer *a)
     return p;
 }
 
-/* An entry's fields after its names: none a Route, at most 28 bytes a
+/* An entry's fields after its names: none a Route, at most 9 bytes a
  * RouteDecision. */
 static uint8_t *put_after(uint8_t *p, const form *f, const cr_route_answer *a)
 {
@@ -161,7 +149,7 @@ static uint8_t *put_entry(uint8_t *p, const form *f, const cr_route_answer *a,
                           const cr_endpoints *named)
 {
     if (named && a->shard < named->n_slots) {
-        uint8_t fields[64], after[32];
+        uint8_t fields[64], after[16];
         size_t n = (size_t)(put_fields(fields, f, a) - fields);
         size_t n_after = (size_t)(put_after(after, f, a) - after);
         return cr_wire_put_named(p, 1, fields, n, &named->slot[a->shard], f->n + 1, after,

@@ -20,14 +20,9 @@ size_t cr_wire_decision_bytes(void)
         size_t n = strlen(cr_route_reason_name((cr_route_reason)r));
         reason = n > reason ? n : reason;
     }
-    size_t admission = 0;
-    for (int a = 0; a < CR_ADMISSION_N; a++) {
-        size_t n = strlen(cr_route_admission_name((cr_route_admission)a));
-        admission = n > admission ? n : admission;
-    }
-    /* key and length, shard 1 + 5, admitted, cached 1 + 5, two doubles 1 + 8, reason,
-     * admission, two doubles more */
-    return 2 + 6 + 2 + 6 + 9 + 9 + 2 + reason + 2 + admission + 9 + 9;
+    size_t door = strlen(cr_route_door_name(-1)); /* "unknown", the longest */
+    /* key and length, shard 1 + 5, admitted, cached 1 + 5, two doubles 1 + 8, reason, door */
+    return 2 + 6 + 2 + 6 + 9 + 9 + 2 + reason + 2 + door;
 }
 
 size_t cr_wire_rate_bytes(void)

@@ -109,6 +109,7 @@ void cr_core_free(cr_core *c)
     cr_probe_stop(c->probe);
     cr_receipts_free(c->receipts);
     cr_loop_figures_free(c->figures);
+    cr_core_door_free(c);
     cr_router_free(c->router);
     cr_injector_free(c->injector);
     cr_estimator_free(c->estimator);

@@ -62,6 +62,7 @@ struct cr_core {
     cr_endpoint_spec *own;         /* the last set given here (file, SetEndpoints), one
                                     * block; under members_lock; NULL: none */
     size_t n_own;
+    cr_admit *door;                /* cr_core_set_door; NULL: none (door.c) */
 };
 
 /* The core's own option rows on cr_core_config (options.c): --replan-interval
@@ -113,6 +114,15 @@ void cr_core_route_model_update(cr_core *c);
  * endpoint set's slots once one is given. A DOWN endpoint whose retry
  * time has passed is made ACTIVE first. */
 uint32_t cr_core_shards(cr_core *c, const cr_installed *t);
+
+/* ---- door.c ---- */
+
+/* The door for q just placed as *a at now (cr_core_route, one request at
+ * a time): nothing when q names no objective; else a is the door's word,
+ * the placement taken back when it is queued or shed. */
+void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
+/* The held requests freed, the door with them. */
+void cr_core_door_free(cr_core *c);
 
 /* ---- endpoints.c ---- */
 

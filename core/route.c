@@ -40,25 +40,30 @@ void cr_core_route_model_update(cr_core *c)
     pthread_mutex_unlock(&c->model_lock);
 }
 
+_Static_assert(CR_REQUEST_OBJECTIVE_MAX == CR_ADMIT_NAME_MAX &&
+                   CR_REQUEST_FAIRNESS_MAX == CR_ADMIT_NAME_MAX,
+               "a request's names are the door's");
+_Static_assert(CR_REQUEST_SLO_MAX_MS == CR_ADMIT_MAX_SLO_MS, "a request's SLO is the door's");
+
 /* What a request asks of the door, each field in its range (request.h);
  * the names themselves are the door's to look up. */
-static cr_status check_objective(const cr_route_objective *o, size_t i, cr_error *err)
+static cr_status check_objective(const cr_route_request *q, size_t i, cr_error *err)
 {
-    if (o->name_len > CR_REQUEST_OBJECTIVE_MAX)
+    if (q->objective_len > CR_REQUEST_OBJECTIVE_MAX)
         return cr_fail(err, CR_EINVAL, "requests[%zu].objective must be at most %d bytes, got %zu",
-                       i, CR_REQUEST_OBJECTIVE_MAX, o->name_len);
-    if (o->has_priority &&
-        (o->priority < -CR_REQUEST_PRIORITY_MAX || o->priority > CR_REQUEST_PRIORITY_MAX))
+                       i, CR_REQUEST_OBJECTIVE_MAX, q->objective_len);
+    if (q->has_priority &&
+        (q->priority < -CR_REQUEST_PRIORITY_MAX || q->priority > CR_REQUEST_PRIORITY_MAX))
         return cr_fail(err, CR_EINVAL, "requests[%zu].priority must be in [%d, %d], got %d", i,
-                       -CR_REQUEST_PRIORITY_MAX, CR_REQUEST_PRIORITY_MAX, (int)o->priority);
+                       -CR_REQUEST_PRIORITY_MAX, CR_REQUEST_PRIORITY_MAX, (int)q->priority);
     /* written so that a NaN fails too */
-    if (o->has_ttft_slo && !(o->ttft_slo_ms >= 0 && o->ttft_slo_ms <= CR_REQUEST_SLO_MAX_MS))
+    if (!(q->slo_ttft_ms >= 0 && q->slo_ttft_ms <= CR_REQUEST_SLO_MAX_MS))
         return cr_fail(err, CR_EINVAL, "requests[%zu].ttft_slo_ms must be in [0, %.0f], got %g",
-                       i, CR_REQUEST_SLO_MAX_MS, o->ttft_slo_ms);
-    if (o->fairness_len > CR_REQUEST_FAIRNESS_MAX)
+                       i, CR_REQUEST_SLO_MAX_MS, q->slo_ttft_ms);
+    if (q->fairness_len > CR_REQUEST_FAIRNESS_MAX)
         return cr_fail(err, CR_EINVAL,
                        "requests[%zu].fairness_id must be at most %d bytes, got %zu", i,
-                       CR_REQUEST_FAIRNESS_MAX, o->fairness_len);
+                       CR_REQUEST_FAIRNESS_MAX, q->fairness_len);
     return CR_OK;
 }
 
@@ -80,7 +85,7 @@ static cr_status check_item(const cr_core *c, const cr_route_request *q, size_t 
     if (id_len > CR_LOOP_REQUEST_ID_MAX)
         return cr_fail(err, CR_EINVAL, "requests[%zu].request_id must be at most %d bytes, got %zu",
                        i, CR_LOOP_REQUEST_ID_MAX, id_len);
-    return check_objective(&q->objective, i, err);
+    return check_objective(q, i, err);
 }
 
 /* The owners among the requests as arrivals, weighing 1 each, in
@@ -104,6 +109,15 @@ static size_t record_owners(cr_core *c, const cr_route_request *q, size_t n, dou
     return all;
 }
 
+/* 1 when a request names an objective, a priority or an SLO. */
+static int any_objective(const cr_route_request *q, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (q[i].objective_len || q[i].has_priority || q[i].slo_ttft_ms > 0)
+            return 1;
+    return 0;
+}
+
 cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
                         cr_route_answer *out, uint64_t *generation, cr_error *err)
 {
@@ -120,10 +134,17 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     double now = core_now(c);
     cr_core_route_model_update(c);
     size_t arrivals = record_owners(c, items, n, now);
-    cr_router_place(c->router, t ? t->table : NULL, cr_core_shards(c, t), items, out, n, now);
-    for (size_t i = 0; i < n; i++) { /* the rule leaves the door's word to the door */
-        out[i].admission = CR_ADMISSION_NONE;
-        out[i].predicted_ttft_ms = out[i].ttft_slo_ms = 0;
+    uint32_t shards = cr_core_shards(c, t);
+    int door = c->door && any_objective(items, n);
+    if (!door)
+        cr_router_place(c->router, t ? t->table : NULL, shards, items, out, n, now);
+    for (size_t i = 0; i < n; i++) {
+        if (door) /* one at a time, as the rule places a batch: each sees the door's before */
+            cr_router_place(c->router, t ? t->table : NULL, shards, &items[i], &out[i], 1, now);
+        out[i].door = CR_ROUTE_DOOR_ROUTED;
+        out[i].held = 0;
+        if (door)
+            cr_core_door_one(c, &items[i], &out[i], now);
     }
     cr_installed_release(t);
     if (generation)

@@ -128,7 +128,10 @@ typedef struct cr_epp_pick {
     const char *subset;            /* the hint "a,b,c"; NULL none */
     uint64_t caller;
     const char *request_id;
-    const cr_route_objective *objective; /* from the headers; NULL none */
+    /* The objective headers' (request.h's fields; 0 or NULL: none). */
+    const char *objective, *fairness;
+    size_t objective_len, fairness_len;
+    double slo_ttft_ms;
 } cr_epp_pick;
 
 /* What it gives: the shard routed to (UINT32_MAX when nothing was routed)
@@ -141,7 +144,7 @@ typedef struct cr_epp_picked {
     int status;            /* 0: routed; else 400, 503, 429 */
     cr_epp_error reason;
     /* 429 by the door: "slo" (shed) or "queued", and the seconds to
-     * retry after (queued: its predicted TTFT past its objective, at least 1) */
+     * retry after (queued: its predicted queue wait, at least 1) */
     const char *shed;
     uint32_t retry_after_s;
 } cr_epp_picked;

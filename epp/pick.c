@@ -186,26 +186,22 @@ static void fail(cr_epp_picked *out, int status, cr_epp_error reason)
 }
 
 /* The door said no: shed, or queued, which the picker answers at once (a
- * stream is not held; docs/epp.md, "Objectives"), with the seconds its
- * predicted TTFT passes its objective by as retry-after. Whatever the
- * route added is given back. */
-static void refused(cr_epp *e, const cr_epp_pick *p, const cr_route_answer *a,
-                    cr_epp_picked *out, cr_error *err)
+ * stream is not held; docs/epp.md, "Objectives and the door"), with the
+ * predicted queue wait's seconds as retry-after. The door took the
+ * placement back already. */
+static void refused(const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
 {
-    cr_outcome o = {.request_id = p->request_id};
-    cr_epp_report(e, p->caller, &o);
-    int queued = a->admission == CR_ADMISSION_QUEUED;
-    double over_s = (a->predicted_ttft_ms - a->ttft_slo_ms) / 1000;
+    int queued = a->door == CR_ROUTE_DOOR_QUEUED;
+    double wait_s = a->queue_wait_ms / 1000;
     out->shed = queued ? "queued" : "slo";
     out->retry_after_s = !queued         ? 0
-                         : over_s >= 3600 ? 3600
-                         : over_s > 1     ? (uint32_t)ceil(over_s)
+                         : wait_s >= 3600 ? 3600
+                         : wait_s > 1     ? (uint32_t)ceil(wait_s)
                                           : 1;
-    cr_fail(err, CR_EINVAL,
-            "shed: %s, predicted TTFT %.0f ms, its objective %.0f ms (the door)",
-            queued ? "queued: no endpoint meets its TTFT objective now"
+    cr_fail(err, CR_EINVAL, "shed: %s, predicted TTFT %.0f ms (the door)",
+            queued ? "queued, no endpoint meets its TTFT objective now"
                    : "no endpoint meets its TTFT objective",
-            a->predicted_ttft_ms, a->ttft_slo_ms);
+            a->queue_wait_ms + a->prefill_ms);
     fail(out, 429, CR_EPP_ERR_SHED);
 }
 
@@ -251,8 +247,11 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
                           .request_id = p->request_id, .caller = p->caller,
                           .only = all ? NULL : only, .n_only = all ? 0 : n_only,
                           .alternatives = e->cfg.fallbacks};
-    if (p->objective)
-        q.objective = *p->objective;
+    q.objective = p->objective;
+    q.objective_len = p->objective_len;
+    q.fairness = p->fairness;
+    q.fairness_len = p->fairness_len;
+    q.slo_ttft_ms = p->slo_ttft_ms;
     uint64_t *keys = NULL;
     cr_status st = CR_OK;
     if (p->subset && !n_only) {
@@ -285,8 +284,8 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
     free(keys);
     if (st != CR_OK)
         return;
-    if (a.admission == CR_ADMISSION_SHED || a.admission == CR_ADMISSION_QUEUED)
-        return refused(e, p, &a, out, err);
+    if (a.door != CR_ROUTE_DOOR_ROUTED)
+        return refused(&a, out, err);
     if (a.shard == CR_ROUTE_NO_SHARD) {
         cr_fail(err, CR_EINVAL, "no usable endpoint among the %u it may go to", n_only);
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);

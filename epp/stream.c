@@ -36,8 +36,8 @@ struct cr_epp_stream {
     uint32_t shard;
     char request_id[24];
     /* What the objective headers asked, the names copied here. */
-    cr_route_objective objective;
-    char objective_name[CR_REQUEST_OBJECTIVE_MAX + 1], fairness[CR_REQUEST_FAIRNESS_MAX + 1];
+    char objective[CR_REQUEST_OBJECTIVE_MAX + 1], fairness[CR_REQUEST_FAIRNESS_MAX + 1];
+    double slo_ttft_ms; /* 0: none given */
     int status;       /* the response's :status; 0 unseen */
     int has_ttft;
     double ttft_s;
@@ -134,7 +134,8 @@ static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, cr_epp
     }
     cr_epp_pick p = {body, s->body, s->len, owner, has_owner,
                      s->has_subset ? (s->subset ? s->subset : "") : NULL, s->caller,
-                     s->request_id, &s->objective};
+                     s->request_id, s->objective, s->fairness, strlen(s->objective),
+                     strlen(s->fairness), s->slo_ttft_ms};
     cr_error err;
     cr_epp_pick_route(e, &p, picked, &err);
     if (picked->status)
@@ -203,22 +204,17 @@ static int copy_header(const cr_epp_text *t, const char *name, char *to, size_t 
     return 0;
 }
 
-/* The objective headers into the stream's objective (request.h): the
+/* The objective headers into the stream's (request.h's fields): the
  * name, the fairness id, the TTFT objective in ms (a number in [0,
  * CR_REQUEST_SLO_MAX_MS]; an empty header is none given). 0, or -1 with
  * why naming the header and its value. */
 static int objective_of(cr_epp_stream *s, const cr_epp_in *in, char *why, size_t why_len)
 {
-    cr_route_objective *o = &s->objective;
-    if (copy_header(&in->objective, CR_EPP_OBJECTIVE_HEADER, s->objective_name,
+    if (copy_header(&in->objective, CR_EPP_OBJECTIVE_HEADER, s->objective,
                     CR_REQUEST_OBJECTIVE_MAX, why, why_len) != 0 ||
         copy_header(&in->fairness, CR_EPP_FAIRNESS_HEADER, s->fairness, CR_REQUEST_FAIRNESS_MAX,
                     why, why_len) != 0)
         return -1;
-    o->name = in->objective.n ? s->objective_name : NULL;
-    o->name_len = in->objective.n;
-    o->fairness = in->fairness.n ? s->fairness : NULL;
-    o->fairness_len = in->fairness.n;
     if (!in->slo.n)
         return 0;
     char text[32];
@@ -232,8 +228,7 @@ static int objective_of(cr_epp_stream *s, const cr_epp_in *in, char *why, size_t
                  CR_EPP_SLO_HEADER, CR_REQUEST_SLO_MAX_MS, (int)n, text);
         return -1;
     }
-    o->has_ttft_slo = 1;
-    o->ttft_slo_ms = ms;
+    s->slo_ttft_ms = ms;
     return 0;
 }
 

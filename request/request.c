@@ -1,4 +1,4 @@
-/* The reasons' and the admissions' wire names (request.h). */
+/* The reasons' and the door's wire names (request.h). */
 #include "request.h"
 
 static const char *const WHY[CR_ROUTE_N_WHY] = {"prefix", "session", "planned", "spill",
@@ -9,9 +9,12 @@ const char *cr_route_reason_name(cr_route_reason r)
     return (unsigned)r < CR_ROUTE_N_WHY ? WHY[r] : "unknown";
 }
 
-static const char *const ADMISSION[CR_ADMISSION_N] = {"", "admitted", "queued", "shed"};
-
-const char *cr_route_admission_name(cr_route_admission a)
+const char *cr_route_door_name(int door)
 {
-    return (unsigned)a < CR_ADMISSION_N ? ADMISSION[a] : "unknown";
+    switch (door) {
+    case CR_ROUTE_DOOR_ROUTED: return "";
+    case CR_ROUTE_DOOR_QUEUED: return "queued";
+    case CR_ROUTE_DOOR_SHED: return "shed";
+    default: return "unknown";
+    }
 }

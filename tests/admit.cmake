@@ -4,3 +4,7 @@ if(TARGET cacheroute_admit)
   cr_add_cunit_test(test_admit SOURCES test_admit.c LIBS cacheroute_admit Threads::Threads
                     LABELS concurrency)
 endif()
+# The door around the route on the core, in virtual time.
+if(TARGET cacheroute_core)
+  cr_add_cunit_test(test_door SOURCES test_door.c LIBS cacheroute_core)
+endif()

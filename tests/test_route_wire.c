@@ -1,7 +1,7 @@
 /* Route's answer written straight from the core's decisions
  * (answer/answers.c) is byte for byte what protobuf-c packs from the
  * same RouteResponse: shards and cached tokens 0 to UINT32_MAX, admitted
- * 0, 1 and other ints, every reason and admission (an unknown one too), the doubles
+ * 0, 1 and other ints, every reason and door word (an unknown one too), the doubles
  * protobuf-c leaves out or writes (0, -0.0, subnormals, infinities, NaNs,
  * any bit pattern), 0 to 300 decisions, generation 0 to its widest; never
  * past its bound. The request side, cr_wire_route_request, is compared
@@ -48,9 +48,7 @@ static cr_route_answer decision(uint64_t r)
         .queue_wait_ms = wait,
         .prefill_ms = prefill,
         .reason = (cr_route_reason)((r >> 24) % (CR_ROUTE_N_WHY + 1)), /* + an unknown one */
-        .admission = (cr_route_admission)((r >> 44) % (CR_ADMISSION_N + 1)),
-        .predicted_ttft_ms = r & 8 ? DOUBLES[(r >> 48) % N_DOUBLES] : wait,
-        .ttft_slo_ms = DOUBLES[(r >> 52) % N_DOUBLES],
+        .door = (int)((r >> 44) % 4), /* routed, queued, shed, an unknown one */
     };
 }
 
@@ -68,9 +66,7 @@ static uint8_t *packed_by_protobuf_c(const cr_route_answer *a, size_t n, uint64_
         d[i].queue_wait_ms = a[i].queue_wait_ms;
         d[i].prefill_ms = a[i].prefill_ms;
         d[i].reason = (char *)cr_route_reason_name(a[i].reason);
-        d[i].admission = (char *)cr_route_admission_name(a[i].admission);
-        d[i].predicted_ttft_ms = a[i].predicted_ttft_ms;
-        d[i].ttft_slo_ms = a[i].ttft_slo_ms;
+        d[i].door = (char *)cr_route_door_name(a[i].door);
         if (named && a[i].shard < named->n_slots) {
             d[i].endpoint_id = (char *)named->slot[a[i].shard].id;
             d[i].endpoint_address = (char *)named->slot[a[i].shard].address;
@@ -142,14 +138,13 @@ static void test_widest(void)
 {
     cr_route_answer w = {.shard = UINT32_MAX, .admitted = 1, .cached_tokens = UINT32_MAX,
                          .queue_wait_ms = NAN, .prefill_ms = -INFINITY,
-                         .reason = CR_ROUTE_N_WHY - 1, .predicted_ttft_ms = 1e9,
-                         .ttft_slo_ms = 2000};
+                         .reason = CR_ROUTE_N_WHY - 1};
     uint8_t buf[128];
     size_t most = 0;
     for (int r = 0; r < CR_ROUTE_N_WHY; r++)
-        for (int k = 0; k < CR_ADMISSION_N; k++) {
+        for (int k = 0; k < 4; k++) {
             w.reason = (cr_route_reason)r;
-            w.admission = (cr_route_admission)k;
+            w.door = k; /* 3: "unknown", the longest */
             same_bytes(&w, 1, UINT64_MAX);
             size_t n = cr_route_answer_pack(&w, 1, UINT64_MAX, NULL, buf);
             most = n > most ? n : most;
@@ -175,8 +170,7 @@ static void test_named(void)
     }
     cr_route_answer w = {.shard = 1, .admitted = 1, .cached_tokens = UINT32_MAX,
                          .queue_wait_ms = NAN, .prefill_ms = -INFINITY,
-                         .reason = CR_ROUTE_WHY_LEAST_LOADED, .admission = CR_ADMISSION_ADMITTED,
-                         .predicted_ttft_ms = NAN, .ttft_slo_ms = 1};
+                         .reason = CR_ROUTE_WHY_LEAST_LOADED, .door = CR_ROUTE_DOOR_QUEUED};
     uint8_t buf[1024];
     CU_ASSERT(cr_route_answer_pack(&w, 1, UINT64_MAX, e, buf) <= cr_route_answer_bound(1, e));
     CU_ASSERT(cr_route_answer_pack(&w, 1, UINT64_MAX, e, buf) >
@@ -199,13 +193,11 @@ static void test_descriptors(void)
                 {"reason", PROTOBUF_C_TYPE_STRING},
                 {"endpoint_id", PROTOBUF_C_TYPE_STRING},
                 {"endpoint_address", PROTOBUF_C_TYPE_STRING},
-                {"admission", PROTOBUF_C_TYPE_STRING},
-                {"predicted_ttft_ms", PROTOBUF_C_TYPE_DOUBLE},
-                {"ttft_slo_ms", PROTOBUF_C_TYPE_DOUBLE}};
+                {"door", PROTOBUF_C_TYPE_STRING}};
     const ProtobufCMessageDescriptor *d = &cacheroute__v1__route_decision__descriptor;
     const ProtobufCMessageDescriptor *resp = &cacheroute__v1__route_response__descriptor;
-    CU_ASSERT_EQUAL_FATAL(d->n_fields, 11);
-    for (unsigned i = 0; i < 11; i++)
+    CU_ASSERT_EQUAL_FATAL(d->n_fields, 9);
+    for (unsigned i = 0; i < 9; i++)
         CU_ASSERT(d->fields[i].id == i + 1 && strcmp(d->fields[i].name, want[i].name) == 0 &&
                   d->fields[i].type == want[i].type &&
                   d->fields[i].label == PROTOBUF_C_LABEL_NONE);

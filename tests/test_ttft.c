@@ -385,25 +385,32 @@ static void test_bad_requests_name_the_field(void)
     q[1].request_id = id;
     expect_refused(&f, q, 2, "requests[1].request_id must be at most 128 bytes, got 199");
     q[1] = ok;
-    q[1].objective = (cr_route_objective){.name = space, .name_len = 64};
+    q[1].objective = space;
+    q[1].objective_len = 64;
     expect_refused(&f, q, 2, "requests[1].objective must be at most 63 bytes, got 64");
-    q[1].objective = (cr_route_objective){.has_priority = 1, .priority = -1001};
+    q[1] = ok;
+    q[1].has_priority = 1;
+    q[1].priority = -1001;
     expect_refused(&f, q, 2, "requests[1].priority must be in [-1000, 1000], got -1001");
-    q[1].objective = (cr_route_objective){.has_ttft_slo = 1, .ttft_slo_ms = -1};
+    q[1] = ok;
+    q[1].slo_ttft_ms = -1;
     expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 86400000], got -1");
-    q[1].objective.ttft_slo_ms = NAN;
+    q[1].slo_ttft_ms = NAN;
     expect_refused(&f, q, 2, "requests[1].ttft_slo_ms must be in [0, 86400000], got nan");
-    q[1].objective = (cr_route_objective){.fairness = id, .fairness_len = 64};
+    q[1] = ok;
+    q[1].fairness = id;
+    q[1].fairness_len = 64;
     expect_refused(&f, q, 2, "requests[1].fairness_id must be at most 63 bytes, got 64");
-    /* the bounds themselves, and an unset field's value, pass */
-    q[1].objective = (cr_route_objective){.name = space, .name_len = 63, .fairness = id,
-                                          .fairness_len = 63, .has_priority = 1,
-                                          .priority = -1000, .has_ttft_slo = 1,
-                                          .ttft_slo_ms = 86400000};
+    /* the bounds themselves pass, and an unset priority's value */
+    q[1] = (cr_route_request){.has_owner = 1, .owner = 1, .hashes = many, .n_hashes = 4,
+                              .objective = space, .objective_len = 63, .fairness = id,
+                              .fairness_len = 63, .has_priority = 1, .priority = -1000,
+                              .slo_ttft_ms = 86400000};
     cr_route_answer two[2];
     cr_error e2;
     CU_ASSERT_EQUAL(cr_core_route(f.core, q, 2, two, NULL, &e2), CR_OK);
-    q[1].objective = (cr_route_objective){.priority = INT32_MIN, .ttft_slo_ms = -5};
+    q[1].has_priority = 0;
+    q[1].priority = INT32_MIN;
     CU_ASSERT_EQUAL(cr_core_route(f.core, q, 2, two, NULL, &e2), CR_OK);
     static cr_route_request lots[CR_CORE_MAX_ROUTES + 1];
     cr_route_answer a;

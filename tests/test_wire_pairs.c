@@ -578,13 +578,12 @@ static int same_text(const char *w, size_t len, const char *m)
 }
 
 /* The objective fields, a NaN's bits too. */
-static int same_objective(const cr_route_objective *o, const RouteItem *m)
+static int same_objective(const cr_route_request *w, const RouteItem *m)
 {
-    return same_text(o->name, o->name_len, m->objective) &&
-           same_text(o->fairness, o->fairness_len, m->fairness_id) &&
-           o->has_priority == m->has_priority && o->priority == m->priority &&
-           o->has_ttft_slo == m->has_ttft_slo_ms &&
-           memcmp(&o->ttft_slo_ms, &m->ttft_slo_ms, sizeof(double)) == 0;
+    return same_text(w->objective, w->objective_len, m->objective) &&
+           same_text(w->fairness, w->fairness_len, m->fairness_id) &&
+           w->has_priority == m->has_priority && w->priority == m->priority &&
+           memcmp(&w->slo_ttft_ms, &m->ttft_slo_ms, sizeof(double)) == 0;
 }
 
 static int same_item(const cr_route_request *w, const RouteItem *m)
@@ -595,7 +594,7 @@ static int same_item(const cr_route_request *w, const RouteItem *m)
            (!w->n_hashes || memcmp(w->hashes, m->block_hashes, w->n_hashes * 8) == 0) &&
            same_text(w->space, w->space_len, m->namespace_) &&
            same_text(w->request_id, w->request_id ? strlen(w->request_id) : 0, m->request_id) &&
-           same_objective(&w->objective, m);
+           same_objective(w, m);
 }
 
 /* The comparison: the decoder's answer, 0 only when protobuf-c takes the
@@ -698,14 +697,13 @@ static void test_route_forms(void)
     CU_ASSERT(h[0] == 1 && h[1] == UINT64_MAX && h[2] == 2 && h[3] == 9);
     CU_ASSERT(it[0].space_len == strlen(ns) && memcmp(it[0].space, ns, strlen(ns)) == 0);
     CU_ASSERT(it[0].request_id && !*it[0].request_id);
-    const cr_route_objective *o = &it[0].objective;
-    CU_ASSERT(o->name_len == 5 && memcmp(o->name, "batch", 5) == 0);
-    CU_ASSERT(o->has_priority && o->priority == -3);
-    CU_ASSERT(o->has_ttft_slo && o->ttft_slo_ms == 2000.5);
-    CU_ASSERT(o->fairness_len == 2 && memcmp(o->fairness, "t1", 2) == 0);
+    CU_ASSERT(it[0].objective_len == 5 && memcmp(it[0].objective, "batch", 5) == 0);
+    CU_ASSERT(it[0].has_priority && it[0].priority == -3);
+    CU_ASSERT(it[0].slo_ttft_ms == 2000.5);
+    CU_ASSERT(it[0].fairness_len == 2 && memcmp(it[0].fairness, "t1", 2) == 0);
     CU_ASSERT(!it[1].has_owner && !it[1].n_hashes && !it[1].space && !it[1].request_id);
-    CU_ASSERT(!it[1].objective.name && !it[1].objective.fairness &&
-              !it[1].objective.has_priority && !it[1].objective.has_ttft_slo);
+    CU_ASSERT(!it[1].objective && !it[1].fairness && !it[1].has_priority &&
+              it[1].slo_ttft_ms == 0);
     out.max_items = 1;
     CU_ASSERT_EQUAL(cr_wire_route_request(e.b, e.n, &out), -1); /* over max */
     out = (cr_wire_route_out){it, 2, h, 3, text, e.n, 0, 0, 0};

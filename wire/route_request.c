@@ -145,22 +145,21 @@ static int item_field(const cr_wire_field *f, cr_route_request *q, cr_wire_varin
         *id = *f;
         return string_ok(f) ? 0 : -1;
     case OBJECTIVE:
-        q->objective.name = (const char *)f->value;
-        q->objective.name_len = f->len;
+        q->objective = (const char *)f->value;
+        q->objective_len = f->len;
         return string_ok(f) ? 0 : -1;
     case PRIORITY: /* protobuf-c keeps an int32's low 32 bits */
-        q->objective.has_priority = 1;
-        q->objective.priority = (int32_t)(uint32_t)f->varint;
+        q->has_priority = 1;
+        q->priority = (int32_t)(uint32_t)f->varint;
         return f->type == 0 ? 0 : -1;
     case TTFT_SLO_MS: /* take_item points value at a 64-bit field's bytes */
         if (f->type != 1)
             return -1;
-        q->objective.has_ttft_slo = 1;
-        memcpy(&q->objective.ttft_slo_ms, f->value, sizeof(double));
+        memcpy(&q->slo_ttft_ms, f->value, sizeof(double));
         return 0;
     case FAIRNESS_ID:
-        q->objective.fairness = (const char *)f->value;
-        q->objective.fairness_len = f->len;
+        q->fairness = (const char *)f->value;
+        q->fairness_len = f->len;
         return string_ok(f) ? 0 : -1;
     default: /* unknown, skipped; 0 the string check refuses */
         return f->number ? 0 : -1;

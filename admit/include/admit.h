@@ -150,6 +150,9 @@ cr_admit *cr_admit_new(const cr_admit_config *cfg, const cr_admit_objective *t, 
                        cr_error *err);
 void cr_admit_free(cr_admit *a); /* NULL is ignored */
 
+/* The bounds it was made with. */
+const cr_admit_config *cr_admit_config_of(const cr_admit *a);
+
 /* The table it was made with. */
 const cr_admit_objective *cr_admit_objectives(const cr_admit *a, size_t *n);
 

@@ -97,8 +97,7 @@ size_t cr_record_answer_pack(const cr_route_answer *routes, size_t n, uint32_t r
 
 /* RouteResponse: each answer as a RouteDecision {shard, admitted,
  * cached_tokens, queue_wait_ms, prefill_ms, reason as
- * cr_route_reason_name names it, admission as cr_route_admission_name
- * names it, predicted_ttft_ms, ttft_slo_ms}. */
+ * cr_route_reason_name names it, door as cr_route_door_name names it}. */
 
 /* The most bytes cr_route_answer_pack writes for n decisions:
  * cr_wire_decision_bytes() each and 11 for table_generation. n must be
@@ -150,9 +149,8 @@ uint8_t *cr_wire_put_named(uint8_t *p, unsigned number, const uint8_t *fields, s
 
 /* The most bytes one RouteDecision entry of a RouteResponse takes: its key
  * and length 2, shard 6, admitted 2, cached_tokens 6, queue_wait_ms 9,
- * prefill_ms 9, reason 14 (the longest name, "least_loaded"), admission
- * 10 (the longest, "admitted"), predicted_ttft_ms 9 and ttft_slo_ms 9.
- * Pure. */
+ * prefill_ms 9, reason 14 (the longest name, "least_loaded") and door 9
+ * (the longest name, "unknown"). Pure. */
 size_t cr_wire_decision_bytes(void);
 
 /* The most bytes one SessionRate entry of a GetRatesResponse takes: its

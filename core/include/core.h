@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "admit.h"
 #include "common.h"
 #include "endpoints.h"
 #include "estimator.h"
@@ -227,6 +228,52 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
  * hooks->receipted. 0 kept; -1 not (no request id, --receipts 0, no
  * shard, out of memory). Thread-safe. */
 int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_answer *a);
+
+/* ---- admission at the door (admit.h, docs/admission.md; core/door.c) -----
+ *
+ * With a door (cr_core_set_door), cr_core_route runs it around the rule
+ * for every request that names an objective, a priority or an SLO
+ * (request.h): the rule places the request as always, then the door
+ * weighs the pick's predicted TTFT (queue wait + prefill) against the
+ * objective (cr_admit_offer). Routed: the answer is the rule's, unchanged
+ * (so with no overload every route is what it was without a door).
+ * Queued or shed: the placement is taken back (its outstanding work
+ * released), the answer's door says so, admitted is 0; a queued request
+ * is copied and held until cr_core_admit_dispatch sends or drops it.
+ * Requests without an objective never meet the door: their routes are
+ * byte for byte those of a core without one. */
+
+/* Gives the core a door with cfg's bounds over the objectives t[0..n)
+ * (copied). Once, before the core serves. CR_EINVAL naming the field
+ * (cr_admit_config_check), CR_ESTATE when it has one, CR_ENOMEM. */
+cr_status cr_core_set_door(cr_core *c, const cr_admit_config *cfg, const cr_admit_objective *t,
+                           size_t n, cr_error *err);
+
+/* The door, or NULL: its figures (cr_admit_stats_read) and outcomes
+ * (cr_admit_outcome) go to it directly. */
+cr_admit *cr_core_door(cr_core *c);
+
+/* A held request that left the door: dispatched (routed now: answer as
+ * cr_core_route's, door ROUTED) or dropped at its deadline (door SHED,
+ * no shard). request_id is the request's, "" for none. */
+typedef struct cr_core_dispatched {
+    uint64_t held;       /* the handle its queued answer carried */
+    int dropped;
+    double held_ms;      /* how long it was held */
+    char request_id[CR_LOOP_REQUEST_ID_MAX + 1];
+    int64_t owner;
+    int has_owner;
+    cr_route_answer answer;
+} cr_core_dispatched;
+
+/* At the core's now: drops the held requests past their deadline, then
+ * dispatches held requests in the door's order (strict priority, then
+ * deficit round robin over fairness ids) while the head's bound is met
+ * by the least predicted wait over the shards plus its predicted prefill
+ * (a predicted wait fell: outcomes, the clock). Up to max of both into
+ * out[]; how many. Call after outcomes and as the clock moves (the
+ * replay: every tick); calling it again returns the rest. Thread-safe. */
+size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max);
 
 /* ---- ReportKvEvents ------------------------------------------------------ */
 

@@ -33,20 +33,6 @@
 #define CR_REQUEST_PRIORITY_MAX 1000
 #define CR_REQUEST_SLO_MAX_MS 86400000.0
 
-/* What a request asks of the door (admission by objective): RouteItem's
- * objective fields, or the picker's headers, as given; the door resolves
- * each one unset from the named objective, then the table's default. The
- * pointers are the filler's, as the request's are. */
-typedef struct cr_route_objective {
-    const char *name;     /* objective: name_len bytes, no NUL needed; NULL or 0 = the default */
-    size_t name_len;
-    const char *fairness; /* fairness id: fairness_len bytes; NULL or 0 = "default-flow" */
-    size_t fairness_len;
-    int has_priority, has_ttft_slo;
-    int32_t priority;     /* < 0: sheddable; >= 0: critical, never shed by the door */
-    double ttft_slo_ms;   /* 0 = none */
-} cr_route_objective;
-
 /* One request to route: RouteItem's fields, as the wire gives them. The
  * pointers are the filler's (the request's own bytes, an arena); the core
  * and the rule only read them during the call. */
@@ -69,8 +55,26 @@ typedef struct cr_route_request {
     uint32_t n_only;
     uint32_t alternatives;   /* next-best shards wanted in the answer, at most
                               * CR_ROUTE_MAX_ALTERNATIVES; 0 = none (Route) */
-    cr_route_objective objective; /* what it asks of the door; zero = nothing */
+    /* Its objective at the door (admit.h, docs/admission.md), every part
+     * optional: none of them given, the door never looks at it. */
+    const char *objective;   /* a name in the objectives' table, objective_len
+                              * bytes; its priority and SLO are the defaults */
+    size_t objective_len;
+    int has_priority;
+    int32_t priority;        /* >= 0 critical, < 0 sheddable */
+    double slo_ttft_ms;      /* its TTFT SLO; 0 = the objective's, or none */
+    const char *fairness;    /* its fairness id (a tenant), fairness_len bytes */
+    size_t fairness_len;
 } cr_route_request;
+
+/* The door's word on a request (admit.h's cr_admit_verdict, same values). */
+#define CR_ROUTE_DOOR_ROUTED 0 /* sent on (or never looked at) */
+#define CR_ROUTE_DOOR_QUEUED 1 /* held at the door: not routed yet */
+#define CR_ROUTE_DOOR_SHED 2   /* refused: answer 429 */
+
+/* The door's word as RouteDecision's door names it: "" (routed), "queued",
+ * "shed"; "unknown" for any other value. A static string. Pure. */
+const char *cr_route_door_name(int door);
 
 /* Why a request went where it did. The names are stable (the wire's reason
  * strings): never rename one. */
@@ -87,20 +91,6 @@ typedef enum cr_route_reason {
 /* The reason's wire name ("prefix", ...): a static string; "unknown"
  * past CR_ROUTE_N_WHY. Pure. */
 const char *cr_route_reason_name(cr_route_reason r);
-
-/* What the door said of a request (RouteDecision's admission). The names
- * are stable (the wire's strings): never rename one. */
-typedef enum cr_route_admission {
-    CR_ADMISSION_NONE,     /* "": no door ran */
-    CR_ADMISSION_ADMITTED, /* "admitted": send it to the answer's shard */
-    CR_ADMISSION_QUEUED,   /* "queued": held in its fairness id's queue */
-    CR_ADMISSION_SHED,     /* "shed": refused (the picker answers 429) */
-    CR_ADMISSION_N
-} cr_route_admission;
-
-/* The admission's wire name ("" for none, "admitted", ...): a static
- * string; "unknown" past CR_ADMISSION_N. Pure. */
-const char *cr_route_admission_name(cr_route_admission a);
 
 /* One route's answer. Route (RouteResponse's RouteDecision) reads shard,
  * admitted and the predictions; RecordArrival (RecordArrivalResponse's
@@ -119,11 +109,11 @@ typedef struct cr_route_answer {
      * those. shard is CR_ROUTE_NO_SHARD when `only` holds no usable shard. */
     uint32_t n_alternatives;
     uint32_t alternative[CR_ROUTE_MAX_ALTERNATIVES];
-    /* The door's word, apart from admitted (the owner's warm slots): zero
-     * when no door ran. predicted_ttft_ms is the TTFT it judged, ttft_slo_ms
-     * the objective it held the request to (0 = none). */
-    cr_route_admission admission;
-    double predicted_ttft_ms, ttft_slo_ms;
+    /* The door's word (CR_ROUTE_DOOR_*). Queued or shed, admitted is 0 and
+     * the predictions are the rule's pick's, for the answer's "why";
+     * queued, held is the handle its dispatch will carry. */
+    int door;
+    uint64_t held;
 } cr_route_answer;
 
 #endif

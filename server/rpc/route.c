@@ -41,14 +41,13 @@ static cr_route_request request_of(const RouteItem *m)
         .space = m->namespace_,
         .space_len = m->namespace_ ? strlen(m->namespace_) : 0,
         .request_id = m->request_id,
-        .objective = {.name = m->objective,
-                      .name_len = m->objective ? strlen(m->objective) : 0,
-                      .fairness = m->fairness_id,
-                      .fairness_len = m->fairness_id ? strlen(m->fairness_id) : 0,
-                      .has_priority = m->has_priority,
-                      .priority = m->priority,
-                      .has_ttft_slo = m->has_ttft_slo_ms,
-                      .ttft_slo_ms = m->ttft_slo_ms},
+        .objective = m->objective,
+        .objective_len = m->objective ? strlen(m->objective) : 0,
+        .has_priority = m->has_priority,
+        .priority = m->priority,
+        .slo_ttft_ms = m->ttft_slo_ms,
+        .fairness = m->fairness_id,
+        .fairness_len = m->fairness_id ? strlen(m->fairness_id) : 0,
     };
 }
 

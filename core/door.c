@@ -1,0 +1,234 @@
+/* Admission at the door around the route (core.h, "admission at the
+ * door"; the design in docs/admission.md). The rule places a request as
+ * it always does; the door then weighs the pick's predicted TTFT. Taking
+ * a placement back (its outstanding work released) rather than asking the
+ * rule for a prediction first keeps the rule's code and its answers as
+ * they are: a request the door lets through was placed exactly as
+ * without a door. What a taken-back placement leaves in the prefix index
+ * (its blocks, as if sent) ages out like any other entry.
+ *
+ * A held request is one block (held_request and copies of everything its
+ * pointers name), whose address is its handle in the door's queue. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct held_request {
+    cr_route_request q; /* its pointers into this block */
+    cr_admit_ask ask;   /* fairness into this block */
+    double prefill_ms;  /* predicted at the door */
+    size_t bytes;
+} held_request;
+
+static int ready(void *ctx, const cr_admit_item *it);
+
+cr_status cr_core_set_door(cr_core *c, const cr_admit_config *cfg, const cr_admit_objective *t,
+                           size_t n, cr_error *err)
+{
+    if (c->door)
+        return cr_fail(err, CR_ESTATE, "the core has a door already");
+    c->door = cr_admit_new(cfg, t, n, err);
+    return c->door ? CR_OK : cr_admit_config_check(cfg, err) != CR_OK ? CR_EINVAL : CR_ENOMEM;
+}
+
+cr_admit *cr_core_door(cr_core *c) { return c->door; }
+
+void cr_core_door_free(cr_core *c)
+{
+    if (!c->door)
+        return;
+    cr_admit_item it;
+    while (cr_admit_next(c->door, ready, NULL, &it)) /* NULL view: take every one */
+        free((void *)(uintptr_t)it.handle);
+    cr_admit_free(c->door);
+    c->door = NULL;
+}
+
+/* q's objective as the door sees it: the table's defaults for its name
+ * (an unknown name: critical, no SLO, counted under none), its own
+ * priority and SLO over them. 0 when it names none of them. */
+static int ask_of(cr_core *c, const cr_route_request *q, cr_admit_ask *ask)
+{
+    memset(ask, 0, sizeof *ask);
+    ask->objective = CR_ADMIT_NO_OBJECTIVE;
+    if (q->objective_len) {
+        size_t n;
+        const cr_admit_objective *t = cr_admit_objectives(c->door, &n);
+        ask->objective = cr_admit_objective_find(t, n, q->objective, q->objective_len);
+        if (ask->objective != CR_ADMIT_NO_OBJECTIVE) {
+            ask->priority = t[ask->objective].priority;
+            ask->slo_ms = t[ask->objective].slo_ms;
+        }
+    }
+    if (q->has_priority)
+        ask->priority = q->priority;
+    if (q->slo_ttft_ms > 0)
+        ask->slo_ms = q->slo_ttft_ms;
+    ask->fairness = q->fairness;
+    ask->fairness_len = q->fairness ? q->fairness_len : 0;
+    ask->has_objective = q->objective_len || q->has_priority || q->slo_ttft_ms > 0;
+    return ask->has_objective;
+}
+
+/* Appends n bytes of src at *at (advanced); the copy's address. */
+static void *put(char **at, const void *src, size_t n)
+{
+    void *p = *at;
+    if (n)
+        memcpy(p, src, n);
+    *at += n;
+    return p;
+}
+
+/* A copy of q in one block, to hold; NULL when out of memory. */
+static held_request *hold_copy(const cr_route_request *q, const cr_admit_ask *ask)
+{
+    size_t id = q->request_id ? strlen(q->request_id) + 1 : 0;
+    size_t bytes = sizeof(held_request) + q->n_hashes * sizeof *q->hashes +
+                   (q->only ? q->n_only * sizeof *q->only : 0) + (q->space ? q->space_len : 0) +
+                   id + ask->fairness_len;
+    held_request *h = malloc(bytes);
+    if (!h)
+        return NULL;
+    char *at = (char *)(h + 1);
+    h->q = *q;
+    h->ask = *ask;
+    h->bytes = bytes;
+    h->q.hashes = put(&at, q->hashes, q->n_hashes * sizeof *q->hashes);
+    h->q.only = q->only ? put(&at, q->only, q->n_only * sizeof *q->only) : NULL;
+    h->q.space = q->space ? put(&at, q->space, q->space_len) : NULL;
+    h->q.request_id = id ? put(&at, q->request_id, id) : NULL;
+    h->ask.fairness = put(&at, ask->fairness, ask->fairness_len);
+    h->q.fairness = h->ask.fairness;
+    h->q.objective = NULL; /* the ask holds what it meant */
+    h->q.objective_len = 0;
+    return h;
+}
+
+/* The placement a's for q taken back: its outstanding work released. */
+static void take_back(cr_core *c, const cr_route_request *q, const cr_route_answer *a, double now)
+{
+    size_t len = q->request_id ? strlen(q->request_id) : 0;
+    uint32_t shard;
+    if (len)
+        cr_router_release_request(c->router, cr_route_request_key(q->request_id, len, q->caller),
+                                  now, 0, 0, &shard);
+    else if (q->has_owner)
+        cr_router_release(c->router, q->owner, a->shard, now, q->caller);
+}
+
+void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
+{
+    cr_admit_ask ask;
+    if (!ask_of(c, q, &ask))
+        return;
+    cr_admit_candidate pick = {a->shard, a->queue_wait_ms + a->prefill_ms};
+    size_t n = a->shard == CR_ROUTE_NO_SHARD ? 0 : 1;
+    held_request *h = ask.priority < 0 ? hold_copy(q, &ask) : NULL; /* only these are held */
+    cr_admit_item it = {.handle = (uintptr_t)h, .cost = 1 + a->prefill_ms,
+                        .bytes = h ? h->bytes : 0};
+    uint32_t at;
+    cr_admit_verdict v = ask.priority < 0 && !h
+                                 ? CR_ADMIT_SHED /* out of memory to hold it: as if full */
+                                 : cr_admit_offer(c->door, &ask, &pick, n, now, &it, &at);
+    if (v == CR_ADMIT_ROUTE) {
+        free(h);
+        return;
+    }
+    take_back(c, q, a, now);
+    a->admitted = 0;
+    a->door = v == CR_ADMIT_HOLD ? CR_ROUTE_DOOR_QUEUED : CR_ROUTE_DOOR_SHED;
+    if (v == CR_ADMIT_HOLD) {
+        h->prefill_ms = a->prefill_ms;
+        a->held = (uintptr_t)h;
+    } else {
+        free(h);
+    }
+}
+
+/* What ready weighs a held request against. */
+typedef struct dispatch_view {
+    cr_core *c;
+    double now, budget_ms;
+    uint32_t n_shards;
+    double *work;
+} dispatch_view;
+
+/* The head's bound (its SLO less what it waited, the budget) met by the
+ * least outstanding work on any shard plus its predicted prefill. NULL
+ * view: yes (the door's teardown). */
+static int ready(void *ctx, const cr_admit_item *it)
+{
+    const dispatch_view *v = ctx;
+    if (!v)
+        return 1;
+    cr_route_stats st;
+    cr_router_stats(v->c->router, v->now, &st, v->work, v->n_shards);
+    double least = INFINITY;
+    for (uint32_t s = 0; s < v->n_shards; s++)
+        least = v->work[s] < least ? v->work[s] : least;
+    const held_request *h = (const held_request *)(uintptr_t)it->handle;
+    double bound = INFINITY;
+    if (it->slo_ms > 0)
+        bound = it->slo_ms - (v->now - it->arrived_s) * 1000.0;
+    if (v->budget_ms > 0 && v->budget_ms < bound)
+        bound = v->budget_ms;
+    return least + h->prefill_ms <= bound;
+}
+
+static void dispatched_of(const held_request *h, const cr_admit_item *it, double now,
+                          cr_core_dispatched *d)
+{
+    memset(d, 0, sizeof *d);
+    d->held = it->handle;
+    d->held_ms = (now - it->arrived_s) * 1000.0;
+    if (h->q.request_id)
+        snprintf(d->request_id, sizeof d->request_id, "%s", h->q.request_id);
+    d->owner = h->q.owner;
+    d->has_owner = h->q.has_owner;
+}
+
+size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max)
+{
+    if (!c->door)
+        return 0;
+    double now = core_now(c);
+    size_t k = 0;
+    while (k < max) { /* the deadlines first: a dropped one never goes */
+        cr_admit_item it;
+        if (!cr_admit_expire(c->door, now, &it, 1))
+            break;
+        held_request *h = (held_request *)(uintptr_t)it.handle;
+        dispatched_of(h, &it, now, &out[k]);
+        out[k].dropped = 1;
+        out[k].answer.shard = CR_ROUTE_NO_SHARD;
+        out[k].answer.door = CR_ROUTE_DOOR_SHED;
+        out[k++].answer.held = it.handle;
+        free(h);
+    }
+    if (k == max)
+        return k;
+    uint64_t gen;
+    cr_installed *t = cr_core_acquire(c, &gen);
+    uint32_t n = cr_core_shards(c, t);
+    double *work = malloc((n ? n : 1) * sizeof *work);
+    dispatch_view v = {c, now, cr_admit_config_of(c->door)->budget_ms, n, work};
+    cr_admit_item it;
+    while (work && n && k < max && cr_admit_next(c->door, ready, &v, &it)) {
+        held_request *h = (held_request *)(uintptr_t)it.handle;
+        cr_core_dispatched *d = &out[k++];
+        dispatched_of(h, &it, now, d);
+        cr_core_route_model_update(c);
+        cr_router_place(c->router, t ? t->table : NULL, n, &h->q, &d->answer, 1, now);
+        d->answer.door = CR_ROUTE_DOOR_ROUTED;
+        d->answer.held = it.handle;
+        free(h);
+    }
+    free(work);
+    cr_installed_release(t);
+    return k;
+}

@@ -1,0 +1,170 @@
+/* Admission at the door on the core, in virtual time (core/door.c): a
+ * core with a door routes requests without objectives exactly as one
+ * without (and critical ones that meet their SLO); a sheddable request
+ * over the budget is queued with its placement taken back; a critical
+ * one is never queued or shed; a held request is dispatched once the
+ * outstanding work falls (an outcome), or dropped at its deadline. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+#include "core_config.h"
+#include "cunit_main.h"
+
+#define SHARDS 2
+
+typedef struct fixture {
+    double t;
+    cr_core *core;
+} fixture;
+
+static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
+
+/* ttft over 2 shards, prefill 1 ms a token (1000 tokens: 1 s); with a
+ * door: budget 1500 ms, the wait bound wait_ms. */
+static void open_core(fixture *f, int door, double wait_ms)
+{
+    memset(f, 0, sizeof *f);
+    cr_core_config cfg;
+    cr_test_core_config(&cfg, SHARDS);
+    cfg.route.by = CR_ROUTE_TTFT;
+    cfg.inject.prefill_coeffs = (cr_prefill_cost){.fixed_ms = 0, .ms_per_token = 1};
+    cfg.inject.set |= CR_INJECT_SET_PREFILL_COEFFS;
+    cfg.inject.calibrate = 0;
+    cr_clock_source clock = {now_of, f};
+    cr_error err;
+    f->core = cr_core_new(&cfg, NULL, &clock, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f->core);
+    if (!door)
+        return;
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    CU_ASSERT_EQUAL_FATAL(
+            cr_admit_objectives_parse("interactive:0:2000,batch:-1:30000", t, &n, &err), CR_OK);
+    cr_admit_config ac;
+    cr_admit_config_default(&ac);
+    ac.budget_ms = 1500;
+    ac.max_wait_ms = wait_ms;
+    CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
+    CU_ASSERT_EQUAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_ESTATE);
+}
+
+static cr_route_answer route(fixture *f, int64_t owner, const char *objective, const char *id)
+{
+    cr_route_request q = {.has_owner = 1, .owner = owner, .prompt_tokens = 1000,
+                          .request_id = id, .objective = objective,
+                          .objective_len = objective ? strlen(objective) : 0,
+                          .fairness = "tenant", .fairness_len = 6};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
+static double work(fixture *f)
+{
+    cr_route_stats st;
+    cr_core_route_stats_read(f->core, &st, NULL, 0);
+    return st.work;
+}
+
+/* With and without a door, the same calls route the same while nothing
+ * is over its bound. */
+static void test_same_routes_without_overload(void)
+{
+    fixture a, b;
+    open_core(&a, 0, 30000);
+    open_core(&b, 1, 30000);
+    for (int i = 0; i < 40; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", i);
+        a.t = b.t = i * 1.0; /* a request a second: 1 s of work on 2 shards */
+        cr_route_answer x = route(&a, i % 5, NULL, id);
+        cr_route_answer y = route(&b, i % 5, i % 3 ? "interactive" : NULL, id);
+        CU_ASSERT_EQUAL(x.shard, y.shard);
+        CU_ASSERT_EQUAL(y.door, CR_ROUTE_DOOR_ROUTED);
+        CU_ASSERT_DOUBLE_EQUAL(x.queue_wait_ms, y.queue_wait_ms, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(x.prefill_ms, y.prefill_ms, 1e-9);
+    }
+    cr_core_free(a.core);
+    cr_core_free(b.core);
+}
+
+static void test_queue_then_dispatch(void)
+{
+    fixture f;
+    open_core(&f, 1, 30000);
+    /* four critical seconds of work on two shards: every pick waits 1 s */
+    for (int i = 0; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "c%d", i);
+        CU_ASSERT_EQUAL(route(&f, 10 + i, "interactive", id).door, CR_ROUTE_DOOR_ROUTED);
+    }
+    double before = work(&f);
+    cr_route_answer a = route(&f, 20, "batch", "b0");
+    CU_ASSERT_EQUAL(a.door, CR_ROUTE_DOOR_QUEUED);
+    CU_ASSERT_EQUAL(a.admitted, 0);
+    CU_ASSERT(a.held != 0);
+    CU_ASSERT(a.queue_wait_ms + a.prefill_ms > 1500); /* why: the prediction */
+    CU_ASSERT_DOUBLE_EQUAL(work(&f), before, 1e-9);   /* taken back */
+    /* critical: routed however long its wait */
+    CU_ASSERT_EQUAL(route(&f, 11, "interactive", "c4").door, CR_ROUTE_DOOR_ROUTED);
+    cr_core_dispatched d[4];
+    CU_ASSERT_EQUAL(cr_core_admit_dispatch(f.core, d, 4), 0); /* still over */
+    /* the outcomes come: the work falls, the held one goes */
+    for (int i = 0; i < 5; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "c%d", i);
+        cr_outcome o = {.request_id = id};
+        cr_outcome_counts counts;
+        cr_error err;
+        f.t = 2 + i;
+        CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    }
+    CU_ASSERT_EQUAL_FATAL(cr_core_admit_dispatch(f.core, d, 4), 1);
+    CU_ASSERT_EQUAL(d[0].held, a.held);
+    CU_ASSERT_EQUAL(d[0].dropped, 0);
+    CU_ASSERT_STRING_EQUAL(d[0].request_id, "b0");
+    CU_ASSERT_DOUBLE_EQUAL(d[0].held_ms, 6000, 1e-6);
+    CU_ASSERT_EQUAL(d[0].answer.door, CR_ROUTE_DOOR_ROUTED);
+    CU_ASSERT(d[0].answer.shard < SHARDS);
+    cr_admit_stats st;
+    cr_admit_stats_read(cr_core_door(f.core), f.t, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.objective[0].admitted, 5);
+    CU_ASSERT_EQUAL(st.objective[0].shed + st.objective[0].queued, 0);
+    CU_ASSERT_EQUAL(st.objective[1].queued, 1);
+    CU_ASSERT_EQUAL(st.objective[1].admitted, 1);
+    cr_core_free(f.core);
+}
+
+static void test_dropped_at_deadline(void)
+{
+    fixture f;
+    open_core(&f, 1, 500); /* held at most 0.5 s */
+    for (int i = 0; i < 4; i++)
+        route(&f, 10 + i, "interactive", NULL);
+    cr_route_answer a = route(&f, 20, "batch", "b0");
+    CU_ASSERT_EQUAL_FATAL(a.door, CR_ROUTE_DOOR_QUEUED);
+    route(&f, 21, "batch", "b1"); /* held behind it */
+    cr_core_dispatched d[4];
+    f.t = 0.5;
+    CU_ASSERT_EQUAL(cr_core_admit_dispatch(f.core, d, 4), 0);
+    f.t = 0.6;
+    CU_ASSERT_EQUAL_FATAL(cr_core_admit_dispatch(f.core, d, 1), 1); /* one at a time */
+    CU_ASSERT_EQUAL(d[0].dropped, 1);
+    CU_ASSERT_EQUAL(d[0].answer.door, CR_ROUTE_DOOR_SHED);
+    CU_ASSERT_EQUAL(cr_core_admit_dispatch(f.core, d, 4), 1);
+    CU_ASSERT_EQUAL(cr_core_admit_dispatch(f.core, d, 4), 0);
+    route(&f, 22, "batch", "b2"); /* left held: freed with the core */
+    cr_core_free(f.core);
+}
+
+static const cr_test_case door_tests[] = {
+    {"same routes without overload", test_same_routes_without_overload},
+    {"queued, then dispatched when the work falls", test_queue_then_dispatch},
+    {"dropped at the deadline", test_dropped_at_deadline},
+    {NULL, NULL},
+};
+
+static const cr_test_suite suites[] = {{"door", door_tests}};
+CR_TEST_MAIN(suites)
