@@ -921,6 +921,75 @@ static void test_objective_headers(void)
     close_fixture(&f);
 }
 
+/* A request with the objective headers, its body whole; what the step
+ * gave into g. */
+static cr_epp_next objective_request(fixture *f, cr_epp_stream *s, const char *objective,
+                                     const char *fairness, const char *slo, int p, got *g)
+{
+    step(f, s, objective_headers(objective, fairness, slo), g);
+    size_t len;
+    char *body = chat_body(p, 200, "llama", &len);
+    size_t sizes[] = {len};
+    cr_epp_next next = send_body(f, s, body, len, sizes, 1, g);
+    free(body);
+    return next;
+}
+
+/* With a door that cannot queue: a sheddable objective whose SLO no
+ * endpoint meets is answered 429, x-cacheroute-shed "slo", its route
+ * taken back; a critical one with the same SLO is routed; one naming no
+ * objective never meets the door. */
+static void test_door_sheds(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1000);
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_admit_objectives_parse("interactive:0:2000,batch:-1", t, &n, &err),
+                          CR_OK);
+    cr_admit_config ac;
+    cr_admit_config_default(&ac);
+    ac.max_queued = ac.max_per_id = 0; /* no queue: what it would hold is shed */
+    CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f.core, &ac, t, n, &err), CR_OK);
+    /* an SLO of 0.001 ms: no prefill is that fast */
+    cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
+    got g = {0};
+    CU_ASSERT_EQUAL(objective_request(&f, s, "batch", "tenant-b", "0.001", 1, &g),
+                    CR_EPP_FINISHED);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    char why[256], word[32];
+    CU_ASSERT_EQUAL(immediate_status(g.r[g.n - 1], why, sizeof why), 429);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "no endpoint meets its TTFT objective"));
+    const Envoy__Service__ExtProc__V3__HeaderMutation *h =
+        g.r[g.n - 1]->immediate_response->headers;
+    CU_ASSERT(set_value(h, CR_EPP_SHED_HEADER, word, sizeof word) && !strcmp(word, "slo"));
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_SHED], 1);
+    /* critical, and no objective at all: routed */
+    const char *objective[] = {"interactive", NULL};
+    for (int i = 0; i < 2; i++) {
+        s = cr_epp_stream_open(f.epp, 0, f.t);
+        CU_ASSERT_EQUAL(objective_request(&f, s, objective[i], "tenant-a", i ? NULL : "0.001",
+                                          2 + i, &g),
+                        CR_EPP_MORE);
+        char dest[256];
+        CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+        got_free(&g);
+        respond(&f, s, "200", NULL);
+        cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    }
+    CU_ASSERT_EQUAL(stats(&f).routed, 2);
+    cr_admit_stats st;
+    cr_admit_stats_read(cr_core_door(f.core), f.t, &st, NULL, 0, &n);
+    CU_ASSERT_EQUAL(st.objective[1].shed, 1);     /* batch */
+    CU_ASSERT_EQUAL(st.objective[0].admitted, 1); /* interactive */
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
 static void expect_protocol(fixture *f, cr_epp_stream *s, bytes m)
 {
     got g = {0};
@@ -1390,6 +1459,7 @@ static const cr_test_case stream_tests[] = {
     {"served endpoint booked", test_served},
     {"400, 413, 429, 503", test_errors},
     {"objective headers, x-cacheroute-shed", test_objective_headers},
+    {"the door: 429 for a sheddable objective only", test_door_sheds},
     {"protocol errors", test_protocol_errors},
     {"every end releases the route once", test_every_end},
     {"the echo by hand equals protobuf-c", test_chunk_wire},
