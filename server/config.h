@@ -79,6 +79,26 @@ typedef struct cr_epp_server_config {
 
 extern const cr_option_table cr_epp_server_options;
 
+/* The door's settings (admit.h; its rows: cr_admit_server_options, group
+ * "admit", in config_admit.c). No door while --objectives is empty. */
+typedef struct cr_admit_server_config {
+    char *objectives;        /* --objectives, cr_admit_objectives_parse's text; "" = no door */
+    double budget_ms;        /* --admit-budget-ms; 0 = the tightest critical SLO */
+    uint32_t max_queued;     /* --admit-max-queued */
+    uint32_t max_per_id;     /* --admit-max-per-id */
+    uint64_t max_held_bytes; /* --admit-max-held-bytes */
+    double max_wait_ms;      /* --admit-max-wait-ms */
+    uint32_t tracked_ids;    /* --admit-tracked-ids */
+} cr_admit_server_config;
+
+extern const cr_option_table cr_admit_server_options;
+
+/* The door a's settings make: its config into *cfg and its objectives
+ * into t[] (room for CR_ADMIT_MAX_OBJECTIVES), *n of them. 1 for a door,
+ * 0 for none (--objectives empty), -1 with err naming what is wrong. */
+int cr_config_door(const cr_admit_server_config *a, cr_admit_config *cfg, cr_admit_objective *t,
+                   size_t *n, cr_error *err);
+
 /* --reservations, in its choices' order. */
 typedef enum cr_reservations { CR_RESERVATIONS_ADMINS, CR_RESERVATIONS_ANYONE } cr_reservations;
 /* --route-access, in its choices' order. */
@@ -94,6 +114,7 @@ typedef struct cr_config {
     cr_core_config core;
     cr_replica_config replica;
     cr_epp_server_config epp;
+    cr_admit_server_config admit;
     /* CR_SOURCE_* of each row, in --help order (cr_config_composition's
      * walk). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];

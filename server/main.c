@@ -526,6 +526,18 @@ static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
     return s->observer.endpoints ? 0 : -1;
 }
 
+/* With --objectives, the door around the core's routes; 0, or -1 with e. */
+static int start_door(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    cr_admit_config door;
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    int on = cr_config_door(&cfg->admit, &door, t, &n, e);
+    if (on <= 0)
+        return on;
+    return cr_core_set_door(s->handlers.core, &door, t, n, e) == CR_OK ? 0 : -1;
+}
+
 /* With --epp-listen, the endpoint picker over the built core; 0, or -1
  * with e. */
 static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
@@ -596,7 +608,8 @@ static int run(const cr_config *cfg, json_t *nofile)
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
-               start_endpoints(cfg, &s, &e) != 0 || start_replica(cfg, &s, &e) != 0 ||
+               start_door(cfg, &s, &e) != 0 || start_endpoints(cfg, &s, &e) != 0 ||
+                   start_replica(cfg, &s, &e) != 0 ||
                    start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {

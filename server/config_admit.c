@@ -1,0 +1,83 @@
+/* The door's settings (admit.h): its option rows, group "admit", and the
+ * door they make. The table of objectives is admit's parser's text; each
+ * of the door's bounds has a row here and a metric (server/obs/). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define AT(field) offsetof(cr_admit_server_config, field)
+
+/* --objectives: what cr_admit_objectives_parse takes. */
+static cr_status valid_objectives(const char *value, cr_error *err)
+{
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    cr_error why;
+    if (cr_admit_objectives_parse(value, t, &n, &why) == CR_OK)
+        return CR_OK;
+    return cr_fail(err, CR_EINVAL, "--objectives: %s", why.msg);
+}
+
+static const cr_option ADMIT_ROWS[] = {
+    {.name = "objectives", .key = "objectives", .type = CR_OPT_STRING,
+     .offset = AT(objectives), .def_text = "", .valid = valid_objectives,
+     .help = "the door's objectives, \"name:priority[:ttft_slo_ms],...\" (e.g. "
+             "\"interactive:0:2000,batch:-1:30000\"): priority in -1000..1000, negative = "
+             "sheddable; a request naming one, or giving a priority or TTFT SLO, meets the "
+             "door; empty = no door"},
+    {.name = "admit-budget-ms", .key = "budget_ms", .type = CR_OPT_DOUBLE,
+     .offset = AT(budget_ms), .def = 0, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
+     .help = "the most predicted TTFT, ms, a sheddable request is routed at (and at most "
+             "its own SLO): what keeps room for critical traffic; 0 = the tightest critical "
+             "SLO of --objectives (none: only its own SLO)"},
+    {.name = "admit-max-queued", .key = "max_queued", .type = CR_OPT_U32,
+     .offset = AT(max_queued), .def = 0, .min = 0, .max = 0,
+     .help = "sheddable requests the door may hold at once; the sidecar's callers do not "
+             "wait (Route answers at once, the picker answers 429), so 0: what the door "
+             "would hold it sheds"},
+    {.name = "admit-max-per-id", .key = "max_per_id", .type = CR_OPT_U32,
+     .offset = AT(max_per_id), .def = 0, .min = 0, .max = 0,
+     .help = "held requests per fairness id, at most --admit-max-queued"},
+    {.name = "admit-max-held-bytes", .key = "max_held_bytes", .type = CR_OPT_U64,
+     .offset = AT(max_held_bytes), .def = 67108864, .min = 0, .max = CR_OPT_U64_MAX,
+     .help = "bytes the door's held requests may take, their copies"},
+    {.name = "admit-max-wait-ms", .key = "max_wait_ms", .type = CR_OPT_DOUBLE,
+     .offset = AT(max_wait_ms), .def = 30000, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
+     .help = "the longest a held request waits, ms, then dropped (429); its own SLO when "
+             "shorter"},
+    {.name = "admit-tracked-ids", .key = "tracked_ids", .type = CR_OPT_U32,
+     .offset = AT(tracked_ids), .def = 64, .min = 1, .max = 4096,
+     .help = "fairness ids counted apart (metrics, receipts); the rest count as \"other\""},
+};
+
+const cr_option_table cr_admit_server_options = CR_OPTION_TABLE("admit", ADMIT_ROWS);
+
+/* The budget when none is given: the tightest critical SLO of t[0..n);
+ * 0 (none) when no critical objective has one. */
+static double tightest_critical(const cr_admit_objective *t, size_t n)
+{
+    double least = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].priority >= 0 && t[i].slo_ms > 0 && (least == 0 || t[i].slo_ms < least))
+            least = t[i].slo_ms;
+    return least;
+}
+
+int cr_config_door(const cr_admit_server_config *a, cr_admit_config *cfg, cr_admit_objective *t,
+                   size_t *n, cr_error *err)
+{
+    *n = 0;
+    if (!a->objectives || !*a->objectives)
+        return 0;
+    if (cr_admit_objectives_parse(a->objectives, t, n, err) != CR_OK)
+        return -1;
+    cr_admit_config_default(cfg);
+    cfg->max_queued = a->max_queued;
+    cfg->max_per_id = a->max_per_id;
+    cfg->max_bytes = a->max_held_bytes;
+    cfg->max_wait_ms = a->max_wait_ms;
+    cfg->budget_ms = a->budget_ms > 0 ? a->budget_ms : tightest_critical(t, *n);
+    cfg->tracked_ids = a->tracked_ids;
+    return cr_admit_config_check(cfg, err) == CR_OK ? 1 : -1;
+}
