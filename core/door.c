@@ -126,7 +126,7 @@ void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a,
     cr_admit_ask ask;
     if (!ask_of(c, q, &ask))
         return;
-    cr_admit_candidate pick = {a->shard, a->queue_wait_ms + a->prefill_ms};
+    cr_admit_candidate pick = {a->shard, a->queue_wait_ms, a->queue_wait_ms + a->prefill_ms};
     size_t n = a->shard == CR_ROUTE_NO_SHARD ? 0 : 1;
     held_request *h = ask.priority < 0 ? hold_copy(q, &ask) : NULL; /* only these are held */
     cr_admit_item it = {.handle = (uintptr_t)h, .cost = 1 + a->prefill_ms,
@@ -158,8 +158,8 @@ typedef struct dispatch_view {
     double *work;
 } dispatch_view;
 
-/* The head's bound (its SLO less what it waited, the budget) met by the
- * least outstanding work on any shard plus its predicted prefill. NULL
+/* The head met where the work is least: that work within the budget,
+ * plus its predicted prefill within its SLO less what it waited. NULL
  * view: yes (the door's teardown). */
 static int ready(void *ctx, const cr_admit_item *it)
 {
@@ -175,9 +175,7 @@ static int ready(void *ctx, const cr_admit_item *it)
     double bound = INFINITY;
     if (it->slo_ms > 0)
         bound = it->slo_ms - (v->now - it->arrived_s) * 1000.0;
-    if (v->budget_ms > 0 && v->budget_ms < bound)
-        bound = v->budget_ms;
-    return least + h->prefill_ms <= bound;
+    return least + h->prefill_ms <= bound && (v->budget_ms <= 0 || least <= v->budget_ms);
 }
 
 static void dispatched_of(const held_request *h, const cr_admit_item *it, double now,

@@ -51,6 +51,12 @@
 
 #include "internal.h"
 
+/* A request held at the door: the handle its dispatch will carry. */
+typedef struct held_at {
+    uint64_t handle;
+    const cr_replay_request *r;
+} held_at;
+
 typedef struct policy_state {
     cr_core_config cfg;   /* as given; probe quiet, n_shards, block_tokens and
                            * index_blocks the cluster's; kv_sources our own
@@ -79,6 +85,11 @@ typedef struct policy_state {
     const cr_replay_events *membership;
     uint8_t *listed;
     uint32_t *to_sim, *to_core;
+    /* cacheroute-door (else NULL): the objectives, and the requests held
+     * at the core's door by handle (at most its bound of them) */
+    const cr_replay_admission *door;
+    held_at *held;
+    size_t n_held;
 } policy_state;
 
 static double virtual_now(void *ctx) { return ((const policy_state *)ctx)->now_s; }
@@ -178,6 +189,36 @@ static void initial_endpoints(policy_state *s)
 
 /* A fresh core at virtual time 0, no table, no replans recorded, nothing
  * in service; with events, the initial endpoints. */
+/* cacheroute-door: the core's door with the objectives' table and bounds,
+ * and room for every request it may hold. */
+static cr_status open_door(policy_state *s, cr_error *err)
+{
+    char text[128];
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    cr_replay_admission_table(s->door, text, sizeof text);
+    cr_status st = cr_admit_objectives_parse(text, t, &n, err);
+    if (st == CR_OK)
+        st = cr_core_set_door(s->core, &s->door->door, t, n, err);
+    free(s->held);
+    s->held = st == CR_OK ? malloc((s->door->door.max_queued + 1) * sizeof *s->held) : NULL;
+    if (st == CR_OK && !s->held)
+        st = cr_fail(err, CR_ENOMEM, "out of memory for %u held requests",
+                     s->door->door.max_queued);
+    return st;
+}
+
+/* The objective and tenant of the request whose first block is first. */
+static cr_admit_ask ask_of(const policy_state *s, size_t first)
+{
+    cr_replay_request r = {.first_block = first};
+    unsigned cls, tenant;
+    cr_replay_admission_of(s->door, &r, &cls, &tenant);
+    return (cr_admit_ask){.has_objective = 1, .objective = cls, .priority = cls ? -1 : 0,
+                          .slo_ms = cls ? s->door->batch_slo_ms : s->door->interactive_slo_ms,
+                          .fairness = tenant ? "light" : "heavy", .fairness_len = 5};
+}
+
 static cr_status open_core(policy_state *s, cr_error *err)
 {
     cr_core_free(s->core);
@@ -190,6 +231,9 @@ static cr_status open_core(policy_state *s, cr_error *err)
     s->core = cr_core_new(&s->cfg, NULL, &clock, err);
     if (s->core && s->membership)
         initial_endpoints(s);
+    s->n_held = 0;
+    if (s->core && s->door && open_door(s, err) != CR_OK)
+        return CR_EINVAL;
     return s->core ? CR_OK : CR_EINVAL;
 }
 
@@ -364,6 +408,10 @@ static void report_finishes(policy_state *s)
             send_stored(s, &f);
         if (cr_core_report(s->core, &o, 1, &counts, &err) != CR_OK) /* valid by construction */
             fprintf(stderr, "cacheroute-replay: outcomes refused: %s\n", err.msg);
+        if (s->door) {
+            cr_admit_ask q = ask_of(s, f.request);
+            cr_admit_outcome(cr_core_door(s->core), &q, f.ttft_ms);
+        }
     }
     s->now_s = now;
 }
@@ -454,6 +502,13 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         .n_hashes = hashed ? (r->n_blocks < most ? r->n_blocks : most) : 0,
         .request_id = id,
     };
+    if (s->door) { /* its objective by name, its tenant as the fairness id */
+        cr_admit_ask q = ask_of(s, r->first_block);
+        item.objective = q.objective ? "batch" : "interactive";
+        item.objective_len = strlen(item.objective);
+        item.fairness = q.fairness;
+        item.fairness_len = q.fairness_len;
+    }
     cr_route_answer a;
     cr_error err;
     if (cr_core_route(s->core, &item, 1, &a, NULL, &err) != CR_OK) { /* valid by construction */
@@ -461,6 +516,12 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         abort();
     }
     s->predicted = a.cached_tokens;
+    if (a.door == CR_ROUTE_DOOR_QUEUED) { /* the door holds at most max_queued */
+        s->held[s->n_held++] = (held_at){a.held, r};
+        return CR_REPLAY_HELD;
+    }
+    if (a.door == CR_ROUTE_DOOR_SHED)
+        return CR_REPLAY_SHED;
     return sim_shard(s, a.shard);
 }
 
@@ -542,6 +603,31 @@ static int predicted(void *state, uint32_t *tokens)
     return s->call == CR_REPLAY_CALL_ROUTE;
 }
 
+/* cacheroute-door: the next held request the core's door lets go (or
+ * drops) now. */
+static int dispatch(void *state, const cr_replay_request **r, uint32_t *shard, double *held_ms)
+{
+    policy_state *s = state;
+    if (!s->n_held)
+        return -1;
+    cr_core_dispatched d;
+    if (cr_core_admit_dispatch(s->core, &d, 1) == 0)
+        return 0;
+    size_t j = 0;
+    while (j < s->n_held && s->held[j].handle != d.held)
+        j++;
+    if (j == s->n_held) { /* cannot happen: every handle answered is kept */
+        fprintf(stderr, "cacheroute-replay: the door dispatched an unknown request\n");
+        abort();
+    }
+    *r = s->held[j].r;
+    s->held[j] = s->held[--s->n_held];
+    *shard = d.dropped ? CR_REPLAY_SHED : sim_shard(s, d.answer.shard);
+    *held_ms = d.held_ms;
+    s->predicted = d.answer.cached_tokens;
+    return 1;
+}
+
 static int replans(void *state, size_t *n, const double **changed_share_out, const double **at_s)
 {
     const policy_state *s = state;
@@ -568,6 +654,7 @@ static void policy_free(void *state)
     free(s->listed);
     free(s->to_sim);
     free(s->to_core);
+    free(s->held);
     free(s);
 }
 
@@ -618,5 +705,26 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
                               .replans = replans, .predicted = predicted,
                               .evicted = events != CR_REPLAY_KV_EVENTS_OFF ? evicted : NULL,
                               .members = c->events ? members : NULL};
+    return CR_OK;
+}
+
+cr_status cr_replay_cacheroute_door_policy(const cr_core_config *cfg, const cr_replay_cluster *c,
+                                           cr_replay_policy *out, cr_error *err)
+{
+    if (!c->admission)
+        return cr_fail(err, CR_EINVAL, "cacheroute-door needs the cluster's admission");
+    cr_status st = cr_replay_cacheroute_policy(cfg, CR_REPLAY_WEIGHT_REQUESTS, CR_REPLAY_CALL_ROUTE,
+                                               CR_REPLAY_KV_EVENTS_OFF, c, out, err);
+    if (st != CR_OK)
+        return st;
+    policy_state *s = out->state;
+    s->door = c->admission;
+    if ((st = open_core(s, err)) != CR_OK) {
+        policy_free(s);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->name = "cacheroute-door";
+    out->dispatch = dispatch;
     return CR_OK;
 }

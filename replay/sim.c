@@ -159,6 +159,7 @@ typedef struct sim {
     uint32_t *queued;
     uint32_t *blocks_held;
     cr_replay_tally tally;
+    uint8_t *door; /* with admission: per request, CR_REPLAY_DOOR_* */
 } sim;
 
 static void sim_free(sim *s)
@@ -176,6 +177,7 @@ static void sim_free(sim *s)
     free(s->backlog_ms);
     free(s->queued);
     free(s->blocks_held);
+    free(s->door);
     cr_replay_tally_free(&s->tally);
 }
 
@@ -220,7 +222,9 @@ static cr_status sim_init(sim *s, cr_error *err)
     s->queued = calloc(R, sizeof *s->queued);
     s->blocks_held = calloc(R, sizeof *s->blocks_held);
     if (!s->caches || !s->queues || !s->busy_until || !s->backlog_ms || !s->queued ||
-        !s->blocks_held || cr_replay_tally_init(&s->tally, s->t->n, R, !!s->c->events) != 0 ||
+        !s->blocks_held ||
+        cr_replay_tally_init(&s->tally, s->t->n, R, s->c->events || s->c->admission) != 0 ||
+        (s->c->admission && !(s->door = calloc(s->t->n, sizeof *s->door))) ||
         (s->c->events && members_init(s) != 0))
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
     s->tally.warmup = s->c->warmup;
@@ -269,14 +273,14 @@ static double noise_factor(const sim *s, size_t i)
     return exp(sigma * cr_replay_normal(x1, x2));
 }
 
-/* Routes, serves and caches request i arriving at now; o is its outcome. */
-static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
-                       cr_replay_outcome *o, cr_error *err)
+/* Serves and caches request i on shard k at now, held held_ms at a door
+ * before; o is its outcome. */
+static cr_status serve_on(sim *s, size_t i, uint32_t k, double now, double held_ms,
+                          const cr_replay_view *v, cr_replay_outcome *o, cr_error *err)
 {
     const cr_replay_request *r = &s->t->reqs[i];
     const cr_replay_policy *p = s->p;
     const uint64_t *ids = s->t->blocks + r->first_block;
-    uint32_t k = p->route(p->state, r, v);
     if (k >= s->n_slots)
         return cr_fail(err, CR_EINVAL, "policy %s routed request %zu to shard %u of %u",
                        p->name ? p->name : "?", i, k, s->n_slots);
@@ -297,7 +301,7 @@ static cr_status serve(sim *s, size_t i, double now, const cr_replay_view *v,
     o->prefill_ms = cr_prefill_ms(&s->c->truth.prefill, have, L) * noise_factor(s, i);
     double start = fmax(now, s->busy_until[k]);
     o->queue_wait_ms = (start - now) * 1000.0;
-    o->ttft_ms = o->queue_wait_ms + o->prefill_ms + o->kv_ms;
+    o->ttft_ms = held_ms + o->queue_wait_ms + o->prefill_ms + o->kv_ms; /* from its arrival */
     s->busy_until[k] = start + o->prefill_ms / 1000.0;
     if (fifo_push(&s->queues[k], s->busy_until[k], i) != 0 ||
         cr_replay_cache_insert(&s->caches[k], ids, r->n_blocks) != 0)
@@ -365,6 +369,69 @@ static void apply_events(sim *s, double now, cr_replay_view *v)
     v->n_serving = s->n_serving;
 }
 
+/* Request i has its outcome o: counted, and the policy hears of it. */
+static void served(sim *s, size_t i, const cr_replay_outcome *o, int predicted)
+{
+    const cr_replay_policy *p = s->p;
+    const cr_replay_request *r = &s->t->reqs[i];
+    cr_replay_tally_add(&s->tally, i, r, o);
+    uint32_t tokens;
+    if (predicted && p->predicted && p->predicted(p->state, &tokens))
+        cr_replay_tally_predicted(&s->tally, i, r, tokens, o->hit_tokens);
+    if (p->served)
+        p->served(p->state, r, o);
+}
+
+/* Request i refused at a door (dropped: after it was held): never served. */
+static void refused(sim *s, size_t i, int dropped)
+{
+    s->tally.failed[i] = 1;
+    s->door[i] = dropped ? CR_REPLAY_DOOR_DROPPED : CR_REPLAY_DOOR_SHED;
+}
+
+/* The held requests the policy sends at now; 1 when some are still held. */
+static cr_status dispatch(sim *s, double now, const cr_replay_view *v, int *held, cr_error *err)
+{
+    const cr_replay_policy *p = s->p;
+    const cr_replay_request *r;
+    uint32_t k;
+    double held_ms;
+    int got;
+    while ((got = p->dispatch(p->state, &r, &k, &held_ms)) == 1) {
+        size_t i = (size_t)(r - s->t->reqs);
+        if (k == CR_REPLAY_SHED) {
+            refused(s, i, 1);
+            continue;
+        }
+        cr_replay_outcome o;
+        refresh_view(s, now);
+        cr_status st = serve_on(s, i, k, now, held_ms, v, &o, err);
+        if (st != CR_OK)
+            return st;
+        served(s, i, &o, 0);
+    }
+    *held = got == 0;
+    return CR_OK;
+}
+
+/* After the last arrival: time runs on in steps until nothing is held
+ * (each held request goes or is dropped at its deadline). */
+static cr_status drain(sim *s, double now, cr_replay_view *v, cr_error *err)
+{
+    const cr_replay_policy *p = s->p;
+    int held = 1;
+    for (double t = now; held; t += 0.05) {
+        if (p->tick)
+            p->tick(p->state, t);
+        refresh_view(s, t);
+        v->now_s = t;
+        cr_status st = dispatch(s, t, v, &held, err);
+        if (st != CR_OK)
+            return st;
+    }
+    return CR_OK;
+}
+
 static cr_status loop(sim *s, cr_error *err)
 {
     const cr_replay_policy *p = s->p;
@@ -383,18 +450,26 @@ static cr_status loop(sim *s, cr_error *err)
             p->tick(p->state, now);
         refresh_view(s, now);
         v.now_s = now;
-        cr_replay_outcome o;
-        cr_status st = serve(s, i, now, &v, &o, err);
+        int held;
+        cr_status st = p->dispatch ? dispatch(s, now, &v, &held, err) : CR_OK;
         if (st != CR_OK)
             return st;
-        cr_replay_tally_add(&s->tally, i, r, &o);
-        uint32_t predicted;
-        if (p->predicted && p->predicted(p->state, &predicted))
-            cr_replay_tally_predicted(&s->tally, i, r, predicted, o.hit_tokens);
-        if (p->served)
-            p->served(p->state, r, &o);
+        uint32_t k = p->route(p->state, r, &v);
+        if (p->dispatch && (k == CR_REPLAY_SHED || k == CR_REPLAY_HELD)) {
+            if (k == CR_REPLAY_SHED)
+                refused(s, i, 0);
+            else
+                s->door[i] = CR_REPLAY_DOOR_HELD;
+            continue;
+        }
+        cr_replay_outcome o;
+        st = serve_on(s, i, k, now, 0, &v, &o, err);
+        if (st != CR_OK)
+            return st;
+        served(s, i, &o, 1);
     }
-    return CR_OK;
+    return p->dispatch ? drain(s, cr_replay_arrival_s(&s->t->reqs[s->t->n - 1], s->c), &v, err)
+                       : CR_OK;
 }
 
 cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
@@ -416,10 +491,21 @@ cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
         return st;
     sim s = {.t = t, .c = c, .p = p};
     st = sim_init(&s, err);
+    if (st == CR_OK && p->dispatch && !c->admission)
+        st = cr_fail(err, CR_EINVAL, "policy %s has a door: the cluster needs admission",
+                     p->name ? p->name : "?");
     if (st == CR_OK)
         st = loop(&s, err);
+    cr_replay_admission_result *adm = NULL;
+    if (st == CR_OK && c->admission &&
+        !(adm = cr_replay_admission_figures(t, c, s.tally.ttft_ms, s.door)))
+        st = cr_fail(err, CR_ENOMEM, "out of memory for the admission figures");
     if (st == CR_OK)
         st = cr_replay_summarize(t, c, p, window_s, &s.tally, out, err);
+    if (st == CR_OK)
+        out->admission = adm;
+    else
+        free(adm);
     sim_free(&s);
     return st;
 }

@@ -397,5 +397,6 @@ void cr_replay_result_free(cr_replay_result *r)
     free(r->hit_series);
     free(r->ttft_sorted_ms);
     free(r->events);
+    free(r->admission);
     memset(r, 0, sizeof *r);
 }

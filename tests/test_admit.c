@@ -65,7 +65,7 @@ static const cr_admit_ask sheddable = {.has_objective = 1, .priority = -1, .slo_
 
 static void test_decide(void)
 {
-    cr_admit_candidate c[3] = {{5, 2500}, {2, 1500}, {7, 900}};
+    cr_admit_candidate c[3] = {{5, 2000, 2500}, {2, 1000, 1500}, {7, 400, 900}};
     uint32_t pick = 9;
     cr_admit_ask none = {0};
     CU_ASSERT_EQUAL(cr_admit_decide(&none, c, 3, 100, 0, 1, &pick), CR_ADMIT_ROUTE);
@@ -80,14 +80,20 @@ static void test_decide(void)
     CU_ASSERT_EQUAL(cr_admit_decide(&critical, c, 3, 0, 600, 1, &pick), CR_ADMIT_ROUTE);
     CU_ASSERT_EQUAL(pick, 2);
     /* critical and nothing meets it: the rule's pick, never held or shed */
-    cr_admit_candidate slow[2] = {{1, 9000}, {3, 8000}};
+    cr_admit_candidate slow[2] = {{1, 8000, 9000}, {3, 7000, 8000}};
     CU_ASSERT_EQUAL(cr_admit_decide(&critical, slow, 2, 0, 0, 0, &pick), CR_ADMIT_ROUTE);
     CU_ASSERT_EQUAL(pick, 0);
-    /* sheddable: its SLO and the budget both bound it */
+    /* sheddable: its SLO bounds the TTFT, the budget the queue it joins */
     CU_ASSERT_EQUAL(cr_admit_decide(&sheddable, slow, 2, 0, 0, 1, &pick), CR_ADMIT_ROUTE);
     CU_ASSERT_EQUAL(pick, 0);
-    CU_ASSERT_EQUAL(cr_admit_decide(&sheddable, slow, 2, 8500, 0, 1, &pick), CR_ADMIT_ROUTE);
+    CU_ASSERT_EQUAL(cr_admit_decide(&sheddable, slow, 2, 7500, 0, 1, &pick), CR_ADMIT_ROUTE);
     CU_ASSERT_EQUAL(pick, 1);
+    CU_ASSERT_EQUAL(cr_admit_decide(&sheddable, slow, 2, 7500, 22500, 1, &pick), CR_ADMIT_HOLD);
+    /* the budget binds only sheddable work */
+    cr_admit_ask critical_none = critical;
+    critical_none.slo_ms = 0;
+    CU_ASSERT_EQUAL(cr_admit_decide(&critical_none, slow, 2, 1000, 0, 1, &pick), CR_ADMIT_ROUTE);
+    CU_ASSERT_EQUAL(pick, 0);
     CU_ASSERT_EQUAL(cr_admit_decide(&sheddable, slow, 2, 1000, 0, 1, &pick), CR_ADMIT_HOLD);
     CU_ASSERT_EQUAL(cr_admit_decide(&sheddable, slow, 2, 1000, 0, 0, &pick), CR_ADMIT_SHED);
     cr_admit_ask no_slo = sheddable;
@@ -99,8 +105,8 @@ static void test_decide(void)
     CU_ASSERT_STRING_EQUAL(cr_admit_verdict_name(CR_ADMIT_HOLD), "queued");
 }
 
-/* A door with a budget of 1000 ms: a candidate of 5000 ms holds every
- * sheddable request. */
+/* A door with a budget of 1000 ms: a candidate whose queue is 5000 ms
+ * holds every sheddable request. */
 static cr_admit *door(uint32_t max, uint32_t per_id, uint64_t bytes, double wait_ms)
 {
     cr_admit_config cfg;
@@ -118,7 +124,7 @@ static cr_admit *door(uint32_t max, uint32_t per_id, uint64_t bytes, double wait
     return a;
 }
 
-static const cr_admit_candidate busy = {0, 5000}, idle = {1, 10};
+static const cr_admit_candidate busy = {0, 5000, 6000}, idle = {1, 0, 10};
 
 static cr_admit_verdict offer(cr_admit *a, const char *tenant, int32_t prio, uint64_t handle,
                               double cost, uint64_t bytes, double now)

@@ -76,6 +76,7 @@ typedef struct cr_admit_ask {
 /* One endpoint the rule would send the request to, with its prediction. */
 typedef struct cr_admit_candidate {
     uint32_t shard;
+    double wait_ms;     /* predicted queue wait there */
     double ttft_ms;     /* predicted: queue wait + prefill there */
 } cr_admit_candidate;
 
@@ -91,11 +92,12 @@ const char *cr_admit_verdict_name(cr_admit_verdict v);
 /* The door's decision for a request given the rule's candidates c[0..n)
  * (c[0] the rule's own pick, the rest its alternatives, best first):
  *   - no objective, or no SLO and critical: ROUTE c[0] (the rule's pick)
- *   - the bound: its SLO (none: unbounded) and, for a sheddable request,
- *     also budget_ms (the door's headroom for sheddable work; 0 = none):
- *     ROUTE the first candidate, in rank order, whose ttft_ms <= the bound
- *     (so c[0] whenever it meets it: with no overload routes are the
- *     rule's)
+ *   - a candidate meets the request when its ttft_ms is within the SLO
+ *     (none: any) and, for a sheddable request, its wait_ms within
+ *     budget_ms (the door's saturation bound: sheddable work joins no
+ *     queue longer than that, so the critical traffic keeps its room; 0 =
+ *     none): ROUTE the first candidate, in rank order, that meets it (so
+ *     c[0] whenever it does: with no overload routes are the rule's)
  *   - critical and none meets it: ROUTE c[0]; a critical request is never
  *     held or shed
  *   - sheddable and none meets it: HOLD when can_wait, else SHED.
@@ -114,13 +116,13 @@ typedef struct cr_admit_config {
     uint32_t max_per_id;     /* held at once per fairness id */
     uint64_t max_bytes;      /* held bytes at once (the requests' copies) */
     double max_wait_ms;      /* the longest a request is held; then dropped (429) */
-    double budget_ms;        /* sheddable headroom for cr_admit_decide; 0 = none */
+    double budget_ms;        /* the longest queue sheddable work joins (cr_admit_decide); 0 = none */
     double quantum;          /* deficit round robin: work credited per turn, > 0 */
     uint32_t tracked_ids;    /* fairness ids counted apart; the rest are "other" */
 } cr_admit_config;
 
 /* The defaults: 1024 held, 256 per id, 64 MiB, 30 s wait, budget 0 (set
- * to the tightest critical SLO of the table by the caller), quantum 1
+ * to half the tightest critical SLO of the table by the caller), quantum 1
  * (the items' cost unit: a request each unless the caller weighs them),
  * 64 tracked ids. */
 void cr_admit_config_default(cr_admit_config *cfg);

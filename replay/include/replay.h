@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "common.h"
+#include "admit.h"
 #include "core.h"
 #include "cost.h"
 
@@ -274,6 +275,9 @@ typedef struct cr_replay_cluster {
     /* Membership changes during the run (above), parsed for shards; NULL:
      * the shards serve throughout, as before events existed. */
     const cr_replay_events *events;
+    /* Objectives per request (admission.c, docs/admission.md); NULL: none,
+     * every run as before they existed. */
+    const struct cr_replay_admission *admission;
 } cr_replay_cluster;
 
 /* The slots a run on c may use: shards, plus the joins of its events.
@@ -371,7 +375,19 @@ typedef struct cr_replay_policy {
      * with it (a fail's cache is gone, a drained shard takes no more). */
     void (*members)(void *state, const uint8_t *usable, uint32_t n_slots,
                     const cr_replay_member_event *ev);
+    /* Optional: a policy with a door (cacheroute-door). route may answer
+     * CR_REPLAY_SHED (refused: never served) or CR_REPLAY_HELD (held: the
+     * policy sends it later). dispatch, called at every arrival after
+     * tick (and after the last arrival as time runs on), answers 1 with a
+     * held request *r going now to *shard (or dropped: CR_REPLAY_SHED)
+     * after held_ms, 0 when none goes now, -1 when none is held. A
+     * dispatched request is served at the dispatch: its queue wait is the
+     * shard's from then, its TTFT counted from its arrival. */
+    int (*dispatch)(void *state, const cr_replay_request **r, uint32_t *shard, double *held_ms);
 } cr_replay_policy;
+
+#define CR_REPLAY_SHED UINT32_MAX        /* route: refused at the door */
+#define CR_REPLAY_HELD (UINT32_MAX - 1u) /* route: held at the door */
 
 /* The baselines, each its own rule:
  *   flat-lb       power of two choices on queued requests (seeded): two
@@ -582,6 +598,9 @@ typedef struct cr_replay_result {
     double hit_ratio_events;
     cr_replay_event_result *events;
     size_t n_events;
+    /* With the cluster's admission: the figures per objective (requests
+     * shed or dropped count in failed_requests too). */
+    struct cr_replay_admission_result *admission;
 } cr_replay_result;
 
 /* Replays t through policy p on cluster c. Consumes nothing: t and p are
@@ -595,5 +614,59 @@ cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
                         const cr_replay_policy *p, double window_s, cr_replay_result *out,
                         cr_error *err);
 void cr_replay_result_free(cr_replay_result *r);
+
+/* ---- admission: objectives per request (admission.c) ------------------------
+ *
+ * Each request draws an objective and a tenant from the seed and its first
+ * block (so every policy and run sees the same): interactive (priority 0,
+ * TTFT SLO interactive_slo_ms) with probability interactive_share, else
+ * batch (priority -1, SLO batch_slo_ms, 0 = none); tenant 0 with
+ * probability heavy_share (the heavy tenant), else tenant 1. Policies
+ * without a door route everything; cacheroute-door hands the objectives to
+ * the core's door. */
+#define CR_REPLAY_CLASSES 2 /* 0 interactive, 1 batch */
+#define CR_REPLAY_TENANTS 2 /* 0 heavy, 1 light */
+
+typedef struct cr_replay_admission {
+    uint64_t seed;
+    double interactive_share;   /* 0.6 */
+    double interactive_slo_ms;  /* 2000 */
+    double batch_slo_ms;        /* 30000; 0 = none */
+    double heavy_share;         /* 0.75: three times the other's rate */
+    cr_admit_config door;       /* cacheroute-door's bounds */
+} cr_replay_admission;
+
+/* The defaults above; the door's bounds cr_admit_config_default's with a
+ * budget of half the interactive SLO. */
+void cr_replay_admission_default(cr_replay_admission *a);
+/* r's objective class and tenant. Pure. */
+void cr_replay_admission_of(const cr_replay_admission *a, const cr_replay_request *r,
+                            unsigned *cls, unsigned *tenant);
+/* The objectives' table text the door is given ("interactive:0:2000,
+ * batch:-1:30000") into buf. */
+void cr_replay_admission_table(const cr_replay_admission *a, char *buf, size_t len);
+
+/* Per objective class, over the measured requests (from the warm-up on). */
+typedef struct cr_replay_class_result {
+    size_t requests, served, met;  /* met: served with TTFT <= the class's SLO */
+    size_t shed, dropped, held;    /* refused at once; held, then refused; held at all */
+    double goodput_per_s;          /* met / the measured span */
+    double attainment;             /* met / requests (shed ones miss) */
+    double ttft_p99_ms;            /* over the served; NaN with none */
+    size_t tenant_requests[CR_REPLAY_TENANTS], tenant_served[CR_REPLAY_TENANTS];
+} cr_replay_class_result;
+
+typedef struct cr_replay_admission_result {
+    double span_s;
+    cr_replay_class_result cls[CR_REPLAY_CLASSES];
+} cr_replay_admission_result;
+
+/* The cacheroute policy (cr_replay_cacheroute_policy's, named
+ * "cacheroute-door") with the core's door on: every request carries its
+ * objective and tenant (c->admission, required) into Route; held requests
+ * are dispatched through the policy's dispatch hook, outcomes feed the
+ * door's attainment. */
+cr_status cr_replay_cacheroute_door_policy(const cr_core_config *cfg, const cr_replay_cluster *c,
+                                           cr_replay_policy *out, cr_error *err);
 
 #endif
