@@ -82,6 +82,11 @@ void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
  * routes, outcomes, body bytes, errors by reason, tokenizer fallbacks). */
 void cr_observe_epp_gauges(cr_epp *e, cr_page *page);
 
+/* observe_door.c: with --objectives, the door's cacheroute_door_* families
+ * (held, bounds, verdicts per objective and per fairness id, SLO
+ * attainment); nothing without a door. */
+void cr_observe_door_gauges(cr_core *core, cr_page *page);
+
 /* observe_route.c: the cacheroute_routes_placed_total{reason},
  * cacheroute_route_* gauges and the hit-prediction error counters. */
 void cr_observe_route_gauges(cr_core *core, cr_page *page);

@@ -10,6 +10,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import grpc  # noqa: E402
+import urllib.request  # noqa: E402
 
 import harness as h  # noqa: E402
 from harness import P  # noqa: E402
@@ -124,6 +125,44 @@ class RouteTest(h.SidecarTestCase):
         self.assertEqual(got[1].routes[0].cached_tokens, 2 * BT)
         self.assertEqual(cm.exception.code(), INVALID)
         self.assertRegex(cm.exception.details(), r"^message 2: requests\[0\]\.prompt_tokens")
+
+
+class RouteDoorTest(h.SidecarTestCase):
+    """--objectives: the door's word in RouteDecision.door, and its counts on
+    /metrics. An SLO of 0.001 ms no prefill meets: a sheddable request is
+    shed, a critical one routed, one without an objective never looked at."""
+
+    def setUp(self):
+        self.sc = self.start_sidecar("--n-shards", "4", "--block-tokens", str(BT),
+                                     "--objectives", "interactive:0:2000,batch:-1:30000",
+                                     "--metrics-listen", "127.0.0.1:0")
+        self.stub = self.sc.stub()
+
+    def metrics(self):
+        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read().decode()
+
+    def test_the_door_sheds_only_the_sheddable(self):
+        hashes = list(range(1, 41))
+        items = [P.cr.RouteItem(block_hashes=hashes, objective="batch", ttft_slo_ms=0.001,
+                                fairness_id="tenant-b"),
+                 P.cr.RouteItem(block_hashes=hashes, objective="interactive",
+                                ttft_slo_ms=0.001, fairness_id="tenant-a"),
+                 P.cr.RouteItem(block_hashes=hashes)]
+        routes = self.stub.Route(P.cr.RouteRequest(requests=items),
+                                 timeout=h.RPC_TIMEOUT).routes
+        self.assertEqual([d.door for d in routes], ["shed", "", ""])
+        self.assertFalse(routes[0].admitted)
+        self.assertGreater(routes[0].queue_wait_ms + routes[0].prefill_ms, 0.001)
+        page = self.metrics()
+        for want in ('cacheroute_door_requests_total{objective="batch",verdict="shed"} 1',
+                     'cacheroute_door_requests_total{objective="interactive",verdict="admitted"} 1',
+                     'cacheroute_door_fairness_requests_total{fairness_id="tenant-b",'
+                     'verdict="shed"} 1',
+                     'cacheroute_door_bound{bound="max_queued"} 0',
+                     'cacheroute_door_bound{bound="budget_ms"} 2000'):
+            self.assertIn(want, page)
 
 
 if __name__ == "__main__":
