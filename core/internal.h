@@ -180,6 +180,10 @@ void cr_replanner_stop(cr_core *c);
 /* cr_core_tick: a replan when one is due on the core's clock. */
 int cr_replan_if_due(cr_core *c);
 
+/* An outcome's measured TTFT for receipt r's route, counted toward its
+ * objective's SLO attainment at the door (route_receipt.c). */
+void cr_core_door_outcome(cr_core *c, const cr_receipt *r, double ttft_ms);
+
 /* ---- core.c ---- */
 
 /* GPUs in the latest node snapshot, at least 1. */

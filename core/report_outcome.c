@@ -146,6 +146,8 @@ static void apply(const batch *b, const cr_outcome *o, size_t i, cr_outcome_coun
         c->hooks.receipted(c->hooks.ctx, &r);
     if (d.matched) /* its reservation was served: it no longer expires */
         cr_injector_confirm(c->injector, r.gpu, r.decision.reservation);
+    if (d.matched && (o->has & CR_OUT_TTFT))
+        cr_core_door_outcome(c, &r, o->ttft_ms);
     cr_inject_observation ob;
     cr_error err;
     int observable = observation_of(o, d.matched ? &r : NULL, b->now, &ob);

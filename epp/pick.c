@@ -284,8 +284,10 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
     free(keys);
     if (st != CR_OK)
         return;
-    if (a.door != CR_ROUTE_DOOR_ROUTED)
+    if (a.door != CR_ROUTE_DOOR_ROUTED) { /* its receipt says so, per objective */
+        cr_core_receipt_route(e->core, &q, &a);
         return refused(&a, out, err);
+    }
     if (a.shard == CR_ROUTE_NO_SHARD) {
         cr_fail(err, CR_EINVAL, "no usable endpoint among the %u it may go to", n_only);
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);

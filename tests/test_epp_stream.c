@@ -937,7 +937,8 @@ static cr_epp_next objective_request(fixture *f, cr_epp_stream *s, const char *o
 
 /* With a door that cannot queue: a sheddable objective whose SLO no
  * endpoint meets is answered 429, x-cacheroute-shed "slo", its route
- * taken back; a critical one with the same SLO is routed; one naming no
+ * taken back, its receipt kept; a critical one with the same SLO is
+ * routed and its outcome counted against its SLO; one naming no
  * objective never meets the door. */
 static void test_door_sheds(void)
 {
@@ -986,6 +987,11 @@ static void test_door_sheds(void)
     cr_admit_stats_read(cr_core_door(f.core), f.t, &st, NULL, 0, &n);
     CU_ASSERT_EQUAL(st.objective[1].shed, 1);     /* batch */
     CU_ASSERT_EQUAL(st.objective[0].admitted, 1); /* interactive */
+    /* its outcome (a 250 ms TTFT) missed its 0.001 ms SLO; the one without
+     * an objective counts nowhere */
+    CU_ASSERT(st.objective[0].outcomes == 1 && st.objective[0].met == 0);
+    CU_ASSERT(st.objective[2].outcomes == 0);
+    CU_ASSERT_EQUAL(f.receipts, 3); /* the shed one's too */
     CU_ASSERT_EQUAL(outstanding(&f), 0);
     close_fixture(&f);
 }

@@ -71,6 +71,13 @@ typedef struct cr_receipt {
                                    * its snapshot (a fit adopted in between
                                    * by another thread shows here) */
     cr_inject_response decision;  /* mode, reason, source, both breakdowns */
+    /* A route's objective at the door (request.h), as asked: its name and
+     * fairness id NUL-terminated ("" none), its own TTFT SLO (0: the
+     * objective's), and the door's word (request.h's CR_ROUTE_DOOR_*). Its
+     * names' room is the door's (the core checks it equal). */
+    char objective[64], fairness[64];
+    double slo_ttft_ms;
+    int door;
     /* From the latest matched outcome; all 0 until one is reported. */
     uint32_t outcomes;            /* outcomes matched so far */
     double reported_at_s;         /* the core's clock */

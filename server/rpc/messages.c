@@ -64,6 +64,10 @@ void cr_receipt_msg_init(cr_receipt_msg *m, const cr_receipt *r)
     m->r.outcomes = r->outcomes;
     m->r.reported_at_s = r->reported_at_s;
     m->r.used = (Cacheroute__V1__InjectionMode)r->used;
+    m->r.objective = (char *)r->objective;
+    m->r.fairness_id = (char *)r->fairness;
+    m->r.ttft_slo_ms = r->slo_ttft_ms;
+    m->r.door = (char *)cr_route_door_name(r->door);
     size_t n = 0;
     for (int t = 0; t < CR_N_TERMS; t++) {
         if (!(r->error_has & (1u << t)))
