@@ -68,6 +68,14 @@ cr route bad RouteRequest <<'EOF'
 requests { prompt_tokens: 20000000 } requests { namespace: "" request_id: "" }
 EOF
 cr route empty RouteRequest </dev/null
+cr route objectives RouteRequest <<'EOF'
+requests { owner: 4 block_hashes: [11, 12] objective: "batch" priority: -1 ttft_slo_ms: 0.5 fairness_id: "t1" }
+requests { block_hashes: [11, 12] objective: "interactive" ttft_slo_ms: 2000 fairness_id: "t2" }
+requests { block_hashes: [13] priority: 3 }
+EOF
+cr route bad_objective RouteRequest <<'EOF'
+requests { objective: "batch" } requests { ttft_slo_ms: -1 priority: 1001 fairness_id: "0123456789012345678901234567890123456789012345678901234567890123" }
+EOF
 
 cr report_kv_events stored ReportKvEventsRequest <<'EOF'
 events { shard: 2 block_stored { block_hashes: [101, 102] token_ids: [1, 2, 3, 4, 5, 6, 7, 8] block_size: 4 lora_name: "a" } }

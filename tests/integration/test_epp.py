@@ -691,6 +691,47 @@ class ShedTest(EppTestCase):
         self.assertGreaterEqual(metric(m, "cacheroute_epp_errors_total", reason="shed"), 1)
 
 
+class DoorTest(EppTestCase):
+    """--objectives through the picker: overload is many outstanding routes
+    (Route calls with request ids, never reported) on two endpoints, so every
+    prediction passes the batch objective's 1 s SLO. Before it, batch is
+    routed; under it, batch gets 429 with x-cacheroute-shed: slo and
+    interactive (critical, same headers otherwise) is still routed; no 429
+    for anything but the sheddable objective."""
+    FLAGS = ("--objectives", "interactive:0:2000,batch:-1:1000")
+    N = 2
+
+    def send(self, objective, text):
+        headers = [("x-gateway-inference-objective", objective),
+                   ("x-gateway-inference-fairness-id", "tenant-" + objective)]
+        return self.cl.client.exchange(chat(text), headers=headers)
+
+    def test_429_only_for_the_sheddable_objective_under_overload(self):
+        body = chat("calm batch")
+        res = self.send("batch", "calm batch")
+        self.assertRouted(res, body, n_dest=2)
+        stub = self.cl.sc.stub()
+        items = [P.cr.RouteItem(prompt_tokens=200000, request_id="load-%d" % i)
+                 for i in range(32)]
+        stub.Route(P.cr.RouteRequest(requests=items), timeout=h.RPC_TIMEOUT)
+        for i in range(5):
+            res = self.send("batch", "overload batch %d" % i)
+            im = self.assertImmediate(res, 429, "shed")
+            self.assertEqual(im["headers"].get("x-cacheroute-shed"), "slo", im)
+            res = self.send("interactive", "overload interactive %d" % i)
+            self.assertRouted(res, chat("overload interactive %d" % i), n_dest=2)
+        m = self.cl.metrics()
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
+                                verdict="shed"), 5)
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
+                                verdict="admitted"), 1)
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="interactive",
+                                verdict="shed"), 0)
+        self.assertEqual(metric(m, "cacheroute_door_fairness_requests_total",
+                                fairness_id="tenant-batch", verdict="shed"), 5)
+        self.assertEqual(metric(m, "cacheroute_epp_errors_total", reason="shed"), 5)
+
+
 class ShutdownTest(h.SidecarTestCase):
     SHARED = False
 
