@@ -155,7 +155,8 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
         v = CR_ADMIT_HOLD; /* never past a held one of its priority or above */
     if (v == CR_ADMIT_HOLD) {
         double wait = a->cfg.max_wait_ms;
-        wait = q->slo_ms > 0 && q->slo_ms < wait ? q->slo_ms : wait;
+        double last = q->slo_ms - it->service_ms; /* the latest start that meets the SLO */
+        wait = q->slo_ms > 0 && last < wait ? last : wait;
         it->priority = q->priority;
         it->objective = q->objective;
         it->id = id;
@@ -177,6 +178,15 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
         COUNT(a, q->objective, id, shed);
     pthread_mutex_unlock(&a->lock);
     return v;
+}
+
+int cr_admit_behind(cr_admit *a, int32_t priority)
+{
+    pthread_mutex_lock(&a->lock);
+    int32_t top;
+    int behind = drr_top(&a->q, &top) && top >= priority;
+    pthread_mutex_unlock(&a->lock);
+    return behind;
 }
 
 /* a locked: it has left the queue. */

@@ -121,16 +121,22 @@ static void take_back(cr_core *c, const cr_route_request *q, const cr_route_answ
         cr_router_release(c->router, q->owner, a->shard, now, q->caller);
 }
 
-void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
+/* The door's word on q at now, a the rule's placement (placed 1) or
+ * nothing (0: q waits behind a held request whatever the rule says). */
+static void door_one(cr_core *c, const cr_route_request *q, const cr_admit_ask *asked,
+                     cr_route_answer *a, int placed, double now)
 {
-    cr_admit_ask ask;
-    if (!ask_of(c, q, &ask))
-        return;
+    cr_admit_ask ask = *asked;
     cr_admit_candidate pick = {a->shard, a->queue_wait_ms, a->queue_wait_ms + a->prefill_ms};
-    size_t n = a->shard == CR_ROUTE_NO_SHARD ? 0 : 1;
+    size_t n = placed && a->shard != CR_ROUTE_NO_SHARD ? 1 : 0;
     held_request *h = ask.priority < 0 ? hold_copy(q, &ask) : NULL; /* only these are held */
-    cr_admit_item it = {.handle = (uintptr_t)h, .cost = 1 + a->prefill_ms,
-                        .bytes = h ? h->bytes : 0};
+    /* its prompt tokens weigh it in the round robin: known placed or not,
+     * so every held request is weighed alike (a prefill is predicted only
+     * for a placed one) */
+    uint64_t tokens = q->prompt_tokens ? q->prompt_tokens
+                                       : (uint64_t)q->n_hashes * c->route.block_tokens;
+    cr_admit_item it = {.handle = (uintptr_t)h, .cost = tokens ? (double)tokens : 1,
+                        .bytes = h ? h->bytes : 0, .service_ms = a->prefill_ms};
     uint32_t at;
     cr_admit_verdict v = ask.priority < 0 && !h
                                  ? CR_ADMIT_SHED /* out of memory to hold it: as if full */
@@ -139,7 +145,8 @@ void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a,
         free(h);
         return;
     }
-    take_back(c, q, a, now);
+    if (placed)
+        take_back(c, q, a, now);
     a->admitted = 0;
     a->door = v == CR_ADMIT_HOLD ? CR_ROUTE_DOOR_QUEUED : CR_ROUTE_DOOR_SHED;
     if (v == CR_ADMIT_HOLD) {
@@ -148,6 +155,25 @@ void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a,
     } else {
         free(h);
     }
+}
+
+int cr_core_door_before(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
+{
+    cr_admit_ask ask;
+    if (!ask_of(c, q, &ask) || ask.priority >= 0 || !cr_admit_behind(c->door, ask.priority))
+        return 0;
+    memset(a, 0, sizeof *a);
+    a->shard = CR_ROUTE_NO_SHARD;
+    a->owner = q->owner;
+    door_one(c, q, &ask, a, 0, now);
+    return 1;
+}
+
+void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
+{
+    cr_admit_ask ask;
+    if (ask_of(c, q, &ask))
+        door_one(c, q, &ask, a, 1, now);
 }
 
 /* What ready weighs a held request against. */

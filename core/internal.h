@@ -117,10 +117,15 @@ uint32_t cr_core_shards(cr_core *c, const cr_installed *t);
 
 /* ---- door.c ---- */
 
-/* The door for q just placed as *a at now (cr_core_route, one request at
- * a time): nothing when q names no objective; else a is the door's word,
- * the placement taken back when it is queued or shed. */
-void cr_core_door_one(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
+/* Before q is placed (cr_core_route, one request at a time): 1 when the
+ * door has its word without the rule (a sheddable request behind a held
+ * one: held or shed, *a says so, no shard); 0: place it, then ask
+ * cr_core_door_after. */
+int cr_core_door_before(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
+/* The door for q just placed as *a at now: nothing when q names no
+ * objective; else a is the door's word, the placement taken back when it
+ * is queued or shed. */
+void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
 /* The held requests freed, the door with them. */
 void cr_core_door_free(cr_core *c);
 

@@ -70,6 +70,7 @@ cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t
             continue;
         ttft[k][r->served++] = ttft_ms[i];
         r->tenant_served[tenant]++;
+        r->tenant_work_ms[tenant] += cr_prefill_ms(&c->truth.prefill, 0, t->reqs[i].input_tokens);
         r->met += slo[k] <= 0 || ttft_ms[i] <= slo[k];
     }
     out->span_s = cr_replay_arrival_s(&t->reqs[t->n - 1], c) - cr_replay_arrival_s(&t->reqs[w], c);

@@ -84,11 +84,12 @@ static void row(const char *w, double scale, const char *policy, const cr_replay
     for (unsigned k = 0; k < CR_REPLAY_CLASSES; k++) {
         const cr_replay_class_result *c = &a->cls[k];
         double n = c->requests ? (double)c->requests : NAN;
-        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.1f\n",
+        double work = c->tenant_work_ms[0] + c->tenant_work_ms[1];
+        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\n",
                w, scale, policy, names[k], c->requests, c->goodput_per_s, c->attainment,
                c->ttft_p99_ms, c->shed / n, c->dropped / n, c->held / n,
                c->tenant_requests[0], c->tenant_served[0], c->tenant_requests[1],
-               c->tenant_served[1], r->ttft_p99_ms);
+               c->tenant_served[1], work > 0 ? c->tenant_work_ms[0] / work : NAN, r->ttft_p99_ms);
     }
     fflush(stdout);
 }
@@ -121,7 +122,7 @@ int main(int argc, char **argv)
     cr_core_config_default(&core);
     printf("workload\tscale\tpolicy\tobjective\trequests\tgoodput_per_s\tattainment\t"
            "ttft_p99_ms\tshed\tdropped\theld\theavy_requests\theavy_served\tlight_requests\t"
-           "light_served\tall_p99_ms\n");
+           "light_served\theavy_work_share\tall_p99_ms\n");
     int rc = 0;
     for (char *sc = strtok(argv[2], ","); sc && !rc; sc = strtok(NULL, ",")) {
         c.scale = atof(sc);

@@ -140,8 +140,10 @@ typedef struct cr_admit_item {
     double slo_ms;
     double cost;         /* its work for the round robin (> 0; e.g. 1, or tokens) */
     uint64_t bytes;      /* what holding it keeps in memory */
+    double service_ms;   /* its predicted prefill (the caller's; 0 = unknown) */
     double arrived_s;    /* when it reached the door */
-    double deadline_s;   /* dropped after: arrival + min(max wait, SLO) */
+    double deadline_s;   /* dropped after: arrival + min(max wait, SLO less
+                          * service_ms: past that it cannot meet its SLO) */
 } cr_admit_item;
 
 typedef struct cr_admit cr_admit;
@@ -171,6 +173,12 @@ const cr_admit_objective *cr_admit_objectives(const cr_admit *a, size_t *n);
  * HOLD is SHED. Thread-safe. */
 cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_admit_candidate *c,
                                 size_t n, double now, cr_admit_item *it, uint32_t *pick);
+
+/* 1 when a request of priority would be held behind one already held
+ * (one of its priority or above is): cr_admit_offer holds or sheds it
+ * whatever the candidates, so the caller need not ask the rule for any.
+ * Thread-safe. */
+int cr_admit_behind(cr_admit *a, int32_t priority);
 
 /* The next held request to dispatch: the highest priority held, and
  * within it the fairness id whose turn it is by deficit round robin

@@ -654,6 +654,9 @@ typedef struct cr_replay_class_result {
     double attainment;             /* met / requests (shed ones miss) */
     double ttft_p99_ms;            /* over the served; NaN with none */
     size_t tenant_requests[CR_REPLAY_TENANTS], tenant_served[CR_REPLAY_TENANTS];
+    /* the served requests' true prefill with nothing cached, ms: the
+     * capacity each tenant took, in work rather than requests */
+    double tenant_work_ms[CR_REPLAY_TENANTS];
 } cr_replay_class_result;
 
 typedef struct cr_replay_admission_result {
