@@ -43,7 +43,8 @@ void cr_core_route_model_update(cr_core *c)
 _Static_assert(CR_REQUEST_OBJECTIVE_MAX == CR_ADMIT_NAME_MAX &&
                    CR_REQUEST_FAIRNESS_MAX == CR_ADMIT_NAME_MAX,
                "a request's names are the door's");
-_Static_assert(CR_REQUEST_SLO_MAX_MS == CR_ADMIT_MAX_SLO_MS, "a request's SLO is the door's");
+_Static_assert((long)CR_REQUEST_SLO_MAX_MS == (long)CR_ADMIT_MAX_SLO_MS,
+               "a request's SLO is the door's");
 
 /* What a request asks of the door, each field in its range (request.h);
  * the names themselves are the door's to look up. */
