@@ -9,7 +9,8 @@
  * ProcessingResponse, a streamed chunk at most CR_EPP_CHUNK_BYTES; a
  * failure says why; and after the close no stream is open and no route's
  * work is left outstanding, with at most one outcome for the stream. The
- * core and its four ip:port endpoints are kept from input to input. */
+ * core, its four ip:port endpoints and its door (objectives interactive
+ * and batch, no queue) are kept from input to input. */
 #include <string.h>
 
 #include "envoy/service/ext_proc/v3/external_processor.pb-c.h"
@@ -50,6 +51,17 @@ static env *env_of(void)
                                      {.id = "e3", .address = "10.0.0.4:8000", .weight = 1}};
     CR_FUZZ_CHECK(cr_core_set_endpoints(e.core, v, ENDPOINTS, NULL, &err) == CR_OK, "set: %s",
                   err.msg);
+    /* a door that sheds what it would hold (the sidecar's): the objective
+     * headers' requests meet it */
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    cr_admit_config door;
+    cr_admit_config_default(&door);
+    door.max_queued = door.max_per_id = 0;
+    CR_FUZZ_CHECK(cr_admit_objectives_parse("interactive:0:2000,batch:-1:1", t, &n, &err) ==
+                          CR_OK &&
+                      cr_core_set_door(e.core, &door, t, n, &err) == CR_OK,
+                  "door: %s", err.msg);
     for (int i = 0; i < 4; i++) {
         cr_epp_config c = {.fallbacks = 2, .owner_header = "x-session-id",
                            .max_body_bytes = (i & 2) ? 4096 : CR_EPP_MAX_BODY_LIMIT,

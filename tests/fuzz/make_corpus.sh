@@ -368,3 +368,26 @@ request_headers { headers { headers { key: ":method" raw_value: "POST" }
 
 request_body { body: "{\"model\":\"m\",\"prompt\":[1,2,3,4,5,6,7,8,9],\"cache_salt\":\"s\"}" end_of_stream: true }
 EOF2
+epp door_shed 0 <<EOF2
+request_headers { headers { headers { key: ":method" raw_value: "POST" }
+  headers { key: ":path" raw_value: "/v1/chat/completions" }
+  headers { key: "x-gateway-inference-objective" raw_value: "batch" }
+  headers { key: "x-gateway-inference-fairness-id" raw_value: "t1" } } }
+
+request_body { body: "$chat" end_of_stream: true }
+EOF2
+epp door_critical 0 <<EOF2
+request_headers { headers { headers { key: ":method" raw_value: "POST" }
+  headers { key: ":path" raw_value: "/v1/chat/completions" }
+  headers { key: "x-gateway-inference-objective" raw_value: "interactive" }
+  headers { key: "x-llm-d-slo-ttft-ms" raw_value: "0.5" } } }
+
+request_body { body: "$chat" end_of_stream: true }
+
+$respond
+EOF2
+epp door_bad_slo 0 <<EOF2
+request_headers { headers { headers { key: ":method" raw_value: "POST" }
+  headers { key: ":path" raw_value: "/v1/chat/completions" }
+  headers { key: "x-llm-d-slo-ttft-ms" raw_value: "-1" } } }
+EOF2
