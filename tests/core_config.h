@@ -16,6 +16,15 @@ static inline void cr_test_core_config(cr_core_config *cfg, uint32_t shards)
     cfg->replan_interval_s = 0;
 }
 
+/* The prefill model routes predict with fixed at ms_per_token ms a token
+ * (no fixed term, no calibration): predictions a suite can reckon by hand. */
+static inline void cr_test_core_fixed_model(cr_core_config *cfg, double ms_per_token)
+{
+    cfg->inject.prefill_coeffs = (cr_prefill_cost){.ms_per_token = ms_per_token};
+    cfg->inject.set |= CR_INJECT_SET_PREFILL_COEFFS;
+    cfg->inject.calibrate = 0;
+}
+
 /* A core on a virtual clock (t, seconds) that the test moves, routing by
  * the ttft rule over a prefix index of index_blocks blocks of
  * block_tokens tokens a shard: what the KV-event suites feed. Their

@@ -276,6 +276,31 @@ static void fair_share(double cost_a, double cost_b, double quantum)
     cr_admit_free(a);
 }
 
+/* Arrivals and dispatches interleaved: A offers 3 and B 1 per dispatch,
+ * both stay backlogged, and the dispatches alternate. */
+static void test_fairness_interleaved(void)
+{
+    cr_admit_config cfg;
+    cr_admit_config_default(&cfg);
+    cfg.budget_ms = 1000;
+    cfg.max_queued = 4096;
+    cfg.max_per_id = 4096;
+    cr_admit *a = cr_admit_new(&cfg, NULL, 0, &(cr_error){{0}});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    uint64_t h = 0;
+    size_t got[2] = {0, 0};
+    cr_admit_item out;
+    for (int i = 0; i < 600; i++) {
+        for (int k = 0; k < 3; k++)
+            offer(a, "A", -1, h++ * 2, 1, 1, 0);
+        offer(a, "B", -1, h++ * 2 + 1, 1, 1, 0);
+        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, yes, NULL, &out), 1);
+        got[out.handle & 1]++;
+    }
+    CU_ASSERT(got[0] <= got[1] + 1 && got[1] <= got[0] + 1);
+    cr_admit_free(a);
+}
+
 static void test_fairness(void)
 {
     fair_share(1, 1, 1);
@@ -363,6 +388,7 @@ static const cr_test_case admit_tests[] = {
     {"no jumping; ready says no", test_no_jumping_and_ready},
     {"strict priority", test_strict_priority},
     {"deficit round robin shares equally", test_fairness},
+    {"deficit round robin, arrivals interleaved", test_fairness_interleaved},
     {"attainment", test_attainment},
     {"threads account for every request", test_threads},
     {NULL, NULL},
