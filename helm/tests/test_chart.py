@@ -55,6 +55,8 @@ SIDECAR_FLAGS = [
     "epp-listen", "epp-fallbacks", "epp-tokens", "epp-owner-header", "epp-max-body-bytes",
     "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests", "epp-max-buffered-bytes",
     "epp-base-model",
+    "objectives", "admit-budget-ms", "admit-max-queued", "admit-max-per-id",
+    "admit-max-held-bytes", "admit-max-wait-ms", "admit-tracked-ids",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -75,6 +77,13 @@ CONFIG_FLAGS = {
     "inflightTtl": "inflight-ttl",
     "inflightMax": "inflight-max",
     "inflightPerCaller": "inflight-per-caller",
+    "objectives": "objectives",
+    "admitBudgetMs": "admit-budget-ms",
+    "admitMaxQueued": "admit-max-queued",
+    "admitMaxPerId": "admit-max-per-id",
+    "admitMaxHeldBytes": "admit-max-held-bytes",
+    "admitMaxWaitMs": "admit-max-wait-ms",
+    "admitTrackedIds": "admit-tracked-ids",
     "blockTokens": "block-tokens",
     "indexBlocks": "index-blocks",
     "maxRouteHashes": "max-route-hashes",

@@ -122,6 +122,13 @@ separately.
 - inflightTtl=inflight-ttl
 - inflightMax=inflight-max
 - inflightPerCaller=inflight-per-caller
+- objectives=objectives
+- admitBudgetMs=admit-budget-ms
+- admitMaxQueued=admit-max-queued
+- admitMaxPerId=admit-max-per-id
+- admitMaxHeldBytes=admit-max-held-bytes
+- admitMaxWaitMs=admit-max-wait-ms
+- admitTrackedIds=admit-tracked-ids
 - blockTokens=block-tokens
 - indexBlocks=index-blocks
 - maxRouteHashes=max-route-hashes
