@@ -74,6 +74,18 @@ static void answer(const route_call *c, const cr_route_answer *a, size_t n, uint
     }
 }
 
+/* The routes that met the door, each with a request id, kept as the
+ * picker's are (GetDecision, WatchDecisions: the objective and the door's
+ * word), so that their outcomes count toward their objective's SLO
+ * attainment; the others' are not, as before. */
+static void receipts(cr_core *core, const cr_route_request *q, const cr_route_answer *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((q[i].objective_len || q[i].has_priority || q[i].slo_ttft_ms > 0) &&
+            q[i].request_id && q[i].request_id[0])
+            cr_core_receipt_route(core, &q[i], &a[i]);
+}
+
 /* Decodes all of data into the call's arena, leaving protobuf-c nothing:
  * items and hashes (sized already), and text for the request ids (at most
  * the request's bytes). */
@@ -119,10 +131,12 @@ static void route(void *ctx, const void *message, cr_arena *scratch, cr_reply *o
     uint64_t generation;
     cr_error err;
     cr_status st = cr_core_route(c->h->core, items, n, a, &generation, &err);
-    if (st != CR_OK)
+    if (st != CR_OK) {
         cr_reply_core_error(out, st, &err);
-    else
-        answer(c, a, n, generation, out);
+        return;
+    }
+    receipts(c->h->core, items, a, n);
+    answer(c, a, n, generation, out);
 }
 
 /* The requests' count bounds the decode (a RouteItem of 2 wire bytes is a

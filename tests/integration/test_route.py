@@ -164,6 +164,29 @@ class RouteDoorTest(h.SidecarTestCase):
                      'cacheroute_door_bound{bound="budget_ms"} 2000'):
             self.assertIn(want, page)
 
+    def test_receipts_and_attainment(self):
+        # Routes that meet the door leave receipts with their objective and
+        # the door's word; an outcome's TTFT counts toward the attainment.
+        items = [P.cr.RouteItem(block_hashes=[7, 8], objective="interactive",
+                                fairness_id="t", request_id="met"),
+                 P.cr.RouteItem(block_hashes=[7, 8], objective="batch", ttft_slo_ms=0.001,
+                                request_id="shed")]
+        routes = self.stub.Route(P.cr.RouteRequest(requests=items),
+                                 timeout=h.RPC_TIMEOUT).routes
+        self.assertEqual([d.door for d in routes], ["", "shed"])
+        r = self.stub.GetDecision(P.cr.GetDecisionRequest(request_id="shed"),
+                                  timeout=h.RPC_TIMEOUT)
+        self.assertEqual((r.objective, r.door, r.ttft_slo_ms), ("batch", "shed", 0.001))
+        self.stub.ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[
+            P.cr.Outcome(request_id="met", ttft_ms=150)]), timeout=h.RPC_TIMEOUT)
+        r = self.stub.GetDecision(P.cr.GetDecisionRequest(request_id="met"),
+                                  timeout=h.RPC_TIMEOUT)
+        self.assertEqual((r.objective, r.fairness_id, r.door, r.outcomes),
+                         ("interactive", "t", "", 1))
+        page = self.metrics()
+        self.assertIn('cacheroute_door_slo_met_total{objective="interactive"} 1', page)
+        self.assertIn('cacheroute_door_slo_attainment_ratio{objective="interactive"} 1', page)
+
 
 if __name__ == "__main__":
     h.main()
