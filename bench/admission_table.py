@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""The acceptance table of issue 33 from bench/admission.sh's OUT/all.tsv:
+per workload, at 0.7x and 1.5x cacheroute's capacity without the door,
+cacheroute-door's interactive goodput against the best peer's, its
+interactive attainment, critical requests shed, the heavy tenant's share
+of the batch work served, and at 0.7x what the door held or shed.
+
+usage: bench/admission_table.py OUT/all.tsv"""
+import sys
+
+PEERS = ('llmd-scorer', 'sglang-cache-aware', 'dynamo-kv', 'aibrix-prefix')
+COLS = ['x', 'workload', 'scale', 'policy', 'objective', 'requests', 'goodput', 'attainment',
+        'p99', 'shed', 'dropped', 'held', 'heavy_requests', 'heavy_served', 'light_requests',
+        'light_served', 'heavy_work', 'all_p99']
+
+rows = [dict(zip(COLS, l.rstrip('\n').split('\t'))) for l in open(sys.argv[1])]
+get = lambda w, x, p, o: next(r for r in rows if r['workload'] == w and r['x'] == x
+                              and r['policy'] == p and r['objective'] == o)
+print('| workload | load | door: interactive goodput (req/s) | best peer | its goodput | x best peer '
+      '(>= 1.5) | door: interactive attainment (>= 0.95) | without the door | critical shed '
+      '| heavy share of batch work served (<= 0.5) | batch shed / dropped / held |')
+print('|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|')
+for w in dict.fromkeys(r['workload'] for r in rows):
+    for x in ('0.7', '1.5'):
+        try:
+            door = get(w, x, 'cacheroute-door', 'interactive')
+        except StopIteration:
+            continue
+        best = max(PEERS, key=lambda p: float(get(w, x, p, 'interactive')['goodput']))
+        bg = float(get(w, x, best, 'interactive')['goodput'])
+        dg = float(door['goodput'])
+        batch = get(w, x, 'cacheroute-door', 'batch')
+        plain = get(w, x, 'cacheroute', 'interactive')
+        print('| %s | %sx | %.3f | %s | %.3f | %s | %.3f | %.3f | %.0f | %s | %.3f / %.3f / %.3f |' % (
+            w, x, dg, best, bg, '%.1f' % (dg / bg) if bg > 0 else 'inf', float(door['attainment']),
+            float(plain['attainment']), float(door['shed']) * float(door['requests']),
+            batch['heavy_work'], float(batch['shed']), float(batch['dropped']),
+            float(batch['held'])))
