@@ -87,7 +87,7 @@ typedef enum cr_route_access {
     CR_ROUTE_ACCESS_ANYONE
 } cr_route_access;
 
-#define CR_CONFIG_MAX_OPTIONS 128 /* rows over every composed table */
+#define CR_CONFIG_MAX_OPTIONS 192 /* rows over every composed table */
 
 typedef struct cr_config {
     cr_server_config server;
