@@ -76,10 +76,13 @@ static void drive(cr_dns_watch *w, ares_channel ch, lookup *l)
         }
         ares_socket_t socks[ARES_GETSOCK_MAXNUM];
         struct pollfd pf[ARES_GETSOCK_MAXNUM];
-        int bits = ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM), n = 0;
+        /* ares_getsock's bits read as unsigned: c-ares' own macros shift a
+         * signed 1 into the sign bit for the last socket. */
+        unsigned bits = (unsigned)ares_getsock(ch, socks, ARES_GETSOCK_MAXNUM);
+        int n = 0;
         for (int i = 0; i < ARES_GETSOCK_MAXNUM; i++) {
-            short ev = (short)((ARES_GETSOCK_READABLE(bits, i) ? POLLIN : 0) |
-                               (ARES_GETSOCK_WRITABLE(bits, i) ? POLLOUT : 0));
+            short ev = (short)((bits >> i & 1u ? POLLIN : 0) |
+                               (bits >> (i + ARES_GETSOCK_MAXNUM) & 1u ? POLLOUT : 0));
             if (ev)
                 pf[n++] = (struct pollfd){.fd = socks[i], .events = ev};
         }

@@ -136,6 +136,7 @@ class DnsDiscoveryTest(h.SidecarTestCase):
         self.assertGreaterEqual(self.metric('cacheroute_dns_resolutions_total{result="ok"}'), 3)
         self.assertEqual(self.metric('cacheroute_dns_sets_total{result="applied"}'), 1)
         self.assertEqual(self.metric("cacheroute_dns_endpoints"), 2)
+        self.sc.assert_clean_exit(self)  # the resolver's thread stops, nothing leaks
 
     def test_joins_and_removals_under_route_load(self):
         stop = threading.Event()
@@ -168,12 +169,15 @@ class DnsDiscoveryTest(h.SidecarTestCase):
         self.assertGreater(len(answered), 10)
         self.assertTrue(all(s < 2 * INTERVAL for s in took), took)
         version, rows = self.listed()
-        self.assertEqual(version, 4)
+        # Three changes; a resolution whose A and AAAA answers straddle a
+        # reload may add a mixed set between two (DNS is not atomic across
+        # record types), so at least three versions after the first.
+        self.assertGreaterEqual(version, 4)
         self.assertEqual(rows["[fd00::5]:8000"], ("[fd00::5]:8000", "active"))
         for gone in ("127.0.0.11:8000", "127.0.0.12:8000", "127.0.0.13:8000"):
             self.assertEqual(rows[gone][1], "gone")
         self.assertIn("[fd00::5]:8000", answered)
-        self.assertEqual(self.metric('cacheroute_dns_sets_total{result="applied"}'), 4)
+        self.assertEqual(self.metric('cacheroute_dns_sets_total{result="applied"}'), version)
 
     def test_server_down_keeps_the_set(self):
         before = self.listed()
@@ -189,6 +193,7 @@ class DnsDiscoveryTest(h.SidecarTestCase):
         self.dns = Dnsmasq(self.dir, ["127.0.0.15"], port=self.dns.port)
         h.poll(lambda: self.active() == ["127.0.0.15:8000"], 10, what="the set after the outage")
         self.sc.wait_for(lambda e: e.get("msg") == "dns resolution works again", 5)
+        self.sc.assert_clean_exit(self)
 
     def test_unknown_name_keeps_the_set(self):
         before = self.listed()
@@ -244,6 +249,7 @@ class DnsFlagsTest(h.SidecarTestCase):
             lambda e: e.get("msg") == "dns resolution failed, the set stays"))
         r = sc.stub().ListEndpoints(P.cr.ListEndpointsRequest(), timeout=h.RPC_TIMEOUT)
         self.assertEqual(len(r.endpoints), 0)
+        sc.assert_clean_exit(self)
 
 
 if __name__ == "__main__":
