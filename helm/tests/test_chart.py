@@ -55,6 +55,7 @@ SIDECAR_FLAGS = [
     "epp-listen", "epp-fallbacks", "epp-tokens", "epp-owner-header", "epp-max-body-bytes",
     "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests", "epp-max-buffered-bytes",
     "epp-base-model",
+    "kv-events-template", "endpoints-dns", "dns-interval", "dns-server",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -166,7 +167,8 @@ BACKEND_FLAGS = {
 POD_FLAGS = ["replica-id"]
 # Flags rendered from the top-level endpoints values (the mounted ConfigMap's
 # file), not from cacheroute.config.
-ENDPOINTS_FLAGS = ["endpoints-file"]
+ENDPOINTS_FLAGS = ["endpoints-file", "endpoints-dns", "dns-interval", "dns-server",
+                   "kv-events-template"]
 # epp key -> flag, rendered in mode epp only (--epp-listen from listenHost
 # and port).
 EPP_FLAGS = {
@@ -1212,6 +1214,42 @@ class ChartTest(unittest.TestCase):
                for i in range(1024)]
         _, by_kind = self.render_values({"endpoints": {"list": big}})
         self.check_endpoints_file(configmap(by_kind, "cr-cacheroute-endpoints"), big)
+
+    def test_endpoints_dns(self):
+        """endpoints.dns renders --endpoints-dns and its flags, no ConfigMap;
+        one source only; the template only with dns."""
+        _, by_kind = self.render_values({"mode": "standalone", "endpoints": {
+            "dns": "vllm.serving.svc.cluster.local:8000", "dnsInterval": 2,
+            "dnsServer": "[fd00::53]:53", "kvEventsTemplate": "tcp://{ip}:5557"}})
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual({k: v for k, v in env.items() if "DNS" in k or "TEMPLATE" in k},
+                         {"CACHEROUTE_ENDPOINTS_DNS": "vllm.serving.svc.cluster.local:8000",
+                          "CACHEROUTE_DNS_INTERVAL": "2",
+                          "CACHEROUTE_DNS_SERVER": "[fd00::53]:53",
+                          "CACHEROUTE_KV_EVENTS_TEMPLATE": "tcp://{ip}:5557"})
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env)
+        self.assertNotIn("ConfigMap", by_kind)
+        _, by_kind = self.render_values({"endpoints": {"dns": "vllm:8000"}})
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_DNS"], "vllm:8000")
+        for unset in ("CACHEROUTE_DNS_INTERVAL", "CACHEROUTE_DNS_SERVER",
+                      "CACHEROUTE_KV_EVENTS_TEMPLATE"):
+            self.assertNotIn(unset, env)
+        ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}
+        for endpoints, message in [
+                ({"dns": "vllm:8000", "list": [ep]}, "give one endpoint source"),
+                ({"dns": "vllm:8000", "existingConfigMap": "fleet"}, "give one endpoint source"),
+                ({"kvEventsTemplate": "tcp://{ip}:1"}, "endpoints.kvEventsTemplate needs endpoints.dns"),
+                ({"dns": "vllm"}, "endpoints.dns: Does not match pattern"),
+                ({"dns": "vllm:1", "dnsInterval": 0}, "endpoints.dnsInterval"),
+                ({"dns": "vllm:1", "dnsServer": "localhost:53"}, "endpoints.dnsServer"),
+                ({"dns": "vllm:1", "kvEventsTemplate": "tcp://x:1"}, "endpoints.kvEventsTemplate")]:
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+                yaml.safe_dump({"endpoints": endpoints}, f)
+                f.flush()
+                p = helm("template", "cr", CHART, "-f", f.name, check=False)
+            self.assertNotEqual(p.returncode, 0, endpoints)
+            self.assertIn(message, p.stderr, endpoints)
 
     def test_endpoints_render_failures(self):
         ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}

@@ -242,6 +242,10 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - replica-id
 - state-backend-password-file
 - endpoints-file
+- endpoints-dns
+- dns-interval
+- dns-server
+- kv-events-template
 - epp-listen
 {{- end }}
 
@@ -565,6 +569,7 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- if include "cacheroute.endpointsSource" . }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-file") "value" (include "cacheroute.endpointsFile" .)) }}
 {{- end }}
+{{- $env = concat $env (include "cacheroute.dnsEnv" . | fromYamlArray) }}
 {{- if .Values.cacheroute.nvidia.enabled }}
 {{- $env = append $env (dict "name" "NVIDIA_VISIBLE_DEVICES" "value" (toString .Values.cacheroute.nvidia.visibleDevices)) }}
 {{- $env = append $env (dict "name" "NVIDIA_DRIVER_CAPABILITIES" "value" .Values.cacheroute.nvidia.driverCapabilities) }}
@@ -830,6 +835,35 @@ neither, and on an id given twice (the schema checks each entry, not that).
 {{- fail "endpoints.enabled is true but endpoints.list is empty and endpoints.existingConfigMap is \"\": the sidecar would have no endpoints file. Give endpoints.list (at least one {id, address}) or endpoints.existingConfigMap, or leave endpoints.enabled null." }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+--endpoints-dns and its flags (endpoints.dns, dnsInterval, dnsServer,
+kvEventsTemplate) as env entries, none while endpoints.dns is "". Fails
+with an endpoints file (one source: the sidecar refuses both) and on a
+template without dns (the sidecar refuses that too).
+*/}}
+{{- define "cacheroute.dnsEnv" -}}
+{{- $ep := .Values.endpoints }}
+{{- $env := list }}
+{{- if $ep.dns }}
+{{- if include "cacheroute.endpointsSource" . }}
+{{- fail (printf "endpoints.dns (%s) and an endpoints file (endpoints.list or endpoints.existingConfigMap) are both set: give one endpoint source." $ep.dns) }}
+{{- end }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-dns") "value" $ep.dns) }}
+{{- if not (kindIs "invalid" $ep.dnsInterval) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "dns-interval") "value" (include "cacheroute.scalar" $ep.dnsInterval)) }}
+{{- end }}
+{{- if $ep.dnsServer }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "dns-server") "value" $ep.dnsServer) }}
+{{- end }}
+{{- if $ep.kvEventsTemplate }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" $ep.kvEventsTemplate) }}
+{{- end }}
+{{- else if $ep.kvEventsTemplate }}
+{{- fail "endpoints.kvEventsTemplate needs endpoints.dns: an endpoints file names each endpoint's kv_events." }}
+{{- end }}
+{{- toYaml $env }}
 {{- end }}
 
 {{/*
