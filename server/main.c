@@ -516,6 +516,17 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 
+/* With --scrape-interval above 0, the engines' /metrics scraper over the
+ * built core (its own thread, never on an RPC's path); 0, or -1 with e. */
+static int start_scrape(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (cfg->scrape.interval_s <= 0)
+        return 0;
+    cr_scrape_hooks hooks = cr_observe_scrape_hooks(&s->observer);
+    s->observer.scrape = cr_scrape_start(&cfg->scrape, s->handlers.core, &hooks, e);
+    return s->observer.scrape ? 0 : -1;
+}
+
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
 static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
 {
@@ -589,7 +600,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL};
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
@@ -597,7 +608,8 @@ static int run(const cr_config *cfg, json_t *nofile)
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
                start_endpoints(cfg, &s, &e) != 0 || start_replica(cfg, &s, &e) != 0 ||
-                   start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
+                   start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0 ||
+                   start_scrape(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -610,6 +622,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     }
     cr_epp_free(s.epp);                  /* before the core it routes with */
     cr_kv_stop(s.observer.kv);           /* before the core it feeds */
+    cr_scrape_stop(s.observer.scrape);   /* likewise */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);

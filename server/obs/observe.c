@@ -384,4 +384,6 @@ void cr_observe_gauges(void *ctx, cr_page *p)
         cr_observe_kv_gauges(o->kv, p);
     if (o->epp)
         cr_observe_epp_gauges(o->epp, p);
+    if (o->scrape)
+        cr_observe_scrape_gauges(o->scrape, p);
 }
