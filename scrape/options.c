@@ -1,5 +1,6 @@
-/* The scraper's settings (option rows, group "scrape") and where a scrape
- * goes: an endpoint's address made the URL of its /metrics. */
+/* The scraper's settings (option rows, group "scrape"; --scrape-interval
+ * is the route rule's row, which reads it too) and where a scrape goes: an
+ * endpoint's address made the URL of its /metrics. */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,11 +18,6 @@ static cr_status valid_path(const char *value, cr_error *err)
 #define AT(field) offsetof(cr_scrape_config, field)
 
 static const cr_option ROWS[] = {
-    {.name = "scrape-interval", .key = "interval_s", .type = CR_OPT_DOUBLE,
-     .offset = AT(interval_s), .def = 0.1, .min = 0, .max = 3600,
-     .help = "seconds between scrapes of every active endpoint's engine /metrics (vLLM's, "
-             "SGLang's waiting and running requests, KV cache use, blocks, LoRA adapters), "
-             "counted from the end of the last round; 0 = off"},
     {.name = "scrape-timeout", .key = "timeout_s", .type = CR_OPT_DOUBLE, .offset = AT(timeout_s),
      .def = 0, .min = 0, .max = 60,
      .help = "seconds one endpoint's scrape may take (connect included); 0 = --scrape-interval"},

@@ -520,10 +520,12 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
  * built core (its own thread, never on an RPC's path); 0, or -1 with e. */
 static int start_scrape(const cr_config *cfg, sidecar *s, cr_error *e)
 {
-    if (cfg->scrape.interval_s <= 0)
+    cr_scrape_config sc = cfg->scrape;
+    sc.interval_s = cfg->core.route.scrape_interval_s; /* the rule's row: one flag */
+    if (sc.interval_s <= 0)
         return 0;
     cr_scrape_hooks hooks = cr_observe_scrape_hooks(&s->observer);
-    s->observer.scrape = cr_scrape_start(&cfg->scrape, s->handlers.core, &hooks, e);
+    s->observer.scrape = cr_scrape_start(&sc, s->handlers.core, &hooks, e);
     return s->observer.scrape ? 0 : -1;
 }
 

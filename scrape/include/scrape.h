@@ -76,15 +76,19 @@ cr_status cr_scrape_parse(const char *body, size_t len, cr_engine_load *out, cr_
 /* ---- the settings (options.c) ---------------------------------------------- */
 
 typedef struct cr_scrape_config {
-    double interval_s; /* --scrape-interval; 0 = off */
+    /* --scrape-interval; 0 = off. Not a row of cr_scrape_options: the
+     * route rule's (route.h, cr_route_config's scrape_interval_s), which
+     * judges a load stale by it; the caller copies it here. */
+    double interval_s;
     double timeout_s;  /* --scrape-timeout, one endpoint's GET; 0 = the interval */
     char *path;        /* --scrape-path, starts with '/' */
     uint32_t port;     /* --scrape-port; 0 = the endpoint address's own */
     uint64_t max_bytes; /* --scrape-max-bytes, one body */
 } cr_scrape_config;
 
-/* The rows (group "scrape"): defaults 0.1 s, the interval, "/metrics", 0,
- * 1 MiB. */
+/* The rows (group "scrape"): --scrape-timeout (0: the interval),
+ * --scrape-path ("/metrics"), --scrape-port (0), --scrape-max-bytes
+ * (1 MiB). */
 extern const cr_option_table cr_scrape_options;
 
 /* The timeout a scrape gets: timeout_s, or the interval when 0. Pure. */

@@ -163,6 +163,7 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .receipted = receipted,
                            .state = state,
                            .members = cr_observe_members,
+                           .block_size = cr_observe_block_size,
                            .ctx = o};
 }
 

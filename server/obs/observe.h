@@ -88,6 +88,10 @@ void cr_observe_epp_gauges(cr_epp *e, cr_page *page);
  * a minute a shard, scrape.h), and the cacheroute_engine_scrape* families
  * (none while scraping is off). */
 cr_scrape_hooks cr_observe_scrape_hooks(cr_observer *o);
+/* The core's block_size hook: a scraped engine's KV block size other than
+ * --block-tokens, logged (the core reports it once a shard). */
+void cr_observe_block_size(void *ctx, uint32_t shard, uint32_t block_size,
+                           uint32_t block_tokens);
 void cr_observe_scrape_gauges(cr_scraper *s, cr_page *page);
 
 /* observe_route.c: the cacheroute_routes_placed_total{reason},

@@ -15,6 +15,14 @@ static void report(void *ctx, const cr_scrape_report *r)
                      "failures", (json_int_t)r->count));
 }
 
+void cr_observe_block_size(void *ctx, uint32_t shard, uint32_t block_size, uint32_t block_tokens)
+{
+    (void)ctx;
+    cr_log(CR_LOG_WARN, "engine KV block size differs from --block-tokens",
+           json_pack("{s:i,s:i,s:i}", "shard", (int)shard, "block_size", (int)block_size,
+                     "block_tokens", (int)block_tokens));
+}
+
 cr_scrape_hooks cr_observe_scrape_hooks(cr_observer *o)
 {
     return (cr_scrape_hooks){.report = report, .ctx = o};
