@@ -141,6 +141,47 @@ class ScrapeTest(h.SidecarTestCase):
         self.assertEqual(logged, {"parse", "timeout", "too_big", "connect"})
         sc.assert_clean_exit(self)
 
+    def test_long_queue_moves_routes(self):
+        """docs/routing.md, "Engine load": an engine that says it holds 200
+        requests the router did not send takes (almost) no new route while
+        its load is fresh; once its /metrics stops answering sense, the load
+        goes stale within two intervals and the router's own view (which
+        sees little on it) sends it routes again."""
+        engines = self.engines(3)
+        sc, port = self.start(engines, "--route-by", "ttft")
+        stub = sc.stub()
+        owner = [0]
+
+        def shards(n):
+            """The shards of n Route calls, each a new owner and prompt."""
+            got = [0, 0, 0]
+            for _ in range(n):
+                owner[0] += 1
+                o = owner[0]
+                req = P.cr.RouteRequest(requests=[P.cr.RouteItem(
+                    owner=o, block_hashes=[o * 1000 + k for k in range(8)])])
+                got[stub.Route(req, timeout=h.RPC_TIMEOUT).routes[0].shard] += 1
+            return got
+
+        def scraped_again(times=3):
+            base = [e.scrapes for e in engines]
+            h.poll(lambda: all(e.scrapes >= b + times for e, b in zip(engines, base)), 10,
+                   what="%d more scrapes an engine" % times)
+
+        scraped_again()
+        before = shards(30)
+        self.assertGreaterEqual(before[0], 5, before)  # all idle: shard 0 takes its share
+        engines[0].waiting = 200
+        scraped_again()
+        busy = shards(60)
+        self.assertLessEqual(busy[0], 2, busy)
+        engines[0].metrics_body = b"garbage\n"  # its load now stales
+        scraped_again()
+        after = shards(30)
+        self.assertGreaterEqual(after[0], 10, after)
+        self.assertGreater(failures(port)["parse"], 0)
+        sc.assert_clean_exit(self)
+
 
 if __name__ == "__main__":
     h.main()
