@@ -11,6 +11,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,32 +113,47 @@ static void failed(cr_scraper *s, slot *sl, uint32_t shard, cr_scrape_reason why
     sl->unreported = 0;
 }
 
+/* Why a finished transfer of slot sl failed (CR_SCRAPE_N_REASONS: it did
+ * not), in words into why (size bytes) when it did. */
+static cr_scrape_reason transfer_failure(const slot *sl, CURLcode rc, char *why, size_t size)
+{
+    long status = 0;
+    curl_easy_getinfo(sl->easy, CURLINFO_RESPONSE_CODE, &status);
+    const char *words = sl->error[0] ? sl->error : curl_easy_strerror(rc);
+    cr_scrape_reason r = CR_SCRAPE_N_REASONS;
+    if (sl->too_big || rc == CURLE_FILESIZE_EXCEEDED) {
+        r = CR_SCRAPE_TOO_BIG;
+        words = "body past --scrape-max-bytes";
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        r = CR_SCRAPE_TIMEOUT;
+    } else if (rc != CURLE_OK) {
+        r = CR_SCRAPE_CONNECT;
+    } else if (status != 200) {
+        snprintf(why, size, "HTTP status %ld", status);
+        return CR_SCRAPE_STATUS;
+    }
+    snprintf(why, size, "%s", words);
+    return r;
+}
+
 /* A finished transfer of slot shard: its load to the core, or a failure. */
 static void finished(cr_scraper *s, uint32_t shard, CURLcode rc)
 {
     slot *sl = &s->slots[shard];
-    long status = 0;
-    curl_easy_getinfo(sl->easy, CURLINFO_RESPONSE_CODE, &status);
-    if (sl->too_big || rc == CURLE_FILESIZE_EXCEEDED)
-        return failed(s, sl, shard, CR_SCRAPE_TOO_BIG, "body past --scrape-max-bytes");
-    if (rc == CURLE_OPERATION_TIMEDOUT)
-        return failed(s, sl, shard, CR_SCRAPE_TIMEOUT, sl->error[0] ? sl->error : "timed out");
-    if (rc != CURLE_OK)
-        return failed(s, sl, shard, CR_SCRAPE_CONNECT,
-                      sl->error[0] ? sl->error : curl_easy_strerror(rc));
-    if (status != 200) {
-        char why[48];
-        snprintf(why, sizeof why, "HTTP status %ld", status);
-        return failed(s, sl, shard, CR_SCRAPE_STATUS, why);
-    }
+    char why[CURL_ERROR_SIZE];
+    cr_scrape_reason r = transfer_failure(sl, rc, why, sizeof why);
     cr_engine_load load;
     cr_error err;
-    if (cr_scrape_parse(sl->body, sl->len, &load, &err) != CR_OK)
-        return failed(s, sl, shard, CR_SCRAPE_PARSE, err.msg);
-    load.at_s = cr_core_now(s->core);
-    if (cr_core_engine_load(s->core, shard, &load, &err) != CR_OK)
-        return failed(s, sl, shard, CR_SCRAPE_REFUSED, err.msg);
-    atomic_fetch_add(&s->ok, 1);
+    if (r != CR_SCRAPE_N_REASONS) {
+        failed(s, sl, shard, r, why);
+    } else if (cr_scrape_parse(sl->body, sl->len, &load, &err) != CR_OK) {
+        failed(s, sl, shard, CR_SCRAPE_PARSE, err.msg);
+    } else if (load.at_s = cr_core_now(s->core),
+               cr_core_engine_load(s->core, shard, &load, &err) != CR_OK) {
+        failed(s, sl, shard, CR_SCRAPE_REFUSED, err.msg);
+    } else {
+        atomic_fetch_add(&s->ok, 1);
+    }
 }
 
 /* Readies slot shard's transfer to url; 0, or -1 when curl cannot. */
