@@ -303,12 +303,14 @@ static const cr_option_part SERVER_PART[] = {{&cr_server_options, 0}};
 static const cr_option_part REPLICA_PART[] = {{&cr_replica_options, 0}};
 static const cr_option_part EPP_PART[] = {{&cr_epp_server_options, 0}};
 static const cr_option_part DISCOVER_PART[] = {{&cr_discover_options, 0}};
+static const cr_option_part SCRAPE_PART[] = {{&cr_scrape_options, 0}};
 static const cr_option_group GROUPS[] = {
     {SERVER_PART, 1, offsetof(cr_config, server)},
     {cr_core_parts, CR_CORE_N_PARTS, offsetof(cr_config, core)},
     {REPLICA_PART, 1, offsetof(cr_config, replica)},
     {EPP_PART, 1, offsetof(cr_config, epp)},
     {DISCOVER_PART, 1, offsetof(cr_config, discover)},
+    {SCRAPE_PART, 1, offsetof(cr_config, scrape)},
 };
 const cr_composition cr_config_composition = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "options.h"
 #include "replica.h"
+#include "scrape.h"
 
 /* The gRPC server's own settings (its rows: cr_server_options). */
 typedef struct cr_server_config {
@@ -96,6 +97,7 @@ typedef struct cr_config {
     cr_replica_config replica;
     cr_epp_server_config epp;
     cr_discover_config discover;
+    cr_scrape_config scrape;
     /* CR_SOURCE_* of each row, in --help order (cr_config_composition's
      * walk). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];
@@ -110,7 +112,8 @@ cr_status cr_config_kv_engines(const cr_config *cfg, cr_kv_engine *out, size_t *
                                cr_error *err);
 
 /* The composition, in --help order: the server's rows, the core's parts
- * (core.h), the replica's, the endpoint picker's, discovery's. Names are unique over all of them. */
+ * (core.h), the replica's, the endpoint picker's, discovery's, the
+ * scraper's. Names are unique over all of them. */
 extern const cr_composition cr_config_composition;
 
 /* Fills cfg: every row's default, then each variable whose flag is not on

@@ -516,6 +516,19 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     return n == 0 || s->observer.kv ? 0 : -1;
 }
 
+/* With --scrape-interval above 0, the engines' /metrics scraper over the
+ * built core (its own thread, never on an RPC's path); 0, or -1 with e. */
+static int start_scrape(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    cr_scrape_config sc = cfg->scrape;
+    sc.interval_s = cfg->core.route.scrape_interval_s; /* the rule's row: one flag */
+    if (sc.interval_s <= 0)
+        return 0;
+    cr_scrape_hooks hooks = cr_observe_scrape_hooks(&s->observer);
+    s->observer.scrape = cr_scrape_start(&sc, s->handlers.core, &hooks, e);
+    return s->observer.scrape ? 0 : -1;
+}
+
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
 static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
 {
@@ -608,8 +621,8 @@ static int run(const cr_config *cfg, json_t *nofile)
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
                start_endpoints(cfg, &s, &e) != 0 || start_dns(cfg, &s, &e) != 0 ||
-                   start_replica(cfg, &s, &e) != 0 ||
-                   start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
+                   start_replica(cfg, &s, &e) != 0 || start_kv(cfg, &s, &e) != 0 ||
+                   start_picker(cfg, &s, &e) != 0 || start_scrape(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -622,6 +635,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     }
     cr_epp_free(s.epp);                  /* before the core it routes with */
     cr_kv_stop(s.observer.kv);           /* before the core it feeds */
+    cr_scrape_stop(s.observer.scrape);   /* likewise */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
     cr_dns_watch_stop(s.observer.dns);             /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */

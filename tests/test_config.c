@@ -360,6 +360,7 @@ static void test_defaults_come_from_rows(void)
     cr_replica_config_default(&from_components.replica);
     cr_options_defaults(&cr_epp_server_options, &from_components.epp);
     cr_options_defaults(&cr_discover_options, &from_components.discover);
+    cr_options_defaults(&cr_scrape_options, &from_components.scrape);
     CU_ASSERT_EQUAL_FATAL(load(&loaded, err, NULL, NULL, NULL), 0);
     json_t *j = cr_config_json(&loaded);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -475,6 +476,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"endpoints-dns", "vllm.default.svc:8000", "vllm:1", NULL, NULL},
         {"dns-server", "127.0.0.1:53", "[::1]:5353", NULL, NULL},
         {"kv-events-template", "tcp://{ip}:5557", "ipc:///run/{ip}", NULL, NULL},
+        {"scrape-path", "/metrics/engine", "/stats?format=prometheus", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {

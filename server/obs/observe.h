@@ -13,6 +13,7 @@
 #include "kvevents.h"
 #include "metrics.h"
 #include "replica.h"
+#include "scrape.h"
 #include "watch_decisions.h"
 
 /* Where the reports go and the gauges come from. */
@@ -26,6 +27,7 @@ typedef struct cr_observer {
     cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
     cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
     cr_dns_watch *dns;     /* --endpoints-dns', once started; NULL without */
+    cr_scraper *scrape;    /* the engines' /metrics scraper, once started; NULL when off */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -88,6 +90,16 @@ void cr_observe_discover_gauges(const cr_observer *o, cr_page *page);
 /* observe_epp.c: the endpoint picker's cacheroute_epp_* families (streams,
  * routes, outcomes, body bytes, errors by reason, tokenizer fallbacks). */
 void cr_observe_epp_gauges(cr_epp *e, cr_page *page);
+
+/* observe_scrape.c: hooks that log a shard's failed scrapes (at most once
+ * a minute a shard, scrape.h), and the cacheroute_engine_scrape* families
+ * (none while scraping is off). */
+cr_scrape_hooks cr_observe_scrape_hooks(cr_observer *o);
+/* The core's block_size hook: a scraped engine's KV block size other than
+ * --block-tokens, logged (the core reports it once a shard). */
+void cr_observe_block_size(void *ctx, uint32_t shard, uint32_t block_size,
+                           uint32_t block_tokens);
+void cr_observe_scrape_gauges(cr_scraper *s, cr_page *page);
 
 /* observe_route.c: the cacheroute_routes_placed_total{reason},
  * cacheroute_route_* gauges and the hit-prediction error counters. */
