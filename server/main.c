@@ -613,7 +613,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL, NULL};
+    s.observer = (cr_observer){.metrics = s.metrics, .watch = s.watch, .members = s.members};
     if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
