@@ -302,11 +302,13 @@ const cr_option_table cr_epp_server_options = CR_OPTION_TABLE("epp", EPP_ROWS);
 static const cr_option_part SERVER_PART[] = {{&cr_server_options, 0}};
 static const cr_option_part REPLICA_PART[] = {{&cr_replica_options, 0}};
 static const cr_option_part EPP_PART[] = {{&cr_epp_server_options, 0}};
+static const cr_option_part K8S_PART[] = {{&cr_k8s_options, 0}};
 static const cr_option_group GROUPS[] = {
     {SERVER_PART, 1, offsetof(cr_config, server)},
     {cr_core_parts, CR_CORE_N_PARTS, offsetof(cr_config, core)},
     {REPLICA_PART, 1, offsetof(cr_config, replica)},
     {EPP_PART, 1, offsetof(cr_config, epp)},
+    {K8S_PART, 1, offsetof(cr_config, k8s)},
 };
 const cr_composition cr_config_composition = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 
@@ -372,6 +374,10 @@ static cr_status check_all(const cr_config *cfg, cr_error *err)
         st = check_server(&cfg->server, err);
     if (st == CR_OK)
         st = check_kv_events(cfg, err);
+    if (st == CR_OK && *cfg->k8s.pool && *cfg->server.endpoints_file)
+        st = cr_fail(err, CR_EINVAL,
+                     "--endpoints-k8s-pool and --endpoints-file are two sources of the one "
+                     "endpoint set: give one");
     return st;
 }
 

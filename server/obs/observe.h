@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "discover.h"
 #include "endpoints_file.h"
 #include "epp.h"
 #include "kvevents.h"
@@ -24,6 +25,7 @@ typedef struct cr_observer {
     cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
     cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
     cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
+    cr_k8s *k8s;           /* --endpoints-k8s-pool's watcher, once started; NULL without */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -77,6 +79,11 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
  * cacheroute_endpoint* families (none before a set is given). */
 void cr_observe_members(void *ctx, const cr_core_members_event *ev);
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
+
+/* observe_discover.c: hooks that log the Kubernetes watcher's reports, and
+ * its cacheroute_k8s_* families (none without --endpoints-k8s-pool). */
+cr_k8s_hooks cr_observe_k8s_hooks(cr_observer *o);
+void cr_observe_k8s_gauges(cr_k8s *k, cr_page *page);
 
 /* observe_epp.c: the endpoint picker's cacheroute_epp_* families (streams,
  * routes, outcomes, body bytes, errors by reason, tokenizer fallbacks). */
