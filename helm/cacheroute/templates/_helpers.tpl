@@ -243,6 +243,11 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - state-backend-password-file
 - endpoints-file
 - epp-listen
+- endpoints-k8s-pool
+- kv-events-template
+- k8s-api
+- k8s-token-file
+- k8s-ca-file
 {{- end }}
 
 {{/*
@@ -565,6 +570,15 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- if include "cacheroute.endpointsSource" . }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-file") "value" (include "cacheroute.endpointsFile" .)) }}
 {{- end }}
+{{- if include "cacheroute.k8sDiscovery" . }}
+{{- $d := .Values.epp.discovery }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-k8s-pool") "value" (include "cacheroute.k8sPool" .)) }}
+{{- range $key, $flag := dict "kvEventsTemplate" "kv-events-template" "api" "k8s-api" "tokenFile" "k8s-token-file" "caFile" "k8s-ca-file" }}
+{{- with (get $d $key) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" $flag) "value" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if .Values.cacheroute.nvidia.enabled }}
 {{- $env = append $env (dict "name" "NVIDIA_VISIBLE_DEVICES" "value" (toString .Values.cacheroute.nvidia.visibleDevices)) }}
 {{- $env = append $env (dict "name" "NVIDIA_DRIVER_CAPABILITIES" "value" .Values.cacheroute.nvidia.driverCapabilities) }}
@@ -879,6 +893,31 @@ given; the sidecar refuses anything else in this mode).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+Kubernetes discovery (epp.discovery): "true" when on, "" when off. enabled
+null: on in mode epp unless the endpoints file is the source; true: on in
+mode epp, and an endpoints list or ConfigMap beside it fails rendering
+(the sidecar takes one source of endpoints).
+*/}}
+{{- define "cacheroute.k8sDiscovery" -}}
+{{- $d := .Values.epp.discovery }}
+{{- if eq .Values.mode "epp" }}
+{{- $file := include "cacheroute.endpointsSource" . }}
+{{- if and (eq (toString $d.enabled) "true") $file }}
+{{- fail "epp.discovery.enabled is true and endpoints are listed (endpoints.list or endpoints.existingConfigMap): the sidecar takes one source of endpoints, --endpoints-k8s-pool or --endpoints-file. Leave epp.discovery.enabled null (the list wins) or set endpoints.enabled=false." }}
+{{- end }}
+{{- if or (eq (toString $d.enabled) "true") (and (kindIs "invalid" $d.enabled) (not $file)) }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+--endpoints-k8s-pool: epp.discovery.pool, else the release namespace and
+the InferencePool's name.
+*/}}
+{{- define "cacheroute.k8sPool" -}}
+{{- .Values.epp.discovery.pool | default (printf "%s/%s" .Release.Namespace (include "cacheroute.inferencePoolName" .)) }}
 {{- end }}
 
 {{/*
