@@ -236,8 +236,12 @@ static watch_end watch(cr_k8s *k, int *events, cr_error *err)
     free(body);
     if (st != CR_OK)
         return WATCH_FAILED;
-    if (status == 410 || w.last == K8S_EVENT_GONE)
+    if (status == 410)
         return WATCH_RELIST;
+    if (w.last == K8S_EVENT_GONE) {
+        *err = w.err;
+        return WATCH_RELIST;
+    }
     if (status != 200)
         return WATCH_FAILED;
     if (w.last == K8S_EVENT_ERROR) {
@@ -260,7 +264,7 @@ static void *run(void *arg)
     double backoff = CR_K8S_RETRY_S;
     int listed = 0;
     while (!atomic_load(&k->stop)) {
-        cr_error err;
+        cr_error err = {0};
         int events = 0, ok = 0;
         double began = cr_mono_s();
         if (!listed) {
@@ -328,6 +332,10 @@ cr_k8s *cr_k8s_start(const cr_k8s_config *c, cr_core *core, const cr_k8s_hooks *
     const char *slash = c->pool ? strchr(c->pool, '/') : NULL;
     if (!slash)
         return cr_fail(err, CR_EINVAL, "--endpoints-k8s-pool must be NAMESPACE/NAME"), NULL;
+    /* here, before the thread: libcurl's global set-up is counted, never
+     * undone (the endpoint picker's tokenizer shares it) */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return cr_fail(err, CR_EINVAL, "libcurl cannot start"), NULL;
     cr_k8s *k = calloc(1, sizeof *k);
     if (!k)
         return cr_fail(err, CR_ENOMEM, "out of memory for --endpoints-k8s-pool"), NULL;

@@ -5,8 +5,10 @@ token checked), over loopback only: the first list, a watch's ADDED,
 a BOOKMARK (the next watch starts from its resourceVersion), 410 Gone (a
 relist), a pod going not ready (down), terminating (draining) and deleted
 (gone), a rotated token the sidecar does not have yet (401: refused,
-logged, the set kept; the file's new token read at the next try), and a
-pool left with no pod (the set kept). ListEndpoints is checked each time."""
+logged, the set kept; the file's new token read at the next try), a pool
+left with no pod (the set kept), an oversized watch event (refused, the
+set kept), a pool of two ports (IPv6 too) and the exclusion of
+--endpoints-file. ListEndpoints is checked each time."""
 import os
 import shutil
 import sys
@@ -151,6 +153,26 @@ class K8sDiscoveryTest(h.SidecarTestCase):
         self.assertEqual(m["cacheroute_k8s_pods"], 1)  # vllm-pending
         self.sc.assert_clean_exit(self)
         self.assertLess(time.monotonic() - started, 60)
+
+    def test_oversized_event(self):
+        """A watch line past 4 MiB is never kept: the watch is dropped,
+        counted and logged, the set stays, and the next watch goes on."""
+        self.sc = self.start()
+        self.stub = self.sc.stub()
+        a = ("vllm-0", "10.1.0.1:8000", "active")
+        b = ("vllm-1", "10.1.0.2:8000", "active")
+        self.wait_listed([a, b], "the first list")
+        h.poll(lambda: self.api.watchers, WAIT_S, what="a watch open")
+        self.api.raw_line('{"type":"ADDED","object":{"x":"' + "y" * (5 << 20) + '"}}')
+        failed = self.sc.wait_for(
+            lambda e: e.get("msg") == "kubernetes discovery failed, the set stays", WAIT_S,
+            what="the oversized event's log line")
+        self.assertIn("a watch event longer than 4194304 bytes", failed["error"])
+        self.assertEqual(self.metrics()["cacheroute_k8s_errors_total"], 1)
+        self.assertEqual(self.listed(), [a, b])
+        self.api.add_pod("vllm-2", "10.1.0.3")
+        self.wait_listed([a, b, ("vllm-2", "10.1.0.3:8000", "active")], "vllm-2 added")
+        self.sc.assert_clean_exit(self)
 
     def test_two_ports_and_annotation(self):
         self.api.ports = [8000, 8001]

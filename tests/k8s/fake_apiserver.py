@@ -24,7 +24,8 @@ at start (its PEM is the CA the client trusts).
 
 Used in-process: FakeApiServer(tmpdir, token).start(); then add_pod,
 set_ready, mark_deleting, delete_pod, bookmark, expire (compact: open
-watches get 410), drop_watches (they end, as at their timeoutSeconds).
+watches get 410), drop_watches (they end, as at their timeoutSeconds),
+raw_line (any bytes as one watch line: an oversized event).
 """
 import copy
 import http.server
@@ -137,6 +138,13 @@ class FakeApiServer:
             for q in list(self.watchers):
                 q.put("gone")
 
+    def raw_line(self, text):
+        """Sends text as one line to every open watch (not kept: a watch
+        from an older version does not see it again)."""
+        with self.lock:
+            for q in list(self.watchers):
+                q.put(("raw", text))
+
     def drop_watches(self):
         with self.lock:
             for q in list(self.watchers):
@@ -238,11 +246,18 @@ class FakeApiServer:
                             break
                         if ev is None:
                             break
+                        if isinstance(ev, tuple):
+                            data = (ev[1] + "\n").encode()
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                            self.wfile.flush()
+                            continue
                         if ev == "gone":
                             self._line({"type": "ERROR", "object": status_body(
                                 410, "Expired", "too old resource version")})
                             break
                         self._line(ev)
+                except OSError:
+                    pass  # the client went away (an oversized line, a stop)
                 finally:
                     with fake.lock:
                         if events in fake.watchers:
