@@ -37,16 +37,18 @@ static cr_status valid_api(const char *value, cr_error *err)
                    value);
 }
 
+/* "" or a template holding {ip} (one address for every engine would be no
+ * engine's), at most an address's bytes with the longest IP in its place. */
 static cr_status valid_template(const char *value, cr_error *err)
 {
     char out[CR_ENDPOINT_ADDRESS_MAX + 1];
-    /* the longest IP a pod can have, bracketed */
-    if (cr_discover_kv_address(value, "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255", out,
-                               sizeof out, err) == CR_OK)
+    if (!*value || (strstr(value, "{ip}") &&
+                    cr_discover_kv_address(value, "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255",
+                                           out, sizeof out, err) == CR_OK))
         return CR_OK;
     return cr_fail(err, CR_EINVAL,
-                   "--kv-events-template must give at most %d bytes with an IP in place of "
-                   "{ip}, got \"%s\"",
+                   "--kv-events-template must hold {ip} and give at most %d bytes with an IP "
+                   "in its place, or be empty, got \"%s\"",
                    CR_ENDPOINT_ADDRESS_MAX, value);
 }
 
