@@ -136,6 +136,7 @@ static void test_endpoints(void)
                            .kv = "tcp://kv-b:7000"};
     p.v[p.n++] = (k8s_pod){.name = "pending", .ip = "", .ready = 0};
     p.v[p.n++] = (k8s_pod){.name = "done", .ip = "10.0.0.9", .ready = 0, .done = 1};
+    p.v[p.n] = (k8s_pod){.ready = 1};
     memcpy(p.v[p.n].name, longname, 201);
     snprintf(p.v[p.n++].ip, K8S_IP_MAX + 1, "10.0.0.8");
     k8s_endpoints(&p, &pool, "tcp://{ip}:5557", specs, ep, &n, &skipped);
