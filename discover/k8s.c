@@ -15,7 +15,7 @@
 
 struct cr_k8s {
     cr_core *core;
-    cr_k8s_hooks hooks;
+    cr_discover_hooks hooks;
     char *ns, *name, *token_file, *ca_file, *template;
     char base[1024];
     pthread_t thread;
@@ -53,7 +53,8 @@ static void count(cr_k8s *k, int what)
 static void say(cr_k8s *k, int level, const char *what, const char *detail)
 {
     if (k->hooks.log)
-        k->hooks.log(k->hooks.ctx, level, what, detail);
+        k->hooks.log(k->hooks.ctx, level, what, "--endpoints-k8s-pool",
+                     detail && *detail ? detail : NULL);
 }
 
 /* A failure: counted, logged at most once every CR_K8S_LOG_EVERY_S. */
@@ -326,10 +327,11 @@ void cr_k8s_stop(cr_k8s *k)
     free(k);
 }
 
-cr_k8s *cr_k8s_start(const cr_k8s_config *c, cr_core *core, const cr_k8s_hooks *hooks,
+cr_k8s *cr_k8s_start(const cr_discover_config *c, cr_core *core, const cr_discover_hooks *hooks,
                      cr_error *err)
 {
-    const char *slash = c->pool ? strchr(c->pool, '/') : NULL;
+    const char *pool = c->endpoints_k8s_pool;
+    const char *slash = pool && cr_k8s_pool_check(pool, err) == CR_OK ? strchr(pool, '/') : NULL;
     if (!slash)
         return cr_fail(err, CR_EINVAL, "--endpoints-k8s-pool must be NAMESPACE/NAME"), NULL;
     /* here, before the thread: libcurl's global set-up is counted, never
@@ -348,9 +350,9 @@ cr_k8s *cr_k8s_start(const cr_k8s_config *c, cr_core *core, const cr_k8s_hooks *
     k->core = core;
     if (hooks)
         k->hooks = *hooks;
-    k->ns = strdup(c->pool);
-    k->token_file = strdup(c->token_file ? c->token_file : "");
-    k->ca_file = strdup(c->ca_file ? c->ca_file : "");
+    k->ns = strdup(pool);
+    k->token_file = strdup(c->k8s_token_file ? c->k8s_token_file : "");
+    k->ca_file = strdup(c->k8s_ca_file ? c->k8s_ca_file : "");
     k->template = strdup(c->kv_events_template ? c->kv_events_template : "");
     k->pods.v = malloc(CR_K8S_MAX_PODS * sizeof *k->pods.v);
     k->specs = malloc(CR_ENDPOINTS_MAX * sizeof *k->specs);
@@ -360,8 +362,8 @@ cr_k8s *cr_k8s_start(const cr_k8s_config *c, cr_core *core, const cr_k8s_hooks *
         cr_k8s_stop(k);
         return cr_fail(err, CR_ENOMEM, "out of memory for --endpoints-k8s-pool"), NULL;
     }
-    k->ns[slash - c->pool] = '\0';
-    k->name = k->ns + (slash - c->pool) + 1;
+    k->ns[slash - pool] = '\0';
+    k->name = k->ns + (slash - pool) + 1;
     k->http = (k8s_http){.base = k->base, .token_file = k->token_file, .ca_file = k->ca_file,
                          .stop = &k->stop};
     if (cr_k8s_api_url(c, k->base, sizeof k->base, err) != CR_OK) {

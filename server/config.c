@@ -302,13 +302,13 @@ const cr_option_table cr_epp_server_options = CR_OPTION_TABLE("epp", EPP_ROWS);
 static const cr_option_part SERVER_PART[] = {{&cr_server_options, 0}};
 static const cr_option_part REPLICA_PART[] = {{&cr_replica_options, 0}};
 static const cr_option_part EPP_PART[] = {{&cr_epp_server_options, 0}};
-static const cr_option_part K8S_PART[] = {{&cr_k8s_options, 0}};
+static const cr_option_part DISCOVER_PART[] = {{&cr_discover_options, 0}};
 static const cr_option_group GROUPS[] = {
     {SERVER_PART, 1, offsetof(cr_config, server)},
     {cr_core_parts, CR_CORE_N_PARTS, offsetof(cr_config, core)},
     {REPLICA_PART, 1, offsetof(cr_config, replica)},
     {EPP_PART, 1, offsetof(cr_config, epp)},
-    {K8S_PART, 1, offsetof(cr_config, k8s)},
+    {DISCOVER_PART, 1, offsetof(cr_config, discover)},
 };
 const cr_composition cr_config_composition = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 
@@ -364,6 +364,22 @@ static cr_status check_kv_events(const cr_config *cfg, cr_error *err)
     return cr_config_kv_engines(cfg, engines, &n, err);
 }
 
+/* One endpoint source at most: each would replace the others' sets. */
+static cr_status check_sources(const cr_config *cfg, cr_error *err)
+{
+    const char *names[8];
+    size_t n = 0;
+    if (*cfg->server.endpoints_file)
+        names[n++] = "--endpoints-file";
+    n += cr_discover_sources(&cfg->discover, names + n, sizeof names / sizeof names[0] - n);
+    if (n > 1)
+        return cr_fail(err, CR_EINVAL,
+                       "%s and %s are exclusive: give one endpoint source, each would replace "
+                       "the other's endpoints",
+                       names[0], names[1]);
+    return CR_OK;
+}
+
 /* Every component's check, then the rules across components. */
 static cr_status check_all(const cr_config *cfg, cr_error *err)
 {
@@ -374,10 +390,8 @@ static cr_status check_all(const cr_config *cfg, cr_error *err)
         st = check_server(&cfg->server, err);
     if (st == CR_OK)
         st = check_kv_events(cfg, err);
-    if (st == CR_OK && *cfg->k8s.pool && *cfg->server.endpoints_file)
-        st = cr_fail(err, CR_EINVAL,
-                     "--endpoints-k8s-pool and --endpoints-file are two sources of the one "
-                     "endpoint set: give one");
+    if (st == CR_OK)
+        st = check_sources(cfg, err);
     return st;
 }
 

@@ -95,7 +95,7 @@ typedef struct cr_config {
     cr_core_config core;
     cr_replica_config replica;
     cr_epp_server_config epp;
-    cr_k8s_config k8s; /* --endpoints-k8s-pool and its companions (discover.h) */
+    cr_discover_config discover;
     /* CR_SOURCE_* of each row, in --help order (cr_config_composition's
      * walk). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];
@@ -110,7 +110,7 @@ cr_status cr_config_kv_engines(const cr_config *cfg, cr_kv_engine *out, size_t *
                                cr_error *err);
 
 /* The composition, in --help order: the server's rows, the core's parts
- * (core.h), the replica's, the endpoint picker's, Kubernetes discovery's. Names are unique over all of them. */
+ * (core.h), the replica's, the endpoint picker's, discovery's. Names are unique over all of them. */
 extern const cr_composition cr_config_composition;
 
 /* Fills cfg: every row's default, then each variable whose flag is not on

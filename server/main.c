@@ -526,15 +526,26 @@ static int start_endpoints(const cr_config *cfg, sidecar *s, cr_error *e)
     return s->observer.endpoints ? 0 : -1;
 }
 
+/* With --endpoints-dns, the set resolved once and then every
+ * --dns-interval (its own thread); 0, or -1 with e. */
+static int start_dns(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (!*cfg->discover.endpoints_dns)
+        return 0;
+    cr_discover_hooks hooks = cr_observe_discover_hooks(&s->observer);
+    s->observer.dns = cr_dns_watch_start(&cfg->discover, s->handlers.core, &hooks, e);
+    return s->observer.dns ? 0 : -1;
+}
+
 /* With --endpoints-k8s-pool, the pool's pods watched into the set on a
  * thread of their own (the first set comes once they are listed); 0, or
  * -1 with e. */
 static int start_k8s(const cr_config *cfg, sidecar *s, cr_error *e)
 {
-    if (!*cfg->k8s.pool)
+    if (!*cfg->discover.endpoints_k8s_pool)
         return 0;
-    cr_k8s_hooks hooks = cr_observe_k8s_hooks(&s->observer);
-    s->observer.k8s = cr_k8s_start(&cfg->k8s, s->handlers.core, &hooks, e);
+    cr_discover_hooks hooks = cr_observe_discover_hooks(&s->observer);
+    s->observer.k8s = cr_k8s_start(&cfg->discover, s->handlers.core, &hooks, e);
     return s->observer.k8s ? 0 : -1;
 }
 
@@ -601,14 +612,16 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL, NULL};
+    s.observer =
+        (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL, NULL, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
-               start_endpoints(cfg, &s, &e) != 0 || start_k8s(cfg, &s, &e) != 0 ||
+               start_endpoints(cfg, &s, &e) != 0 || start_dns(cfg, &s, &e) != 0 ||
+                   start_k8s(cfg, &s, &e) != 0 ||
                    start_replica(cfg, &s, &e) != 0 ||
                    start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
@@ -624,6 +637,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_epp_free(s.epp);                  /* before the core it routes with */
     cr_kv_stop(s.observer.kv);           /* before the core it feeds */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
+    cr_dns_watch_stop(s.observer.dns);             /* likewise */
     cr_k8s_stop(s.observer.k8s);                   /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);

@@ -11,7 +11,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   target_link_libraries(cacheroute-sidecar-hooked PRIVATE cacheroute_server)
   foreach(suite rpc errors health_reflection config lifecycle cli injection observability
                 outcomes abuse state tls resources stream replicas kv_events dashboard route
-                endpoints epp epp_demo k8s)
+                endpoints epp epp_demo discover k8s)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>

@@ -55,7 +55,8 @@ SIDECAR_FLAGS = [
     "epp-listen", "epp-fallbacks", "epp-tokens", "epp-owner-header", "epp-max-body-bytes",
     "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests", "epp-max-buffered-bytes",
     "epp-base-model",
-    "endpoints-k8s-pool", "kv-events-template", "k8s-api", "k8s-token-file", "k8s-ca-file",
+    "kv-events-template", "endpoints-dns", "dns-interval", "dns-server",
+    "endpoints-k8s-pool", "k8s-api", "k8s-token-file", "k8s-ca-file",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -167,7 +168,8 @@ BACKEND_FLAGS = {
 POD_FLAGS = ["replica-id"]
 # Flags rendered from the top-level endpoints values (the mounted ConfigMap's
 # file), not from cacheroute.config.
-ENDPOINTS_FLAGS = ["endpoints-file"]
+ENDPOINTS_FLAGS = ["endpoints-file", "endpoints-dns", "dns-interval", "dns-server",
+                   "kv-events-template"]
 # epp key -> flag, rendered in mode epp only (--epp-listen from listenHost
 # and port).
 EPP_FLAGS = {
@@ -183,10 +185,10 @@ EPP_FLAGS = {
 }
 EPP_HOST_FLAGS = ["epp-listen"]
 # epp.discovery key -> flag, rendered in mode epp with discovery on
-# (--endpoints-k8s-pool from pool, else the release's InferencePool).
+# (--endpoints-k8s-pool from pool, else the release's InferencePool;
+# --kv-events-template from endpoints.kvEventsTemplate, as for dns).
 K8S_FLAGS = {
     "pool": "endpoints-k8s-pool",
-    "kvEventsTemplate": "kv-events-template",
     "api": "k8s-api",
     "tokenFile": "k8s-token-file",
     "caFile": "k8s-ca-file",
@@ -1225,6 +1227,42 @@ class ChartTest(unittest.TestCase):
         _, by_kind = self.render_values({"endpoints": {"list": big}})
         self.check_endpoints_file(configmap(by_kind, "cr-cacheroute-endpoints"), big)
 
+    def test_endpoints_dns(self):
+        """endpoints.dns renders --endpoints-dns and its flags, no ConfigMap;
+        one source only; the template only with dns."""
+        _, by_kind = self.render_values({"mode": "standalone", "endpoints": {
+            "dns": "vllm.serving.svc.cluster.local:8000", "dnsInterval": 2,
+            "dnsServer": "[fd00::53]:53", "kvEventsTemplate": "tcp://{ip}:5557"}})
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual({k: v for k, v in env.items() if "DNS" in k or "TEMPLATE" in k},
+                         {"CACHEROUTE_ENDPOINTS_DNS": "vllm.serving.svc.cluster.local:8000",
+                          "CACHEROUTE_DNS_INTERVAL": "2",
+                          "CACHEROUTE_DNS_SERVER": "[fd00::53]:53",
+                          "CACHEROUTE_KV_EVENTS_TEMPLATE": "tcp://{ip}:5557"})
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env)
+        self.assertNotIn("ConfigMap", by_kind)
+        _, by_kind = self.render_values({"endpoints": {"dns": "vllm:8000"}})
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_DNS"], "vllm:8000")
+        for unset in ("CACHEROUTE_DNS_INTERVAL", "CACHEROUTE_DNS_SERVER",
+                      "CACHEROUTE_KV_EVENTS_TEMPLATE"):
+            self.assertNotIn(unset, env)
+        ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}
+        for endpoints, message in [
+                ({"dns": "vllm:8000", "list": [ep]}, "give one endpoint source"),
+                ({"dns": "vllm:8000", "existingConfigMap": "fleet"}, "give one endpoint source"),
+                ({"kvEventsTemplate": "tcp://{ip}:1"}, "endpoints.kvEventsTemplate needs endpoints.dns"),
+                ({"dns": "vllm"}, "endpoints.dns: Does not match pattern"),
+                ({"dns": "vllm:1", "dnsInterval": 0}, "endpoints.dnsInterval"),
+                ({"dns": "vllm:1", "dnsServer": "localhost:53"}, "endpoints.dnsServer"),
+                ({"dns": "vllm:1", "kvEventsTemplate": "tcp://x:1"}, "endpoints.kvEventsTemplate")]:
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+                yaml.safe_dump({"endpoints": endpoints}, f)
+                f.flush()
+                p = helm("template", "cr", CHART, "-f", f.name, check=False)
+            self.assertNotEqual(p.returncode, 0, endpoints)
+            self.assertIn(message, p.stderr, endpoints)
+
     def test_endpoints_render_failures(self):
         ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}
         cases = [
@@ -1373,7 +1411,12 @@ class ChartTest(unittest.TestCase):
         d = self.all_values["epp"]["discovery"]
         for key, flag in K8S_FLAGS.items():
             self.assertEqual(env[env_name(flag)], d[key], flag)
+        self.assertNotIn("CACHEROUTE_KV_EVENTS_TEMPLATE", env)
         self.assertEqual(one(by_kind, "Role")["metadata"]["namespace"], "llm")
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                            "--set-string", "endpoints.kvEventsTemplate=tcp://{ip}:5557")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_KV_EVENTS_TEMPLATE"], "tcp://{ip}:5557")
         self.assertEqual(one(by_kind, "RoleBinding")["subjects"][0]["namespace"], "serving")
         # a list is the source, or discovery is off: no RBAC, no token
         for args in (("-f", os.path.join(CI, "epp-values.yaml")),
@@ -1388,7 +1431,14 @@ class ChartTest(unittest.TestCase):
             self.assertIs(spec["automountServiceAccountToken"], False, args)
         self.render_fails(["-f", os.path.join(CI, "epp-values.yaml"),
                            "--set", "epp.discovery.enabled=true"],
-                          "epp.discovery.enabled is true and endpoints are listed")
+                          "epp.discovery.enabled is true and another endpoint source is set")
+        # endpoints.dns is a source too: discovery stays off beside it
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                            "--set", "endpoints.dns=vllm:8000")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_K8S_POOL", env)
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_DNS"], "vllm:8000")
+        self.assertNotIn("Role", by_kind)
 
     def test_epp_only_in_mode_epp(self):
         for args in ((), ("-f", os.path.join(CI, "all-options-values.yaml")),

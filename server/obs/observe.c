@@ -378,6 +378,7 @@ void cr_observe_gauges(void *ctx, cr_page *p)
     loop_gauges(o, p);
     cr_observe_route_gauges(core, p);
     cr_observe_endpoint_gauges(o, p);
+    cr_observe_discover_gauges(o, p);
     if (o->replica)
         cr_observe_replica_gauges(o->replica, p);
     if (o->kv)

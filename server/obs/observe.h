@@ -25,6 +25,7 @@ typedef struct cr_observer {
     cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
     cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
     cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
+    cr_dns_watch *dns;     /* --endpoints-dns', once started; NULL without */
     cr_k8s *k8s;           /* --endpoints-k8s-pool's watcher, once started; NULL without */
 } cr_observer;
 
@@ -80,10 +81,11 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
 void cr_observe_members(void *ctx, const cr_core_members_event *ev);
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
 
-/* observe_discover.c: hooks that log the Kubernetes watcher's reports, and
- * its cacheroute_k8s_* families (none without --endpoints-k8s-pool). */
-cr_k8s_hooks cr_observe_k8s_hooks(cr_observer *o);
-void cr_observe_k8s_gauges(cr_k8s *k, cr_page *page);
+/* observe_discover.c: hooks that log the discovery sources' reports,
+ * and their cacheroute_dns_* and cacheroute_k8s_* families (none without
+ * --endpoints-dns, --endpoints-k8s-pool). */
+cr_discover_hooks cr_observe_discover_hooks(cr_observer *o);
+void cr_observe_discover_gauges(const cr_observer *o, cr_page *page);
 
 /* observe_epp.c: the endpoint picker's cacheroute_epp_* families (streams,
  * routes, outcomes, body bytes, errors by reason, tokenizer fallbacks). */

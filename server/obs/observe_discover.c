@@ -1,18 +1,20 @@
-/* Kubernetes discovery: its reports as log lines, its figures as the
- * cacheroute_k8s_* families. */
+/* The discovery sources' reports: a log line for each (the sources
+ * already limit failures to one a minute), and their figures at scrape
+ * time. */
 #include "log.h"
 #include "observe.h"
 
-static void k8s_log(void *ctx, int level, const char *what, const char *detail)
+static void say(void *ctx, int level, const char *what, const char *source, const char *why)
 {
     (void)ctx;
     cr_log(level ? CR_LOG_WARN : CR_LOG_INFO, what,
-           *detail ? json_pack("{s:s}", "error", detail) : NULL);
+           why ? json_pack("{s:s,s:s}", "source", source, "detail", why)
+               : json_pack("{s:s}", "source", source));
 }
 
-cr_k8s_hooks cr_observe_k8s_hooks(cr_observer *o)
+cr_discover_hooks cr_observe_discover_hooks(cr_observer *o)
 {
-    return (cr_k8s_hooks){.log = k8s_log, .ctx = o};
+    return (cr_discover_hooks){.log = say, .ctx = o};
 }
 
 #define ROW(field, name, type, help) CR_OBSERVE_ROW(cr_k8s_stats, field, name, type, help)
@@ -39,9 +41,35 @@ static const cr_observe_row k8s_rows[] = {
 };
 #undef ROW
 
-void cr_observe_k8s_gauges(cr_k8s *k, cr_page *page)
+/* A counter family with a sample a result. */
+static void results(cr_page *p, const char *name, const char *help, const char *a, uint64_t va,
+                    const char *b, uint64_t vb)
 {
-    cr_k8s_stats st;
-    cr_k8s_stats_read(k, &st);
-    cr_observe_rows(page, k8s_rows, CR_OBSERVE_N(k8s_rows), &st);
+    cr_page_family(p, name, "counter", help);
+    cr_page_sample(p, name, a, (double)va);
+    cr_page_sample(p, name, b, (double)vb);
+}
+
+void cr_observe_discover_gauges(const cr_observer *o, cr_page *p)
+{
+    if (o->dns) {
+        cr_dns_stats st;
+        cr_dns_watch_stats(o->dns, &st);
+        results(p, "cacheroute_dns_resolutions_total",
+                "Resolutions of --endpoints-dns: ok (an address or more), or failed (the set "
+                "stays).",
+                "result=\"ok\"", st.resolved, "result=\"failed\"", st.failed);
+        results(p, "cacheroute_dns_sets_total",
+                "Sets of --endpoints-dns that differed from the last: applied, or refused by "
+                "the core (the set stays).",
+                "result=\"applied\"", st.applied, "result=\"refused\"", st.refused);
+        cr_page_family(p, "cacheroute_dns_endpoints", "gauge",
+                       "Addresses in the last answer to --endpoints-dns.");
+        cr_page_sample(p, "cacheroute_dns_endpoints", NULL, st.found);
+    }
+    if (o->k8s) {
+        cr_k8s_stats st;
+        cr_k8s_stats_read(o->k8s, &st);
+        cr_observe_rows(p, k8s_rows, CR_OBSERVE_N(k8s_rows), &st);
+    }
 }

@@ -1,7 +1,7 @@
 /* The endpoint set: a log line per change, and at scrape time the
  * endpoints by state, each one's state (at most CR_ROUTE_INDEX_MAX_SHARDS
  * samples, so a scrape stays small), the changes and the sessions they
- * moved, and the endpoints file's reads (Kubernetes discovery's own:
+ * moved, and the endpoints file's reads (discovery's own:
  * observe_discover.c). */
 #include <stdio.h>
 
@@ -110,6 +110,4 @@ void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *p)
         cr_page_sample(p, name, "result=\"applied\"", (double)applied);
         cr_page_sample(p, name, "result=\"refused\"", (double)refused);
     }
-    if (o->k8s)
-        cr_observe_k8s_gauges(o->k8s, p);
 }

@@ -127,7 +127,7 @@ class K8sDiscoveryTest(h.SidecarTestCase):
         failed = self.sc.wait_for(
             lambda e: e.get("msg") == "kubernetes discovery failed, the set stays", WAIT_S,
             what="the refusal's log line", start=start)
-        self.assertIn("401", failed["error"])
+        self.assertIn("401", failed["detail"])
         self.assertEqual(failed["level"], "warn")
         self.assertGreaterEqual(self.metrics()["cacheroute_k8s_errors_total"], 1)
         self.assertEqual(self.listed(), [a, c])
@@ -167,7 +167,7 @@ class K8sDiscoveryTest(h.SidecarTestCase):
         failed = self.sc.wait_for(
             lambda e: e.get("msg") == "kubernetes discovery failed, the set stays", WAIT_S,
             what="the oversized event's log line")
-        self.assertIn("a watch event longer than 4194304 bytes", failed["error"])
+        self.assertIn("a watch event longer than 4194304 bytes", failed["detail"])
         self.assertEqual(self.metrics()["cacheroute_k8s_errors_total"], 1)
         self.assertEqual(self.listed(), [a, b])
         self.api.add_pod("vllm-2", "10.1.0.3")
@@ -194,7 +194,7 @@ class K8sDiscoveryTest(h.SidecarTestCase):
         r = h.run_sidecar("--check-config", "--endpoints-file", path,
                           "--endpoints-k8s-pool", "llm/vllm-pool")
         self.assertEqual(r.returncode, 2)
-        self.assertIn("--endpoints-k8s-pool and --endpoints-file", r.stderr)
+        self.assertIn("--endpoints-file and --endpoints-k8s-pool are exclusive", r.stderr)
         r = h.run_sidecar("--check-config", "--endpoints-k8s-pool", "vllm-pool")
         self.assertEqual(r.returncode, 2)
         self.assertIn("NAMESPACE/NAME", r.stderr)

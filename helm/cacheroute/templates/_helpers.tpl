@@ -242,9 +242,12 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - replica-id
 - state-backend-password-file
 - endpoints-file
+- endpoints-dns
+- dns-interval
+- dns-server
+- kv-events-template
 - epp-listen
 - endpoints-k8s-pool
-- kv-events-template
 - k8s-api
 - k8s-token-file
 - k8s-ca-file
@@ -570,13 +573,17 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- if include "cacheroute.endpointsSource" . }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-file") "value" (include "cacheroute.endpointsFile" .)) }}
 {{- end }}
+{{- $env = concat $env (include "cacheroute.dnsEnv" . | fromYamlArray) }}
 {{- if include "cacheroute.k8sDiscovery" . }}
 {{- $d := .Values.epp.discovery }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-k8s-pool") "value" (include "cacheroute.k8sPool" .)) }}
-{{- range $key, $flag := dict "kvEventsTemplate" "kv-events-template" "api" "k8s-api" "tokenFile" "k8s-token-file" "caFile" "k8s-ca-file" }}
+{{- range $key, $flag := dict "api" "k8s-api" "tokenFile" "k8s-token-file" "caFile" "k8s-ca-file" }}
 {{- with (get $d $key) }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" $flag) "value" .) }}
 {{- end }}
+{{- end }}
+{{- with .Values.endpoints.kvEventsTemplate }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" .) }}
 {{- end }}
 {{- end }}
 {{- if .Values.cacheroute.nvidia.enabled }}
@@ -847,6 +854,35 @@ neither, and on an id given twice (the schema checks each entry, not that).
 {{- end }}
 
 {{/*
+--endpoints-dns and its flags (endpoints.dns, dnsInterval, dnsServer,
+kvEventsTemplate) as env entries, none while endpoints.dns is "". Fails
+with an endpoints file (one source: the sidecar refuses both) and on a
+template without dns (the sidecar refuses that too).
+*/}}
+{{- define "cacheroute.dnsEnv" -}}
+{{- $ep := .Values.endpoints }}
+{{- $env := list }}
+{{- if $ep.dns }}
+{{- if include "cacheroute.endpointsSource" . }}
+{{- fail (printf "endpoints.dns (%s) and an endpoints file (endpoints.list or endpoints.existingConfigMap) are both set: give one endpoint source." $ep.dns) }}
+{{- end }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-dns") "value" $ep.dns) }}
+{{- if not (kindIs "invalid" $ep.dnsInterval) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "dns-interval") "value" (include "cacheroute.scalar" $ep.dnsInterval)) }}
+{{- end }}
+{{- if $ep.dnsServer }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "dns-server") "value" $ep.dnsServer) }}
+{{- end }}
+{{- if $ep.kvEventsTemplate }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" $ep.kvEventsTemplate) }}
+{{- end }}
+{{- else if and $ep.kvEventsTemplate (not (include "cacheroute.k8sDiscovery" .)) }}
+{{- fail "endpoints.kvEventsTemplate needs endpoints.dns or epp.discovery (mode epp): an endpoints file names each endpoint's kv_events." }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
 The endpoints ConfigMap's name: the chart's <fullname>-endpoints, or
 endpoints.existingConfigMap.
 */}}
@@ -897,16 +933,16 @@ given; the sidecar refuses anything else in this mode).
 
 {{/*
 Kubernetes discovery (epp.discovery): "true" when on, "" when off. enabled
-null: on in mode epp unless the endpoints file is the source; true: on in
-mode epp, and an endpoints list or ConfigMap beside it fails rendering
-(the sidecar takes one source of endpoints).
+null: on in mode epp unless another source is set (the endpoints file,
+endpoints.dns); true: on in mode epp, and another source beside it fails
+rendering (the sidecar takes one source of endpoints).
 */}}
 {{- define "cacheroute.k8sDiscovery" -}}
 {{- $d := .Values.epp.discovery }}
 {{- if eq .Values.mode "epp" }}
-{{- $file := include "cacheroute.endpointsSource" . }}
+{{- $file := or (include "cacheroute.endpointsSource" .) .Values.endpoints.dns }}
 {{- if and (eq (toString $d.enabled) "true") $file }}
-{{- fail "epp.discovery.enabled is true and endpoints are listed (endpoints.list or endpoints.existingConfigMap): the sidecar takes one source of endpoints, --endpoints-k8s-pool or --endpoints-file. Leave epp.discovery.enabled null (the list wins) or set endpoints.enabled=false." }}
+{{- fail "epp.discovery.enabled is true and another endpoint source is set (endpoints.list, endpoints.existingConfigMap or endpoints.dns): the sidecar takes one source of endpoints. Leave epp.discovery.enabled null (the other source wins) or turn the other off." }}
 {{- end }}
 {{- if or (eq (toString $d.enabled) "true") (and (kindIs "invalid" $d.enabled) (not $file)) }}true{{ end }}
 {{- end }}
