@@ -30,10 +30,10 @@ struct cr_k8s {
     k8s_pods pods;
     cr_endpoint_spec *specs;
     k8s_endpoint *ep;
-    char *said_set;   /* the last set applied, as text ("" none yet) */
+    char *said_set;   /* the last set applied, as text; NULL none yet */
     double logged_at; /* when a failure was last logged; 0 never */
     int failing;      /* the last request failed */
-    int listed_once;
+    int listed_once;  /* a list was read: the next ones are relists */
 };
 
 enum { EV_LISTS, EV_RELISTS, EV_WATCHES, EV_EVENTS, EV_BOOKMARKS, EV_GONE, EV_ERRORS, EV_EMPTY,
