@@ -4,7 +4,7 @@
  * refusals, a list, each watch event (ADDED, MODIFIED, DELETED, BOOKMARK,
  * ERROR 410 and others, garbage), the endpoints they make (states, ids
  * with several ports, IPv6, the annotation over the template, pods left
- * out) and the KV-event template. */
+ * out; the template from --kv-events-template or a pod's annotation). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,27 +168,9 @@ static void test_endpoints(void)
     free(p.v);
 }
 
-static void test_kv_address(void)
-{
-    char out[32];
-    cr_error err;
-    CU_ASSERT_EQUAL(cr_discover_kv_address("tcp://{ip}:5557", "10.0.0.5", out, sizeof out, &err),
-                    CR_OK);
-    CU_ASSERT_STRING_EQUAL(out, "tcp://10.0.0.5:5557");
-    CU_ASSERT_EQUAL(cr_discover_kv_address("tcp://{ip}:1", "fd00::5", out, sizeof out, &err),
-                    CR_OK);
-    CU_ASSERT_STRING_EQUAL(out, "tcp://[fd00::5]:1");
-    CU_ASSERT_EQUAL(cr_discover_kv_address("", "10.0.0.5", out, sizeof out, &err), CR_OK);
-    CU_ASSERT_STRING_EQUAL(out, "");
-    CU_ASSERT_EQUAL(cr_discover_kv_address("tcp://{ip}:5557/{ip}", "10.100.200.250", out,
-                                           sizeof out, &err),
-                    CR_EINVAL);
-}
-
 static const cr_test_case pool_tests[] = {{"pool", test_pool}, {NULL, NULL}};
 static const cr_test_case pod_tests[] = {{"list and events", test_list_and_events},
                                          {"endpoints", test_endpoints},
-                                         {"kv address", test_kv_address},
                                          {NULL, NULL}};
 static const cr_test_suite suites[] = {{"k8s pool", pool_tests}, {"k8s pods", pod_tests}};
 CR_TEST_MAIN(suites)
