@@ -174,6 +174,26 @@ class K8sDiscoveryTest(h.SidecarTestCase):
         self.wait_listed([a, b, ("vllm-2", "10.1.0.3:8000", "active")], "vllm-2 added")
         self.sc.assert_clean_exit(self)
 
+    def test_gone_as_http_status(self):
+        """A watch answered HTTP 410 with a Status (not an ERROR event)
+        relists too."""
+        self.sc = self.start()
+        self.stub = self.sc.stub()
+        a = ("vllm-0", "10.1.0.1:8000", "active")
+        b = ("vllm-1", "10.1.0.2:8000", "active")
+        self.wait_listed([a, b], "the first list")
+        h.poll(lambda: self.api.watchers, WAIT_S, what="a watch open")
+        self.api.gone_as_status = True
+        self.api.expire(notify=False)
+        self.api.add_pod("vllm-2", "10.1.0.3", emit=False)  # only a relist sees it
+        self.api.drop_watches()
+        self.wait_listed([a, b, ("vllm-2", "10.1.0.3:8000", "active")], "the relist")
+        m = self.metrics()
+        self.assertEqual((m["cacheroute_k8s_gone_total"], m["cacheroute_k8s_relists_total"]),
+                         (1, 1))
+        self.assertEqual(m.get("cacheroute_k8s_errors_total"), 0)
+        self.sc.assert_clean_exit(self)
+
     def test_two_ports_and_annotation(self):
         self.api.ports = [8000, 8001]
         self.api.add_pod("vllm-9", "fd00::9",

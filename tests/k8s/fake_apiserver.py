@@ -59,7 +59,8 @@ class FakeApiServer:
         self.pods = {}           # name -> Pod object
         self.watchers = []       # queues of open watches
         self.history = []        # (resourceVersion, event) since the last compaction
-        self.requests = []       # (method, path, authorized) seen
+        self.requests = []       # (method, path, query, authorized) seen
+        self.gone_as_status = False  # a watch from a compacted version: HTTP 410
         self.cert = os.path.join(tmpdir, "apiserver.pem")
         self.key = os.path.join(tmpdir, "apiserver.key")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
@@ -81,7 +82,8 @@ class FakeApiServer:
         for q in list(self.watchers):
             q.put(ev)
 
-    def add_pod(self, name, ip, ready=True, labels=None, annotations=None):
+    def add_pod(self, name, ip, ready=True, labels=None, annotations=None, emit=True):
+        """emit False: no watch hears of it (as if compacted away)."""
         with self.lock:
             pod = {"kind": "Pod", "apiVersion": "v1",
                    "metadata": {"name": name, "namespace": self.namespace,
@@ -94,7 +96,7 @@ class FakeApiServer:
                               "conditions": [{"type": "Ready",
                                               "status": "True" if ready else "False"}]}}
             self.pods[name] = pod
-            if self._selected(pod):
+            if self._selected(pod) and emit:
                 self._emit("ADDED", pod)
 
     def _modify(self, name, fn):
@@ -128,14 +130,16 @@ class FakeApiServer:
             self._emit("BOOKMARK", {"kind": "Pod", "apiVersion": "v1",
                                     "metadata": {"resourceVersion": rv}}, keep=False)
 
-    def expire(self):
-        """Compacts history: every open watch (and any watch from an older
-        resourceVersion) is answered 410 Gone, as an ERROR event."""
+    def expire(self, notify=True):
+        """Compacts history: every open watch (notify) and any watch from an
+        older resourceVersion is answered 410 Gone, as an ERROR event (or,
+        with gone_as_status, a new watch as HTTP 410 with a Status, as some
+        servers and proxies do)."""
         with self.lock:
             self.compacted = self.rv + 1
             self.history = []
             self._next_rv()
-            for q in list(self.watchers):
+            for q in list(self.watchers) if notify else ():
                 q.put("gone")
 
     def raw_line(self, text):
@@ -224,6 +228,9 @@ class FakeApiServer:
                 events = queue.Queue()
                 with fake.lock:
                     gone = rv < fake.compacted
+                    if gone and fake.gone_as_status:
+                        return self._send(410, status_body(410, "Gone", "too old resource "
+                                                           "version: %d" % rv))
                     if not gone:
                         for at, ev in fake.history:
                             if at > rv:
