@@ -38,8 +38,8 @@ struct cr_dns_watch {
 /* One resolution's answer. */
 typedef struct lookup {
     int done, status;
-    size_t n;
-    cr_dns_addr v[CR_ENDPOINTS_MAX + 1]; /* one more than a set holds: refused */
+    size_t n, more; /* addresses kept, and those past v's room */
+    cr_dns_addr v[CR_ENDPOINTS_MAX];
 } lookup;
 
 static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo *res)
@@ -48,8 +48,11 @@ static void on_answer(void *arg, int status, int timeouts, struct ares_addrinfo 
     lookup *l = arg;
     l->done = 1;
     l->status = status;
-    for (struct ares_addrinfo_node *a = res ? res->nodes : NULL; a && l->n < CR_ENDPOINTS_MAX + 1;
-         a = a->ai_next) {
+    for (struct ares_addrinfo_node *a = res ? res->nodes : NULL; a; a = a->ai_next) {
+        if (l->n == CR_ENDPOINTS_MAX) { /* repeats or not: a set too large */
+            l->more++;
+            continue;
+        }
         cr_dns_addr *d = &l->v[l->n];
         memset(d, 0, sizeof *d);
         if (a->ai_family == AF_INET) {
@@ -114,7 +117,7 @@ static cr_status resolve(cr_dns_watch *w, lookup *l, cr_error *err)
     }
     struct ares_addrinfo_hints hints = {.ai_family = AF_UNSPEC};
     l->done = 0;
-    l->n = 0;
+    l->n = l->more = 0;
     ares_getaddrinfo(ch, w->name, NULL, &hints, on_answer, l);
     drive(w, ch, l);
     ares_destroy(ch); /* answers a lookup still open, so l is settled */
@@ -197,11 +200,18 @@ static void once(cr_dns_watch *w)
         free(l);
         return;
     }
-    size_t n = cr_dns_addrs_sort(l->v, l->n);
     pthread_mutex_lock(&w->lock);
     w->stats.resolved++;
-    w->stats.found = (uint32_t)n;
+    w->stats.found = (uint32_t)(l->n + l->more);
     pthread_mutex_unlock(&w->lock);
+    if (l->more) {
+        snprintf(err.msg, sizeof err.msg, "more than %d addresses (%zu)", CR_ENDPOINTS_MAX,
+                 l->n + l->more);
+        failed(w, 1, err.msg);
+        free(l);
+        return;
+    }
+    size_t n = cr_dns_addrs_sort(l->v, l->n);
     int was_failing = w->failing;
     w->failing = 0;
     apply(w, l->v, n);

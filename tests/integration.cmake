@@ -26,7 +26,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   # uninstrumented gRPC are suppressed (tsan.supp); races in our code are not.
   if(CR_SANITIZE STREQUAL "thread")
     foreach(suite rpc lifecycle health_reflection observability outcomes tls stream replicas
-                  kv_events route endpoints epp k8s)
+                  kv_events route endpoints epp discover k8s)
       set_tests_properties(integration_${suite} PROPERTIES
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")

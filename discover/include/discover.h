@@ -65,7 +65,8 @@ cr_status cr_discover_kv_address(const char *tmpl, const char *ip, char *out, si
  * endpoint with id = address = ip:port ([v6]:port), in address order, and
  * its kv_events from the template. A set that differs from the last one
  * given is given to the core. A failure (a timeout, SERVFAIL, NXDOMAIN,
- * no address) or a refused set keeps the last set: counted, and logged at
+ * no address) or a refused set (the core's refusal, or more than
+ * CR_ENDPOINTS_MAX addresses) keeps the last set: counted, and logged at
  * most once every CR_DNS_LOG_EVERY_S; the first answer after failures is
  * logged too. At start the name is resolved once before serving; a
  * failure then is logged, not fatal (pods may not be up yet). */

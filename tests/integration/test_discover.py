@@ -203,6 +203,19 @@ class DnsDiscoveryTest(h.SidecarTestCase):
         self.assertEqual(self.listed(), before)
         self.assertEqual(self.metric("cacheroute_dns_endpoints"), 2)  # the last answer's
 
+    def test_too_many_addresses_keep_the_set(self):
+        """1,030 addresses (over TCP: too many for a UDP answer) pass the
+        1,024 endpoints a set holds: refused whole, the set kept, said."""
+        before = self.listed()
+        self.dns.serve(["127.1.%d.%d" % (i // 250, i % 250 + 1) for i in range(1030)])
+        refused = 'cacheroute_dns_sets_total{result="refused"}'
+        h.poll(lambda: (self.metric(refused) or 0) >= 1, 10, what="the set refused")
+        self.assertEqual(self.listed(), before)
+        self.assertEqual(self.metric("cacheroute_dns_endpoints"), 1030)
+        said = self.sc.wait_for(lambda e: e.get("msg") == "dns endpoint set refused, the set stays",
+                                5)
+        self.assertIn("more than 1024 addresses (1030)", said["detail"])
+
 
 class DnsFlagsTest(h.SidecarTestCase):
     SHARED = False
