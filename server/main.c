@@ -550,6 +550,18 @@ static int start_dns(const cr_config *cfg, sidecar *s, cr_error *e)
     return s->observer.dns ? 0 : -1;
 }
 
+/* With --endpoints-k8s-pool, the pool's pods watched into the set on a
+ * thread of their own (the first set comes once they are listed); 0, or
+ * -1 with e. */
+static int start_k8s(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (!*cfg->discover.endpoints_k8s_pool)
+        return 0;
+    cr_discover_hooks hooks = cr_observe_discover_hooks(&s->observer);
+    s->observer.k8s = cr_k8s_start(&cfg->discover, s->handlers.core, &hooks, e);
+    return s->observer.k8s ? 0 : -1;
+}
+
 /* With --epp-listen, the endpoint picker over the built core; 0, or -1
  * with e. */
 static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
@@ -622,7 +634,8 @@ static int run(const cr_config *cfg, json_t *nofile)
     } else if (s.observer.core = s.handlers.core,
                start_endpoints(cfg, &s, &e) != 0 || start_dns(cfg, &s, &e) != 0 ||
                    start_replica(cfg, &s, &e) != 0 || start_kv(cfg, &s, &e) != 0 ||
-                   start_picker(cfg, &s, &e) != 0 || start_scrape(cfg, &s, &e) != 0) {
+                   start_k8s(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0 ||
+                   start_scrape(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -638,6 +651,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_scrape_stop(s.observer.scrape);   /* likewise */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
     cr_dns_watch_stop(s.observer.dns);             /* likewise */
+    cr_k8s_stop(s.observer.k8s);                   /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */

@@ -477,6 +477,10 @@ static int alternatives(const cr_option *o, alt *out)
         {"dns-server", "127.0.0.1:53", "[::1]:5353", NULL, NULL},
         {"kv-events-template", "tcp://{ip}:5557", "ipc:///run/{ip}", NULL, NULL},
         {"scrape-path", "/metrics/engine", "/stats?format=prometheus", NULL, NULL},
+        {"endpoints-k8s-pool", "llm/vllm-pool", "", NULL, NULL},
+        {"k8s-api", "https://127.0.0.1:6443", "https://[::1]:6443", NULL, NULL},
+        {"k8s-token-file", "/tmp/cr-k8s-token-a", "/tmp/cr-k8s-token-b", NULL, NULL},
+        {"k8s-ca-file", "/tmp/cr-k8s-ca-a.pem", "/tmp/cr-k8s-ca-b.pem", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {

@@ -25,6 +25,11 @@ typedef struct cr_discover_config {
     char *endpoints_dns;      /* --endpoints-dns NAME:PORT, "" = off */
     double dns_interval_s;    /* --dns-interval */
     char *dns_server;         /* --dns-server IP:PORT, "" = resolv.conf's */
+    /* ---- Kubernetes ---- */
+    char *endpoints_k8s_pool; /* --endpoints-k8s-pool NAMESPACE/NAME, "" = off */
+    char *k8s_api;            /* --k8s-api https://host:port, "" = in-cluster */
+    char *k8s_token_file;     /* --k8s-token-file */
+    char *k8s_ca_file;        /* --k8s-ca-file */
 } cr_discover_config;
 
 /* Its rows (top-level keys of the effective configuration); the table's
@@ -122,5 +127,70 @@ void cr_dns_watch_stats(cr_dns_watch *w, cr_dns_stats *out);
 /* Stops the thread (a resolution in progress is cancelled within about
  * 50 ms) and frees w. NULL ignored. Call before freeing the core. */
 void cr_dns_watch_stop(cr_dns_watch *w);
+
+/* ---- Kubernetes ------------------------------------------------------------ */
+
+/* --endpoints-k8s-pool NAMESPACE/NAME: the InferencePool's selector and
+ * target ports (GIE v1, inference.networking.k8s.io/v1), then the pods it
+ * selects, listed and watched over HTTPS with the service account's token
+ * (re-read for each request: it rotates) and CA. Each pod with an IP and
+ * target port is an endpoint: id the pod's name (NAME:PORT with several
+ * ports), address IP:PORT, stated (endpoints.h): ready ACTIVE, a
+ * deletionTimestamp DRAINING, not ready DOWN; kv_events the pod's
+ * CR_K8S_POD_ANNOTATION, else the template with its IP. */
+#define CR_K8S_POD_ANNOTATION "cacheroute.io/kv-events" /* a pod's own KV-event address */
+#define CR_K8S_MAX_PODS CR_ENDPOINTS_MAX    /* pods listed at once; more are an error */
+#define CR_K8S_MAX_PORTS 8                  /* a pool's targetPorts (GIE's bound) */
+#define CR_K8S_MAX_BODY (64u << 20)         /* bytes of a list or pool answer */
+#define CR_K8S_MAX_LINE (4u << 20)          /* bytes of one watch event */
+#define CR_K8S_WATCH_S 60                   /* a watch's timeoutSeconds; then re-watched */
+#define CR_K8S_REQUEST_S 30                 /* a list or get's whole time */
+#define CR_K8S_RETRY_S 1.0                  /* the first wait after a failure, doubled */
+#define CR_K8S_RETRY_MAX_S 30.0             /* up to this */
+#define CR_K8S_LOG_EVERY_S 60.0             /* failures are logged at most this often */
+
+/* NAMESPACE/NAME, each part 1..253 of [a-z0-9.-]: CR_OK, else CR_EINVAL
+ * "--endpoints-k8s-pool must be NAMESPACE/NAME ...". "" is CR_OK (off). */
+cr_status cr_k8s_pool_check(const char *value, cr_error *err);
+
+/* The API server's base URL (no trailing slash) into out: c->k8s_api,
+ * else https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (an IPv6
+ * host in brackets). CR_EINVAL "--endpoints-k8s-pool needs --k8s-api or
+ * KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT" when neither is
+ * set, or when it does not fit cap. */
+cr_status cr_k8s_api_url(const cr_discover_config *c, char *out, size_t cap, cr_error *err);
+
+/* Its figures since start. */
+typedef struct cr_k8s_stats {
+    uint64_t lists;     /* pod lists read (the first and each relist) */
+    uint64_t relists;   /* lists after the first: 410 Gone, a changed pool */
+    uint64_t watches;   /* watch requests opened */
+    uint64_t events;    /* ADDED, MODIFIED, DELETED events applied to the pods */
+    uint64_t bookmarks; /* BOOKMARK events (the resourceVersion moved on) */
+    uint64_t gone;      /* 410 Gone answers (the resourceVersion too old) */
+    uint64_t errors;    /* failed requests and refused answers: the set kept */
+    uint64_t empty;     /* sets of no endpoint, not applied (the last set kept) */
+    uint64_t applied;   /* sets applied to the core */
+    uint64_t pods;      /* pods known now (gauge) */
+} cr_k8s_stats;
+
+typedef struct cr_k8s cr_k8s;
+
+/* Starts the watcher of c->endpoints_k8s_pool for core on its own thread
+ * and returns at once: the first set applies when the first list has been
+ * read (until then the core has whatever it had). Its reports go to hooks
+ * with source "--endpoints-k8s-pool"; failures at most once every
+ * CR_K8S_LOG_EVERY_S. NULL with err for a bad pool name or API URL, out of
+ * memory, or no thread. c is copied; core and hooks->ctx must outlive the
+ * watcher; hooks may be NULL. */
+cr_k8s *cr_k8s_start(const cr_discover_config *c, cr_core *core, const cr_discover_hooks *hooks,
+                     cr_error *err);
+
+/* Its figures. Thread-safe. */
+void cr_k8s_stats_read(cr_k8s *k, cr_k8s_stats *out);
+
+/* Stops the thread (a request in flight is cut within about a second),
+ * frees. NULL is ignored. Call before freeing the core. */
+void cr_k8s_stop(cr_k8s *k);
 
 #endif

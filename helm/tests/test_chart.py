@@ -56,6 +56,7 @@ SIDECAR_FLAGS = [
     "epp-tokenize-timeout", "epp-body-mode", "epp-max-requests", "epp-max-buffered-bytes",
     "epp-base-model",
     "kv-events-template", "endpoints-dns", "dns-interval", "dns-server",
+    "endpoints-k8s-pool", "k8s-api", "k8s-token-file", "k8s-ca-file",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -183,6 +184,15 @@ EPP_FLAGS = {
     "baseModel": "epp-base-model",
 }
 EPP_HOST_FLAGS = ["epp-listen"]
+# epp.discovery key -> flag, rendered in mode epp with discovery on
+# (--endpoints-k8s-pool from pool, else the release's InferencePool;
+# --kv-events-template from endpoints.kvEventsTemplate, as for dns).
+K8S_FLAGS = {
+    "pool": "endpoints-k8s-pool",
+    "api": "k8s-api",
+    "tokenFile": "k8s-token-file",
+    "caFile": "k8s-ca-file",
+}
 BACKEND_URL = "redis://redis.serving.svc:6379/1"
 
 
@@ -321,14 +331,16 @@ class ChartTest(unittest.TestCase):
     def test_flags_table_covers_every_sidecar_flag(self):
         flags = (set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
                  | set(BACKEND_FLAGS.values()) | set(POD_FLAGS) | set(ENDPOINTS_FLAGS)
-                 | set(EPP_FLAGS.values()) | set(EPP_HOST_FLAGS))
+                 | set(EPP_FLAGS.values()) | set(EPP_HOST_FLAGS) | set(K8S_FLAGS.values()))
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
         self.assertEqual(set(self.defaults["cacheroute"]["stateBackend"]),
                          set(BACKEND_FLAGS) | {"passwordSecret"})
         self.assertEqual(set(self.defaults["epp"]),
-                         set(EPP_FLAGS) | {"listenHost", "port", "servicePort", "inferencePool"})
+                         set(EPP_FLAGS) | {"listenHost", "port", "servicePort", "inferencePool",
+                                           "discovery"})
+        self.assertEqual(set(self.defaults["epp"]["discovery"]), set(K8S_FLAGS) | {"enabled"})
 
     def test_all_options_file_sets_every_value(self):
         missing = []
@@ -1370,6 +1382,64 @@ class ChartTest(unittest.TestCase):
         _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false")
         self.assertNotIn("InferencePool", by_kind)
 
+    def test_epp_discovery(self):
+        """Mode epp without endpoints listed: the pool's pods are discovered,
+        with the RBAC that needs and the token mounted; with a list, or
+        epp.discovery.enabled=false, neither."""
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v")
+        spec = pod_spec(by_kind)
+        env = env_of(containers(spec)["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_K8S_POOL"], "serving/cr-cacheroute")
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env)
+        self.assertNotIn("CACHEROUTE_KV_EVENTS_TEMPLATE", env)  # "" = the binary's default
+        self.assertIs(spec["automountServiceAccountToken"], True)
+        role, binding = one(by_kind, "Role"), one(by_kind, "RoleBinding")
+        self.assertEqual(role["metadata"]["namespace"], "serving")
+        self.assertEqual(role["rules"], [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"],
+             "verbs": ["get", "list", "watch"]}])
+        self.assertEqual(binding["roleRef"], {"apiGroup": "rbac.authorization.k8s.io",
+                                              "kind": "Role", "name": role["metadata"]["name"]})
+        self.assertEqual(binding["subjects"], [{"kind": "ServiceAccount",
+                                                "name": spec["serviceAccountName"],
+                                                "namespace": "serving"}])
+        # every key, and a pool in another namespace (the Role goes there)
+        _, by_kind = render("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=epp",
+                            "--set", "endpoints.enabled=false")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        d = self.all_values["epp"]["discovery"]
+        for key, flag in K8S_FLAGS.items():
+            self.assertEqual(env[env_name(flag)], d[key], flag)
+        self.assertNotIn("CACHEROUTE_KV_EVENTS_TEMPLATE", env)
+        self.assertEqual(one(by_kind, "Role")["metadata"]["namespace"], "llm")
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                            "--set-string", "endpoints.kvEventsTemplate=tcp://{ip}:5557")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_KV_EVENTS_TEMPLATE"], "tcp://{ip}:5557")
+        self.assertEqual(one(by_kind, "RoleBinding")["subjects"][0]["namespace"], "serving")
+        # a list is the source, or discovery is off: no RBAC, no token
+        for args in (("-f", os.path.join(CI, "epp-values.yaml")),
+                     ("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                      "--set", "epp.discovery.enabled=false"),
+                     ("--set", "epp.discovery.enabled=true")):  # mode sidecar
+            _, by_kind = render(*args)
+            spec = pod_spec(by_kind)
+            self.assertNotIn("Role", by_kind, args)
+            self.assertNotIn("RoleBinding", by_kind, args)
+            self.assertNotIn("CACHEROUTE_ENDPOINTS_K8S_POOL", env_of(containers(spec)["cacheroute"]))
+            self.assertIs(spec["automountServiceAccountToken"], False, args)
+        self.render_fails(["-f", os.path.join(CI, "epp-values.yaml"),
+                           "--set", "epp.discovery.enabled=true"],
+                          "epp.discovery.enabled is true and another endpoint source is set")
+        # endpoints.dns is a source too: discovery stays off beside it
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                            "--set", "endpoints.dns=vllm:8000")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_K8S_POOL", env)
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_DNS"], "vllm:8000")
+        self.assertNotIn("Role", by_kind)
+
     def test_epp_only_in_mode_epp(self):
         for args in ((), ("-f", os.path.join(CI, "all-options-values.yaml")),
                      ("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=standalone")):
@@ -1410,7 +1480,12 @@ class ChartTest(unittest.TestCase):
             {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "cr-cacheroute"}])
         self.assertIn("keep the endpoints list", notes)
         notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v")
+        self.assertIn("Endpoints are discovered", notes)
+        self.assertIn("InferencePool serving/cr-cacheroute selects (--endpoints-k8s-pool", notes)
+        notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                                  "--set", "epp.discovery.enabled=false")
         self.assertIn("No endpoints are listed", notes)
+        self.assertIn("epp.discovery is off", notes)
         notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false")
         self.assertIn("No InferencePool is rendered", notes)
         self.assertIn("endpointPickerRef: {kind: Service, name: cr-cacheroute, port: {number: 9002}", notes)

@@ -28,6 +28,7 @@ typedef struct cr_observer {
     cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
     cr_dns_watch *dns;     /* --endpoints-dns', once started; NULL without */
     cr_scraper *scrape;    /* the engines' /metrics scraper, once started; NULL when off */
+    cr_k8s *k8s;           /* --endpoints-k8s-pool's watcher, once started; NULL without */
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -83,7 +84,8 @@ void cr_observe_members(void *ctx, const cr_core_members_event *ev);
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
 
 /* observe_discover.c: hooks that log the discovery sources' reports,
- * and their cacheroute_dns_* families (none without --endpoints-dns). */
+ * and their cacheroute_dns_* and cacheroute_k8s_* families (none without
+ * --endpoints-dns, --endpoints-k8s-pool). */
 cr_discover_hooks cr_observe_discover_hooks(cr_observer *o);
 void cr_observe_discover_gauges(const cr_observer *o, cr_page *page);
 

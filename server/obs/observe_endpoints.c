@@ -1,7 +1,8 @@
 /* The endpoint set: a log line per change, and at scrape time the
  * endpoints by state, each one's state (at most CR_ROUTE_INDEX_MAX_SHARDS
  * samples, so a scrape stays small), the changes and the sessions they
- * moved, and the endpoints file's reads. */
+ * moved, and the endpoints file's reads (discovery's own:
+ * observe_discover.c). */
 #include <stdio.h>
 
 #include "handlers.h" /* cr_endpoint_change_pack */

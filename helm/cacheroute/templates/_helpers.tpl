@@ -247,6 +247,10 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - dns-server
 - kv-events-template
 - epp-listen
+- endpoints-k8s-pool
+- k8s-api
+- k8s-token-file
+- k8s-ca-file
 {{- end }}
 
 {{/*
@@ -570,6 +574,18 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-file") "value" (include "cacheroute.endpointsFile" .)) }}
 {{- end }}
 {{- $env = concat $env (include "cacheroute.dnsEnv" . | fromYamlArray) }}
+{{- if include "cacheroute.k8sDiscovery" . }}
+{{- $d := .Values.epp.discovery }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-k8s-pool") "value" (include "cacheroute.k8sPool" .)) }}
+{{- range $key, $flag := dict "api" "k8s-api" "tokenFile" "k8s-token-file" "caFile" "k8s-ca-file" }}
+{{- with (get $d $key) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" $flag) "value" .) }}
+{{- end }}
+{{- end }}
+{{- with .Values.endpoints.kvEventsTemplate }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" .) }}
+{{- end }}
+{{- end }}
 {{- if .Values.cacheroute.nvidia.enabled }}
 {{- $env = append $env (dict "name" "NVIDIA_VISIBLE_DEVICES" "value" (toString .Values.cacheroute.nvidia.visibleDevices)) }}
 {{- $env = append $env (dict "name" "NVIDIA_DRIVER_CAPABILITIES" "value" .Values.cacheroute.nvidia.driverCapabilities) }}
@@ -860,8 +876,8 @@ template without dns (the sidecar refuses that too).
 {{- if $ep.kvEventsTemplate }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" $ep.kvEventsTemplate) }}
 {{- end }}
-{{- else if $ep.kvEventsTemplate }}
-{{- fail "endpoints.kvEventsTemplate needs endpoints.dns: an endpoints file names each endpoint's kv_events." }}
+{{- else if and $ep.kvEventsTemplate (not (include "cacheroute.k8sDiscovery" .)) }}
+{{- fail "endpoints.kvEventsTemplate needs endpoints.dns or epp.discovery (mode epp): an endpoints file names each endpoint's kv_events." }}
 {{- end }}
 {{- toYaml $env }}
 {{- end }}
@@ -913,6 +929,31 @@ given; the sidecar refuses anything else in this mode).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+Kubernetes discovery (epp.discovery): "true" when on, "" when off. enabled
+null: on in mode epp unless another source is set (the endpoints file,
+endpoints.dns); true: on in mode epp, and another source beside it fails
+rendering (the sidecar takes one source of endpoints).
+*/}}
+{{- define "cacheroute.k8sDiscovery" -}}
+{{- $d := .Values.epp.discovery }}
+{{- if eq .Values.mode "epp" }}
+{{- $file := or (include "cacheroute.endpointsSource" .) .Values.endpoints.dns }}
+{{- if and (eq (toString $d.enabled) "true") $file }}
+{{- fail "epp.discovery.enabled is true and another endpoint source is set (endpoints.list, endpoints.existingConfigMap or endpoints.dns): the sidecar takes one source of endpoints. Leave epp.discovery.enabled null (the other source wins) or turn the other off." }}
+{{- end }}
+{{- if or (eq (toString $d.enabled) "true") (and (kindIs "invalid" $d.enabled) (not $file)) }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+--endpoints-k8s-pool: epp.discovery.pool, else the release namespace and
+the InferencePool's name.
+*/}}
+{{- define "cacheroute.k8sPool" -}}
+{{- .Values.epp.discovery.pool | default (printf "%s/%s" .Release.Namespace (include "cacheroute.inferencePoolName" .)) }}
 {{- end }}
 
 {{/*
