@@ -149,7 +149,7 @@ static void warn_memory(const cr_config *cfg, int check_config)
     uint64_t need = cr_memory_bounds(cfg->server.memory_quota_bytes,
                                      cfg->server.max_pending_reply_bytes,
                                      cfg->server.max_decode_bytes,
-                                     cfg->server.n_kv_events ? cfg->server.kv_events_max_frame_bytes : 0,
+                                     cfg->server.kv_events_max_frame_bytes, /* any endpoint's */
                                      &cfg->core) +
                     epp_bounds(cfg),
              limit = cfg->memory_limit;
@@ -502,8 +502,10 @@ static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
     return s->handlers.replica ? 0 : -1;
 }
 
-/* With --kv-events, the subscriber over the built core (its own thread,
- * never on an RPC's path); 0, or -1 with e. */
+/* The KV-event subscriber over the built core (its own thread, never on
+ * an RPC's path): --kv-events' shards, and the endpoints' kv_events as the
+ * set changes (the members hook tells it, through kv_follow); 0, or -1
+ * with e. */
 static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
 {
     cr_kv_engine engines[CR_KV_MAX_ENGINES];
@@ -511,9 +513,13 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     if (cr_config_kv_engines(cfg, engines, &n, e) != CR_OK)
         return -1;
     cr_kv_hooks hooks = cr_observe_kv_hooks(&s->observer);
-    s->observer.kv = cr_kv_start(engines, n, (uint64_t)cfg->server.kv_events_max_frame_bytes,
-                                 s->handlers.core, &hooks, e);
-    return n == 0 || s->observer.kv ? 0 : -1;
+    cr_kv_options opt = {.max_frame = (uint64_t)cfg->server.kv_events_max_frame_bytes,
+                         .topic = cfg->server.kv_events_topic,
+                         .dp_size = (uint32_t)cfg->server.kv_events_dp_size,
+                         .follow = 1};
+    s->observer.kv = cr_kv_start(engines, n, &opt, s->handlers.core, &hooks, e);
+    atomic_store(&s->observer.kv_follow, s->observer.kv);
+    return s->observer.kv ? 0 : -1;
 }
 
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
@@ -589,7 +595,7 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL};
+    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL, NULL};
     if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),

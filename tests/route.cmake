@@ -23,3 +23,9 @@ if(TARGET cacheroute_kvevents)
   cr_add_cunit_test(test_kv_decode SOURCES test_kv_decode.c
                     LIBS cacheroute_kvevents PkgConfig::TEST_MSGPACK)
 endif()
+# The KV-event subscriber following the endpoint set: addresses, ranks, the
+# links a set wants, and the following from other threads (concurrency).
+if(TARGET cacheroute_kvevents)
+  cr_add_cunit_test(test_kv_follow SOURCES test_kv_follow.c LIBS cacheroute_kvevents
+                    LABELS concurrency)
+endif()

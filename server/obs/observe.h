@@ -24,6 +24,9 @@ typedef struct cr_observer {
     cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
     cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
     cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
+    /* kv again, for the members hook, which may run on another thread
+     * (the endpoints file's, the subscriber's own) while it is set */
+    _Atomic(cr_kv_subscriber *) kv_follow;
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
