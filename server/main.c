@@ -141,6 +141,15 @@ static uint64_t epp_bounds(const cr_config *cfg)
            (uint64_t)cfg->epp.max_requests * (CR_EPP_MAX_HEADER_BYTES + CR_EPP_USAGE_TAIL_BYTES);
 }
 
+/* The KV-event frame bound when a link may be opened: --kv-events, or an
+ * endpoints file whose endpoints may carry kv_events. (A set given only
+ * through SetEndpoints is not foreseen here.) */
+static long kv_frame_bound(const cr_config *cfg)
+{
+    const cr_server_config *s = &cfg->server;
+    return s->n_kv_events || *s->endpoints_file ? s->kv_events_max_frame_bytes : 0;
+}
+
 /* The bounds on what clients can make the sidecar hold, added up, against
  * the cgroup's memory limit: past it, clients could get the process killed
  * before any bound refused them. */
@@ -149,7 +158,7 @@ static void warn_memory(const cr_config *cfg, int check_config)
     uint64_t need = cr_memory_bounds(cfg->server.memory_quota_bytes,
                                      cfg->server.max_pending_reply_bytes,
                                      cfg->server.max_decode_bytes,
-                                     cfg->server.kv_events_max_frame_bytes, /* any endpoint's */
+                                     kv_frame_bound(cfg),
                                      &cfg->core) +
                     epp_bounds(cfg),
              limit = cfg->memory_limit;
