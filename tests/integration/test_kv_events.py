@@ -239,12 +239,22 @@ class Publisher:
     """One engine's KV-event sockets on 127.0.0.1, on ports of their own;
     silent: its replay socket reads requests and never answers."""
 
-    def __init__(self, shard=KV_SHARD, silent=False):
+    def __init__(self, shard=KV_SHARD, silent=False, port=None, topic=b"kv-events"):
         self.shard = shard
         self.silent = silent
+        self.topic = topic
         self.ctx = zmq.Context()
         self.pub = self.ctx.socket(zmq.PUB)
-        self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        if port is None:
+            self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        else:  # a given one (a data-parallel rank's): ZMQError when taken
+            self.port = port
+            try:
+                self.pub.bind("tcp://127.0.0.1:%d" % port)
+            except zmq.ZMQError:
+                self.pub.close(0)
+                self.ctx.term()
+                raise
         self.router = self.ctx.socket(zmq.ROUTER)
         self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
         self.seq = 0
@@ -271,7 +281,7 @@ class Publisher:
             if keep:
                 self.buffer[seq] = payload
         if deliver:
-            self.pub.send_multipart([b"kv-events", struct.pack(">Q", seq), payload])
+            self.pub.send_multipart([self.topic, struct.pack(">Q", seq), payload])
         return seq
 
     def restart(self):
@@ -632,6 +642,68 @@ class KvEventsFollowTest(KvMetrics, h.SidecarTestCase):
         h.poll(lambda: self.logged("kv events unsubscribed", 1) == 2, 10,
                what="b unsubscribed by SetEndpoints")
         self.assertEqual(self.logged("kv events unsubscribed", 0), 0)
+        self.sc.assert_clean_exit(self)
+
+
+class KvEventsRanksAndTopicTest(KvMetrics, h.SidecarTestCase):
+    """--kv-events-dp-size 2: an endpoint's rank 1 publishes on its
+    kv_events port + 1 (vLLM's data-parallel offset), into the same shard;
+    --kv-events-topic kv@ keeps only publishers whose topic starts so."""
+    SHARED = False
+
+    def ranks(self):
+        """Rank 0 and rank 1 publishers on two consecutive free ports."""
+        for _ in range(20):
+            r0 = Publisher(shard=0, topic=b"kv@a@model")
+            try:
+                r1 = Publisher(shard=0, port=r0.port + 1, topic=b"kv@a@model")
+                return r0, r1
+            except zmq.ZMQError:
+                r0.close()
+        self.fail("no two consecutive free ports")
+
+    def test_ranks_feed_one_shard_and_the_topic_filters(self):
+        r0, r1 = self.ranks()
+        other = Publisher(shard=1, topic=b"other")
+        for p in (r0, r1, other):
+            self.addCleanup(p.close)
+        path = os.path.join(tempfile.mkdtemp(prefix="cr-kv-ranks-"), "endpoints.json")
+        with open(path, "w") as f:
+            json.dump({"endpoints": [
+                {"id": "a", "address": "10.0.0.1:8000", "kv_events": r0.address(replay=False)},
+                {"id": "b", "address": "10.0.0.2:8000",
+                 "kv_events": other.address(replay=False)}]}, f)
+        self.sc = self.start_sidecar("--endpoints-file", path, "--n-shards", str(SHARDS),
+                                     "--block-tokens", str(BT), "--index-blocks", "4096",
+                                     "--kv-events-dp-size", "2", "--kv-events-topic", "kv@",
+                                     "--metrics-listen", "127.0.0.1:0", metrics=False)
+        self.stub = self.sc.stub()
+        h.poll(lambda: len(self.sc.find_events(
+            lambda e: e.get("msg") == "kv events subscribed")) == 4, 10,
+            what="two ranks of two endpoints subscribed")
+        ranks = sorted((e["shard"], e["rank"], e["endpoint"]) for e in self.sc.find_events(
+            lambda e: e.get("msg") == "kv events subscribed"))
+        self.assertEqual(ranks, [(0, 0, r0.address(False)), (0, 1, r1.address(False)),
+                                 (1, 0, other.address(False)),
+                                 (1, 1, "tcp://127.0.0.1:%d" % (other.port + 1))])
+        for prompt, pub in ((61, r1), (62, r0)):
+            applied = self.metric("cacheroute_kv_events_applied_total", 0, missing=True) or 0
+            def landed():  # sent again until the link has joined: the same blocks again
+                pub.send(batch([block_stored(prompt, 0, 2)]))
+                n = self.metric("cacheroute_kv_events_applied_total", 0, missing=True)
+                return n is not None and n > applied
+            h.poll(landed, 10, interval=0.1, what="prompt %d applied" % prompt)
+        # b's publisher's topic is not kv@...: nothing of it is ever received.
+        for _ in range(10):
+            other.send(batch([block_stored(63, 0, 2)]))
+            time.sleep(0.05)
+        self.assertEqual(self.metric("cacheroute_kv_event_batches_total", 1), 0)
+        stub = self.stub
+        for prompt, want in ((61, (0, 2 * BT)), (62, (0, 2 * BT))):
+            item = P.cr.RouteItem(block_hashes=keys_of(tokens_of(prompt, 2)),
+                                  prompt_tokens=2 * BT)
+            d = stub.Route(P.cr.RouteRequest(requests=[item]), timeout=h.RPC_TIMEOUT).routes[0]
+            self.assertEqual((d.shard, d.cached_tokens), want)
         self.sc.assert_clean_exit(self)
 
 
