@@ -513,8 +513,9 @@ static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
 
 /* The KV-event subscriber over the built core (its own thread, never on
  * an RPC's path): --kv-events' shards, and the endpoints' kv_events as the
- * set changes (the members hook tells it, through kv_follow); 0, or -1
- * with e. */
+ * set changes (the members hook tells it, through kv_follow). Started
+ * before any thread that changes the set, so that none misses it; 0, or
+ * -1 with e. */
 static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
 {
     cr_kv_engine engines[CR_KV_MAX_ENGINES];
@@ -611,8 +612,8 @@ static int run(const cr_config *cfg, json_t *nofile)
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
-               start_endpoints(cfg, &s, &e) != 0 || start_replica(cfg, &s, &e) != 0 ||
-                   start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
+               start_kv(cfg, &s, &e) != 0 || start_endpoints(cfg, &s, &e) != 0 ||
+                   start_replica(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -624,9 +625,12 @@ static int run(const cr_config *cfg, json_t *nofile)
         grpc_shutdown();
     }
     cr_epp_free(s.epp);                  /* before the core it routes with */
-    cr_kv_stop(s.observer.kv);           /* before the core it feeds */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
+    /* After every thread that changes the set (RPCs, the replanner, the
+     * picker, the file, the replica), whose members hook tells it. */
+    atomic_store(&s.observer.kv_follow, NULL);
+    cr_kv_stop(s.observer.kv); /* before the core it feeds */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */
     cr_watch_hub_free(s.members);
