@@ -29,3 +29,8 @@ if(TARGET cacheroute_kvevents)
   cr_add_cunit_test(test_kv_follow SOURCES test_kv_follow.c LIBS cacheroute_kvevents
                     LABELS concurrency)
 endif()
+if(TARGET test_kv_follow)
+  # Debian's libzmq is not built with TSan: the integration suites' suppressions.
+  set_tests_properties(test_kv_follow PROPERTIES
+    ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")
+endif()
