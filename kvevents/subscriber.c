@@ -1,5 +1,8 @@
-/* The KV-event subscriber (kvevents.h): one thread polls every shard's SUB
- * socket and keeps each shard's seq chain whole, by a replay from the
+/* The KV-event subscriber (kvevents.h): one thread polls every link's SUB
+ * socket (a "shard" here is a link: a --kv-events shard's engine, or one
+ * rank of a followed endpoint's, follow.c; places in a fixed table, so a
+ * link's pointer holds while it is open) and keeps each one's seq chain
+ * whole, by a replay from the
  * engine's ROUTER socket when it can and by a reset of the shard's view
  * when it cannot, so the index never keeps blocks an engine may have
  * dropped in a batch nobody saw.

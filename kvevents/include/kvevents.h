@@ -74,10 +74,12 @@ void cr_kv_batch_free(cr_kv_batch *b);
 
 /* ---- the subscriber (subscriber.c) ------------------------------------------
  *
- * One thread for every configured shard (never on an RPC's path), one SUB
- * socket per shard's engine, subscribed to every topic, polled with a
- * short timeout so that a stop is prompt. Per shard it keeps the last seq
- * seen:
+ * One thread for every link (never on an RPC's path), one SUB socket per
+ * link (a --kv-events shard's engine, or a followed endpoint's rank:
+ * below), subscribed to the topic prefix (cr_kv_options; "" every topic),
+ * polled with a short timeout so that a stop is prompt. Per link it keeps
+ * the last seq seen (what follows says shard for a link: a reset empties
+ * the link's whole shard):
  *   seq > last + 1  a gap: with a replay endpoint, a DEALER asks the
  *                   engine's ROUTER for the batches from last + 1 and
  *                   applies those in (last, seq) in order, then the
@@ -103,8 +105,9 @@ void cr_kv_batch_free(cr_kv_batch *b);
  *
  * Memory a publisher can make it hold: one frame decoded at a time, at
  * most (1 + CR_KV_DECODE_BYTES_PER_BYTE) x max_frame at the peak, plus up
- * to CR_KV_RCV_HWM frames queued a shard (libzmq counts messages, not
- * bytes) and one held a shard while its replay runs. */
+ * to CR_KV_RCV_HWM frames queued a link (libzmq counts messages, not
+ * bytes) and one held a link while its replay runs; at most
+ * CR_KV_MAX_LINKS links. */
 
 #define CR_KV_MAX_ENGINES 64            /* shards configured with --kv-events */
 #define CR_KV_MAX_LINKS 256             /* SUB sockets in all: --kv-events and every followed
