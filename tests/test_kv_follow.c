@@ -132,6 +132,7 @@ typedef struct follower {
     _Atomic(cr_kv_subscriber *) kv; /* set after start, read by the hook */
     pthread_mutex_t lock;
     int subscribed, unsubscribed; /* reports, under lock */
+    uint64_t refused;
     char last[CR_KV_ENDPOINT_MAX];
     atomic_int stop;
 } follower;
@@ -149,6 +150,7 @@ static void reported(void *ctx, const cr_kv_report *r)
     pthread_mutex_lock(&f->lock);
     f->subscribed += r->kind == CR_KV_REPORT_SUBSCRIBED;
     f->unsubscribed += r->kind == CR_KV_REPORT_UNSUBSCRIBED;
+    f->refused += r->kind == CR_KV_REPORT_REFUSED ? r->count : 0;
     if (r->kind == CR_KV_REPORT_SUBSCRIBED)
         snprintf(f->last, sizeof f->last, "%s", r->detail);
     pthread_mutex_unlock(&f->lock);
@@ -242,6 +244,55 @@ static void test_follows_the_set(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(f.last, "-c"));
 }
 
+/* CR_KV_MAX_LINKS links at most: five endpoints of CR_KV_MAX_DP ranks
+ * want 320, the first four's 256 open, the fifth's ranks none (all or
+ * none), refused and reported; when the first leaves, the fifth takes
+ * its places. */
+static void test_link_bound(void)
+{
+    follower f = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cr_core_config cfg;
+    cr_test_core_config(&cfg, 8);
+    cr_core_hooks hooks = {.members = members, .ctx = &f};
+    cr_error err;
+    cr_core *core = cr_core_new(&cfg, &hooks, NULL, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(core);
+    char addr[5][64], id[5][4];
+    cr_endpoint_spec v[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(addr[i], sizeof addr[i], "ipc:///tmp/cr-kv-bound-%d-%d", (int)getpid(), i);
+        snprintf(id[i], sizeof id[i], "e%d", i);
+        v[i] = (cr_endpoint_spec){.id = id[i], .address = "h:1", .kv_events = addr[i]};
+    }
+    cr_kv_hooks kh = {.report = reported, .ctx = &f};
+    cr_kv_options opt = {.dp_size = CR_KV_MAX_DP, .follow = 1};
+    cr_kv_subscriber *s = cr_kv_start(NULL, 0, &opt, core, &kh, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    atomic_store(&f.kv, s);
+    set(core, v, 5);
+    CU_ASSERT(shows(&f, 0xfu));
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&f.lock);
+        int done = f.refused > 0;
+        pthread_mutex_unlock(&f.lock);
+        if (done)
+            break;
+        usleep(10000);
+    }
+    pthread_mutex_lock(&f.lock);
+    CU_ASSERT_EQUAL(f.subscribed, CR_KV_MAX_LINKS);
+    CU_ASSERT_EQUAL(f.refused, CR_KV_MAX_DP);
+    pthread_mutex_unlock(&f.lock);
+    set(core, v + 1, 4);
+    CU_ASSERT(shows(&f, 0x1eu));
+    cr_kv_stats st[CR_KV_MAX_LINKS];
+    CU_ASSERT_EQUAL(cr_kv_stats_read(s, st, CR_KV_MAX_LINKS), 4);
+    cr_kv_stop(s);
+    cr_core_free(core);
+    CU_ASSERT_EQUAL(f.subscribed, CR_KV_MAX_LINKS + CR_KV_MAX_DP);
+    CU_ASSERT_EQUAL(f.unsubscribed, CR_KV_MAX_DP);
+}
+
 static void test_nothing_to_follow(void)
 {
     cr_error err;
@@ -259,6 +310,7 @@ static const cr_test_case address_tests[] = {
 
 static const cr_test_case follow_tests[] = {
     {"follows the set from other threads", test_follows_the_set},
+    {"at most CR_KV_MAX_LINKS links", test_link_bound},
     {"nothing to follow", test_nothing_to_follow},
     {NULL, NULL},
 };
