@@ -136,10 +136,19 @@ static const cr_option SERVER_ROWS[] = {
              "the link is re-opened and the shard's view reset. A frame and its decoding "
              "take up to 34 bytes a byte; under a cgroup memory limit the default is 1/272 of "
              "it (an eighth of it for one frame), at most 4 MiB"},
+    {.name = "kv-events-topic", .key = "kv_events_topic", .type = CR_OPT_STRING,
+     .offset = AT(kv_events_topic), .def_text = "", .max = CR_KV_TOPIC_MAX - 1,
+     .help = "topic prefix every KV-event link subscribes to (vLLM's topic is its "
+             "--kv-events-config topic, kv@POD@MODEL under llm-d); empty = every topic"},
+    {.name = "kv-events-dp-size", .key = "kv_events_dp_size", .type = CR_OPT_LONG,
+     .offset = AT(kv_events_dp_size), .def = 1, .min = 1, .max = CR_KV_MAX_DP,
+     .help = "data-parallel ranks each endpoint's engine publishes KV events on: rank R at "
+             "its kv_events port + R (ipc://: _dpR appended), every rank feeding the "
+             "endpoint's shard; at most 256 links in all"},
     {.name = "endpoints-file", .key = "endpoints_file", .type = CR_OPT_STRING,
      .offset = AT(endpoints_file), .def_text = "",
      .help = "YAML or JSON file of the endpoints ({\"endpoints\": [{\"id\", \"address\", "
-             "\"weight\"}]}): shards become named endpoints; re-read when it changes, every "
+             "\"weight\", \"kv_events\"}]}): shards become named endpoints; re-read when it changes, every "
              "5 s while refused, and on SIGHUP; a regular file of at most 1 MiB, one "
              "document, nested at most 16 deep, 8192 YAML nodes; empty = shards by number"},
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,

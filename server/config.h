@@ -40,6 +40,8 @@ typedef struct cr_server_config {
     char *endpoints_file;     /* --endpoints-file path, "" = shards by number */
     size_t n_kv_events;
     long kv_events_max_frame_bytes; /* --kv-events-max-frame-bytes, ZMQ_MAXMSGSIZE */
+    char *kv_events_topic;    /* --kv-events-topic: the SUB sockets' prefix, "" = all */
+    long kv_events_dp_size;   /* --kv-events-dp-size: ranks of a followed endpoint */
     int reservations;         /* --reservations: cr_reservations */
     int compressed_requests;  /* --compressed-requests: 0 refuse, 1 inflate */
     /* Bounds on what clients can make the server hold: connections,

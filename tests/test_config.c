@@ -470,6 +470,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"cluster", "c1", "prod.east-2", NULL, NULL},
         {"kv-events", "0=tcp://127.0.0.1:5557 1=ipc:///k,replay=tcp://h:5558", "2=tcp://h:1",
          NULL, NULL},
+        {"kv-events-topic", "kv@", "kv@vllm-0@llama-3", NULL, NULL},
         {"epp-listen", "127.0.0.1:9002", "[::1]:9003", NULL, NULL},
         {"epp-owner-header", "x-user", "", NULL, NULL},
         {"epp-base-model", "llama-3", "", NULL, NULL},

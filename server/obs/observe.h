@@ -29,6 +29,9 @@ typedef struct cr_observer {
     cr_dns_watch *dns;     /* --endpoints-dns', once started; NULL without */
     cr_scraper *scrape;    /* the engines' /metrics scraper, once started; NULL when off */
     cr_k8s *k8s;           /* --endpoints-k8s-pool's watcher, once started; NULL without */
+    /* kv again, for the members hook, which may run on another thread
+     * (the endpoints file's, the subscriber's own) while it is set */
+    _Atomic(cr_kv_subscriber *) kv_follow;
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;

@@ -13,7 +13,8 @@
  * WatchEndpoints watcher. */
 void cr_observe_members(void *ctx, const cr_core_members_event *ev)
 {
-    const cr_observer *o = ctx;
+    cr_observer *o = ctx;
+    cr_kv_endpoints_changed(atomic_load(&o->kv_follow)); /* a flag: it re-reads the set */
     const cr_endpoints_change *c = &ev->change;
     uint8_t *body;
     size_t len;

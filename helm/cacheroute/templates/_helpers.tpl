@@ -185,6 +185,8 @@ separately.
 - routeAccess=route-access
 - kvEvents=kv-events
 - kvEventsMaxFrameBytes=kv-events-max-frame-bytes
+- kvEventsTopic=kv-events-topic
+- kvEventsDpSize=kv-events-dp-size
 - reservations=reservations
 - compressedRequests=compressed-requests
 - endpointFailErrors=endpoint-fail-errors
