@@ -28,6 +28,7 @@ endif()
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_engine_load SOURCES test_engine_load.c LIBS cacheroute_core
                     Threads::Threads LABELS concurrency)
+endif()
 # The KV-event subscriber following the endpoint set: addresses, ranks, the
 # links a set wants, and the following from other threads (concurrency).
 if(TARGET cacheroute_kvevents)
