@@ -2,7 +2,7 @@
 """Issue 32's table from foreign_traffic.sh's runs: per workload, cacheroute's
 capacity at the p99 SLO with scrapes (W-scraped.json) and without
 (W-blind.json), the best of the four deployed routers (route_table.py's
-PEERS) in the scraped run, the ratios the issue's acceptance asks for
+PEERS, W-peers.json), the ratios the issue's acceptance asks for
 (>= 1.15x its own capacity without scrapes, >= 1.1x the best peer's), and
 the hit ratios at the best peer's highest load within the SLO (route_table.py's
 common load; target: cacheroute's >= the peer's - 0.01). Then every
@@ -23,7 +23,9 @@ def ratio(a, b):
 
 
 def row(out, w):
-    doc, cap, res, slo = load(os.path.join(out, w + "-scraped.json"))
+    doc, cap, res, slo = load(os.path.join(out, w + "-peers.json"))
+    _, mine, mine_res, _ = load(os.path.join(out, w + "-scraped.json"))
+    cap["cacheroute"], res["cacheroute"] = mine["cacheroute"], mine_res["cacheroute"]
     blind = load(os.path.join(out, w + "-blind.json"))[1]["cacheroute"]["capacity_req_per_s"]
     best = max((p for p in PEERS if p in cap), key=lambda p: cap[p]["capacity_req_per_s"])
     bc = cap[best]["capacity_req_per_s"]
@@ -51,14 +53,14 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     out = argv[0]
-    names = sorted({os.path.basename(p)[:-len("-scraped.json")]
-                    for p in glob.glob(os.path.join(out, "*-scraped.json"))})
+    names = sorted({os.path.basename(p)[:-len("-peers.json")]
+                    for p in glob.glob(os.path.join(out, "*-peers.json"))})
     print("| workload | cacheroute, scrapes (req/s) | without (req/s) | x without (target >= 1.15)"
           " | best peer | its capacity (req/s) | x best peer (target >= 1.1) | common load (req/s)"
           " | hit: cacheroute / peer | hit - peer's (target >= -0.01) |")
     print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for w in names:
-        if os.path.exists(os.path.join(out, w + "-blind.json")):
+        if all(os.path.exists(os.path.join(out, w + x)) for x in ("-scraped.json", "-blind.json")):
             print(row(out, w))
     print()
     for p in sorted(glob.glob(os.path.join(out, "*.json"))):

@@ -443,7 +443,8 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       in service; kv = 1 - blocks held / shard_blocks;
  *                       both from a snapshot of the view refreshed when 50
  *                       ms of virtual time have passed since the last (the
- *                       metrics scrape). prefix = the leading run of the
+ *                       metrics scrape), or with the cluster's scrapes
+ *                       (scrape_interval_s) from the view's scrape. prefix = the leading run of the
  *                       prompt's first 4096 tokens' blocks (256 blocks of
  *                       64 characters at 4 a token: 8 blocks of 512)
  *                       found in the pod's LRU index of the blocks it was
