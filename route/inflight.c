@@ -339,6 +339,10 @@ double cr_inflight_wait_ms(const cr_inflight *w, uint32_t shard, double now)
 
 const double *cr_inflight_loads(const cr_inflight *w) { return w->loads; }
 uint32_t cr_inflight_shards(const cr_inflight *w) { return w->n_shards; }
+uint32_t cr_inflight_items(const cr_inflight *w, uint32_t shard)
+{
+    return shard < w->n_shards ? w->live[shard] : 0;
+}
 double cr_inflight_total(const cr_inflight *w) { return w->total; }
 
 void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out)

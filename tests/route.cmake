@@ -23,3 +23,9 @@ if(TARGET cacheroute_kvevents)
   cr_add_cunit_test(test_kv_decode SOURCES test_kv_decode.c
                     LIBS cacheroute_kvevents PkgConfig::TEST_MSGPACK)
 endif()
+# The engines' own load (scraped queues, index bound, adapters) on the
+# core, in virtual time (one threaded case for TSan).
+if(TARGET cacheroute_core)
+  cr_add_cunit_test(test_engine_load SOURCES test_engine_load.c LIBS cacheroute_core
+                    Threads::Threads LABELS concurrency)
+endif()
