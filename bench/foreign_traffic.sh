@@ -44,8 +44,8 @@ foreign_grid() {
     case $1 in
     conv) GRID="0.6 2.4 0.1" ;;
     syn) GRID="0.2 1.6 0.05" ;;
-    zipf) GRID="1 5 0.5" ;;
-    docs) GRID="5 40 2.5" ;;
+    zipf) GRID="2.8 3.6 0.1" ;;
+    docs) GRID="8 20 1" ;;
     esac
 }
 
