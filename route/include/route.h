@@ -211,8 +211,9 @@ typedef struct cr_route_stats {
      * a rebalance), [1] it had left service (cr_router_members). */
     uint64_t moved[2];
     /* The engines' own loads (below): taken, found stale by a route (over
-     * two --scrape-interval old: ignored from then on), and shards whose
-     * engine's block size disagreed with --block-tokens. */
+     * two --scrape-interval old: ignored from then on), and engines whose
+     * block size disagreed with --block-tokens (once per engine in its
+     * shard). */
     uint64_t engine_loads, engine_stale, engine_block_mismatch;
 } cr_route_stats;
 
