@@ -101,7 +101,8 @@ typedef struct cr_route_config {
     double max_route_work_ms;
     /* --scrape-interval: how often the engines' loads come (the scraper
      * reads it too); a load older than twice this is ignored ("The
-     * engines' own load"). 0 in a config made by hand: the default. */
+     * engines' own load"). 0: no scrapes (a load given anyway is judged
+     * by 0.1 s). */
     double scrape_interval_s;
 } cr_route_config;
 
