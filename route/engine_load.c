@@ -95,10 +95,10 @@ int cr_router_engine_load(cr_router *r, uint32_t shard, const cr_engine_load *lo
         pthread_mutex_unlock(&r->lock);
         return -1;
     }
-    double ours = 0;
+    double ours = 0; /* the router's requests there when the engine was scraped */
     if (r->work) {
         cr_inflight_expire(r->work, now);
-        ours = cr_inflight_items(r->work, shard);
+        ours = cr_inflight_items_by(r->work, shard, load->at_s);
     }
     v->at_s = load->at_s;
     v->foreign = counted && engine > ours ? engine - ours : 0;

@@ -146,6 +146,27 @@ static void test_foreign_requests_move_a_prefix(void)
     cr_core_free(f.core);
 }
 
+/* The engine scraped at at_s cannot have counted a route made after it. */
+static void test_routes_after_the_scrape_are_not_ours_then(void)
+{
+    fixture f;
+    open_core(&f, 1000, 10); /* fresh for 20 s */
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    uint32_t home = route_in(&f, h, 8, -1, NULL).shard; /* 128 ms */
+    f.t = 10;
+    CU_ASSERT_EQUAL(route_in(&f, h, 8, -1, NULL).shard, home); /* all cached: 0 ms */
+    /* scraped at 5 s, 2 requests: the first route's and 1 foreign (the
+     * second, made after, is not among them); the mean 128 - 128 / 64 */
+    cr_engine_load l = load_of(&f, 0, 2);
+    l.at_s = 5;
+    give(&f, home, &l);
+    cr_route_answer a = route_in(&f, h, 8, -1, NULL);
+    CU_ASSERT_EQUAL(a.shard, home);
+    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 126, 1e-9);
+    cr_core_free(f.core);
+}
+
 static void test_stale_load_is_ignored_and_counted(void)
 {
     fixture f;
@@ -433,6 +454,8 @@ static void test_scraper_and_routes_at_once(void)
 
 static const cr_test_case TESTS[] = {
     {"foreign requests move a prefix", test_foreign_requests_move_a_prefix},
+    {"routes after the scrape are not ours then",
+     test_routes_after_the_scrape_are_not_ours_then},
     {"stale load is ignored and counted", test_stale_load_is_ignored_and_counted},
     {"gpu_blocks size the index", test_gpu_blocks_size_the_index},
     {"adapter prefers loaded or free slot", test_adapter_prefers_loaded_or_free_slot},

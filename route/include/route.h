@@ -417,8 +417,8 @@ typedef struct cr_engine_load {
 
 /* How the rule uses it (docs/routing.md, "Engine load"), on shard s:
  *   foreign_s = max(0, waiting + running - ours), ours = the requests the
- *               router had outstanding on s when the load came: what the
- *               engine holds that the router did not send it
+ *               router has outstanding on s that it routed by at_s: what
+ *               the engine held that the router did not send it
  *   wait_s    = the shard's own predicted queue (above) + foreign_s x the
  *               mean work of the rule's recent routes
  * so routes made since the scrape count at once, through the shard's own
