@@ -236,6 +236,7 @@ struct cr_router {
     uint32_t n_engines;
     double stale_s;    /* 2 x --scrape-interval */
     double mean_work;  /* ms, the recent ttft routes' work (a moving mean); 0: none yet */
+    int lora_listed;   /* some load named an adapter: requests' adapters are looked for */
     uint64_t engine_loads, engine_stale, engine_mismatch; /* cr_route_stats' */
 };
 
