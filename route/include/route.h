@@ -433,7 +433,8 @@ typedef struct cr_engine_load {
  * (n_lora >= max_lora > 0) costs CR_ROUTE_LORA_EVICT_MS more, weighed as
  * a prefill (the miss weight times): the swap stalls its batch, like a
  * prefill, for every request behind it. An adapter no shard lists (a
- * cold adapter, or a base model's name) is weighed by nothing here. */
+ * cold adapter, or a base model's name) is weighed by nothing here.
+ * Memory: 168 B per shard up to the highest one a load named, made then. */
 #define CR_ROUTE_LORA_EVICT_MS 25.0
 
 /* Takes load (checked by the caller: shard among those routed over,
