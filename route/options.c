@@ -56,9 +56,10 @@ static const cr_option ROWS[] = {
              "TTFT among its planned shards only"},
     {.name = "scrape-interval", .key = "scrape_interval_s", .type = CR_OPT_DOUBLE,
      .offset = AT(scrape_interval_s), .def = 0.1, .min = 0, .max = 3600,
-     .flags = CR_OPT_MIN_OPEN,
-     .help = "seconds between scrapes of each engine's /metrics; --route-by ttft ignores "
-             "an engine's load older than twice this (docs/routing.md, \"Engine load\")"},
+     .help = "seconds between scrapes of every active endpoint's engine /metrics (vLLM's, "
+             "SGLang's queue, KV cache, blocks, LoRA adapters), counted from the end of the "
+             "last round; --route-by ttft ignores an engine's load older than twice this "
+             "(docs/routing.md, \"Engine load\"); 0 = off"},
 };
 
 const cr_option_table cr_route_options = CR_OPTION_TABLE("", ROWS);

@@ -154,17 +154,6 @@ static void state(void *ctx, const cr_core_state_event *ev)
     cr_log(asked ? CR_LOG_INFO : level[ev->result], what[ev->result], f);
 }
 
-/* An engine's block size other than --block-tokens: its blocks are not
- * the ones Route's hashes name, so prefixes match less than they could.
- * The core reports it once per shard. */
-static void block_size(void *ctx, uint32_t shard, uint32_t engine_tokens, uint32_t block_tokens)
-{
-    (void)ctx;
-    cr_log(CR_LOG_WARN, "engine block size differs from --block-tokens",
-           json_pack("{s:I,s:I,s:I}", "shard", (json_int_t)shard, "block_size",
-                     (json_int_t)engine_tokens, "block_tokens", (json_int_t)block_tokens));
-}
-
 cr_core_hooks cr_observe_hooks(cr_observer *o)
 {
     return (cr_core_hooks){.planned = planned,
@@ -174,7 +163,6 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .receipted = receipted,
                            .state = state,
                            .members = cr_observe_members,
-                           .block_size = block_size,
                            .ctx = o};
 }
 

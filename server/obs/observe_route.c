@@ -59,8 +59,9 @@ static const cr_observe_row route_rows[] = {
     ROW(engine_stale, "cacheroute_route_engine_loads_stale_total", "counter",
         "Engines' loads a route found older than 2 x --scrape-interval and ignored from "
         "then on (the shard weighed by cacheroute's own view), once per load."),
-    ROW(engine_block_mismatch, "cacheroute_route_engine_block_size_mismatch", "gauge",
-        "Shards whose engine's KV block size disagrees with --block-tokens."),
+    ROW(engine_block_mismatch, "cacheroute_route_engine_block_size_mismatch_total", "counter",
+        "Engines whose KV block size disagreed with --block-tokens, once per engine in "
+        "its slot (each logged)."),
 };
 #undef ROW
 
