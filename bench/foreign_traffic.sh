@@ -36,6 +36,7 @@ TRACES=${CR_TRACES:-$HERE/../../shared/traces}
 PEERS=llmd-scorer,sglang-cache-aware,dynamo-kv,aibrix-prefix
 mkdir -p "$OUT"
 
+# shellcheck source=bench/workloads.sh
 . "$HERE/workloads.sh" # scales, workload
 
 # The loads per workload, LO HI STEP (req/s over the trace's: --scale):

@@ -35,6 +35,7 @@ TRACES=${CR_TRACES:-$HERE/../../shared/traces}
 POLICIES=cacheroute,llmd-scorer,sglang-cache-aware,dynamo-kv,aibrix-prefix,min-ttft-exact
 mkdir -p "$OUT"
 
+# shellcheck source=bench/workloads.sh
 . "$HERE/workloads.sh" # scales, workload
 
 IFS=, read -ra WL <<<"$WORKLOADS"

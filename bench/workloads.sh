@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The replay benchmarks' workloads (sourced by route_table.sh and
 # foreign_traffic.sh): each one's input flags, p99 SLO and scale grid per 8
 # shards, and the grid's expansion. Needs HERE (the bench folder) and
