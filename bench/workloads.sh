@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # IN, SLO, GRID: for the caller
 # The replay benchmarks' workloads (sourced by route_table.sh and
 # foreign_traffic.sh): each one's input flags, p99 SLO and scale grid per 8
 # shards, and the grid's expansion. Needs HERE (the bench folder) and
