@@ -95,10 +95,10 @@ int cr_router_engine_load(cr_router *r, uint32_t shard, const cr_engine_load *lo
         pthread_mutex_unlock(&r->lock);
         return -1;
     }
-    double ours = 0;
+    double ours = 0; /* the router's requests there when the engine was scraped */
     if (r->work) {
         cr_inflight_expire(r->work, now);
-        ours = cr_inflight_items(r->work, shard);
+        ours = cr_inflight_items_by(r->work, shard, load->at_s);
     }
     v->at_s = load->at_s;
     v->foreign = counted && engine > ours ? engine - ours : 0;
@@ -106,6 +106,7 @@ int cr_router_engine_load(cr_router *r, uint32_t shard, const cr_engine_load *lo
     v->max_lora = load->max_lora;
     v->n_lora = n_lora;
     memcpy(v->lora, keys, n_lora * sizeof *keys);
+    r->lora_listed |= n_lora > 0;
     uint64_t blocks = index_blocks_of(r, load);
     blocks = load->gpu_blocks && !blocks ? 1 : blocks; /* fewer tokens than one block */
     uint32_t cap = blocks < r->index_blocks ? (uint32_t)blocks : 0; /* 0: the flag's */
@@ -130,6 +131,8 @@ double cr_engine_foreign_ms(cr_router *r, uint32_t s, double now)
 
 int cr_engine_adapter_seen(cr_router *r, uint64_t adapter, uint32_t n, double now)
 {
+    if (!r->lora_listed) /* engines without adapters: no request looks */
+        return 0;
     for (uint32_t s = 0; adapter && s < n && s < r->n_engines; s++) {
         const cr_engine_view *v = fresh(r, s, now);
         for (uint32_t i = 0; v && i < v->n_lora; i++)

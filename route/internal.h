@@ -83,8 +83,9 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out);
 /* Shards reserved so far (cr_inflight_loads has this many). */
 uint32_t cr_inflight_shards(const cr_inflight *w);
 
-/* Items outstanding on shard (0 past the reserved ones). */
-uint32_t cr_inflight_items(const cr_inflight *w, uint32_t shard);
+/* Items outstanding on shard (0 past the reserved ones) that were added
+ * at or before t: walked back from its newest, O(the items after t). */
+uint32_t cr_inflight_items_by(const cr_inflight *w, uint32_t shard, double t);
 
 /* ---- the prefix index (prefix.c) ---------------------------------------- */
 
@@ -235,6 +236,7 @@ struct cr_router {
     uint32_t n_engines;
     double stale_s;    /* 2 x --scrape-interval */
     double mean_work;  /* ms, the recent ttft routes' work (a moving mean); 0: none yet */
+    int lora_listed;   /* some load named an adapter: requests' adapters are looked for */
     uint64_t engine_loads, engine_stale, engine_mismatch; /* cr_route_stats' */
 };
 

@@ -146,6 +146,27 @@ static void test_foreign_requests_move_a_prefix(void)
     cr_core_free(f.core);
 }
 
+/* The engine scraped at at_s cannot have counted a route made after it. */
+static void test_routes_after_the_scrape_are_not_ours_then(void)
+{
+    fixture f;
+    open_core(&f, 1000, 10); /* fresh for 20 s */
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    uint32_t home = route_in(&f, h, 8, -1, NULL).shard; /* 128 ms */
+    f.t = 10;
+    CU_ASSERT_EQUAL(route_in(&f, h, 8, -1, NULL).shard, home); /* all cached: 0 ms */
+    /* scraped at 5 s, 2 requests: the first route's and 1 foreign (the
+     * second, made after, is not among them); the mean 128 - 128 / 64 */
+    cr_engine_load l = load_of(&f, 0, 2);
+    l.at_s = 5;
+    give(&f, home, &l);
+    cr_route_answer a = route_in(&f, h, 8, -1, NULL);
+    CU_ASSERT_EQUAL(a.shard, home);
+    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 126, 1e-9);
+    cr_core_free(f.core);
+}
+
 static void test_stale_load_is_ignored_and_counted(void)
 {
     fixture f;
@@ -218,6 +239,63 @@ static void test_gpu_blocks_size_the_index(void)
     CU_ASSERT_EQUAL(c.shard, b.shard);
     CU_ASSERT_EQUAL(c.cached_tokens, 64 * BT);
     CU_ASSERT_EQUAL(f.mismatches, 1);
+    cr_core_free(f.core);
+}
+
+/* endpoints e<id> for ids[0..n), at 10.0.0.<id>:8000. */
+static void set_endpoints(fixture *f, const int *ids, size_t n)
+{
+    char id[8][8], addr[8][24];
+    cr_endpoint_spec v[8];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(id[i], sizeof id[i], "e%d", ids[i]);
+        snprintf(addr[i], sizeof addr[i], "10.0.0.%d:8000", ids[i]);
+        v[i] = (cr_endpoint_spec){.id = id[i], .address = addr[i]};
+    }
+    cr_core_members_event ev;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_set_endpoints(f->core, v, n, &ev, &err), CR_OK);
+}
+
+/* A Route of n hashes to shard only. */
+static cr_route_answer route_to(fixture *f, const uint64_t *h, uint32_t n, uint32_t only)
+{
+    cr_route_request q = {.hashes = h, .n_hashes = n, .only = &only, .n_only = 1};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
+static void test_new_engine_in_a_slot_starts_afresh(void)
+{
+    fixture f;
+    open_core(&f, 1000, 1000);
+    set_endpoints(&f, (const int[]){0, 1, 2, 3}, 4);
+    uint64_t h[8];
+    run_of(h, 8, 100);
+    route_to(&f, h, 8, 2); /* the mean work: 128 ms */
+    cr_engine_load l = load_of(&f, 10, 0);
+    l.gpu_blocks = 2;
+    l.block_size = 2 * BT;
+    give(&f, 2, &l);
+    f.t = 10;
+    cr_route_answer a = route_to(&f, h, 8, 2);
+    CU_ASSERT_EQUAL(a.cached_tokens, 4 * BT);
+    CU_ASSERT_TRUE(a.queue_wait_ms > 1000); /* 9 foreign */
+    /* e2 leaves, e4 takes its slot after its quarantine: what the router
+     * kept of e2 goes */
+    set_endpoints(&f, (const int[]){0, 1, 3}, 3);
+    f.t += CR_ENDPOINTS_REUSE_S + 1;
+    set_endpoints(&f, (const int[]){0, 1, 3, 4}, 4);
+    cr_route_answer b = route_to(&f, h, 8, 2);
+    CU_ASSERT_EQUAL(b.shard, 2);
+    CU_ASSERT_EQUAL(b.cached_tokens, 0);
+    CU_ASSERT_DOUBLE_EQUAL(b.queue_wait_ms, 0, 1e-9);
+    f.t += 10;
+    CU_ASSERT_EQUAL(route_to(&f, h, 8, 2).cached_tokens, 8 * BT); /* --index-blocks again */
+    give(&f, 2, &l); /* e4 disagrees too: reported for it */
+    CU_ASSERT_EQUAL(f.mismatches, 2);
     cr_core_free(f.core);
 }
 
@@ -376,10 +454,13 @@ static void test_scraper_and_routes_at_once(void)
 
 static const cr_test_case TESTS[] = {
     {"foreign requests move a prefix", test_foreign_requests_move_a_prefix},
+    {"routes after the scrape are not ours then",
+     test_routes_after_the_scrape_are_not_ours_then},
     {"stale load is ignored and counted", test_stale_load_is_ignored_and_counted},
     {"gpu_blocks size the index", test_gpu_blocks_size_the_index},
     {"adapter prefers loaded or free slot", test_adapter_prefers_loaded_or_free_slot},
     {"bad load refused naming the field", test_bad_load_refused_naming_the_field},
+    {"new engine in a slot starts afresh", test_new_engine_in_a_slot_starts_afresh},
     {"scraper and routes at once", test_scraper_and_routes_at_once},
     {NULL, NULL},
 };

@@ -101,7 +101,8 @@ typedef struct cr_route_config {
     double max_route_work_ms;
     /* --scrape-interval: how often the engines' loads come (the scraper
      * reads it too); a load older than twice this is ignored ("The
-     * engines' own load"). 0 in a config made by hand: the default. */
+     * engines' own load"). 0: no scrapes (a load given anyway is judged
+     * by 0.1 s). */
     double scrape_interval_s;
 } cr_route_config;
 
@@ -211,8 +212,9 @@ typedef struct cr_route_stats {
      * a rebalance), [1] it had left service (cr_router_members). */
     uint64_t moved[2];
     /* The engines' own loads (below): taken, found stale by a route (over
-     * two --scrape-interval old: ignored from then on), and shards whose
-     * engine's block size disagreed with --block-tokens. */
+     * two --scrape-interval old: ignored from then on), and engines whose
+     * block size disagreed with --block-tokens (once per engine in its
+     * shard). */
     uint64_t engine_loads, engine_stale, engine_block_mismatch;
 } cr_route_stats;
 
@@ -415,8 +417,8 @@ typedef struct cr_engine_load {
 
 /* How the rule uses it (docs/routing.md, "Engine load"), on shard s:
  *   foreign_s = max(0, waiting + running - ours), ours = the requests the
- *               router had outstanding on s when the load came: what the
- *               engine holds that the router did not send it
+ *               router has outstanding on s that it routed by at_s: what
+ *               the engine held that the router did not send it
  *   wait_s    = the shard's own predicted queue (above) + foreign_s x the
  *               mean work of the rule's recent routes
  * so routes made since the scrape count at once, through the shard's own
@@ -431,7 +433,8 @@ typedef struct cr_engine_load {
  * (n_lora >= max_lora > 0) costs CR_ROUTE_LORA_EVICT_MS more, weighed as
  * a prefill (the miss weight times): the swap stalls its batch, like a
  * prefill, for every request behind it. An adapter no shard lists (a
- * cold adapter, or a base model's name) is weighed by nothing here. */
+ * cold adapter, or a base model's name) is weighed by nothing here.
+ * Memory: 168 B per shard up to the highest one a load named, made then. */
 #define CR_ROUTE_LORA_EVICT_MS 25.0
 
 /* Takes load (checked by the caller: shard among those routed over,

@@ -127,6 +127,7 @@ separately.
 - maxRouteHashes=max-route-hashes
 - missWeight=miss-weight
 - routePlanned=route-planned
+- scrapeInterval=scrape-interval
 - snapshotInterval=snapshot-interval
 - logLevel=log-level
 - handshakeTimeout=handshake-timeout
