@@ -128,6 +128,10 @@ separately.
 - missWeight=miss-weight
 - routePlanned=route-planned
 - scrapeInterval=scrape-interval
+- scrapeTimeout=scrape-timeout
+- scrapePath=scrape-path
+- scrapePort=scrape-port
+- scrapeMaxBytes=scrape-max-bytes
 - snapshotInterval=snapshot-interval
 - logLevel=log-level
 - handshakeTimeout=handshake-timeout
