@@ -347,6 +347,13 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
+/* r locked: work ms as one route may add it: bounded, however many tokens
+ * it names. */
+static double bounded_work(const cr_router *r, double ms)
+{
+    return r->max_work_ms > 0 && ms > r->max_work_ms ? r->max_work_ms : ms;
+}
+
 /* r locked: what a placed request leaves behind: its blocks in the
  * index, its session, its predicted prefill as outstanding work. */
 static void remember(cr_router *r, const view *x, const cr_route_answer *a, double now)
@@ -360,13 +367,12 @@ static void remember(cr_router *r, const view *x, const cr_route_answer *a, doub
             r->moved[!cr_router_usable(r, was->shard)]++;
         cr_sessions_put(&r->sessions, q->owner, a->shard, x->tokens);
     }
-    /* the work one route may add is bounded, however many tokens it names */
-    double work = r->max_work_ms > 0 && a->prefill_ms > r->max_work_ms ? r->max_work_ms
-                                                                        : a->prefill_ms;
     if (r->by == CR_ROUTE_TTFT) {
         cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, x->id, a->cached_tokens,
-                           a->shard, work, now, q->caller);
-        cr_engine_note_work(r, work); /* what a foreign request stands for */
+                           a->shard, bounded_work(r, a->prefill_ms), now, q->caller);
+        /* what a foreign request stands for: this prompt's prefill with
+         * nothing cached (engine_load.c says why) */
+        cr_engine_note_cold(r, bounded_work(r, prefill_with_load(r, 0, 0, x->tokens)));
     }
     r->why[a->reason]++;
 }

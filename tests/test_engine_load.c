@@ -111,7 +111,7 @@ static void test_foreign_requests_move_a_prefix(void)
     open_core(&f, 1000, 0.1);
     uint64_t h[8];
     run_of(h, 8, 100);
-    cr_route_answer a = route_in(&f, h, 8, -1, NULL); /* 128 ms: the mean work */
+    cr_route_answer a = route_in(&f, h, 8, -1, NULL); /* 128 ms cold: a foreign one's */
     uint32_t home = a.shard;
     f.t = 10; /* its prefill is long done; its outcome has not come */
     /* 2 requests there, 1 of them the router's: 1 foreign, 128 ms, less
@@ -122,8 +122,9 @@ static void test_foreign_requests_move_a_prefix(void)
     CU_ASSERT_EQUAL(b.shard, home);
     CU_ASSERT_STRING_EQUAL(why(&b), "prefix");
     CU_ASSERT_DOUBLE_EQUAL(b.queue_wait_ms, 128, 1e-9);
-    /* the mean is now 128 + (0 - 128) / 64 = 126 ms; 7 requests, 2 the
-     * router's: 5 x 126 ms outweighs the 256 ms a miss costs elsewhere */
+    /* b was all cached, but a foreign request is priced cold: still 128
+     * ms; 7 requests, 2 the router's: 5 x 128 ms outweighs the 256 ms a
+     * miss costs elsewhere */
     f.t = 10.05;
     l = load_of(&f, 6, 1);
     give(&f, home, &l);
@@ -157,13 +158,14 @@ static void test_routes_after_the_scrape_are_not_ours_then(void)
     f.t = 10;
     CU_ASSERT_EQUAL(route_in(&f, h, 8, -1, NULL).shard, home); /* all cached: 0 ms */
     /* scraped at 5 s, 2 requests: the first route's and 1 foreign (the
-     * second, made after, is not among them); the mean 128 - 128 / 64 */
+     * second, made after, is not among them), priced as the prompts'
+     * cold prefill, 128 ms, though the second route cost 0 */
     cr_engine_load l = load_of(&f, 0, 2);
     l.at_s = 5;
     give(&f, home, &l);
     cr_route_answer a = route_in(&f, h, 8, -1, NULL);
     CU_ASSERT_EQUAL(a.shard, home);
-    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 126, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 128, 1e-9);
     cr_core_free(f.core);
 }
 
@@ -274,7 +276,7 @@ static void test_new_engine_in_a_slot_starts_afresh(void)
     set_endpoints(&f, (const int[]){0, 1, 2, 3}, 4);
     uint64_t h[8];
     run_of(h, 8, 100);
-    route_to(&f, h, 8, 2); /* the mean work: 128 ms */
+    route_to(&f, h, 8, 2); /* a foreign request: 128 ms */
     cr_engine_load l = load_of(&f, 10, 0);
     l.gpu_blocks = 2;
     l.block_size = 2 * BT;
