@@ -11,9 +11,21 @@
  * requests then (which the shard's queue already follows, route by route
  * and outcome by outcome) and the rest, the foreign ones, which are held
  * as they were until the next scrape: other traffic is seen within one
- * interval, the router's own at once, and neither twice. A foreign
- * request's work is not known; the mean of the rule's own recent routes
- * stands for it.
+ * interval, the router's own at once, and neither twice.
+ *
+ * Why a foreign request is priced as a blind placement: its prompt is not
+ * known, so the prompts of the rule's own recent routes stand for it, but
+ * not their work: the rule sends a request where its prefix is cached,
+ * while a request the router did not place lands wherever (round-robin,
+ * another gateway's choice) and mostly misses. Priced at the rule's own
+ * mean work, it was priced at the hits the rule earns, a fraction of what
+ * it costs (the replay measures foreign prefills 1.4 to 3.4 times the
+ * rule's own, bench/README.md). So each route notes what its prompt would
+ * cost on a shard picked without looking (the mean over the usable shards
+ * of its predicted prefill there), and a foreign request costs their
+ * moving mean. Not a cold prefill: where prompts share much (documents,
+ * system prompts) a blind request still hits, and pricing it cold
+ * overpriced it there (docs: p99 5% worse than this, bench/README.md).
  *
  * Nothing here runs, and nothing it keeps is read, until the first load:
  * without scrapes every route is the same as before. Everything under the
@@ -24,7 +36,7 @@
 
 #include "internal.h"
 
-/* Routes the moving mean of work spans, about. */
+/* Routes the moving mean of blind prefills spans, about. */
 #define MEAN_ROUTES 64.0
 
 /* r locked: shard s's view, the array grown to hold it (new ones empty);
@@ -126,7 +138,7 @@ int cr_router_engine_load(cr_router *r, uint32_t shard, const cr_engine_load *lo
 double cr_engine_foreign_ms(cr_router *r, uint32_t s, double now)
 {
     const cr_engine_view *v = fresh(r, s, now);
-    return v ? v->foreign * r->mean_work : 0;
+    return v ? v->foreign * r->blind_ms : 0;
 }
 
 int cr_engine_adapter_seen(cr_router *r, uint64_t adapter, uint32_t n, double now)
@@ -153,9 +165,9 @@ int cr_engine_must_evict(cr_router *r, uint32_t s, uint64_t adapter, double now)
     return 1;
 }
 
-void cr_engine_note_work(cr_router *r, double work)
+void cr_engine_note_blind(cr_router *r, double ms)
 {
-    r->mean_work = r->mean_work > 0 ? r->mean_work + (work - r->mean_work) / MEAN_ROUTES : work;
+    r->blind_ms = r->blind_ms > 0 ? r->blind_ms + (ms - r->blind_ms) / MEAN_ROUTES : ms;
 }
 
 void cr_engine_forget(cr_router *r, uint32_t s)

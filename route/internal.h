@@ -235,7 +235,8 @@ struct cr_router {
     cr_engine_view *engines;
     uint32_t n_engines;
     double stale_s;    /* 2 x --scrape-interval */
-    double mean_work;  /* ms, the recent ttft routes' work (a moving mean); 0: none yet */
+    double blind_ms;   /* a foreign request's price, ms: the moving mean of the recent
+                        * ttft routes' prompts' prefill on a shard picked blind */
     int lora_listed;   /* some load named an adapter: requests' adapters are looked for */
     uint64_t engine_loads, engine_stale, engine_mismatch; /* cr_route_stats' */
 };
@@ -298,8 +299,10 @@ int cr_engine_must_evict(cr_router *r, uint32_t s, uint64_t adapter, double now)
  * shard's bound (cr_engine_view's index_cap); NULL when out of memory. */
 cr_prefix *cr_router_gpu_index(cr_router *r);
 
-/* r locked: a moving mean of the work one ttft route adds, ms. */
-void cr_engine_note_work(cr_router *r, double work);
+/* r locked: notes what a ttft route's prompt would cost on a shard picked
+ * without looking, ms (bounded as its work is), into what a foreign
+ * request costs. */
+void cr_engine_note_blind(cr_router *r, double ms);
 
 /* r locked: forgets shard s's engine load (a new engine takes its slot). */
 void cr_engine_forget(cr_router *r, uint32_t s);

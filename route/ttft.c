@@ -347,9 +347,33 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
+/* r locked: work ms as one route may add it: bounded, however many tokens
+ * it names. */
+static double bounded_work(const cr_router *r, double ms)
+{
+    return r->max_work_ms > 0 && ms > r->max_work_ms ? r->max_work_ms : ms;
+}
+
+/* r locked: x's prefill on a shard picked without looking, ms: the mean,
+ * over the usable shards below n, of its prefill there. */
+static double blind_prefill(const cr_router *r, const view *x, uint32_t n)
+{
+    double sum = 0;
+    uint32_t usable = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        if (!cr_router_usable(r, s))
+            continue;
+        double cpu, hit = hit_on(r, x, s, &cpu);
+        sum += prefill_with_load(r, hit, cpu, x->tokens);
+        usable++;
+    }
+    return usable ? sum / usable : prefill_with_load(r, 0, 0, x->tokens);
+}
+
 /* r locked: what a placed request leaves behind: its blocks in the
  * index, its session, its predicted prefill as outstanding work. */
-static void remember(cr_router *r, const view *x, const cr_route_answer *a, double now)
+static void remember(cr_router *r, const view *x, const cr_route_answer *a, uint32_t n_shards,
+                     double now)
 {
     const cr_route_request *q = x->q;
     if (x->keys && a->shard < x->indexed)
@@ -360,13 +384,11 @@ static void remember(cr_router *r, const view *x, const cr_route_answer *a, doub
             r->moved[!cr_router_usable(r, was->shard)]++;
         cr_sessions_put(&r->sessions, q->owner, a->shard, x->tokens);
     }
-    /* the work one route may add is bounded, however many tokens it names */
-    double work = r->max_work_ms > 0 && a->prefill_ms > r->max_work_ms ? r->max_work_ms
-                                                                        : a->prefill_ms;
     if (r->by == CR_ROUTE_TTFT) {
         cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, x->id, a->cached_tokens,
-                           a->shard, work, now, q->caller);
-        cr_engine_note_work(r, work); /* what a foreign request stands for */
+                           a->shard, bounded_work(r, a->prefill_ms), now, q->caller);
+        /* what a foreign request stands for (engine_load.c says why) */
+        cr_engine_note_blind(r, bounded_work(r, blind_prefill(r, x, n_shards)));
     }
     r->why[a->reason]++;
 }
@@ -429,7 +451,7 @@ static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, vie
         else
             place_rule(r, t, n_shards, &v[i], now, a);
         if (a->shard != CR_ROUTE_NO_SHARD) /* nowhere to go: nothing to remember */
-            remember(r, &v[i], a, now);
+            remember(r, &v[i], a, n_shards, now);
     }
 }
 

@@ -111,7 +111,7 @@ static void test_foreign_requests_move_a_prefix(void)
     open_core(&f, 1000, 0.1);
     uint64_t h[8];
     run_of(h, 8, 100);
-    cr_route_answer a = route_in(&f, h, 8, -1, NULL); /* 128 ms: the mean work */
+    cr_route_answer a = route_in(&f, h, 8, -1, NULL); /* 128 ms anywhere: a foreign one's */
     uint32_t home = a.shard;
     f.t = 10; /* its prefill is long done; its outcome has not come */
     /* 2 requests there, 1 of them the router's: 1 foreign, 128 ms, less
@@ -122,8 +122,10 @@ static void test_foreign_requests_move_a_prefix(void)
     CU_ASSERT_EQUAL(b.shard, home);
     CU_ASSERT_STRING_EQUAL(why(&b), "prefix");
     CU_ASSERT_DOUBLE_EQUAL(b.queue_wait_ms, 128, 1e-9);
-    /* the mean is now 128 + (0 - 128) / 64 = 126 ms; 7 requests, 2 the
-     * router's: 5 x 126 ms outweighs the 256 ms a miss costs elsewhere */
+    /* b was all cached, but a foreign request lands on any shard: it would
+     * have cost (0 + 3 x 128) / 4 = 96 ms, the mean 128 + (96 - 128) / 64
+     * = 127.5 ms; 7 requests, 2 the router's: 5 x 127.5 ms outweighs the
+     * 256 ms a miss costs elsewhere */
     f.t = 10.05;
     l = load_of(&f, 6, 1);
     give(&f, home, &l);
@@ -157,13 +159,16 @@ static void test_routes_after_the_scrape_are_not_ours_then(void)
     f.t = 10;
     CU_ASSERT_EQUAL(route_in(&f, h, 8, -1, NULL).shard, home); /* all cached: 0 ms */
     /* scraped at 5 s, 2 requests: the first route's and 1 foreign (the
-     * second, made after, is not among them); the mean 128 - 128 / 64 */
+     * second, made after, is not among them), priced as the routes'
+     * prompts would cost on a shard picked blind: 128 ms, then (0 + 3 x
+     * 128) / 4 = 96 ms for the second, though it cost 0 where it went:
+     * 128 + (96 - 128) / 64 */
     cr_engine_load l = load_of(&f, 0, 2);
     l.at_s = 5;
     give(&f, home, &l);
     cr_route_answer a = route_in(&f, h, 8, -1, NULL);
     CU_ASSERT_EQUAL(a.shard, home);
-    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 126, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(a.queue_wait_ms, 127.5, 1e-9);
     cr_core_free(f.core);
 }
 
@@ -274,7 +279,7 @@ static void test_new_engine_in_a_slot_starts_afresh(void)
     set_endpoints(&f, (const int[]){0, 1, 2, 3}, 4);
     uint64_t h[8];
     run_of(h, 8, 100);
-    route_to(&f, h, 8, 2); /* the mean work: 128 ms */
+    route_to(&f, h, 8, 2); /* a foreign request: 128 ms */
     cr_engine_load l = load_of(&f, 10, 0);
     l.gpu_blocks = 2;
     l.block_size = 2 * BT;

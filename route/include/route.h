@@ -420,7 +420,9 @@ typedef struct cr_engine_load {
  *               router has outstanding on s that it routed by at_s: what
  *               the engine held that the router did not send it
  *   wait_s    = the shard's own predicted queue (above) + foreign_s x the
- *               mean work of the rule's recent routes
+ *               mean prefill of the rule's recent routes' prompts on a
+ *               shard picked without looking (the mean over the usable
+ *               shards): a request it did not place lands anywhere
  * so routes made since the scrape count at once, through the shard's own
  * queue, and traffic the router never saw counts within a scrape. A load
  * older than 2 x --scrape-interval (on the route's clock) is ignored from
