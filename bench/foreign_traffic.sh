@@ -11,6 +11,9 @@
 #            reads (replay/README.md, "Foreign traffic and scrapes")
 #   scraped  cacheroute, fed each scrape (cr_core_engine_load)
 #   blind    cacheroute without scrapes: only its own routes
+#   exact    (not by default) min-ttft-exact, told the truth: every
+#            shard's whole backlog and cache, foreign work included; what a
+#            greedy router could reach at best, the ceiling the others meet
 # then foreign_traffic.py turns the JSONs into the table of bench/README.md
 # ("Foreign traffic in the replay"): capacity at the p99 SLO (of the
 # requests the policy routed, against the whole offered load), cacheroute
@@ -62,7 +65,8 @@ for w in "${WL[@]}"; do
         peers) FLAGS=(--scrape-interval 0.1 --policies "$PEERS") ;;
         scraped) FLAGS=(--scrape-interval 0.1 --policies cacheroute) ;;
         blind) FLAGS=(--scrape-interval 0 --policies cacheroute) ;;
-        *) echo "foreign_traffic.sh: unknown run '$mode' (peers, scraped, blind)" >&2; exit 2 ;;
+        exact) FLAGS=(--scrape-interval 0 --policies min-ttft-exact) ;;
+        *) echo "foreign_traffic.sh: unknown run '$mode' (peers, scraped, blind, exact)" >&2; exit 2 ;;
         esac
         echo "$(date -u +%H:%M:%S) $w-$mode" >&2
         nice "$REPLAY" "${IN[@]}" --shards 8 --shard-fraction 0.03125 \
