@@ -27,9 +27,10 @@
  * system prompts) a blind request still hits, and pricing it cold
  * overpriced it there (docs: p99 5% worse than this, bench/README.md).
  *
- * Nothing here runs, and nothing it keeps is read, until the first load:
- * without scrapes every route is the same as before. Everything under the
- * router's lock. */
+ * Nothing it keeps is read until the first load, so without scrapes every
+ * route is the same as before; the moving mean alone is kept up on every
+ * ttft route (an O(shards) pass), so that the first scrape finds it ready.
+ * Everything under the router's lock. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
