@@ -104,7 +104,10 @@ int cr_scrape_url(const char *address, uint32_t port, const char *path, char *bu
 
 /* Why a scrape failed. */
 typedef enum cr_scrape_reason {
-    CR_SCRAPE_CONNECT, /* no answer: refused, unresolved, reset, any transport error */
+    CR_SCRAPE_CONNECT, /* no answer: refused, reset, any transport error, or an
+                        * address naming a host (only IP literals are scraped:
+                        * libcurl's resolver would leave a thread per
+                        * abandoned lookup) */
     CR_SCRAPE_TIMEOUT, /* no whole answer within the timeout */
     CR_SCRAPE_TOO_BIG, /* a body past --scrape-max-bytes: aborted */
     CR_SCRAPE_STATUS,  /* an HTTP status other than 200 */

@@ -76,6 +76,19 @@ class ScrapeTest(h.SidecarTestCase):
                          {"connect", "timeout", "too_big", "status", "parse", "refused"})
         sc.assert_clean_exit(self)
 
+    def test_host_names_are_not_scraped(self):
+        """An address naming a host (localhost here, a real engine behind it)
+        is never fetched: counted as connect, the sidecar exits clean (a
+        lookup abandoned mid-way would leave libcurl's resolver thread
+        unjoined, which TSan reports)."""
+        engines = self.engines(2)
+        named = "localhost:%d" % engines[1].port
+        sc, port = self.start([engines[0], named], "--scrape-timeout", "2")
+        h.poll(lambda: engines[0].scrapes >= 5 and failures(port)["connect"] >= 5, 10,
+               what="5 scrapes of the IP, 5 refusals of the name")
+        self.assertEqual(engines[1].scrapes, 0)
+        sc.assert_clean_exit(self)
+
     def test_off(self):
         engines = self.engines(1)
         sc, port = self.start(engines, "--scrape-interval", "0")
