@@ -1,6 +1,7 @@
 /* The scraper's settings (option rows, group "scrape"; --scrape-interval
  * is the route rule's row, which reads it too) and where a scrape goes: an
  * endpoint's address made the URL of its /metrics. */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,27 +42,56 @@ double cr_scrape_timeout(const cr_scrape_config *cfg)
     return cfg->timeout_s > 0 ? cfg->timeout_s : cfg->interval_s;
 }
 
-int cr_scrape_url(const char *address, uint32_t port, const char *path, char *buf, size_t size)
+/* An address's parts: its scheme ("http://" when it has none), where its
+ * authority starts (*address moved past the scheme) and the bytes of the
+ * authority and of its host ([v6] with its brackets); -1 without a host. */
+static int split(const char **address, const char **scheme, size_t *authority, size_t *host)
 {
-    const char *scheme = "http://";
-    if (!strncmp(address, "http://", 7)) {
-        address += 7;
-    } else if (!strncmp(address, "https://", 8)) {
-        scheme = "https://";
-        address += 8;
+    const char *a = *address;
+    *scheme = "http://";
+    if (!strncmp(a, "http://", 7)) {
+        a += 7;
+    } else if (!strncmp(a, "https://", 8)) {
+        *scheme = "https://";
+        a += 8;
     }
-    size_t authority = strcspn(address, "/?#");
-    size_t host = authority;
-    const char *colon = memchr(address, ':', authority);
-    if (address[0] == '[') { /* [v6] or [v6]:port */
-        const char *close = memchr(address, ']', authority);
+    *authority = strcspn(a, "/?#");
+    *host = *authority;
+    const char *colon = memchr(a, ':', *authority);
+    if (a[0] == '[') { /* [v6] or [v6]:port */
+        const char *close = memchr(a, ']', *authority);
         if (!close)
             return -1;
-        host = (size_t)(close + 1 - address);
+        *host = (size_t)(close + 1 - a);
     } else if (colon) {
-        host = (size_t)(colon - address);
+        *host = (size_t)(colon - a);
     }
-    if (!host)
+    *address = a;
+    return *host ? 0 : -1;
+}
+
+int cr_scrape_names_ip(const char *address)
+{
+    const char *scheme;
+    size_t authority, host;
+    char text[INET6_ADDRSTRLEN];
+    if (split(&address, &scheme, &authority, &host) != 0)
+        return 0;
+    int v6 = address[0] == '[';
+    size_t n = v6 ? host - 2 : host;
+    if (n == 0 || n >= sizeof text)
+        return 0;
+    memcpy(text, address + v6, n);
+    text[n] = '\0';
+    unsigned char bytes[16];
+    return inet_pton(v6 ? AF_INET6 : AF_INET, text, bytes) == 1;
+}
+
+int cr_scrape_url(const char *address, uint32_t port, const char *path, char *buf, size_t size)
+{
+    const char *scheme;
+    size_t authority, host;
+    if (split(&address, &scheme, &authority, &host) != 0)
         return -1;
     char port_text[16] = "";
     if (port)

@@ -7,7 +7,6 @@
  * open (a scrape every 100 ms would otherwise open as many); a buffer past
  * KEEP_BYTES is freed after its round, so that the memory held stays near
  * the engines' usual body sizes rather than the bound. */
-#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <math.h>
 #include <pthread.h>
@@ -157,29 +156,8 @@ static void finished(cr_scraper *s, uint32_t shard, CURLcode rc)
     }
 }
 
-/* 1 when url's host (scheme://HOST[:port]/...) is an IPv4 or [IPv6]
- * literal. A host name would have libcurl's threaded resolver look it up,
- * and a scrape abandoned mid-lookup (its timeout, a stop) leaves that
- * thread unjoined: a thread's stack lost per round (TSan's thread leak). */
-static int names_ip(const char *url)
-{
-    const char *h = strstr(url, "://");
-    char host[64];
-    if (!h)
-        return 0;
-    h += 3;
-    int v6 = *h == '[';
-    size_t n = v6 ? strcspn(h + 1, "]") : strcspn(h, ":/");
-    if (n == 0 || n >= sizeof host)
-        return 0;
-    memcpy(host, h + v6, n);
-    host[n] = '\0';
-    unsigned char addr[16];
-    return inet_pton(v6 ? AF_INET6 : AF_INET, host, addr) == 1;
-}
-
 /* Readies slot shard's transfer to url; 0, -1 when curl cannot, -2 for an
- * address that names a host rather than an IP (names_ip). */
+ * address that names a host rather than an IP (cr_scrape_names_ip). */
 static int prepare(cr_scraper *s, uint32_t shard, const cr_endpoint *ep)
 {
     slot *sl = &s->slots[shard];
@@ -188,7 +166,7 @@ static int prepare(cr_scraper *s, uint32_t shard, const cr_endpoint *ep)
     if (cr_scrape_url(ep->address, s->cfg.port, s->path, sl->url, sizeof sl->url) != 0)
         return -1;
     memcpy(sl->id, ep->id, sizeof sl->id);
-    if (!names_ip(sl->url))
+    if (!cr_scrape_names_ip(ep->address))
         return -2;
     sl->len = 0;
     sl->too_big = 0;

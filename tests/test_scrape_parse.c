@@ -296,6 +296,21 @@ static void test_urls(void)
     CU_ASSERT_EQUAL(cr_scrape_url("10.0.0.5:8000", 0, "/metrics", small, sizeof small), -1);
 }
 
+/* Only IP literals are scraped: a host name would start libcurl's resolver
+ * thread (cr_scrape_names_ip). */
+static void test_names_ip(void)
+{
+    static const char *const ip[] = {"10.0.0.5:8000", "10.0.0.5", "[fd00::5]:8000",
+                                      "http://10.0.0.6:8000/v1", "https://[::1]:8443"};
+    static const char *const name[] = {"vllm-0:8000", "localhost:8000", "vllm-0",
+                                        "https://vllm-0.vllm:8443/v1", ":8000", "[fd00::5",
+                                        "[]:80", "10.0.0.300:80", "[vllm]:80"};
+    for (size_t i = 0; i < sizeof ip / sizeof ip[0]; i++)
+        CU_ASSERT_EQUAL(cr_scrape_names_ip(ip[i]), 1);
+    for (size_t i = 0; i < sizeof name / sizeof name[0]; i++)
+        CU_ASSERT_EQUAL(cr_scrape_names_ip(name[i]), 0);
+}
+
 static const cr_test_case parse_tests[] = {
     {"vLLM's body", test_vllm},
     {"SGLang's body", test_sglang},
@@ -310,6 +325,7 @@ static const cr_test_case parse_tests[] = {
 
 static const cr_test_case url_tests[] = {
     {"an endpoint's /metrics URL", test_urls},
+    {"only IP literals are scraped", test_names_ip},
     {NULL, NULL},
 };
 

@@ -100,6 +100,13 @@ double cr_scrape_timeout(const cr_scrape_config *cfg);
  * -1 when it does not fit or the address has no host. Pure. */
 int cr_scrape_url(const char *address, uint32_t port, const char *path, char *buf, size_t size);
 
+/* 1 when address (as cr_scrape_url reads it) names an IPv4 or [IPv6]
+ * literal, 0 for a host name or no host. Only such addresses are scraped:
+ * a host name would have libcurl's threaded resolver look it up, and a
+ * scrape abandoned mid-lookup (its timeout, a stop) leaves that thread
+ * unjoined, a thread's stack lost a round (TSan's thread leak). Pure. */
+int cr_scrape_names_ip(const char *address);
+
 /* ---- the scraper (scraper.c) ------------------------------------------------- */
 
 /* Why a scrape failed. */
