@@ -43,7 +43,7 @@ FROM ${DEBIAN_IMAGE} AS runtime
 # cacheroute runtime packages: the Debian packages of the shared libraries the
 # binaries link (their dependencies come along). Keep this on ONE line:
 # helm/tests/check_image_libs.sh parses it.
-ARG CR_RUNTIME_PACKAGES="libgrpc29 libprotobuf-c1 libmicrohttpd12 libjansson4 libssl3 libhiredis0.14 libzmq5 libmsgpackc2 libyaml-0-2 libcjson1 libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libldap-2.5-0 libbrotli1 libsasl2-2"
+ARG CR_RUNTIME_PACKAGES="libgrpc29 libprotobuf-c1 libmicrohttpd12 libjansson4 libssl3 libhiredis0.14 libzmq5 libc-ares2 libmsgpackc2 libyaml-0-2 libcjson1 libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libldap-2.5-0 libbrotli1 libsasl2-2"
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -q \
     && apt-get install -y -q --no-install-recommends ${CR_RUNTIME_PACKAGES} \

@@ -1,5 +1,8 @@
-/* The KV-event subscriber (kvevents.h): one thread polls every shard's SUB
- * socket and keeps each shard's seq chain whole, by a replay from the
+/* The KV-event subscriber (kvevents.h): one thread polls every link's SUB
+ * socket (a "shard" here is a link: a --kv-events shard's engine, or one
+ * rank of a followed endpoint's, follow.c; places in a fixed table, so a
+ * link's pointer holds while it is open) and keeps each one's seq chain
+ * whole, by a replay from the
  * engine's ROUTER socket when it can and by a reset of the shard's view
  * when it cannot, so the index never keeps blocks an engine may have
  * dropped in a batch nobody saw.
@@ -21,50 +24,12 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "kvevents.h"
+#include "internal.h"
 
 #define SEQ_END UINT64_MAX /* the replay's last answer: seq -1 as 8 bytes */
 #define MAX_BURST 64       /* messages read from one shard a poll: the others get turns */
 #define WHY_LEN 192
 #define RELINK_S 1.0       /* a dropped link is re-opened at most this often */
-
-/* ---- SHARD=ENDPOINT[,replay=ENDPOINT] ---------------------------------------- */
-
-/* Copies the len bytes of an endpoint at e into out when valid. */
-static cr_status endpoint_of(const char *e, size_t len, const char *what, char *out,
-                             cr_error *err)
-{
-    if (len <= 6 || (strncmp(e, "tcp://", 6) && strncmp(e, "ipc://", 6)))
-        return cr_fail(err, CR_EINVAL, "%s must be tcp://... or ipc://...", what);
-    if (len >= CR_KV_ENDPOINT_MAX || memchr(e, ' ', len))
-        return cr_fail(err, CR_EINVAL, "%s must be 1..%d bytes without spaces", what,
-                       CR_KV_ENDPOINT_MAX - 1);
-    memcpy(out, e, len);
-    out[len] = '\0';
-    return CR_OK;
-}
-
-cr_status cr_kv_engine_parse(const char *text, cr_kv_engine *out, cr_error *err)
-{
-    memset(out, 0, sizeof *out);
-    const char *eq = strchr(text, '=');
-    size_t digits = strspn(text, "0123456789");
-    if (!eq)
-        return cr_fail(err, CR_EINVAL, "must be SHARD=ENDPOINT[,replay=ENDPOINT]");
-    if (digits == 0 || digits > 2 || text + digits != eq || atoi(text) >= CR_KV_MAX_ENGINES)
-        return cr_fail(err, CR_EINVAL, "SHARD must be a decimal in 0..%d",
-                       CR_KV_MAX_ENGINES - 1);
-    out->shard = (uint32_t)atoi(text);
-    const char *ep = eq + 1, *comma = strchr(ep, ',');
-    size_t len = comma ? (size_t)(comma - ep) : strlen(ep);
-    if (endpoint_of(ep, len, "ENDPOINT", out->endpoint, err) != CR_OK)
-        return CR_EINVAL;
-    if (!comma)
-        return CR_OK;
-    if (strncmp(comma, ",replay=", 8))
-        return cr_fail(err, CR_EINVAL, "only ,replay=ENDPOINT may follow ENDPOINT");
-    return endpoint_of(comma + 8, strlen(comma + 8), "replay=ENDPOINT", out->replay, err);
-}
 
 uint64_t cr_kv_frame_bound(uint64_t memory_limit)
 {
@@ -75,64 +40,20 @@ uint64_t cr_kv_frame_bound(uint64_t memory_limit)
            : b > CR_KV_MAX_FRAME_BYTES ? CR_KV_MAX_FRAME_BYTES : b;
 }
 
-/* ---- the subscriber's state ------------------------------------------------- */
+/* ---- reports and counts ---------------------------------------------------- */
 
-/* Up to three parts of one multipart message. */
-typedef struct parts {
-    zmq_msg_t p[3];
-    int kept;  /* initialised parts in p */
-    int total; /* parts the message had */
-} parts;
-
-/* A replay in progress: the batches wanted are [next, upto); the live
- * message that found the gap (seq upto) waits in held. */
-typedef struct replay {
-    void *dealer; /* NULL: no replay */
-    uint64_t first, next, upto;
-    double deadline;
-    zmq_msg_t held;
-} replay;
-
-/* Reports of one kind for a shard, at most one a CR_KV_DROP_LOG_S. */
-typedef struct limiter {
-    uint64_t unreported;
-    double next;
-} limiter;
-
-typedef struct shard {
-    cr_kv_engine src;
-    void *sub;     /* NULL while the link waits to be re-opened */
-    void *monitor; /* PAIR: the SUB socket's disconnects */
-    /* the thread's own */
-    unsigned links;      /* links opened: names each monitor's endpoint */
-    double relink_at;    /* sub NULL: when to open it again */
-    int have_seq;
-    uint64_t last_seq;
-    limiter drops, link_drops;
-    replay r;
-    /* under the subscriber's lock */
-    cr_kv_stats st;
-} shard;
-
-struct cr_kv_subscriber {
-    cr_core *core;
-    cr_kv_hooks hooks;
-    void *zmq;
-    int64_t max_frame; /* ZMQ_MAXMSGSIZE */
-    pthread_t thread;
-    atomic_int stop;
-    pthread_mutex_t lock; /* every shard's st */
-    size_t n;
-    shard shards[];
-};
-
-static void report(cr_kv_subscriber *s, const shard *sh, cr_kv_report r)
+void cr_kv_report_to(cr_kv_subscriber *s, cr_kv_report r)
 {
-    r.shard = sh->src.shard;
     if (!r.detail)
         r.detail = "";
     if (s->hooks.report)
         s->hooks.report(s->hooks.ctx, &r);
+}
+
+static void report(cr_kv_subscriber *s, const shard *sh, cr_kv_report r)
+{
+    r.shard = sh->src.shard;
+    cr_kv_report_to(s, r);
 }
 
 /* Whether to report now: one more counted, and 1 at most once a
@@ -298,7 +219,7 @@ static void *open_socket(cr_kv_subscriber *s, int type, const char *endpoint,
     if (!sock)
         return NULL;
     if (bound(sock, s->max_frame) ||
-        (type == ZMQ_SUB && zmq_setsockopt(sock, ZMQ_SUBSCRIBE, "", 0)) ||
+        (type == ZMQ_SUB && zmq_setsockopt(sock, ZMQ_SUBSCRIBE, s->topic, strlen(s->topic))) ||
         (monitor_at && zmq_socket_monitor(sock, monitor_at, ZMQ_EVENT_DISCONNECTED)) ||
         zmq_connect(sock, endpoint)) {
         int e = zmq_errno();
@@ -327,7 +248,7 @@ static void close_link(shard *sh)
 static int open_link(cr_kv_subscriber *s, shard *sh)
 {
     char at[64];
-    snprintf(at, sizeof at, "inproc://cr-kv-%p-%u-%u", (void *)s, sh->src.shard, sh->links++);
+    snprintf(at, sizeof at, "inproc://cr-kv-%p-%u-%u", (void *)s, sh->src.shard, s->links++);
     sh->sub = open_socket(s, ZMQ_SUB, sh->src.endpoint, at);
     if (!sh->sub)
         return -1;
@@ -543,8 +464,8 @@ static int disconnected(shard *sh)
 /* What the loop polls for each shard: its replay socket while a replay
  * runs, else its SUB socket; its monitor. */
 typedef struct polled {
-    zmq_pollitem_t items[2 * CR_KV_MAX_ENGINES];
-    shard *of[2 * CR_KV_MAX_ENGINES];
+    zmq_pollitem_t items[2 * CR_KV_MAX_LINKS];
+    shard *of[2 * CR_KV_MAX_LINKS];
     int n;
     long timeout_ms;
 } polled;
@@ -564,6 +485,8 @@ static void prepare(cr_kv_subscriber *s, polled *p)
     p->n = 0;
     for (size_t i = 0; i < s->n; i++) {
         shard *sh = &s->shards[i];
+        if (!sh->used)
+            continue;
         if (sh->r.dealer && now >= sh->r.deadline) {
             snprintf(why, WHY_LEN, "no replay within %g s", CR_KV_REPLAY_WAIT_S);
             replay_end(s, sh, 0, why);
@@ -589,6 +512,8 @@ static void *run(void *arg)
     cr_kv_subscriber *s = arg;
     polled p;
     while (!atomic_load(&s->stop)) {
+        if (s->follow)
+            cr_kv_follow_sync(s); /* first: no link polled below is closed meanwhile */
         prepare(s, &p);
         if (zmq_poll(p.items, p.n, p.timeout_ms) <= 0)
             continue; /* timeout, or EINTR */
@@ -609,7 +534,41 @@ static void *run(void *arg)
     return NULL;
 }
 
-/* ---- start, stop, figures ---------------------------------------------------- */
+/* ---- links, start, stop, figures ----------------------------------------------- */
+
+int cr_kv_link_open(cr_kv_subscriber *s, const cr_kv_engine *src, int followed)
+{
+    size_t i = 0;
+    while (i < s->cap && s->shards[i].used)
+        i++;
+    if (i == s->cap) {
+        errno = ENOSPC;
+        return -1;
+    }
+    shard *sh = &s->shards[i];
+    pthread_mutex_lock(&s->lock); /* the figures' reader skips it, but reads used */
+    *sh = (shard){.src = *src, .followed = followed,
+                  .st = {.shard = src->shard, .last_event_s = -1}};
+    pthread_mutex_unlock(&s->lock);
+    if (open_link(s, sh) != 0)
+        return -1; /* the place stays free */
+    pthread_mutex_lock(&s->lock);
+    sh->used = 1;
+    if (i >= s->n)
+        s->n = i + 1;
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+void cr_kv_link_close(cr_kv_subscriber *s, shard *sh, const char *why)
+{
+    replay_close(&sh->r);
+    close_link(sh);
+    reset(s, sh, why, 0); /* the caller reports the unsubscription */
+    pthread_mutex_lock(&s->lock);
+    sh->used = 0;
+    pthread_mutex_unlock(&s->lock);
+}
 
 static void close_all(cr_kv_subscriber *s)
 {
@@ -623,46 +582,59 @@ static void close_all(cr_kv_subscriber *s)
     free(s);
 }
 
-static cr_status open_all(cr_kv_subscriber *s, cr_error *err)
+static cr_status open_all(cr_kv_subscriber *s, const cr_kv_engine *sources, size_t n,
+                          cr_error *err)
 {
     if (!(s->zmq = zmq_ctx_new()))
         return cr_fail(err, CR_ENOMEM, "--kv-events: cannot make a ZeroMQ context: %s",
                        zmq_strerror(zmq_errno()));
-    for (size_t i = 0; i < s->n; i++) {
-        shard *sh = &s->shards[i];
-        if (open_link(s, sh) != 0)
+    /* SUB, its monitor's two ends and a replay's DEALER a link, and spare */
+    zmq_ctx_set(s->zmq, ZMQ_MAX_SOCKETS, 4 * CR_KV_MAX_LINKS + 16);
+    for (size_t i = 0; i < n; i++) {
+        if (cr_kv_link_open(s, &sources[i], 0) != 0)
             return cr_fail(err, CR_EINVAL, "--kv-events %" PRIu32 "=%s: cannot connect: %s",
-                           sh->src.shard, sh->src.endpoint, zmq_strerror(errno));
+                           sources[i].shard, sources[i].endpoint, zmq_strerror(errno));
+        s->taken |= 1ull << sources[i].shard;
     }
     return CR_OK;
 }
 
-cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, uint64_t max_frame,
+cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, const cr_kv_options *opt,
                               cr_core *core, const cr_kv_hooks *hooks, cr_error *err)
 {
-    if (n == 0)
+    int follow = opt && opt->follow;
+    if (n == 0 && !follow)
         return NULL;
     if (n > CR_KV_MAX_ENGINES) {
         cr_fail(err, CR_EINVAL, "--kv-events must be given at most %d times, got %zu",
                 CR_KV_MAX_ENGINES, n);
         return NULL;
     }
-    cr_kv_subscriber *s = calloc(1, sizeof *s + n * sizeof(shard));
+    const char *topic = opt && opt->topic ? opt->topic : "";
+    if (strlen(topic) >= CR_KV_TOPIC_MAX || (opt && opt->dp_size > CR_KV_MAX_DP)) {
+        cr_fail(err, CR_EINVAL, "--kv-events-topic must be below %d bytes and "
+                "--kv-events-dp-size at most %d", CR_KV_TOPIC_MAX, CR_KV_MAX_DP);
+        return NULL;
+    }
+    size_t cap = follow ? CR_KV_MAX_LINKS : n;
+    cr_kv_subscriber *s = calloc(1, sizeof *s + cap * sizeof(shard));
     if (!s) {
         cr_fail(err, CR_ENOMEM, "out of memory for --kv-events");
         return NULL;
     }
     s->core = core;
-    s->n = n;
+    s->cap = cap;
+    s->follow = follow;
+    s->dp_size = opt && opt->dp_size ? opt->dp_size : 1;
+    snprintf(s->topic, sizeof s->topic, "%s", topic);
+    uint64_t max_frame = opt ? opt->max_frame : 0;
     s->max_frame = (int64_t)(max_frame ? max_frame : CR_KV_MAX_FRAME_BYTES);
     if (hooks)
         s->hooks = *hooks;
     atomic_init(&s->stop, 0);
+    atomic_init(&s->changed, follow); /* the set current at start */
     pthread_mutex_init(&s->lock, NULL);
-    for (size_t i = 0; i < n; i++)
-        s->shards[i] = (shard){.src = sources[i],
-                               .st = {.shard = sources[i].shard, .last_event_s = -1}};
-    if (open_all(s, err) != CR_OK) {
+    if (open_all(s, sources, n, err) != CR_OK) {
         close_all(s);
         return NULL;
     }
@@ -675,6 +647,12 @@ cr_kv_subscriber *cr_kv_start(const cr_kv_engine *sources, size_t n, uint64_t ma
     return s;
 }
 
+void cr_kv_endpoints_changed(cr_kv_subscriber *s)
+{
+    if (s)
+        atomic_store(&s->changed, 1);
+}
+
 void cr_kv_stop(cr_kv_subscriber *s)
 {
     if (!s)
@@ -684,13 +662,43 @@ void cr_kv_stop(cr_kv_subscriber *s)
     close_all(s);
 }
 
+/* Adds one link's figures to its shard's. */
+static void add_stats(cr_kv_stats *to, const cr_kv_stats *st)
+{
+    to->batches += st->batches;
+    to->applied += st->applied;
+    to->dropped += st->dropped;
+    to->replayed += st->replayed;
+    to->gaps += st->gaps;
+    to->resets += st->resets;
+    to->reconnects += st->reconnects;
+    if (st->last_event_s > to->last_event_s)
+        to->last_event_s = st->last_event_s;
+}
+
 size_t cr_kv_stats_read(cr_kv_subscriber *s, cr_kv_stats *out, size_t max)
 {
     if (!s)
         return 0;
+    size_t k = 0;
+    uint64_t seen[(CR_ENDPOINTS_MAX + 63) / 64] = {0}; /* shards already counted */
     pthread_mutex_lock(&s->lock);
-    for (size_t i = 0; i < s->n && i < max; i++)
-        out[i] = s->shards[i].st;
+    for (size_t i = 0; i < s->n; i++) {
+        const shard *sh = &s->shards[i];
+        if (!sh->used)
+            continue;
+        uint32_t at = sh->st.shard;
+        if (at < CR_ENDPOINTS_MAX && !(seen[at / 64] >> (at % 64) & 1)) {
+            seen[at / 64] |= 1ull << (at % 64);
+            if (k < max)
+                out[k] = sh->st;
+            k++;
+            continue;
+        }
+        for (size_t j = 0; j < k && j < max; j++)
+            if (out[j].shard == at)
+                add_stats(&out[j], &sh->st);
+    }
     pthread_mutex_unlock(&s->lock);
-    return s->n;
+    return k;
 }

@@ -43,7 +43,14 @@
  * reported (the requests were lost with it). The core numbers its slots
  * itself (a join may reuse a slot freed long enough ago), so the policy
  * maps the core's slots to the simulator's shards by address after each
- * change, both ways. */
+ * change, both ways.
+ *
+ * Scrapes (the cluster's scrape_interval_s): each new scrape of the
+ * engines' /metrics is given to the core before the next route, one
+ * cr_core_engine_load per serving shard, as the sidecar's scraper would
+ * (its time the scrape's, on the core's virtual clock). The core's own
+ * view still counts every route it made; the scrape is how it sees the
+ * traffic it did not route (foreign, replay.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +97,9 @@ typedef struct policy_state {
     const cr_replay_admission *door;
     held_at *held;
     size_t n_held;
+    uint64_t scrape_seq;    /* the last scrape given to the core; 0: none yet */
+    uint32_t block_tokens;  /* the cluster's, for the scrapes */
+    uint64_t gpu_blocks;
 } policy_state;
 
 static double virtual_now(void *ctx) { return ((const policy_state *)ctx)->now_s; }
@@ -103,6 +113,8 @@ static cr_status copy_config(const cr_core_config *cfg, const cr_replay_cluster 
     cr_core_quiet_probe(&out->probe); /* the replay models a cluster, not this host */
     out->planner.n_shards = c->shards;
     out->route.block_tokens = c->block_tokens;
+    if (c->scrape_interval_s > 0) /* a load is stale after two of the cluster's intervals */
+        out->route.scrape_interval_s = c->scrape_interval_s;
     out->route.index_blocks = c->shard_blocks < CR_ROUTE_MAX_INDEX_BLOCKS
                                   ? (uint32_t)c->shard_blocks
                                   : CR_ROUTE_MAX_INDEX_BLOCKS;
@@ -227,6 +239,7 @@ static cr_status open_core(policy_state *s, cr_error *err)
     s->n_replans = 0;
     s->n_gone = 0;
     s->now_s = 0;
+    s->scrape_seq = 0;
     cr_clock_source clock = {virtual_now, s};
     s->core = cr_core_new(&s->cfg, NULL, &clock, err);
     if (s->core && s->membership)
@@ -525,10 +538,31 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
     return sim_shard(s, a.shard);
 }
 
+/* The cluster's last scrape, once: each serving shard's waiting, running
+ * and KV usage (blocks held over the shard's), with the cluster's block
+ * size and blocks. Built valid, so a refusal is the core's: said. */
+static void feed_scrape(policy_state *s, const cr_replay_view *v)
+{
+    const cr_replay_scrape *m = v->scrape;
+    if (!m || m->seq == s->scrape_seq)
+        return;
+    s->scrape_seq = m->seq;
+    CR_REPLAY_FOR_SERVING(v, k) {
+        double used = (double)m->blocks_held[k] / (double)s->gpu_blocks;
+        cr_engine_load load = {.at_s = m->at_s, .waiting = m->waiting[k],
+                               .running = m->running[k], .kv_usage = used < 1 ? used : 1,
+                               .block_size = s->block_tokens, .gpu_blocks = s->gpu_blocks};
+        cr_error err;
+        if (cr_core_engine_load(s->core, core_slot(s, k), &load, &err) != CR_OK)
+            fprintf(stderr, "cacheroute-replay: engine load refused: %s\n", err.msg);
+    }
+}
+
 static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
 {
     policy_state *s = state;
     s->pool = v->blocks; /* the trace's, for the events at its finishes */
+    feed_scrape(s, v);
     if (s->call == CR_REPLAY_CALL_ROUTE)
         return route_call(s, r, v);
     cr_route_answer out;
@@ -691,6 +725,8 @@ cr_status cr_replay_cacheroute_policy(const cr_core_config *cfg, cr_replay_weigh
     s->weight = weight;
     s->call = call;
     s->events = events;
+    s->block_tokens = c->block_tokens;
+    s->gpu_blocks = c->shard_blocks;
     cr_status st = copy_config(cfg, c, &s->cfg, err);
     if (st == CR_OK)
         st = members_init(s, c, err);

@@ -225,6 +225,9 @@ typedef struct cr_replay_tally {
      * failed (queued on a shard when it failed). */
     uint32_t *shard;
     uint8_t *failed;
+    /* With foreign traffic only (else NULL): per request, whether it is
+     * foreign (never routed by the policy, left out of every figure). */
+    uint8_t *foreign;
     double *work_ms;  /* per shard, prefill */
     size_t with_knowledge, as_kv;
     /* measured requests the policy predicted a hit for: how many, the sum

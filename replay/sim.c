@@ -39,6 +39,7 @@
 #include "internal.h"
 
 #define NOISE_STREAM 0x6e6f697365ULL /* "noise": apart from the policies' draws */
+#define FOREIGN_STREAM 0x666f726569676eULL /* "foreign": apart from the noise's */
 
 void cr_replay_cluster_default(cr_replay_cluster *c)
 {
@@ -76,7 +77,23 @@ cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err)
     if (c->events && c->events->shards != c->shards)
         return cr_fail(err, CR_EINVAL, "events were parsed for %u shards, the cluster has %u",
                        c->events->shards, c->shards);
+    if (!(c->foreign_share >= 0 && c->foreign_share < 1))
+        return cr_fail(err, CR_EINVAL, "foreign_share must be in [0, 1), got %g",
+                       c->foreign_share);
+    if (c->foreign_share > 0 && c->events)
+        return cr_fail(err, CR_EINVAL, "foreign_share does not go with events");
+    if (!cr_replay_finite_ge0(c->scrape_interval_s))
+        return cr_fail(err, CR_EINVAL, "scrape_interval_s must be finite and >= 0, got %g",
+                       c->scrape_interval_s);
     return CR_OK;
+}
+
+int cr_replay_foreign(const cr_replay_cluster *c, size_t i)
+{
+    if (c->foreign_share <= 0)
+        return 0;
+    uint64_t x = cr_replay_draw(cr_mix64(c->seed ^ FOREIGN_STREAM), (uint64_t)i);
+    return cr_replay_unit(x) < c->foreign_share;
 }
 
 /* Every request in time order, with blocks inside the pool and its
@@ -129,12 +146,27 @@ static int fifo_push(fifo *q, double done, size_t request)
     return 0;
 }
 
-static void fifo_drain(fifo *q, double now)
+/* Lets go of what is done by now; how many of those were foreign (its
+ * flags per request; NULL: none is). */
+static uint32_t fifo_drain(fifo *q, double now, const uint8_t *foreign)
 {
+    uint32_t gone = 0;
     while (q->n && q->done[q->head].done <= now) {
+        gone += foreign && foreign[q->done[q->head].request];
         q->head = (q->head + 1) & (q->cap - 1);
         q->n--;
     }
+    return gone;
+}
+
+/* How many it holds past at (completions are in order: a shard serves
+ * its queue one at a time). */
+static uint32_t fifo_after(const fifo *q, double at)
+{
+    size_t done = 0;
+    while (done < q->n && q->done[(q->head + done) & (q->cap - 1)].done <= at)
+        done++;
+    return (uint32_t)(q->n - done);
 }
 
 /* What a slot is doing (events). */
@@ -158,6 +190,16 @@ typedef struct sim {
     double *backlog_ms; /* the view */
     uint32_t *queued;
     uint32_t *blocks_held;
+    /* Foreign traffic (else 0 and NULL): the foreign requests each shard
+     * holds (its queued less them is the policy's), and the serving
+     * shard the next one goes to, round-robin. */
+    uint32_t *foreign_held;
+    uint32_t next_foreign;
+    /* Scrapes (else NULL): the last one, its arrays per slot, and the
+     * grid point the next is due at. */
+    cr_replay_scrape scrape;
+    uint32_t *scraped; /* waiting, running, blocks held: 3 x slots */
+    double next_scrape_s;
     cr_replay_tally tally;
     uint8_t *door; /* with admission: per request, CR_REPLAY_DOOR_* */
 } sim;
@@ -178,6 +220,8 @@ static void sim_free(sim *s)
     free(s->queued);
     free(s->blocks_held);
     free(s->door);
+    free(s->foreign_held);
+    free(s->scraped);
     cr_replay_tally_free(&s->tally);
 }
 
@@ -206,6 +250,29 @@ static int members_init(sim *s)
     return 0;
 }
 
+/* What foreign traffic and scrapes need (neither: nothing); 0, or -1
+ * when out of memory. After the tally's init. */
+static int outside_init(sim *s)
+{
+    uint32_t R = s->slots;
+    if (s->c->foreign_share > 0) {
+        s->foreign_held = calloc(R, sizeof *s->foreign_held);
+        s->tally.foreign = calloc(s->t->n, sizeof *s->tally.foreign);
+        if (!s->foreign_held || !s->tally.foreign)
+            return -1;
+        for (size_t i = 0; i < s->t->n; i++)
+            s->tally.foreign[i] = (uint8_t)cr_replay_foreign(s->c, i);
+    }
+    if (s->c->scrape_interval_s > 0) {
+        s->scraped = calloc(3 * (size_t)R, sizeof *s->scraped);
+        if (!s->scraped)
+            return -1;
+        s->scrape = (cr_replay_scrape){.waiting = s->scraped, .running = s->scraped + R,
+                                       .blocks_held = s->scraped + 2 * (size_t)R};
+    }
+    return 0;
+}
+
 static cr_status sim_init(sim *s, cr_error *err)
 {
     uint32_t R = s->slots = cr_replay_slots(s->c);
@@ -225,7 +292,7 @@ static cr_status sim_init(sim *s, cr_error *err)
         !s->blocks_held ||
         cr_replay_tally_init(&s->tally, s->t->n, R, s->c->events || s->c->admission) != 0 ||
         (s->c->admission && !(s->door = calloc(s->t->n, sizeof *s->door))) ||
-        (s->c->events && members_init(s) != 0))
+        (s->c->events && members_init(s) != 0) || outside_init(s) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
     s->tally.warmup = s->c->warmup;
     for (uint32_t k = 0; k < R; k++) {
@@ -236,17 +303,44 @@ static cr_status sim_init(sim *s, cr_error *err)
     return CR_OK;
 }
 
+/* The engines' /metrics at the last grid point at or before now, when
+ * one has passed since the last scrape. Every request before now arrived
+ * before that point (else an earlier call would have scraped it), so
+ * the queues and caches as they stand, less what was done by then, are
+ * the engines' at that point exactly. */
+static void scrape(sim *s, double now)
+{
+    double every = s->c->scrape_interval_s;
+    if (!s->scraped || now < s->next_scrape_s)
+        return;
+    double point = floor(now / every);
+    s->scrape.at_s = point * every;
+    s->next_scrape_s = (point + 1) * every;
+    s->scrape.seq++;
+    uint32_t *waiting = s->scraped, *running = s->scraped + s->slots,
+             *held = s->scraped + 2 * (size_t)s->slots;
+    for (uint32_t k = 0; k < s->n_slots; k++) {
+        uint32_t n = fifo_after(&s->queues[k], s->scrape.at_s);
+        running[k] = n > 0;
+        waiting[k] = n - running[k];
+        held[k] = s->caches[k].n;
+    }
+}
+
 /* The cluster as a policy sees it at now. A draining shard with no work
  * left is gone, and its cache with it. */
 static void refresh_view(sim *s, double now)
 {
+    scrape(s, now);
     for (uint32_t k = 0; k < s->n_slots; k++) {
-        fifo_drain(&s->queues[k], now);
+        uint32_t gone = fifo_drain(&s->queues[k], now, s->tally.foreign);
         if (s->state && s->state[k] == SLOT_DRAINING && s->queues[k].n == 0) {
             s->state[k] = SLOT_GONE;
             cr_replay_cache_free(&s->caches[k]);
         }
-        s->queued[k] = (uint32_t)s->queues[k].n;
+        if (s->foreign_held)
+            s->foreign_held[k] -= gone;
+        s->queued[k] = (uint32_t)s->queues[k].n - (s->foreign_held ? s->foreign_held[k] : 0);
         double left = s->busy_until[k] - now;
         s->backlog_ms[k] = left > 0 ? left * 1000.0 : 0.0;
         s->blocks_held[k] = s->caches[k].n;
@@ -274,25 +368,20 @@ static double noise_factor(const sim *s, size_t i)
 }
 
 /* Serves and caches request i on shard k at now, held held_ms at a door
- * before; o is its outcome. */
-static cr_status serve_on(sim *s, size_t i, uint32_t k, double now, double held_ms,
-                          const cr_replay_view *v, cr_replay_outcome *o, cr_error *err)
+ * before: its hit, then (kv: the policy's kv hook, NULL for none) its
+ * path, its prefill and queue. */
+static cr_status dispatch(sim *s, size_t i, uint32_t k, double now, double held_ms,
+                          const cr_replay_view *v, const cr_replay_policy *kv,
+                          cr_replay_outcome *o, cr_error *err)
 {
     const cr_replay_request *r = &s->t->reqs[i];
-    const cr_replay_policy *p = s->p;
     const uint64_t *ids = s->t->blocks + r->first_block;
-    if (k >= s->n_slots)
-        return cr_fail(err, CR_EINVAL, "policy %s routed request %zu to shard %u of %u",
-                       p->name ? p->name : "?", i, k, s->n_slots);
-    if (!cr_replay_usable(v, k))
-        return cr_fail(err, CR_EINVAL,
-                       "policy %s routed request %zu to shard %u, which takes no requests",
-                       p->name ? p->name : "?", i, k);
     uint64_t hit = (uint64_t)cr_replay_cache_prefix(&s->caches[k], ids, r->n_blocks) *
                    s->c->block_tokens;
     *o = (cr_replay_outcome){.shard = k,
                              .hit_tokens = (uint32_t)(hit < r->input_tokens ? hit : r->input_tokens)};
-    o->used_kv = r->knowledge_tokens > 0 && p->kv && p->kv(p->state, r, v, k, o->hit_tokens) != 0;
+    o->used_kv = r->knowledge_tokens > 0 && kv && kv->kv &&
+                 kv->kv(kv->state, r, v, k, o->hit_tokens) != 0;
     double L = r->input_tokens, have = o->hit_tokens;
     if (o->used_kv) {
         have = fmin(L, have + r->knowledge_tokens);
@@ -307,6 +396,33 @@ static cr_status serve_on(sim *s, size_t i, uint32_t k, double now, double held_
         cr_replay_cache_insert(&s->caches[k], ids, r->n_blocks) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory at request %zu", i);
     return CR_OK;
+}
+
+/* Serves request i on shard k, the policy's choice, held held_ms at a
+ * door before; a shard the policy may not choose is an error. */
+static cr_status serve_on(sim *s, size_t i, uint32_t k, double now, double held_ms,
+                          const cr_replay_view *v, cr_replay_outcome *o, cr_error *err)
+{
+    const cr_replay_policy *p = s->p;
+    if (k >= s->n_slots)
+        return cr_fail(err, CR_EINVAL, "policy %s routed request %zu to shard %u of %u",
+                       p->name ? p->name : "?", i, k, s->n_slots);
+    if (!cr_replay_usable(v, k))
+        return cr_fail(err, CR_EINVAL,
+                       "policy %s routed request %zu to shard %u, which takes no requests",
+                       p->name ? p->name : "?", i, k);
+    return dispatch(s, i, k, now, held_ms, v, p, o, err);
+}
+
+/* Foreign request i at now: the next serving shard, round-robin, as text
+ * (no policy decides its path); the policy is not told. */
+static cr_status serve_foreign(sim *s, size_t i, double now, const cr_replay_view *v,
+                               cr_error *err)
+{
+    uint32_t k = cr_replay_serving_at(v, s->next_foreign++ % cr_replay_n_serving(v));
+    cr_replay_outcome o;
+    s->foreign_held[k]++;
+    return dispatch(s, i, k, now, 0, v, NULL, &o, err);
 }
 
 /* ---- membership events ---------------------------------------------------------- */
@@ -327,7 +443,7 @@ static void stop_serving(sim *s, uint32_t k)
 static void fail_shard(sim *s, uint32_t k, double now)
 {
     fifo *q = &s->queues[k];
-    fifo_drain(q, now);
+    fifo_drain(q, now, NULL); /* no foreign traffic with events */
     for (size_t i = 0; i < q->n; i++)
         s->tally.failed[q->done[(q->head + i) & (q->cap - 1)].request] = 1;
     q->n = 0;
@@ -390,7 +506,8 @@ static void refused(sim *s, size_t i, int dropped)
 }
 
 /* The held requests the policy sends at now; 1 when some are still held. */
-static cr_status dispatch(sim *s, double now, const cr_replay_view *v, int *held, cr_error *err)
+static cr_status dispatch_held(sim *s, double now, const cr_replay_view *v, int *held,
+                              cr_error *err)
 {
     const cr_replay_policy *p = s->p;
     const cr_replay_request *r;
@@ -425,7 +542,7 @@ static cr_status drain(sim *s, double now, cr_replay_view *v, cr_error *err)
             p->tick(p->state, t);
         refresh_view(s, t);
         v->now_s = t;
-        cr_status st = dispatch(s, t, v, &held, err);
+        cr_status st = dispatch_held(s, t, v, &held, err);
         if (st != CR_OK)
             return st;
     }
@@ -439,19 +556,27 @@ static cr_status loop(sim *s, cr_error *err)
                         .n_serving = s->n_serving, .backlog_ms = s->backlog_ms,
                         .queued = s->queued, .blocks = s->t->blocks,
                         .blocks_held = s->blocks_held, .shard_blocks = s->c->shard_blocks,
-                        .hit_blocks = true_hit_blocks, .hit_ctx = s};
+                        .hit_blocks = true_hit_blocks, .hit_ctx = s,
+                        .scrape = s->scraped ? &s->scrape : NULL};
     if (s->c->events && p->members)
         p->members(p->state, s->usable, s->n_slots, NULL);
     for (size_t i = 0; i < s->t->n; i++) {
         const cr_replay_request *r = &s->t->reqs[i];
         double now = cr_replay_arrival_s(r, s->c);
+        if (s->tally.foreign && s->tally.foreign[i]) {
+            refresh_view(s, now);
+            cr_status st = serve_foreign(s, i, now, &v, err);
+            if (st != CR_OK)
+                return st;
+            continue;
+        }
         apply_events(s, now, &v);
         if (p->tick)
             p->tick(p->state, now);
         refresh_view(s, now);
         v.now_s = now;
         int held;
-        cr_status st = p->dispatch ? dispatch(s, now, &v, &held, err) : CR_OK;
+        cr_status st = p->dispatch ? dispatch_held(s, now, &v, &held, err) : CR_OK;
         if (st != CR_OK)
             return st;
         uint32_t k = p->route(p->state, r, &v);

@@ -51,6 +51,7 @@ void cr_replay_tally_free(cr_replay_tally *t)
     free(t->work_ms);
     free(t->shard);
     free(t->failed);
+    free(t->foreign);
     memset(t, 0, sizeof *t);
 }
 
@@ -72,8 +73,15 @@ static int failed(const cr_replay_tally *tally, size_t i)
     return tally->failed && tally->failed[i];
 }
 
-/* Running sums of the served requests' hit and input tokens: sums[i] over
- * requests before i. */
+/* Whether request i is in the figures: served, and routed by the policy
+ * (not foreign). */
+static int measured(const cr_replay_tally *tally, size_t i)
+{
+    return !failed(tally, i) && !(tally->foreign && tally->foreign[i]);
+}
+
+/* Running sums of the measured requests' hit and input tokens: sums[i]
+ * over requests before i. */
 typedef struct spans {
     const cr_replay_trace *t;
     const cr_replay_cluster *c;
@@ -88,9 +96,9 @@ static int spans_init(spans *s, const cr_replay_trace *t, const cr_replay_cluste
         return -1;
     s->hit[0] = s->in[0] = 0;
     for (size_t i = 0; i < t->n; i++) {
-        int served = !failed(tally, i);
-        s->hit[i + 1] = s->hit[i] + (served ? tally->hits[i] : 0);
-        s->in[i + 1] = s->in[i] + (served ? t->reqs[i].input_tokens : 0);
+        int in = measured(tally, i);
+        s->hit[i + 1] = s->hit[i] + (in ? tally->hits[i] : 0);
+        s->in[i + 1] = s->in[i] + (in ? t->reqs[i].input_tokens : 0);
     }
     return 0;
 }
@@ -168,13 +176,13 @@ static double nearest_rank(const double *v, size_t n, double q)
     return n ? v[k > 0 ? k - 1 : 0] : NAN;
 }
 
-/* The TTFTs of the served requests in [i, j) into v (room for j - i),
+/* The TTFTs of the measured requests in [i, j) into v (room for j - i),
  * sorted; how many. */
 static size_t served_ttfts(const cr_replay_tally *tally, size_t i, size_t j, double *v)
 {
     size_t n = 0;
     for (; i < j; i++)
-        if (!failed(tally, i))
+        if (measured(tally, i))
             v[n++] = tally->ttft_ms[i];
     qsort(v, n, sizeof *v, cr_replay_cmp_double);
     return n;
@@ -351,12 +359,15 @@ static cr_status event_figures(const spans *s, const cr_replay_tally *tally,
     return CR_OK;
 }
 
-/* Failed requests from the warm-up on. */
-static size_t count_failed(const cr_replay_tally *tally, size_t n)
+/* Failed requests from the warm-up on, and foreign ones. */
+static size_t count_failed(const cr_replay_tally *tally, size_t n, size_t *foreign)
 {
     size_t k = 0;
-    for (size_t i = tally->warmup; i < n; i++)
+    *foreign = 0;
+    for (size_t i = tally->warmup; i < n; i++) {
         k += failed(tally, i);
+        *foreign += tally->foreign && tally->foreign[i];
+    }
     return k;
 }
 
@@ -373,8 +384,8 @@ cr_status cr_replay_summarize(const cr_replay_trace *t, const cr_replay_cluster 
     if (st == CR_OK) {
         strncpy(out->policy, p->name ? p->name : "", sizeof out->policy - 1);
         size_t w = tally->warmup;
-        out->failed_requests = count_failed(tally, t->n);
-        out->requests = t->n - w - out->failed_requests;
+        out->failed_requests = count_failed(tally, t->n, &out->foreign_requests);
+        out->requests = t->n - w - out->failed_requests - out->foreign_requests;
         out->hit_ratio = (s.hit[t->n] - s.hit[w]) / (s.in[t->n] - s.in[w]);
         out->imbalance = imbalance(tally);
         out->kv_share =

@@ -339,6 +339,16 @@ double cr_inflight_wait_ms(const cr_inflight *w, uint32_t shard, double now)
 
 const double *cr_inflight_loads(const cr_inflight *w) { return w->loads; }
 uint32_t cr_inflight_shards(const cr_inflight *w) { return w->n_shards; }
+uint32_t cr_inflight_items_by(const cr_inflight *w, uint32_t shard, double t)
+{
+    if (shard >= w->n_shards)
+        return 0;
+    uint32_t n = w->live[shard];
+    for (uint32_t idx = w->chains[shard].tail; idx != NONE && w->items[idx].expires - w->ttl_s > t;
+         idx = w->items[idx].prev)
+        n--; /* a chain is in arrival order: its newest are at its tail */
+    return n;
+}
 double cr_inflight_total(const cr_inflight *w) { return w->total; }
 
 void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out)

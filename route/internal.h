@@ -83,6 +83,10 @@ void cr_inflight_stats(const cr_inflight *w, cr_route_stats *out);
 /* Shards reserved so far (cr_inflight_loads has this many). */
 uint32_t cr_inflight_shards(const cr_inflight *w);
 
+/* Items outstanding on shard (0 past the reserved ones) that were added
+ * at or before t: walked back from its newest, O(the items after t). */
+uint32_t cr_inflight_items_by(const cr_inflight *w, uint32_t shard, double t);
+
 /* ---- the prefix index (prefix.c) ---------------------------------------- */
 
 typedef struct cr_prefix cr_prefix;
@@ -107,6 +111,11 @@ int cr_prefix_holds(const cr_prefix *p, uint32_t shard, uint64_t key);
  * it. Its ring place stays a ghost until the hand reclaims it. O(1)
  * expected. */
 int cr_prefix_forget(cr_prefix *p, uint32_t shard, uint64_t key);
+
+/* Bounds shard's blocks at blocks (at least 1, at most the index's
+ * blocks_per_shard), evicting CLOCK-wise down to it at once. O(the
+ * blocks evicted), each sweep of the hand at most twice the ring. */
+void cr_prefix_set_cap(cr_prefix *p, uint32_t shard, uint32_t blocks);
 
 /* Empties shard (an engine cleared its cache). O(its blocks). */
 void cr_prefix_clear(cr_prefix *p, uint32_t shard);
@@ -169,6 +178,19 @@ typedef struct cr_kvmap cr_kvmap;
 void cr_kvmap_free(cr_kvmap *m); /* NULL is ignored */
 uint64_t cr_kvmap_bytes(const cr_kvmap *m); /* 0 for NULL */
 
+/* ---- the engines' own load (engine_load.c) ------------------------------------ */
+
+/* What the router keeps of one shard's latest engine load. */
+typedef struct cr_engine_view {
+    double at_s;       /* when it was scraped */
+    double foreign;    /* requests the engine held that the router had not sent */
+    int fresh;         /* a load is kept and no route has found it stale */
+    uint32_t max_lora, n_lora;
+    uint64_t lora[CR_ENGINE_LORA_MAX]; /* loaded adapters' cr_route_text_key */
+    uint32_t index_cap; /* its GPU index's bound; 0: --index-blocks */
+    int mismatch;       /* its block size disagreed with --block-tokens (reported) */
+} cr_engine_view;
+
 /* ---- the router ------------------------------------------------------------ */
 
 struct cr_router {
@@ -208,6 +230,15 @@ struct cr_router {
     uint32_t n_members;
     atomic_int has_members; /* set once a mask came: plan's lock-free path checks it */
     uint64_t moved[2]; /* cr_route_stats' */
+    /* engine_load.c: per shard, n_engines of them (NULL until the first
+     * load: then nothing of it is read on a route's path) */
+    cr_engine_view *engines;
+    uint32_t n_engines;
+    double stale_s;    /* 2 x --scrape-interval */
+    double blind_ms;   /* a foreign request's price, ms: the moving mean of the recent
+                        * ttft routes' prompts' prefill on a shard picked blind */
+    int lora_listed;   /* some load named an adapter: requests' adapters are looked for */
+    uint64_t engine_loads, engine_stale, engine_mismatch; /* cr_route_stats' */
 };
 
 /* Whether shard s may take a new request under mask u of n shards
@@ -249,6 +280,32 @@ uint32_t cr_router_ring_home(cr_router *r, int64_t owner, uint32_t n);
  * live at now under t, weighing weight; *admitted = whether t admits it. */
 uint32_t cr_router_rule_one(cr_router *r, const cr_table *t, uint32_t n, int64_t owner,
                             double weight, double now, int *admitted, uint64_t caller);
+
+/* engine_load.c, r locked: the wait shard s's engine adds to its own
+ * predicted queue at now, ms (0 without a fresh load; a stale one is
+ * marked and counted here). */
+double cr_engine_foreign_ms(cr_router *r, uint32_t s, double now);
+
+/* r locked: whether some shard below n has a fresh load listing the
+ * adapter keyed adapter (0: none) loaded. */
+int cr_engine_adapter_seen(cr_router *r, uint64_t adapter, uint32_t n, double now);
+
+/* r locked: 1 when shard s would have to evict an adapter at now to load
+ * the adapter keyed adapter: its fresh load lists it not loaded and every
+ * slot taken. */
+int cr_engine_must_evict(cr_router *r, uint32_t s, uint64_t adapter, double now);
+
+/* r locked: the GPU tier's prefix index, made on first use with each
+ * shard's bound (cr_engine_view's index_cap); NULL when out of memory. */
+cr_prefix *cr_router_gpu_index(cr_router *r);
+
+/* r locked: notes what a ttft route's prompt would cost on a shard picked
+ * without looking, ms (bounded as its work is), into what a foreign
+ * request costs. */
+void cr_engine_note_blind(cr_router *r, double ms);
+
+/* r locked: forgets shard s's engine load (a new engine takes its slot). */
+void cr_engine_forget(cr_router *r, uint32_t s);
 
 /* ttft.c: cr_router_route under ttft: each arrival placed as a request of
  * its owner without hashes, weights[i] (NULL: 1 each) its prompt tokens,

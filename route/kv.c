@@ -123,10 +123,11 @@ uint64_t cr_kvmap_bytes(const cr_kvmap *m)
 /* r locked: tier's index, made on first use; NULL when out of memory. */
 static cr_prefix *index_for(cr_router *r, cr_kv_tier tier)
 {
-    cr_prefix **p = tier == CR_KV_CPU ? &r->cpu : &r->index;
-    if (!*p)
-        *p = cr_prefix_new(CR_ROUTE_INDEX_MAX_SHARDS, r->index_blocks);
-    return *p;
+    if (tier != CR_KV_CPU)
+        return cr_router_gpu_index(r);
+    if (!r->cpu)
+        r->cpu = cr_prefix_new(CR_ROUTE_INDEX_MAX_SHARDS, r->index_blocks);
+    return r->cpu;
 }
 
 /* r locked: ev's blocks' index keys into keys (the router's chain, mixed

@@ -34,6 +34,7 @@ static void forget_shard(cr_router *r, uint32_t s)
     }
     if (r->work)
         cr_inflight_clear_shard(r->work, s);
+    cr_engine_forget(r, s);
     for (uint64_t i = 0; r->sessions.slots && i <= r->sessions.mask; i++)
         if (r->sessions.slots[i].shard == s)
             r->sessions.slots[i].tokens = 0;

@@ -54,6 +54,12 @@ static const cr_option ROWS[] = {
      .offset = AT(planned), .def_text = "off", .choices = OFF_ON,
      .help = "--route-by ttft: on sends an owner the plan admits to the least predicted "
              "TTFT among its planned shards only"},
+    {.name = "scrape-interval", .key = "scrape_interval_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(scrape_interval_s), .def = 0.1, .min = 0, .max = 3600,
+     .help = "seconds between scrapes of every active endpoint's engine /metrics (vLLM's, "
+             "SGLang's queue, KV cache, blocks, LoRA adapters), counted from the end of the "
+             "last round; --route-by ttft ignores an engine's load older than twice this "
+             "(docs/routing.md, \"Engine load\"); 0 = off"},
 };
 
 const cr_option_table cr_route_options = CR_OPTION_TABLE("", ROWS);

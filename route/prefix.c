@@ -45,11 +45,12 @@ static int in_use(const entry *x) { return (x->held | x->ref) != 0; }
 typedef struct ring {
     uint32_t *at; /* entry numbers, a CLOCK's places */
     uint32_t n, alloc, hand;
+    uint32_t cap; /* blocks it holds at most (cr_prefix_set_cap), <= the index's */
 } ring;
 
 struct cr_prefix {
     uint32_t n_shards;
-    uint32_t cap;       /* blocks per shard */
+    uint32_t cap;       /* blocks per shard at most */
     entry *entries;
     uint32_t n_entries; /* used or on the free list */
     uint32_t alloc;
@@ -69,6 +70,8 @@ cr_prefix *cr_prefix_new(uint32_t n_shards, uint32_t blocks_per_shard)
     p->n_shards = n_shards;
     p->cap = blocks_per_shard;
     p->free_head = UINT32_MAX;
+    for (uint32_t s = 0; s < n_shards; s++)
+        p->rings[s].cap = blocks_per_shard;
     return p;
 }
 
@@ -170,29 +173,14 @@ static void unring(cr_prefix *p, uint32_t e, uint64_t b)
         free_entry(p, e);
 }
 
-/* A place in shard s's ring for one more block, its index in the ring:
- * appended while under the cap, else the place of the first unreferenced
- * block the hand meets, that block evicted now (so that its entry is free
- * before the new block's is taken: a full index of distinct blocks needs
- * no entry more). The caller fills the place. UINT32_MAX when out of
- * memory. */
-static uint32_t room(cr_prefix *p, uint32_t s)
+/* Evicts the first unreferenced block (or ghost) shard s's hand meets in
+ * its full ring, the hand past it: that block's place, now to be filled.
+ * Ends: each pass clears the bits it meets. */
+static uint32_t evict(cr_prefix *p, uint32_t s)
 {
     ring *r = &p->rings[s];
     uint64_t b = 1ull << s;
-    if (r->n < p->cap) {
-        if (r->n == r->alloc) {
-            uint64_t want = r->alloc ? 2 * (uint64_t)r->alloc : 256;
-            want = want < p->cap ? want : p->cap;
-            uint32_t *at = realloc(r->at, want * sizeof *at);
-            if (!at)
-                return UINT32_MAX;
-            r->at = at;
-            r->alloc = (uint32_t)want;
-        }
-        return r->n++;
-    }
-    for (;;) { /* ends: each pass clears the bits it meets */
+    for (;;) {
         uint32_t at = r->hand, v = r->at[at];
         r->hand = r->hand + 1 == r->n ? 0 : r->hand + 1;
         const entry *x = &p->entries[v];
@@ -203,6 +191,30 @@ static uint32_t room(cr_prefix *p, uint32_t s)
         unring(p, v, b); /* the unreferenced block, or a ghost */
         return at;
     }
+}
+
+/* A place in shard s's ring for one more block, its index in the ring:
+ * appended while under the cap, else the place of the first unreferenced
+ * block the hand meets, that block evicted now (so that its entry is free
+ * before the new block's is taken: a full index of distinct blocks needs
+ * no entry more). The caller fills the place. UINT32_MAX when out of
+ * memory. */
+static uint32_t room(cr_prefix *p, uint32_t s)
+{
+    ring *r = &p->rings[s];
+    if (r->n < r->cap) {
+        if (r->n == r->alloc) {
+            uint64_t want = r->alloc ? 2 * (uint64_t)r->alloc : 256;
+            want = want < r->cap ? want : r->cap;
+            uint32_t *at = realloc(r->at, want * sizeof *at);
+            if (!at)
+                return UINT32_MAX;
+            r->at = at;
+            r->alloc = (uint32_t)want;
+        }
+        return r->n++;
+    }
+    return evict(p, s);
 }
 
 /* Gives back shard s's place at, left empty: the ring's last place moves
@@ -259,6 +271,14 @@ int cr_prefix_forget(cr_prefix *p, uint32_t shard, uint64_t key)
     p->entries[e].ref |= b;
     p->held--;
     return 1;
+}
+
+void cr_prefix_set_cap(cr_prefix *p, uint32_t shard, uint32_t blocks)
+{
+    ring *r = &p->rings[shard];
+    r->cap = blocks < 1 ? 1 : blocks < p->cap ? blocks : p->cap;
+    while (r->n > r->cap)
+        unroom(p, shard, evict(p, shard)); /* CLOCK's victims, as a full ring's */
 }
 
 void cr_prefix_clear(cr_prefix *p, uint32_t shard)

@@ -57,6 +57,7 @@ cr_router *cr_router_new(const cr_route_config *cfg)
     r->planned = cfg->planned;
     r->model = (cr_prefill_model){.prefill = {.ms_per_token = 1}}; /* tokens as ms */
     r->max_work_ms = cfg->max_route_work_ms;
+    r->stale_s = 2 * (cfg->scrape_interval_s > 0 ? cfg->scrape_interval_s : 0.1);
     if (r->work)
         cr_inflight_set_caller_max(r->work, cfg->inflight_per_caller
                                                 ? cfg->inflight_per_caller
@@ -86,6 +87,7 @@ void cr_router_free(cr_router *r)
     free(r->keys);
     free(r->usable);
     free(r->speed);
+    free(r->engines);
     free(r);
 }
 
@@ -355,6 +357,9 @@ void cr_router_stats(cr_router *r, double now, cr_route_stats *out, double *work
     memcpy(out->hit_checked, r->hit_checked, sizeof out->hit_checked);
     memcpy(out->moved, r->moved, sizeof out->moved);
     memcpy(out->hit_error_tokens, r->hit_error, sizeof out->hit_error_tokens);
+    out->engine_loads = r->engine_loads;
+    out->engine_stale = r->engine_stale;
+    out->engine_block_mismatch = r->engine_mismatch;
     if (r->index)
         cr_prefix_stats(r->index, &out->index_blocks, &out->index_bytes);
     if (r->cpu) {

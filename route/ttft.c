@@ -47,10 +47,20 @@ typedef struct view {
     uint32_t tokens;          /* L */
     uint32_t n_hashes;        /* q's, checked by the caller */
     uint64_t space, id;       /* its namespace's and request id's keys; 0 = none */
+    uint64_t adapter;         /* its adapter's key (route.h, "The engines' own load") */
+    int lora;                 /* a fresh engine load lists its adapter loaded */
     const uint64_t *keys;     /* its blocks' keys in the index; NULL: none */
     const cr_session *session; /* its owner's, when it has no hashes */
     uint32_t indexed;         /* shards the match covered */
 } view;
+
+/* The key of the adapter namespace space (n bytes) names: the bytes before
+ * its first 0x1f (decisions.md, "Namespaces"); space_key when it has none. */
+static uint64_t adapter_key(const char *space, size_t n, uint64_t space_key)
+{
+    const char *sep = n ? memchr(space, 0x1f, n) : NULL;
+    return sep ? cr_route_text_key(space, (size_t)(sep - space)) : space_key;
+}
 
 /* What the rule derives from q before the lock: L given, or its hashes'
  * tokens (at most CR_REQUEST_MAX_TOKENS), and its texts' keys. */
@@ -58,34 +68,28 @@ static view view_of(const cr_router *r, const cr_route_request *q)
 {
     uint64_t hashed = (uint64_t)q->n_hashes * r->block_tokens;
     const char *id = q->request_id;
+    uint64_t space = cr_route_text_key(q->space, q->space_len);
     return (view){
         .q = q,
         .tokens = q->prompt_tokens          ? q->prompt_tokens
                   : hashed < CR_REQUEST_MAX_TOKENS ? (uint32_t)hashed
                                                    : CR_REQUEST_MAX_TOKENS,
         .n_hashes = (uint32_t)q->n_hashes,
-        .space = cr_route_text_key(q->space, q->space_len),
+        .space = space,
+        .adapter = adapter_key(q->space, q->space_len, space),
         .id = id ? cr_route_request_key(id, strlen(id), q->caller) : 0,
     };
-}
-
-/* r locked: the index, made on first use; NULL when out of memory. */
-static cr_prefix *index_of(cr_router *r)
-{
-    if (!r->index)
-        r->index = cr_prefix_new(CR_ROUTE_INDEX_MAX_SHARDS, r->index_blocks);
-    return r->index;
 }
 
 /* r locked: x's keys in the index (its hashes mixed with its namespace,
  * in the router's scratch) matched against the first min(n, 64) shards
  * into r->depth (the other shards' 0), and with a CPU tier its blocks
  * right after into r->extra (the matched shards' only). */
-static void look(cr_router *r, view *x, uint32_t n, uint64_t *scratch)
+static void look(cr_router *r, view *x, uint32_t n, uint64_t *scratch, double now)
 {
     const cr_route_request *q = x->q;
     memset(r->depth, 0, n * sizeof *r->depth);
-    if (x->n_hashes && index_of(r)) {
+    if (x->n_hashes && cr_router_gpu_index(r)) {
         if (x->space) {
             uint64_t mix = cr_mix64(x->space);
             for (uint32_t i = 0; i < x->n_hashes; i++)
@@ -105,6 +109,7 @@ static void look(cr_router *r, view *x, uint32_t n, uint64_t *scratch)
     } else if (!x->n_hashes && q->has_owner) {
         x->session = cr_sessions_find(&r->sessions, q->owner);
     }
+    x->lora = r->engines && cr_engine_adapter_seen(r, x->adapter, n, now);
 }
 
 /* The tokens shard s holds of the request, as predicted: on its GPU and,
@@ -196,10 +201,19 @@ static void ranked_put(ranked *k, uint32_t s, double c)
     }
 }
 
-/* r locked: how long a request sent to s now would wait, ms. */
-static double wait_on(const cr_router *r, uint32_t s, double now)
+/* r locked: how long a request sent to s now would wait, ms: its own
+ * queue, and once engines' loads come what the engine holds besides. */
+static double wait_on(cr_router *r, uint32_t s, double now)
 {
-    return r->work ? cr_inflight_wait_ms(r->work, s, now) : 0;
+    double wait = r->work ? cr_inflight_wait_ms(r->work, s, now) : 0;
+    return r->engines ? wait + cr_engine_foreign_ms(r, s, now) : wait;
+}
+
+/* r locked: what sending x to s costs besides its wait and prefill, ms
+ * before the miss weight: an adapter's eviction there. */
+static double extra_on(cr_router *r, const view *x, uint32_t s, double now)
+{
+    return x->lora && cr_engine_must_evict(r, s, x->adapter, now) ? CR_ROUTE_LORA_EVICT_MS : 0;
 }
 
 /* r locked: the usable shards among the candidates (cand NULL: 0..n-1),
@@ -229,6 +243,8 @@ static void rank(cr_router *r, const view *x, double g, const uint32_t *cand, ui
         double cpu, hit = hit_on(r, x, s, &cpu);
         double cost = (wait_on(r, s, now) + g * prefill_with_load(r, hit, cpu, l)) /
                       cr_router_speed(r, s);
+        if (x->lora) /* apart: without loads the cost is computed as it always was */
+            cost += g * extra_on(r, x, s, now) / cr_router_speed(r, s);
         *most = hit > *most ? hit : *most;
         *least = hit < *least ? hit : *least;
         ranked_put(k, s, cost);
@@ -331,9 +347,33 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *
     out->reason = CR_ROUTE_WHY_RULE;
 }
 
+/* r locked: work ms as one route may add it: bounded, however many tokens
+ * it names. */
+static double bounded_work(const cr_router *r, double ms)
+{
+    return r->max_work_ms > 0 && ms > r->max_work_ms ? r->max_work_ms : ms;
+}
+
+/* r locked: x's prefill on a shard picked without looking, ms: the mean,
+ * over the usable shards below n, of its prefill there. */
+static double blind_prefill(const cr_router *r, const view *x, uint32_t n)
+{
+    double sum = 0;
+    uint32_t usable = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        if (!cr_router_usable(r, s))
+            continue;
+        double cpu, hit = hit_on(r, x, s, &cpu);
+        sum += prefill_with_load(r, hit, cpu, x->tokens);
+        usable++;
+    }
+    return usable ? sum / usable : prefill_with_load(r, 0, 0, x->tokens);
+}
+
 /* r locked: what a placed request leaves behind: its blocks in the
  * index, its session, its predicted prefill as outstanding work. */
-static void remember(cr_router *r, const view *x, const cr_route_answer *a, double now)
+static void remember(cr_router *r, const view *x, const cr_route_answer *a, uint32_t n_shards,
+                     double now)
 {
     const cr_route_request *q = x->q;
     if (x->keys && a->shard < x->indexed)
@@ -344,12 +384,12 @@ static void remember(cr_router *r, const view *x, const cr_route_answer *a, doub
             r->moved[!cr_router_usable(r, was->shard)]++;
         cr_sessions_put(&r->sessions, q->owner, a->shard, x->tokens);
     }
-    /* the work one route may add is bounded, however many tokens it names */
-    double work = r->max_work_ms > 0 && a->prefill_ms > r->max_work_ms ? r->max_work_ms
-                                                                        : a->prefill_ms;
-    if (r->by == CR_ROUTE_TTFT)
+    if (r->by == CR_ROUTE_TTFT) {
         cr_inflight_add_id(r->work, q->has_owner ? q->owner : 0, x->id, a->cached_tokens,
-                           a->shard, work, now, q->caller);
+                           a->shard, bounded_work(r, a->prefill_ms), now, q->caller);
+        /* what a foreign request stands for (engine_load.c says why) */
+        cr_engine_note_blind(r, bounded_work(r, blind_prefill(r, x, n_shards)));
+    }
     r->why[a->reason]++;
 }
 
@@ -405,13 +445,13 @@ static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, vie
             a->reason = CR_ROUTE_WHY_RULE;
             continue;
         }
-        look(r, &v[i], n_shards, scratch);
+        look(r, &v[i], n_shards, scratch, now);
         if (r->by == CR_ROUTE_TTFT)
             place_ttft(r, t, n_shards, &v[i], now, a);
         else
             place_rule(r, t, n_shards, &v[i], now, a);
         if (a->shard != CR_ROUTE_NO_SHARD) /* nowhere to go: nothing to remember */
-            remember(r, &v[i], a, now);
+            remember(r, &v[i], a, n_shards, now);
     }
 }
 

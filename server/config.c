@@ -136,10 +136,19 @@ static const cr_option SERVER_ROWS[] = {
              "the link is re-opened and the shard's view reset. A frame and its decoding "
              "take up to 34 bytes a byte; under a cgroup memory limit the default is 1/272 of "
              "it (an eighth of it for one frame), at most 4 MiB"},
+    {.name = "kv-events-topic", .key = "kv_events_topic", .type = CR_OPT_STRING,
+     .offset = AT(kv_events_topic), .def_text = "", .max = CR_KV_TOPIC_MAX - 1,
+     .help = "topic prefix every KV-event link subscribes to (vLLM's topic is its "
+             "--kv-events-config topic, kv@POD@MODEL under llm-d); empty = every topic"},
+    {.name = "kv-events-dp-size", .key = "kv_events_dp_size", .type = CR_OPT_LONG,
+     .offset = AT(kv_events_dp_size), .def = 1, .min = 1, .max = CR_KV_MAX_DP,
+     .help = "data-parallel ranks each endpoint's engine publishes KV events on: rank R at "
+             "its kv_events port + R (ipc://: _dpR appended), every rank feeding the "
+             "endpoint's shard; at most 256 links in all"},
     {.name = "endpoints-file", .key = "endpoints_file", .type = CR_OPT_STRING,
      .offset = AT(endpoints_file), .def_text = "",
      .help = "YAML or JSON file of the endpoints ({\"endpoints\": [{\"id\", \"address\", "
-             "\"weight\"}]}): shards become named endpoints; re-read when it changes, every "
+             "\"weight\", \"kv_events\"}]}): shards become named endpoints; re-read when it changes, every "
              "5 s while refused, and on SIGHUP; a regular file of at most 1 MiB, one "
              "document, nested at most 16 deep, 8192 YAML nodes; empty = shards by number"},
     {.name = "admin-token-file", .key = "admin_token_file", .type = CR_OPT_STRING,
@@ -303,12 +312,16 @@ static const cr_option_part SERVER_PART[] = {{&cr_server_options, 0}};
 static const cr_option_part REPLICA_PART[] = {{&cr_replica_options, 0}};
 static const cr_option_part EPP_PART[] = {{&cr_epp_server_options, 0}};
 static const cr_option_part ADMIT_PART[] = {{&cr_admit_server_options, 0}};
+static const cr_option_part DISCOVER_PART[] = {{&cr_discover_options, 0}};
+static const cr_option_part SCRAPE_PART[] = {{&cr_scrape_options, 0}};
 static const cr_option_group GROUPS[] = {
     {SERVER_PART, 1, offsetof(cr_config, server)},
     {cr_core_parts, CR_CORE_N_PARTS, offsetof(cr_config, core)},
     {REPLICA_PART, 1, offsetof(cr_config, replica)},
     {EPP_PART, 1, offsetof(cr_config, epp)},
     {ADMIT_PART, 1, offsetof(cr_config, admit)},
+    {DISCOVER_PART, 1, offsetof(cr_config, discover)},
+    {SCRAPE_PART, 1, offsetof(cr_config, scrape)},
 };
 const cr_composition cr_config_composition = {GROUPS, sizeof GROUPS / sizeof GROUPS[0]};
 
@@ -364,6 +377,22 @@ static cr_status check_kv_events(const cr_config *cfg, cr_error *err)
     return cr_config_kv_engines(cfg, engines, &n, err);
 }
 
+/* One endpoint source at most: each would replace the others' sets. */
+static cr_status check_sources(const cr_config *cfg, cr_error *err)
+{
+    const char *names[8];
+    size_t n = 0;
+    if (*cfg->server.endpoints_file)
+        names[n++] = "--endpoints-file";
+    n += cr_discover_sources(&cfg->discover, names + n, sizeof names / sizeof names[0] - n);
+    if (n > 1)
+        return cr_fail(err, CR_EINVAL,
+                       "%s and %s are exclusive: give one endpoint source, each would replace "
+                       "the other's endpoints",
+                       names[0], names[1]);
+    return CR_OK;
+}
+
 /* Every component's check, then the rules across components. */
 static cr_status check_all(const cr_config *cfg, cr_error *err)
 {
@@ -380,6 +409,8 @@ static cr_status check_all(const cr_config *cfg, cr_error *err)
         size_t n;
         st = cr_config_door(&cfg->admit, &door, t, &n, err) < 0 ? CR_EINVAL : CR_OK;
     }
+    if (st == CR_OK)
+        st = check_sources(cfg, err);
     return st;
 }
 

@@ -11,10 +11,12 @@
 #include <stdio.h>
 
 #include "core.h"
+#include "discover.h"
 #include "kvevents.h"
 #include "log.h"
 #include "options.h"
 #include "replica.h"
+#include "scrape.h"
 
 /* The gRPC server's own settings (its rows: cr_server_options). */
 typedef struct cr_server_config {
@@ -38,6 +40,8 @@ typedef struct cr_server_config {
     char *endpoints_file;     /* --endpoints-file path, "" = shards by number */
     size_t n_kv_events;
     long kv_events_max_frame_bytes; /* --kv-events-max-frame-bytes, ZMQ_MAXMSGSIZE */
+    char *kv_events_topic;    /* --kv-events-topic: the SUB sockets' prefix, "" = all */
+    long kv_events_dp_size;   /* --kv-events-dp-size: ranks of a followed endpoint */
     int reservations;         /* --reservations: cr_reservations */
     int compressed_requests;  /* --compressed-requests: 0 refuse, 1 inflate */
     /* Bounds on what clients can make the server hold: connections,
@@ -107,7 +111,7 @@ typedef enum cr_route_access {
     CR_ROUTE_ACCESS_ANYONE
 } cr_route_access;
 
-#define CR_CONFIG_MAX_OPTIONS 128 /* rows over every composed table */
+#define CR_CONFIG_MAX_OPTIONS 192 /* rows over every composed table */
 
 typedef struct cr_config {
     cr_server_config server;
@@ -115,6 +119,8 @@ typedef struct cr_config {
     cr_replica_config replica;
     cr_epp_server_config epp;
     cr_admit_server_config admit;
+    cr_discover_config discover;
+    cr_scrape_config scrape;
     /* CR_SOURCE_* of each row, in --help order (cr_config_composition's
      * walk). */
     unsigned char source[CR_CONFIG_MAX_OPTIONS];
@@ -129,7 +135,8 @@ cr_status cr_config_kv_engines(const cr_config *cfg, cr_kv_engine *out, size_t *
                                cr_error *err);
 
 /* The composition, in --help order: the server's rows, the core's parts
- * (core.h), the replica's, the endpoint picker's. Names are unique over all of them. */
+ * (core.h), the replica's, the endpoint picker's, discovery's, the
+ * scraper's. Names are unique over all of them. */
 extern const cr_composition cr_config_composition;
 
 /* Fills cfg: every row's default, then each variable whose flag is not on

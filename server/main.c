@@ -141,6 +141,18 @@ static uint64_t epp_bounds(const cr_config *cfg)
            (uint64_t)cfg->epp.max_requests * (CR_EPP_MAX_HEADER_BYTES + CR_EPP_USAGE_TAIL_BYTES);
 }
 
+/* The KV-event frame bound when a link may be opened: --kv-events, or an
+ * endpoints file or a discovery template whose endpoints may carry
+ * kv_events. (A set given only through SetEndpoints is not foreseen
+ * here.) */
+static long kv_frame_bound(const cr_config *cfg)
+{
+    const cr_server_config *s = &cfg->server;
+    return s->n_kv_events || *s->endpoints_file || *cfg->discover.kv_events_template
+               ? s->kv_events_max_frame_bytes
+               : 0;
+}
+
 /* The bounds on what clients can make the sidecar hold, added up, against
  * the cgroup's memory limit: past it, clients could get the process killed
  * before any bound refused them. */
@@ -149,7 +161,7 @@ static void warn_memory(const cr_config *cfg, int check_config)
     uint64_t need = cr_memory_bounds(cfg->server.memory_quota_bytes,
                                      cfg->server.max_pending_reply_bytes,
                                      cfg->server.max_decode_bytes,
-                                     cfg->server.n_kv_events ? cfg->server.kv_events_max_frame_bytes : 0,
+                                     kv_frame_bound(cfg),
                                      &cfg->core) +
                     epp_bounds(cfg),
              limit = cfg->memory_limit;
@@ -502,8 +514,11 @@ static int start_replica(const cr_config *cfg, sidecar *s, cr_error *e)
     return s->handlers.replica ? 0 : -1;
 }
 
-/* With --kv-events, the subscriber over the built core (its own thread,
- * never on an RPC's path); 0, or -1 with e. */
+/* The KV-event subscriber over the built core (its own thread, never on
+ * an RPC's path): --kv-events' shards, and the endpoints' kv_events as the
+ * set changes (the members hook tells it, through kv_follow). Started
+ * before any thread that changes the set, so that none misses it; 0, or
+ * -1 with e. */
 static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
 {
     cr_kv_engine engines[CR_KV_MAX_ENGINES];
@@ -511,9 +526,26 @@ static int start_kv(const cr_config *cfg, sidecar *s, cr_error *e)
     if (cr_config_kv_engines(cfg, engines, &n, e) != CR_OK)
         return -1;
     cr_kv_hooks hooks = cr_observe_kv_hooks(&s->observer);
-    s->observer.kv = cr_kv_start(engines, n, (uint64_t)cfg->server.kv_events_max_frame_bytes,
-                                 s->handlers.core, &hooks, e);
-    return n == 0 || s->observer.kv ? 0 : -1;
+    cr_kv_options opt = {.max_frame = (uint64_t)cfg->server.kv_events_max_frame_bytes,
+                         .topic = cfg->server.kv_events_topic,
+                         .dp_size = (uint32_t)cfg->server.kv_events_dp_size,
+                         .follow = 1};
+    s->observer.kv = cr_kv_start(engines, n, &opt, s->handlers.core, &hooks, e);
+    atomic_store(&s->observer.kv_follow, s->observer.kv);
+    return s->observer.kv ? 0 : -1;
+}
+
+/* With --scrape-interval above 0, the engines' /metrics scraper over the
+ * built core (its own thread, never on an RPC's path); 0, or -1 with e. */
+static int start_scrape(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    cr_scrape_config sc = cfg->scrape;
+    sc.interval_s = cfg->core.route.scrape_interval_s; /* the rule's row: one flag */
+    if (sc.interval_s <= 0)
+        return 0;
+    cr_scrape_hooks hooks = cr_observe_scrape_hooks(&s->observer);
+    s->observer.scrape = cr_scrape_start(&sc, s->handlers.core, &hooks, e);
+    return s->observer.scrape ? 0 : -1;
 }
 
 /* With --endpoints-file, the set read and watched; 0, or -1 with e. */
@@ -536,6 +568,29 @@ static int start_door(const cr_config *cfg, sidecar *s, cr_error *e)
     if (on <= 0)
         return on;
     return cr_core_set_door(s->handlers.core, &door, t, n, e) == CR_OK ? 0 : -1;
+}
+
+/* With --endpoints-dns, the set resolved once and then every
+ * --dns-interval (its own thread); 0, or -1 with e. */
+static int start_dns(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (!*cfg->discover.endpoints_dns)
+        return 0;
+    cr_discover_hooks hooks = cr_observe_discover_hooks(&s->observer);
+    s->observer.dns = cr_dns_watch_start(&cfg->discover, s->handlers.core, &hooks, e);
+    return s->observer.dns ? 0 : -1;
+}
+
+/* With --endpoints-k8s-pool, the pool's pods watched into the set on a
+ * thread of their own (the first set comes once they are listed); 0, or
+ * -1 with e. */
+static int start_k8s(const cr_config *cfg, sidecar *s, cr_error *e)
+{
+    if (!*cfg->discover.endpoints_k8s_pool)
+        return 0;
+    cr_discover_hooks hooks = cr_observe_discover_hooks(&s->observer);
+    s->observer.k8s = cr_k8s_start(&cfg->discover, s->handlers.core, &hooks, e);
+    return s->observer.k8s ? 0 : -1;
 }
 
 /* With --epp-listen, the endpoint picker over the built core; 0, or -1
@@ -601,16 +656,18 @@ static int run(const cr_config *cfg, json_t *nofile)
     cr_core_config core_cfg = cfg->core;
     if (*cfg->replica.state_backend) /* the leader's replans are the cluster's */
         core_cfg.replan_interval_s = 0;
-    s.observer = (cr_observer){s.metrics, s.watch, NULL, NULL, NULL, NULL, s.members, NULL};
+    s.observer = (cr_observer){.metrics = s.metrics, .watch = s.watch, .members = s.members};
     if (!s.health || !s.reflection || !s.metrics || !s.watch || !s.members) {
         fprintf(stderr, "cacheroute-sidecar: out of memory\n");
     } else if (hooks = cr_observe_hooks(&s.observer),
                !(s.handlers.core = cr_core_new(&core_cfg, &hooks, NULL, &e))) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else if (s.observer.core = s.handlers.core,
-               start_door(cfg, &s, &e) != 0 || start_endpoints(cfg, &s, &e) != 0 ||
-                   start_replica(cfg, &s, &e) != 0 ||
-                   start_kv(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0) {
+               start_door(cfg, &s, &e) != 0 || start_kv(cfg, &s, &e) != 0 ||
+                   start_endpoints(cfg, &s, &e) != 0 ||
+                   start_dns(cfg, &s, &e) != 0 || start_k8s(cfg, &s, &e) != 0 ||
+                   start_replica(cfg, &s, &e) != 0 || start_picker(cfg, &s, &e) != 0 ||
+                   start_scrape(cfg, &s, &e) != 0) {
         fprintf(stderr, "cacheroute-sidecar: %s\n", e.msg);
     } else {
         grpc_init();
@@ -622,9 +679,16 @@ static int run(const cr_config *cfg, json_t *nofile)
         grpc_shutdown();
     }
     cr_epp_free(s.epp);                  /* before the core it routes with */
-    cr_kv_stop(s.observer.kv);           /* before the core it feeds */
+    cr_scrape_stop(s.observer.scrape);   /* before the core it feeds */
     cr_endpoints_watch_stop(s.observer.endpoints); /* likewise */
+    cr_dns_watch_stop(s.observer.dns);             /* likewise */
+    cr_k8s_stop(s.observer.k8s);                   /* likewise */
     cr_replica_stop(s.handlers.replica); /* before the core it reads */
+    /* After every thread that changes the set (RPCs, the replanner, the
+     * picker, the file, DNS, Kubernetes, the replica), whose members hook
+     * tells it. */
+    atomic_store(&s.observer.kv_follow, NULL);
+    cr_kv_stop(s.observer.kv); /* before the core it feeds */
     cr_core_free(s.handlers.core);
     cr_watch_hub_free(s.watch); /* after the core: its hook publishes there */
     cr_watch_hub_free(s.members);

@@ -9,7 +9,7 @@ if(TARGET cacheroute_server AND TARGET cacheroute_replay)
   set(CR_FUZZ_TARGETS plan record_arrival select_injection get_rates forget get_node_profile
                       report_outcome get_decision get_stats watch_decisions health_check
                       reflection trace state route report_kv_events kv_decode endpoints_file
-                      epp_stream)
+                      epp_stream scrape_parse)
   add_library(cr_fuzz_driver STATIC fuzz/driver.c fuzz/env.c fuzz/strict.c fuzz/unary.c)
   target_include_directories(cr_fuzz_driver PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz)
   target_link_libraries(cr_fuzz_driver PUBLIC cacheroute_server)
@@ -33,6 +33,7 @@ if(TARGET cacheroute_server AND TARGET cacheroute_replay)
   endforeach()
   target_link_libraries(fuzz_trace PRIVATE cacheroute_replay)
   target_link_libraries(fuzz_kv_decode PRIVATE cacheroute_kvevents)
+  target_link_libraries(fuzz_scrape_parse PRIVATE cacheroute_scrape)
   target_link_libraries(fuzz_epp_stream PRIVATE cacheroute_epp cacheroute_envoy_proto)
   pkg_check_modules(FUZZ_LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
   target_link_libraries(fuzz_state PRIVATE PkgConfig::FUZZ_LIBCRYPTO)

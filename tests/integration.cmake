@@ -11,7 +11,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   target_link_libraries(cacheroute-sidecar-hooked PRIVATE cacheroute_server)
   foreach(suite rpc errors health_reflection config lifecycle cli injection observability
                 outcomes abuse state tls resources stream replicas kv_events dashboard route
-                endpoints epp epp_demo)
+                endpoints epp epp_demo discover k8s scrape)
     add_test(NAME integration_${suite}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_${suite}.py
                      --sidecar $<TARGET_FILE:cacheroute-sidecar>
@@ -26,7 +26,7 @@ if(TARGET cacheroute-sidecar AND TARGET cacheroute)
   # uninstrumented gRPC are suppressed (tsan.supp); races in our code are not.
   if(CR_SANITIZE STREQUAL "thread")
     foreach(suite rpc lifecycle health_reflection observability outcomes tls stream replicas
-                  kv_events route endpoints epp)
+                  kv_events route endpoints epp discover k8s scrape)
       set_tests_properties(integration_${suite} PROPERTIES
         LABELS "integration;concurrency"
         ENVIRONMENT "TSAN_OPTIONS=suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan.supp")

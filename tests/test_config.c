@@ -360,6 +360,8 @@ static void test_defaults_come_from_rows(void)
     cr_replica_config_default(&from_components.replica);
     cr_options_defaults(&cr_epp_server_options, &from_components.epp);
     cr_options_defaults(&cr_admit_server_options, &from_components.admit);
+    cr_options_defaults(&cr_discover_options, &from_components.discover);
+    cr_options_defaults(&cr_scrape_options, &from_components.scrape);
     CU_ASSERT_EQUAL_FATAL(load(&loaded, err, NULL, NULL, NULL), 0);
     json_t *j = cr_config_json(&loaded);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -469,6 +471,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"cluster", "c1", "prod.east-2", NULL, NULL},
         {"kv-events", "0=tcp://127.0.0.1:5557 1=ipc:///k,replay=tcp://h:5558", "2=tcp://h:1",
          NULL, NULL},
+        {"kv-events-topic", "kv@", "kv@vllm-0@llama-3", NULL, NULL},
         {"epp-listen", "127.0.0.1:9002", "[::1]:9003", NULL, NULL},
         {"epp-owner-header", "x-user", "", NULL, NULL},
         {"epp-base-model", "llama-3", "", NULL, NULL},
@@ -476,6 +479,14 @@ static int alternatives(const cr_option *o, alt *out)
         /* the sidecar's door holds nothing: 0 is the one value */
         {"admit-max-queued", "0", "0", NULL, NULL},
         {"admit-max-per-id", "0", "0", NULL, NULL},
+        {"endpoints-dns", "vllm.default.svc:8000", "vllm:1", NULL, NULL},
+        {"dns-server", "127.0.0.1:53", "[::1]:5353", NULL, NULL},
+        {"kv-events-template", "tcp://{ip}:5557", "ipc:///run/{ip}", NULL, NULL},
+        {"scrape-path", "/metrics/engine", "/stats?format=prometheus", NULL, NULL},
+        {"endpoints-k8s-pool", "llm/vllm-pool", "", NULL, NULL},
+        {"k8s-api", "https://127.0.0.1:6443", "https://[::1]:6443", NULL, NULL},
+        {"k8s-token-file", "/tmp/cr-k8s-token-a", "/tmp/cr-k8s-token-b", NULL, NULL},
+        {"k8s-ca-file", "/tmp/cr-k8s-ca-a.pem", "/tmp/cr-k8s-ca-b.pem", NULL, NULL},
     };
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -551,6 +562,8 @@ static void test_precedence(void)
         char env[96], flag[96], err[512];
         alt v;
         cr_config cfg;
+        if (strcmp(o->name, "kv-events-template") == 0) /* it needs a discovery source */
+            setenv("CACHEROUTE_ENDPOINTS_DNS", "vllm:8000", 1);
         CU_ASSERT_TRUE(alternatives(o, &v));
         cr_option_env_name(o, env, sizeof env);
         snprintf(flag, sizeof flag, "--%s", o->name);
@@ -575,6 +588,7 @@ static void test_precedence(void)
         CU_ASSERT_EQUAL(load(&cfg, err, NULL, NULL, NULL), 0);
         expect_source(&cfg, o, "default", NULL, NULL);
         cr_config_free(&cfg);
+        clear_env();
     }
 }
 

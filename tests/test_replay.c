@@ -2043,6 +2043,146 @@ static void test_events_none_as_before(void)
     cr_replay_trace_free(&t);
 }
 
+/* ---- foreign traffic and scrapes ----------------------------------------------- */
+
+/* A policy that sends every request to shard 0 and checks what it is
+ * shown: no foreign request, and its own queue only (the foreign traffic
+ * goes round-robin over every shard). */
+typedef struct to_zero {
+    const cr_replay_cluster *c;
+    size_t routed, foreign_seen, others_queued;
+    size_t scraped_elsewhere; /* scrapes that showed work on shards 1.. */
+} to_zero;
+
+static uint32_t zero_route(void *state, const cr_replay_request *r, const cr_replay_view *v)
+{
+    to_zero *z = state;
+    z->routed++;
+    z->foreign_seen += cr_replay_foreign(z->c, r->first_block); /* the trace's index */
+    for (uint32_t k = 1; k < v->shards; k++) {
+        z->others_queued += v->queued[k];
+        if (v->scrape)
+            z->scraped_elsewhere += v->scrape->waiting[k] + v->scrape->running[k] > 0;
+    }
+    return 0;
+}
+
+/* A trace of n one-block requests 1 ms apart whose first_block is their
+ * index (so a policy can tell which it is given). */
+static cr_replay_trace indexed_trace(size_t n)
+{
+    cr_replay_trace t = {calloc(n, sizeof *t.reqs), n, calloc(n, sizeof *t.blocks), n};
+    for (size_t i = 0; t.reqs && t.blocks && i < n; i++) {
+        t.reqs[i] = (cr_replay_request){.t_ms = (double)i, .input_tokens = 512, .n_blocks = 1,
+                                        .first_block = i, .owner = (int64_t)(i % 7)};
+        t.blocks[i] = i % 50;
+    }
+    return t;
+}
+
+static void test_foreign_share(void)
+{
+    cr_replay_trace t = indexed_trace(4000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t.reqs);
+    cr_replay_cluster c = cluster_of(4);
+    c.foreign_share = 0.3;
+    c.scrape_interval_s = 0.1;
+    size_t foreign = 0;
+    for (size_t i = 0; i < t.n; i++)
+        foreign += cr_replay_foreign(&c, i);
+    CU_ASSERT(foreign > 1100 && foreign < 1300); /* 0.3 of 4000, +- 4 std */
+    for (int run = 0; run < 2; run++) {
+        to_zero z = {.c = &c};
+        cr_replay_policy p = {.name = "to-zero", .state = &z, .route = zero_route};
+        cr_replay_result res;
+        cr_error err;
+        CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+        CU_ASSERT_EQUAL(z.routed, t.n - foreign); /* the same share each run */
+        CU_ASSERT_EQUAL(z.foreign_seen, 0);       /* never routed by the policy */
+        CU_ASSERT_EQUAL(z.others_queued, 0);      /* nor counted in its queues */
+        CU_ASSERT(z.scraped_elsewhere > 0);       /* but seen through the scrapes */
+        CU_ASSERT_EQUAL(res.foreign_requests, foreign);
+        CU_ASSERT_EQUAL(res.requests, t.n - foreign);
+        cr_replay_result_free(&res);
+    }
+    cr_replay_cluster d = c;
+    d.seed = 2;
+    size_t same = 0;
+    for (size_t i = 0; i < t.n; i++)
+        same += cr_replay_foreign(&c, i) && cr_replay_foreign(&d, i);
+    CU_ASSERT(same < foreign / 2); /* another seed, another draw */
+    d.foreign_share = 0;
+    for (size_t i = 0; i < t.n; i++)
+        CU_ASSERT_FALSE(cr_replay_foreign(&d, i));
+
+    cr_error err;
+    d = c;
+    d.foreign_share = 1;
+    CU_ASSERT_EQUAL(cr_replay_cluster_check(&d, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "foreign_share"));
+    d.foreign_share = 0.3;
+    d.scrape_interval_s = -1;
+    CU_ASSERT_EQUAL(cr_replay_cluster_check(&d, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "scrape_interval_s"));
+    cr_replay_events ev = {.shards = 4, .slots = 4};
+    d = c;
+    d.events = &ev;
+    CU_ASSERT_EQUAL(cr_replay_cluster_check(&d, &err), CR_EINVAL);
+    free(t.reqs);
+    free(t.blocks);
+}
+
+/* The hand trace (owner 1 to shard 0, owner 2 to shard 1: least-loaded's
+ * routes, test_hand_least_loaded) scraped every 2 ms: r0 at 0 sees the
+ * scrape at 0 (empty); r1 at 1 the same one; r2 at 2 the one at 2 (r0 and
+ * r1 in service, 2 blocks each); r3 at 4.5 the one at 4 (r2 in service on
+ * 0, r1 done at 4 on 1); r4 at 21 the one at 20 (all done, 3 blocks each). */
+typedef struct scrape_rec {
+    size_t n;
+    cr_replay_scrape at[HAND_N];
+    uint32_t w[HAND_N][2], run[HAND_N][2], held[HAND_N][2];
+} scrape_rec;
+
+static uint32_t scrape_route(void *state, const cr_replay_request *r, const cr_replay_view *v)
+{
+    scrape_rec *x = state;
+    x->at[x->n] = *v->scrape;
+    for (uint32_t k = 0; k < 2; k++) {
+        x->w[x->n][k] = v->scrape->waiting[k];
+        x->run[x->n][k] = v->scrape->running[k];
+        x->held[x->n][k] = v->scrape->blocks_held[k];
+    }
+    x->n++;
+    return (uint32_t)(r->owner - 1);
+}
+
+static void test_scrape_hand(void)
+{
+    cr_replay_trace t = hand_trace();
+    cr_replay_cluster c = hand_cluster();
+    c.scrape_interval_s = 0.002;
+    scrape_rec x = {0};
+    cr_replay_policy p = {.name = "by-owner", .state = &x, .route = scrape_route};
+    cr_replay_result res;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_replay_run(&t, &c, &p, 1.0, &res, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(x.n, HAND_N);
+    const uint64_t seq[HAND_N] = {1, 1, 2, 3, 4};
+    const double at_ms[HAND_N] = {0, 0, 2, 4, 20};
+    const uint32_t run[HAND_N][2] = {{0, 0}, {0, 0}, {1, 1}, {1, 0}, {0, 0}};
+    const uint32_t held[HAND_N][2] = {{0, 0}, {0, 0}, {2, 2}, {3, 2}, {3, 3}};
+    for (size_t i = 0; i < HAND_N; i++) {
+        CU_ASSERT_EQUAL(x.at[i].seq, seq[i]);
+        CU_ASSERT_DOUBLE_EQUAL(x.at[i].at_s * 1000, at_ms[i], EPS);
+        for (uint32_t k = 0; k < 2; k++) {
+            CU_ASSERT_EQUAL(x.w[i][k], 0);
+            CU_ASSERT_EQUAL(x.run[i][k], run[i][k]);
+            CU_ASSERT_EQUAL(x.held[i][k], held[i][k]);
+        }
+    }
+    cr_replay_result_free(&res);
+}
+
 static const cr_test_case replay_tests[] = {
     {"parse good", test_parse_good},
     {"parse malformed", test_parse_malformed},
@@ -2092,6 +2232,8 @@ static const cr_test_case replay_tests[] = {
     {"events: no policy routes to a shard not serving", test_events_every_policy},
     {"events: sticky moves only the forced", test_events_sticky_moves_forced},
     {"events: none is as before", test_events_none_as_before},
+    {"foreign traffic: a seeded share, never routed", test_foreign_share},
+    {"scrapes: the engines' queues at each grid point", test_scrape_hand},
     {NULL, NULL},
 };
 static const cr_test_suite suites[] = {{"replay", replay_tests}};

@@ -125,6 +125,11 @@ typedef struct cr_core_hooks {
     /* Each change of the endpoints ("endpoints" below), after the new set
      * is current. */
     void (*members)(void *ctx, const cr_core_members_event *ev);
+    /* A scraped engine whose KV block size (block_size tokens) disagrees
+     * with --block-tokens, once per shard until another engine takes its
+     * slot (cr_core_engine_load): the core does not log, so this is where
+     * the sidecar logs it. */
+    void (*block_size)(void *ctx, uint32_t shard, uint32_t block_size, uint32_t block_tokens);
     void *ctx;
 } cr_core_hooks;
 
@@ -292,12 +297,18 @@ cr_status cr_core_kv_events(cr_core *c, const cr_kv_event *ev, size_t n, cr_kv_a
                             cr_error *err);
 
 /* The engine load scraped from shard's engine (route.h, "The engines' own
- * load"; the scraper in scrape.h calls it). The route rule uses it from
- * now until it is older than two scrape intervals, then falls back to its
- * own view of the shard (counted); gpu_blocks sizes the shard's prefix
- * index (at most --index-blocks); a block_size other than --block-tokens
- * is logged once. CR_EINVAL naming the field for a shard past the
- * endpoints or a negative or non-finite count; nothing is kept then.
+ * load"; the scraper in scrape.h calls it), taken at the core's now. The
+ * route rule uses it from now until it is older than two scrape intervals
+ * (--scrape-interval, on the core's clock against load->at_s), then falls
+ * back to its own view of the shard (counted: cr_route_stats'
+ * engine_stale); gpu_blocks sizes the shard's prefix index (at most
+ * --index-blocks); a block_size other than --block-tokens is reported
+ * once to hooks->block_size (the core does not log). CR_EINVAL naming the
+ * field, nothing kept: a shard past the shards routed over ("shard must be
+ * below the 8 shards, got 9"), at_s not finite, a count negative or
+ * infinite (NAN is "not reported"), kv_usage outside 0..1, block_size
+ * over CR_CORE_MAX_BLOCK_TOKENS, n_lora over CR_ENGINE_LORA_MAX or a name
+ * without its NUL. CR_ENOMEM when the shard's place could not be made.
  * Thread-safe. */
 cr_status cr_core_engine_load(cr_core *c, uint32_t shard, const cr_engine_load *load,
                               cr_error *err);

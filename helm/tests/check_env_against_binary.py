@@ -36,7 +36,7 @@ import yaml
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_chart import (BACKEND_FLAGS, BACKEND_URL, CHART, CI, CONFIG_FLAGS, ENDPOINTS_FLAGS,  # noqa: E402
-                        EPP_FLAGS, EPP_HOST_FLAGS, HOST_KEYS, POD_FLAGS, REPO, SECRET_FLAGS, env_name,
+                        EPP_FLAGS, EPP_HOST_FLAGS, K8S_FLAGS, HOST_KEYS, POD_FLAGS, REPO, SECRET_FLAGS, env_name,
                         render, pod_spec)
 
 passed = failed = 0
@@ -195,7 +195,7 @@ def main():
     chart_vars = {env_name(f) for f in
                   list(CONFIG_FLAGS.values()) + list(HOST_KEYS.values()) + SECRET_FLAGS
                   + list(BACKEND_FLAGS.values()) + POD_FLAGS + ENDPOINTS_FLAGS
-                  + list(EPP_FLAGS.values()) + EPP_HOST_FLAGS}
+                  + list(EPP_FLAGS.values()) + EPP_HOST_FLAGS + list(K8S_FLAGS.values())}
     report(binary_vars - chart_vars == set(),
            "every variable the binary reads has a chart value",
            "no chart value for: %s" % " ".join(sorted(binary_vars - chart_vars)))

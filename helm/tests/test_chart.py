@@ -30,7 +30,8 @@ SIDECAR_FLAGS = [
     "listen", "threads", "max-message-bytes", "shutdown-grace", "replan-interval", "receipts",
     "replan", "max-imbalance", "admit-hysteresis", "route-by", "load-bound", "inflight-ttl",
     "inflight-max", "inflight-per-caller", "block-tokens", "index-blocks", "max-route-hashes", "miss-weight",
-    "route-planned", "state-file", "snapshot-interval",
+    "route-planned", "scrape-interval", "scrape-timeout", "scrape-path", "scrape-port",
+    "scrape-max-bytes", "state-file", "snapshot-interval",
     "metrics-listen", "log-level", "reservations", "compressed-requests",
     "handshake-timeout", "max-connection-idle", "max-connection-age", "max-connection-age-grace",
     "max-concurrent-streams", "memory-quota-bytes", "max-calls-per-method", "max-arrivals-per-call",
@@ -47,7 +48,8 @@ SIDECAR_FLAGS = [
     "max-reservation-ms", "reservation-horizon-s", "reservation-confirm-s",
     "probe-interval", "nic", "sysfs-root",
     "tls-cert", "tls-key", "tls-client-ca", "health-listen", "admin-identity", "route-identity",
-    "route-access", "kv-events", "kv-events-max-frame-bytes",
+    "route-access", "kv-events", "kv-events-max-frame-bytes", "kv-events-topic",
+    "kv-events-dp-size",
     "admin-token-file",
     "state-backend", "replica-id", "cluster", "sync-interval", "lease-ttl", "replica-ttl",
     "backend-timeout", "backend-start", "state-backend-password-file",
@@ -57,6 +59,8 @@ SIDECAR_FLAGS = [
     "epp-base-model",
     "objectives", "admit-budget-ms", "admit-max-queued", "admit-max-per-id",
     "admit-max-held-bytes", "admit-max-wait-ms", "admit-tracked-ids",
+    "kv-events-template", "endpoints-dns", "dns-interval", "dns-server",
+    "endpoints-k8s-pool", "k8s-api", "k8s-token-file", "k8s-ca-file",
 ]
 
 # cacheroute.config key -> flag, kept apart from the chart's own table on
@@ -89,6 +93,11 @@ CONFIG_FLAGS = {
     "maxRouteHashes": "max-route-hashes",
     "missWeight": "miss-weight",
     "routePlanned": "route-planned",
+    "scrapeInterval": "scrape-interval",
+    "scrapeTimeout": "scrape-timeout",
+    "scrapePath": "scrape-path",
+    "scrapePort": "scrape-port",
+    "scrapeMaxBytes": "scrape-max-bytes",
     "stateFile": "state-file",
     "snapshotInterval": "snapshot-interval",
     "logLevel": "log-level",
@@ -149,6 +158,8 @@ CONFIG_FLAGS = {
     "routeAccess": "route-access",
     "kvEvents": "kv-events",
     "kvEventsMaxFrameBytes": "kv-events-max-frame-bytes",
+    "kvEventsTopic": "kv-events-topic",
+    "kvEventsDpSize": "kv-events-dp-size",
     "endpointFailErrors": "endpoint-fail-errors",
     "endpointFailWindow": "endpoint-fail-window",
     "endpointDownFor": "endpoint-down-for",
@@ -175,7 +186,8 @@ BACKEND_FLAGS = {
 POD_FLAGS = ["replica-id"]
 # Flags rendered from the top-level endpoints values (the mounted ConfigMap's
 # file), not from cacheroute.config.
-ENDPOINTS_FLAGS = ["endpoints-file"]
+ENDPOINTS_FLAGS = ["endpoints-file", "endpoints-dns", "dns-interval", "dns-server",
+                   "kv-events-template"]
 # epp key -> flag, rendered in mode epp only (--epp-listen from listenHost
 # and port).
 EPP_FLAGS = {
@@ -190,6 +202,15 @@ EPP_FLAGS = {
     "baseModel": "epp-base-model",
 }
 EPP_HOST_FLAGS = ["epp-listen"]
+# epp.discovery key -> flag, rendered in mode epp with discovery on
+# (--endpoints-k8s-pool from pool, else the release's InferencePool;
+# --kv-events-template from endpoints.kvEventsTemplate, as for dns).
+K8S_FLAGS = {
+    "pool": "endpoints-k8s-pool",
+    "api": "k8s-api",
+    "tokenFile": "k8s-token-file",
+    "caFile": "k8s-ca-file",
+}
 BACKEND_URL = "redis://redis.serving.svc:6379/1"
 
 
@@ -328,14 +349,16 @@ class ChartTest(unittest.TestCase):
     def test_flags_table_covers_every_sidecar_flag(self):
         flags = (set(CONFIG_FLAGS.values()) | set(HOST_KEYS.values()) | set(SECRET_FLAGS)
                  | set(BACKEND_FLAGS.values()) | set(POD_FLAGS) | set(ENDPOINTS_FLAGS)
-                 | set(EPP_FLAGS.values()) | set(EPP_HOST_FLAGS))
+                 | set(EPP_FLAGS.values()) | set(EPP_HOST_FLAGS) | set(K8S_FLAGS.values()))
         self.assertEqual(flags, set(SIDECAR_FLAGS))
         self.assertEqual(set(self.defaults["cacheroute"]["config"]),
                          set(CONFIG_FLAGS) | set(HOST_KEYS))
         self.assertEqual(set(self.defaults["cacheroute"]["stateBackend"]),
                          set(BACKEND_FLAGS) | {"passwordSecret"})
         self.assertEqual(set(self.defaults["epp"]),
-                         set(EPP_FLAGS) | {"listenHost", "port", "servicePort", "inferencePool"})
+                         set(EPP_FLAGS) | {"listenHost", "port", "servicePort", "inferencePool",
+                                           "discovery"})
+        self.assertEqual(set(self.defaults["epp"]["discovery"]), set(K8S_FLAGS) | {"enabled"})
 
     def test_all_options_file_sets_every_value(self):
         missing = []
@@ -1222,6 +1245,42 @@ class ChartTest(unittest.TestCase):
         _, by_kind = self.render_values({"endpoints": {"list": big}})
         self.check_endpoints_file(configmap(by_kind, "cr-cacheroute-endpoints"), big)
 
+    def test_endpoints_dns(self):
+        """endpoints.dns renders --endpoints-dns and its flags, no ConfigMap;
+        one source only; the template only with dns."""
+        _, by_kind = self.render_values({"mode": "standalone", "endpoints": {
+            "dns": "vllm.serving.svc.cluster.local:8000", "dnsInterval": 2,
+            "dnsServer": "[fd00::53]:53", "kvEventsTemplate": "tcp://{ip}:5557"}})
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual({k: v for k, v in env.items() if "DNS" in k or "TEMPLATE" in k},
+                         {"CACHEROUTE_ENDPOINTS_DNS": "vllm.serving.svc.cluster.local:8000",
+                          "CACHEROUTE_DNS_INTERVAL": "2",
+                          "CACHEROUTE_DNS_SERVER": "[fd00::53]:53",
+                          "CACHEROUTE_KV_EVENTS_TEMPLATE": "tcp://{ip}:5557"})
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env)
+        self.assertNotIn("ConfigMap", by_kind)
+        _, by_kind = self.render_values({"endpoints": {"dns": "vllm:8000"}})
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_DNS"], "vllm:8000")
+        for unset in ("CACHEROUTE_DNS_INTERVAL", "CACHEROUTE_DNS_SERVER",
+                      "CACHEROUTE_KV_EVENTS_TEMPLATE"):
+            self.assertNotIn(unset, env)
+        ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}
+        for endpoints, message in [
+                ({"dns": "vllm:8000", "list": [ep]}, "give one endpoint source"),
+                ({"dns": "vllm:8000", "existingConfigMap": "fleet"}, "give one endpoint source"),
+                ({"kvEventsTemplate": "tcp://{ip}:1"}, "endpoints.kvEventsTemplate needs endpoints.dns"),
+                ({"dns": "vllm"}, "endpoints.dns: Does not match pattern"),
+                ({"dns": "vllm:1", "dnsInterval": 0}, "endpoints.dnsInterval"),
+                ({"dns": "vllm:1", "dnsServer": "localhost:53"}, "endpoints.dnsServer"),
+                ({"dns": "vllm:1", "kvEventsTemplate": "tcp://x:1"}, "endpoints.kvEventsTemplate")]:
+            with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+                yaml.safe_dump({"endpoints": endpoints}, f)
+                f.flush()
+                p = helm("template", "cr", CHART, "-f", f.name, check=False)
+            self.assertNotEqual(p.returncode, 0, endpoints)
+            self.assertIn(message, p.stderr, endpoints)
+
     def test_endpoints_render_failures(self):
         ep = {"id": "vllm-0", "address": "10.0.0.5:8000"}
         cases = [
@@ -1341,6 +1400,64 @@ class ChartTest(unittest.TestCase):
         _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false")
         self.assertNotIn("InferencePool", by_kind)
 
+    def test_epp_discovery(self):
+        """Mode epp without endpoints listed: the pool's pods are discovered,
+        with the RBAC that needs and the token mounted; with a list, or
+        epp.discovery.enabled=false, neither."""
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v")
+        spec = pod_spec(by_kind)
+        env = env_of(containers(spec)["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_K8S_POOL"], "serving/cr-cacheroute")
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_FILE", env)
+        self.assertNotIn("CACHEROUTE_KV_EVENTS_TEMPLATE", env)  # "" = the binary's default
+        self.assertIs(spec["automountServiceAccountToken"], True)
+        role, binding = one(by_kind, "Role"), one(by_kind, "RoleBinding")
+        self.assertEqual(role["metadata"]["namespace"], "serving")
+        self.assertEqual(role["rules"], [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"],
+             "verbs": ["get", "list", "watch"]}])
+        self.assertEqual(binding["roleRef"], {"apiGroup": "rbac.authorization.k8s.io",
+                                              "kind": "Role", "name": role["metadata"]["name"]})
+        self.assertEqual(binding["subjects"], [{"kind": "ServiceAccount",
+                                                "name": spec["serviceAccountName"],
+                                                "namespace": "serving"}])
+        # every key, and a pool in another namespace (the Role goes there)
+        _, by_kind = render("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=epp",
+                            "--set", "endpoints.enabled=false")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        d = self.all_values["epp"]["discovery"]
+        for key, flag in K8S_FLAGS.items():
+            self.assertEqual(env[env_name(flag)], d[key], flag)
+        self.assertNotIn("CACHEROUTE_KV_EVENTS_TEMPLATE", env)
+        self.assertEqual(one(by_kind, "Role")["metadata"]["namespace"], "llm")
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                            "--set-string", "endpoints.kvEventsTemplate=tcp://{ip}:5557")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertEqual(env["CACHEROUTE_KV_EVENTS_TEMPLATE"], "tcp://{ip}:5557")
+        self.assertEqual(one(by_kind, "RoleBinding")["subjects"][0]["namespace"], "serving")
+        # a list is the source, or discovery is off: no RBAC, no token
+        for args in (("-f", os.path.join(CI, "epp-values.yaml")),
+                     ("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                      "--set", "epp.discovery.enabled=false"),
+                     ("--set", "epp.discovery.enabled=true")):  # mode sidecar
+            _, by_kind = render(*args)
+            spec = pod_spec(by_kind)
+            self.assertNotIn("Role", by_kind, args)
+            self.assertNotIn("RoleBinding", by_kind, args)
+            self.assertNotIn("CACHEROUTE_ENDPOINTS_K8S_POOL", env_of(containers(spec)["cacheroute"]))
+            self.assertIs(spec["automountServiceAccountToken"], False, args)
+        self.render_fails(["-f", os.path.join(CI, "epp-values.yaml"),
+                           "--set", "epp.discovery.enabled=true"],
+                          "epp.discovery.enabled is true and another endpoint source is set")
+        # endpoints.dns is a source too: discovery stays off beside it
+        _, by_kind = render("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                            "--set", "endpoints.dns=vllm:8000")
+        env = env_of(containers(pod_spec(by_kind))["cacheroute"])
+        self.assertNotIn("CACHEROUTE_ENDPOINTS_K8S_POOL", env)
+        self.assertEqual(env["CACHEROUTE_ENDPOINTS_DNS"], "vllm:8000")
+        self.assertNotIn("Role", by_kind)
+
     def test_epp_only_in_mode_epp(self):
         for args in ((), ("-f", os.path.join(CI, "all-options-values.yaml")),
                      ("-f", os.path.join(CI, "all-options-values.yaml"), "--set", "mode=standalone")):
@@ -1381,7 +1498,12 @@ class ChartTest(unittest.TestCase):
             {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "cr-cacheroute"}])
         self.assertIn("keep the endpoints list", notes)
         notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v")
+        self.assertIn("Endpoints are discovered", notes)
+        self.assertIn("InferencePool serving/cr-cacheroute selects (--endpoints-k8s-pool", notes)
+        notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.matchLabels.app=v",
+                                  "--set", "epp.discovery.enabled=false")
         self.assertIn("No endpoints are listed", notes)
+        self.assertIn("epp.discovery is off", notes)
         notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false")
         self.assertIn("No InferencePool is rendered", notes)
         self.assertIn("endpointPickerRef: {kind: Service, name: cr-cacheroute, port: {number: 9002}", notes)

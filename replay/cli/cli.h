@@ -64,6 +64,7 @@ typedef enum part_json {
     JSON_GENERATOR, /* likewise, when the trace is generated */
     JSON_DOCUMENTS, /* likewise, when the generated trace has documents */
     JSON_EVENTS,    /* under the replay group, when --events is given */
+    JSON_OUTSIDE,   /* under the cluster group, with foreign traffic or scrapes */
     JSON_SIDECAR    /* under "cacheroute", then the group ("core" for none) */
 } part_json;
 

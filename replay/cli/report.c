@@ -55,6 +55,8 @@ static int shown(part_json kind, const settings *s)
         return s->generate && s->gen.documents > 0;
     case JSON_EVENTS:
         return s->events_path[0] != '\0';
+    case JSON_OUTSIDE:
+        return s->cluster.foreign_share > 0 || s->cluster.scrape_interval_s > 0;
     case JSON_TOOL:
     case JSON_SIDECAR:
         break;
@@ -132,6 +134,8 @@ static json_t *result_json(const runner *r, const series *x, size_t j)
                      num(res->hit_error_tokens), "hit_error_share", num(res->hit_error_share));
     if (r->s->cluster.events)
         events_json(res, obj);
+    if (r->s->cluster.foreign_share > 0)
+        json_object_set_new(obj, "foreign_requests", json_integer((json_int_t)res->foreign_requests));
     return obj;
 }
 

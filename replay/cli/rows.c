@@ -265,6 +265,20 @@ static const cr_option CLUSTER_ROWS[] = {
            "imbalance, capacity): a cluster measured once warm"),
 };
 
+/* Traffic around the router and the engines' metrics: a table of its own,
+ * so the JSON's inputs show it only when either is on and every run
+ * without them is reported as before they existed. */
+static const cr_option OUTSIDE_ROWS[] = {
+    NUMBER("foreign-share", CR_OPT_DOUBLE, cluster.foreign_share, 0, 0.99, 0, 0,
+           "this share of the requests (drawn from the seed) reach the engines around the "
+           "router, round-robin: never routed by a policy nor told to it, left out of the "
+           "figures; 0 = none"),
+    NUMBER("scrape-interval", CR_OPT_DOUBLE, cluster.scrape_interval_s, 0, 3600, 0, 0,
+           "seconds of virtual time between scrapes of the engines' /metrics (waiting, "
+           "running, KV usage), the only load the policies see of traffic they did not "
+           "route; 0 = no scrapes"),
+};
+
 #define TABLE(group_, rows_)                                                                      \
     {.group = group_, .rows = rows_, .n = sizeof rows_ / sizeof rows_[0],                         \
      .set_offset = offsetof(settings, set)}
@@ -275,6 +289,7 @@ static const cr_option_table OUTPUT_TABLE = TABLE("output", OUTPUT_ROWS);
 static const cr_option_table GENERATOR_TABLE = TABLE("generator", GENERATOR_ROWS);
 static const cr_option_table DOCUMENT_TABLE = TABLE("generator", DOCUMENT_ROWS);
 static const cr_option_table CLUSTER_TABLE = TABLE("cluster", CLUSTER_ROWS);
+static const cr_option_table OUTSIDE_TABLE = TABLE("cluster", OUTSIDE_ROWS);
 
 static const cr_option_part TOOL_PARTS[] = {
     {&REPLAY_TABLE, 0},
@@ -283,6 +298,7 @@ static const cr_option_part TOOL_PARTS[] = {
     {&GENERATOR_TABLE, 0},
     {&DOCUMENT_TABLE, 0},
     {&CLUSTER_TABLE, 0},
+    {&OUTSIDE_TABLE, 0},
 };
 static const cr_option_group GROUPS[] = {
     {TOOL_PARTS, sizeof TOOL_PARTS / sizeof TOOL_PARTS[0], 0},
@@ -298,6 +314,7 @@ part_json cli_part_json(const cr_option_ref *r)
            : r->table == &GENERATOR_TABLE ? JSON_GENERATOR
            : r->table == &DOCUMENT_TABLE  ? JSON_DOCUMENTS
            : r->table == &EVENTS_TABLE    ? JSON_EVENTS
+           : r->table == &OUTSIDE_TABLE   ? JSON_OUTSIDE
                                           : JSON_TOOL;
 }
 

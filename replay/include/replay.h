@@ -278,7 +278,25 @@ typedef struct cr_replay_cluster {
     /* Objectives per request (admission.c, docs/admission.md); NULL: none,
      * every run as before they existed. */
     const struct cr_replay_admission *admission;
+    /* Foreign traffic (--foreign-share): this share of the requests,
+     * chosen from the seed (cr_replay_foreign), reach the engines around
+     * the router: each goes to the next serving shard round-robin, is
+     * queued, served and cached like any request, but the policy never
+     * routes it, never hears of it (no route, no served, no predicted) and
+     * the result's figures leave it out (foreign_requests counts them). A
+     * second gateway, a batch job, replicas that share no outstanding
+     * work. 0: none, every run as before the option existed. Not with
+     * events. */
+    double foreign_share;
+    /* The engines' /metrics scraped every this many seconds of virtual
+     * time, on the grid 0, s, 2s, ... (--scrape-interval): the view's
+     * scrape. 0: none (the view's scrape is NULL). */
+    double scrape_interval_s;
 } cr_replay_cluster;
+
+/* Whether request i (trace order) of a run on c is foreign: a draw from
+ * the seed and i below c->foreign_share; 0 for every i without. */
+int cr_replay_foreign(const cr_replay_cluster *c, size_t i);
 
 /* The slots a run on c may use: shards, plus the joins of its events.
  * Per-shard state is sized by this. */
@@ -293,8 +311,21 @@ static inline uint32_t cr_replay_slots(const cr_replay_cluster *c)
 void cr_replay_cluster_default(cr_replay_cluster *c);
 /* CR_EINVAL naming the first bad field: shards in 1..CR_MAX_SHARDS,
  * shard_blocks and block_tokens >= 1, every cost finite and >= 0, scale
- * finite and > 0, events (when given) parsed for these shards. */
+ * finite and > 0, events (when given) parsed for these shards,
+ * foreign_share in [0, 1) and not with events, scrape_interval_s finite
+ * and >= 0. */
 cr_status cr_replay_cluster_check(const cr_replay_cluster *c, cr_error *err);
+
+/* The engines' own load as their last scrape read it, per slot, what
+ * vLLM's /metrics says: num_requests_waiting (queued, not in service),
+ * num_requests_running (in service: 0 or 1, a shard prefills one request
+ * at a time) and the KV blocks in use (kv_cache_usage_perc times the
+ * shard's blocks). Every request counts, foreign ones too. */
+typedef struct cr_replay_scrape {
+    uint64_t seq; /* 1 for the run's first scrape, + 1 each */
+    double at_s;  /* when it was read (a grid point at or before now) */
+    const uint32_t *waiting, *running, *blocks_held;
+} cr_replay_scrape;
 
 /* What a policy may look at when routing: the cluster as it stands at the
  * request's arrival. Every member after queued may be NULL or 0 in a view
@@ -309,8 +340,13 @@ typedef struct cr_replay_view {
     const uint8_t *usable;
     const uint32_t *serving;
     uint32_t n_serving;
-    const double *backlog_ms;  /* per shard: work queued and in service, ms */
-    const uint32_t *queued;    /* per shard: requests queued and in service */
+    /* Per shard: work queued and in service, ms (every request's: the
+     * truth, for the baselines and the reference). */
+    const double *backlog_ms;
+    /* Per shard: requests queued and in service that the policy routed
+     * (what a router counts of itself); without foreign traffic, every
+     * request queued and in service. */
+    const uint32_t *queued;
     /* The trace's block pool: request r's ids are blocks[r->first_block ..
      * + r->n_blocks), for policies that index prompts. */
     const uint64_t *blocks;
@@ -325,6 +361,8 @@ typedef struct cr_replay_view {
      * of what it routed or of prefills completed before the request. */
     uint32_t (*hit_blocks)(const void *ctx, uint32_t shard, const cr_replay_request *r);
     const void *hit_ctx;
+    /* The last scrape (the cluster's scrape_interval_s > 0), else NULL. */
+    const cr_replay_scrape *scrape;
 } cr_replay_view;
 
 /* What happened to one request. */
@@ -421,7 +459,8 @@ cr_status cr_replay_baseline(const char *name, const cr_replay_cluster *c, cr_re
  *                       in service; kv = 1 - blocks held / shard_blocks;
  *                       both from a snapshot of the view refreshed when 50
  *                       ms of virtual time have passed since the last (the
- *                       metrics scrape). prefix = the leading run of the
+ *                       metrics scrape), or with the cluster's scrapes
+ *                       (scrape_interval_s) from the view's scrape. prefix = the leading run of the
  *                       prompt's first 4096 tokens' blocks (256 blocks of
  *                       64 characters at 4 a token: 8 blocks of 512)
  *                       found in the pod's LRU index of the blocks it was
@@ -601,6 +640,9 @@ typedef struct cr_replay_result {
     /* With the cluster's admission: the figures per objective (requests
      * shed or dropped count in failed_requests too). */
     struct cr_replay_admission_result *admission;
+    /* Foreign requests from the warm-up on: served, never routed by the
+     * policy, left out of every figure above (0 without). */
+    size_t foreign_requests;
 } cr_replay_result;
 
 /* Replays t through policy p on cluster c. Consumes nothing: t and p are

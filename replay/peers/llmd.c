@@ -1,10 +1,13 @@
 /* llmd-scorer: the llm-d inference scheduler's default profile (rule in
  * replay.h). Three scorers, weighted 2, 2 and 3, summed; the highest sum
  * wins, ties drawn. The queue and KV scorers read metrics the scheduler
- * scrapes from the engines, so here they read a snapshot of the view
- * taken when 50 ms of virtual time have passed since the last: a request
- * routed between scrapes does not show in them, which is what makes a
- * burst pile onto one pod. The prefix scorer reads the scheduler's own
+ * scrapes from the engines (vllm:num_requests_waiting and
+ * vllm:kv_cache_usage_perc), so here they read the cluster's scrape when
+ * the run has one (--scrape-interval: every request, foreign ones too),
+ * else a snapshot of the view taken when 50 ms of virtual time have
+ * passed since the last: a request routed between scrapes does not show
+ * in them, which is what makes a burst pile onto one pod. The prefix
+ * scorer reads the scheduler's own
  * index of what it sent where (an LRU per pod, filled at routing), never
  * the engines' caches. */
 #include <stdlib.h>
@@ -33,17 +36,20 @@ typedef struct llmd {
 } llmd;
 
 /* vLLM's num_requests_waiting: a shard serves one prefill at a time, and
- * that one is running, not waiting. */
+ * that one is running, not waiting. From the cluster's scrape when there
+ * is one, else from the view now. */
 static void scrape(llmd *s, const cr_replay_view *v)
 {
     double capacity = (double)(v->shard_blocks ? v->shard_blocks : s->capacity);
+    const cr_replay_scrape *m = v->scrape;
     CR_REPLAY_FOR_SERVING(v, k) {
-        s->waiting[k] = v->queued[k] ? v->queued[k] - 1 : 0;
-        double held = v->blocks_held ? v->blocks_held[k] : 0; /* none shown: empty */
+        s->waiting[k] = m ? m->waiting[k] : v->queued[k] ? v->queued[k] - 1 : 0;
+        const uint32_t *blocks = m ? m->blocks_held : v->blocks_held;
+        double held = blocks ? blocks[k] : 0; /* none shown: empty */
         s->usage[k] = held < capacity ? held / capacity : 1.0;
     }
     s->scraped = 1;
-    s->scraped_at = v->now_s;
+    s->scraped_at = m ? m->at_s : v->now_s;
 }
 
 static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_view *v)
@@ -56,8 +62,8 @@ static uint32_t route(void *state, const cr_replay_request *r, const cr_replay_v
         memset(s->waiting, 0, s->slots * sizeof *s->waiting);
         memset(s->usage, 0, s->slots * sizeof *s->usage);
     }
-    if (!s->scraped || v->now_s - s->scraped_at >= SCRAPE_S)
-        scrape(s, v);
+    if (v->scrape || !s->scraped || v->now_s - s->scraped_at >= SCRAPE_S)
+        scrape(s, v); /* the cluster's scrape is read as it stands */
     uint32_t n;
     const uint64_t *ids = peer_prompt(v, r, &n);
     uint32_t hashed = n < s->prefix_blocks ? n : s->prefix_blocks;

@@ -99,12 +99,17 @@ typedef struct cr_route_config {
      * outstanding work under ttft (0: no bound); not a row of its own: the
      * core sets it to --max-reservation-ms. */
     double max_route_work_ms;
+    /* --scrape-interval: how often the engines' loads come (the scraper
+     * reads it too); a load older than twice this is ignored ("The
+     * engines' own load"). 0: no scrapes (a load given anyway is judged
+     * by 0.1 s). */
+    double scrape_interval_s;
 } cr_route_config;
 
 /* The rows of cr_route_config (--route-by, --load-bound, --inflight-ttl,
  * --inflight-max, --block-tokens, --index-blocks, --max-route-hashes,
- * --miss-weight, --route-planned, --inflight-per-caller); top-level keys of the effective
- * configuration. */
+ * --miss-weight, --route-planned, --inflight-per-caller, --scrape-interval);
+ * top-level keys of the effective configuration. */
 extern const cr_option_table cr_route_options;
 
 /* Where plan sends an owner without warm slots: cr_mix64(owner) % n_shards.
@@ -206,6 +211,11 @@ typedef struct cr_route_stats {
      * shard than its last: [0] the last one could still take it (a spill,
      * a rebalance), [1] it had left service (cr_router_members). */
     uint64_t moved[2];
+    /* The engines' own loads (below): taken, found stale by a route (over
+     * two --scrape-interval old: ignored from then on), and engines whose
+     * block size disagreed with --block-tokens (once per engine in its
+     * shard). */
+    uint64_t engine_loads, engine_stale, engine_block_mismatch;
 } cr_route_stats;
 
 /* The figures at now into *out and each shard's outstanding work into
@@ -404,5 +414,38 @@ typedef struct cr_engine_load {
     uint32_t n_lora;     /* adapters loaded (running or waiting ones), named in lora */
     char lora[CR_ENGINE_LORA_MAX][CR_ENGINE_LORA_NAME_MAX];
 } cr_engine_load;
+
+/* How the rule uses it (docs/routing.md, "Engine load"), on shard s:
+ *   foreign_s = max(0, waiting + running - ours), ours = the requests the
+ *               router has outstanding on s that it routed by at_s: what
+ *               the engine held that the router did not send it
+ *   wait_s    = the shard's own predicted queue (above) + foreign_s x the
+ *               mean prefill of the rule's recent routes' prompts on a
+ *               shard picked without looking (the mean over the usable
+ *               shards): a request it did not place lands anywhere
+ * so routes made since the scrape count at once, through the shard's own
+ * queue, and traffic the router never saw counts within a scrape. A load
+ * older than 2 x --scrape-interval (on the route's clock) is ignored from
+ * then on, counted once, until the next. gpu_blocks (in the index's
+ * blocks: x block_size / --block-tokens when block_size is given) bounds
+ * the shard's prefix index below --index-blocks for as long as the shard
+ * keeps its engine. A request's adapter is its namespace up to its first
+ * byte 0x1f (decisions.md, "Namespaces"); while some shard's fresh load
+ * lists it loaded, a shard that has it neither loaded nor a free slot
+ * (n_lora >= max_lora > 0) costs CR_ROUTE_LORA_EVICT_MS more, weighed as
+ * a prefill (the miss weight times): the swap stalls its batch, like a
+ * prefill, for every request behind it. An adapter no shard lists (a
+ * cold adapter, or a base model's name) is weighed by nothing here.
+ * Memory: 168 B per shard up to the highest one a load named, made then. */
+#define CR_ROUTE_LORA_EVICT_MS 25.0
+
+/* Takes load (checked by the caller: shard among those routed over,
+ * counts NAN or finite and >= 0, n_lora <= CR_ENGINE_LORA_MAX, names
+ * NUL-terminated) as shard's at now, replacing its last. Returns 1 when
+ * its block_size is the first on this shard (since its engine came) to
+ * disagree with --block-tokens, for the caller to report once; 0 when
+ * not; -1 when out of memory (nothing kept). Thread-safe; one short
+ * lock, O(n_lora), O(the blocks evicted) when the shard's index shrinks. */
+int cr_router_engine_load(cr_router *r, uint32_t shard, const cr_engine_load *load, double now);
 
 #endif

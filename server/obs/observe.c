@@ -163,6 +163,7 @@ cr_core_hooks cr_observe_hooks(cr_observer *o)
                            .receipted = receipted,
                            .state = state,
                            .members = cr_observe_members,
+                           .block_size = cr_observe_block_size,
                            .ctx = o};
 }
 
@@ -379,10 +380,13 @@ void cr_observe_gauges(void *ctx, cr_page *p)
     cr_observe_route_gauges(core, p);
     cr_observe_endpoint_gauges(o, p);
     cr_observe_door_gauges(core, p);
+    cr_observe_discover_gauges(o, p);
     if (o->replica)
         cr_observe_replica_gauges(o->replica, p);
     if (o->kv)
         cr_observe_kv_gauges(o->kv, p);
     if (o->epp)
         cr_observe_epp_gauges(o->epp, p);
+    if (o->scrape)
+        cr_observe_scrape_gauges(o->scrape, p);
 }

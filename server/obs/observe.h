@@ -7,11 +7,13 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "discover.h"
 #include "endpoints_file.h"
 #include "epp.h"
 #include "kvevents.h"
 #include "metrics.h"
 #include "replica.h"
+#include "scrape.h"
 #include "watch_decisions.h"
 
 /* Where the reports go and the gauges come from. */
@@ -24,6 +26,12 @@ typedef struct cr_observer {
     cr_endpoints_watch *endpoints; /* --endpoints-file's, once started; NULL without */
     cr_watch_hub *members; /* WatchEndpoints: each change of the set, encoded, when watched */
     cr_epp *epp;           /* --epp-listen's picker, once built; NULL without */
+    cr_dns_watch *dns;     /* --endpoints-dns', once started; NULL without */
+    cr_scraper *scrape;    /* the engines' /metrics scraper, once started; NULL when off */
+    cr_k8s *k8s;           /* --endpoints-k8s-pool's watcher, once started; NULL without */
+    /* kv again, for the members hook, which may run on another thread
+     * (the endpoints file's, the subscriber's own) while it is set */
+    _Atomic(cr_kv_subscriber *) kv_follow;
 } cr_observer;
 
 /* Hooks that count into o->metrics, log, and publish receipts to o->watch;
@@ -78,6 +86,12 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *page);
 void cr_observe_members(void *ctx, const cr_core_members_event *ev);
 void cr_observe_endpoint_gauges(const cr_observer *o, cr_page *page);
 
+/* observe_discover.c: hooks that log the discovery sources' reports,
+ * and their cacheroute_dns_* and cacheroute_k8s_* families (none without
+ * --endpoints-dns, --endpoints-k8s-pool). */
+cr_discover_hooks cr_observe_discover_hooks(cr_observer *o);
+void cr_observe_discover_gauges(const cr_observer *o, cr_page *page);
+
 /* observe_epp.c: the endpoint picker's cacheroute_epp_* families (streams,
  * routes, outcomes, body bytes, errors by reason, tokenizer fallbacks). */
 void cr_observe_epp_gauges(cr_epp *e, cr_page *page);
@@ -86,6 +100,15 @@ void cr_observe_epp_gauges(cr_epp *e, cr_page *page);
  * (held, bounds, verdicts per objective and per fairness id, SLO
  * attainment); nothing without a door. */
 void cr_observe_door_gauges(cr_core *core, cr_page *page);
+/* observe_scrape.c: hooks that log a shard's failed scrapes (at most once
+ * a minute a shard, scrape.h), and the cacheroute_engine_scrape* families
+ * (none while scraping is off). */
+cr_scrape_hooks cr_observe_scrape_hooks(cr_observer *o);
+/* The core's block_size hook: a scraped engine's KV block size other than
+ * --block-tokens, logged (the core reports it once a shard). */
+void cr_observe_block_size(void *ctx, uint32_t shard, uint32_t block_size,
+                           uint32_t block_tokens);
+void cr_observe_scrape_gauges(cr_scraper *s, cr_page *page);
 
 /* observe_route.c: the cacheroute_routes_placed_total{reason},
  * cacheroute_route_* gauges and the hit-prediction error counters. */

@@ -1,7 +1,8 @@
 /* The endpoint set: a log line per change, and at scrape time the
  * endpoints by state, each one's state (at most CR_ROUTE_INDEX_MAX_SHARDS
  * samples, so a scrape stays small), the changes and the sessions they
- * moved, and the endpoints file's reads. */
+ * moved, and the endpoints file's reads (discovery's own:
+ * observe_discover.c). */
 #include <stdio.h>
 
 #include "handlers.h" /* cr_endpoint_change_pack */
@@ -12,7 +13,8 @@
  * WatchEndpoints watcher. */
 void cr_observe_members(void *ctx, const cr_core_members_event *ev)
 {
-    const cr_observer *o = ctx;
+    cr_observer *o = ctx;
+    cr_kv_endpoints_changed(atomic_load(&o->kv_follow)); /* a flag: it re-reads the set */
     const cr_endpoints_change *c = &ev->change;
     uint8_t *body;
     size_t len;

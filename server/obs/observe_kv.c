@@ -21,6 +21,17 @@ static void report(void *ctx, const cr_kv_report *r)
                          (json_int_t)r->count, "first_seq", (json_int_t)r->first, "last_seq",
                          (json_int_t)r->last));
         break;
+    case CR_KV_REPORT_SUBSCRIBED:
+    case CR_KV_REPORT_UNSUBSCRIBED:
+        cr_log(CR_LOG_INFO, r->kind == CR_KV_REPORT_SUBSCRIBED ? "kv events subscribed"
+                                                               : "kv events unsubscribed",
+               json_pack("{s:i,s:I,s:s}", "shard", (int)r->shard, "rank", (json_int_t)r->first,
+                         "endpoint", r->detail));
+        break;
+    case CR_KV_REPORT_REFUSED:
+        cr_log(CR_LOG_WARN, "kv events links not opened",
+               json_pack("{s:I,s:s}", "links", (json_int_t)r->count, "reason", r->detail));
+        break;
     default:
         cr_log(CR_LOG_WARN, "kv events view reset: the shard's index is emptied",
                json_pack("{s:i,s:s}", "shard", (int)r->shard, "reason", r->detail));
@@ -71,8 +82,10 @@ void cr_observe_kv_gauges(cr_kv_subscriber *kv, cr_page *p)
          "--kv-events-max-frame-bytes, the engine gone) and was re-opened.",
          offsetof(cr_kv_stats, reconnects)},
     };
-    cr_kv_stats st[CR_KV_MAX_ENGINES];
-    size_t n = cr_kv_stats_read(kv, st, CR_KV_MAX_ENGINES);
+    cr_kv_stats st[CR_KV_MAX_LINKS]; /* a link a shard at most */
+    size_t n = cr_kv_stats_read(kv, st, CR_KV_MAX_LINKS);
+    if (n == 0)
+        return; /* no family while nothing is subscribed */
     for (size_t k = 0; k < sizeof COUNTERS / sizeof COUNTERS[0]; k++)
         by_shard(p, st, n, COUNTERS[k].name, "counter", COUNTERS[k].help, COUNTERS[k].offset);
     const char *age = "cacheroute_kv_last_event_age_seconds";

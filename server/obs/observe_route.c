@@ -54,6 +54,14 @@ static const cr_observe_row route_rows[] = {
         "medium CPU: engines' offloaded blocks)."),
     ROW(index_bytes, "cacheroute_route_index_bytes", "gauge",
         "Memory of the prefix index now (both tiers)."),
+    ROW(engine_loads, "cacheroute_route_engine_loads_total", "counter",
+        "Engines' scraped loads the route rule took (docs/routing.md, \"Engine load\")."),
+    ROW(engine_stale, "cacheroute_route_engine_loads_stale_total", "counter",
+        "Engines' loads a route found older than 2 x --scrape-interval and ignored from "
+        "then on (the shard weighed by cacheroute's own view), once per load."),
+    ROW(engine_block_mismatch, "cacheroute_route_engine_block_size_mismatch_total", "counter",
+        "Engines whose KV block size disagreed with --block-tokens, once per engine in "
+        "its slot (each logged)."),
 };
 #undef ROW
 

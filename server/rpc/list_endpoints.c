@@ -63,6 +63,7 @@ void cr_endpoints_answer(const cr_handlers *h, const cr_endpoints *e,
         r->id = (char *)x->id;
         r->address = (char *)x->address;
         r->weight = x->weight;
+        r->kv_events = (char *)x->kv_events;
         r->state = (char *)cr_endpoint_state_name(x->state);
         r->state_age_s = fmax(0, now - x->since_s);
         r->retry_in_s = x->state == CR_ENDPOINT_DOWN ? fmax(0, x->down_until_s - now) : 0;

@@ -22,7 +22,8 @@ static void set_endpoints(void *ctx, const void *message, cr_reply *out)
     for (size_t i = 0; i < n; i++)
         v[i] = (cr_endpoint_spec){.id = req->endpoints[i]->id,
                                   .address = req->endpoints[i]->address,
-                                  .weight = req->endpoints[i]->weight};
+                                  .weight = req->endpoints[i]->weight,
+                                  .kv_events = req->endpoints[i]->kv_events};
     cr_core_members_event ev;
     cr_error err;
     cr_status st = cr_core_set_endpoints(h->core, v, n, &ev, &err);

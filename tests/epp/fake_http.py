@@ -13,11 +13,18 @@ keys differ from the EPP's estimate only by the packing); tokenize_status
 answers it with that status instead. fail_status answers every request with
 that status instead;
 pad_bytes adds one content chunk of that size (to test large echoes).
+GET /metrics answers vLLM's load families in the Prometheus text format
+(num_requests_waiting, num_requests_running, kv_cache_usage_perc,
+cache_config_info), their values the attributes waiting, running,
+kv_usage and gpu_blocks as a test sets them (not the requests it serves);
+metrics_body answers those bytes instead (garbage), metrics_delay_s sleeps
+first (a slow engine); scrapes counts them. Scrapes are not in requests.
 It does not model timing, tokenizers, KV events or cache eviction (the demo's
 fake engine does).
 """
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -40,6 +47,10 @@ class FakeEngine:
         self.tokenized = 0  # /tokenize calls answered
         self.pad_bytes = 0
         self.requests = []  # (path, headers dict, body bytes)
+        self.waiting, self.running, self.kv_usage, self.gpu_blocks = 0, 0, 0.0, 1000
+        self.metrics_body = None
+        self.metrics_delay_s = 0
+        self.scrapes = 0
         self._seen = []
         self._lock = threading.Lock()
         engine = self
@@ -82,7 +93,32 @@ class FakeEngine:
             self._seen.append(prompt)
         return best // 4
 
+    def _metrics(self, h):
+        with self._lock:
+            self.scrapes += 1
+        if self.metrics_delay_s:
+            time.sleep(self.metrics_delay_s)
+        labels = 'engine="0",model_name="fake"'
+        data = self.metrics_body if self.metrics_body is not None else (
+            "# TYPE vllm:num_requests_waiting gauge\n"
+            "vllm:num_requests_waiting{%s} %s\n"
+            "vllm:num_requests_running{%s} %s\n"
+            "vllm:kv_cache_usage_perc{%s} %s\n"
+            'vllm:cache_config_info{block_size="16",engine="0",num_gpu_blocks="%d"} 1.0\n'
+            % (labels, float(self.waiting), labels, float(self.running), labels,
+               float(self.kv_usage), self.gpu_blocks)).encode()
+        try:
+            h.send_response(200)
+            h.send_header("content-type", "text/plain; version=0.0.4")
+            h.send_header("content-length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+        except OSError:
+            pass  # the scraper gave up on us
+
     def _serve(self, h, body):
+        if h.command == "GET" and h.path == "/metrics":
+            return self._metrics(h)
         with self._lock:
             self.requests.append((h.path, dict((k.lower(), v) for k, v in h.headers.items()),
                                   body))

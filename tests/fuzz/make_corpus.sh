@@ -391,3 +391,32 @@ request_headers { headers { headers { key: ":method" raw_value: "POST" }
   headers { key: ":path" raw_value: "/v1/chat/completions" }
   headers { key: "x-llm-d-slo-ttft-ms" raw_value: "-1" } } }
 EOF2
+
+# Engines' /metrics bodies (fuzz_scrape_parse.c): vLLM's (two data-parallel
+# engines, cache_config_info, lora_requests_info, a histogram), SGLang's,
+# escapes, NaN and Inf, CRLF, and refusals (HTML, a used count NaN, an
+# unclosed label value).
+mkdir -p "$out/scrape_parse"
+printf '%s\n' '# HELP vllm:num_requests_running Number of requests in model execution batches.' \
+    '# TYPE vllm:num_requests_running gauge' \
+    'vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0' \
+    'vllm:num_requests_running{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 2.0' \
+    '# TYPE vllm:num_requests_waiting gauge' \
+    'vllm:num_requests_waiting{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 7.0' \
+    'vllm:kv_cache_usage_perc{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.5' \
+    'vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_cpu_blocks="None",num_gpu_blocks="27153"} 1.0' \
+    'vllm:lora_requests_info{max_lora="4",running_lora_adapters="sql-lora,chat",waiting_lora_adapters="tone"} 1.7331e+09' \
+    'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 12.0' \
+    'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} NaN' \
+    >"$out/scrape_parse/vllm"
+printf '%s\n' '# HELP sglang:num_running_reqs The number of running requests.' \
+    '# TYPE sglang:num_running_reqs gauge' \
+    'sglang:num_running_reqs{model_name="meta-llama/Llama-3.1-8B-Instruct"} 12.0' \
+    'sglang:token_usage{model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.28' \
+    'sglang:num_queue_reqs{model_name="meta-llama/Llama-3.1-8B-Instruct"} 4.0' \
+    >"$out/scrape_parse/sglang"
+printf 'other{path="C:\\\\dir",msg="say \\"hi\\"\\n"} +Inf\r\nx -Inf 1733000000000\nvllm:gpu_cache_usage_perc 0.7\r\nvllm:lora_requests_info { max_lora = "2" , running_lora_adapters="a\\\\b, c" ,} 5' \
+    >"$out/scrape_parse/escapes"
+printf '<html><body>Not Found</body></html>\n' >"$out/scrape_parse/html"
+printf 'vllm:num_requests_waiting NaN\n' >"$out/scrape_parse/nan_count"
+printf 'vllm:cache_config_info{block_size="16} 1\n' >"$out/scrape_parse/unclosed"

@@ -5,10 +5,12 @@ here independently (python3-xxhash) as route.h documents them: XXH3-64 of
 a block's token ids as little-endian uint32, seeded with the key of the
 block before it (0 for a prompt's first)."""
 import hashlib
+import json
 import os
 import re
 import struct
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -237,12 +239,22 @@ class Publisher:
     """One engine's KV-event sockets on 127.0.0.1, on ports of their own;
     silent: its replay socket reads requests and never answers."""
 
-    def __init__(self, shard=KV_SHARD, silent=False):
+    def __init__(self, shard=KV_SHARD, silent=False, port=None, topic=b"kv-events"):
         self.shard = shard
         self.silent = silent
+        self.topic = topic
         self.ctx = zmq.Context()
         self.pub = self.ctx.socket(zmq.PUB)
-        self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        if port is None:
+            self.port = self.pub.bind_to_random_port("tcp://127.0.0.1")
+        else:  # a given one (a data-parallel rank's): ZMQError when taken
+            self.port = port
+            try:
+                self.pub.bind("tcp://127.0.0.1:%d" % port)
+            except zmq.ZMQError:
+                self.pub.close(0)
+                self.ctx.term()
+                raise
         self.router = self.ctx.socket(zmq.ROUTER)
         self.replay_port = self.router.bind_to_random_port("tcp://127.0.0.1")
         self.seq = 0
@@ -252,9 +264,13 @@ class Publisher:
         self.thread = threading.Thread(target=self._serve_replays, daemon=True)
         self.thread.start()
 
-    def flag(self, replay=True):
-        v = "%d=tcp://127.0.0.1:%d" % (self.shard, self.port)
+    def address(self, replay=True):
+        """Its sockets as an endpoint's kv_events."""
+        v = "tcp://127.0.0.1:%d" % self.port
         return v + (",replay=tcp://127.0.0.1:%d" % self.replay_port if replay else "")
+
+    def flag(self, replay=True):
+        return "%d=%s" % (self.shard, self.address(replay))
 
     def send(self, payload, deliver=True, keep=True):
         """Publishes payload as the next seq; deliver=False skips the PUB
@@ -265,7 +281,7 @@ class Publisher:
             if keep:
                 self.buffer[seq] = payload
         if deliver:
-            self.pub.send_multipart([b"kv-events", struct.pack(">Q", seq), payload])
+            self.pub.send_multipart([self.topic, struct.pack(">Q", seq), payload])
         return seq
 
     def restart(self):
@@ -316,7 +332,35 @@ def block_stored(prompt, first, n, as_map=False, parent=None):
     return ["BlockStored", engine_hashes(prompt, n, first), parent, toks, BT, None, "GPU", None]
 
 
-class KvEventSubscriberTest(h.SidecarTestCase):
+class KvMetrics:
+    """The subscriber's figures by shard, for a test with self.sc."""
+
+    def metric(self, name, shard=KV_SHARD, missing=False):
+        """The sample; None when missing is allowed and there is none."""
+        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = r.read().decode()
+        m = re.search(r'^%s\{shard="%d"\} (\S+)$' % (name, shard), body, re.M)
+        if m is None and missing:
+            return None
+        self.assertIsNotNone(m, name)
+        return float(m.group(1))
+
+    def wait_subscribed(self, pub=None):
+        """A SUB socket misses what was published before it joined: empty
+        batches until the sidecar counts one, then the count once settled
+        is where the test's own messages start."""
+        pub = pub or self.pub
+        def seen():
+            pub.send(batch([]))
+            n = self.metric("cacheroute_kv_event_batches_total", pub.shard, missing=True)
+            return n is not None and n >= 1
+        h.poll(seen, 10, interval=0.1, what="the sidecar subscribed to shard %d" % pub.shard)
+        time.sleep(0.3)  # a probe still on its way
+        self.delivered = self.metric("cacheroute_kv_event_batches_total", pub.shard)
+
+
+class KvEventSubscriberTest(KvMetrics, h.SidecarTestCase):
     SHARED = False
 
     def setUp(self):
@@ -335,26 +379,6 @@ class KvEventSubscriberTest(h.SidecarTestCase):
         for p in others:
             self.wait_subscribed(p)
         self.wait_subscribed()
-
-    def metric(self, name, shard=KV_SHARD):
-        url = "http://127.0.0.1:%d/metrics" % self.sc.config["metrics_port"]
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = r.read().decode()
-        m = re.search(r'^%s\{shard="%d"\} (\S+)$' % (name, shard), body, re.M)
-        self.assertIsNotNone(m, name)
-        return float(m.group(1))
-
-    def wait_subscribed(self, pub=None):
-        """A SUB socket misses what was published before it joined: empty
-        batches until the sidecar counts one, then the count once settled
-        is where the test's own messages start."""
-        pub = pub or self.pub
-        def seen():
-            pub.send(batch([]))
-            return self.metric("cacheroute_kv_event_batches_total", pub.shard) >= 1
-        h.poll(seen, 10, interval=0.1, what="the sidecar subscribed to shard %d" % pub.shard)
-        time.sleep(0.3)  # a probe still on its way
-        self.delivered = self.metric("cacheroute_kv_event_batches_total")
 
     def send(self, events, as_map=False, deliver=True, keep=True, payload=None):
         """Publishes one batch and waits until the sidecar has taken it."""
@@ -529,6 +553,157 @@ class KvEventSubscriberTest(h.SidecarTestCase):
         h.poll(lambda: self.metric("cacheroute_kv_resets_total", 6) == 1, 10,
                what="the silent replay given up")
         self.assertEqual(self.route(32, 2), (6, 2 * BT))  # applied after the reset
+        self.sc.assert_clean_exit(self)
+
+
+# ---- endpoints that carry their KV-event address (kv_events) ---------------
+
+
+class KvEventsFollowTest(KvMetrics, h.SidecarTestCase):
+    """The endpoints file names each engine's KV-event sockets: the sidecar
+    subscribes while the endpoint is listed, each publisher's events landing
+    in its endpoint's shard (slot), and unsubscribes when it leaves."""
+    SHARED = False
+    ADDRESS = {"a": "10.0.0.1:8000", "b": "10.0.0.2:8000"}
+
+    def setUp(self):
+        self.pubs = {"a": Publisher(shard=0), "b": Publisher(shard=1)}
+        for p in self.pubs.values():
+            self.addCleanup(p.close)
+        self.dir = tempfile.mkdtemp(prefix="cr-kv-follow-")
+        self.path = os.path.join(self.dir, "endpoints.json")
+        self.write("a", "b")
+        self.sc = self.start_sidecar("--endpoints-file", self.path, "--n-shards", str(SHARDS),
+                                     "--block-tokens", str(BT), "--index-blocks", "4096",
+                                     "--metrics-listen", "127.0.0.1:0", metrics=False)
+        self.stub = self.sc.stub()
+
+    def write(self, *ids):
+        doc = {"endpoints": [{"id": i, "address": self.ADDRESS[i],
+                              "kv_events": self.pubs[i].address()} for i in ids]}
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.rename(tmp, self.path)  # as a ConfigMap update does
+
+    def logged(self, msg, shard):
+        return len(self.sc.find_events(lambda e: e.get("msg") == msg and
+                                       e.get("shard") == shard))
+
+    def publish(self, pub, prompt, n):
+        """One batch of n blocks from pub, waited for until applied."""
+        applied = self.metric("cacheroute_kv_events_applied_total", pub.shard)
+        pub.send(batch([block_stored(prompt, 0, n)]))
+        h.poll(lambda: self.metric("cacheroute_kv_events_applied_total", pub.shard) > applied,
+               10, what="prompt %d applied on shard %d" % (prompt, pub.shard))
+
+    def route(self, prompt, n_blocks):
+        item = P.cr.RouteItem(block_hashes=keys_of(tokens_of(prompt, n_blocks)),
+                              prompt_tokens=n_blocks * BT)
+        d = self.stub.Route(P.cr.RouteRequest(requests=[item]), timeout=h.RPC_TIMEOUT).routes[0]
+        return d.shard, d.cached_tokens
+
+    def test_subscribed_while_listed(self):
+        a, b = self.pubs["a"], self.pubs["b"]
+        self.wait_subscribed(a)
+        self.wait_subscribed(b)
+        self.publish(a, 41, 3)
+        self.publish(b, 42, 3)
+        self.assertEqual(self.route(41, 3), (0, 3 * BT))
+        self.assertEqual(self.route(42, 3), (1, 3 * BT))
+        rows = self.stub.ListEndpoints(P.cr.ListEndpointsRequest(), timeout=h.RPC_TIMEOUT)
+        self.assertEqual([(e.id, e.kv_events) for e in rows.endpoints],
+                         [("a", a.address()), ("b", b.address())])
+        # b leaves: its link closes; what it publishes meanwhile is not applied.
+        self.write("a")
+        h.poll(lambda: self.logged("kv events unsubscribed", 1) == 1, 10,
+               what="b unsubscribed")
+        self.assertIsNone(self.metric("cacheroute_kv_event_batches_total", 1, missing=True))
+        for _ in range(5):
+            b.send(batch([block_stored(43, 0, 2)]))
+            time.sleep(0.05)
+        self.publish(a, 44, 2)  # a's link is untouched
+        self.assertEqual(self.route(44, 2), (0, 2 * BT))
+        # b back (its own slot): subscribed again, from a fresh count.
+        self.write("a", "b")
+        h.poll(lambda: self.logged("kv events subscribed", 1) == 2, 10,
+               what="b subscribed again")
+        self.wait_subscribed(b)
+        self.assertEqual(self.metric("cacheroute_kv_events_applied_total", 1), 0)
+        self.assertEqual(self.route(43, 2)[1], 0)  # sent while b was out: never applied
+        self.publish(b, 45, 2)
+        self.assertEqual(self.route(45, 2), (1, 2 * BT))
+        # SetEndpoints carries kv_events too: b listed without one is unsubscribed.
+        req = P.cr.SetEndpointsRequest(endpoints=[
+            P.cr.Endpoint(id="a", address=self.ADDRESS["a"], kv_events=a.address()),
+            P.cr.Endpoint(id="b", address=self.ADDRESS["b"])])
+        r = self.stub.SetEndpoints(req, timeout=h.RPC_TIMEOUT)
+        self.assertEqual([e.kv_events for e in r.endpoints], [a.address(), ""])
+        h.poll(lambda: self.logged("kv events unsubscribed", 1) == 2, 10,
+               what="b unsubscribed by SetEndpoints")
+        self.assertEqual(self.logged("kv events unsubscribed", 0), 0)
+        self.sc.assert_clean_exit(self)
+
+
+class KvEventsRanksAndTopicTest(KvMetrics, h.SidecarTestCase):
+    """--kv-events-dp-size 2: an endpoint's rank 1 publishes on its
+    kv_events port + 1 (vLLM's data-parallel offset), into the same shard;
+    --kv-events-topic kv@ keeps only publishers whose topic starts so."""
+    SHARED = False
+
+    def ranks(self):
+        """Rank 0 and rank 1 publishers on two consecutive free ports."""
+        for _ in range(20):
+            r0 = Publisher(shard=0, topic=b"kv@a@model")
+            try:
+                r1 = Publisher(shard=0, port=r0.port + 1, topic=b"kv@a@model")
+                return r0, r1
+            except zmq.ZMQError:
+                r0.close()
+        self.fail("no two consecutive free ports")
+
+    def test_ranks_feed_one_shard_and_the_topic_filters(self):
+        r0, r1 = self.ranks()
+        other = Publisher(shard=1, topic=b"other")
+        for p in (r0, r1, other):
+            self.addCleanup(p.close)
+        path = os.path.join(tempfile.mkdtemp(prefix="cr-kv-ranks-"), "endpoints.json")
+        with open(path, "w") as f:
+            json.dump({"endpoints": [
+                {"id": "a", "address": "10.0.0.1:8000", "kv_events": r0.address(replay=False)},
+                {"id": "b", "address": "10.0.0.2:8000",
+                 "kv_events": other.address(replay=False)}]}, f)
+        self.sc = self.start_sidecar("--endpoints-file", path, "--n-shards", str(SHARDS),
+                                     "--block-tokens", str(BT), "--index-blocks", "4096",
+                                     "--kv-events-dp-size", "2", "--kv-events-topic", "kv@",
+                                     "--metrics-listen", "127.0.0.1:0", metrics=False)
+        self.stub = self.sc.stub()
+        h.poll(lambda: len(self.sc.find_events(
+            lambda e: e.get("msg") == "kv events subscribed")) == 4, 10,
+            what="two ranks of two endpoints subscribed")
+        ranks = sorted((e["shard"], e["rank"], e["endpoint"]) for e in self.sc.find_events(
+            lambda e: e.get("msg") == "kv events subscribed"))
+        self.assertEqual(ranks, [(0, 0, r0.address(False)), (0, 1, r1.address(False)),
+                                 (1, 0, other.address(False)),
+                                 (1, 1, "tcp://127.0.0.1:%d" % (other.port + 1))])
+        for prompt, pub in ((61, r1), (62, r0)):
+            applied = self.metric("cacheroute_kv_events_applied_total", 0, missing=True) or 0
+            def landed():  # sent again until the link has joined: the same blocks again
+                pub.send(batch([block_stored(prompt, 0, 2)]))
+                n = self.metric("cacheroute_kv_events_applied_total", 0, missing=True)
+                return n is not None and n > applied
+            h.poll(landed, 10, interval=0.1, what="prompt %d applied" % prompt)
+        # b's publisher's topic is not kv@...: nothing of it is ever received.
+        for _ in range(10):
+            other.send(batch([block_stored(63, 0, 2)]))
+            time.sleep(0.05)
+        self.assertEqual(self.metric("cacheroute_kv_event_batches_total", 1), 0)
+        stub = self.stub
+        for prompt, want in ((61, (0, 2 * BT)), (62, (0, 2 * BT))):
+            item = P.cr.RouteItem(block_hashes=keys_of(tokens_of(prompt, 2)),
+                                  prompt_tokens=2 * BT)
+            d = stub.Route(P.cr.RouteRequest(requests=[item]), timeout=h.RPC_TIMEOUT).routes[0]
+            self.assertEqual((d.shard, d.cached_tokens), want)
         self.sc.assert_clean_exit(self)
 
 

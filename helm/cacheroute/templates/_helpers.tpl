@@ -134,6 +134,11 @@ separately.
 - maxRouteHashes=max-route-hashes
 - missWeight=miss-weight
 - routePlanned=route-planned
+- scrapeInterval=scrape-interval
+- scrapeTimeout=scrape-timeout
+- scrapePath=scrape-path
+- scrapePort=scrape-port
+- scrapeMaxBytes=scrape-max-bytes
 - snapshotInterval=snapshot-interval
 - logLevel=log-level
 - handshakeTimeout=handshake-timeout
@@ -192,6 +197,8 @@ separately.
 - routeAccess=route-access
 - kvEvents=kv-events
 - kvEventsMaxFrameBytes=kv-events-max-frame-bytes
+- kvEventsTopic=kv-events-topic
+- kvEventsDpSize=kv-events-dp-size
 - reservations=reservations
 - compressedRequests=compressed-requests
 - endpointFailErrors=endpoint-fail-errors
@@ -249,7 +256,15 @@ cacheroute.stateBackend (replica-id comes from the pod's name).
 - replica-id
 - state-backend-password-file
 - endpoints-file
+- endpoints-dns
+- dns-interval
+- dns-server
+- kv-events-template
 - epp-listen
+- endpoints-k8s-pool
+- k8s-api
+- k8s-token-file
+- k8s-ca-file
 {{- end }}
 
 {{/*
@@ -572,6 +587,19 @@ NVIDIA runtime variables, then extraEnv. Fails on a duplicate name.
 {{- if include "cacheroute.endpointsSource" . }}
 {{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-file") "value" (include "cacheroute.endpointsFile" .)) }}
 {{- end }}
+{{- $env = concat $env (include "cacheroute.dnsEnv" . | fromYamlArray) }}
+{{- if include "cacheroute.k8sDiscovery" . }}
+{{- $d := .Values.epp.discovery }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-k8s-pool") "value" (include "cacheroute.k8sPool" .)) }}
+{{- range $key, $flag := dict "api" "k8s-api" "tokenFile" "k8s-token-file" "caFile" "k8s-ca-file" }}
+{{- with (get $d $key) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" $flag) "value" .) }}
+{{- end }}
+{{- end }}
+{{- with .Values.endpoints.kvEventsTemplate }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" .) }}
+{{- end }}
+{{- end }}
 {{- if .Values.cacheroute.nvidia.enabled }}
 {{- $env = append $env (dict "name" "NVIDIA_VISIBLE_DEVICES" "value" (toString .Values.cacheroute.nvidia.visibleDevices)) }}
 {{- $env = append $env (dict "name" "NVIDIA_DRIVER_CAPABILITIES" "value" .Values.cacheroute.nvidia.driverCapabilities) }}
@@ -840,6 +868,35 @@ neither, and on an id given twice (the schema checks each entry, not that).
 {{- end }}
 
 {{/*
+--endpoints-dns and its flags (endpoints.dns, dnsInterval, dnsServer,
+kvEventsTemplate) as env entries, none while endpoints.dns is "". Fails
+with an endpoints file (one source: the sidecar refuses both) and on a
+template without dns (the sidecar refuses that too).
+*/}}
+{{- define "cacheroute.dnsEnv" -}}
+{{- $ep := .Values.endpoints }}
+{{- $env := list }}
+{{- if $ep.dns }}
+{{- if include "cacheroute.endpointsSource" . }}
+{{- fail (printf "endpoints.dns (%s) and an endpoints file (endpoints.list or endpoints.existingConfigMap) are both set: give one endpoint source." $ep.dns) }}
+{{- end }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "endpoints-dns") "value" $ep.dns) }}
+{{- if not (kindIs "invalid" $ep.dnsInterval) }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "dns-interval") "value" (include "cacheroute.scalar" $ep.dnsInterval)) }}
+{{- end }}
+{{- if $ep.dnsServer }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "dns-server") "value" $ep.dnsServer) }}
+{{- end }}
+{{- if $ep.kvEventsTemplate }}
+{{- $env = append $env (dict "name" (include "cacheroute.flagEnvName" "kv-events-template") "value" $ep.kvEventsTemplate) }}
+{{- end }}
+{{- else if and $ep.kvEventsTemplate (not (include "cacheroute.k8sDiscovery" .)) }}
+{{- fail "endpoints.kvEventsTemplate needs endpoints.dns or epp.discovery (mode epp): an endpoints file names each endpoint's kv_events." }}
+{{- end }}
+{{- toYaml $env }}
+{{- end }}
+
+{{/*
 The endpoints ConfigMap's name: the chart's <fullname>-endpoints, or
 endpoints.existingConfigMap.
 */}}
@@ -886,6 +943,31 @@ given; the sidecar refuses anything else in this mode).
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+Kubernetes discovery (epp.discovery): "true" when on, "" when off. enabled
+null: on in mode epp unless another source is set (the endpoints file,
+endpoints.dns); true: on in mode epp, and another source beside it fails
+rendering (the sidecar takes one source of endpoints).
+*/}}
+{{- define "cacheroute.k8sDiscovery" -}}
+{{- $d := .Values.epp.discovery }}
+{{- if eq .Values.mode "epp" }}
+{{- $file := or (include "cacheroute.endpointsSource" .) .Values.endpoints.dns }}
+{{- if and (eq (toString $d.enabled) "true") $file }}
+{{- fail "epp.discovery.enabled is true and another endpoint source is set (endpoints.list, endpoints.existingConfigMap or endpoints.dns): the sidecar takes one source of endpoints. Leave epp.discovery.enabled null (the other source wins) or turn the other off." }}
+{{- end }}
+{{- if or (eq (toString $d.enabled) "true") (and (kindIs "invalid" $d.enabled) (not $file)) }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+--endpoints-k8s-pool: epp.discovery.pool, else the release namespace and
+the InferencePool's name.
+*/}}
+{{- define "cacheroute.k8sPool" -}}
+{{- .Values.epp.discovery.pool | default (printf "%s/%s" .Release.Namespace (include "cacheroute.inferencePoolName" .)) }}
 {{- end }}
 
 {{/*
