@@ -27,12 +27,15 @@ struct cr_admit {
     id_slot *ids; /* tracked_ids + 1 */
     uint32_t n_ids; /* tracked ones taken */
     cr_admit_counts objective[CR_ADMIT_MAX_OBJECTIVES + 1];
+    double pressure, pressure_at; /* cr_admit_pressure, and its last sample's time */
+    int pressured;                   /* any sample yet */
 };
 
 void cr_admit_config_default(cr_admit_config *cfg)
 {
     *cfg = (cr_admit_config){.max_queued = 1024, .max_per_id = 256, .max_bytes = 64u << 20,
-                             .max_wait_ms = 30000, .budget_ms = 0, .quantum = 1,
+                             .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.05,
+                             .pressure_tau_s = 5, .quantum = 1,
                              .tracked_ids = 64};
 }
 
@@ -47,6 +50,12 @@ cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err)
     if (!isfinite(cfg->budget_ms) || cfg->budget_ms < 0 || cfg->budget_ms > CR_ADMIT_MAX_SLO_MS)
         return cr_fail(err, CR_EINVAL, "budget_ms must be in [0, %.0f], got %g",
                        CR_ADMIT_MAX_SLO_MS, cfg->budget_ms);
+    if (!(cfg->pressure >= 0 && cfg->pressure <= 1))
+        return cr_fail(err, CR_EINVAL, "pressure must be in [0, 1], got %g", cfg->pressure);
+    if (!isfinite(cfg->pressure_tau_s) || cfg->pressure_tau_s <= 0 ||
+        cfg->pressure_tau_s > 3600)
+        return cr_fail(err, CR_EINVAL, "pressure_tau_s must be in (0, 3600], got %g",
+                       cfg->pressure_tau_s);
     if (!isfinite(cfg->quantum) || cfg->quantum <= 0)
         return cr_fail(err, CR_EINVAL, "quantum must be finite and > 0, got %g", cfg->quantum);
     if (cfg->tracked_ids < 1 || cfg->tracked_ids > TRACKED_MAX)
@@ -142,6 +151,33 @@ static int room_for(const cr_admit *a, const cr_admit_item *it, double now)
            a->held_bytes + it->bytes <= a->cfg.max_bytes && it->deadline_s > now;
 }
 
+/* a locked: a critical request with an SLO, predicted c at the rule's
+ * pick, sampled at now into the share (cr_admit_pressure). */
+static void sample_pressure(cr_admit *a, const cr_admit_ask *q, const cr_admit_candidate *c,
+                            double now)
+{
+    double x = c->ttft_ms > q->slo_ms && c->ttft_ms - c->wait_ms <= q->slo_ms;
+    double dt = now - a->pressure_at;
+    double w = !a->pressured ? 1 : dt > 0 ? 1 - exp(-dt / a->cfg.pressure_tau_s) : 0;
+    a->pressure += w * (x - a->pressure);
+    a->pressure_at = a->pressured && dt < 0 ? a->pressure_at : now;
+    a->pressured = 1;
+}
+
+/* a locked: 1 when sheddable work must wait for the critical's queues. */
+static int pressed(const cr_admit *a)
+{
+    return a->cfg.pressure > 0 && a->pressure > a->cfg.pressure;
+}
+
+double cr_admit_pressure(cr_admit *a)
+{
+    pthread_mutex_lock(&a->lock);
+    double p = a->pressure;
+    pthread_mutex_unlock(&a->lock);
+    return p;
+}
+
 cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_admit_candidate *c,
                                 size_t n, double now, cr_admit_item *it, uint32_t *pick)
 {
@@ -151,7 +187,10 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
     pthread_mutex_lock(&a->lock);
     uint32_t id = id_slot_of(a, q);
     int32_t top;
-    if (v == CR_ADMIT_ROUTE && q->priority < 0 && drr_top(&a->q, &top) && top >= q->priority)
+    if (q->priority >= 0 && q->slo_ms > 0 && n)
+        sample_pressure(a, q, &c[0], now);
+    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (pressed(a) ||
+        (drr_top(&a->q, &top) && top >= q->priority)))
         v = CR_ADMIT_HOLD; /* never past a held one of its priority or above */
     if (v == CR_ADMIT_HOLD) {
         double wait = a->cfg.max_wait_ms;
@@ -202,7 +241,8 @@ int cr_admit_next(cr_admit *a, int (*ready)(void *ctx, const cr_admit_item *it),
     pthread_mutex_lock(&a->lock);
     uint32_t f;
     double turns;
-    int ok = drr_peek(&a->q, &f, &turns) && ready(ctx, &a->q.nodes[a->q.flows[f].head].it);
+    int ok = drr_peek(&a->q, &f, &turns) && !pressed(a) &&
+             ready(ctx, &a->q.nodes[a->q.flows[f].head].it);
     if (ok) {
         drr_take(&a->q, f, turns, out);
         released(a, out);
@@ -243,6 +283,7 @@ void cr_admit_stats_read(cr_admit *a, double now, cr_admit_stats *out, cr_admit_
     pthread_mutex_lock(&a->lock);
     out->held = a->q.held;
     out->held_bytes = a->held_bytes;
+    out->pressure = a->pressure;
     for (uint32_t f = 0; f < a->q.n_flows; f++) { /* each flow's head is its oldest */
         double age = now - a->q.nodes[a->q.flows[f].head].it.arrived_s;
         out->oldest_s = age > out->oldest_s ? age : out->oldest_s;

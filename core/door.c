@@ -24,8 +24,6 @@ typedef struct held_request {
     size_t bytes;
 } held_request;
 
-static int ready(void *ctx, const cr_admit_item *it);
-
 cr_status cr_core_set_door(cr_core *c, const cr_admit_config *cfg, const cr_admit_objective *t,
                            size_t n, cr_error *err)
 {
@@ -42,7 +40,7 @@ void cr_core_door_free(cr_core *c)
     if (!c->door)
         return;
     cr_admit_item it;
-    while (cr_admit_next(c->door, ready, NULL, &it)) /* NULL view: take every one */
+    while (cr_admit_expire(c->door, INFINITY, &it, 1)) /* every one is past an endless now */
         free((void *)(uintptr_t)it.handle);
     cr_admit_free(c->door);
     c->door = NULL;
@@ -185,13 +183,10 @@ typedef struct dispatch_view {
 } dispatch_view;
 
 /* The head met where the work is least: that work within the budget,
- * plus its predicted prefill within its SLO less what it waited. NULL
- * view: yes (the door's teardown). */
+ * plus its predicted prefill within its SLO less what it waited. */
 static int ready(void *ctx, const cr_admit_item *it)
 {
     const dispatch_view *v = ctx;
-    if (!v)
-        return 1;
     cr_route_stats st;
     cr_router_stats(v->c->router, v->now, &st, v->work, v->n_shards);
     double least = INFINITY;

@@ -106,7 +106,7 @@ static void test_decide(void)
 }
 
 /* A door with a budget of 1000 ms: a candidate whose queue is 5000 ms
- * holds every sheddable request. */
+ * holds every sheddable request. No pressure bound (test_pressure's). */
 static cr_admit *door(uint32_t max, uint32_t per_id, uint64_t bytes, double wait_ms)
 {
     cr_admit_config cfg;
@@ -116,6 +116,7 @@ static cr_admit *door(uint32_t max, uint32_t per_id, uint64_t bytes, double wait
     cfg.max_bytes = bytes;
     cfg.max_wait_ms = wait_ms;
     cfg.budget_ms = 1000;
+    cfg.pressure = 0;
     cfg.tracked_ids = 2;
     cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
     cr_error err;
@@ -308,6 +309,67 @@ static void test_fairness(void)
     fair_share(3, 1, 2.5); /* credit over several turns */
 }
 
+/* A sheddable request of tenant "t" offered at now with an idle candidate. */
+static cr_admit_verdict offer_idle(cr_admit *a, uint64_t handle, double now)
+{
+    cr_admit_ask q = {.has_objective = 1, .objective = 1, .priority = -1, .fairness = "t",
+                      .fairness_len = 1};
+    cr_admit_item it = {.handle = handle, .cost = 1};
+    uint32_t pick;
+    return cr_admit_offer(a, &q, &idle, 1, now, &it, &pick);
+}
+
+/* The pressure: critical requests that the queues make miss raise it
+ * (one whose prefill alone misses does not); above the bound a sheddable
+ * request is held however idle its candidate, and nothing is dispatched;
+ * critical ones that meet their SLO bring it down with time. */
+static void test_pressure(void)
+{
+    cr_admit_config cfg;
+    cr_admit_config_default(&cfg);
+    CU_ASSERT_DOUBLE_EQUAL(cfg.pressure, 0.05, 1e-12);
+    cfg.budget_ms = 1000;
+    cfg.pressure_tau_s = 5;
+    cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
+    cr_error err;
+    cr_admit *a = cr_admit_new(&cfg, t, 2, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    const cr_admit_candidate slow = {0, 0, 4000};    /* its prefill alone misses */
+    const cr_admit_candidate queued = {0, 1500, 2500}; /* the queue makes it miss */
+    CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(a), 0, 0); /* none before any sample */
+    cr_admit_ask crit = {.has_objective = 1, .objective = 0, .priority = 0, .slo_ms = 2000};
+    cr_admit_item it = {.cost = 1};
+    uint32_t pick;
+    for (int i = 1; i <= 10; i++)
+        cr_admit_offer(a, &crit, &slow, 1, i, &it, &pick);
+    CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(a), 0, 1e-12);
+    CU_ASSERT_EQUAL(offer_idle(a, 1, 10), CR_ADMIT_ROUTE);
+    for (int i = 11; i <= 20; i++)
+        cr_admit_offer(a, &crit, &queued, 1, i, &it, &pick);
+    CU_ASSERT(cr_admit_pressure(a) > 0.8);
+    CU_ASSERT_EQUAL(offer_idle(a, 2, 20), CR_ADMIT_HOLD); /* idle, yet held */
+    cr_admit_item out;
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0); /* nothing goes while pressed */
+    CU_ASSERT_EQUAL(cr_admit_offer(a, &crit, &queued, 1, 20, &it, &pick), CR_ADMIT_ROUTE);
+    double t_s = 20;
+    while (cr_admit_pressure(a) > 0.05 && t_s < 100)
+        cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
+    CU_ASSERT(t_s > 30 && t_s < 40); /* e^-dt/5 a second: 1 -> 0.05 in ~15 s */
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(out.handle, 2);
+    cr_admit_stats st;
+    cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
+    CU_ASSERT_DOUBLE_EQUAL(st.pressure, cr_admit_pressure(a), 1e-12);
+    cr_admit_free(a);
+    cfg.pressure = 1.5;
+    CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
+    CU_ASSERT_STRING_EQUAL(err.msg, "pressure must be in [0, 1], got 1.5");
+    cfg.pressure = 0.05;
+    cfg.pressure_tau_s = 0;
+    CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
+    CU_ASSERT_STRING_EQUAL(err.msg, "pressure_tau_s must be in (0, 3600], got 0");
+}
+
 static void test_attainment(void)
 {
     cr_admit *a = door(4, 4, 100, 100);
@@ -389,6 +451,7 @@ static const cr_test_case admit_tests[] = {
     {"strict priority", test_strict_priority},
     {"deficit round robin shares equally", test_fairness},
     {"deficit round robin, arrivals interleaved", test_fairness_interleaved},
+    {"pressure", test_pressure},
     {"attainment", test_attainment},
     {"threads account for every request", test_threads},
     {NULL, NULL},

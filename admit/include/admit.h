@@ -117,12 +117,17 @@ typedef struct cr_admit_config {
     uint64_t max_bytes;      /* held bytes at once (the requests' copies) */
     double max_wait_ms;      /* the longest a request is held; then dropped (429) */
     double budget_ms;        /* the longest queue sheddable work joins (cr_admit_decide); 0 = none */
+    double pressure;         /* sheddable work waits while the share of critical requests
+                              * that queues make miss their SLO (cr_admit_pressure) is above
+                              * this, in [0, 1]; 0 = never */
+    double pressure_tau_s;   /* that share's time constant, > 0 */
     double quantum;          /* deficit round robin: work credited per turn, > 0 */
     uint32_t tracked_ids;    /* fairness ids counted apart; the rest are "other" */
 } cr_admit_config;
 
 /* The defaults: 1024 held, 256 per id, 64 MiB, 30 s wait, budget 0 (set
- * to half the tightest critical SLO of the table by the caller), quantum 1
+ * to half the tightest critical SLO of the table by the caller), pressure
+ * 0.05 over 5 s, quantum 1
  * (the items' cost unit: a request each unless the caller weighs them),
  * 64 tracked ids. */
 void cr_admit_config_default(cr_admit_config *cfg);
@@ -174,6 +179,18 @@ const cr_admit_objective *cr_admit_objectives(const cr_admit *a, size_t *n);
 cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_admit_candidate *c,
                                 size_t n, double now, cr_admit_item *it, uint32_t *pick);
 
+/* The door's overload signal: the share of critical requests with an SLO
+ * that the queues make miss it, as predicted at the rule's pick (the
+ * candidates' first, given to cr_admit_offer): 1 when its ttft_ms is over
+ * the SLO while its prefill alone (ttft_ms - wait_ms) is within it, else
+ * 0 (a request too long for its SLO on an idle engine says nothing of the
+ * queues). Averaged with weight 1 - exp(-dt / pressure_tau_s) for a
+ * sample dt after the one before; 0 before any. While it is above the
+ * config's pressure no sheddable request is routed or dispatched: the
+ * critical traffic already misses for the queues, and sheddable work
+ * would lengthen them. Thread-safe. */
+double cr_admit_pressure(cr_admit *a);
+
 /* 1 when a request of priority would be held behind one already held
  * (one of its priority or above is): cr_admit_offer holds or sheds it
  * whatever the candidates, so the caller need not ask the rule for any.
@@ -222,6 +239,7 @@ typedef struct cr_admit_stats {
     uint32_t held;       /* requests held now */
     uint64_t held_bytes; /* their bytes */
     double oldest_s;     /* the longest any has been held, at the read's now */
+    double pressure;     /* cr_admit_pressure */
     /* per objective: [0..n_objectives) the table's, [n_objectives] none */
     size_t n_objectives;
     cr_admit_counts objective[CR_ADMIT_MAX_OBJECTIVES + 1];
