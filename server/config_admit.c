@@ -31,6 +31,14 @@ static const cr_option ADMIT_ROWS[] = {
      .help = "the most predicted TTFT, ms, a sheddable request is routed at (and at most "
              "its own SLO): what keeps room for critical traffic; 0 = the tightest critical "
              "SLO of --objectives (none: only its own SLO)"},
+    {.name = "admit-pressure", .key = "pressure", .type = CR_OPT_DOUBLE,
+     .offset = AT(pressure), .def = 0.05, .min = 0, .max = 1,
+     .help = "the share of critical requests predicted to miss their SLO for the queues "
+             "(their prefill alone would meet it) above which every sheddable request is "
+             "held or shed, averaged over --admit-pressure-tau-s; 0 = never"},
+    {.name = "admit-pressure-tau-s", .key = "pressure_tau_s", .type = CR_OPT_DOUBLE,
+     .offset = AT(pressure_tau_s), .def = 5, .min = 0.001, .max = 3600,
+     .help = "the time constant, seconds, of the share --admit-pressure bounds"},
     {.name = "admit-max-queued", .key = "max_queued", .type = CR_OPT_U32,
      .offset = AT(max_queued), .def = 0, .min = 0, .max = 0,
      .help = "sheddable requests the door may hold at once; the sidecar's callers do not "
@@ -79,5 +87,7 @@ int cr_config_door(const cr_admit_server_config *a, cr_admit_config *cfg, cr_adm
     cfg->max_wait_ms = a->max_wait_ms;
     cfg->budget_ms = a->budget_ms > 0 ? a->budget_ms : tightest_critical(t, *n);
     cfg->tracked_ids = a->tracked_ids;
+    cfg->pressure = a->pressure;
+    cfg->pressure_tau_s = a->pressure_tau_s;
     return cr_admit_config_check(cfg, err) == CR_OK ? 1 : -1;
 }

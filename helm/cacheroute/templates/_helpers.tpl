@@ -124,6 +124,8 @@ separately.
 - inflightPerCaller=inflight-per-caller
 - objectives=objectives
 - admitBudgetMs=admit-budget-ms
+- admitPressure=admit-pressure
+- admitPressureTauS=admit-pressure-tau-s
 - admitMaxQueued=admit-max-queued
 - admitMaxPerId=admit-max-per-id
 - admitMaxHeldBytes=admit-max-held-bytes
