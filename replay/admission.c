@@ -21,8 +21,8 @@ void cr_replay_admission_default(cr_replay_admission *a)
 void cr_replay_admission_of(const cr_replay_admission *a, const cr_replay_request *r,
                             unsigned *cls, unsigned *tenant)
 {
-    double u = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ CLASS_STREAM), r->first_block));
-    double v = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ TENANT_STREAM), r->first_block));
+    double u = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ CLASS_STREAM), (uint64_t)r->owner));
+    double v = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ TENANT_STREAM), (uint64_t)r->owner));
     *cls = u < a->interactive_share ? 0 : 1;
     *tenant = v < a->heavy_share ? 0 : 1;
 }
@@ -66,11 +66,13 @@ cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t
         r->held += d == CR_REPLAY_DOOR_HELD || d == CR_REPLAY_DOOR_DROPPED;
         r->shed += d == CR_REPLAY_DOOR_SHED;
         r->dropped += d == CR_REPLAY_DOOR_DROPPED;
+        double work = cr_prefill_ms(&c->truth.prefill, 0, t->reqs[i].input_tokens);
+        r->tenant_asked_ms[tenant] += work;
         if (d == CR_REPLAY_DOOR_SHED || d == CR_REPLAY_DOOR_DROPPED)
             continue;
         ttft[k][r->served++] = ttft_ms[i];
         r->tenant_served[tenant]++;
-        r->tenant_work_ms[tenant] += cr_prefill_ms(&c->truth.prefill, 0, t->reqs[i].input_tokens);
+        r->tenant_work_ms[tenant] += work;
         r->met += slo[k] <= 0 || ttft_ms[i] <= slo[k];
     }
     out->span_s = cr_replay_arrival_s(&t->reqs[t->n - 1], c) - cr_replay_arrival_s(&t->reqs[w], c);

@@ -10,10 +10,13 @@
  * shed and held shares, and the batch service per tenant. One line per
  * row, tab-separated, on stdout (the header first).
  *
- * usage: cacheroute-admission WORKLOAD SCALES [TRACES]
+ * usage: cacheroute-admission WORKLOAD SCALES [TRACES [POLICIES]]
  *   WORKLOAD  conv | syn (the shipped traces, under TRACES) | zipf | docs
  *   SCALES    comma-separated load scales (arrivals x scale)
- * CR_ADMIT_BUDGET_MS overrides the door's sheddable budget (ms). */
+ *   POLICIES  comma-separated, of the six below (default: all six)
+ * CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE and CR_ADMIT_PRESSURE_TAU_S
+ * override the door's sheddable budget (ms), pressure bound (a share) and
+ * its time constant (s). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +80,16 @@ static cr_status make(const char *name, const cr_core_config *core, const cr_rep
     return cr_replay_peer(name, c, p, err);
 }
 
+/* 1 when name is one of the comma-separated list (NULL: every one). */
+static int chosen(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *at = list; at && *at; at += strcspn(at, ",") + (at[strcspn(at, ",")] != 0))
+        if (strcspn(at, ",") == len && !strncmp(at, name, len))
+            return 1;
+    return !list;
+}
+
 static void row(const char *w, double scale, const char *policy, const cr_replay_result *r)
 {
     static const char *const names[] = {"interactive", "batch"};
@@ -85,11 +98,15 @@ static void row(const char *w, double scale, const char *policy, const cr_replay
         const cr_replay_class_result *c = &a->cls[k];
         double n = c->requests ? (double)c->requests : NAN;
         double work = c->tenant_work_ms[0] + c->tenant_work_ms[1];
-        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\n",
+        /* max-min: half the work served, or all the light one left over
+         * when it asked for less than half */
+        double fair = work > 0 ? fmax(0.5, 1 - c->tenant_asked_ms[1] / work) : NAN;
+        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\t%.3f\n",
                w, scale, policy, names[k], c->requests, c->goodput_per_s, c->attainment,
                c->ttft_p99_ms, c->shed / n, c->dropped / n, c->held / n,
                c->tenant_requests[0], c->tenant_served[0], c->tenant_requests[1],
-               c->tenant_served[1], work > 0 ? c->tenant_work_ms[0] / work : NAN, r->ttft_p99_ms);
+               c->tenant_served[1], work > 0 ? c->tenant_work_ms[0] / work : NAN, r->ttft_p99_ms,
+               fmin(fair, 1));
     }
     fflush(stdout);
 }
@@ -97,7 +114,7 @@ static void row(const char *w, double scale, const char *policy, const cr_replay
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: cacheroute-admission WORKLOAD SCALES [TRACES]\n");
+        fprintf(stderr, "usage: cacheroute-admission WORKLOAD SCALES [TRACES [POLICIES]]\n");
         return 2;
     }
     cr_error err;
@@ -113,6 +130,12 @@ int main(int argc, char **argv)
     const char *budget = getenv("CR_ADMIT_BUDGET_MS");
     if (budget)
         adm.door.budget_ms = atof(budget);
+    const char *pressure = getenv("CR_ADMIT_PRESSURE");
+    if (pressure)
+        adm.door.pressure = atof(pressure);
+    const char *tau = getenv("CR_ADMIT_PRESSURE_TAU_S");
+    if (tau)
+        adm.door.pressure_tau_s = atof(tau);
     c.shards = 8;
     c.truth.prefill = (cr_prefill_cost){20, 0.08, 2e-6};
     c.truth.noise = 0;
@@ -122,11 +145,19 @@ int main(int argc, char **argv)
     cr_core_config_default(&core);
     printf("workload\tscale\tpolicy\tobjective\trequests\tgoodput_per_s\tattainment\t"
            "ttft_p99_ms\tshed\tdropped\theld\theavy_requests\theavy_served\tlight_requests\t"
-           "light_served\theavy_work_share\tall_p99_ms\n");
+           "light_served\theavy_work_share\tall_p99_ms\theavy_fair_share\n");
+    const char *only = argc > 4 ? argv[4] : NULL;
+    for (size_t k = 0; only && k < N_POLICIES && !chosen(only, POLICIES[k]); k++)
+        if (k + 1 == N_POLICIES) {
+            fprintf(stderr, "cacheroute-admission: POLICIES names none of the six: %s\n", only);
+            return 2;
+        }
     int rc = 0;
     for (char *sc = strtok(argv[2], ","); sc && !rc; sc = strtok(NULL, ",")) {
         c.scale = atof(sc);
         for (size_t k = 0; k < N_POLICIES && !rc; k++) {
+            if (!chosen(only, POLICIES[k]))
+                continue;
             cr_replay_policy p;
             cr_replay_result r;
             if (make(POLICIES[k], &core, &c, &p, &err) != CR_OK ||

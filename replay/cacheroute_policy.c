@@ -220,10 +220,10 @@ static cr_status open_door(policy_state *s, cr_error *err)
     return st;
 }
 
-/* The objective and tenant of the request whose first block is first. */
-static cr_admit_ask ask_of(const policy_state *s, size_t first)
+/* The objective and tenant of a request of owner's session. */
+static cr_admit_ask ask_of(const policy_state *s, int64_t owner)
 {
-    cr_replay_request r = {.first_block = first};
+    cr_replay_request r = {.owner = owner};
     unsigned cls, tenant;
     cr_replay_admission_of(s->door, &r, &cls, &tenant);
     return (cr_admit_ask){.has_objective = 1, .objective = cls, .priority = cls ? -1 : 0,
@@ -422,7 +422,7 @@ static void report_finishes(policy_state *s)
         if (cr_core_report(s->core, &o, 1, &counts, &err) != CR_OK) /* valid by construction */
             fprintf(stderr, "cacheroute-replay: outcomes refused: %s\n", err.msg);
         if (s->door) {
-            cr_admit_ask q = ask_of(s, f.request);
+            cr_admit_ask q = ask_of(s, f.owner);
             cr_admit_outcome(cr_core_door(s->core), &q, f.ttft_ms);
         }
     }
@@ -516,7 +516,7 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         .request_id = id,
     };
     if (s->door) { /* its objective by name, its tenant as the fairness id */
-        cr_admit_ask q = ask_of(s, r->first_block);
+        cr_admit_ask q = ask_of(s, r->owner);
         item.objective = q.objective ? "batch" : "interactive";
         item.objective_len = strlen(item.objective);
         item.fairness = q.fairness;

@@ -659,8 +659,9 @@ void cr_replay_result_free(cr_replay_result *r);
 
 /* ---- admission: objectives per request (admission.c) ------------------------
  *
- * Each request draws an objective and a tenant from the seed and its first
- * block (so every policy and run sees the same): interactive (priority 0,
+ * Each session (a request's owner) draws an objective and a tenant from
+ * the seed (so every policy and run sees the same, and a session's turns
+ * share both, as a deployment's do): interactive (priority 0,
  * TTFT SLO interactive_slo_ms) with probability interactive_share, else
  * batch (priority -1, SLO batch_slo_ms, 0 = none); tenant 0 with
  * probability heavy_share (the heavy tenant), else tenant 1. Policies
@@ -699,6 +700,9 @@ typedef struct cr_replay_class_result {
     /* the served requests' true prefill with nothing cached, ms: the
      * capacity each tenant took, in work rather than requests */
     double tenant_work_ms[CR_REPLAY_TENANTS];
+    /* the same over all the class's requests, served or not: what each
+     * tenant asked for (a max-min fair share follows from it) */
+    double tenant_asked_ms[CR_REPLAY_TENANTS];
 } cr_replay_class_result;
 
 typedef struct cr_replay_admission_result {
