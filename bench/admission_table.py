@@ -5,21 +5,24 @@ cacheroute-door's interactive goodput against the best peer's, its
 interactive attainment, critical requests shed, the heavy tenant's share
 of the batch work served, and at 0.7x what the door held or shed.
 
-usage: bench/admission_table.py OUT/all.tsv"""
+usage: bench/admission_table.py OUT/all.tsv [OUT/capacity.tsv]"""
 import sys
 
 PEERS = ('llmd-scorer', 'sglang-cache-aware', 'dynamo-kv', 'aibrix-prefix')
 COLS = ['x', 'workload', 'scale', 'policy', 'objective', 'requests', 'goodput', 'attainment',
         'p99', 'shed', 'dropped', 'held', 'heavy_requests', 'heavy_served', 'light_requests',
-        'light_served', 'heavy_work', 'all_p99']
+        'light_served', 'heavy_work', 'all_p99', 'heavy_fair']
 
 rows = [dict(zip(COLS, l.rstrip('\n').split('\t'))) for l in open(sys.argv[1])]
+cap = sys.argv[2] if len(sys.argv) > 2 else sys.argv[1].rsplit('/', 1)[0] + '/capacity.tsv'
+reach = {f[0]: float(f[1]) for f in (l.split('\t') for l in list(open(cap))[1:])}
 get = lambda w, x, p, o: next(r for r in rows if r['workload'] == w and r['x'] == x
                               and r['policy'] == p and r['objective'] == o)
 print('| workload | load | door: interactive goodput (req/s) | best peer | its goodput | x best peer '
-      '(>= 1.5) | door: interactive attainment (>= 0.95) | without the door | critical shed '
-      '| heavy share of batch work served (<= 0.5) | batch shed / dropped / held |')
-print('|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|')
+      '(>= 1.5) | door: interactive attainment (>= 0.95) | of the reachable | without the door '
+      '| critical shed | heavy share of batch work served | its max-min fair share '
+      '| batch shed / dropped / held |')
+print('|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|')
 for w in dict.fromkeys(r['workload'] for r in rows):
     for x in ('0.7', '1.5'):
         try:
@@ -31,8 +34,11 @@ for w in dict.fromkeys(r['workload'] for r in rows):
         dg = float(door['goodput'])
         batch = get(w, x, 'cacheroute-door', 'batch')
         plain = get(w, x, 'cacheroute', 'interactive')
-        print('| %s | %sx | %.3f | %s | %.3f | %s | %.3f | %.3f | %.0f | %s | %.3f / %.3f / %.3f |' % (
-            w, x, dg, best, bg, '%.1f' % (dg / bg) if bg > 0 else 'inf', float(door['attainment']),
-            float(plain['attainment']), float(door['shed']) * float(door['requests']),
-            batch['heavy_work'], float(batch['shed']), float(batch['dropped']),
+        att = float(door['attainment'])
+        print('| %s | %sx | %.3f | %s | %.3f | %s | %.3f | %.3f | %.3f | %.0f | %s | %s | '
+              '%.3f / %.3f / %.3f |' % (
+            w, x, dg, best, bg, '%.1f' % (dg / bg) if bg > 0 else 'inf', att,
+            att / reach[w], float(plain['attainment']),
+            float(door['shed']) * float(door['requests']), batch['heavy_work'],
+            batch['heavy_fair'], float(batch['shed']), float(batch['dropped']),
             float(batch['held'])))
