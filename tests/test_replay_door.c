@@ -1,5 +1,5 @@
 /* Admission in the replay (replay.h, "admission"): objectives drawn the
- * same for every run; policies without a door serve everything and their
+ * same for every run and per session; policies without a door serve everything and their
  * routes do not change with objectives on; cacheroute-door under overload
  * holds and sheds only batch requests, every measured request is served,
  * shed or dropped once, and below overload it refuses nothing; a door
@@ -48,7 +48,7 @@ static void test_objectives_drawn(void)
     cr_replay_admission_default(&a);
     size_t n[2] = {0, 0}, heavy = 0;
     for (size_t i = 0; i < 10000; i++) {
-        cr_replay_request r = {.first_block = i * 7};
+        cr_replay_request r = {.first_block = i, .owner = (int64_t)i * 7};
         unsigned cls, tenant;
         cr_replay_admission_of(&a, &r, &cls, &tenant);
         n[cls]++;
@@ -56,6 +56,12 @@ static void test_objectives_drawn(void)
     }
     CU_ASSERT(fabs(n[0] / 10000.0 - 0.6) < 0.02);
     CU_ASSERT(fabs(heavy / 10000.0 - 0.75) < 0.02);
+    /* a session's requests share both, whatever their blocks */
+    cr_replay_request r1 = {.first_block = 1, .owner = 42}, r2 = {.first_block = 9, .owner = 42};
+    unsigned c1, t1, c2, t2;
+    cr_replay_admission_of(&a, &r1, &c1, &t1);
+    cr_replay_admission_of(&a, &r2, &c2, &t2);
+    CU_ASSERT(c1 == c2 && t1 == t2);
     char text[128];
     cr_replay_admission_table(&a, text, sizeof text);
     CU_ASSERT_STRING_EQUAL(text, "interactive:0:2000,batch:-1:30000");
