@@ -18,7 +18,7 @@ static void verdicts(cr_page *p, const char *family, const char *label,
 {
     static const char *const WORD[] = {"admitted", "queued", "shed", "dropped"};
     const uint64_t v[] = {c->admitted, c->queued, c->shed, c->dropped};
-    char labels[256];
+    char labels[256 + 32]; /* a label (at most 255) and ",verdict=\"dropped\"" */
     for (int i = 0; i < 4; i++) {
         snprintf(labels, sizeof labels, "%s,verdict=\"%s\"", label, WORD[i]);
         cr_page_sample(p, family, labels, (double)v[i]);
