@@ -8,7 +8,7 @@ endif()
 if(TARGET cacheroute_core)
   cr_add_cunit_test(test_door SOURCES test_door.c LIBS cacheroute_core)
 endif()
-# Admission in the replay: objectives per request, cacheroute-door.
+# Admission in the replay: objectives per session, cacheroute-door.
 if(TARGET cacheroute_replay)
   cr_add_cunit_test(test_replay_door SOURCES test_replay_door.c LIBS cacheroute_replay)
 endif()
