@@ -117,7 +117,7 @@ static uint32_t id_slot_of(cr_admit *a, const cr_admit_ask *q)
     size_t len = q->fairness ? q->fairness_len : 0;
     len = len > CR_ADMIT_NAME_MAX ? CR_ADMIT_NAME_MAX : len; /* longer ids share their head */
     for (uint32_t i = 0; i < a->n_ids; i++)
-        if (a->ids[i].len == len && memcmp(a->ids[i].name, q->fairness, len) == 0)
+        if (a->ids[i].len == len && (!len || memcmp(a->ids[i].name, q->fairness, len) == 0))
             return i;
     if (a->n_ids == a->cfg.tracked_ids)
         return a->cfg.tracked_ids;
