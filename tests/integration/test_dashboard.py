@@ -4,7 +4,8 @@ exported by a running cacheroute-sidecar, with the labels the query uses.
 
 The sidecar runs with a real redis-server as its state backend (the
 cacheroute_replica_* and cacheroute_state_backend_up families), an endpoints
-file (the cacheroute_endpoint* families) and --kv-events
+file (the cacheroute_endpoint* families), --objectives (the door's
+cacheroute_door_* families) and --kv-events
 on a ZeroMQ PUB socket bound here with python3-zmq (the cacheroute_kv_*
 families, which exist only for shards with an engine); a few Route,
 ReportOutcome, Plan and SelectInjection calls make the families that appear
@@ -285,6 +286,7 @@ class DashboardAgainstSidecarTest(h.SidecarTestCase):
             "--kv-events", "%d=tcp://127.0.0.1:%d" % (KV_SHARD, port),
             "--state-backend", self.redis.url, "--replica-id", "dash-0",
             "--cluster", "dashboard", "--sync-interval", "0.1", "--lease-ttl", "1",
+            "--objectives", "interactive:0:2000,batch:-1:30000",
             metrics=False)
         self.port = self.sc.config["metrics_port"]
         self.stub = self.sc.stub()
@@ -298,6 +300,10 @@ class DashboardAgainstSidecarTest(h.SidecarTestCase):
         """Traffic of every kind the panels look at."""
         for i in range(8):
             served(self.stub, "dash-%d" % i, i % 3, 4, 16 * (i % 2))
+        # a request with an objective and a fairness id: the door's families
+        self.stub.Route(P.cr.RouteRequest(requests=[P.cr.RouteItem(
+            block_hashes=[7001, 7002], prompt_tokens=32, request_id="dash-door",
+            objective="batch", fairness_id="tenant-a")]), timeout=h.RPC_TIMEOUT)
         # Arrivals for the estimator (the leader plans from the merged
         # counts), and a plan that only answers (replicas install the
         # leader's table, never their own).
