@@ -87,7 +87,7 @@ extern const cr_option_table cr_epp_server_options;
  * "admit", in config_admit.c). No door while --objectives is empty. */
 typedef struct cr_admit_server_config {
     char *objectives;        /* --objectives, cr_admit_objectives_parse's text; "" = no door */
-    double budget_ms;        /* --admit-budget-ms; 0 = the tightest critical SLO */
+    double budget_ms;        /* --admit-budget-ms; 0 = half the tightest critical SLO */
     uint32_t max_queued;     /* --admit-max-queued */
     uint32_t max_per_id;     /* --admit-max-per-id */
     uint64_t max_held_bytes; /* --admit-max-held-bytes */

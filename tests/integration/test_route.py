@@ -161,7 +161,7 @@ class RouteDoorTest(h.SidecarTestCase):
                      'cacheroute_door_fairness_requests_total{fairness_id="tenant-b",'
                      'verdict="shed"} 1',
                      'cacheroute_door_bound{bound="max_queued"} 0',
-                     'cacheroute_door_bound{bound="budget_ms"} 2000'):
+                     'cacheroute_door_bound{bound="budget_ms"} 1000'):
             self.assertIn(want, page)
 
     def test_receipts_and_attainment(self):
