@@ -8,10 +8,13 @@
 #include "internal.h"
 
 /* Bytes a slot takes past its strings: state, weight, age, retry, and the
- * two strings' lengths. */
-#define SLOT_FIXED (1 + 8 + 8 + 8 + 4 + 4)
-/* A forwarded spec's least bytes: two lengths, one byte each, the weight. */
-#define SPEC_LEAST (4 + 1 + 4 + 1 + 8)
+ * two strings' lengths; version 2 adds by_source and kv_events' length. */
+#define SLOT_FIXED_V1 (1 + 8 + 8 + 8 + 4 + 4)
+#define SLOT_FIXED (SLOT_FIXED_V1 + 1 + 4)
+/* A forwarded spec's least bytes: two lengths, one byte each, the weight
+ * (version 1); version 2 adds kv_events' length, stated and state. */
+#define SPEC_LEAST_V1 (4 + 1 + 4 + 1 + 8)
+#define SPEC_LEAST (SPEC_LEAST_V1 + 4 + 1 + 1)
 
 static void put_str(cr_buf *b, const char *s)
 {
@@ -20,21 +23,39 @@ static void put_str(cr_buf *b, const char *s)
     cr_buf_put(b, s, n);
 }
 
-/* The next string into dst (max bytes and a NUL): CR_EINVAL naming what
- * when it is short, empty, longer than max or holds a NUL. */
-static cr_status get_str(cr_cursor *c, char *dst, size_t max, const char *what, uint64_t i,
-                         cr_error *err)
+/* The next string into dst (max bytes and a NUL), at least least bytes:
+ * CR_EINVAL naming what when it is short, shorter than least, longer than
+ * max or holds a NUL. */
+static cr_status get_text(cr_cursor *c, char *dst, size_t least, size_t max, const char *what,
+                          uint64_t i, cr_error *err)
 {
     uint32_t n = cr_get_u32(c);
     const uint8_t *p = c->failed || n > max ? NULL : cr_get_bytes(c, n);
     if (c->failed)
         return cr_fail(err, CR_EINVAL, "%s[%llu] is cut short", what, (unsigned long long)i);
-    if (!p || n == 0 || memchr(p, 0, n))
-        return cr_fail(err, CR_EINVAL, "%s[%llu] must be 1..%zu bytes without a NUL, got %u",
-                       what, (unsigned long long)i, max, n);
-    memcpy(dst, p, n);
+    if ((!p && n) || n < least || (n && memchr(p, 0, n)))
+        return cr_fail(err, CR_EINVAL, "%s[%llu] must be %zu..%zu bytes without a NUL, got %u",
+                       what, (unsigned long long)i, least, max, n);
+    if (n)
+        memcpy(dst, p, n);
     dst[n] = 0;
     return CR_OK;
+}
+
+/* A string that may not be empty. */
+static cr_status get_str(cr_cursor *c, char *dst, size_t max, const char *what, uint64_t i,
+                         cr_error *err)
+{
+    return get_text(c, dst, 1, max, what, i, err);
+}
+
+/* The blob's format: CR_OK for 1 or the current one. */
+static cr_status check_format(const cr_cursor *c, uint32_t format, uint32_t want,
+                              const char *what, cr_error *err)
+{
+    return format == 1 && !c->failed
+               ? CR_OK
+               : cr_replica_check_version(c, format, want, what, "a short blob ", err);
 }
 
 cr_status cr_replica_members_encode(const cr_endpoints *e, double now, uint8_t **out,
@@ -47,11 +68,14 @@ cr_status cr_replica_members_encode(const cr_endpoints *e, double now, uint8_t *
     for (uint32_t s = 0; s < e->n_slots; s++) {
         const cr_endpoint *x = &e->slot[s];
         cr_buf_u8(&b, (uint8_t)x->state);
+        cr_buf_u8(&b, x->by_source);
         cr_buf_f64(&b, x->weight);
         cr_buf_f64(&b, fmax(0, now - x->since_s)); /* durations: clocks need not agree */
+        /* a stated DOWN is retried never: INFINITY, which travels as such */
         cr_buf_f64(&b, x->state == CR_ENDPOINT_DOWN ? fmax(0, x->down_until_s - now) : 0);
         put_str(&b, x->id);
         put_str(&b, x->address);
+        put_str(&b, x->kv_events);
     }
     if (b.failed) {
         cr_buf_free(&b);
@@ -62,26 +86,38 @@ cr_status cr_replica_members_encode(const cr_endpoints *e, double now, uint8_t *
     return CR_OK;
 }
 
-/* Slot i's fixed fields and strings; times onto now. */
-static cr_status get_slot(cr_cursor *c, uint64_t i, double now, cr_endpoint *x, cr_error *err)
+/* Slot i's fixed fields and strings (format 1: no by_source, no
+ * kv_events); times onto now. */
+static cr_status get_slot(cr_cursor *c, uint32_t format, uint64_t i, double now, cr_endpoint *x,
+                          cr_error *err)
 {
     memset(x, 0, sizeof *x);
     uint8_t state = cr_get_u8(c);
+    uint8_t by_source = format == 1 ? 0 : cr_get_u8(c);
     x->weight = cr_get_f64(c);
     double age = cr_get_f64(c), retry = cr_get_f64(c);
-    if (!c->failed && (state > CR_ENDPOINT_GONE || !(isfinite(age) && age >= 0) ||
-                       !(isfinite(retry) && retry >= 0)))
+    /* only a stated DOWN waits forever */
+    int forever = by_source == 1 && state == CR_ENDPOINT_DOWN && retry == INFINITY;
+    if (!c->failed && (state > CR_ENDPOINT_GONE || by_source > 1 ||
+                       !(isfinite(age) && age >= 0) ||
+                       !((isfinite(retry) && retry >= 0) || forever)))
         return cr_fail(err, CR_EINVAL,
-                       "the endpoint set's slot[%llu] has state %u, age %g, retry in %g: "
-                       "want a state 0..%d and finite durations >= 0",
-                       (unsigned long long)i, state, age, retry, CR_ENDPOINT_GONE);
+                       "the endpoint set's slot[%llu] has state %u, by_source %u, age %g, retry "
+                       "in %g: want a state 0..%d, by_source 0 or 1 and durations >= 0, finite "
+                       "but a stated DOWN's retry",
+                       (unsigned long long)i, state, by_source, age, retry, CR_ENDPOINT_GONE);
     x->state = (cr_endpoint_state)state;
+    x->by_source = by_source;
     x->since_s = now - age;
     x->down_until_s = x->state == CR_ENDPOINT_DOWN ? now + retry : 0;
     cr_status st = get_str(c, x->id, CR_ENDPOINT_ID_MAX, "the endpoint set's id", i, err);
-    return st != CR_OK ? st
-                       : get_str(c, x->address, CR_ENDPOINT_ADDRESS_MAX,
-                                 "the endpoint set's address", i, err);
+    if (st == CR_OK)
+        st = get_str(c, x->address, CR_ENDPOINT_ADDRESS_MAX, "the endpoint set's address", i,
+                     err);
+    if (st == CR_OK && format != 1)
+        st = get_text(c, x->kv_events, 0, CR_ENDPOINT_ADDRESS_MAX,
+                      "the endpoint set's kv_events", i, err);
+    return st;
 }
 
 cr_status cr_replica_members_decode(const void *p, size_t len, double now, cr_endpoint **out,
@@ -93,10 +129,11 @@ cr_status cr_replica_members_decode(const void *p, size_t len, double now, cr_en
     uint32_t k = cr_get_u32(&c);
     *out = NULL;
     *n = 0;
-    if (cr_replica_check_version(&c, format, CR_REPLICA_MEMBERS_VERSION,
-                                 "the published endpoint set", "a short blob ", err) != CR_OK)
+    if (check_format(&c, format, CR_REPLICA_MEMBERS_VERSION, "the published endpoint set",
+                     err) != CR_OK)
         return CR_EINVAL;
-    if (k == 0 || k > CR_ENDPOINTS_MAX || !cr_cursor_holds(&c, k, SLOT_FIXED + 2))
+    if (k == 0 || k > CR_ENDPOINTS_MAX ||
+        !cr_cursor_holds(&c, k, (format == 1 ? SLOT_FIXED_V1 : SLOT_FIXED) + 2))
         return cr_fail(err, CR_EINVAL,
                        "the published endpoint set must have 1..%d slots in its %zu bytes, "
                        "got %u",
@@ -105,7 +142,7 @@ cr_status cr_replica_members_decode(const void *p, size_t len, double now, cr_en
     if (!v)
         return cr_fail(err, CR_ENOMEM, "out of memory decoding %u endpoint slots", k);
     for (uint32_t i = 0; i < k; i++)
-        if (get_slot(&c, i, now, &v[i], err) != CR_OK) {
+        if (get_slot(&c, format, i, now, &v[i], err) != CR_OK) {
             free(v);
             return CR_EINVAL;
         }
@@ -129,9 +166,13 @@ cr_status cr_replica_forward_encode(const cr_forward *f, uint8_t **out, size_t *
     if (f->kind == CR_FORWARD_SET) {
         cr_buf_u32(&b, (uint32_t)f->n);
         for (size_t i = 0; i < f->n; i++) {
-            put_str(&b, f->specs[i].id);
-            put_str(&b, f->specs[i].address);
-            cr_buf_f64(&b, f->specs[i].weight);
+            const cr_endpoint_spec *x = &f->specs[i];
+            put_str(&b, x->id);
+            put_str(&b, x->address);
+            cr_buf_f64(&b, x->weight);
+            put_str(&b, x->kv_events ? x->kv_events : "");
+            cr_buf_u8(&b, x->stated ? 1 : 0);
+            cr_buf_u8(&b, (uint8_t)(x->stated ? x->state : CR_ENDPOINT_ACTIVE));
         }
     } else {
         put_str(&b, f->id);
@@ -145,11 +186,12 @@ cr_status cr_replica_forward_encode(const cr_forward *f, uint8_t **out, size_t *
     return CR_OK;
 }
 
-/* The next string of a forwarded request into the block's string space. */
-static cr_status take_str(cr_cursor *c, char **space, size_t max, const char *what, uint64_t i,
-                          const char **dst, cr_error *err)
+/* The next string of a forwarded request into the block's string space,
+ * least..max bytes. */
+static cr_status take_str(cr_cursor *c, char **space, size_t least, size_t max,
+                          const char *what, uint64_t i, const char **dst, cr_error *err)
 {
-    cr_status st = get_str(c, *space, max, what, i, err);
+    cr_status st = get_text(c, *space, least, max, what, i, err);
     if (st == CR_OK) {
         *dst = *space;
         *space += strlen(*space) + 1;
@@ -157,21 +199,41 @@ static cr_status take_str(cr_cursor *c, char **space, size_t max, const char *wh
     return st;
 }
 
+/* Spec i's KV-event address and stated state (format 2). */
+static cr_status get_stated(cr_cursor *c, char **space, uint64_t i, cr_endpoint_spec *x,
+                            cr_error *err)
+{
+    cr_status st = take_str(c, space, 0, CR_ENDPOINT_ADDRESS_MAX,
+                            "the forwarded endpoints' kv_events", i, &x->kv_events, err);
+    uint8_t stated = cr_get_u8(c), state = cr_get_u8(c);
+    if (st == CR_OK && !c->failed && (stated > 1 || state > CR_ENDPOINT_DOWN))
+        st = cr_fail(err, CR_EINVAL,
+                     "the forwarded endpoints' spec[%llu] has stated %u, state %u: want 0 or 1, "
+                     "and a state 0..%d",
+                     (unsigned long long)i, stated, state, CR_ENDPOINT_DOWN);
+    x->stated = stated;
+    x->state = (cr_endpoint_state)state;
+    return st;
+}
+
 /* The request's body past its kind and origin: the set, or the id. */
-static cr_status get_body(cr_cursor *c, cr_forward *f, char **space, cr_error *err)
+static cr_status get_body(cr_cursor *c, uint32_t format, cr_forward *f, char **space,
+                          cr_error *err)
 {
     if (f->kind != CR_FORWARD_SET)
-        return take_str(c, space, CR_ENDPOINT_ID_MAX, "the forwarded id", 0, &f->id, err);
+        return take_str(c, space, 1, CR_ENDPOINT_ID_MAX, "the forwarded id", 0, &f->id, err);
     cr_endpoint_spec *v = (cr_endpoint_spec *)f->specs;
     for (size_t i = 0; i < f->n; i++) {
-        cr_status st =
-            take_str(c, space, CR_ENDPOINT_ID_MAX, "the forwarded endpoints' id", i, &v[i].id, err);
+        cr_status st = take_str(c, space, 1, CR_ENDPOINT_ID_MAX, "the forwarded endpoints' id", i,
+                                &v[i].id, err);
         if (st == CR_OK)
-            st = take_str(c, space, CR_ENDPOINT_ADDRESS_MAX, "the forwarded endpoints' address",
-                          i, &v[i].address, err);
+            st = take_str(c, space, 1, CR_ENDPOINT_ADDRESS_MAX,
+                          "the forwarded endpoints' address", i, &v[i].address, err);
         if (st != CR_OK)
             return st;
         v[i].weight = cr_get_f64(c);
+        if (format != 1 && (st = get_stated(c, space, i, &v[i], err)) != CR_OK)
+            return st;
     }
     return CR_OK;
 }
@@ -183,8 +245,8 @@ cr_status cr_replica_forward_decode(const void *p, size_t len, cr_forward **out,
     uint32_t format = cr_get_u32(&c);
     uint8_t kind = cr_get_u8(&c);
     *out = NULL;
-    if (cr_replica_check_version(&c, format, CR_REPLICA_FORWARD_VERSION, "a forwarded request",
-                                 "a short blob ", err) != CR_OK)
+    if (check_format(&c, format, CR_REPLICA_FORWARD_VERSION, "a forwarded request", err) !=
+        CR_OK)
         return CR_EINVAL;
     if (kind < CR_FORWARD_SET || kind > CR_FORWARD_UNDRAIN)
         return cr_fail(err, CR_EINVAL, "a forwarded request's kind must be %d..%d, got %u",
@@ -194,7 +256,8 @@ cr_status cr_replica_forward_decode(const void *p, size_t len, cr_forward **out,
     char from[CR_REPLICA_ID_MAX + 1];
     cr_status st = get_str(&c, from, CR_REPLICA_ID_MAX, "a forwarded request's origin", 0, err);
     uint32_t n = kind == CR_FORWARD_SET ? cr_get_u32(&c) : 0;
-    if (st == CR_OK && (c.failed || n > CR_ENDPOINTS_MAX || !cr_cursor_holds(&c, n, SPEC_LEAST)))
+    if (st == CR_OK && (c.failed || n > CR_ENDPOINTS_MAX ||
+                        !cr_cursor_holds(&c, n, format == 1 ? SPEC_LEAST_V1 : SPEC_LEAST)))
         st = cr_fail(err, CR_EINVAL,
                      "a forwarded SetEndpoints must have at most %d endpoints in its %zu bytes, "
                      "got %u",
@@ -212,7 +275,7 @@ cr_status cr_replica_forward_decode(const void *p, size_t len, cr_forward **out,
     f->n = n;
     f->from = strcpy(space, from);
     space += strlen(from) + 1;
-    st = get_body(&c, f, &space, err);
+    st = get_body(&c, format, f, &space, err);
     if (st == CR_OK && (c.failed || c.left))
         st = cr_fail(err, CR_EINVAL, "a forwarded request is %s",
                      c.failed ? "cut short" : "longer than its contents");

@@ -168,6 +168,76 @@ static void test_members_blob(void)
     cr_endpoints_release(e);
 }
 
+/* Version 2 carries each slot's KV-event address and a state its source
+ * stated (a stated DOWN waits forever: its retry travels as INFINITY);
+ * a version-1 blob still reads, with neither. */
+static void test_members_stated_and_kv_events(void)
+{
+    cr_endpoint_spec v[] = {
+        {.id = "a", .address = "10.0.0.1:80", .weight = 1, .kv_events = "tcp://10.0.0.1:5557",
+         .stated = 1, .state = CR_ENDPOINT_ACTIVE},
+        {.id = "b", .address = "10.0.0.2:80", .weight = 1, .stated = 1,
+         .state = CR_ENDPOINT_DOWN},
+        {.id = "c", .address = "10.0.0.3:80", .weight = 1}};
+    cr_endpoints *e;
+    cr_endpoints_change chg;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_endpoints_apply(NULL, v, 3, 100, &e, &chg, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(e->slot[1].down_until_s, INFINITY);
+    uint8_t *blob;
+    size_t len;
+    cr_endpoint *got;
+    uint32_t n;
+    uint64_t version;
+    CU_ASSERT_EQUAL_FATAL(cr_replica_members_encode(e, 100, &blob, &len, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_replica_members_decode(blob, len, 5, &got, &n, &version, &err),
+                          CR_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_STRING_EQUAL(got[0].kv_events, "tcp://10.0.0.1:5557");
+    CU_ASSERT_STRING_EQUAL(got[1].kv_events, "");
+    for (uint32_t i = 0; i < n; i++)
+        CU_ASSERT_EQUAL(got[i].by_source, e->slot[i].by_source);
+    CU_ASSERT_EQUAL(got[1].by_source, 1);
+    CU_ASSERT_EQUAL(got[1].state, CR_ENDPOINT_DOWN);
+    CU_ASSERT_EQUAL(got[1].down_until_s, INFINITY);
+    /* a follower's core adopts them as they are */
+    fixture f;
+    open_core(&f, 0);
+    CU_ASSERT_EQUAL(cr_core_adopt_endpoints(f.core, got, n, version, NULL, &err), CR_OK);
+    const cr_endpoints *mine = cr_core_endpoints(f.core);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mine);
+    CU_ASSERT_STRING_EQUAL(mine->slot[0].kv_events, "tcp://10.0.0.1:5557");
+    CU_ASSERT_EQUAL(mine->slot[1].by_source, 1);
+    cr_core_free(f.core);
+    free(got);
+    free(blob);
+    cr_endpoints_release(e);
+    /* only a stated DOWN may wait forever */
+    cr_buf b = CR_BUF_INIT;
+    cr_buf_u32(&b, 2);
+    cr_buf_u64(&b, 3);
+    cr_buf_u32(&b, 1);
+    cr_buf_u8(&b, CR_ENDPOINT_DOWN);
+    cr_buf_u8(&b, 0); /* not by_source */
+    cr_buf_f64(&b, 1);
+    cr_buf_f64(&b, 2);
+    cr_buf_f64(&b, INFINITY);
+    cr_buf_u32(&b, 1);
+    cr_buf_put(&b, "a", 1);
+    cr_buf_u32(&b, 3);
+    cr_buf_put(&b, "h:1", 3);
+    cr_buf_u32(&b, 0);
+    CU_ASSERT_EQUAL(cr_replica_members_decode(b.p, b.len, 0, &got, &n, &version, &err),
+                    CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "by_source 0"));
+    b.p[17] = 1; /* by_source, after the state: now it may */
+    CU_ASSERT_EQUAL_FATAL(cr_replica_members_decode(b.p, b.len, 0, &got, &n, &version, &err),
+                          CR_OK);
+    CU_ASSERT_EQUAL(got[0].down_until_s, INFINITY);
+    free(got);
+    cr_buf_free(&b);
+}
+
 /* Refused whole: CR_EINVAL, nothing returned, err naming want. */
 static void assert_refused(const uint8_t *p, size_t len, const char *want)
 {
@@ -227,7 +297,7 @@ static void test_members_bad_blobs(void)
         uint8_t state;
         const char *want;
     } bad[] = {
-        {2, 1, 1, 0, "must be version 1, got 2"},
+        {3, 1, 1, 0, "must be version 2, got 3"},
         {1, 0, 1, 0, "1..1024 slots"},
         {1, CR_ENDPOINTS_MAX + 1, 1, 0, "got 1025"},
         {1, 2, 1, 0, "got 2"}, /* says two slots, holds one */
@@ -249,6 +319,16 @@ static void test_members_bad_blobs(void)
         cr_buf_put(&b, slot, slot_len);
     assert_refused(b.p, b.len, "got 1025");
     cr_buf_free(&b);
+    /* a version-1 blob reads: no KV-event address, nothing stated */
+    b = one_slot(1, 1, "a", 1, 0);
+    cr_endpoint *old;
+    uint32_t n_old;
+    uint64_t v_old;
+    CU_ASSERT_EQUAL_FATAL(cr_replica_members_decode(b.p, b.len, 0, &old, &n_old, &v_old, &err),
+                          CR_OK);
+    CU_ASSERT(n_old == 1 && old[0].kv_events[0] == 0 && old[0].by_source == 0);
+    free(old);
+    cr_buf_free(&b);
     /* decodable, but a slot the set refuses: adopting it changes nothing */
     b = one_slot(1, 1, "bad\tid", 6, 0);
     cr_endpoint *v;
@@ -267,8 +347,10 @@ static void test_members_bad_blobs(void)
 
 static void test_forward_blob(void)
 {
-    cr_endpoint_spec v[] = {{.id = "a", .address = "a:1", .weight = 1},
-                            {.id = "b", .address = "b:2", .weight = 0}};
+    cr_endpoint_spec v[] = {{.id = "a", .address = "a:1", .weight = 1,
+                             .kv_events = "tcp://a:5557"},
+                            {.id = "b", .address = "b:2", .weight = 0, .stated = 1,
+                             .state = CR_ENDPOINT_DRAINING}};
     cr_forward set = {CR_FORWARD_SET, "r1", NULL, v, 2}, drain = {CR_FORWARD_DRAIN, "r2", "b", NULL, 0};
     uint8_t *blob;
     size_t len;
@@ -279,7 +361,14 @@ static void test_forward_blob(void)
     CU_ASSERT(got->kind == CR_FORWARD_SET && got->n == 2 && !strcmp(got->from, "r1"));
     CU_ASSERT(!strcmp(got->specs[1].id, "b") && !strcmp(got->specs[1].address, "b:2") &&
               got->specs[0].weight == 1);
+    CU_ASSERT(!strcmp(got->specs[0].kv_events, "tcp://a:5557") && !got->specs[0].stated);
+    CU_ASSERT(!strcmp(got->specs[1].kv_events, "") && got->specs[1].stated == 1 &&
+              got->specs[1].state == CR_ENDPOINT_DRAINING);
     free(got);
+    blob[len - 1] = 7; /* b's stated state */
+    CU_ASSERT_EQUAL(cr_replica_forward_decode(blob, len, &got, &err), CR_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "stated 1, state 7"));
+    blob[len - 1] = CR_ENDPOINT_DRAINING;
     for (size_t k = 0; k < len; k++) {
         CU_ASSERT_EQUAL(cr_replica_forward_decode(blob, k, &got, &err), CR_EINVAL);
         CU_ASSERT_PTR_NULL(got);
@@ -409,6 +498,7 @@ static void test_follower_keeps_its_own_until_it_leads(void)
 
 static const cr_test_case tests[] = {
     {"endpoint set blob round-trips", test_members_blob},
+    {"stated states and KV-event addresses travel", test_members_stated_and_kv_events},
     {"bad endpoint set blobs are refused whole", test_members_bad_blobs},
     {"forwarded calls round-trip, bad ones refused", test_forward_blob},
     {"a follower adopts the leader's slots and states", test_follower_adopts_same_slots},

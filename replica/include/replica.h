@@ -95,8 +95,11 @@
 #define CR_REPLICA_KEY_MAX (CR_REPLICA_CLUSTER_MAX + CR_REPLICA_ID_MAX + 32)
 #define CR_REPLICA_SKEW_WARN_S 1.0   /* a push this far from Redis TIME is skewed */
 #define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
-#define CR_REPLICA_MEMBERS_VERSION 1 /* the endpoint set blob's version */
-#define CR_REPLICA_FORWARD_VERSION 1 /* a forwarded request's version */
+/* The endpoint set blob's and a forwarded request's versions. 2 carries
+ * each endpoint's KV-event address and its source-stated state (version
+ * 1 did not: a follower lost both); either version is read. */
+#define CR_REPLICA_MEMBERS_VERSION 2
+#define CR_REPLICA_FORWARD_VERSION 2
 /* Forwarded requests a follower holds before pushing them, and the forward
  * list's length in Redis. */
 #define CR_REPLICA_FORWARD_MAX 64
