@@ -58,24 +58,37 @@ static cr_status check_format(const cr_cursor *c, uint32_t format, uint32_t want
                : cr_replica_check_version(c, format, want, what, "a short blob ", err);
 }
 
+/* 1 when a slot of e has what only format 2 carries: a set without
+ * either is written as format 1, which replicas of before it read too. */
+static int members_need_v2(const cr_endpoints *e)
+{
+    for (uint32_t s = 0; s < e->n_slots; s++)
+        if (e->slot[s].kv_events[0] || e->slot[s].by_source)
+            return 1;
+    return 0;
+}
+
 cr_status cr_replica_members_encode(const cr_endpoints *e, double now, uint8_t **out,
                                     size_t *len, cr_error *err)
 {
     cr_buf b = CR_BUF_INIT;
-    cr_buf_u32(&b, CR_REPLICA_MEMBERS_VERSION);
+    uint32_t format = members_need_v2(e) ? CR_REPLICA_MEMBERS_VERSION : 1;
+    cr_buf_u32(&b, format);
     cr_buf_u64(&b, e->version);
     cr_buf_u32(&b, e->n_slots);
     for (uint32_t s = 0; s < e->n_slots; s++) {
         const cr_endpoint *x = &e->slot[s];
         cr_buf_u8(&b, (uint8_t)x->state);
-        cr_buf_u8(&b, x->by_source);
+        if (format != 1)
+            cr_buf_u8(&b, x->by_source);
         cr_buf_f64(&b, x->weight);
         cr_buf_f64(&b, fmax(0, now - x->since_s)); /* durations: clocks need not agree */
         /* a stated DOWN is retried never: INFINITY, which travels as such */
         cr_buf_f64(&b, x->state == CR_ENDPOINT_DOWN ? fmax(0, x->down_until_s - now) : 0);
         put_str(&b, x->id);
         put_str(&b, x->address);
-        put_str(&b, x->kv_events);
+        if (format != 1)
+            put_str(&b, x->kv_events);
     }
     if (b.failed) {
         cr_buf_free(&b);
@@ -159,8 +172,12 @@ cr_status cr_replica_members_decode(const void *p, size_t len, double now, cr_en
 cr_status cr_replica_forward_encode(const cr_forward *f, uint8_t **out, size_t *len,
                                     cr_error *err)
 {
+    uint32_t format = 1; /* as for the set: 2 only for what needs it */
+    for (size_t i = 0; f->kind == CR_FORWARD_SET && i < f->n; i++)
+        if ((f->specs[i].kv_events && f->specs[i].kv_events[0]) || f->specs[i].stated)
+            format = CR_REPLICA_FORWARD_VERSION;
     cr_buf b = CR_BUF_INIT;
-    cr_buf_u32(&b, CR_REPLICA_FORWARD_VERSION);
+    cr_buf_u32(&b, format);
     cr_buf_u8(&b, (uint8_t)f->kind);
     put_str(&b, f->from);
     if (f->kind == CR_FORWARD_SET) {
@@ -170,6 +187,8 @@ cr_status cr_replica_forward_encode(const cr_forward *f, uint8_t **out, size_t *
             put_str(&b, x->id);
             put_str(&b, x->address);
             cr_buf_f64(&b, x->weight);
+            if (format == 1)
+                continue;
             put_str(&b, x->kv_events ? x->kv_events : "");
             cr_buf_u8(&b, x->stated ? 1 : 0);
             cr_buf_u8(&b, (uint8_t)(x->stated ? x->state : CR_ENDPOINT_ACTIVE));

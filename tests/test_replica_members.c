@@ -190,6 +190,7 @@ static void test_members_stated_and_kv_events(void)
     uint32_t n;
     uint64_t version;
     CU_ASSERT_EQUAL_FATAL(cr_replica_members_encode(e, 100, &blob, &len, &err), CR_OK);
+    CU_ASSERT_EQUAL(blob[0], 2); /* little-endian: version 2, what carries them */
     CU_ASSERT_EQUAL_FATAL(cr_replica_members_decode(blob, len, 5, &got, &n, &version, &err),
                           CR_OK);
     CU_ASSERT_EQUAL_FATAL(n, 3);
@@ -319,6 +320,12 @@ static void test_members_bad_blobs(void)
         cr_buf_put(&b, slot, slot_len);
     assert_refused(b.p, b.len, "got 1025");
     cr_buf_free(&b);
+    /* a set with neither is written as version 1, which older replicas read */
+    cr_endpoints *plain = every_state(1000);
+    CU_ASSERT_EQUAL_FATAL(cr_replica_members_encode(plain, 1000, &blob, &len, &err), CR_OK);
+    CU_ASSERT(blob[0] == 1 && blob[1] == 0 && blob[2] == 0 && blob[3] == 0);
+    free(blob);
+    cr_endpoints_release(plain);
     /* a version-1 blob reads: no KV-event address, nothing stated */
     b = one_slot(1, 1, "a", 1, 0);
     cr_endpoint *old;
@@ -365,6 +372,7 @@ static void test_forward_blob(void)
     CU_ASSERT(!strcmp(got->specs[1].kv_events, "") && got->specs[1].stated == 1 &&
               got->specs[1].state == CR_ENDPOINT_DRAINING);
     free(got);
+    CU_ASSERT_EQUAL(blob[0], 2);
     blob[len - 1] = 7; /* b's stated state */
     CU_ASSERT_EQUAL(cr_replica_forward_decode(blob, len, &got, &err), CR_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "stated 1, state 7"));
@@ -378,6 +386,7 @@ static void test_forward_blob(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kind must be 1..3, got 9"));
     free(blob);
     CU_ASSERT_EQUAL_FATAL(cr_replica_forward_encode(&drain, &blob, &len, &err), CR_OK);
+    CU_ASSERT_EQUAL(blob[0], 1); /* nothing of version 2's in it */
     CU_ASSERT_EQUAL_FATAL(cr_replica_forward_decode(blob, len, &got, &err), CR_OK);
     CU_ASSERT(got->kind == CR_FORWARD_DRAIN && !strcmp(got->id, "b") && !strcmp(got->from, "r2"));
     free(got);

@@ -97,7 +97,9 @@
 #define CR_REPLICA_TABLE_VERSION 1   /* the blob's version */
 /* The endpoint set blob's and a forwarded request's versions. 2 carries
  * each endpoint's KV-event address and its source-stated state (version
- * 1 did not: a follower lost both); either version is read. */
+ * 1 did not: a follower lost both). Either is read; 2 is written only
+ * when a slot or spec has one of them, so a set without them reads on
+ * replicas of before version 2 too. */
 #define CR_REPLICA_MEMBERS_VERSION 2
 #define CR_REPLICA_FORWARD_VERSION 2
 /* Forwarded requests a follower holds before pushing them, and the forward
