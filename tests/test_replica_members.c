@@ -209,6 +209,7 @@ static void test_members_stated_and_kv_events(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(mine);
     CU_ASSERT_STRING_EQUAL(mine->slot[0].kv_events, "tcp://10.0.0.1:5557");
     CU_ASSERT_EQUAL(mine->slot[1].by_source, 1);
+    cr_endpoints_release(mine);
     cr_core_free(f.core);
     free(got);
     free(blob);
