@@ -5,8 +5,10 @@
 # cacheroute-admission reads (CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE,
 # CR_ADMIT_PRESSURE_TAU_S; "default" sets none). Prints a markdown table:
 # per workload, load and variant, the interactive attainment (and of the
-# reachable), the batch held / dropped / shed shares, and the heavy
-# tenant's share of the batch work served against its max-min fair share.
+# reachable), the batch held / dropped / shed shares, the heavy tenant's
+# share of the batch work served against its max-min fair share (over the
+# run, and per 60 s of arrivals), and whether the door's routes equal
+# cacheroute's without a door (the replay's routes hash).
 #
 # usage: bench/admission_variants.sh BUILD OUT [WORKLOADS] [VARIANTS]
 #   VARIANTS  ';'-separated, each 'default' or space-separated VAR=value
@@ -16,13 +18,13 @@ set -eu
 BUILD=${1:?usage: admission_variants.sh BUILD OUT [WORKLOADS] [VARIANTS]}
 OUT=${2:?usage: admission_variants.sh BUILD OUT [WORKLOADS] [VARIANTS]}
 WORKLOADS=${3:-conv,syn,zipf,docs}
-VARIANTS=${4:-default;CR_ADMIT_PRESSURE=0;CR_ADMIT_PRESSURE=0.02;CR_ADMIT_BUDGET_MS=250;CR_ADMIT_BUDGET_MS=0}
+VARIANTS=${4:-default;CR_ADMIT_PRESSURE=0;CR_ADMIT_PRESSURE=0.05 CR_ADMIT_PRESSURE_TAU_S=5;CR_ADMIT_PRESSURE_OFF=0.15;CR_ADMIT_PRESSURE_TAU_S=300 CR_ADMIT_PRESSURE=0.1 CR_ADMIT_PRESSURE_OFF=0.02}
 HERE=$(cd "$(dirname "$0")" && pwd)
 TRACES=${CR_TRACES:-$HERE/../../shared/traces}
 [ -f "$OUT/capacity.tsv" ] || { echo "admission_variants.sh: run bench/admission.sh BUILD $OUT first" >&2; exit 2; }
 
-echo '| workload | load | variant | interactive attainment | of the reachable | batch held / dropped / shed | heavy share of batch work | its fair share |'
-echo '|---|---:|---|---:|---:|---|---:|---:|'
+echo '| workload | load | variant | interactive attainment | of the reachable | batch held / dropped / shed | heavy share of batch work | its fair share | per 60 s | routes as without the door |'
+echo '|---|---:|---|---:|---:|---|---:|---:|---:|---|'
 IFS=, read -ra WL <<<"$WORKLOADS"
 IFS=';' read -ra VS <<<"$VARIANTS"
 for w in "${WL[@]}"; do
@@ -33,15 +35,17 @@ for w in "${WL[@]}"; do
         env_args=()
         [ "$v" = default ] || read -ra env_args <<<"$v"
         env "${env_args[@]}" "$BUILD/replay/cacheroute-admission" "$w" "$scales" "$TRACES" \
-            cacheroute-door | python3 -c "
+            cacheroute,cacheroute-door | python3 -c "
 import sys
 w, v, reach, cap = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 rows = [l.rstrip('\n').split('\t') for l in sys.stdin][1:]
 for s in dict.fromkeys(r[1] for r in rows):
-    i = next(r for r in rows if r[1] == s and r[3] == 'interactive')
-    b = next(r for r in rows if r[1] == s and r[3] == 'batch')
-    print('| %s | %.1fx | %s | %.3f | %.3f | %.3f / %.3f / %.3f | %s | %s |' % (
+    def of(p, k):
+        return next(r for r in rows if r[1] == s and r[2] == p and r[3] == k)
+    i, b = of('cacheroute-door', 'interactive'), of('cacheroute-door', 'batch')
+    same = 'yes' if b[19] == of('cacheroute', 'batch')[19] else 'no'
+    print('| %s | %.1fx | %s | %.3f | %.3f | %.3f / %.3f / %.3f | %s | %s | %s | %s |' % (
         w, float(s) / cap, v, float(i[6]), float(i[6]) / reach, float(b[10]), float(b[9]),
-        float(b[8]), b[15], b[17]))" "$w" "$v" "$reach" "$cap"
+        float(b[8]), b[15], b[17], b[18], same))" "$w" "$v" "$reach" "$cap"
     done
 done

@@ -7,16 +7,19 @@
  * the light one's), replayed at each scale by cacheroute without and
  * with the door and by the four peers. Per policy, scale and objective:
  * goodput (requests within their SLO per second), attainment, p99 TTFT,
- * shed and held shares, and the batch service per tenant. One line per
- * row, tab-separated, on stdout (the header first).
+ * and the rest below. One line per row, tab-separated, on stdout (the
+ * header first).
  *
  * usage: cacheroute-admission WORKLOAD SCALES [TRACES [POLICIES]]
  *   WORKLOAD  conv | syn (the shipped traces, under TRACES) | zipf | docs
  *   SCALES    comma-separated load scales (arrivals x scale)
  *   POLICIES  comma-separated, of the six below (default: all six)
- * CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE and CR_ADMIT_PRESSURE_TAU_S
- * override the door's sheddable budget (ms), pressure bound (a share) and
- * its time constant (s). */
+ * shed and held shares, the batch service per tenant against its max-min
+ * fair share (over the run, and per CR_REPLAY_FAIR_WINDOW_S of arrivals),
+ * and a hash of the routes (equal for equal routes).
+ * CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE, CR_ADMIT_PRESSURE_OFF and
+ * CR_ADMIT_PRESSURE_TAU_S override the door's sheddable budget (ms),
+ * pressure bounds (shares) and its time constant (s). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,12 +104,13 @@ static void row(const char *w, double scale, const char *policy, const cr_replay
         /* max-min: half the work served, or all the light one left over
          * when it asked for less than half */
         double fair = work > 0 ? fmax(0.5, 1 - c->tenant_asked_ms[1] / work) : NAN;
-        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\t%.3f\n",
+        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\t%.3f\t%.3f\t%016llx\n",
                w, scale, policy, names[k], c->requests, c->goodput_per_s, c->attainment,
                c->ttft_p99_ms, c->shed / n, c->dropped / n, c->held / n,
                c->tenant_requests[0], c->tenant_served[0], c->tenant_requests[1],
                c->tenant_served[1], work > 0 ? c->tenant_work_ms[0] / work : NAN, r->ttft_p99_ms,
-               fmin(fair, 1));
+               fmin(fair, 1), work > 0 ? c->heavy_fair_ms / work : NAN,
+               (unsigned long long)a->routes);
     }
     fflush(stdout);
 }
@@ -133,6 +137,9 @@ int main(int argc, char **argv)
     const char *pressure = getenv("CR_ADMIT_PRESSURE");
     if (pressure)
         adm.door.pressure = atof(pressure);
+    const char *off = getenv("CR_ADMIT_PRESSURE_OFF");
+    if (off)
+        adm.door.pressure_off = atof(off);
     const char *tau = getenv("CR_ADMIT_PRESSURE_TAU_S");
     if (tau)
         adm.door.pressure_tau_s = atof(tau);
@@ -145,7 +152,8 @@ int main(int argc, char **argv)
     cr_core_config_default(&core);
     printf("workload\tscale\tpolicy\tobjective\trequests\tgoodput_per_s\tattainment\t"
            "ttft_p99_ms\tshed\tdropped\theld\theavy_requests\theavy_served\tlight_requests\t"
-           "light_served\theavy_work_share\tall_p99_ms\theavy_fair_share\n");
+           "light_served\theavy_work_share\tall_p99_ms\theavy_fair_share\theavy_fair_share_60s\t"
+           "routes\n");
     const char *only = argc > 4 ? argv[4] : NULL;
     for (size_t k = 0; only && k < N_POLICIES && !chosen(only, POLICIES[k]); k++)
         if (k + 1 == N_POLICIES) {

@@ -206,13 +206,13 @@ static inline double cr_replay_arrival_s(const cr_replay_request *r, const cr_re
 /* What the door did with a request (the run's per-request record). */
 enum { CR_REPLAY_DOOR_ROUTED, CR_REPLAY_DOOR_HELD, CR_REPLAY_DOOR_SHED, CR_REPLAY_DOOR_DROPPED };
 
-/* The figures per objective class from the run's per-request TTFTs (in
- * trace order, before the summary sorts them), the failed ones and door
- * (NULL: every request routed at once); malloc'd, NULL when out of
- * memory. */
+/* The figures per objective class from the run's per-request TTFTs and
+ * shards (in trace order, before the summary sorts them) and door (NULL:
+ * every request routed at once); malloc'd, NULL when out of memory. */
 cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t,
                                                         const cr_replay_cluster *c,
                                                         const double *ttft_ms,
+                                                        const uint32_t *shard,
                                                         const uint8_t *door);
 
 /* What a run records as it goes, for cr_replay_summarize. */

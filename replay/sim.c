@@ -623,7 +623,8 @@ cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
         st = loop(&s, err);
     cr_replay_admission_result *adm = NULL;
     if (st == CR_OK && c->admission &&
-        !(adm = cr_replay_admission_figures(t, c, s.tally.ttft_ms, s.door)))
+        !(adm = cr_replay_admission_figures(t, c, s.tally.ttft_ms, s.tally.shard,
+                                                 s.door)))
         st = cr_fail(err, CR_ENOMEM, "out of memory for the admission figures");
     if (st == CR_OK)
         st = cr_replay_summarize(t, c, p, window_s, &s.tally, out, err);

@@ -703,10 +703,20 @@ typedef struct cr_replay_class_result {
     /* the same over all the class's requests, served or not: what each
      * tenant asked for (a max-min fair share follows from it) */
     double tenant_asked_ms[CR_REPLAY_TENANTS];
+    /* per CR_REPLAY_FAIR_WINDOW_S of arrivals, the heavy tenant's max-min
+     * fair share of the work served of those arrivals, summed: a tenant is
+     * owed a share of the capacity of the time it asked, not of a quiet
+     * hour before */
+    double heavy_fair_ms;
 } cr_replay_class_result;
+
+#define CR_REPLAY_FAIR_WINDOW_S 60.0 /* twice the door's default longest wait */
 
 typedef struct cr_replay_admission_result {
     double span_s;
+    /* every measured request's shard, TTFT and door, in trace order,
+     * folded into one hash: equal for equal routes */
+    uint64_t routes;
     cr_replay_class_result cls[CR_REPLAY_CLASSES];
 } cr_replay_admission_result;
 
