@@ -29,13 +29,14 @@ struct cr_admit {
     cr_admit_counts objective[CR_ADMIT_MAX_OBJECTIVES + 1];
     double pressure, pressure_at; /* cr_admit_pressure, and its last sample's time */
     int pressured;                   /* any sample yet */
+    int pressed;                     /* above pressure, not yet back to pressure_off */
 };
 
 void cr_admit_config_default(cr_admit_config *cfg)
 {
     *cfg = (cr_admit_config){.max_queued = 1024, .max_per_id = 256, .max_bytes = 64u << 20,
-                             .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.05,
-                             .pressure_tau_s = 5, .quantum = 1,
+                             .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.15,
+                             .pressure_off = 0, .pressure_tau_s = 120, .quantum = 1,
                              .tracked_ids = 64};
 }
 
@@ -52,6 +53,9 @@ cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err)
                        CR_ADMIT_MAX_SLO_MS, cfg->budget_ms);
     if (!(cfg->pressure >= 0 && cfg->pressure <= 1))
         return cr_fail(err, CR_EINVAL, "pressure must be in [0, 1], got %g", cfg->pressure);
+    if (!(cfg->pressure_off >= 0 && cfg->pressure_off <= cfg->pressure))
+        return cr_fail(err, CR_EINVAL, "pressure_off must be in [0, pressure (%g)], got %g",
+                       cfg->pressure, cfg->pressure_off);
     if (!isfinite(cfg->pressure_tau_s) || cfg->pressure_tau_s <= 0 ||
         cfg->pressure_tau_s > 3600)
         return cr_fail(err, CR_EINVAL, "pressure_tau_s must be in (0, 3600], got %g",
@@ -152,22 +156,33 @@ static int room_for(const cr_admit *a, const cr_admit_item *it, double now)
 }
 
 /* a locked: a critical request with an SLO, predicted c at the rule's
- * pick, sampled at now into the share (cr_admit_pressure). */
+ * pick, sampled at now into the share (cr_admit_pressure), and whether
+ * the door is pressed after it. */
 static void sample_pressure(cr_admit *a, const cr_admit_ask *q, const cr_admit_candidate *c,
                             double now)
 {
-    double x = c->ttft_ms > q->slo_ms && c->ttft_ms - c->wait_ms <= q->slo_ms;
+    if (c->ttft_ms - c->wait_ms > q->slo_ms)
+        return; /* its prefill alone misses: no word on the queues */
+    double x = c->ttft_ms > q->slo_ms;
     double dt = now - a->pressure_at;
     double w = !a->pressured ? 1 : dt > 0 ? 1 - exp(-dt / a->cfg.pressure_tau_s) : 0;
     a->pressure += w * (x - a->pressure);
     a->pressure_at = a->pressured && dt < 0 ? a->pressure_at : now;
     a->pressured = 1;
+    /* on above the bound, off only well below it: a door that let the
+     * held work go the moment its own holding had lowered the share
+     * would refill the queues it had just emptied */
+    double off = a->cfg.pressure_off > 0 ? a->cfg.pressure_off : a->cfg.pressure / 2;
+    if (a->pressure > a->cfg.pressure)
+        a->pressed = 1;
+    else if (a->pressure <= off)
+        a->pressed = 0;
 }
 
 /* a locked: 1 when sheddable work must wait for the critical's queues. */
 static int pressed(const cr_admit *a)
 {
-    return a->cfg.pressure > 0 && a->pressure > a->cfg.pressure;
+    return a->cfg.pressure > 0 && a->pressed;
 }
 
 double cr_admit_pressure(cr_admit *a)
@@ -181,16 +196,20 @@ double cr_admit_pressure(cr_admit *a)
 cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_admit_candidate *c,
                                 size_t n, double now, cr_admit_item *it, uint32_t *pick)
 {
-    cr_admit_verdict v = cr_admit_decide(q, c, n, a->cfg.budget_ms, 0, 1, pick);
+    *pick = 0;
     if (!q->has_objective)
-        return v; /* never looked at, counted nowhere */
+        return CR_ADMIT_ROUTE; /* never looked at, counted nowhere */
     pthread_mutex_lock(&a->lock);
     uint32_t id = id_slot_of(a, q);
     int32_t top;
     if (q->priority >= 0 && q->slo_ms > 0 && n)
         sample_pressure(a, q, &c[0], now);
-    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (pressed(a) ||
-        (drr_top(&a->q, &top) && top >= q->priority)))
+    int behind = q->priority < 0 && drr_top(&a->q, &top) && top >= q->priority;
+    /* idle until pressed: below overload the routes are the rule's own */
+    cr_admit_verdict v = CR_ADMIT_ROUTE;
+    if (a->cfg.pressure <= 0 || pressed(a) || behind)
+        v = cr_admit_decide(q, c, n, a->cfg.budget_ms, 0, 1, pick);
+    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (pressed(a) || behind))
         v = CR_ADMIT_HOLD; /* never past a held one of its priority or above */
     if (v == CR_ADMIT_HOLD) {
         double wait = a->cfg.max_wait_ms;
@@ -284,6 +303,7 @@ void cr_admit_stats_read(cr_admit *a, double now, cr_admit_stats *out, cr_admit_
     out->held = a->q.held;
     out->held_bytes = a->held_bytes;
     out->pressure = a->pressure;
+    out->pressed = pressed(a);
     for (uint32_t f = 0; f < a->q.n_flows; f++) { /* each flow's head is its oldest */
         double age = now - a->q.nodes[a->q.flows[f].head].it.arrived_s;
         out->oldest_s = age > out->oldest_s ? age : out->oldest_s;

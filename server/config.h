@@ -93,7 +93,8 @@ typedef struct cr_admit_server_config {
     uint64_t max_held_bytes; /* --admit-max-held-bytes */
     double max_wait_ms;      /* --admit-max-wait-ms */
     uint32_t tracked_ids;    /* --admit-tracked-ids */
-    double pressure;         /* --admit-pressure, a share; 0 = never */
+    double pressure;         /* --admit-pressure, a share; 0 = always acts, by the budget */
+    double pressure_off;     /* --admit-pressure-off; 0 = half of pressure */
     double pressure_tau_s;   /* --admit-pressure-tau-s */
 } cr_admit_server_config;
 

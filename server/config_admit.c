@@ -28,17 +28,23 @@ static const cr_option ADMIT_ROWS[] = {
              "door; empty = no door"},
     {.name = "admit-budget-ms", .key = "budget_ms", .type = CR_OPT_DOUBLE,
      .offset = AT(budget_ms), .def = 0, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
-     .help = "the longest predicted queue wait, ms, a sheddable request is routed into "
-             "(its predicted TTFT within its own SLO too): what keeps room for critical "
-             "traffic; 0 = half the tightest critical SLO of --objectives (none: only its "
-             "own SLO)"},
+     .help = "with --admit-pressure 0, the longest predicted queue wait, ms, a sheddable "
+             "request is routed into (its predicted TTFT within its own SLO too): what "
+             "keeps room for critical traffic; 0 = half the tightest critical SLO of "
+             "--objectives (none: only its own SLO)"},
     {.name = "admit-pressure", .key = "pressure", .type = CR_OPT_DOUBLE,
-     .offset = AT(pressure), .def = 0.05, .min = 0, .max = 1,
+     .offset = AT(pressure), .def = 0.15, .min = 0, .max = 1,
      .help = "the share of critical requests predicted to miss their SLO for the queues "
-             "(their prefill alone would meet it) above which every sheddable request is "
-             "held or shed, averaged over --admit-pressure-tau-s; 0 = never"},
+             "(their prefill alone would meet it), averaged over --admit-pressure-tau-s, "
+             "above which the door acts: every sheddable request is then held or shed; "
+             "below it every request is routed as without a door; 0 = the door always "
+             "acts, by --admit-budget-ms"},
+    {.name = "admit-pressure-off", .key = "pressure_off", .type = CR_OPT_DOUBLE,
+     .offset = AT(pressure_off), .def = 0, .min = 0, .max = 1,
+     .help = "the share the door, once acting, must fall back to before it stops, at most "
+             "--admit-pressure; 0 = half of --admit-pressure"},
     {.name = "admit-pressure-tau-s", .key = "pressure_tau_s", .type = CR_OPT_DOUBLE,
-     .offset = AT(pressure_tau_s), .def = 5, .min = 0.001, .max = 3600,
+     .offset = AT(pressure_tau_s), .def = 120, .min = 0.001, .max = 3600,
      .help = "the time constant, seconds, of the share --admit-pressure bounds"},
     {.name = "admit-max-queued", .key = "max_queued", .type = CR_OPT_U32,
      .offset = AT(max_queued), .def = 0, .min = 0, .max = 0,
@@ -91,6 +97,7 @@ int cr_config_door(const cr_admit_server_config *a, cr_admit_config *cfg, cr_adm
     cfg->budget_ms = a->budget_ms > 0 ? a->budget_ms : tightest_critical(t, *n) / 2;
     cfg->tracked_ids = a->tracked_ids;
     cfg->pressure = a->pressure;
+    cfg->pressure_off = a->pressure_off;
     cfg->pressure_tau_s = a->pressure_tau_s;
     return cr_admit_config_check(cfg, err) == CR_OK ? 1 : -1;
 }

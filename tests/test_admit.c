@@ -7,6 +7,7 @@
  * cost), ready saying no changing nothing, the counts per objective and
  * per id with the overflow under "other", attainment, and threads offering,
  * dispatching and expiring at once with every request accounted for. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -252,6 +253,7 @@ static void fair_share(double cost_a, double cost_b, double quantum)
     cr_admit_config cfg;
     cr_admit_config_default(&cfg);
     cfg.budget_ms = 1000;
+    cfg.pressure = 0; /* the budget alone holds */
     cfg.quantum = quantum;
     cfg.max_per_id = cfg.max_queued;
     cr_admit *a = cr_admit_new(&cfg, NULL, 0, &(cr_error){{0}});
@@ -284,6 +286,7 @@ static void test_fairness_interleaved(void)
     cr_admit_config cfg;
     cr_admit_config_default(&cfg);
     cfg.budget_ms = 1000;
+    cfg.pressure = 0; /* the budget alone holds */
     cfg.max_queued = 4096;
     cfg.max_per_id = 4096;
     cr_admit *a = cr_admit_new(&cfg, NULL, 0, &(cr_error){{0}});
@@ -319,15 +322,29 @@ static cr_admit_verdict offer_idle(cr_admit *a, uint64_t handle, double now)
     return cr_admit_offer(a, &q, &idle, 1, now, &it, &pick);
 }
 
+/* A sheddable request of tenant "t" offered at now with candidate c. */
+static cr_admit_verdict offer_on(cr_admit *a, uint64_t handle, const cr_admit_candidate *c,
+                                 double now)
+{
+    cr_admit_ask q = {.has_objective = 1, .objective = 1, .priority = -1, .fairness = "t",
+                      .fairness_len = 1};
+    cr_admit_item it = {.handle = handle, .cost = 1};
+    uint32_t pick;
+    return cr_admit_offer(a, &q, c, 1, now, &it, &pick);
+}
+
 /* The pressure: critical requests that the queues make miss raise it
- * (one whose prefill alone misses does not); above the bound a sheddable
- * request is held however idle its candidate, and nothing is dispatched;
+ * (one whose prefill alone misses is no sample); until it is above the
+ * bound the door is idle (a sheddable request is routed whatever its
+ * queue); above it a sheddable request is held however idle its
+ * candidate, and nothing is dispatched, until it falls to pressure_off;
  * critical ones that meet their SLO bring it down with time. */
 static void test_pressure(void)
 {
     cr_admit_config cfg;
     cr_admit_config_default(&cfg);
-    CU_ASSERT_DOUBLE_EQUAL(cfg.pressure, 0.05, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cfg.pressure, 0.15, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cfg.pressure_tau_s, 120, 1e-12);
     cfg.budget_ms = 1000;
     cfg.pressure_tau_s = 5;
     cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
@@ -336,35 +353,75 @@ static void test_pressure(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     const cr_admit_candidate slow = {0, 0, 4000};    /* its prefill alone misses */
     const cr_admit_candidate queued = {0, 1500, 2500}; /* the queue makes it miss */
+    const cr_admit_candidate long_queue = {0, 5000, 5100}; /* far over the budget */
     CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(a), 0, 0); /* none before any sample */
     cr_admit_ask crit = {.has_objective = 1, .objective = 0, .priority = 0, .slo_ms = 2000};
     cr_admit_item it = {.cost = 1};
     uint32_t pick;
-    for (int i = 1; i <= 10; i++)
+    cr_admit_stats st;
+    /* idle: a sheddable request with a queue far over the budget is routed */
+    CU_ASSERT_EQUAL(offer_on(a, 1, &long_queue, 1), CR_ADMIT_ROUTE);
+    cr_admit_offer(a, &crit, &idle, 1, 1, &it, &pick);
+    for (int i = 2; i <= 10; i++) /* no samples: the share stays where it was */
         cr_admit_offer(a, &crit, &slow, 1, i, &it, &pick);
     CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(a), 0, 1e-12);
-    CU_ASSERT_EQUAL(offer_idle(a, 1, 10), CR_ADMIT_ROUTE);
-    for (int i = 11; i <= 20; i++)
+    cr_admit_offer(a, &crit, &queued, 1, 11, &it, &pick); /* 1 - e^-2 of the way up */
+    CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(a), 1 - exp(-10.0 / 5), 1e-9);
+    for (int i = 12; i <= 20; i++)
         cr_admit_offer(a, &crit, &queued, 1, i, &it, &pick);
     CU_ASSERT(cr_admit_pressure(a) > 0.8);
     CU_ASSERT_EQUAL(offer_idle(a, 2, 20), CR_ADMIT_HOLD); /* idle, yet held */
     cr_admit_item out;
     CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0); /* nothing goes while pressed */
     CU_ASSERT_EQUAL(cr_admit_offer(a, &crit, &queued, 1, 20, &it, &pick), CR_ADMIT_ROUTE);
+    /* down through the bound (0.15) it stays pressed; at half of it, off */
     double t_s = 20;
-    while (cr_admit_pressure(a) > 0.05 && t_s < 100)
+    while (cr_admit_pressure(a) > 0.15 && t_s < 100)
         cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
-    CU_ASSERT(t_s > 30 && t_s < 40); /* e^-dt/5 a second: 1 -> 0.05 in ~15 s */
+    cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.pressed, 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0);
+    while (cr_admit_pressure(a) > 0.075 && t_s < 100)
+        cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
+    CU_ASSERT(t_s > 30 && t_s < 40); /* e^-dt/5 a second: 1 -> 0.075 in ~13 s */
+    cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.pressed, 0);
+    CU_ASSERT_DOUBLE_EQUAL(st.pressure, cr_admit_pressure(a), 1e-12);
+    /* a new one waits behind the held one, which goes first */
+    CU_ASSERT_EQUAL(offer_idle(a, 3, t_s), CR_ADMIT_HOLD);
     CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 2);
-    cr_admit_stats st;
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(out.handle, 3);
+    CU_ASSERT_EQUAL(offer_on(a, 4, &long_queue, t_s), CR_ADMIT_ROUTE); /* idle again */
+    cr_admit_free(a);
+    /* an explicit off level */
+    cfg.pressure_off = 0.1;
+    a = cr_admit_new(&cfg, t, 2, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    cr_admit_offer(a, &crit, &queued, 1, 1, &it, &pick);
+    t_s = 1;
+    while (cr_admit_pressure(a) > 0.1 && t_s < 100)
+        cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
     cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
-    CU_ASSERT_DOUBLE_EQUAL(st.pressure, cr_admit_pressure(a), 1e-12);
+    CU_ASSERT_EQUAL(st.pressed, 0);
+    CU_ASSERT_EQUAL(offer_on(a, 5, &long_queue, t_s), CR_ADMIT_ROUTE);
+    cr_admit_free(a);
+    /* without a bound the budget alone decides, at once */
+    cfg.pressure = 0;
+    cfg.pressure_off = 0;
+    a = cr_admit_new(&cfg, t, 2, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_EQUAL(offer_on(a, 6, &long_queue, 1), CR_ADMIT_HOLD);
     cr_admit_free(a);
     cfg.pressure = 1.5;
     CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "pressure must be in [0, 1], got 1.5");
-    cfg.pressure = 0.05;
+    cfg.pressure = 0.1;
+    cfg.pressure_off = 0.2;
+    CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
+    CU_ASSERT_STRING_EQUAL(err.msg, "pressure_off must be in [0, pressure (0.1)], got 0.2");
+    cfg.pressure_off = 0;
     cfg.pressure_tau_s = 0;
     CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "pressure_tau_s must be in (0, 3600], got 0");

@@ -952,6 +952,7 @@ static void test_door_sheds(void)
     cr_admit_config ac;
     cr_admit_config_default(&ac);
     ac.max_queued = ac.max_per_id = 0; /* no queue: what it would hold is shed */
+    ac.pressure = 0;                   /* the door acts at once, by each request's SLO */
     CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f.core, &ac, t, n, &err), CR_OK);
     /* an SLO of 0.001 ms: no prefill is that fast */
     cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);

@@ -2,7 +2,8 @@
  * same for every run and per session; policies without a door serve everything and their
  * routes do not change with objectives on; cacheroute-door under overload
  * holds and sheds only batch requests, every measured request is served,
- * shed or dropped once, and below overload it refuses nothing; a door
+ * shed or dropped once, and below overload it refuses and holds nothing
+ * and routes as without a door; a door
  * policy needs the cluster's admission. */
 #include <math.h>
 #include <string.h>
@@ -114,15 +115,23 @@ static void test_door_under_overload(void)
     CU_ASSERT_EQUAL(r.requests, in->served + b->served);
     cr_replay_result again = run(&t, &c, 1); /* deterministic */
     CU_ASSERT_EQUAL(memcmp(again.admission, r.admission, sizeof *r.admission), 0);
+    /* the routes' hash sees a door that acts */
+    cr_replay_result plain = run(&t, &c, 0);
+    CU_ASSERT_NOT_EQUAL(plain.admission->routes, r.admission->routes);
+    cr_replay_result_free(&plain);
     cr_replay_result_free(&r);
     cr_replay_result_free(&again);
-    /* below overload: nothing refused */
+    /* below overload: nothing refused, nothing held, and the routes are
+     * those without a door */
     cr_replay_trace_free(&t);
     open_run(&t, &c, 2);
     c.admission = &a;
     r = run(&t, &c, 1);
     CU_ASSERT_EQUAL(r.failed_requests, 0);
-    CU_ASSERT_EQUAL(r.admission->cls[1].shed + r.admission->cls[1].dropped, 0);
+    CU_ASSERT_EQUAL(r.admission->cls[1].shed + r.admission->cls[1].held, 0);
+    plain = run(&t, &c, 0);
+    CU_ASSERT_EQUAL(plain.admission->routes, r.admission->routes);
+    cr_replay_result_free(&plain);
     cr_replay_result_free(&r);
     /* a door needs the objectives */
     c.admission = NULL;

@@ -116,10 +116,13 @@ typedef struct cr_admit_config {
     uint32_t max_per_id;     /* held at once per fairness id */
     uint64_t max_bytes;      /* held bytes at once (the requests' copies) */
     double max_wait_ms;      /* the longest a request is held; then dropped (429) */
-    double budget_ms;        /* the longest queue sheddable work joins (cr_admit_decide); 0 = none */
-    double pressure;         /* sheddable work waits while the share of critical requests
-                              * that queues make miss their SLO (cr_admit_pressure) is above
-                              * this, in [0, 1]; 0 = never */
+    double budget_ms;        /* the longest queue sheddable work joins (cr_admit_decide) and
+                              * held work is dispatched to; 0 = none */
+    double pressure;         /* the door acts once the share of critical requests that
+                              * queues make miss their SLO (cr_admit_pressure) is above
+                              * this, in [0, 1]; 0 = it always acts, by the budget alone */
+    double pressure_off;     /* ... and stops once it is back at or below this, in
+                              * [0, pressure]; 0 = half of pressure */
     double pressure_tau_s;   /* that share's time constant, > 0 */
     double quantum;          /* deficit round robin: work credited per turn, > 0 */
     uint32_t tracked_ids;    /* fairness ids counted apart; the rest are "other" */
@@ -127,7 +130,7 @@ typedef struct cr_admit_config {
 
 /* The defaults: 1024 held, 256 per id, 64 MiB, 30 s wait, budget 0 (set
  * to half the tightest critical SLO of the table by the caller), pressure
- * 0.05 over 5 s, quantum 1
+ * on above 0.15 and off at 0.075, over 120 s, quantum 1
  * (the items' cost unit: a request each unless the caller weighs them),
  * 64 tracked ids. */
 void cr_admit_config_default(cr_admit_config *cfg);
@@ -165,8 +168,13 @@ const cr_admit_config *cr_admit_config_of(const cr_admit *a);
 /* The table it was made with. */
 const cr_admit_objective *cr_admit_objectives(const cr_admit *a, size_t *n);
 
-/* The door's verdict for q at now over the candidates: cr_admit_decide
- * with the config's budget and the wait q has left, then the queue:
+/* The door's verdict for q at now over the candidates. With a pressure
+ * bound the door is idle until it is pressed (cr_admit_pressure): every
+ * request is ROUTE at the first candidate (the rule's pick), exactly as
+ * without a door. Pressed, or with no pressure bound, or while anything
+ * of q's priority or above is held: cr_admit_decide with the config's
+ * budget and the wait q has left, a sheddable request held whenever
+ * pressed, then the queue:
  *   ROUTE  counted admitted; but a sheddable request is held instead
  *          (when there is room) while any request of its priority or above
  *          is held: a new arrival never passes a held one
@@ -183,12 +191,13 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
  * that the queues make miss it, as predicted at the rule's pick (the
  * candidates' first, given to cr_admit_offer): 1 when its ttft_ms is over
  * the SLO while its prefill alone (ttft_ms - wait_ms) is within it, else
- * 0 (a request too long for its SLO on an idle engine says nothing of the
- * queues). Averaged with weight 1 - exp(-dt / pressure_tau_s) for a
- * sample dt after the one before; 0 before any. While it is above the
- * config's pressure no sheddable request is routed or dispatched: the
- * critical traffic already misses for the queues, and sheddable work
- * would lengthen them. Thread-safe. */
+ * 0; a request too long for its SLO on an idle engine says nothing of the
+ * queues and is no sample. Averaged with weight 1 - exp(-dt /
+ * pressure_tau_s) for a sample dt after the one before; 0 before any.
+ * The door is pressed from when it rises above the config's pressure
+ * until it falls to pressure_off; pressed, no sheddable request is routed
+ * or dispatched: the critical traffic already misses for the queues, and
+ * sheddable work would lengthen them. Thread-safe. */
 double cr_admit_pressure(cr_admit *a);
 
 /* 1 when a request of priority would be held behind one already held
@@ -240,6 +249,7 @@ typedef struct cr_admit_stats {
     uint64_t held_bytes; /* their bytes */
     double oldest_s;     /* the longest any has been held, at the read's now */
     double pressure;     /* cr_admit_pressure */
+    int pressed;         /* the door acts (cr_admit_offer) */
     /* per objective: [0..n_objectives) the table's, [n_objectives] none */
     size_t n_objectives;
     cr_admit_counts objective[CR_ADMIT_MAX_OBJECTIVES + 1];

@@ -31,13 +31,16 @@ static void bounds(cr_page *p, const cr_admit_config *cfg)
     cr_page_family(p, name, "gauge",
                    "The door's bounds (--admit-*): held requests in all and per fairness id, "
                    "held bytes, the longest wait in ms, the sheddable budget in ms, the "
-                   "pressure bound (a share) and its time constant in s, fairness ids tracked.");
+                   "pressure bounds (shares: on above, off at or below) and their time "
+                   "constant in s, fairness ids tracked.");
     cr_page_sample(p, name, "bound=\"max_queued\"", cfg->max_queued);
     cr_page_sample(p, name, "bound=\"max_per_id\"", cfg->max_per_id);
     cr_page_sample(p, name, "bound=\"max_held_bytes\"", (double)cfg->max_bytes);
     cr_page_sample(p, name, "bound=\"max_wait_ms\"", cfg->max_wait_ms);
     cr_page_sample(p, name, "bound=\"budget_ms\"", cfg->budget_ms);
     cr_page_sample(p, name, "bound=\"pressure\"", cfg->pressure);
+    cr_page_sample(p, name, "bound=\"pressure_off\"",
+                   cfg->pressure_off > 0 ? cfg->pressure_off : cfg->pressure / 2);
     cr_page_sample(p, name, "bound=\"pressure_tau_s\"", cfg->pressure_tau_s);
     cr_page_sample(p, name, "bound=\"tracked_ids\"", cfg->tracked_ids);
 }
@@ -46,9 +49,13 @@ static void held(cr_page *p, const cr_admit_stats *st)
 {
     cr_page_family(p, "cacheroute_door_pressure", "gauge",
                    "The share of critical requests predicted to miss their SLO for the queues, "
-                   "averaged (sheddable requests wait while it is above "
-                   "bound=\"pressure\").");
+                   "averaged (the door acts from when it rises above bound=\"pressure\" "
+                   "until it falls to bound=\"pressure_off\").");
     cr_page_sample(p, "cacheroute_door_pressure", NULL, st->pressure);
+    cr_page_family(p, "cacheroute_door_pressed", "gauge",
+                   "1 while the door acts (sheddable requests held or shed), 0 while every "
+                   "request is routed as without a door.");
+    cr_page_sample(p, "cacheroute_door_pressed", NULL, st->pressed);
     cr_page_family(p, "cacheroute_door_held", "gauge", "Requests the door holds now.");
     cr_page_sample(p, "cacheroute_door_held", NULL, st->held);
     cr_page_family(p, "cacheroute_door_held_bytes", "gauge", "Bytes its held requests take.");

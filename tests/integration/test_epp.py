@@ -692,12 +692,14 @@ class ShedTest(EppTestCase):
 
 
 class DoorTest(EppTestCase):
-    """--objectives through the picker: overload is many outstanding routes
-    (Route calls with request ids, never reported) on two endpoints, so every
-    prediction passes the batch objective's 1 s SLO. Before it, batch is
-    routed; under it, batch gets 429 with x-cacheroute-shed: slo and
-    interactive (critical, same headers otherwise) is still routed; no 429
-    for anything but the sheddable objective."""
+    """--objectives through the picker, the door at its defaults: overload
+    is many outstanding routes (Route calls with request ids, never
+    reported) on two endpoints, so every prediction passes the interactive
+    objective's 2 s SLO. Before it, batch is routed; under it, the first
+    interactive request (critical: routed) is predicted to miss for the
+    queues, which presses the door (cacheroute_door_pressed 1), and from
+    then on batch gets 429 with x-cacheroute-shed: slo while interactive
+    is still routed; no 429 for anything but the sheddable objective."""
     FLAGS = ("--objectives", "interactive:0:2000,batch:-1:1000")
     N = 2
 
@@ -714,13 +716,16 @@ class DoorTest(EppTestCase):
         items = [P.cr.RouteItem(prompt_tokens=200000, request_id="load-%d" % i)
                  for i in range(32)]
         stub.Route(P.cr.RouteRequest(requests=items), timeout=h.RPC_TIMEOUT)
+        self.assertEqual(metric(self.cl.metrics(), "cacheroute_door_pressed"), 0)
         for i in range(5):
+            res = self.send("interactive", "overload interactive %d" % i)
+            self.assertRouted(res, chat("overload interactive %d" % i), n_dest=2)
             res = self.send("batch", "overload batch %d" % i)
             im = self.assertImmediate(res, 429, "shed")
             self.assertEqual(im["headers"].get("x-cacheroute-shed"), "slo", im)
-            res = self.send("interactive", "overload interactive %d" % i)
-            self.assertRouted(res, chat("overload interactive %d" % i), n_dest=2)
         m = self.cl.metrics()
+        self.assertEqual(metric(m, "cacheroute_door_pressed"), 1)
+        self.assertGreater(metric(m, "cacheroute_door_pressure"), 0.15)
         self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
                                 verdict="shed"), 5)
         self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",

@@ -129,12 +129,14 @@ class RouteTest(h.SidecarTestCase):
 
 class RouteDoorTest(h.SidecarTestCase):
     """--objectives: the door's word in RouteDecision.door, and its counts on
-    /metrics. An SLO of 0.001 ms no prefill meets: a sheddable request is
-    shed, a critical one routed, one without an objective never looked at."""
+    /metrics. With --admit-pressure 0 the door acts at once: an SLO of
+    0.001 ms no prefill meets, so a sheddable request is shed, a critical
+    one routed, one without an objective never looked at."""
 
     def setUp(self):
         self.sc = self.start_sidecar("--n-shards", "4", "--block-tokens", str(BT),
                                      "--objectives", "interactive:0:2000,batch:-1:30000",
+                                     "--admit-pressure", "0",
                                      "--metrics-listen", "127.0.0.1:0")
         self.stub = self.sc.stub()
 

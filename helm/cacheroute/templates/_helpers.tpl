@@ -125,6 +125,7 @@ separately.
 - objectives=objectives
 - admitBudgetMs=admit-budget-ms
 - admitPressure=admit-pressure
+- admitPressureOff=admit-pressure-off
 - admitPressureTauS=admit-pressure-tau-s
 - admitMaxQueued=admit-max-queued
 - admitMaxPerId=admit-max-per-id
