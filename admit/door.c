@@ -165,10 +165,14 @@ static void sample_pressure(cr_admit *a, const cr_admit_ask *q, const cr_admit_c
         return; /* its prefill alone misses: no word on the queues */
     double x = c->ttft_ms > q->slo_ms;
     double dt = now - a->pressure_at;
-    double w = !a->pressured ? 1 : dt > 0 ? 1 - exp(-dt / a->cfg.pressure_tau_s) : 0;
-    a->pressure += w * (x - a->pressure);
-    a->pressure_at = a->pressured && dt < 0 ? a->pressure_at : now;
-    a->pressured = 1;
+    if (!a->pressured) { /* the first sample is the whole average */
+        a->pressure = x;
+        a->pressure_at = now;
+        a->pressured = 1;
+    } else if (dt > 0) { /* a clock read out of order weighs nothing */
+        a->pressure += (1 - exp(-dt / a->cfg.pressure_tau_s)) * (x - a->pressure);
+        a->pressure_at = now;
+    }
     /* on above the bound, off only well below it: a door that let the
      * held work go the moment its own holding had lowered the share
      * would refill the queues it had just emptied */

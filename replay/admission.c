@@ -19,11 +19,11 @@ void cr_replay_admission_default(cr_replay_admission *a)
     a->door.budget_ms = a->interactive_slo_ms / 2;
 }
 
-void cr_replay_admission_of(const cr_replay_admission *a, const cr_replay_request *r,
-                            unsigned *cls, unsigned *tenant)
+void cr_replay_admission_of(const cr_replay_admission *a, int64_t owner, unsigned *cls,
+                            unsigned *tenant)
 {
-    double u = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ CLASS_STREAM), (uint64_t)r->owner));
-    double v = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ TENANT_STREAM), (uint64_t)r->owner));
+    double u = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ CLASS_STREAM), (uint64_t)owner));
+    double v = cr_replay_unit(cr_replay_draw(cr_mix64(a->seed ^ TENANT_STREAM), (uint64_t)owner));
     *cls = u < a->interactive_share ? 0 : 1;
     *tenant = v < a->heavy_share ? 0 : 1;
 }
@@ -83,7 +83,7 @@ cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t
     double slo[CR_REPLAY_CLASSES] = {a->interactive_slo_ms, a->batch_slo_ms};
     for (size_t i = w; i < t->n; i++) {
         unsigned k, tenant;
-        cr_replay_admission_of(a, &t->reqs[i], &k, &tenant);
+        cr_replay_admission_of(a, t->reqs[i].owner, &k, &tenant);
         cr_replay_class_result *r = &out->cls[k];
         uint8_t d = door ? door[i] : CR_REPLAY_DOOR_ROUTED;
         r->requests++;

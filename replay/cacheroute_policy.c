@@ -223,9 +223,8 @@ static cr_status open_door(policy_state *s, cr_error *err)
 /* The objective and tenant of a request of owner's session. */
 static cr_admit_ask ask_of(const policy_state *s, int64_t owner)
 {
-    cr_replay_request r = {.owner = owner};
     unsigned cls, tenant;
-    cr_replay_admission_of(s->door, &r, &cls, &tenant);
+    cr_replay_admission_of(s->door, owner, &cls, &tenant);
     return (cr_admit_ask){.has_objective = 1, .objective = cls, .priority = cls ? -1 : 0,
                           .slo_ms = cls ? s->door->batch_slo_ms : s->door->interactive_slo_ms,
                           .fairness = tenant ? "light" : "heavy", .fairness_len = 5};

@@ -682,8 +682,9 @@ typedef struct cr_replay_admission {
 /* The defaults above; the door's bounds cr_admit_config_default's with a
  * budget of half the interactive SLO. */
 void cr_replay_admission_default(cr_replay_admission *a);
-/* r's objective class and tenant. Pure. */
-void cr_replay_admission_of(const cr_replay_admission *a, const cr_replay_request *r,
+/* The objective class and tenant of owner's session: every request of a
+ * session shares them, as a deployment's do. Pure. */
+void cr_replay_admission_of(const cr_replay_admission *a, int64_t owner,
                             unsigned *cls, unsigned *tenant);
 /* The objectives' table text the door is given ("interactive:0:2000,
  * batch:-1:30000") into buf. */
