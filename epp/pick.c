@@ -200,7 +200,8 @@ static void refused(const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
                                           : 1;
     cr_fail(err, CR_EINVAL, "shed: %s, predicted TTFT %.0f ms (the door)",
             queued ? "queued, no endpoint meets its TTFT objective now"
-                   : "no endpoint meets its TTFT objective",
+                   : "no endpoint meets its TTFT objective, or critical traffic misses "
+                     "its own for the queues (the door is pressed)",
             a->queue_wait_ms + a->prefill_ms);
     fail(out, 429, CR_EPP_ERR_SHED);
 }
