@@ -40,18 +40,49 @@ static int by_value(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Work asked and served per window, class and tenant. */
-typedef struct fair_window {
-    double asked[CR_REPLAY_CLASSES][CR_REPLAY_TENANTS];
-    double served[CR_REPLAY_CLASSES][CR_REPLAY_TENANTS];
-} fair_window;
+/* A held request's arrival at the door, or its leaving it: dropped at
+ * its deadline, or sent (dispatched). At one instant the door drops the
+ * expired, then dispatches, then takes the new arrivals: the order of
+ * the kinds. */
+enum { HELD_DROPPED, HELD_SENT, HELD_ARRIVED };
+typedef struct held_event {
+    double at;
+    int kind;
+    unsigned tenant;
+    double work;
+} held_event;
 
-/* Max-min over one window: half the work served each, or all a tenant
- * asked for when less, the rest to the other. */
-static double heavy_fair(const fair_window *f, unsigned k)
+static int by_time_then_kind(const void *x, const void *y)
 {
-    double served = f->served[k][0] + f->served[k][1];
-    return served - fmin(f->asked[k][1], served / 2);
+    const held_event *a = x, *b = y;
+    return a->at < b->at ? -1 : a->at > b->at ? 1 : a->kind - b->kind;
+}
+
+/* Over the dispatches in ev[0..n) (sorted), the work each tenant was
+ * sent and the heavy one's max-min fair share of it: at each dispatch
+ * instant, of the work sent then, half each, or all that a tenant had
+ * held when less (what the round robin owes). */
+static void dispatch_shares(const held_event *ev, size_t n, double *sent, double *heavy_fair)
+{
+    double held[CR_REPLAY_TENANTS] = {0, 0};
+    for (size_t i = 0; i < n;) {
+        if (ev[i].kind != HELD_SENT) {
+            held[ev[i].tenant] += ev[i].kind == HELD_ARRIVED ? ev[i].work : -ev[i].work;
+            i++;
+            continue;
+        }
+        double now[CR_REPLAY_TENANTS] = {0, 0};
+        size_t j = i;
+        for (; j < n && ev[j].kind == HELD_SENT && ev[j].at == ev[i].at; j++)
+            now[ev[j].tenant] += ev[j].work;
+        double all = now[0] + now[1];
+        *heavy_fair += fmin(held[0], all - fmin(held[1], all / 2));
+        for (unsigned u = 0; u < CR_REPLAY_TENANTS; u++) {
+            sent[u] += now[u];
+            held[u] -= now[u];
+        }
+        i = j;
+    }
 }
 
 /* Folds x into h (the routes' hash). */
@@ -61,25 +92,24 @@ cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t
                                                         const cr_replay_cluster *c,
                                                         const double *ttft_ms,
                                                         const uint32_t *shard,
-                                                        const uint8_t *door)
+                                                        const uint8_t *door,
+                                                        const double *left_s)
 {
     const cr_replay_admission *a = c->admission;
     size_t w = c->warmup;
-    double t0 = t->n > w ? cr_replay_arrival_s(&t->reqs[w], c) : 0;
-    size_t n_win = t->n > w ? (size_t)((cr_replay_arrival_s(&t->reqs[t->n - 1], c) - t0) /
-                                       CR_REPLAY_FAIR_WINDOW_S) + 1
-                            : 1;
     cr_replay_admission_result *out = calloc(1, sizeof *out);
-    fair_window *win = calloc(n_win, sizeof *win);
     double *ttft[CR_REPLAY_CLASSES] = {malloc(t->n * sizeof(double)),
                                        malloc(t->n * sizeof(double))};
-    if (!out || !win || !ttft[0] || !ttft[1]) {
+    held_event *ev = malloc(4 * t->n * sizeof *ev); /* two a request, per class */
+    if (!out || !ttft[0] || !ttft[1] || !ev) {
         free(out);
-        free(win);
         free(ttft[0]);
         free(ttft[1]);
+        free(ev);
         return NULL;
     }
+    held_event *class_ev[CR_REPLAY_CLASSES] = {ev, ev + 2 * t->n};
+    size_t n_ev[CR_REPLAY_CLASSES] = {0, 0};
     double slo[CR_REPLAY_CLASSES] = {a->interactive_slo_ms, a->batch_slo_ms};
     for (size_t i = w; i < t->n; i++) {
         unsigned k, tenant;
@@ -92,11 +122,16 @@ cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t
         r->shed += d == CR_REPLAY_DOOR_SHED;
         r->dropped += d == CR_REPLAY_DOOR_DROPPED;
         double work = cr_prefill_ms(&c->truth.prefill, 0, t->reqs[i].input_tokens);
-        size_t j = (size_t)fmax(0, (cr_replay_arrival_s(&t->reqs[i], c) - t0) /
-                                           CR_REPLAY_FAIR_WINDOW_S);
-        fair_window *f = &win[j < n_win ? j : n_win - 1];
         r->tenant_asked_ms[tenant] += work;
-        f->asked[k][tenant] += work;
+        if ((d == CR_REPLAY_DOOR_HELD || d == CR_REPLAY_DOOR_DROPPED) && left_s) {
+            double at = cr_replay_arrival_s(&t->reqs[i], c);
+            held_event *e = &class_ev[k][n_ev[k]];
+            e[0] = (held_event){at, HELD_ARRIVED, tenant, work};
+            e[1] = (held_event){fmax(at, left_s[i]),
+                                d == CR_REPLAY_DOOR_DROPPED ? HELD_DROPPED : HELD_SENT, tenant,
+                                work};
+            n_ev[k] += 2;
+        }
         out->routes = fold(out->routes, (uint64_t)i << 8 | d);
         if (d == CR_REPLAY_DOOR_SHED || d == CR_REPLAY_DOOR_DROPPED)
             continue; /* no shard, no TTFT */
@@ -106,14 +141,15 @@ cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t
         ttft[k][r->served++] = ttft_ms[i];
         r->tenant_served[tenant]++;
         r->tenant_work_ms[tenant] += work;
-        f->served[k][tenant] += work;
         r->met += slo[k] <= 0 || ttft_ms[i] <= slo[k];
     }
     out->span_s = cr_replay_arrival_s(&t->reqs[t->n - 1], c) - cr_replay_arrival_s(&t->reqs[w], c);
-    for (size_t j = 0; j < n_win; j++)
-        for (unsigned k = 0; k < CR_REPLAY_CLASSES; k++)
-            out->cls[k].heavy_fair_ms += heavy_fair(&win[j], k);
-    free(win);
+    for (unsigned k = 0; k < CR_REPLAY_CLASSES; k++) {
+        qsort(class_ev[k], n_ev[k], sizeof *ev, by_time_then_kind);
+        dispatch_shares(class_ev[k], n_ev[k], out->cls[k].dispatched_work_ms,
+                        &out->cls[k].heavy_fair_dispatched_ms);
+    }
+    free(ev);
     for (unsigned k = 0; k < CR_REPLAY_CLASSES; k++) {
         cr_replay_class_result *r = &out->cls[k];
         r->goodput_per_s = out->span_s > 0 ? r->met / out->span_s : NAN;

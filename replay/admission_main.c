@@ -15,7 +15,9 @@
  *   SCALES    comma-separated load scales (arrivals x scale)
  *   POLICIES  comma-separated, of the six below (default: all six)
  * shed and held shares, the batch service per tenant against its max-min
- * fair share (over the run, and per CR_REPLAY_FAIR_WINDOW_S of arrivals),
+ * fair share over the run, the heavy tenant's share of the held work
+ * dispatched against its max-min fair share of it (and that work's share
+ * of all served),
  * and a hash of the routes (equal for equal routes).
  * CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE, CR_ADMIT_PRESSURE_OFF and
  * CR_ADMIT_PRESSURE_TAU_S override the door's sheddable budget (ms),
@@ -104,13 +106,15 @@ static void row(const char *w, double scale, const char *policy, const cr_replay
         /* max-min: half the work served, or all the light one left over
          * when it asked for less than half */
         double fair = work > 0 ? fmax(0.5, 1 - c->tenant_asked_ms[1] / work) : NAN;
-        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\t%.3f\t%.3f\t%016llx\n",
+        double sent = c->dispatched_work_ms[0] + c->dispatched_work_ms[1];
+        printf("%s\t%g\t%s\t%s\t%zu\t%.4f\t%.4f\t%.1f\t%.4f\t%.4f\t%.4f\t%zu\t%zu\t%zu\t%zu\t%.3f\t%.1f\t%.3f\t%.3f\t%016llx\t%.3f\t%.3f\n",
                w, scale, policy, names[k], c->requests, c->goodput_per_s, c->attainment,
                c->ttft_p99_ms, c->shed / n, c->dropped / n, c->held / n,
                c->tenant_requests[0], c->tenant_served[0], c->tenant_requests[1],
                c->tenant_served[1], work > 0 ? c->tenant_work_ms[0] / work : NAN, r->ttft_p99_ms,
-               fmin(fair, 1), work > 0 ? c->heavy_fair_ms / work : NAN,
-               (unsigned long long)a->routes);
+               fmin(fair, 1), sent > 0 ? c->dispatched_work_ms[0] / sent : NAN,
+               (unsigned long long)a->routes, sent > 0 ? c->heavy_fair_dispatched_ms / sent : NAN,
+               work > 0 ? sent / work : NAN);
     }
     fflush(stdout);
 }
@@ -152,8 +156,8 @@ int main(int argc, char **argv)
     cr_core_config_default(&core);
     printf("workload\tscale\tpolicy\tobjective\trequests\tgoodput_per_s\tattainment\t"
            "ttft_p99_ms\tshed\tdropped\theld\theavy_requests\theavy_served\tlight_requests\t"
-           "light_served\theavy_work_share\tall_p99_ms\theavy_fair_share\theavy_fair_share_60s\t"
-           "routes\n");
+           "light_served\theavy_work_share\tall_p99_ms\theavy_fair_share\theavy_dispatched_share\t"
+           "routes\theavy_dispatched_fair_share\tdispatched_share\n");
     const char *only = argc > 4 ? argv[4] : NULL;
     for (size_t k = 0; only && k < N_POLICIES && !chosen(only, POLICIES[k]); k++)
         if (k + 1 == N_POLICIES) {

@@ -207,13 +207,15 @@ static inline double cr_replay_arrival_s(const cr_replay_request *r, const cr_re
 enum { CR_REPLAY_DOOR_ROUTED, CR_REPLAY_DOOR_HELD, CR_REPLAY_DOOR_SHED, CR_REPLAY_DOOR_DROPPED };
 
 /* The figures per objective class from the run's per-request TTFTs and
- * shards (in trace order, before the summary sorts them) and door (NULL:
- * every request routed at once); malloc'd, NULL when out of memory. */
+ * shards (in trace order, before the summary sorts them), door and
+ * left_s, when each left the door (both NULL: every request routed at
+ * its arrival); malloc'd, NULL when out of memory. */
 cr_replay_admission_result *cr_replay_admission_figures(const cr_replay_trace *t,
                                                         const cr_replay_cluster *c,
                                                         const double *ttft_ms,
                                                         const uint32_t *shard,
-                                                        const uint8_t *door);
+                                                        const uint8_t *door,
+                                                        const double *left_s);
 
 /* What a run records as it goes, for cr_replay_summarize. */
 typedef struct cr_replay_tally {

@@ -202,6 +202,7 @@ typedef struct sim {
     double next_scrape_s;
     cr_replay_tally tally;
     uint8_t *door; /* with admission: per request, CR_REPLAY_DOOR_* */
+    double *left_s; /* with admission: per request, when it left the door */
 } sim;
 
 static void sim_free(sim *s)
@@ -220,6 +221,7 @@ static void sim_free(sim *s)
     free(s->queued);
     free(s->blocks_held);
     free(s->door);
+    free(s->left_s);
     free(s->foreign_held);
     free(s->scraped);
     cr_replay_tally_free(&s->tally);
@@ -291,7 +293,8 @@ static cr_status sim_init(sim *s, cr_error *err)
     if (!s->caches || !s->queues || !s->busy_until || !s->backlog_ms || !s->queued ||
         !s->blocks_held ||
         cr_replay_tally_init(&s->tally, s->t->n, R, s->c->events || s->c->admission) != 0 ||
-        (s->c->admission && !(s->door = calloc(s->t->n, sizeof *s->door))) ||
+        (s->c->admission && (!(s->door = calloc(s->t->n, sizeof *s->door)) ||
+                             !(s->left_s = calloc(s->t->n, sizeof *s->left_s)))) ||
         (s->c->events && members_init(s) != 0) || outside_init(s) != 0)
         return cr_fail(err, CR_ENOMEM, "out of memory for %u shards", R);
     s->tally.warmup = s->c->warmup;
@@ -516,6 +519,7 @@ static cr_status dispatch_held(sim *s, double now, const cr_replay_view *v, int 
     int got;
     while ((got = p->dispatch(p->state, &r, &k, &held_ms)) == 1) {
         size_t i = (size_t)(r - s->t->reqs);
+        s->left_s[i] = now;
         if (k == CR_REPLAY_SHED) {
             refused(s, i, 1);
             continue;
@@ -580,6 +584,8 @@ static cr_status loop(sim *s, cr_error *err)
         if (st != CR_OK)
             return st;
         uint32_t k = p->route(p->state, r, &v);
+        if (s->left_s)
+            s->left_s[i] = now; /* a held one's is its dispatch or drop */
         if (p->dispatch && (k == CR_REPLAY_SHED || k == CR_REPLAY_HELD)) {
             if (k == CR_REPLAY_SHED)
                 refused(s, i, 0);
@@ -624,7 +630,7 @@ cr_status cr_replay_run(const cr_replay_trace *t, const cr_replay_cluster *c,
     cr_replay_admission_result *adm = NULL;
     if (st == CR_OK && c->admission &&
         !(adm = cr_replay_admission_figures(t, c, s.tally.ttft_ms, s.tally.shard,
-                                                 s.door)))
+                                                 s.door, s.left_s)))
         st = cr_fail(err, CR_ENOMEM, "out of memory for the admission figures");
     if (st == CR_OK)
         st = cr_replay_summarize(t, c, p, window_s, &s.tally, out, err);

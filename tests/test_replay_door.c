@@ -3,7 +3,8 @@
  * routes do not change with objectives on; cacheroute-door under overload
  * holds and sheds only batch requests, every measured request is served,
  * shed or dropped once, and below overload it refuses and holds nothing
- * and routes as without a door; a door
+ * and routes as without a door; held work is dispatched fairly between
+ * tenants; a door
  * policy needs the cluster's admission. */
 #include <math.h>
 #include <string.h>
@@ -143,10 +144,39 @@ static void test_door_under_overload(void)
     cr_replay_trace_free(&t);
 }
 
+/* The door by its budget alone (no pressure signal) holds and dispatches
+ * all along at twice 2 shards' service: of the held work dispatched, the
+ * heavy tenant (3x the rate) gets no more than its max-min fair share,
+ * within one request's work (the round robin's grain), and is not starved
+ * either. */
+static void test_fair_dispatch(void)
+{
+    cr_replay_trace t;
+    cr_replay_cluster c;
+    open_run(&t, &c, 100);
+    cr_replay_admission a;
+    cr_replay_admission_default(&a);
+    a.door.pressure = 0;
+    c.admission = &a;
+    cr_replay_result r = run(&t, &c, 1);
+    const cr_replay_class_result *b = &r.admission->cls[1];
+    double sent = b->dispatched_work_ms[0] + b->dispatched_work_ms[1];
+    double largest = 0;
+    for (size_t i = 0; i < t.n; i++)
+        largest = fmax(largest, cr_prefill_ms(&c.truth.prefill, 0, t.reqs[i].input_tokens));
+    CU_ASSERT(sent > 100 * largest);
+    CU_ASSERT(b->heavy_fair_dispatched_ms <= sent);
+    CU_ASSERT(b->dispatched_work_ms[0] <= b->heavy_fair_dispatched_ms + largest);
+    CU_ASSERT(b->dispatched_work_ms[0] > 0.5 * sent); /* more than half: the light ran dry */
+    cr_replay_result_free(&r);
+    cr_replay_trace_free(&t);
+}
+
 static const cr_test_case door_tests[] = {
     {"objectives drawn", test_objectives_drawn},
     {"without a door, routes unchanged", test_no_door_routes_unchanged},
     {"the door under overload", test_door_under_overload},
+    {"held work dispatched fairly", test_fair_dispatch},
     {NULL, NULL},
 };
 

@@ -704,14 +704,12 @@ typedef struct cr_replay_class_result {
     /* the same over all the class's requests, served or not: what each
      * tenant asked for (a max-min fair share follows from it) */
     double tenant_asked_ms[CR_REPLAY_TENANTS];
-    /* per CR_REPLAY_FAIR_WINDOW_S of arrivals, the heavy tenant's max-min
-     * fair share of the work served of those arrivals, summed: a tenant is
-     * owed a share of the capacity of the time it asked, not of a quiet
-     * hour before */
-    double heavy_fair_ms;
+    /* the work of the held requests each tenant was dispatched (the
+     * capacity the door's round robin shares), and the heavy tenant's
+     * max-min fair share of it: at each dispatch, of the work sent then,
+     * half each, or all that a tenant had held when less */
+    double dispatched_work_ms[CR_REPLAY_TENANTS], heavy_fair_dispatched_ms;
 } cr_replay_class_result;
-
-#define CR_REPLAY_FAIR_WINDOW_S 60.0 /* twice the door's default longest wait */
 
 typedef struct cr_replay_admission_result {
     double span_s;
