@@ -6,9 +6,10 @@
 # CR_ADMIT_PRESSURE_TAU_S; "default" sets none). Prints a markdown table:
 # per workload, load and variant, the interactive attainment (and of the
 # reachable), the batch held / dropped / shed shares, the heavy tenant's
-# share of the batch work served against its max-min fair share (over the
-# run, and per 60 s of arrivals), and whether the door's routes equal
-# cacheroute's without a door (the replay's routes hash).
+# share of the batch work served against its max-min fair share over the
+# run, its share of the held work dispatched against its fair share of
+# that, and whether the door's routes equal cacheroute's without a door
+# (the replay's routes hash).
 #
 # usage: bench/admission_variants.sh BUILD OUT [WORKLOADS] [VARIANTS]
 #   VARIANTS  ';'-separated, each 'default' or space-separated VAR=value
@@ -23,8 +24,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TRACES=${CR_TRACES:-$HERE/../../shared/traces}
 [ -f "$OUT/capacity.tsv" ] || { echo "admission_variants.sh: run bench/admission.sh BUILD $OUT first" >&2; exit 2; }
 
-echo '| workload | load | variant | interactive attainment | of the reachable | batch held / dropped / shed | heavy share of batch work | its fair share | per 60 s | routes as without the door |'
-echo '|---|---:|---|---:|---:|---|---:|---:|---:|---|'
+echo '| workload | load | variant | interactive attainment | of the reachable | batch held / dropped / shed | heavy share of batch work | its fair share | of the dispatched held work: heavy / fair | routes as without the door |'
+echo '|---|---:|---|---:|---:|---|---:|---:|---|---|'
 IFS=, read -ra WL <<<"$WORKLOADS"
 IFS=';' read -ra VS <<<"$VARIANTS"
 for w in "${WL[@]}"; do
@@ -46,6 +47,8 @@ for s in dict.fromkeys(r[1] for r in rows):
     same = 'yes' if b[19] == of('cacheroute', 'batch')[19] else 'no'
     print('| %s | %.1fx | %s | %.3f | %.3f | %.3f / %.3f / %.3f | %s | %s | %s | %s |' % (
         w, float(s) / cap, v, float(i[6]), float(i[6]) / reach, float(b[10]), float(b[9]),
-        float(b[8]), b[15], b[17], b[18], same))" "$w" "$v" "$reach" "$cap"
+        float(b[8]), b[15], b[17],
+        '%s / %s' % (b[18], b[20]) if b[18] != 'nan' else 'none dispatched', same))" \
+            "$w" "$v" "$reach" "$cap"
     done
 done
