@@ -88,6 +88,8 @@ cr_admit *cr_admit_new(const cr_admit_config *cfg, const cr_admit_objective *t, 
         return NULL;
     }
     a->cfg = *cfg;
+    if (a->cfg.pressure_off <= 0) /* the default, resolved once for the door and its figures */
+        a->cfg.pressure_off = a->cfg.pressure / 2;
     if (n)
         memcpy(a->table, t, n * sizeof *t);
     a->n_table = n;
@@ -176,10 +178,9 @@ static void sample_pressure(cr_admit *a, const cr_admit_ask *q, const cr_admit_c
     /* on above the bound, off only well below it: a door that let the
      * held work go the moment its own holding had lowered the share
      * would refill the queues it had just emptied */
-    double off = a->cfg.pressure_off > 0 ? a->cfg.pressure_off : a->cfg.pressure / 2;
     if (a->pressure > a->cfg.pressure)
         a->pressed = 1;
-    else if (a->pressure <= off)
+    else if (a->pressure <= a->cfg.pressure_off)
         a->pressed = 0;
 }
 
@@ -208,12 +209,13 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
     int32_t top;
     if (q->priority >= 0 && q->slo_ms > 0 && n)
         sample_pressure(a, q, &c[0], now);
+    int press = pressed(a);
     int behind = q->priority < 0 && drr_top(&a->q, &top) && top >= q->priority;
     /* idle until pressed: below overload the routes are the rule's own */
     cr_admit_verdict v = CR_ADMIT_ROUTE;
-    if (a->cfg.pressure <= 0 || pressed(a) || behind)
+    if (a->cfg.pressure <= 0 || press || behind)
         v = cr_admit_decide(q, c, n, a->cfg.budget_ms, 0, 1, pick);
-    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (pressed(a) || behind))
+    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (press || behind))
         v = CR_ADMIT_HOLD; /* never past a held one of its priority or above */
     if (v == CR_ADMIT_HOLD) {
         double wait = a->cfg.max_wait_ms;

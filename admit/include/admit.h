@@ -162,7 +162,8 @@ cr_admit *cr_admit_new(const cr_admit_config *cfg, const cr_admit_objective *t, 
                        cr_error *err);
 void cr_admit_free(cr_admit *a); /* NULL is ignored */
 
-/* The bounds it was made with. */
+/* The bounds it was made with, pressure_off 0 resolved to half of
+ * pressure. */
 const cr_admit_config *cr_admit_config_of(const cr_admit *a);
 
 /* The table it was made with. */

@@ -39,8 +39,7 @@ static void bounds(cr_page *p, const cr_admit_config *cfg)
     cr_page_sample(p, name, "bound=\"max_wait_ms\"", cfg->max_wait_ms);
     cr_page_sample(p, name, "bound=\"budget_ms\"", cfg->budget_ms);
     cr_page_sample(p, name, "bound=\"pressure\"", cfg->pressure);
-    cr_page_sample(p, name, "bound=\"pressure_off\"",
-                   cfg->pressure_off > 0 ? cfg->pressure_off : cfg->pressure / 2);
+    cr_page_sample(p, name, "bound=\"pressure_off\"", cfg->pressure_off);
     cr_page_sample(p, name, "bound=\"pressure_tau_s\"", cfg->pressure_tau_s);
     cr_page_sample(p, name, "bound=\"tracked_ids\"", cfg->tracked_ids);
 }
