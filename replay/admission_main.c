@@ -135,18 +135,16 @@ int main(int argc, char **argv)
     }
     cr_replay_admission adm;
     cr_replay_admission_default(&adm);
-    const char *budget = getenv("CR_ADMIT_BUDGET_MS");
-    if (budget)
-        adm.door.budget_ms = atof(budget);
-    const char *pressure = getenv("CR_ADMIT_PRESSURE");
-    if (pressure)
-        adm.door.pressure = atof(pressure);
-    const char *off = getenv("CR_ADMIT_PRESSURE_OFF");
-    if (off)
-        adm.door.pressure_off = atof(off);
-    const char *tau = getenv("CR_ADMIT_PRESSURE_TAU_S");
-    if (tau)
-        adm.door.pressure_tau_s = atof(tau);
+    const struct {
+        const char *name;
+        double *into;
+    } knobs[] = {{"CR_ADMIT_BUDGET_MS", &adm.door.budget_ms},
+                 {"CR_ADMIT_PRESSURE", &adm.door.pressure},
+                 {"CR_ADMIT_PRESSURE_OFF", &adm.door.pressure_off},
+                 {"CR_ADMIT_PRESSURE_TAU_S", &adm.door.pressure_tau_s}};
+    for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
+        if (getenv(knobs[k].name))
+            *knobs[k].into = atof(getenv(knobs[k].name));
     c.shards = 8;
     c.truth.prefill = (cr_prefill_cost){20, 0.08, 2e-6};
     c.truth.noise = 0;
