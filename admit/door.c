@@ -214,9 +214,9 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
     /* idle until pressed: below overload the routes are the rule's own */
     cr_admit_verdict v = CR_ADMIT_ROUTE;
     if (a->cfg.pressure <= 0 || press || behind)
-        v = cr_admit_decide(q, c, n, a->cfg.budget_ms, 0, 1, pick);
+        v = cr_admit_decide(q, c, n, a->cfg.budget_ms, 0, q->can_wait, pick);
     if (v == CR_ADMIT_ROUTE && q->priority < 0 && (press || behind))
-        v = CR_ADMIT_HOLD; /* never past a held one of its priority or above */
+        v = q->can_wait ? CR_ADMIT_HOLD : CR_ADMIT_SHED; /* never past a held one */
     if (v == CR_ADMIT_HOLD) {
         double wait = a->cfg.max_wait_ms;
         double last = q->slo_ms - it->service_ms; /* the latest start that meets the SLO */
@@ -277,16 +277,35 @@ int cr_admit_next(cr_admit *a, int (*ready)(void *ctx, const cr_admit_item *it),
     return ok;
 }
 
-size_t cr_admit_expire(cr_admit *a, double now, cr_admit_item *out, size_t max)
+/* Takes out up to max held requests that match says 1 of, counted
+ * dropped. */
+static size_t drop_if(cr_admit *a, int (*match)(const void *ctx, const cr_admit_item *it),
+                      const void *ctx, cr_admit_item *out, size_t max)
 {
     pthread_mutex_lock(&a->lock);
-    size_t n = drr_expire(&a->q, now, out, max);
+    size_t n = drr_take_if(&a->q, match, ctx, out, max);
     for (size_t i = 0; i < n; i++) {
         released(a, &out[i]);
         COUNT(a, out[i].objective, out[i].id, dropped);
     }
     pthread_mutex_unlock(&a->lock);
     return n;
+}
+
+static int past(const void *ctx, const cr_admit_item *it)
+{
+    return it->deadline_s < *(const double *)ctx;
+}
+
+size_t cr_admit_expire(cr_admit *a, double now, cr_admit_item *out, size_t max)
+{
+    return drop_if(a, past, &now, out, max);
+}
+
+int cr_admit_cancel(cr_admit *a, int (*match)(const void *ctx, const cr_admit_item *it),
+                    const void *ctx, cr_admit_item *out)
+{
+    return drop_if(a, match, ctx, out, 1) == 1;
 }
 
 void cr_admit_outcome(cr_admit *a, const cr_admit_ask *q, double ttft_ms)

@@ -202,14 +202,15 @@ void drr_take(drr *d, uint32_t flow, double turns, cr_admit_item *out)
     unlink_node(d, flow, DRR_NONE, k); /* an emptied flow's credit goes with it */
 }
 
-size_t drr_expire(drr *d, double now, cr_admit_item *out, size_t max)
+size_t drr_take_if(drr *d, int (*match)(const void *ctx, const cr_admit_item *it),
+                   const void *ctx, cr_admit_item *out, size_t max)
 {
     size_t n = 0;
     for (uint32_t f = 0; f < d->n_flows && n < max;) {
         int gone = 0;
         for (uint32_t prev = DRR_NONE, k = d->flows[f].head; k != DRR_NONE && n < max;) {
             uint32_t next = d->nodes[k].next;
-            if (d->nodes[k].it.deadline_s < now) {
+            if (match(ctx, &d->nodes[k].it)) {
                 out[n++] = d->nodes[k].it;
                 if ((gone = unlink_node(d, f, prev, k)))
                     break;

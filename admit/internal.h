@@ -55,9 +55,10 @@ int drr_peek(const drr *d, uint32_t *flow, double *turns);
  * into *out. */
 void drr_take(drr *d, uint32_t flow, double turns, cr_admit_item *out);
 
-/* Takes out up to max held requests with deadline_s < now into out[];
- * how many. */
-size_t drr_expire(drr *d, double now, cr_admit_item *out, size_t max);
+/* Takes out up to max held requests that match(ctx, item) says 1 of
+ * into out[] (flow by flow, each oldest first); how many. */
+size_t drr_take_if(drr *d, int (*match)(const void *ctx, const cr_admit_item *it),
+                   const void *ctx, cr_admit_item *out, size_t max);
 
 /* The highest priority held; 0 with none held. */
 int drr_top(const drr *d, int32_t *priority);

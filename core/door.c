@@ -68,6 +68,7 @@ static int ask_of(cr_core *c, const cr_route_request *q, cr_admit_ask *ask)
         ask->slo_ms = q->slo_ttft_ms;
     ask->fairness = q->fairness;
     ask->fairness_len = q->fairness ? q->fairness_len : 0;
+    ask->can_wait = q->can_wait;
     ask->has_objective = q->objective_len || q->has_priority || q->slo_ttft_ms > 0;
     return ask->has_objective;
 }
@@ -207,6 +208,7 @@ static void dispatched_of(const held_request *h, const cr_admit_item *it, double
     d->held_ms = (now - it->arrived_s) * 1000.0;
     if (h->q.request_id)
         snprintf(d->request_id, sizeof d->request_id, "%s", h->q.request_id);
+    d->caller = h->q.caller;
     d->owner = h->q.owner;
     d->has_owner = h->q.has_owner;
 }
@@ -250,4 +252,27 @@ size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max)
     free(work);
     cr_installed_release(t);
     return k;
+}
+
+/* What cr_core_admit_cancel looks for. */
+typedef struct held_key {
+    uint64_t held;
+    const char *request_id;
+} held_key;
+
+static int is_held(const void *ctx, const cr_admit_item *it)
+{
+    const held_key *k = ctx;
+    const held_request *h = (const held_request *)(uintptr_t)it->handle;
+    return it->handle == k->held && h->q.request_id && !strcmp(h->q.request_id, k->request_id);
+}
+
+int cr_core_admit_cancel(cr_core *c, uint64_t held, const char *request_id)
+{
+    held_key k = {held, request_id};
+    cr_admit_item it;
+    if (!c->door || !request_id || !cr_admit_cancel(c->door, is_held, &k, &it))
+        return 0;
+    free((void *)(uintptr_t)it.handle);
+    return 1;
 }

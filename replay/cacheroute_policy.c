@@ -227,7 +227,8 @@ static cr_admit_ask ask_of(const policy_state *s, int64_t owner)
     cr_replay_admission_of(s->door, owner, &cls, &tenant);
     return (cr_admit_ask){.has_objective = 1, .objective = cls, .priority = cls ? -1 : 0,
                           .slo_ms = cls ? s->door->batch_slo_ms : s->door->interactive_slo_ms,
-                          .fairness = tenant ? "light" : "heavy", .fairness_len = 5};
+                          .fairness = tenant ? "light" : "heavy", .fairness_len = 5,
+                          .can_wait = 1};
 }
 
 static cr_status open_core(policy_state *s, cr_error *err)
@@ -520,6 +521,7 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         item.objective_len = strlen(item.objective);
         item.fairness = q.fairness;
         item.fairness_len = q.fairness_len;
+        item.can_wait = q.can_wait; /* the simulated gateway waits for a dispatch */
     }
     cr_route_answer a;
     cr_error err;

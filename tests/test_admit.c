@@ -62,7 +62,8 @@ static void test_objectives_parse(void)
 }
 
 static const cr_admit_ask critical = {.has_objective = 1, .priority = 0, .slo_ms = 2000};
-static const cr_admit_ask sheddable = {.has_objective = 1, .priority = -1, .slo_ms = 30000};
+static const cr_admit_ask sheddable = {.has_objective = 1, .priority = -1, .slo_ms = 30000,
+                                       .can_wait = 1};
 
 static void test_decide(void)
 {
@@ -133,7 +134,7 @@ static cr_admit_verdict offer(cr_admit *a, const char *tenant, int32_t prio, uin
 {
     cr_admit_ask q = {.has_objective = 1, .objective = prio < 0 ? 1 : 0, .priority = prio,
                       .slo_ms = prio < 0 ? 0 : 2000, .fairness = tenant,
-                      .fairness_len = strlen(tenant)};
+                      .fairness_len = strlen(tenant), .can_wait = 1};
     cr_admit_item it = {.handle = handle, .cost = cost, .bytes = bytes};
     uint32_t pick;
     return cr_admit_offer(a, &q, &busy, 1, now, &it, &pick);
@@ -146,6 +147,11 @@ static int yes(void *ctx, const cr_admit_item *it)
         ++*(int *)ctx;
     return 1;
 }
+static int handle_is(const void *ctx, const cr_admit_item *it)
+{
+    return it->handle == *(const uint64_t *)ctx;
+}
+
 static int no(void *ctx, const cr_admit_item *it)
 {
     (void)ctx;
@@ -214,7 +220,7 @@ static void test_no_jumping_and_ready(void)
     cr_admit *a = door(8, 8, 1 << 20, 10000);
     CU_ASSERT_EQUAL(offer(a, "A", -2, 1, 1, 1, 0), CR_ADMIT_HOLD);
     cr_admit_ask q = {.has_objective = 1, .objective = 1, .priority = -2, .fairness = "B",
-                      .fairness_len = 1};
+                      .fairness_len = 1, .can_wait = 1};
     cr_admit_item it = {.handle = 2, .cost = 1, .bytes = 1};
     uint32_t pick;
     CU_ASSERT_EQUAL(cr_admit_offer(a, &q, &idle, 1, 0, &it, &pick), CR_ADMIT_HOLD);
@@ -227,6 +233,40 @@ static void test_no_jumping_and_ready(void)
     CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 2);
     CU_ASSERT_EQUAL(out.id, 1);
+    cr_admit_free(a);
+}
+
+/* A caller that cannot wait is shed where another would be held: behind
+ * a held one, and when nothing meets its bound. cr_admit_cancel takes out
+ * only what its match names, counted dropped, the queue's order kept. */
+static void test_cannot_wait_and_cancel(void)
+{
+    cr_admit *a = door(8, 8, 1 << 20, 10000);
+    CU_ASSERT_EQUAL(offer(a, "A", -1, 1, 1, 1, 0), CR_ADMIT_HOLD);
+    CU_ASSERT_EQUAL(offer(a, "A", -1, 2, 1, 1, 0), CR_ADMIT_HOLD);
+    CU_ASSERT_EQUAL(offer(a, "B", -1, 3, 1, 1, 0), CR_ADMIT_HOLD);
+    cr_admit_ask q = {.has_objective = 1, .objective = 1, .priority = -1, .fairness = "B",
+                      .fairness_len = 1};
+    cr_admit_item it = {.handle = 9, .cost = 1, .bytes = 1};
+    uint32_t pick;
+    CU_ASSERT_EQUAL(cr_admit_offer(a, &q, &idle, 1, 0, &it, &pick), CR_ADMIT_SHED); /* behind */
+    CU_ASSERT_EQUAL(cr_admit_offer(a, &q, &busy, 1, 0, &it, &pick), CR_ADMIT_SHED);
+    uint64_t want = 2;
+    cr_admit_item out;
+    CU_ASSERT_EQUAL(cr_admit_cancel(a, handle_is, &want, &out), 1);
+    CU_ASSERT_EQUAL(out.handle, 2);
+    CU_ASSERT_EQUAL(cr_admit_cancel(a, handle_is, &want, &out), 0); /* gone already */
+    cr_admit_stats st;
+    size_t n;
+    cr_admit_stats_read(a, 0, &st, NULL, 0, &n);
+    CU_ASSERT_EQUAL(st.held, 2);
+    CU_ASSERT_EQUAL(st.objective[1].dropped, 1);
+    CU_ASSERT_EQUAL(st.objective[1].shed, 2);
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1); /* A's first, then B's */
+    CU_ASSERT_EQUAL(out.handle, 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(out.handle, 3);
+    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0);
     cr_admit_free(a);
 }
 
@@ -316,7 +356,7 @@ static void test_fairness(void)
 static cr_admit_verdict offer_idle(cr_admit *a, uint64_t handle, double now)
 {
     cr_admit_ask q = {.has_objective = 1, .objective = 1, .priority = -1, .fairness = "t",
-                      .fairness_len = 1};
+                      .fairness_len = 1, .can_wait = 1};
     cr_admit_item it = {.handle = handle, .cost = 1};
     uint32_t pick;
     return cr_admit_offer(a, &q, &idle, 1, now, &it, &pick);
@@ -327,7 +367,7 @@ static cr_admit_verdict offer_on(cr_admit *a, uint64_t handle, const cr_admit_ca
                                  double now)
 {
     cr_admit_ask q = {.has_objective = 1, .objective = 1, .priority = -1, .fairness = "t",
-                      .fairness_len = 1};
+                      .fairness_len = 1, .can_wait = 1};
     cr_admit_item it = {.handle = handle, .cost = 1};
     uint32_t pick;
     return cr_admit_offer(a, &q, c, 1, now, &it, &pick);
@@ -506,6 +546,7 @@ static const cr_test_case admit_tests[] = {
     {"queue bounds", test_queue_bounds},
     {"no jumping; ready says no", test_no_jumping_and_ready},
     {"strict priority", test_strict_priority},
+    {"cannot wait: shed; cancel", test_cannot_wait_and_cancel},
     {"deficit round robin shares equally", test_fairness},
     {"deficit round robin, arrivals interleaved", test_fairness_interleaved},
     {"pressure", test_pressure},

@@ -53,7 +53,7 @@ static cr_route_answer route(fixture *f, int64_t owner, const char *objective, c
     cr_route_request q = {.has_owner = 1, .owner = owner, .prompt_tokens = 1000,
                           .request_id = id, .objective = objective,
                           .objective_len = objective ? strlen(objective) : 0,
-                          .fairness = "tenant", .fairness_len = 6};
+                          .fairness = "tenant", .fairness_len = 6, .can_wait = 1};
     cr_route_answer a;
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
@@ -153,10 +153,46 @@ static void test_dropped_at_deadline(void)
     cr_core_free(f.core);
 }
 
+/* A held request taken out when its caller leaves: by its handle and its
+ * request id both (a handle alone may be a later hold's), counted
+ * dropped; then nothing of it is dispatched. */
+static void test_cancelled(void)
+{
+    fixture f;
+    open_core(&f, 1, 30000);
+    for (int i = 0; i < 4; i++)
+        route(&f, 10 + i, "interactive", NULL);
+    cr_route_answer a = route(&f, 20, "batch", "b0");
+    CU_ASSERT_EQUAL_FATAL(a.door, CR_ROUTE_DOOR_QUEUED);
+    CU_ASSERT_EQUAL(cr_core_admit_cancel(f.core, a.held, "b1"), 0); /* another's id */
+    CU_ASSERT_EQUAL(cr_core_admit_cancel(f.core, a.held + 1, "b0"), 0);
+    CU_ASSERT_EQUAL(cr_core_admit_cancel(f.core, a.held, "b0"), 1);
+    CU_ASSERT_EQUAL(cr_core_admit_cancel(f.core, a.held, "b0"), 0);
+    f.t = 100; /* everything done, past every deadline */
+    cr_core_dispatched d[4];
+    CU_ASSERT_EQUAL(cr_core_admit_dispatch(f.core, d, 4), 0);
+    cr_admit_stats st;
+    cr_admit_stats_read(cr_core_door(f.core), f.t, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.objective[1].queued, 1);
+    CU_ASSERT_EQUAL(st.objective[1].dropped, 1);
+    CU_ASSERT_EQUAL(st.held, 0);
+    /* a Route caller cannot wait: what the door would hold, it sheds */
+    for (int i = 0; i < 4; i++)
+        route(&f, 30 + i, "interactive", NULL);
+    cr_route_request q = {.has_owner = 1, .owner = 40, .prompt_tokens = 1000,
+                          .request_id = "b2", .objective = "batch", .objective_len = 5};
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(a.door, CR_ROUTE_DOOR_SHED);
+    CU_ASSERT_EQUAL(a.held, 0);
+    cr_core_free(f.core);
+}
+
 static const cr_test_case door_tests[] = {
     {"same routes without overload", test_same_routes_without_overload},
     {"queued, then dispatched when the work falls", test_queue_then_dispatch},
     {"dropped at the deadline", test_dropped_at_deadline},
+    {"cancelled when its caller leaves; Route cannot wait", test_cancelled},
     {NULL, NULL},
 };
 

@@ -69,6 +69,7 @@ typedef struct cr_admit_ask {
     double slo_ms;      /* TTFT SLO; 0 = none */
     const char *fairness; /* fairness id (tenant), fairness_len bytes; NULL/0 = "" */
     size_t fairness_len;
+    int can_wait;       /* its caller waits for a dispatch: it may be held */
 } cr_admit_ask;
 
 /* ---- the decision ------------------------------------------------------------- */
@@ -224,6 +225,13 @@ int cr_admit_next(cr_admit *a, int (*ready)(void *ctx, const cr_admit_item *it),
  * below max. Thread-safe. */
 size_t cr_admit_expire(cr_admit *a, double now, cr_admit_item *out, size_t max);
 
+/* Takes out the first held request that match(ctx, item) says 1 of
+ * (its caller left: a closed stream) into *out, counted dropped; 0 when
+ * none matches (it was dispatched or dropped already). match runs under
+ * the door's lock: it must not call the door. Thread-safe. */
+int cr_admit_cancel(cr_admit *a, int (*match)(const void *ctx, const cr_admit_item *it),
+                    const void *ctx, cr_admit_item *out);
+
 /* An outcome: a request of objective and fairness id (as asked) measured
  * ttft_ms; counts toward its objective's attainment (ttft <= its SLO)
  * when slo_ms > 0. Thread-safe. */
@@ -235,7 +243,8 @@ typedef struct cr_admit_counts {
     uint64_t admitted; /* routed at once, or dispatched from the queue */
     uint64_t queued;   /* held (each is later admitted or dropped) */
     uint64_t shed;     /* refused at once */
-    uint64_t dropped;  /* held past its deadline, refused then */
+    uint64_t dropped;  /* held past its deadline, refused then; or its
+                        * caller left while it was held (cr_admit_cancel) */
     uint64_t outcomes, met; /* outcomes with an SLO; of them within it */
 } cr_admit_counts;
 

@@ -266,6 +266,7 @@ typedef struct cr_core_dispatched {
     int dropped;
     double held_ms;      /* how long it was held */
     char request_id[CR_LOOP_REQUEST_ID_MAX + 1];
+    uint64_t caller;     /* the request's (its request id is its caller's) */
     int64_t owner;
     int has_owner;
     cr_route_answer answer;
@@ -279,6 +280,14 @@ typedef struct cr_core_dispatched {
  * out[]; how many. Call after outcomes and as the clock moves (the
  * replay: every tick); calling it again returns the rest. Thread-safe. */
 size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max);
+
+/* The held request whose queued answer carried held, and whose request id
+ * is request_id (held handles are addresses, which a later hold may
+ * reuse: the id tells them apart), taken out of the door and freed,
+ * counted dropped: its caller left. 1 when it was held; 0 when it is not
+ * (already dispatched or dropped: cr_core_admit_dispatch gives it).
+ * Thread-safe. */
+int cr_core_admit_cancel(cr_core *c, uint64_t held, const char *request_id);
 
 /* ---- ReportKvEvents ------------------------------------------------------ */
 

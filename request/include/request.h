@@ -65,6 +65,10 @@ typedef struct cr_route_request {
     double slo_ttft_ms;      /* its TTFT SLO; 0 = the objective's, or none */
     const char *fairness;    /* its fairness id (a tenant), fairness_len bytes */
     size_t fairness_len;
+    int can_wait;            /* 1: its caller can wait for a later dispatch
+                              * (cr_core_admit_dispatch), so the door may
+                              * hold it; 0: what it would hold is shed (a
+                              * unary Route answers at once) */
 } cr_route_request;
 
 /* The door's word on a request (admit.h's cr_admit_verdict, same values). */
