@@ -64,6 +64,9 @@ static cr_status check(const cr_epp_config *c, cr_error *err)
         return cr_fail(err, CR_EINVAL, "--block-tokens must be at least 1, got 0");
     if (c->max_hashes < 1)
         return cr_fail(err, CR_EINVAL, "--max-route-hashes must be at least 1, got 0");
+    if (!(c->dispatch_s >= 0 && c->dispatch_s <= 1))
+        return cr_fail(err, CR_EINVAL, "the dispatch interval must be in [0, 1] s, got %g",
+                       c->dispatch_s);
     return CR_OK;
 }
 
@@ -96,6 +99,10 @@ cr_epp *cr_epp_new(const cr_epp_config *cfg, cr_core *core, cr_error *err)
     clock_gettime(CLOCK_REALTIME, &ts);
     atomic_init(&e->next_id, cr_mix64((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec +
                                       ((uint64_t)getpid() << 32)));
+    if (cr_epp_hold_start(e, err) != CR_OK) {
+        cr_epp_free(e);
+        return NULL;
+    }
     return e;
 }
 
@@ -103,6 +110,7 @@ void cr_epp_free(cr_epp *e)
 {
     if (!e)
         return;
+    cr_epp_hold_stop(e);
     if (e->tokenizer)
         cr_tokenizer_free(e->tokenizer);
     free(e->owner);

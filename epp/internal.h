@@ -5,6 +5,7 @@
 #ifndef CR_EPP_INTERNAL_H
 #define CR_EPP_INTERNAL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +14,8 @@
 #include "tokenize.h"
 
 /* ---- the shared handle (epp.c) ------------------------------------------ */
+
+typedef struct cr_epp_hold cr_epp_hold;
 
 struct cr_epp {
     cr_epp_config cfg;  /* owner_header points at owner below */
@@ -25,12 +28,53 @@ struct cr_epp {
     atomic_uint_fast64_t open, streams, routed, outcomes, bytes_in, bytes_out, bad_addresses;
     atomic_uint_fast64_t buffered; /* request body bytes the streams hold (their capacity) */
     atomic_uint_fast64_t errors[CR_EPP_N_ERRORS];
+    /* streams whose request may be held at the door (hold.c) */
+    pthread_mutex_t hold_lock;
+    int hold_lock_made;
+    cr_epp_hold *held;      /* the list's head, under hold_lock */
+    cr_ticker *dispatcher;  /* cr_epp_dispatch every cfg.dispatch_s */
 };
 
 static inline void cr_epp_count(atomic_uint_fast64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
+
+/* ---- held at the door (hold.c) ------------------------------------------- */
+
+/* A stream's part in holding, in the stream. */
+struct cr_epp_hold {
+    cr_epp_hold *prev, *next; /* listed, under hold_lock */
+    int listed;
+    const char *request_id;   /* the stream's */
+    void (*wake)(void *arg);  /* the host's (cr_epp_stream_wake_by); NULL: cannot wait */
+    void *wake_arg;
+    uint64_t handle;          /* the door's, once queued; 0 none */
+    int parked;               /* got is the door's answer, for the wake's step */
+    cr_core_dispatched got;
+};
+
+/* 1 when the core's door has a queue (--admit-max-queued > 0): a request
+ * it would hold waits on its stream. */
+int cr_epp_holds(cr_epp *e);
+/* What the stream asks Envoy to wait for a held request's answer: the
+ * door's longest wait, two dispatch periods and a second. */
+double cr_epp_hold_timeout_s(cr_epp *e);
+/* Lists h (its request_id and wake set) before its route. */
+void cr_epp_hold_list(cr_epp *e, cr_epp_hold *h);
+/* The route said queued, with the door's handle. */
+void cr_epp_hold_queued(cr_epp *e, cr_epp_hold *h, uint64_t handle);
+/* The route was not queued: unlisted. */
+void cr_epp_hold_unlist(cr_epp *e, cr_epp_hold *h);
+/* The door's answer parked on h into *got (1), or 0 when none came. */
+int cr_epp_hold_take(cr_epp *e, cr_epp_hold *h, cr_core_dispatched *got);
+/* h's stream closes: unlisted, its request taken out of the door, and a
+ * route parked and not answered given back (as caller's). */
+void cr_epp_hold_close(cr_epp *e, cr_epp_hold *h, uint64_t caller);
+/* The lock, and with a door that holds the dispatch ticker (cr_epp_new,
+ * after cr_core_set_door); stopped and destroyed by cr_epp_hold_stop. */
+cr_status cr_epp_hold_start(cr_epp *e, cr_error *err);
+void cr_epp_hold_stop(cr_epp *e);
 
 /* ---- a ProcessingRequest read (request.c) -------------------------------- */
 
@@ -107,6 +151,10 @@ cr_status cr_epp_reply_chunk(cr_epp_out *out, int phase, const uint8_t *body, si
  * with end_of_stream (one empty chunk for an empty body). */
 cr_status cr_epp_reply_chunks(cr_epp_out *out, int phase, const uint8_t *body, size_t len,
                               int end_of_stream);
+/* A ProcessingResponse with no response, only override_message_timeout
+ * of seconds (>= 0): Envoy waits that long for the answer still to come
+ * (up to its max_message_timeout; with none configured it ignores it). */
+cr_status cr_epp_reply_timeout(cr_epp_out *out, double seconds);
 /* An empty TrailersResponse (phase 5 or 6). */
 cr_status cr_epp_reply_trailers(cr_epp_out *out, int phase);
 /* An ImmediateResponse of status, its x-cacheroute-error header and body
@@ -132,6 +180,7 @@ typedef struct cr_epp_pick {
     const char *objective, *fairness;
     size_t objective_len, fairness_len;
     double slo_ttft_ms;
+    int can_wait; /* the stream is listed (hold.c): the door may hold it */
 } cr_epp_pick;
 
 /* What it gives: the shard routed to (UINT32_MAX when nothing was routed)
@@ -147,11 +196,18 @@ typedef struct cr_epp_picked {
      * retry after (queued: its predicted queue wait, at least 1) */
     const char *shed;
     uint32_t retry_after_s;
+    uint64_t held; /* status 0 and no shard: the door holds it, this its handle */
 } cr_epp_picked;
 
 /* Routes p through the core. A route answered but with no ip:port to give
  * is released here (its outcome reported) and answered 503. */
 void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_error *err);
+
+/* The destination of a (dispatched) routed answer a of request_id,
+ * caller's, into out, counted routed; or 503 (a placed route's work
+ * released) with err. */
+void cr_epp_pick_answer(cr_epp *e, uint64_t caller, const char *request_id,
+                        const cr_route_answer *a, cr_epp_picked *out, cr_error *err);
 
 /* 503's reason when there is no endpoint set (NULL when there is one). */
 const char *cr_epp_no_set(cr_epp *e);

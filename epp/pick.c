@@ -185,10 +185,10 @@ static void fail(cr_epp_picked *out, int status, cr_epp_error reason)
     out->reason = reason;
 }
 
-/* The door said no: shed, or queued, which the picker answers at once (a
- * stream is not held; docs/epp.md, "Objectives and the door"), with the
- * predicted queue wait's seconds as retry-after. The door took the
- * placement back already. */
+/* The door said no: shed, or queued, which the picker answers at once
+ * when the stream cannot wait (no queue: docs/epp.md, "Objectives and the
+ * door"), with the predicted queue wait's seconds as retry-after. The door
+ * took the placement back already. */
 static void refused(const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
 {
     int queued = a->door == CR_ROUTE_DOOR_QUEUED;
@@ -253,6 +253,7 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
     q.fairness = p->fairness;
     q.fairness_len = p->fairness_len;
     q.slo_ttft_ms = p->slo_ttft_ms;
+    q.can_wait = p->can_wait;
     uint64_t *keys = NULL;
     cr_status st = CR_OK;
     if (p->subset && !n_only) {
@@ -287,23 +288,34 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
         return;
     if (a.door != CR_ROUTE_DOOR_ROUTED) { /* its receipt says so, per objective */
         cr_core_receipt_route(e->core, &q, &a);
+        if (a.door == CR_ROUTE_DOOR_QUEUED && a.held && p->can_wait) {
+            out->held = a.held; /* its answer comes at its dispatch or deadline */
+            return;
+        }
         return refused(&a, out, err);
     }
-    if (a.shard == CR_ROUTE_NO_SHARD) {
-        cr_fail(err, CR_EINVAL, "no usable endpoint among the %u it may go to", n_only);
+    cr_epp_pick_answer(e, p->caller, p->request_id, &a, out, err);
+    /* kept like a decision (GetDecision, WatchDecisions), so that the
+     * outcome's TTFT is judged against the route's prediction */
+    if (!out->status)
+        cr_core_receipt_route(e->core, &q, &a);
+}
+
+void cr_epp_pick_answer(cr_epp *e, uint64_t caller, const char *request_id,
+                        const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
+{
+    if (a->shard == CR_ROUTE_NO_SHARD) {
+        cr_fail(err, CR_EINVAL, "no usable endpoint among those it may go to");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
-    if (!destination_of(e, &a, out)) { /* routed, so its work is given back at once */
-        cr_outcome o = {.request_id = p->request_id};
-        cr_epp_report(e, p->caller, &o);
+    if (!destination_of(e, a, out)) { /* routed, so its work is given back at once */
+        cr_outcome o = {.request_id = request_id};
+        cr_epp_report(e, caller, &o);
         cr_fail(err, CR_EINVAL,
                 "no endpoint to send to has an ip:port address (the endpoint picker needs them)");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
-    /* kept like a decision (GetDecision, WatchDecisions), so that the
-     * outcome's TTFT is judged against the route's prediction */
-    cr_core_receipt_route(e->core, &q, &a);
-    out->shard = a.shard;
+    out->shard = a->shard;
     cr_epp_count(&e->routed, 1);
 }
 

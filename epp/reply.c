@@ -139,6 +139,18 @@ cr_status cr_epp_reply_trailers(cr_epp_out *out, int phase)
     return push_packed(out, &r);
 }
 
+cr_status cr_epp_reply_timeout(cr_epp_out *out, double seconds)
+{
+    Google__Protobuf__Duration d;
+    response r;
+    envoy__service__ext_proc__v3__processing_response__init(&r);
+    google__protobuf__duration__init(&d);
+    d.seconds = (int64_t)seconds;
+    d.nanos = (int32_t)((seconds - (double)d.seconds) * 1e9);
+    r.override_message_timeout = &d;
+    return push_packed(out, &r);
+}
+
 /* ---- the body echo, by hand ----------------------------------------------- */
 
 static size_t varint_len(uint64_t v)

@@ -14,6 +14,7 @@ typedef enum phase {
     GATHER,       /* an OpenAI body being gathered; routed at its end */
     PASS,         /* routed at the headers: a body goes through as it comes */
     ROUTED,       /* routed at the body's end; the response may come */
+    HELD,         /* the door holds it: answered at a wake (hold.c) */
     ANSWERED      /* an immediate response sent: nothing more is read */
 } phase;
 
@@ -35,6 +36,9 @@ struct cr_epp_stream {
     int routed, reported;
     uint32_t shard;
     char request_id[24];
+    cr_epp_hold hold;   /* held at the door: where it was (the body's end, or
+                         * the headers), and whether trailers ended the body */
+    int held_at_body, by_trailers;
     /* What the objective headers asked, the names copied here. */
     char objective[CR_REQUEST_OBJECTIVE_MAX + 1], fairness[CR_REQUEST_FAIRNESS_MAX + 1];
     double slo_ttft_ms; /* 0: none given */
@@ -119,9 +123,31 @@ static cr_epp_next immediate(cr_epp_stream *s, cr_epp_out *out, int status, cr_e
     return refuse(s, out, status, reason, why, NULL, 0);
 }
 
-/* The stream's route; an answer of its destination is the caller's. */
-static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, cr_epp_picked *picked,
-                         cr_epp_out *out)
+static cr_epp_next done(cr_status st, cr_error *err)
+{
+    if (st == CR_OK)
+        return CR_EPP_MORE;
+    snprintf(err->msg, sizeof err->msg, "out of memory");
+    return CR_EPP_FAILED;
+}
+
+/* The route's answer: a refusal answered now, or the stream routed. */
+static cr_epp_next routed(cr_epp_stream *s, const cr_epp_picked *picked, cr_error *err,
+                          cr_epp_out *out)
+{
+    if (picked->status)
+        return refuse(s, out, picked->status, picked->reason, err->msg, picked->shed,
+                      picked->retry_after_s);
+    s->routed = 1;
+    s->shard = picked->shard;
+    return CR_EPP_MORE;
+}
+
+/* The stream's route; an answer of its destination is the caller's. With
+ * may_hold (nothing more of the request comes before its answer) the
+ * door may hold it: phase HELD, answered at a wake. */
+static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, int may_hold,
+                         cr_epp_picked *picked, cr_epp_out *out)
 {
     cr_epp *e = s->e;
     uint64_t id = atomic_fetch_add_explicit(&e->next_id, 1, memory_order_relaxed);
@@ -132,19 +158,29 @@ static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, cr_epp
         has_owner = 1;
         owner = (int64_t)cr_route_text_key(body->user, body->user_len);
     }
+    /* only a request that names an objective meets the door */
+    int can_wait = may_hold && s->hold.wake && (s->objective[0] || s->slo_ttft_ms > 0) &&
+                   cr_epp_holds(e);
     cr_epp_pick p = {body, s->body, s->len, owner, has_owner,
                      s->has_subset ? (s->subset ? s->subset : "") : NULL, s->caller,
                      s->request_id, s->objective, s->fairness, strlen(s->objective),
-                     strlen(s->fairness), s->slo_ttft_ms};
+                     strlen(s->fairness), s->slo_ttft_ms, can_wait};
     cr_error err;
+    if (can_wait) {
+        s->hold.request_id = s->request_id;
+        cr_epp_hold_list(e, &s->hold);
+    }
     cr_epp_pick_route(e, &p, picked, &err);
-    if (picked->status)
-        return refuse(s, out, picked->status, picked->reason, err.msg, picked->shed,
-                      picked->retry_after_s);
-    s->routed = 1;
-    s->shard = picked->shard;
-    return CR_EPP_MORE;
+    if (picked->held) { /* answered by resume(), at a wake */
+        cr_epp_hold_queued(e, &s->hold, picked->held);
+        s->phase = HELD;
+        return done(cr_epp_reply_timeout(out, cr_epp_hold_timeout_s(e)), &err);
+    }
+    if (can_wait)
+        cr_epp_hold_unlist(e, &s->hold);
+    return routed(s, picked, &err, out);
 }
+
 
 static void decided(cr_epp_stream *s, double now)
 {
@@ -152,16 +188,28 @@ static void decided(cr_epp_stream *s, double now)
         s->e->cfg.decided(s->e->cfg.ctx, now - s->headers_at);
 }
 
-static cr_epp_next done(cr_status st, cr_error *err)
+/* The request's destination answered at the body's end: the body whole
+ * (buffered), or the headers and the body in chunks (full duplex); and
+ * the trailers' answer when trailers ended it. */
+static cr_epp_next answer_body(cr_epp_stream *s, const char *destination, int by_trailers,
+                               cr_epp_out *out, cr_error *err)
 {
-    if (st == CR_OK)
-        return CR_EPP_MORE;
-    snprintf(err->msg, sizeof err->msg, "out of memory");
-    return CR_EPP_FAILED;
+    cr_status st;
+    s->phase = ROUTED;
+    if (s->request_mode == CR_EPP_MODE_BUFFERED)
+        st = cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_BODY, destination);
+    else if ((st = cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_HEADERS, destination)) == CR_OK) {
+        st = cr_epp_reply_chunks(out, CR_EPP_OUT_REQUEST_BODY, s->body, s->len, !by_trailers);
+        cr_epp_count(&s->e->bytes_out, s->len);
+    }
+    body_free(s);
+    if (st == CR_OK && by_trailers)
+        st = cr_epp_reply_trailers(out, CR_EPP_OUT_REQUEST_TRAILERS);
+    return done(st, err);
 }
 
 /* The gathered body's end (end_of_stream, or trailers when by_trailers):
- * read, routed, answered. */
+ * read, routed, answered (held: at the wake, by resume()). */
 static cr_epp_next body_end(cr_epp_stream *s, double now, int by_trailers, cr_epp_out *out)
 {
     cr_openai_request r;
@@ -171,21 +219,46 @@ static cr_epp_next body_end(cr_epp_stream *s, double now, int by_trailers, cr_ep
         return immediate(s, out, st == CR_EINVAL ? 400 : 503,
                          st == CR_EINVAL ? CR_EPP_ERR_BAD_BODY : CR_EPP_ERR_NO_ENDPOINT, err.msg);
     cr_epp_picked picked;
-    cr_epp_next next = route(s, &r, &picked, out);
+    cr_epp_next next = route(s, &r, 1, &picked, out);
     cr_openai_request_free(&r);
     if (next != CR_EPP_MORE)
         return next;
-    s->phase = ROUTED;
-    decided(s, now);
-    if (s->request_mode == CR_EPP_MODE_BUFFERED)
-        st = cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_BODY, picked.destination);
-    else if ((st = cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_HEADERS, picked.destination)) ==
-             CR_OK) {
-        st = cr_epp_reply_chunks(out, CR_EPP_OUT_REQUEST_BODY, s->body, s->len, !by_trailers);
-        cr_epp_count(&s->e->bytes_out, s->len);
+    if (s->phase == HELD) {
+        s->held_at_body = 1;
+        s->by_trailers = by_trailers;
+        return next;
     }
-    body_free(s);
-    return done(st, &err);
+    decided(s, now);
+    return answer_body(s, picked.destination, by_trailers, out, &err);
+}
+
+/* A wake (a message of none): the door's answer to a held request, if it
+ * came; the route's answer as it would have been at once, or 429 when it
+ * was dropped at its deadline. */
+static cr_epp_next resume(cr_epp_stream *s, double now, cr_epp_out *out, cr_error *err)
+{
+    cr_core_dispatched got;
+    if (s->phase != HELD || !cr_epp_hold_take(s->e, &s->hold, &got))
+        return CR_EPP_MORE; /* nothing for it (yet) */
+    cr_epp_picked picked;
+    memset(&picked, 0, sizeof picked);
+    if (got.dropped) {
+        char why[CR_ERRLEN];
+        snprintf(why, sizeof why,
+                 "shed: held %.0f ms at the door, and no endpoint could meet its TTFT objective "
+                 "before its deadline",
+                 got.held_ms);
+        return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "slo", 0);
+    }
+    cr_epp_pick_answer(s->e, s->caller, s->request_id, &got.answer, &picked, err);
+    cr_epp_next next = routed(s, &picked, err, out);
+    if (next != CR_EPP_MORE)
+        return next;
+    decided(s, now);
+    if (s->held_at_body)
+        return answer_body(s, picked.destination, s->by_trailers, out, err);
+    s->phase = PASS;
+    return done(cr_epp_reply_common(out, CR_EPP_OUT_REQUEST_HEADERS, picked.destination), err);
 }
 
 /* ---- the request ------------------------------------------------------------ */
@@ -262,8 +335,10 @@ static cr_epp_next request_headers(cr_epp_stream *s, const cr_epp_in *in, double
         return immediate(s, out, 400, CR_EPP_ERR_BAD_BODY, why);
     if (in->end_of_stream || s->kind == CR_OPENAI_OTHER || s->request_mode == CR_EPP_MODE_NONE) {
         cr_epp_picked picked;
-        cr_epp_next next = route(s, NULL, &picked, out); /* by load alone */
-        if (next != CR_EPP_MORE)
+        /* by load alone; held only when no body comes before the answer */
+        int may_hold = in->end_of_stream || s->request_mode == CR_EPP_MODE_NONE;
+        cr_epp_next next = route(s, NULL, may_hold, &picked, out);
+        if (next != CR_EPP_MORE || s->phase == HELD)
             return next;
         s->phase = PASS;
         decided(s, now);
@@ -338,10 +413,10 @@ static cr_epp_next request_trailers(cr_epp_stream *s, double now, cr_epp_out *ou
     if (s->phase == GATHER) {
         if (s->request_mode == CR_EPP_MODE_BUFFERED)
             return protocol(s, err, "request_trailers before the buffered body");
-        cr_epp_next next = body_end(s, now, 1, out);
-        if (next != CR_EPP_MORE)
-            return next;
+        return body_end(s, now, 1, out); /* which answers the trailers too */
     }
+    if (s->phase == HELD)
+        return protocol(s, err, "request_trailers while the door holds the request");
     return done(cr_epp_reply_trailers(out, CR_EPP_OUT_REQUEST_TRAILERS), err);
 }
 
@@ -467,8 +542,12 @@ cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len,
                                cr_epp_out *out, cr_error *err)
 {
     err->msg[0] = '\0';
+    if (!msg)
+        return resume(s, now, out, err);
     if (s->phase == ANSWERED)
         return protocol(s, err, "a message after the immediate response");
+    if (s->phase == HELD)
+        return protocol(s, err, "a message while the door holds the request");
     cr_epp_in in;
     cr_status st = cr_epp_in_read(msg, len, s->e->owner, &in, err);
     if (st != CR_OK) {
@@ -504,15 +583,23 @@ cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len,
     return next;
 }
 
+void cr_epp_stream_wake_by(cr_epp_stream *s, void (*wake)(void *arg), void *arg)
+{
+    s->hold.wake = wake;
+    s->hold.wake_arg = arg;
+}
+
 void cr_epp_stream_close(cr_epp_stream *s, cr_epp_end how, double now)
 {
     (void)now; /* the outcome's times were taken as they came */
     if (!s)
         return;
     cr_epp *e = s->e;
+    if (s->hold.wake)
+        cr_epp_hold_close(e, &s->hold, s->caller);
     if (s->routed)
         report(s, how == CR_EPP_END_BROKEN);
-    else if (s->phase == GATHER)
+    else if (s->phase == GATHER || s->phase == HELD)
         cr_epp_count(&e->errors[CR_EPP_ERR_ABANDONED], 1);
     atomic_fetch_sub_explicit(&e->open, 1, memory_order_relaxed);
     free(s->subset);

@@ -47,20 +47,23 @@ static const cr_option ADMIT_ROWS[] = {
      .offset = AT(pressure_tau_s), .def = 120, .min = 0.001, .max = 3600,
      .help = "the time constant, seconds, of the share --admit-pressure bounds"},
     {.name = "admit-max-queued", .key = "max_queued", .type = CR_OPT_U32,
-     .offset = AT(max_queued), .def = 0, .min = 0, .max = 0,
-     .help = "sheddable requests the door may hold at once; the sidecar's callers do not "
-             "wait (Route answers at once, the picker answers 429), so 0: what the door "
-             "would hold it sheds"},
+     .offset = AT(max_queued), .def = 0, .min = 0, .max = 1u << 20,
+     .help = "sheddable requests the door may hold at once: the endpoint picker leaves "
+             "their ext_proc streams unanswered until a dispatch (their destination) or the "
+             "deadline (429); Route never waits and sheds what it would hold; 0 = no queue, "
+             "the door sheds"},
     {.name = "admit-max-per-id", .key = "max_per_id", .type = CR_OPT_U32,
-     .offset = AT(max_per_id), .def = 0, .min = 0, .max = 0,
-     .help = "held requests per fairness id, at most --admit-max-queued"},
+     .offset = AT(max_per_id), .def = 0, .min = 0, .max = 1u << 20,
+     .help = "held requests per fairness id, at most --admit-max-queued; 0 = "
+             "--admit-max-queued"},
     {.name = "admit-max-held-bytes", .key = "max_held_bytes", .type = CR_OPT_U64,
      .offset = AT(max_held_bytes), .def = 67108864, .min = 0, .max = CR_OPT_U64_MAX,
      .help = "bytes the door's held requests may take, their copies"},
     {.name = "admit-max-wait-ms", .key = "max_wait_ms", .type = CR_OPT_DOUBLE,
      .offset = AT(max_wait_ms), .def = 30000, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
      .help = "the longest a held request waits, ms, then dropped (429); its own SLO when "
-             "shorter"},
+             "shorter; the gateway's ext_proc max_message_timeout must allow it, and "
+             "--stream-idle-timeout must be longer"},
     {.name = "admit-tracked-ids", .key = "tracked_ids", .type = CR_OPT_U32,
      .offset = AT(tracked_ids), .def = 64, .min = 1, .max = 4096,
      .help = "fairness ids counted apart (metrics, receipts); the rest count as \"other\""},
@@ -91,7 +94,7 @@ int cr_config_door(const cr_admit_server_config *a, cr_admit_config *cfg, cr_adm
         return -1;
     cr_admit_config_default(cfg);
     cfg->max_queued = a->max_queued;
-    cfg->max_per_id = a->max_per_id;
+    cfg->max_per_id = a->max_per_id ? a->max_per_id : a->max_queued;
     cfg->max_bytes = a->max_held_bytes;
     cfg->max_wait_ms = a->max_wait_ms;
     cfg->budget_ms = a->budget_ms > 0 ? a->budget_ms : tightest_critical(t, *n) / 2;

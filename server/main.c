@@ -600,6 +600,16 @@ static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
     const cr_epp_server_config *c = &cfg->epp;
     if (!*c->listen)
         return 0;
+    cr_admit *door = cr_core_door(s->handlers.core);
+    double wait_s = door ? cr_admit_config_of(door)->max_wait_ms / 1000 : 0;
+    double idle_s = cfg->server.stream_idle_timeout_s;
+    if (door && cr_admit_config_of(door)->max_queued > 0 && idle_s > 0 && idle_s <= wait_s) {
+        cr_fail(e, CR_EINVAL,
+                "--stream-idle-timeout (%g s) must be longer than --admit-max-wait-ms (%g s) "
+                "when the picker holds requests (--admit-max-queued > 0)",
+                idle_s, wait_s);
+        return -1;
+    }
     cr_epp_config ec = {.fallbacks = c->fallbacks,
                         .owner_header = c->owner_header,
                         .max_body_bytes = (size_t)c->max_body_bytes,
@@ -611,6 +621,7 @@ static int start_picker(const cr_config *cfg, sidecar *s, cr_error *e)
                         .max_requests = c->max_requests,
                         .max_buffered_bytes = c->max_buffered_bytes,
                         .base_model = c->base_model,
+                        .dispatch_s = 0.01,
                         .decided = cr_metrics_epp_decided,
                         .ctx = s->metrics};
     s->epp = cr_epp_new(&ec, s->handlers.core, e);

@@ -10,8 +10,9 @@ if(TARGET cacheroute_epp)
 endif()
 
 # The endpoint picker's stream (epp/, epp.h) against a real core, driven
-# with Envoy's ext_proc messages built and read by protobuf-c.
+# with Envoy's ext_proc messages built and read by protobuf-c; its
+# dispatch ticker runs on a thread of its own (TSan).
 if(TARGET cacheroute_epp)
   cr_add_cunit_test(test_epp_stream SOURCES test_epp_stream.c
-                    LIBS cacheroute_epp cacheroute_envoy_proto)
+                    LIBS cacheroute_epp cacheroute_envoy_proto LABELS concurrency)
 endif()

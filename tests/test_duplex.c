@@ -2,9 +2,10 @@
  * session in place of the picker and gRPC core's own client: replies not
  * yet sent are bounded (a client that does not read stops being read
  * from, and then gets every reply in order), a failed step ends the stream
- * INVALID_ARGUMENT naming the message, and the session's close runs
+ * INVALID_ARGUMENT naming the message, the session's close runs
  * exactly once whether the client half-closes, cancels or the server
- * shuts down. */
+ * shuts down, and a session answers later from another thread by a wake
+ * (cr_duplex_wake), in the stream's order. */
 #include <grpc/grpc.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
@@ -22,21 +23,43 @@
 #define REPLY_BYTES (256u << 10)
 
 /* The test session: a message is {k, fill}: k replies of REPLY_BYTES,
- * each filled with fill + its index; k 255 fails the step, 254 finishes. */
-static atomic_int opened, closed_ok, closed_broken, steps;
+ * each filled with fill + its index; k 255 fails the step, 254 finishes,
+ * 253 answers nothing until a wake, which answers one reply of 0xab. */
+static atomic_int opened, closed_ok, closed_broken, steps, wakes;
+static _Atomic(cr_duplex_call *) last_opened;
 
-static void *t_open(void *ctx, uint64_t caller, double now)
+typedef struct session {
+    int pending; /* a 253 not yet answered */
+} session;
+
+static void *t_open(void *ctx, uint64_t caller, double now, cr_duplex_call *self)
 {
     (void)ctx, (void)caller, (void)now;
     atomic_fetch_add(&opened, 1);
-    return malloc(1);
+    atomic_store(&last_opened, self);
+    return calloc(1, sizeof(session));
 }
 
-static cr_duplex_next t_step(void *session, const uint8_t *msg, size_t len, double now,
+static cr_duplex_next t_step(void *arg, const uint8_t *msg, size_t len, double now,
                              cr_duplex_out *out, char *why, size_t why_len)
 {
-    (void)session, (void)now;
+    session *ss = arg;
+    (void)now;
+    if (!msg) { /* a wake */
+        atomic_fetch_add(&wakes, 1);
+        if (ss->pending) {
+            ss->pending = 0;
+            uint8_t *r = malloc(REPLY_BYTES);
+            memset(r, 0xab, REPLY_BYTES);
+            cr_duplex_put(out, r, REPLY_BYTES);
+        }
+        return CR_DUPLEX_MORE;
+    }
     atomic_fetch_add(&steps, 1);
+    if (len == 2 && msg[0] == 253) {
+        ss->pending = 1;
+        return CR_DUPLEX_MORE;
+    }
     if (len != 2 || msg[0] == 255) {
         snprintf(why, why_len, "no such message");
         return CR_DUPLEX_FAILED;
@@ -82,6 +105,7 @@ static void start_server(void)
     atomic_store(&closed_ok, 0);
     atomic_store(&closed_broken, 0);
     atomic_store(&steps, 0);
+    atomic_store(&wakes, 0);
     server = cr_rpc_start(&opt, specs, 1, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(server);
     char target[64];
@@ -278,11 +302,42 @@ static void test_shutdown_ends_unavailable(void)
     grpc_completion_queue_destroy(cq);
 }
 
+/* A message answered later: nothing until the wake from this thread, then
+ * its reply, before the reply of a message sent after it; wakes asked
+ * together are one or two steps, never a second reply. */
+static void test_wake_answers_later(void)
+{
+    start_server();
+    grpc_call *call = open_call();
+    send_msg(call, 253, 0);
+    sleep_ms(100);
+    CU_ASSERT_EQUAL(atomic_load(&steps), 1);
+    cr_duplex_call *self = atomic_load(&last_opened);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(self);
+    cr_duplex_wake(self); /* the stream is open: its close waits for this test's finish */
+    cr_duplex_wake(self);
+    int first;
+    CU_ASSERT_EQUAL(recv_msg(call, &first), (long)REPLY_BYTES);
+    CU_ASSERT_EQUAL(first, 0xab);
+    send_msg(call, 1, 5);
+    CU_ASSERT_EQUAL(recv_msg(call, &first), (long)REPLY_BYTES);
+    CU_ASSERT_EQUAL(first, 5);
+    int w = atomic_load(&wakes);
+    CU_ASSERT(w >= 1 && w <= 2);
+    char text[256];
+    CU_ASSERT_EQUAL(finish(call, 1, text, sizeof text), GRPC_STATUS_OK);
+    grpc_call_unref(call);
+    CU_ASSERT_EQUAL(wait_closed(1), 1);
+    CU_ASSERT_EQUAL(atomic_load(&closed_ok), 1);
+    stop_server();
+}
+
 static const cr_test_case duplex_tests[] = {
     {"bounded, then every reply in order", test_bounded_then_all_in_order},
     {"a failed step names its message", test_failed_step_names_message},
     {"a cancel closes the session once, broken", test_cancel_closes_once_broken},
     {"shutdown ends an open stream UNAVAILABLE", test_shutdown_ends_unavailable},
+    {"a wake answers later, in order", test_wake_answers_later},
     {NULL, NULL},
 };
 

@@ -997,6 +997,211 @@ static void test_door_sheds(void)
     close_fixture(&f);
 }
 
+/* ---- held at the door ------------------------------------------------------ */
+
+static void expect_protocol(fixture *f, cr_epp_stream *s, bytes m);
+
+static void on_wake(void *arg) { atomic_fetch_add((atomic_int *)arg, 1); }
+
+/* A wake's step: what the stream answers a held request, into g. */
+static cr_epp_next wake_step(fixture *f, cr_epp_stream *s, got *g)
+{
+    bytes none = {NULL, 0};
+    return step(f, s, none, g);
+}
+
+/* Routes n critical requests (no SLO of their own, so never held),
+ * answered and left open: every endpoint has work outstanding. */
+static void load(fixture *f, cr_epp_stream **open, int n)
+{
+    for (int i = 0; i < n; i++) {
+        got g = {0};
+        open[i] = cr_epp_stream_open(f->epp, 0, f->t);
+        CU_ASSERT_EQUAL(objective_request(f, open[i], "interactive", "a", NULL, 100 + i, &g),
+                        CR_EPP_MORE);
+        char dest[256];
+        CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+        got_free(&g);
+    }
+}
+
+/* A batch request the door holds: answered only by the timeout override
+ * (no response set), the stream listed for a wake. */
+static cr_epp_stream *held_request(fixture *f, atomic_int *woken, int p)
+{
+    cr_epp_stream *s = cr_epp_stream_open(f->epp, 0, f->t);
+    cr_epp_stream_wake_by(s, on_wake, woken);
+    got g = {0};
+    CU_ASSERT_EQUAL(objective_request(f, s, "batch", "tenant-b", NULL, p, &g), CR_EPP_MORE);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    CU_ASSERT_EQUAL(g.r[0]->response_case, RESP(_NOT_SET));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g.r[0]->override_message_timeout);
+    /* the door's 30 s wait, two dispatch periods and a second */
+    CU_ASSERT_EQUAL(g.r[0]->override_message_timeout->seconds,
+                    31 + (int64_t)(2 * f->cfg.dispatch_s));
+    got_free(&g);
+    return s;
+}
+
+static uint32_t door_held(fixture *f)
+{
+    cr_admit_stats st;
+    size_t n;
+    cr_admit_stats_read(cr_core_door(f->core), f->t, &st, NULL, 0, &n);
+    return st.held;
+}
+
+/* With a door that has a queue, a sheddable request no endpoint meets is
+ * held on its stream: nothing is answered but the timeout override,
+ * until the door dispatches it (its destination, at the wake's step) or
+ * drops it at its deadline (429 "slo"); a stream that closes while held
+ * takes its request out of the door; a stream that cannot be woken is
+ * answered 429 "queued" at once. No route's work is left behind. */
+/* A fixture whose core has a door with a queue, acting by its budget
+ * alone (any work outstanding is over it), and a picker made after it
+ * (so it holds), with dispatch_s (0: dispatched by hand). */
+static void open_holding(fixture *f, double dispatch_s)
+{
+    open_fixture(f, 1, CR_EPP_FULL_DUPLEX, 1000);
+    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
+    size_t n;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_admit_objectives_parse("interactive:0:2000,batch:-1", t, &n, &err),
+                          CR_OK);
+    cr_admit_config ac;
+    cr_admit_config_default(&ac);
+    ac.pressure = 0;
+    ac.budget_ms = 0.001;
+    CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
+    cr_epp_free(f->epp);
+    f->cfg.max_requests = 64;
+    f->cfg.dispatch_s = dispatch_s;
+    f->epp = cr_epp_new(&f->cfg, f->core, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f->epp);
+}
+
+static void test_door_holds(void)
+{
+    fixture f;
+    open_holding(&f, 0);
+    size_t n;
+    cr_epp_stream *busy[2 * N_ENDPOINTS];
+    load(&f, busy, 2 * N_ENDPOINTS);
+    atomic_int woken = 0;
+    cr_epp_stream *s = held_request(&f, &woken, 1);
+    CU_ASSERT_EQUAL(door_held(&f), 1);
+    CU_ASSERT_EQUAL(cr_epp_dispatch(f.epp), 0); /* still over the budget */
+    got g = {0};
+    CU_ASSERT_EQUAL(wake_step(&f, s, &g), CR_EPP_MORE); /* a wake for nothing: no answer */
+    CU_ASSERT_EQUAL(g.n, 0);
+    CU_ASSERT_EQUAL(woken, 0);
+    /* the critical requests end: the work falls, the held one goes */
+    for (int i = 0; i < 2 * N_ENDPOINTS; i++) {
+        respond(&f, busy[i], "200", NULL);
+        cr_epp_stream_close(busy[i], CR_EPP_END_CLOSED, f.t);
+    }
+    CU_ASSERT_EQUAL(cr_epp_dispatch(f.epp), 1);
+    CU_ASSERT_EQUAL(woken, 1);
+    CU_ASSERT_EQUAL(door_held(&f), 0);
+    CU_ASSERT_EQUAL(wake_step(&f, s, &g), CR_EPP_MORE);
+    CU_ASSERT_EQUAL_FATAL(g.n >= 2, 1); /* the headers with the destination, the body echoed */
+    char dest[256];
+    CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+    got_free(&g);
+    respond(&f, s, "200", NULL);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    CU_ASSERT_EQUAL(stats(&f).routed, 2 * N_ENDPOINTS + 1);
+
+    /* dropped at its deadline: 429 "slo", after the wait */
+    load(&f, busy, 2 * N_ENDPOINTS);
+    s = held_request(&f, &woken, 2);
+    f.t += 31; /* past the door's 30 s */
+    CU_ASSERT_EQUAL(cr_epp_dispatch(f.epp), 1);
+    CU_ASSERT_EQUAL(woken, 2);
+    CU_ASSERT_EQUAL(wake_step(&f, s, &g), CR_EPP_FINISHED);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    char why[256], word[32];
+    CU_ASSERT_EQUAL(immediate_status(g.r[0], why, sizeof why), 429);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "held 31000 ms at the door"));
+    CU_ASSERT(set_value(g.r[0]->immediate_response->headers, CR_EPP_SHED_HEADER, word,
+                        sizeof word) &&
+              !strcmp(word, "slo"));
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    for (int i = 0; i < 2 * N_ENDPOINTS; i++) { /* their work aged out meanwhile */
+        respond(&f, busy[i], "200", NULL);
+        cr_epp_stream_close(busy[i], CR_EPP_END_CLOSED, f.t);
+    }
+    load(&f, busy, 2 * N_ENDPOINTS);
+
+    /* closed while held: taken out of the door, counted abandoned */
+    uint64_t abandoned = stats(&f).errors[CR_EPP_ERR_ABANDONED];
+    s = held_request(&f, &woken, 3);
+    CU_ASSERT_EQUAL(door_held(&f), 1);
+    cr_epp_stream_close(s, CR_EPP_END_BROKEN, f.t);
+    CU_ASSERT_EQUAL(door_held(&f), 0);
+    CU_ASSERT_EQUAL(stats(&f).errors[CR_EPP_ERR_ABANDONED], abandoned + 1);
+    CU_ASSERT_EQUAL(cr_epp_dispatch(f.epp), 0);
+    CU_ASSERT_EQUAL(woken, 2);
+
+    /* a message while held breaks the protocol: Envoy sends nothing until
+     * it is answered */
+    s = held_request(&f, &woken, 4);
+    expect_protocol(&f, s, body_msg(0, "x", 1, 1));
+    CU_ASSERT_EQUAL(door_held(&f), 0);
+    /* a stream the host cannot wake: shed at once (429 "slo") */
+    s = cr_epp_stream_open(f.epp, 0, f.t);
+    CU_ASSERT_EQUAL(objective_request(&f, s, "batch", "tenant-b", NULL, 5, &g), CR_EPP_FINISHED);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    CU_ASSERT_EQUAL(immediate_status(g.r[0], why, sizeof why), 429);
+    CU_ASSERT(set_value(g.r[0]->immediate_response->headers, CR_EPP_SHED_HEADER, word,
+                        sizeof word) &&
+              !strcmp(word, "slo"));
+    got_free(&g);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(door_held(&f), 0);
+    for (int i = 0; i < 2 * N_ENDPOINTS; i++) {
+        respond(&f, busy[i], "200", NULL);
+        cr_epp_stream_close(busy[i], CR_EPP_END_CLOSED, f.t);
+    }
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    cr_admit_stats st;
+    cr_admit_stats_read(cr_core_door(f.core), f.t, &st, NULL, 0, &n);
+    CU_ASSERT_EQUAL(st.objective[1].queued, 4);
+    CU_ASSERT_EQUAL(st.objective[1].dropped, 3); /* the deadline, two closes */
+    CU_ASSERT_EQUAL(st.objective[1].shed, 1);
+    close_fixture(&f);
+}
+
+/* The picker's own ticker dispatches (on its thread, every 5 ms): the
+ * wake comes without a hand's cr_epp_dispatch. (The clock stands still
+ * while the ticker may read it: the work falls by the streams' resets.) */
+static void test_ticker_dispatches(void)
+{
+    fixture f;
+    open_holding(&f, 0.005);
+    cr_epp_stream *busy[2 * N_ENDPOINTS];
+    load(&f, busy, 2 * N_ENDPOINTS);
+    atomic_int woken = 0;
+    cr_epp_stream *s = held_request(&f, &woken, 1);
+    for (int i = 0; i < 2 * N_ENDPOINTS; i++)
+        cr_epp_stream_close(busy[i], CR_EPP_END_BROKEN, f.t);
+    for (int i = 0; i < 400 && !atomic_load(&woken); i++)
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+    CU_ASSERT_EQUAL_FATAL(atomic_load(&woken), 1);
+    got g = {0};
+    CU_ASSERT_EQUAL(wake_step(&f, s, &g), CR_EPP_MORE);
+    char dest[256];
+    CU_ASSERT_FATAL(g.n >= 1);
+    CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
+    got_free(&g);
+    respond(&f, s, "200", NULL);
+    cr_epp_stream_close(s, CR_EPP_END_CLOSED, f.t);
+    CU_ASSERT_EQUAL(outstanding(&f), 0);
+    close_fixture(&f);
+}
+
 static void expect_protocol(fixture *f, cr_epp_stream *s, bytes m)
 {
     got g = {0};
@@ -1467,6 +1672,8 @@ static const cr_test_case stream_tests[] = {
     {"400, 413, 429, 503", test_errors},
     {"objective headers, x-cacheroute-shed", test_objective_headers},
     {"the door: 429 for a sheddable objective only", test_door_sheds},
+    {"the door holds: answered at the dispatch or the deadline", test_door_holds},
+    {"the picker's ticker dispatches", test_ticker_dispatches},
     {"protocol errors", test_protocol_errors},
     {"every end releases the route once", test_every_end},
     {"the echo by hand equals protobuf-c", test_chunk_wire},

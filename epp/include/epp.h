@@ -26,6 +26,11 @@
  *                     then the body goes back as streamed_response chunks of
  *                     at most CR_EPP_CHUNK_BYTES, the last with end_of_stream;
  *                     in BUFFERED mode the body's answer carries it.
+ *   held              (the door queued it; --admit-max-queued > 0) only
+ *                     override_message_timeout is sent, and the answer
+ *                     above comes at a wake (cr_epp_stream_wake_by) once
+ *                     cr_epp_dispatch has the door's word: the route, or
+ *                     429 at the deadline (docs/epp.md, "Held at the door").
  *   response headers, body chunks, trailers
  *                     echoed at once (streamed chunks in full duplex); the
  *                     status kept, the first non-empty body chunk's time is
@@ -43,7 +48,7 @@
  * saying why: 400 (a body that cannot be read, naming the field; an
  * objective header out of range, naming it), 413 (over
  * --epp-max-body-bytes), 503 (no eligible endpoint), 429 (shed, with
- * CR_EPP_SHED_HEADER saying by what; "queued" also with retry-after). A message
+ * CR_EPP_SHED_HEADER saying by what). A message
  * that is not a ProcessingRequest, or one out of order, ends the stream
  * with a protocol error (INVALID_ARGUMENT at the gRPC layer).
  *
@@ -78,9 +83,10 @@
 #define CR_EPP_ERROR_HEADER "x-cacheroute-error"
 /* The objective headers the door reads (GIE's and llm-d's names), and the
  * header a 429 says why with: "requests" (--epp-max-requests), "buffered"
- * (--epp-max-buffered-bytes), "slo" (the door shed it: no endpoint is
- * predicted to meet its TTFT objective) or "queued" (the door would hold
- * it: answered at once, with retry-after). */
+ * (--epp-max-buffered-bytes) or "slo" (the door shed it, or dropped it
+ * held at its deadline: no endpoint is predicted to meet its TTFT
+ * objective in time); "queued" (with retry-after) is the contract's for a
+ * request queued and answered at once, which the picker no longer does. */
 #define CR_EPP_OBJECTIVE_HEADER "x-gateway-inference-objective"
 #define CR_EPP_FAIRNESS_HEADER "x-gateway-inference-fairness-id"
 #define CR_EPP_SLO_HEADER "x-llm-d-slo-ttft-ms"
@@ -140,6 +146,10 @@ typedef struct cr_epp_config {
      * that engine-mode keys match them; any other model name is an adapter
      * and its own namespace. */
     const char *base_model;
+    /* How often the requests the door holds are dispatched or dropped (a
+     * ticker calling cr_epp_dispatch, while a stream is held); 0 = never:
+     * the caller calls cr_epp_dispatch (tests). The sidecar's is 0.01. */
+    double dispatch_s;
     /* Called once per routed request with the seconds from its headers in
      * to its destination out (cacheroute_epp_decision_seconds); optional. */
     void (*decided)(void *ctx, double seconds);
@@ -203,9 +213,19 @@ typedef struct cr_epp_stream cr_epp_stream;
  * when out of memory. */
 cr_epp_stream *cr_epp_stream_open(cr_epp *e, uint64_t caller, double now);
 
+/* How s's host is asked to step it with no message (msg NULL, len 0): a
+ * held request's answer is ready (docs/epp.md, "Held at the door"). A
+ * stream without one is never held: what the door would hold is answered
+ * 429 "queued" at once. wake may be called from any thread, until the
+ * stream is closed (never after cr_epp_stream_close began), and must not
+ * call into the picker; set once, right after cr_epp_stream_open. */
+void cr_epp_stream_wake_by(cr_epp_stream *s, void (*wake)(void *arg), void *arg);
+
 /* One ProcessingRequest's bytes (len of them) at now: appends the
  * responses to send to *out (which the caller zeroes before the first
- * step and empties after sending) and says what next. */
+ * step and empties after sending) and says what next. msg NULL (len 0)
+ * is a wake: the answer of a request the door held, when it came (a
+ * route, or a 429 when it was dropped at its deadline); else nothing. */
 cr_epp_next cr_epp_stream_step(cr_epp_stream *s, const uint8_t *msg, size_t len, double now,
                                cr_epp_out *out, cr_error *err);
 
@@ -220,6 +240,14 @@ typedef enum cr_epp_end {
  * against the endpoint), and s is freed. Every stream opened is closed
  * exactly once. */
 void cr_epp_stream_close(cr_epp_stream *s, cr_epp_end how, double now);
+
+/* Takes what the door dispatched or dropped (cr_core_admit_dispatch)
+ * to the held streams, parked and woken; a dispatched request whose
+ * stream has closed has its route given back. How many. The picker's own
+ * ticker calls it every cfg.dispatch_s while a stream is held (when the
+ * core's door had a queue, --admit-max-queued > 0, at cr_epp_new).
+ * Thread-safe. */
+size_t cr_epp_dispatch(cr_epp *e);
 
 /* Frees what out holds and empties it. */
 void cr_epp_out_clear(cr_epp_out *out);

@@ -35,7 +35,7 @@ struct cr_duplex_out {
     size_t n, bytes;
 };
 
-typedef struct duplex_call {
+typedef struct cr_duplex_call {
     cr_call base;
     const cr_duplex_ops *ops;
     void *session;
@@ -47,6 +47,7 @@ typedef struct duplex_call {
     size_t max_queued, max_queued_bytes;
     int batches;            /* started and not completed */
     int reading, stepping, sending;
+    int woken;              /* a wake was asked while a step ran */
     int metadata_sent;
     int ending;             /* the status is decided; nothing more is read */
     int broke;              /* a batch failed or could not start: nothing more is sent */
@@ -170,7 +171,7 @@ static int advance(duplex_call *d)
         start(d, &op, 1, &d->sent);
     }
     int under = d->queue.n < d->max_queued && d->queue.bytes < d->max_queued_bytes;
-    if (!d->finishing && !d->ending && !d->reading && !d->stepping && under) {
+    if (!d->finishing && !d->ending && !d->reading && !d->stepping && !d->recv && under) {
         grpc_op op;
         memset(&op, 0, sizeof op);
         op.op = GRPC_OP_RECV_MESSAGE;
@@ -231,28 +232,55 @@ static void touch(duplex_call *d)
     pthread_mutex_unlock(&d->lock);
 }
 
-/* Runs the step on the message read; on the worker, or on the pool. */
-static void run_step(void *arg)
+static void run_step(void *arg);
+static void run_wake(void *arg);
+
+/* Lock held, no step running: the step due next marked running, the
+ * message read first (it waited for a wake's step), then a wake; 0 none,
+ * 1 the message, 2 a wake. */
+static int claim_step(duplex_call *d)
 {
-    duplex_call *d = arg;
-    grpc_byte_buffer *msg = d->recv;
-    d->recv = NULL;
+    if (d->stepping || d->ending || d->broke)
+        return 0;
+    if (d->recv || d->woken) {
+        d->stepping = 1;
+        if (!d->recv)
+            d->woken = 0;
+        return d->recv ? 1 : 2;
+    }
+    return 0;
+}
+
+/* Runs a claimed step on the pool, or here when the pool refuses it. */
+static void launch(duplex_call *d, int which)
+{
+    void (*fn)(void *) = which == 1 ? run_step : run_wake;
+    if (cr_pool_submit(cr_rpc_pool(d->base.rpc), fn, d) != 0)
+        fn(d);
+}
+
+/* Runs the step on msg (NULL: a wake); on the worker, or on the pool. */
+static void step_on(duplex_call *d, grpc_byte_buffer *msg)
+{
     cr_duplex_out out = {0};
     cr_reply refused;
-    grpc_slice req;
+    grpc_slice req = grpc_empty_slice();
     char why[sizeof d->why - 32] = "";
     cr_duplex_next next;
-    int read = cr_rpc_read_request(d->base.rpc, msg, &req, &refused);
+    int read = msg ? cr_rpc_read_request(d->base.rpc, msg, &req, &refused) : 0;
     if (read < 0) {
         next = CR_DUPLEX_FAILED;
     } else {
-        next = d->ops->step(d->session, GRPC_SLICE_START_PTR(req), GRPC_SLICE_LENGTH(req),
-                            cr_rpc_clock(), &out, why, sizeof why);
-        cr_rpc_request_done(d->base.rpc, req, read);
+        next = d->ops->step(d->session, msg ? GRPC_SLICE_START_PTR(req) : NULL,
+                            msg ? GRPC_SLICE_LENGTH(req) : 0, cr_rpc_clock(), &out, why,
+                            sizeof why);
+        if (msg)
+            cr_rpc_request_done(d->base.rpc, req, read);
     }
-    grpc_byte_buffer_destroy(msg);
+    if (msg)
+        grpc_byte_buffer_destroy(msg);
     pthread_mutex_lock(&d->lock);
-    long index = d->index++;
+    long index = msg ? d->index++ : d->index;
     d->stepping = 0;
     if (d->broke)
         queue_clear(&out); /* nothing more goes out */
@@ -263,12 +291,55 @@ static void run_step(void *arg)
         end_with(d, refused.status, CR_DUPLEX_CLOSED, text);
     } else if (next == CR_DUPLEX_FAILED) {
         char text[sizeof d->why];
-        snprintf(text, sizeof text, "message %ld: %s", index, why);
+        snprintf(text, sizeof text, "%s %ld: %s", msg ? "message" : "answer after message",
+                 index - !msg, why);
         end_with(d, GRPC_STATUS_INVALID_ARGUMENT, CR_DUPLEX_CLOSED, text);
     } else if (next == CR_DUPLEX_FINISHED) {
         end_with(d, GRPC_STATUS_OK, CR_DUPLEX_CLOSED, "");
     }
-    settle(d);
+    int which = claim_step(d); /* a step claimed keeps the call: no release */
+    int done = advance(d);
+    pthread_mutex_unlock(&d->lock);
+    if (done)
+        release(d);
+    else if (which)
+        launch(d, which);
+}
+
+static void run_step(void *arg)
+{
+    duplex_call *d = arg;
+    pthread_mutex_lock(&d->lock); /* no read is pending while the message waits */
+    grpc_byte_buffer *msg = d->recv;
+    d->recv = NULL;
+    pthread_mutex_unlock(&d->lock);
+    step_on(d, msg);
+}
+
+static void run_wake(void *arg) { step_on(arg, NULL); }
+
+void cr_duplex_wake(cr_duplex_call *d)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->finishing || d->ending || d->broke) {
+        pthread_mutex_unlock(&d->lock);
+        return;
+    }
+    d->woken = 1;
+    int which = claim_step(d); /* 0 while a step runs: it claims the wake as it ends */
+    pthread_mutex_unlock(&d->lock);
+    if (which && cr_pool_submit(cr_rpc_pool(d->base.rpc), run_wake, d) != 0) {
+        /* the pool is draining (shutdown) or out of memory: the stream
+         * ends, by the cancel's completions (never here: the caller holds
+         * the session's lock, which close takes) */
+        pthread_mutex_lock(&d->lock);
+        d->stepping = 0;
+        end_with(d, GRPC_STATUS_UNAVAILABLE, CR_DUPLEX_BROKEN, "no thread for a later answer");
+        d->how = CR_DUPLEX_BROKEN;
+        d->broke = 1;
+        grpc_call_cancel(d->base.call, NULL);
+        pthread_mutex_unlock(&d->lock);
+    }
 }
 
 static void duplex_got(cr_tag *tag, int ok)
@@ -292,6 +363,10 @@ static void duplex_got(cr_tag *tag, int ok)
             d->broke = 1;
         }
         settle(d);
+        return;
+    }
+    if (d->stepping) { /* a wake's step runs: the message is stepped after it */
+        pthread_mutex_unlock(&d->lock);
         return;
     }
     d->stepping = 1;
@@ -378,7 +453,7 @@ static void duplex_arrived(cr_call *c)
         /* nothing opened */
     } else if (!cr_call_allowed(c, &who)) {
         end_with(d, who.status, CR_DUPLEX_CLOSED, who.message);
-    } else if (!(d->session = d->ops->open(d->ops->ctx, who.caller, cr_rpc_clock()))) {
+    } else if (!(d->session = d->ops->open(d->ops->ctx, who.caller, cr_rpc_clock(), d))) {
         end_with(d, GRPC_STATUS_RESOURCE_EXHAUSTED, CR_DUPLEX_CLOSED, "out of memory");
     }
     settle(d);

@@ -45,16 +45,21 @@ typedef enum cr_duplex_end {
     CR_DUPLEX_BROKEN  /* cancelled, reset, deadline, idle timeout, or shutdown */
 } cr_duplex_end;
 
+/* One stream, as its session may name it to answer later (cr_duplex_wake). */
+typedef struct cr_duplex_call cr_duplex_call;
+
 /* What a duplex method does; its cr_method_spec.ctx points here. Every
  * function may run on any worker or pool thread; one session is driven by
  * one thread at a time. */
 typedef struct cr_duplex_ops {
     /* A new session for a client whose identity has tag caller
-     * (cr_reply.caller) at now (cr_rpc_clock); NULL when out of memory
-     * (the stream ends RESOURCE_EXHAUSTED). */
-    void *(*open)(void *ctx, uint64_t caller, double now);
+     * (cr_reply.caller) at now (cr_rpc_clock), on the stream self; NULL
+     * when out of memory (the stream ends RESOURCE_EXHAUSTED). */
+    void *(*open)(void *ctx, uint64_t caller, double now, cr_duplex_call *self);
     /* One message's len bytes at now: its replies appended to out and, for
-     * CR_DUPLEX_FAILED, why (at most why_len bytes, NUL-terminated). */
+     * CR_DUPLEX_FAILED, why (at most why_len bytes, NUL-terminated). With
+     * msg NULL (len 0) it is a wake (cr_duplex_wake): no message came,
+     * the session answers what it has for it. */
     cr_duplex_next (*step)(void *session, const uint8_t *msg, size_t len, double now,
                            cr_duplex_out *out, char *why, size_t why_len);
     /* Called exactly once for every session opened, however the stream
@@ -67,6 +72,16 @@ typedef struct cr_duplex_ops {
     void *ctx;
     size_t max_queued, max_queued_bytes; /* 0: CR_DUPLEX_MAX_QUEUED(_BYTES) */
 } cr_duplex_ops;
+
+/* Asks for a wake: a step with no message on self's session, on the
+ * pool, after the step running now if there is one (wakes asked before
+ * it runs are one; a message read meanwhile is stepped after it). So a
+ * session that answered nothing to a message (CR_DUPLEX_MORE) answers
+ * later from another thread, in the stream's own order. Nothing when the
+ * stream's end is decided. Any thread, but never once close was called:
+ * the session must make sure of that (a lock that close also takes, held
+ * across this call; this takes only the stream's own lock). */
+void cr_duplex_wake(cr_duplex_call *self);
 
 extern const cr_call_kind cr_duplex_kind;
 

@@ -6,9 +6,14 @@
 
 #include "handlers.h"
 
-static void *epp_open(void *ctx, uint64_t caller, double now)
+static void wake(void *self) { cr_duplex_wake(self); }
+
+static void *epp_open(void *ctx, uint64_t caller, double now, cr_duplex_call *self)
 {
-    return cr_epp_stream_open(ctx, caller, now);
+    cr_epp_stream *s = cr_epp_stream_open(ctx, caller, now);
+    if (s) /* a request the door holds is answered at a wake */
+        cr_epp_stream_wake_by(s, wake, self);
+    return s;
 }
 
 static cr_duplex_next epp_step(void *session, const uint8_t *msg, size_t len, double now,

@@ -30,10 +30,13 @@ What it models (Envoy 1.33+, the ext_proc filter as GIE configures it):
     reads give them, optional trailers, each echoed back (full duplex:
     streamed_response chunks; BUFFERED: the headers answered, then the whole
     body in one message);
-  - the data plane leaving: cancel() resets the stream (a downstream reset).
+  - the data plane leaving: cancel() resets the stream (a downstream reset);
+  - a ProcessingResponse with no response set and override_message_timeout:
+    Envoy's timer for the awaited answer restarted at that duration (with
+    max_message_timeout configured); recorded, and the answer awaited.
 
-What it does not model: Envoy's retry and timeout policies (message_timeout,
-the route's retries), failure_mode_allow, observability and async modes,
+What it does not model: Envoy's retry and timeout policies (message_timeout
+and its cap max_message_timeout are not enforced; the route's retries), failure_mode_allow, observability and async modes,
 route cache re-resolution, the HTTP/1 and HTTP/2 codecs (the upstream leg is
 Python's http.client over HTTP/1.1), header or body mutation other than the
 destination, and flow control.
@@ -151,6 +154,7 @@ class Result:
         self.response_echo_chunks = []
         self.trailers_answered = False
         self.decision_s = None       # last request byte sent -> destination in
+        self.timeout_overrides = []  # override_message_timeout seconds, in order
         self.grpc_code = None        # the stream's status at its end
 
     def destinations(self):
@@ -290,6 +294,11 @@ class EnvoyClient:
         """The next answer, which must be one of kinds or an immediate
         response (then None is returned after recording it)."""
         r = s.recv()
+        while r is not None and r.WhichOneof("response") is None and \
+                r.HasField("override_message_timeout"):
+            d = r.override_message_timeout  # the timer restarted; the answer still awaited
+            res.timeout_overrides.append(d.seconds + d.nanos / 1e9)
+            r = s.recv()
         if r is None:
             raise ProtocolViolation("stream ended (%s) waiting for %s" % (
                 s.call.code(), what))

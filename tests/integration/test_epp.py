@@ -26,6 +26,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -735,6 +736,102 @@ class DoorTest(EppTestCase):
         self.assertEqual(metric(m, "cacheroute_door_fairness_requests_total",
                                 fairness_id="tenant-batch", verdict="shed"), 5)
         self.assertEqual(metric(m, "cacheroute_epp_errors_total", reason="shed"), 5)
+
+
+class HoldTest(EppTestCase):
+    """--admit-max-queued: the picker holds what the door queues. The door
+    acts by its budget alone (--admit-pressure 0; the budget is half the
+    interactive 2 s SLO); overload is many outstanding routes (Route calls
+    with request ids) on two endpoints. A batch request is then held on its
+    stream, answered only with override_message_timeout, and routed once
+    those routes' outcomes come (the work falls); one held past
+    --admit-max-wait-ms is answered 429 slo; one whose stream is reset is
+    taken out of the door; an interactive request is never held."""
+    FLAGS = ("--objectives", "interactive:0:2000,batch:-1", "--admit-pressure", "0",
+             "--admit-max-queued", "8", "--admit-max-wait-ms", "1500")
+    N = 2
+
+    def send(self, objective, text):
+        headers = [("x-gateway-inference-objective", objective),
+                   ("x-gateway-inference-fairness-id", "tenant-" + objective)]
+        return self.cl.client.exchange(chat(text), headers=headers)
+
+    def load(self, tag):
+        items = [P.cr.RouteItem(prompt_tokens=200000, request_id="%s-%d" % (tag, i))
+                 for i in range(32)]
+        self.cl.sc.stub().Route(P.cr.RouteRequest(requests=items), timeout=h.RPC_TIMEOUT)
+
+    def unload(self, tag):
+        self.cl.sc.stub().ReportOutcome(P.cr.ReportOutcomeRequest(outcomes=[
+            P.cr.Outcome(request_id="%s-%d" % (tag, i)) for i in range(32)]),
+            timeout=h.RPC_TIMEOUT)
+
+    def held(self, want):
+        deadline = time.monotonic() + 10
+        while metric(self.cl.metrics(), "cacheroute_door_held") != want:
+            self.assertLess(time.monotonic(), deadline, "cacheroute_door_held never %d" % want)
+            time.sleep(0.02)
+
+    def in_thread(self, fn):
+        out = {}
+
+        def run():
+            try:
+                out["res"] = fn()
+            except BaseException as e:  # re-raised on the test's thread
+                out["error"] = e
+        t = threading.Thread(target=run)
+        t.start()
+        return t, out
+
+    def test_held_then_routed_dropped_or_cancelled(self):
+        self.load("a")
+        res = self.send("interactive", "interactive under load")
+        self.assertRouted(res, chat("interactive under load"), n_dest=2)
+        t, out = self.in_thread(lambda: self.send("batch", "held batch"))
+        self.held(1)
+        time.sleep(0.2)
+        self.assertTrue(t.is_alive(), "the held request was answered under load")
+        self.unload("a")
+        t.join(h.RPC_TIMEOUT)
+        self.assertNotIn("error", out)
+        res = out["res"]
+        self.assertRouted(res, chat("held batch"), n_dest=2)
+        self.assertEqual(len(res.timeout_overrides), 1)
+        self.assertAlmostEqual(res.timeout_overrides[0], 1.5 + 0.02 + 1, places=3)
+        self.held(0)
+        # past its deadline: 429 slo, after the wait
+        self.load("b")
+        start = time.monotonic()
+        res = self.send("batch", "dropped batch")
+        self.assertGreaterEqual(time.monotonic() - start, 1.4)
+        im = self.assertImmediate(res, 429, "shed")
+        self.assertEqual(im["headers"].get("x-cacheroute-shed"), "slo", im)
+        self.assertIn("at the door", im["headers"].get(ec.ERROR_HEADER), im)
+        # reset while held: out of the door
+        s = self.cl.client.open()
+        body = chat("cancelled batch")
+        s.send(self.cl.client.request_headers(
+            "POST", "/v1/chat/completions", body,
+            [("x-gateway-inference-objective", "batch")]))
+        s.send(self.cl.client.body_msg(body, True))
+        r = s.recv()
+        self.assertIsNone(r.WhichOneof("response"))
+        self.assertTrue(r.HasField("override_message_timeout"))
+        self.held(1)
+        s.cancel()
+        self.held(0)
+        self.unload("b")
+        m = self.cl.metrics()
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
+                                verdict="queued"), 3)
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
+                                verdict="dropped"), 2)
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
+                                verdict="admitted"), 1)
+        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="interactive",
+                                verdict="queued"), 0)
+        self.settled()
 
 
 class ShutdownTest(h.SidecarTestCase):
