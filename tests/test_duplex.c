@@ -224,6 +224,19 @@ static int wait_closed(int n)
     return atomic_load(&closed_ok) + atomic_load(&closed_broken);
 }
 
+/* Ends call (half-closing it first when half_close) with status, its
+ * session closed once as closed counts (closed_ok or closed_broken); the
+ * server stopped. */
+static void end_as(grpc_call *call, int half_close, grpc_status_code status, atomic_int *closed)
+{
+    char text[256];
+    CU_ASSERT_EQUAL(finish(call, half_close, text, sizeof text), status);
+    grpc_call_unref(call);
+    CU_ASSERT_EQUAL(wait_closed(1), 1);
+    CU_ASSERT_EQUAL(atomic_load(closed), 1);
+    stop_server();
+}
+
 static void test_bounded_then_all_in_order(void)
 {
     start_server();
@@ -243,13 +256,8 @@ static void test_bounded_then_all_in_order(void)
             CU_ASSERT_EQUAL(recv_msg(call, &first), (long)REPLY_BYTES);
             CU_ASSERT_EQUAL(first, (m * 2 + i) & 0xff);
         }
-    char text[256];
-    CU_ASSERT_EQUAL(finish(call, 1, text, sizeof text), GRPC_STATUS_OK);
-    grpc_call_unref(call);
-    CU_ASSERT_EQUAL(wait_closed(1), 1);
-    CU_ASSERT_EQUAL(atomic_load(&closed_ok), 1);
     CU_ASSERT_EQUAL(atomic_load(&steps), 32);
-    stop_server();
+    end_as(call, 1, GRPC_STATUS_OK, &closed_ok);
 }
 
 static void test_failed_step_names_message(void)
@@ -274,12 +282,7 @@ static void test_cancel_closes_once_broken(void)
     send_msg(call, 1, 7);
     sleep_ms(100);
     grpc_call_cancel(call, NULL);
-    char text[256];
-    CU_ASSERT_EQUAL(finish(call, 0, text, sizeof text), GRPC_STATUS_CANCELLED);
-    grpc_call_unref(call);
-    CU_ASSERT_EQUAL(wait_closed(1), 1);
-    CU_ASSERT_EQUAL(atomic_load(&closed_broken), 1);
-    stop_server();
+    end_as(call, 0, GRPC_STATUS_CANCELLED, &closed_broken);
 }
 
 static void test_shutdown_ends_unavailable(void)
@@ -324,12 +327,7 @@ static void test_wake_answers_later(void)
     CU_ASSERT_EQUAL(first, 5);
     int w = atomic_load(&wakes);
     CU_ASSERT(w >= 1 && w <= 2);
-    char text[256];
-    CU_ASSERT_EQUAL(finish(call, 1, text, sizeof text), GRPC_STATUS_OK);
-    grpc_call_unref(call);
-    CU_ASSERT_EQUAL(wait_closed(1), 1);
-    CU_ASSERT_EQUAL(atomic_load(&closed_ok), 1);
-    stop_server();
+    end_as(call, 1, GRPC_STATUS_OK, &closed_ok);
 }
 
 static const cr_test_case duplex_tests[] = {

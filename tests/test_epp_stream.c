@@ -940,10 +940,11 @@ static cr_epp_next objective_request(fixture *f, cr_epp_stream *s, const char *o
  * taken back, its receipt kept; a critical one with the same SLO is
  * routed and its outcome counted against its SLO; one naming no
  * objective never meets the door. */
-static void test_door_sheds(void)
+/* f's core given a door over "interactive:0:2000,batch:-1" that acts at
+ * once (no pressure signal) by each request's SLO and budget_ms (0: none),
+ * holding at most max_queued. */
+static void set_door(fixture *f, uint32_t max_queued, double budget_ms)
 {
-    fixture f;
-    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1000);
     cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
     size_t n;
     cr_error err;
@@ -951,9 +952,18 @@ static void test_door_sheds(void)
                           CR_OK);
     cr_admit_config ac;
     cr_admit_config_default(&ac);
-    ac.max_queued = ac.max_per_id = 0; /* no queue: what it would hold is shed */
-    ac.pressure = 0;                   /* the door acts at once, by each request's SLO */
-    CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f.core, &ac, t, n, &err), CR_OK);
+    ac.max_queued = ac.max_per_id = max_queued;
+    ac.pressure = 0;
+    ac.budget_ms = budget_ms;
+    CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
+}
+
+static void test_door_sheds(void)
+{
+    fixture f;
+    open_fixture(&f, 1, CR_EPP_FULL_DUPLEX, 1000);
+    size_t n;
+    set_door(&f, 0, 0); /* no queue: what it would hold is shed */
     /* an SLO of 0.001 ms: no prefill is that fast */
     cr_epp_stream *s = cr_epp_stream_open(f.epp, 0, f.t);
     got g = {0};
@@ -1063,16 +1073,8 @@ static uint32_t door_held(fixture *f)
 static void open_holding(fixture *f, double dispatch_s)
 {
     open_fixture(f, 1, CR_EPP_FULL_DUPLEX, 1000);
-    cr_admit_objective t[CR_ADMIT_MAX_OBJECTIVES];
-    size_t n;
+    set_door(f, 1024, 0.001);
     cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_admit_objectives_parse("interactive:0:2000,batch:-1", t, &n, &err),
-                          CR_OK);
-    cr_admit_config ac;
-    cr_admit_config_default(&ac);
-    ac.pressure = 0;
-    ac.budget_ms = 0.001;
-    CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
     cr_epp_free(f->epp);
     f->cfg.max_requests = 64;
     f->cfg.dispatch_s = dispatch_s;

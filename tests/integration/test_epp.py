@@ -692,7 +692,22 @@ class ShedTest(EppTestCase):
         self.assertGreaterEqual(metric(m, "cacheroute_epp_errors_total", reason="shed"), 1)
 
 
-class DoorTest(EppTestCase):
+class DoorCase(EppTestCase):
+    """A picker with --objectives: requests by objective, the door's counts."""
+
+    def send(self, objective, text):
+        headers = [("x-gateway-inference-objective", objective),
+                   ("x-gateway-inference-fairness-id", "tenant-" + objective)]
+        return self.cl.client.exchange(chat(text), headers=headers)
+
+    def assertCounts(self, m, objective, **want):
+        """cacheroute_door_requests_total{objective} by verdict, as want says."""
+        for verdict, n in want.items():
+            self.assertEqual(metric(m, "cacheroute_door_requests_total", objective=objective,
+                                    verdict=verdict), n, (objective, verdict))
+
+
+class DoorTest(DoorCase):
     """--objectives through the picker, the door at its defaults: overload
     is many outstanding routes (Route calls with request ids, never
     reported) on two endpoints, so every prediction passes the interactive
@@ -703,11 +718,6 @@ class DoorTest(EppTestCase):
     is still routed; no 429 for anything but the sheddable objective."""
     FLAGS = ("--objectives", "interactive:0:2000,batch:-1:1000")
     N = 2
-
-    def send(self, objective, text):
-        headers = [("x-gateway-inference-objective", objective),
-                   ("x-gateway-inference-fairness-id", "tenant-" + objective)]
-        return self.cl.client.exchange(chat(text), headers=headers)
 
     def test_429_only_for_the_sheddable_objective_under_overload(self):
         body = chat("calm batch")
@@ -727,18 +737,14 @@ class DoorTest(EppTestCase):
         m = self.cl.metrics()
         self.assertEqual(metric(m, "cacheroute_door_pressed"), 1)
         self.assertGreater(metric(m, "cacheroute_door_pressure"), 0.15)
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
-                                verdict="shed"), 5)
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
-                                verdict="admitted"), 1)
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="interactive",
-                                verdict="shed"), 0)
+        self.assertCounts(m, "batch", shed=5, admitted=1)
+        self.assertCounts(m, "interactive", shed=0)
         self.assertEqual(metric(m, "cacheroute_door_fairness_requests_total",
                                 fairness_id="tenant-batch", verdict="shed"), 5)
         self.assertEqual(metric(m, "cacheroute_epp_errors_total", reason="shed"), 5)
 
 
-class HoldTest(EppTestCase):
+class HoldTest(DoorCase):
     """--admit-max-queued: the picker holds what the door queues. The door
     acts by its budget alone (--admit-pressure 0; the budget is half the
     interactive 2 s SLO); overload is many outstanding routes (Route calls
@@ -750,11 +756,6 @@ class HoldTest(EppTestCase):
     FLAGS = ("--objectives", "interactive:0:2000,batch:-1", "--admit-pressure", "0",
              "--admit-max-queued", "8", "--admit-max-wait-ms", "1500")
     N = 2
-
-    def send(self, objective, text):
-        headers = [("x-gateway-inference-objective", objective),
-                   ("x-gateway-inference-fairness-id", "tenant-" + objective)]
-        return self.cl.client.exchange(chat(text), headers=headers)
 
     def load(self, tag):
         items = [P.cr.RouteItem(prompt_tokens=200000, request_id="%s-%d" % (tag, i))
@@ -823,14 +824,8 @@ class HoldTest(EppTestCase):
         self.held(0)
         self.unload("b")
         m = self.cl.metrics()
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
-                                verdict="queued"), 3)
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
-                                verdict="dropped"), 2)
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="batch",
-                                verdict="admitted"), 1)
-        self.assertEqual(metric(m, "cacheroute_door_requests_total", objective="interactive",
-                                verdict="queued"), 0)
+        self.assertCounts(m, "batch", queued=3, dropped=2, admitted=1)
+        self.assertCounts(m, "interactive", queued=0, shed=0)
         self.settled()
 
 
