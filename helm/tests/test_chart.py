@@ -1513,6 +1513,12 @@ class ChartTest(unittest.TestCase):
         self.assertIn("No InferencePool is rendered", notes)
         self.assertIn("endpointPickerRef: {kind: Service, name: cr-cacheroute, port: {number: 9002}", notes)
         self.assertNotIn("HTTPRoute", self.render_notes())
+        self.assertNotIn("max_message_timeout", notes)  # no door queue: nothing held
+        notes = self.render_notes("--set", "mode=epp", "--set", "epp.inferencePool.enabled=false",
+                                  "--set", "cacheroute.config.admitMaxQueued=64",
+                                  "--set", "cacheroute.config.admitMaxWaitMs=5000")
+        self.assertIn("holds up to 64 sheddable requests", notes)
+        self.assertIn("max_message_timeout to at least admitMaxWaitMs + 2 s (7 s)", notes)
 
     def render_notes(self, *args):
         """helm template does not render NOTES.txt: render it through tpl
