@@ -1,11 +1,12 @@
 /* Admission at the door around the route (core.h, "admission at the
- * door"; the design in docs/admission.md). The rule places a request as
- * it always does; the door then weighs the pick's predicted TTFT. Taking
- * a placement back (its outstanding work released) rather than asking the
- * rule for a prediction first keeps the rule's code and its answers as
- * they are: a request the door lets through was placed exactly as
- * without a door. What a taken-back placement leaves in the prefix index
- * (its blocks, as if sent) ages out like any other entry.
+ * door"; the design in docs/admission.md). For a sheddable request the
+ * door weighs the rule's prediction (cr_router_predict: its pick, nothing
+ * remembered) and the request is placed only when the door routes it, so
+ * that a request held or shed leaves nothing behind: no blocks in the
+ * prefix index as if sent, no session, no work. Placed then, in the same
+ * state, it goes where the prediction said: a request the door lets
+ * through is placed exactly as without a door. A critical request is
+ * placed as always and its pick then sampled (it is never held or shed).
  *
  * A held request is one block (held_request and copies of everything its
  * pointers name), whose address is its handle in the door's queue. */
@@ -108,30 +109,19 @@ static held_request *hold_copy(const cr_route_request *q, const cr_admit_ask *as
     return h;
 }
 
-/* The placement a's for q taken back: its outstanding work released. */
-static void take_back(cr_core *c, const cr_route_request *q, const cr_route_answer *a, double now)
-{
-    size_t len = q->request_id ? strlen(q->request_id) : 0;
-    uint32_t shard;
-    if (len)
-        cr_router_release_request(c->router, cr_route_request_key(q->request_id, len, q->caller),
-                                  now, 0, 0, &shard);
-    else if (q->has_owner)
-        cr_router_release(c->router, q->owner, a->shard, now, q->caller);
-}
-
-/* The door's word on q at now, a the rule's placement (placed 1) or
- * nothing (0: q waits behind a held request whatever the rule says). */
-static void door_one(cr_core *c, const cr_route_request *q, const cr_admit_ask *asked,
-                     cr_route_answer *a, int placed, double now)
+/* The door's word on q at now, a the rule's pick (predicted 1; placed
+ * already for a critical request) or nothing (0: q waits behind a held
+ * request whatever the rule says). Held or shed, a says so. */
+static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr_admit_ask *asked,
+                                 cr_route_answer *a, int predicted, double now)
 {
     cr_admit_ask ask = *asked;
     cr_admit_candidate pick = {a->shard, a->queue_wait_ms, a->queue_wait_ms + a->prefill_ms};
-    size_t n = placed && a->shard != CR_ROUTE_NO_SHARD ? 1 : 0;
+    size_t n = predicted && a->shard != CR_ROUTE_NO_SHARD ? 1 : 0;
     held_request *h = ask.priority < 0 ? hold_copy(q, &ask) : NULL; /* only these are held */
-    /* its prompt tokens weigh it in the round robin: known placed or not,
-     * so every held request is weighed alike (a prefill is predicted only
-     * for a placed one) */
+    /* its prompt tokens weigh it in the round robin: known predicted or
+     * not, so every held request is weighed alike (a prefill is predicted
+     * only with a pick) */
     uint64_t tokens = q->prompt_tokens ? q->prompt_tokens
                                        : (uint64_t)q->n_hashes * c->route.block_tokens;
     cr_admit_item it = {.handle = (uintptr_t)h, .cost = tokens ? (double)tokens : 1,
@@ -142,10 +132,8 @@ static void door_one(cr_core *c, const cr_route_request *q, const cr_admit_ask *
                                  : cr_admit_offer(c->door, &ask, &pick, n, now, &it, &at);
     if (v == CR_ADMIT_ROUTE) {
         free(h);
-        return;
+        return v;
     }
-    if (placed)
-        take_back(c, q, a, now);
     a->admitted = 0;
     a->door = v == CR_ADMIT_HOLD ? CR_ROUTE_DOOR_QUEUED : CR_ROUTE_DOOR_SHED;
     if (v == CR_ADMIT_HOLD) {
@@ -154,25 +142,29 @@ static void door_one(cr_core *c, const cr_route_request *q, const cr_admit_ask *
     } else {
         free(h);
     }
+    return v;
 }
 
-int cr_core_door_before(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
+int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,
+                        const cr_route_request *q, cr_route_answer *a, double now)
 {
     cr_admit_ask ask;
-    if (!ask_of(c, q, &ask) || ask.priority >= 0 || !cr_admit_behind(c->door, ask.priority))
+    if (!ask_of(c, q, &ask) || ask.priority >= 0)
         return 0;
     memset(a, 0, sizeof *a);
     a->shard = CR_ROUTE_NO_SHARD;
     a->owner = q->owner;
-    door_one(c, q, &ask, a, 0, now);
-    return 1;
+    int behind = cr_admit_behind(c->door, ask.priority);
+    if (!behind)
+        cr_router_predict(c->router, t, shards, q, a, now);
+    return door_one(c, q, &ask, a, !behind, now) != CR_ADMIT_ROUTE;
 }
 
 void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
 {
     cr_admit_ask ask;
-    if (ask_of(c, q, &ask))
-        door_one(c, q, &ask, a, 1, now);
+    if (ask_of(c, q, &ask) && ask.priority >= 0)
+        door_one(c, q, &ask, a, 1, now); /* critical: always routed */
 }
 
 /* What ready weighs a held request against. */

@@ -117,14 +117,16 @@ uint32_t cr_core_shards(cr_core *c, const cr_installed *t);
 
 /* ---- door.c ---- */
 
-/* Before q is placed (cr_core_route, one request at a time): 1 when the
- * door has its word without the rule (a sheddable request behind a held
- * one: held or shed, *a says so, no shard); 0: place it, then ask
- * cr_core_door_after. */
-int cr_core_door_before(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
-/* The door for q just placed as *a at now: nothing when q names no
- * objective; else a is the door's word, the placement taken back when it
- * is queued or shed. */
+/* Before q is placed (cr_core_route, one request at a time) under table t
+ * over shards: 1 when the door has its word and q is not to be placed (a
+ * sheddable request held or shed: *a says so, nothing placed; its pick
+ * was the rule's prediction, cr_router_predict, or none when it waits
+ * behind a held one); 0: place it, then ask cr_core_door_after. */
+int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,
+                        const cr_route_request *q, cr_route_answer *a, double now);
+/* The door for q just placed as *a at now: a critical request's
+ * prediction sampled for the pressure, counted; nothing for the others
+ * (the door had its word before). */
 void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
 /* The held requests freed, the door with them. */
 void cr_core_door_free(cr_core *c);

@@ -140,7 +140,7 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     if (!door)
         cr_router_place(c->router, t ? t->table : NULL, shards, items, out, n, now);
     for (size_t i = 0; i < n; i++) {
-        if (door && cr_core_door_before(c, &items[i], &out[i], now))
+        if (door && cr_core_door_before(c, t ? t->table : NULL, shards, &items[i], &out[i], now))
             continue;
         if (door) /* one at a time, as the rule places a batch: each sees the door's before */
             cr_router_place(c->router, t ? t->table : NULL, shards, &items[i], &out[i], 1, now);

@@ -188,7 +188,7 @@ static void fail(cr_epp_picked *out, int status, cr_epp_error reason)
 /* The door said no: shed, or queued, which the picker answers at once
  * when the stream cannot wait (no queue: docs/epp.md, "Objectives and the
  * door"), with the predicted queue wait's seconds as retry-after. The door
- * took the placement back already. */
+ * placed nothing. */
 static void refused(const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
 {
     int queued = a->door == CR_ROUTE_DOOR_QUEUED;

@@ -52,6 +52,8 @@ typedef struct view {
     const uint64_t *keys;     /* its blocks' keys in the index; NULL: none */
     const cr_session *session; /* its owner's, when it has no hashes */
     uint32_t indexed;         /* shards the match covered */
+    int kept;                 /* 1: placed and remembered; 0: only predicted,
+                               * so counted nowhere (cr_router_predict) */
 } view;
 
 /* The key of the adapter namespace space (n bytes) names: the bytes before
@@ -78,6 +80,7 @@ static view view_of(const cr_router *r, const cr_route_request *q)
         .space = space,
         .adapter = adapter_key(q->space, q->space_len, space),
         .id = id ? cr_route_request_key(id, strlen(id), q->caller) : 0,
+        .kept = 1,
     };
 }
 
@@ -155,7 +158,7 @@ static uint32_t home_of(cr_router *r, const view *x, uint32_t n)
  * session's), less for one many requests share (a document, a system
  * prompt), whose copies on more shards many will reuse: 1 + (g - 1) H /
  * (H + n), n the requests that lately matched up to the deepest block any
- * shard holds of it. Counts that request. */
+ * shard holds of it. Counts that request, when it is kept. */
 static double miss_weight(cr_router *r, const view *x)
 {
     uint32_t d = 0;
@@ -164,7 +167,8 @@ static double miss_weight(cr_router *r, const view *x)
     if (!d)
         return r->g;
     uint32_t n = cr_popular_count(&r->popular, x->keys[d - 1]);
-    cr_popular_touch(&r->popular, x->keys[d - 1]);
+    if (x->kept)
+        cr_popular_touch(&r->popular, x->keys[d - 1]);
     return 1 + (r->g - 1) * CR_ROUTE_SHARED_HALF / (CR_ROUTE_SHARED_HALF + n);
 }
 
@@ -422,7 +426,8 @@ static int scratch_for(cr_router *r, uint32_t n_shards, uint64_t **keys, uint32_
 #define CHUNK 64
 
 /* r locked: places v[0..n) into out[0..n), or out of memory (ok 0) each
- * at its owner key's fallback, nothing predicted. */
+ * at its owner key's fallback, nothing predicted; a view not kept is only
+ * answered, nothing of it remembered or counted. */
 static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, view *v,
                          cr_route_answer *out, size_t n, double now)
 {
@@ -450,7 +455,7 @@ static void place_locked(cr_router *r, const cr_table *t, uint32_t n_shards, vie
             place_ttft(r, t, n_shards, &v[i], now, a);
         else
             place_rule(r, t, n_shards, &v[i], now, a);
-        if (a->shard != CR_ROUTE_NO_SHARD) /* nowhere to go: nothing to remember */
+        if (v[i].kept && a->shard != CR_ROUTE_NO_SHARD) /* nowhere to go: nothing to remember */
             remember(r, &v[i], a, n_shards, now);
     }
 }
@@ -467,6 +472,16 @@ void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
         place_locked(r, t, n_shards, v, out + at, k, now);
         pthread_mutex_unlock(&r->lock);
     }
+}
+
+void cr_router_predict(cr_router *r, const cr_table *t, uint32_t n_shards,
+                       const cr_route_request *q, cr_route_answer *out, double now)
+{
+    view v = view_of(r, q);
+    v.kept = 0;
+    pthread_mutex_lock(&r->lock);
+    place_locked(r, t, n_shards, &v, out, 1, now);
+    pthread_mutex_unlock(&r->lock);
 }
 
 void cr_router_place_arrivals(cr_router *r, const cr_table *t, uint32_t n_shards,

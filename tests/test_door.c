@@ -1,7 +1,7 @@
 /* Admission at the door on the core, in virtual time (core/door.c): a
  * core with a door routes requests without objectives exactly as one
  * without (and critical ones that meet their SLO); a sheddable request
- * over the budget is queued with its placement taken back; a critical
+ * over the budget is queued with nothing placed; a critical
  * one is never queued or shed; a held request is dispatched once the
  * outstanding work falls (an outcome), or dropped at its deadline. */
 #include <stdio.h>
@@ -20,14 +20,17 @@ typedef struct fixture {
 
 static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
 
-/* ttft over 2 shards, prefill 1 ms a token (1000 tokens: 1 s); with a
- * door: budget 1500 ms, the wait bound wait_ms. */
-static void open_core(fixture *f, int door, double wait_ms)
+/* ttft over 2 shards with miss weight g (0: the default), prefill 1 ms a
+ * token (1000 tokens: 1 s); with a door: budget 1500 ms, the wait bound
+ * wait_ms. */
+static void open_core_g(fixture *f, int door, double wait_ms, double g)
 {
     memset(f, 0, sizeof *f);
     cr_core_config cfg;
     cr_test_core_config(&cfg, SHARDS);
     cfg.route.by = CR_ROUTE_TTFT;
+    if (g > 0)
+        cfg.route.miss_weight = g;
     cr_test_core_fixed_model(&cfg, 1);
     cr_clock_source clock = {now_of, f};
     cr_error err;
@@ -47,6 +50,8 @@ static void open_core(fixture *f, int door, double wait_ms)
     CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
     CU_ASSERT_EQUAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_ESTATE);
 }
+
+static void open_core(fixture *f, int door, double wait_ms) { open_core_g(f, door, wait_ms, 0); }
 
 static cr_route_answer route(fixture *f, int64_t owner, const char *objective, const char *id)
 {
@@ -100,7 +105,7 @@ static void test_queue_then_dispatch(void)
     CU_ASSERT(a.held != 0);
     CU_ASSERT(a.queue_wait_ms + a.prefill_ms > 1500); /* why: the prediction */
     cr_core_route_stats_read(f.core, &after, NULL, 0);
-    CU_ASSERT_DOUBLE_EQUAL(after.work, before.work, 1e-9); /* taken back */
+    CU_ASSERT_DOUBLE_EQUAL(after.work, before.work, 1e-9); /* nothing placed */
     /* critical: routed however long its wait */
     CU_ASSERT_EQUAL(route(&f, 11, "interactive", "c4").door, CR_ROUTE_DOOR_ROUTED);
     cr_core_dispatched d[4];
@@ -188,11 +193,67 @@ static void test_cancelled(void)
     cr_core_free(f.core);
 }
 
+/* One request of n hashes (base + i) with objective (NULL: none) at f's
+ * now, its answer. */
+static cr_route_answer route_hashes(fixture *f, uint64_t base, uint32_t n, const char *objective,
+                                    const char *id)
+{
+    uint64_t h[16];
+    for (uint32_t i = 0; i < n; i++)
+        h[i] = base + i;
+    cr_route_request q = {.hashes = h, .n_hashes = n, .request_id = id, .objective = objective,
+                          .objective_len = objective ? strlen(objective) : 0, .can_wait = 1};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
+/* A sheddable request is predicted, and placed only when the door routes
+ * it: routed, it goes and counts exactly as without a door (shared
+ * prefixes too: the prediction counts nothing); held, it leaves no blocks
+ * in the index and no work. */
+static void test_predicted_then_placed(void)
+{
+    fixture a, b;
+    open_core_g(&a, 0, 30000, 8); /* shared prefixes weigh less: counted ones matter */
+    open_core_g(&b, 1, 30000, 8);
+    for (int i = 0; i < 60; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "r%d", i);
+        a.t = b.t = i * 0.15; /* queues, but never over the budget */
+        uint64_t base = (uint64_t)(i % 4) * 1000 + (uint64_t)(i % 3); /* shared prefixes */
+        cr_route_answer x = route_hashes(&a, base, 8 + (uint32_t)(i % 5), NULL, id);
+        cr_route_answer y = route_hashes(&b, base, 8 + (uint32_t)(i % 5), "batch", id);
+        CU_ASSERT_EQUAL(y.door, CR_ROUTE_DOOR_ROUTED);
+        CU_ASSERT_EQUAL(x.shard, y.shard);
+        CU_ASSERT_EQUAL(x.cached_tokens, y.cached_tokens);
+        CU_ASSERT_DOUBLE_EQUAL(x.prefill_ms, y.prefill_ms, 1e-9);
+    }
+    cr_core_free(a.core);
+    /* under load a batch request of a new prefix is held: nothing of it kept */
+    b.t = 1000;
+    for (int i = 0; i < 4; i++)
+        route(&b, 10 + i, "interactive", NULL);
+    cr_route_stats before, after;
+    cr_core_route_stats_read(b.core, &before, NULL, 0);
+    cr_route_answer h = route_hashes(&b, 77000, 8, "batch", "held");
+    CU_ASSERT_EQUAL_FATAL(h.door, CR_ROUTE_DOOR_QUEUED);
+    cr_core_route_stats_read(b.core, &after, NULL, 0);
+    CU_ASSERT_EQUAL(after.outstanding, before.outstanding);
+    CU_ASSERT_DOUBLE_EQUAL(after.work, before.work, 1e-9);
+    b.t = 2000; /* everything done, past its deadline */
+    cr_route_answer c = route_hashes(&b, 77000, 8, "interactive", NULL);
+    CU_ASSERT_EQUAL(c.cached_tokens, 0); /* its blocks were never sent anywhere */
+    cr_core_free(b.core);
+}
+
 static const cr_test_case door_tests[] = {
     {"same routes without overload", test_same_routes_without_overload},
     {"queued, then dispatched when the work falls", test_queue_then_dispatch},
     {"dropped at the deadline", test_dropped_at_deadline},
     {"cancelled when its caller leaves; Route cannot wait", test_cancelled},
+    {"predicted, then placed only when routed", test_predicted_then_placed},
     {NULL, NULL},
 };
 

@@ -937,7 +937,7 @@ static cr_epp_next objective_request(fixture *f, cr_epp_stream *s, const char *o
 
 /* With a door that cannot queue: a sheddable objective whose SLO no
  * endpoint meets is answered 429, x-cacheroute-shed "slo", its route
- * taken back, its receipt kept; a critical one with the same SLO is
+ * never placed, its receipt kept; a critical one with the same SLO is
  * routed and its outcome counted against its SLO; one naming no
  * objective never meets the door. */
 /* f's core given a door over "interactive:0:2000,batch:-1" that acts at

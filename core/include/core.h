@@ -238,13 +238,15 @@ int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_
  *
  * With a door (cr_core_set_door), cr_core_route runs it around the rule
  * for every request that names an objective, a priority or an SLO
- * (request.h): the rule places the request as always, then the door
- * weighs the pick's predicted TTFT (queue wait + prefill) against the
- * objective (cr_admit_offer). Routed: the answer is the rule's, unchanged
- * (so with no overload every route is what it was without a door).
- * Queued or shed: the placement is taken back (its outstanding work
- * released), the answer's door says so, admitted is 0; a queued request
- * is copied and held until cr_core_admit_dispatch sends or drops it.
+ * (request.h): the door weighs the rule's pick's predicted TTFT (queue
+ * wait + prefill) against the objective (cr_admit_offer); a sheddable
+ * request is predicted first (cr_router_predict) and placed only when
+ * routed, a critical one placed as always. Routed: the answer is the
+ * rule's, unchanged (so with no overload every route is what it was
+ * without a door). Queued or shed: nothing was placed (no blocks, session
+ * or work kept), the answer's door says so, admitted is 0; a queued
+ * request is copied and held until cr_core_admit_dispatch sends or drops
+ * it.
  * Requests without an objective never meet the door: their routes are
  * byte for byte those of a core without one. */
 

@@ -291,6 +291,14 @@ uint64_t cr_route_request_key(const char *s, size_t n, uint64_t caller);
 void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
                      const cr_route_request *q, cr_route_answer *out, size_t n, double now);
 
+/* q's answer as cr_router_place would give it at now, with nothing of q
+ * remembered: no blocks in the index, no session, no outstanding work.
+ * So a caller may weigh the answer first and place q only if it keeps it
+ * (the door, core.h): placed then, in the same state, it goes where this
+ * said. Thread-safe. */
+void cr_router_predict(cr_router *r, const cr_table *t, uint32_t n_shards,
+                       const cr_route_request *q, cr_route_answer *out, double now);
+
 /* An outcome for the request whose id has key request, at now: releases
  * its outstanding work (its shard's queue restarts then) and, when
  * has_cached, corrects the shard's hit predictions by what was measured.
