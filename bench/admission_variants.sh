@@ -3,7 +3,8 @@
 # 0.7x and 1.5x of the capacities bench/admission.sh measured
 # (OUT/capacity.tsv), one run per variant, each variant the environment
 # cacheroute-admission reads (CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE,
-# CR_ADMIT_PRESSURE_TAU_S; "default" sets none). Prints a markdown table:
+# CR_ADMIT_PRESSURE_OFF, CR_ADMIT_PRESSURE_TAU_S, CR_ADMIT_SHED; "default"
+# sets none). Prints a markdown table:
 # per workload, load and variant, the interactive attainment (and of the
 # reachable), the batch held / dropped / shed shares, the heavy tenant's
 # share of the batch work served against its max-min fair share over the

@@ -21,7 +21,9 @@
  * and a hash of the routes (equal for equal routes).
  * CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE, CR_ADMIT_PRESSURE_OFF and
  * CR_ADMIT_PRESSURE_TAU_S override the door's sheddable budget (ms),
- * pressure bounds (shares) and its time constant (s). */
+ * pressure bounds (shares) and its time constant (s); CR_ADMIT_SHED=1
+ * makes the door shed what it would hold (the sidecar's default: no
+ * queue). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,16 +137,19 @@ int main(int argc, char **argv)
     }
     cr_replay_admission adm;
     cr_replay_admission_default(&adm);
+    double shed = 0;
     const struct {
         const char *name;
         double *into;
     } knobs[] = {{"CR_ADMIT_BUDGET_MS", &adm.door.budget_ms},
                  {"CR_ADMIT_PRESSURE", &adm.door.pressure},
                  {"CR_ADMIT_PRESSURE_OFF", &adm.door.pressure_off},
-                 {"CR_ADMIT_PRESSURE_TAU_S", &adm.door.pressure_tau_s}};
+                 {"CR_ADMIT_PRESSURE_TAU_S", &adm.door.pressure_tau_s},
+                 {"CR_ADMIT_SHED", &shed}};
     for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
         if (getenv(knobs[k].name))
             *knobs[k].into = atof(getenv(knobs[k].name));
+    adm.shed_at_once = shed != 0;
     c.shards = 8;
     c.truth.prefill = (cr_prefill_cost){20, 0.08, 2e-6};
     c.truth.noise = 0;

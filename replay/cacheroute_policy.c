@@ -228,7 +228,7 @@ static cr_admit_ask ask_of(const policy_state *s, int64_t owner)
     return (cr_admit_ask){.has_objective = 1, .objective = cls, .priority = cls ? -1 : 0,
                           .slo_ms = cls ? s->door->batch_slo_ms : s->door->interactive_slo_ms,
                           .fairness = tenant ? "light" : "heavy", .fairness_len = 5,
-                          .can_wait = 1};
+                          .can_wait = !s->door->shed_at_once};
 }
 
 static cr_status open_core(policy_state *s, cr_error *err)

@@ -677,6 +677,9 @@ typedef struct cr_replay_admission {
     double batch_slo_ms;        /* 30000; 0 = none */
     double heavy_share;         /* 0.75: three times the other's rate */
     cr_admit_config door;       /* cacheroute-door's bounds */
+    int shed_at_once;           /* 0: the gateway waits, the door holds; 1: it
+                                 * sheds what it would hold (Route, or a
+                                 * picker without --admit-max-queued) */
 } cr_replay_admission;
 
 /* The defaults above; the door's bounds cr_admit_config_default's with a
