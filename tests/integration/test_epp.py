@@ -862,6 +862,37 @@ class ShutdownTest(h.SidecarTestCase):
             problem = cl.stop()
         self.assertIsNone(problem)
 
+    def test_sigterm_with_a_request_held(self):
+        """SIGTERM while the door holds a request on its stream: the stream
+        ends (UNAVAILABLE) within --shutdown-grace, the held request is
+        taken out of the door, and the sidecar exits 0, clean."""
+        cl = EppCluster(2, ("--shutdown-grace", "2", "--objectives", "interactive:0:2000,batch:-1",
+                            "--admit-pressure", "0", "--admit-max-queued", "4"))
+        try:
+            cl.sc.stub().Route(P.cr.RouteRequest(requests=[
+                P.cr.RouteItem(prompt_tokens=200000, request_id="load-%d" % i)
+                for i in range(32)]), timeout=h.RPC_TIMEOUT)
+            c = cl.client
+            body = chat("held at shutdown")
+            s = c.open()
+            s.send(c.request_headers("POST", "/v1/chat/completions", body,
+                                     [("x-gateway-inference-objective", "batch")]))
+            s.send(c.body_msg(body, True))
+            self.assertTrue(s.recv().HasField("override_message_timeout"))
+            h.poll(lambda: metric(cl.metrics(), "cacheroute_door_held") == 1, 5,
+                   what="one request held")
+            t0 = time.monotonic()
+            cl.sc.send(signal.SIGTERM)
+            with self.assertRaises(grpc.RpcError) as e:
+                while s.recv() is not None:
+                    pass
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            s.cancel()
+            self.assertLess(time.monotonic() - t0, 10)
+        finally:
+            problem = cl.stop()
+        self.assertIsNone(problem)
+
 
 class NoEndpointTest(EppTestCase):
     """No endpoint set at all (no --endpoints-file): 503 for every request."""
