@@ -181,7 +181,6 @@ static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, int ma
     return routed(s, picked, &err, out);
 }
 
-
 static void decided(cr_epp_stream *s, double now)
 {
     if (s->e->cfg.decided)
@@ -415,8 +414,6 @@ static cr_epp_next request_trailers(cr_epp_stream *s, double now, cr_epp_out *ou
             return protocol(s, err, "request_trailers before the buffered body");
         return body_end(s, now, 1, out); /* which answers the trailers too */
     }
-    if (s->phase == HELD)
-        return protocol(s, err, "request_trailers while the door holds the request");
     return done(cr_epp_reply_trailers(out, CR_EPP_OUT_REQUEST_TRAILERS), err);
 }
 
@@ -595,7 +592,7 @@ void cr_epp_stream_close(cr_epp_stream *s, cr_epp_end how, double now)
     if (!s)
         return;
     cr_epp *e = s->e;
-    if (s->hold.wake)
+    if (s->phase == HELD) /* only a held stream is listed, or has an answer parked */
         cr_epp_hold_close(e, &s->hold, s->caller);
     if (s->routed)
         report(s, how == CR_EPP_END_BROKEN);
