@@ -197,17 +197,19 @@ typedef struct cr_epp_picked {
     const char *shed;
     uint32_t retry_after_s;
     uint64_t held; /* status 0 and no shard: the door holds it, this its handle */
+    uint32_t prompt_tokens; /* the route's L (for a held request's receipt) */
 } cr_epp_picked;
 
 /* Routes p through the core. A route answered but with no ip:port to give
  * is released here (its outcome reported) and answered 503. */
 void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_error *err);
 
-/* The destination of a (dispatched) routed answer a of request_id,
- * caller's, into out, counted routed; or 503 (a placed route's work
- * released) with err. */
-void cr_epp_pick_answer(cr_epp *e, uint64_t caller, const char *request_id,
-                        const cr_route_answer *a, cr_epp_picked *out, cr_error *err);
+/* The destination of routed answer a to request q (its request id,
+ * caller, size and objective; its hashes are not read) into out, counted
+ * routed, and its receipt kept (a dispatched request's replaces its
+ * queued one); or 503 (a placed route's work released) with err. */
+void cr_epp_pick_answer(cr_epp *e, const cr_route_request *q, const cr_route_answer *a,
+                        cr_epp_picked *out, cr_error *err);
 
 /* 503's reason when there is no endpoint set (NULL when there is one). */
 const char *cr_epp_no_set(cr_epp *e);

@@ -290,31 +290,31 @@ void cr_epp_pick_route(cr_epp *e, const cr_epp_pick *p, cr_epp_picked *out, cr_e
         cr_core_receipt_route(e->core, &q, &a);
         if (a.door == CR_ROUTE_DOOR_QUEUED && a.held && p->can_wait) {
             out->held = a.held; /* its answer comes at its dispatch or deadline */
+            out->prompt_tokens = q.prompt_tokens;
             return;
         }
         return refused(&a, out, err);
     }
-    cr_epp_pick_answer(e, p->caller, p->request_id, &a, out, err);
-    /* kept like a decision (GetDecision, WatchDecisions), so that the
-     * outcome's TTFT is judged against the route's prediction */
-    if (!out->status)
-        cr_core_receipt_route(e->core, &q, &a);
+    cr_epp_pick_answer(e, &q, &a, out, err);
 }
 
-void cr_epp_pick_answer(cr_epp *e, uint64_t caller, const char *request_id,
-                        const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
+void cr_epp_pick_answer(cr_epp *e, const cr_route_request *q, const cr_route_answer *a,
+                        cr_epp_picked *out, cr_error *err)
 {
     if (a->shard == CR_ROUTE_NO_SHARD) {
         cr_fail(err, CR_EINVAL, "no usable endpoint among those it may go to");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
     if (!destination_of(e, a, out)) { /* routed, so its work is given back at once */
-        cr_outcome o = {.request_id = request_id};
-        cr_epp_report(e, caller, &o);
+        cr_outcome o = {.request_id = q->request_id};
+        cr_epp_report(e, q->caller, &o);
         cr_fail(err, CR_EINVAL,
                 "no endpoint to send to has an ip:port address (the endpoint picker needs them)");
         return fail(out, 503, CR_EPP_ERR_NO_ENDPOINT);
     }
+    /* kept like a decision (GetDecision, WatchDecisions), so that the
+     * outcome's TTFT is judged against the route's prediction */
+    cr_core_receipt_route(e->core, q, a);
     out->shard = a->shard;
     cr_epp_count(&e->routed, 1);
 }

@@ -39,6 +39,7 @@ struct cr_epp_stream {
     cr_epp_hold hold;   /* held at the door: where it was (the body's end, or
                          * the headers), and whether trailers ended the body */
     int held_at_body, by_trailers;
+    uint32_t held_tokens;   /* its L, for the receipt made at its dispatch */
     /* What the objective headers asked, the names copied here. */
     char objective[CR_REQUEST_OBJECTIVE_MAX + 1], fairness[CR_REQUEST_FAIRNESS_MAX + 1];
     double slo_ttft_ms; /* 0: none given */
@@ -174,6 +175,7 @@ static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, int ma
     if (picked->held) { /* answered by resume(), at a wake */
         cr_epp_hold_queued(e, &s->hold, picked->held);
         s->phase = HELD;
+        s->held_tokens = picked->prompt_tokens;
         return done(cr_epp_reply_timeout(out, cr_epp_hold_timeout_s(e)), &err);
     }
     if (can_wait)
@@ -249,7 +251,11 @@ static cr_epp_next resume(cr_epp_stream *s, double now, cr_epp_out *out, cr_erro
                  got.held_ms);
         return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "slo", 0);
     }
-    cr_epp_pick_answer(s->e, s->caller, s->request_id, &got.answer, &picked, err);
+    cr_route_request q = {.request_id = s->request_id, .caller = s->caller,
+                          .prompt_tokens = s->held_tokens, .objective = s->objective,
+                          .objective_len = strlen(s->objective), .fairness = s->fairness,
+                          .fairness_len = strlen(s->fairness), .slo_ttft_ms = s->slo_ttft_ms};
+    cr_epp_pick_answer(s->e, &q, &got.answer, &picked, err);
     cr_epp_next next = routed(s, &picked, err, out);
     if (next != CR_EPP_MORE)
         return next;

@@ -1064,7 +1064,8 @@ static uint32_t door_held(fixture *f)
 /* With a door that has a queue, a sheddable request no endpoint meets is
  * held on its stream: nothing is answered but the timeout override,
  * until the door dispatches it (its destination, at the wake's step) or
- * drops it at its deadline (429 "slo"); a stream that closes while held
+ * drops it at its deadline (429 "slo"), its receipt then the route's; a
+ * stream that closes while held
  * takes its request out of the door; a stream that cannot be woken is
  * answered 429 "queued" at once. No route's work is left behind. */
 /* A fixture whose core has a door with a queue, acting by its budget
@@ -1105,7 +1106,9 @@ static void test_door_holds(void)
     CU_ASSERT_EQUAL(cr_epp_dispatch(f.epp), 1);
     CU_ASSERT_EQUAL(woken, 1);
     CU_ASSERT_EQUAL(door_held(&f), 0);
+    int receipts = f.receipts;
     CU_ASSERT_EQUAL(wake_step(&f, s, &g), CR_EPP_MORE);
+    CU_ASSERT_EQUAL(f.receipts, receipts + 1); /* the dispatched route's, over the queued one */
     CU_ASSERT_EQUAL_FATAL(g.n >= 2, 1); /* the headers with the destination, the body echoed */
     char dest[256];
     CU_ASSERT_PTR_NOT_NULL(destination(g.r[0], dest, sizeof dest));
