@@ -201,14 +201,48 @@ static void release(duplex_call *d)
     cr_call_release(&d->base);
 }
 
-/* A completion is done with the state: advance, and release when it was
- * the last; the lock is held on entry and released here. */
+static void run_step(void *arg);
+static void run_wake(void *arg);
+
+/* Lock held, no step running: the step due next marked running, the
+ * message read first (it waited for a wake's step; one whose read is
+ * still counted as pending is duplex_got's to take, though gRPC may have
+ * filled recv already), then a wake; 0 none, 1 the message, 2 a wake. */
+static int claim_step(duplex_call *d)
+{
+    if (d->stepping || d->ending || d->broke)
+        return 0;
+    int message = d->recv && !d->reading;
+    if (message || d->woken) {
+        d->stepping = 1;
+        if (!message)
+            d->woken = 0;
+        return message ? 1 : 2;
+    }
+    return 0;
+}
+
+/* Runs a claimed step on the pool, or here when the pool refuses it. */
+static void launch(duplex_call *d, int which)
+{
+    void (*fn)(void *) = which == 1 ? run_step : run_wake;
+    if (cr_pool_submit(cr_rpc_pool(d->base.rpc), fn, d) != 0)
+        fn(d);
+}
+
+/* A completion or a step is done with the state: claim the step due next,
+ * advance, and release when it was the last (a claimed step keeps the
+ * call), else launch the step claimed; the lock is held on entry and
+ * released here. */
 static void settle(duplex_call *d)
 {
+    int which = claim_step(d);
     int done = advance(d);
     pthread_mutex_unlock(&d->lock);
     if (done)
         release(d);
+    else if (which)
+        launch(d, which);
 }
 
 /* On the worker, first thing in a read's or a send's completion (whose
@@ -230,33 +264,6 @@ static void touch(duplex_call *d)
     end_with(d, GRPC_STATUS_UNAVAILABLE, CR_DUPLEX_BROKEN, "server shutting down");
     d->how = CR_DUPLEX_BROKEN;
     pthread_mutex_unlock(&d->lock);
-}
-
-static void run_step(void *arg);
-static void run_wake(void *arg);
-
-/* Lock held, no step running: the step due next marked running, the
- * message read first (it waited for a wake's step), then a wake; 0 none,
- * 1 the message, 2 a wake. */
-static int claim_step(duplex_call *d)
-{
-    if (d->stepping || d->ending || d->broke)
-        return 0;
-    if (d->recv || d->woken) {
-        d->stepping = 1;
-        if (!d->recv)
-            d->woken = 0;
-        return d->recv ? 1 : 2;
-    }
-    return 0;
-}
-
-/* Runs a claimed step on the pool, or here when the pool refuses it. */
-static void launch(duplex_call *d, int which)
-{
-    void (*fn)(void *) = which == 1 ? run_step : run_wake;
-    if (cr_pool_submit(cr_rpc_pool(d->base.rpc), fn, d) != 0)
-        fn(d);
 }
 
 /* Runs the step on msg (NULL: a wake); on the worker, or on the pool. */
@@ -297,13 +304,7 @@ static void step_on(duplex_call *d, grpc_byte_buffer *msg)
     } else if (next == CR_DUPLEX_FINISHED) {
         end_with(d, GRPC_STATUS_OK, CR_DUPLEX_CLOSED, "");
     }
-    int which = claim_step(d); /* a step claimed keeps the call: no release */
-    int done = advance(d);
-    pthread_mutex_unlock(&d->lock);
-    if (done)
-        release(d);
-    else if (which)
-        launch(d, which);
+    settle(d);
 }
 
 static void run_step(void *arg)
@@ -328,7 +329,8 @@ void cr_duplex_wake(cr_duplex_call *d)
     d->woken = 1;
     int which = claim_step(d); /* 0 while a step runs: it claims the wake as it ends */
     pthread_mutex_unlock(&d->lock);
-    if (which && cr_pool_submit(cr_rpc_pool(d->base.rpc), run_wake, d) != 0) {
+    void (*fn)(void *) = which == 1 ? run_step : run_wake;
+    if (which && cr_pool_submit(cr_rpc_pool(d->base.rpc), fn, d) != 0) {
         /* the pool is draining (shutdown) or out of memory: the stream
          * ends, by the cancel's completions (never here: the caller holds
          * the session's lock, which close takes) */
