@@ -159,10 +159,9 @@ cr_status cr_epp_reply_timeout(cr_epp_out *out, double seconds);
 cr_status cr_epp_reply_trailers(cr_epp_out *out, int phase);
 /* An ImmediateResponse of status, its x-cacheroute-error header and body
  * why (made printable ASCII), and details "cacheroute_epp_" + reason;
- * with shed not NULL also CR_EPP_SHED_HEADER: shed, and with retry_after_s
- * > 0 retry-after: retry_after_s. */
+ * with shed not NULL also CR_EPP_SHED_HEADER: shed. */
 cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reason,
-                                 const char *why, const char *shed, uint32_t retry_after_s);
+                                 const char *why, const char *shed);
 
 /* ---- the route and its outcome (pick.c) ---------------------------------- */
 
@@ -192,10 +191,7 @@ typedef struct cr_epp_picked {
     char destination[(CR_EPP_MAX_FALLBACKS + 1) * 54];
     int status;            /* 0: routed; else 400, 503, 429 */
     cr_epp_error reason;
-    /* 429 by the door: "slo" (shed) or "queued", and the seconds to
-     * retry after (queued: its predicted queue wait, at least 1) */
-    const char *shed;
-    uint32_t retry_after_s;
+    const char *shed; /* 429 by the door: "slo" */
     uint64_t held; /* status 0 and no shard: the door holds it, this its handle */
     uint32_t prompt_tokens; /* the route's L (for a held request's receipt) */
 } cr_epp_picked;

@@ -3,7 +3,6 @@
  * hint and with --epp-fallbacks next best; its answer as the destination
  * the data plane reads ("ip:port,ip:port"); and its outcome. */
 #include <arpa/inet.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,23 +184,15 @@ static void fail(cr_epp_picked *out, int status, cr_epp_error reason)
     out->reason = reason;
 }
 
-/* The door said no: shed, or queued, which the picker answers at once
- * when the stream cannot wait (no queue: docs/epp.md, "Objectives and the
- * door"), with the predicted queue wait's seconds as retry-after. The door
- * placed nothing. */
+/* The door said no: shed (it queues nothing for a stream that cannot
+ * wait, and a held request is not refused here). The door placed
+ * nothing. */
 static void refused(const cr_route_answer *a, cr_epp_picked *out, cr_error *err)
 {
-    int queued = a->door == CR_ROUTE_DOOR_QUEUED;
-    double wait_s = a->queue_wait_ms / 1000;
-    out->shed = queued ? "queued" : "slo";
-    out->retry_after_s = !queued         ? 0
-                         : wait_s >= 3600 ? 3600
-                         : wait_s > 1     ? (uint32_t)ceil(wait_s)
-                                          : 1;
-    cr_fail(err, CR_EINVAL, "shed: %s, predicted TTFT %.0f ms (the door)",
-            queued ? "queued, no endpoint meets its TTFT objective now"
-                   : "no endpoint meets its TTFT objective, or critical traffic misses "
-                     "its own for the queues (the door is pressed)",
+    out->shed = "slo";
+    cr_fail(err, CR_EINVAL,
+            "shed: no endpoint meets its TTFT objective, or critical traffic misses its own "
+            "for the queues (the door is pressed), predicted TTFT %.0f ms (the door)",
             a->queue_wait_ms + a->prefill_ms);
     fail(out, 429, CR_EPP_ERR_SHED);
 }

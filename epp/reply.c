@@ -228,7 +228,7 @@ cr_status cr_epp_reply_chunks(cr_epp_out *out, int phase, const uint8_t *body, s
 /* ---- immediate responses -------------------------------------------------- */
 
 cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reason,
-                                 const char *why, const char *shed, uint32_t retry_after_s)
+                                 const char *why, const char *shed)
 {
     /* Header values and proto3 strings: printable ASCII only, so no
      * message (a parser's, quoting the body) can break either. */
@@ -242,9 +242,8 @@ cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reaso
     Envoy__Service__ExtProc__V3__ImmediateResponse im;
     Envoy__Type__V3__HttpStatus st;
     Envoy__Service__ExtProc__V3__HeaderMutation headers;
-    option o[4], *os[4] = {&o[0], &o[1], &o[2], &o[3]};
-    header h[4];
-    char retry[16];
+    option o[3], *os[3] = {&o[0], &o[1], &o[2]};
+    header h[3];
     response r;
     envoy__service__ext_proc__v3__processing_response__init(&r);
     envoy__service__ext_proc__v3__immediate_response__init(&im);
@@ -256,11 +255,6 @@ cr_status cr_epp_reply_immediate(cr_epp_out *out, int status, cr_epp_error reaso
     size_t k = 2;
     if (shed) {
         set_header(&o[k], &h[k], CR_EPP_SHED_HEADER, shed);
-        k++;
-    }
-    if (retry_after_s) {
-        snprintf(retry, sizeof retry, "%u", retry_after_s);
-        set_header(&o[k], &h[k], "retry-after", retry);
         k++;
     }
     headers.n_set_headers = k;

@@ -108,12 +108,12 @@ static cr_epp_next protocol(cr_epp_stream *s, cr_error *err, const char *fmt, ..
 /* A 429 by what shed says (epp.h's CR_EPP_SHED_HEADER), else any answer
  * but the destination. */
 static cr_epp_next refuse(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_error reason,
-                          const char *why, const char *shed, uint32_t retry_after_s)
+                          const char *why, const char *shed)
 {
     cr_epp_count(&s->e->errors[reason], 1);
     body_free(s); /* what was gathered is dropped at once */
     s->phase = ANSWERED;
-    return cr_epp_reply_immediate(out, status, reason, why, shed, retry_after_s) == CR_OK
+    return cr_epp_reply_immediate(out, status, reason, why, shed) == CR_OK
                ? CR_EPP_FINISHED
                : CR_EPP_FAILED;
 }
@@ -121,7 +121,7 @@ static cr_epp_next refuse(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_
 static cr_epp_next immediate(cr_epp_stream *s, cr_epp_out *out, int status, cr_epp_error reason,
                              const char *why)
 {
-    return refuse(s, out, status, reason, why, NULL, 0);
+    return refuse(s, out, status, reason, why, NULL);
 }
 
 static cr_epp_next done(cr_status st, cr_error *err)
@@ -137,8 +137,7 @@ static cr_epp_next routed(cr_epp_stream *s, const cr_epp_picked *picked, cr_erro
                           cr_epp_out *out)
 {
     if (picked->status)
-        return refuse(s, out, picked->status, picked->reason, err->msg, picked->shed,
-                      picked->retry_after_s);
+        return refuse(s, out, picked->status, picked->reason, err->msg, picked->shed);
     s->routed = 1;
     s->shard = picked->shard;
     return CR_EPP_MORE;
@@ -249,7 +248,7 @@ static cr_epp_next resume(cr_epp_stream *s, double now, cr_epp_out *out, cr_erro
                  "shed: held %.0f ms at the door, and no endpoint could meet its TTFT objective "
                  "before its deadline",
                  got.held_ms);
-        return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "slo", 0);
+        return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "slo");
     }
     cr_route_request q = {.request_id = s->request_id, .caller = s->caller,
                           .prompt_tokens = s->held_tokens, .objective = s->objective,
@@ -321,7 +320,7 @@ static cr_epp_next request_headers(cr_epp_stream *s, const cr_epp_in *in, double
     if (s->shed) {
         snprintf(why, sizeof why, "shed: %" PRIu64 " requests in flight (--epp-max-requests)",
                  (uint64_t)atomic_load_explicit(&e->open, memory_order_relaxed));
-        return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "requests", 0);
+        return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "requests");
     }
     if (in->too_large) {
         snprintf(why, sizeof why, "%s: over %u bytes", in->too_large, CR_EPP_MAX_HEADER_BYTES);
@@ -391,7 +390,7 @@ static cr_epp_next request_body(cr_epp_stream *s, const cr_epp_in *in, double no
                      "shed: request bodies held (%" PRIu64 " bytes) would pass %" PRIu64
                      " bytes (--epp-max-buffered-bytes)",
                      held, e->cfg.max_buffered_bytes);
-            return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "buffered", 0);
+            return refuse(s, out, 429, CR_EPP_ERR_SHED, why, "buffered");
         }
         uint8_t *grown = realloc(s->body, cap);
         if (!grown) {

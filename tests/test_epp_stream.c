@@ -1065,9 +1065,9 @@ static uint32_t door_held(fixture *f)
  * held on its stream: nothing is answered but the timeout override,
  * until the door dispatches it (its destination, at the wake's step) or
  * drops it at its deadline (429 "slo"), its receipt then the route's; a
- * stream that closes while held
- * takes its request out of the door; a stream that cannot be woken is
- * answered 429 "queued" at once. No route's work is left behind. */
+ * stream that closes while held takes its request out of the door; a
+ * stream that cannot be woken is shed at once (429 "slo"). No route's
+ * work is left behind. */
 /* A fixture whose core has a door with a queue, acting by its budget
  * alone (any work outstanding is over it), and a picker made after it
  * (so it holds), with dispatch_s (0: dispatched by hand). */
