@@ -57,13 +57,6 @@ void cr_epp_hold_list(cr_epp *e, cr_epp_hold *h)
     pthread_mutex_unlock(&e->hold_lock);
 }
 
-void cr_epp_hold_queued(cr_epp *e, cr_epp_hold *h, uint64_t handle)
-{
-    pthread_mutex_lock(&e->hold_lock);
-    h->handle = handle;
-    pthread_mutex_unlock(&e->hold_lock);
-}
-
 void cr_epp_hold_unlist(cr_epp *e, cr_epp_hold *h)
 {
     pthread_mutex_lock(&e->hold_lock);
@@ -78,7 +71,6 @@ int cr_epp_hold_take(cr_epp *e, cr_epp_hold *h, cr_core_dispatched *got)
     if (parked)
         *got = h->got;
     h->parked = 0;
-    h->handle = 0;
     pthread_mutex_unlock(&e->hold_lock);
     return parked;
 }

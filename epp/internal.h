@@ -49,7 +49,8 @@ struct cr_epp_hold {
     const char *request_id;   /* the stream's */
     void (*wake)(void *arg);  /* the host's (cr_epp_stream_wake_by); NULL: cannot wait */
     void *wake_arg;
-    uint64_t handle;          /* the door's, once queued; 0 none */
+    uint64_t handle;          /* the door's, once queued; 0 none (the stream's
+                               * own: the dispatcher never reads it) */
     int parked;               /* got is the door's answer, for the wake's step */
     cr_core_dispatched got;
 };
@@ -62,8 +63,6 @@ int cr_epp_holds(cr_epp *e);
 double cr_epp_hold_timeout_s(cr_epp *e);
 /* Lists h (its request_id and wake set) before its route. */
 void cr_epp_hold_list(cr_epp *e, cr_epp_hold *h);
-/* The route said queued, with the door's handle. */
-void cr_epp_hold_queued(cr_epp *e, cr_epp_hold *h, uint64_t handle);
 /* The route was not queued: unlisted. */
 void cr_epp_hold_unlist(cr_epp *e, cr_epp_hold *h);
 /* The door's answer parked on h into *got (1), or 0 when none came. */

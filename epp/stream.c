@@ -172,7 +172,7 @@ static cr_epp_next route(cr_epp_stream *s, const cr_openai_request *body, int ma
     }
     cr_epp_pick_route(e, &p, picked, &err);
     if (picked->held) { /* answered by resume(), at a wake */
-        cr_epp_hold_queued(e, &s->hold, picked->held);
+        s->hold.handle = picked->held;
         s->phase = HELD;
         s->held_tokens = picked->prompt_tokens;
         return done(cr_epp_reply_timeout(out, cr_epp_hold_timeout_s(e)), &err);
