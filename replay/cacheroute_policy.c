@@ -521,7 +521,7 @@ static uint32_t route_call(policy_state *s, const cr_replay_request *r, const cr
         item.objective_len = strlen(item.objective);
         item.fairness = q.fairness;
         item.fairness_len = q.fairness_len;
-        item.can_wait = q.can_wait; /* the simulated gateway waits for a dispatch */
+        item.can_wait = q.can_wait; /* the gateway waits for a dispatch, unless CR_ADMIT_SHED */
     }
     cr_route_answer a;
     cr_error err;
