@@ -119,6 +119,8 @@ static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr
     cr_admit_candidate pick = {a->shard, a->queue_wait_ms, a->queue_wait_ms + a->prefill_ms};
     size_t n = predicted && a->shard != CR_ROUTE_NO_SHARD ? 1 : 0;
     held_request *h = ask.priority < 0 ? hold_copy(q, &ask) : NULL; /* only these are held */
+    if (h) /* whole before it is offered: once queued, a dispatcher may take and free it */
+        h->prefill_ms = a->prefill_ms;
     /* its prompt tokens weigh it in the round robin: known predicted or
      * not, so every held request is weighed alike (a prefill is predicted
      * only with a pick) */
@@ -136,12 +138,10 @@ static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr
     }
     a->admitted = 0;
     a->door = v == CR_ADMIT_HOLD ? CR_ROUTE_DOOR_QUEUED : CR_ROUTE_DOOR_SHED;
-    if (v == CR_ADMIT_HOLD) {
-        h->prefill_ms = a->prefill_ms;
-        a->held = (uintptr_t)h;
-    } else {
+    if (v == CR_ADMIT_HOLD)
+        a->held = (uintptr_t)h; /* its address only: h may be gone already */
+    else
         free(h);
-    }
     return v;
 }
 

@@ -4,6 +4,8 @@
  * over the budget is queued with nothing placed; a critical
  * one is never queued or shed; a held request is dispatched once the
  * outstanding work falls (an outcome), or dropped at its deadline. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -248,12 +250,70 @@ static void test_predicted_then_placed(void)
     cr_core_free(b.core);
 }
 
+/* Routes and dispatches on two threads: a request is whole before the
+ * door queues it, so a dispatcher taking it at once reads nothing being
+ * written (TSan), and every one queued is dispatched or dropped once. */
+typedef struct racers {
+    fixture *f;
+    atomic_int queued, done;
+} racers;
+
+static void *route_batch(void *arg)
+{
+    racers *r = arg;
+    for (int i = 0; i < 200; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "b%d", i);
+        if (route(r->f, 100 + i, "batch", id).door == CR_ROUTE_DOOR_QUEUED)
+            atomic_fetch_add(&r->queued, 1);
+    }
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+static void test_route_and_dispatch_on_two_threads(void)
+{
+    fixture f;
+    open_core(&f, 1, 30000);
+    for (int i = 0; i < 4; i++) {
+        char id[8];
+        snprintf(id, sizeof id, "c%d", i);
+        route(&f, 10 + i, "interactive", id);
+    }
+    racers r = {.f = &f};
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, route_batch, &r), 0);
+    for (int i = 0; i < 4; i++) { /* the work falls while batch requests arrive */
+        char id[8];
+        snprintf(id, sizeof id, "c%d", i);
+        cr_outcome o = {.request_id = id};
+        cr_outcome_counts counts;
+        cr_error err;
+        cr_core_report(f.core, &o, 1, &counts, &err);
+    }
+    cr_core_dispatched d[8];
+    int left = 0;
+    while (!atomic_load(&r.done))
+        left += (int)cr_core_admit_dispatch(f.core, d, 8);
+    pthread_join(t, NULL);
+    f.t = 1000; /* past every deadline: the rest are dropped */
+    size_t k;
+    while ((k = cr_core_admit_dispatch(f.core, d, 8)) > 0)
+        left += (int)k;
+    CU_ASSERT_EQUAL(left, atomic_load(&r.queued));
+    cr_admit_stats st;
+    cr_admit_stats_read(cr_core_door(f.core), f.t, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.held, 0);
+    cr_core_free(f.core);
+}
+
 static const cr_test_case door_tests[] = {
     {"same routes without overload", test_same_routes_without_overload},
     {"queued, then dispatched when the work falls", test_queue_then_dispatch},
     {"dropped at the deadline", test_dropped_at_deadline},
     {"cancelled when its caller leaves; Route cannot wait", test_cancelled},
     {"predicted, then placed only when routed", test_predicted_then_placed},
+    {"route and dispatch on two threads", test_route_and_dispatch_on_two_threads},
     {NULL, NULL},
 };
 
