@@ -37,7 +37,7 @@ void cr_admit_config_default(cr_admit_config *cfg)
     *cfg = (cr_admit_config){.max_queued = 1024, .max_per_id = 256, .max_bytes = 64u << 20,
                              .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.15,
                              .pressure_off = 0, .pressure_tau_s = 120, .quantum = 1,
-                             .tracked_ids = 64};
+                             .tracked_ids = 64, .meet_slo = 1};
 }
 
 cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err)
@@ -62,6 +62,8 @@ cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err)
                        cfg->pressure_tau_s);
     if (!isfinite(cfg->quantum) || cfg->quantum <= 0)
         return cr_fail(err, CR_EINVAL, "quantum must be finite and > 0, got %g", cfg->quantum);
+    if (cfg->meet_slo != 0 && cfg->meet_slo != 1)
+        return cr_fail(err, CR_EINVAL, "meet_slo must be 0 or 1, got %d", cfg->meet_slo);
     if (cfg->tracked_ids < 1 || cfg->tracked_ids > TRACKED_MAX)
         return cr_fail(err, CR_EINVAL, "tracked_ids must be in 1..%d, got %u", TRACKED_MAX,
                        cfg->tracked_ids);
@@ -166,12 +168,14 @@ static void sample_pressure(cr_admit *a, const cr_admit_ask *q, const cr_admit_c
     if (c->ttft_ms - c->wait_ms > q->slo_ms)
         return; /* its prefill alone misses: no word on the queues */
     double x = c->ttft_ms > q->slo_ms;
-    double dt = now - a->pressure_at;
-    if (!a->pressured) { /* the first sample is the whole average */
-        a->pressure = x;
+    if (!a->pressured) { /* the average starts at 0 here: one request that
+                          * missed must not press a fresh door for minutes */
+        a->pressure = 0;
         a->pressure_at = now;
         a->pressured = 1;
-    } else if (dt > 0) { /* a clock read out of order weighs nothing */
+    }
+    double dt = now - a->pressure_at;
+    if (dt > 0) { /* a clock read out of order weighs nothing */
         a->pressure += (1 - exp(-dt / a->cfg.pressure_tau_s)) * (x - a->pressure);
         a->pressure_at = now;
     }

@@ -3,7 +3,7 @@
 # 0.7x and 1.5x of the capacities bench/admission.sh measured
 # (OUT/capacity.tsv), one run per variant, each variant the environment
 # cacheroute-admission reads (CR_ADMIT_BUDGET_MS, CR_ADMIT_PRESSURE,
-# CR_ADMIT_PRESSURE_OFF, CR_ADMIT_PRESSURE_TAU_S, CR_ADMIT_SHED; "default"
+# CR_ADMIT_PRESSURE_OFF, CR_ADMIT_PRESSURE_TAU_S, CR_ADMIT_SHED, CR_ADMIT_MEET_SLO; "default"
 # sets none). Prints a markdown table:
 # per workload, load and variant, the interactive attainment (and of the
 # reachable), the batch held / dropped / shed shares, the heavy tenant's

@@ -21,7 +21,6 @@
 typedef struct held_request {
     cr_route_request q; /* its pointers into this block */
     cr_admit_ask ask;   /* fairness into this block */
-    double prefill_ms;  /* predicted at the door */
     size_t bytes;
 } held_request;
 
@@ -119,8 +118,6 @@ static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr
     cr_admit_candidate pick = {a->shard, a->queue_wait_ms, a->queue_wait_ms + a->prefill_ms};
     size_t n = predicted && a->shard != CR_ROUTE_NO_SHARD ? 1 : 0;
     held_request *h = ask.priority < 0 ? hold_copy(q, &ask) : NULL; /* only these are held */
-    if (h) /* whole before it is offered: once queued, a dispatcher may take and free it */
-        h->prefill_ms = a->prefill_ms;
     /* its prompt tokens weigh it in the round robin: known predicted or
      * not, so every held request is weighed alike (a prefill is predicted
      * only with a pick) */
@@ -143,6 +140,15 @@ static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr
     else
         free(h);
     return v;
+}
+
+void cr_core_door_meet(cr_core *c, const cr_route_request *q, cr_route_request *as)
+{
+    cr_admit_ask ask;
+    *as = *q;
+    as->meet_ms = 0;
+    if (cr_admit_config_of(c->door)->meet_slo && ask_of(c, q, &ask))
+        as->meet_ms = ask.slo_ms;
 }
 
 int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,
@@ -170,26 +176,30 @@ void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *
 /* What ready weighs a held request against. */
 typedef struct dispatch_view {
     cr_core *c;
-    double now, budget_ms;
+    const cr_table *t;
     uint32_t n_shards;
-    double *work;
+    double now, budget_ms;
 } dispatch_view;
 
-/* The head met where the work is least: that work within the budget,
- * plus its predicted prefill within its SLO less what it waited. */
+/* The head met where the rule would send it now (cr_router_predict: the
+ * shard cr_router_place then gives it, in the same state): the wait
+ * there within the budget, and plus its prefill within its SLO less what
+ * it waited. Not wherever the work is least: the rule may prefer a
+ * longer queue that holds its prefix, and a dispatch into that queue
+ * would delay the critical requests behind it. */
 static int ready(void *ctx, const cr_admit_item *it)
 {
     const dispatch_view *v = ctx;
-    cr_route_stats st;
-    cr_router_stats(v->c->router, v->now, &st, v->work, v->n_shards);
-    double least = INFINITY;
-    for (uint32_t s = 0; s < v->n_shards; s++)
-        least = v->work[s] < least ? v->work[s] : least;
     const held_request *h = (const held_request *)(uintptr_t)it->handle;
+    cr_route_answer a;
+    cr_router_predict(v->c->router, v->t, v->n_shards, &h->q, &a, v->now);
+    if (a.shard == CR_ROUTE_NO_SHARD)
+        return 0;
     double bound = INFINITY;
     if (it->slo_ms > 0)
         bound = it->slo_ms - (v->now - it->arrived_s) * 1000.0;
-    return least + h->prefill_ms <= bound && (v->budget_ms <= 0 || least <= v->budget_ms);
+    return a.queue_wait_ms + a.prefill_ms <= bound &&
+           (v->budget_ms <= 0 || a.queue_wait_ms <= v->budget_ms);
 }
 
 static void dispatched_of(const held_request *h, const cr_admit_item *it, double now,
@@ -228,20 +238,18 @@ size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max)
     uint64_t gen;
     cr_installed *t = cr_core_acquire(c, &gen);
     uint32_t n = cr_core_shards(c, t);
-    double *work = malloc((n ? n : 1) * sizeof *work);
-    dispatch_view v = {c, now, cr_admit_config_of(c->door)->budget_ms, n, work};
+    dispatch_view v = {c, t ? t->table : NULL, n, now, cr_admit_config_of(c->door)->budget_ms};
     cr_admit_item it;
-    while (work && n && k < max && cr_admit_next(c->door, ready, &v, &it)) {
+    cr_core_route_model_update(c); /* before the predictions: what places them predicted them */
+    while (n && k < max && cr_admit_next(c->door, ready, &v, &it)) {
         held_request *h = (held_request *)(uintptr_t)it.handle;
         cr_core_dispatched *d = &out[k++];
         dispatched_of(h, &it, now, d);
-        cr_core_route_model_update(c);
-        cr_router_place(c->router, t ? t->table : NULL, n, &h->q, &d->answer, 1, now);
+        cr_router_place(c->router, v.t, n, &h->q, &d->answer, 1, now);
         d->answer.door = CR_ROUTE_DOOR_ROUTED;
         d->answer.held = it.handle;
         free(h);
     }
-    free(work);
     cr_installed_release(t);
     return k;
 }

@@ -140,10 +140,13 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     if (!door)
         cr_router_place(c->router, t ? t->table : NULL, shards, items, out, n, now);
     for (size_t i = 0; i < n; i++) {
-        if (door && cr_core_door_before(c, t ? t->table : NULL, shards, &items[i], &out[i], now))
+        cr_route_request q = items[i]; /* with a door, the SLO it is placed to meet */
+        if (door)
+            cr_core_door_meet(c, &items[i], &q);
+        if (door && cr_core_door_before(c, t ? t->table : NULL, shards, &q, &out[i], now))
             continue;
         if (door) /* one at a time, as the rule places a batch: each sees the door's before */
-            cr_router_place(c->router, t ? t->table : NULL, shards, &items[i], &out[i], 1, now);
+            cr_router_place(c->router, t ? t->table : NULL, shards, &q, &out[i], 1, now);
         out[i].door = CR_ROUTE_DOOR_ROUTED;
         out[i].held = 0;
         if (door)

@@ -23,7 +23,8 @@
  * CR_ADMIT_PRESSURE_TAU_S override the door's sheddable budget (ms),
  * pressure bounds (shares) and its time constant (s); CR_ADMIT_SHED=1
  * makes the door shed what it would hold (the sidecar's default: no
- * queue). */
+ * queue); CR_ADMIT_MEET_SLO=0 places every request at the rule's pick
+ * whatever its SLO (--admit-meet-slo off). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +138,7 @@ int main(int argc, char **argv)
     }
     cr_replay_admission adm;
     cr_replay_admission_default(&adm);
-    double shed = 0;
+    double shed = 0, meet = 1;
     const struct {
         const char *name;
         double *into;
@@ -145,11 +146,13 @@ int main(int argc, char **argv)
                  {"CR_ADMIT_PRESSURE", &adm.door.pressure},
                  {"CR_ADMIT_PRESSURE_OFF", &adm.door.pressure_off},
                  {"CR_ADMIT_PRESSURE_TAU_S", &adm.door.pressure_tau_s},
-                 {"CR_ADMIT_SHED", &shed}};
+                 {"CR_ADMIT_SHED", &shed},
+                 {"CR_ADMIT_MEET_SLO", &meet}};
     for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
         if (getenv(knobs[k].name))
             *knobs[k].into = atof(getenv(knobs[k].name));
     adm.shed_at_once = shed != 0;
+    adm.door.meet_slo = meet != 0;
     c.shards = 8;
     c.truth.prefill = (cr_prefill_cost){20, 0.08, 2e-6};
     c.truth.noise = 0;

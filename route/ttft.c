@@ -265,12 +265,43 @@ static void predict(cr_router *r, const view *x, uint32_t s, double now, cr_rout
     out->prefill_ms = prefill_with_load(r, hit, cpu, x->tokens);
 }
 
-/* The alternatives in k after its first, into out. */
-static void alternatives_from(const ranked *k, uint32_t first, cr_route_answer *out)
+/* The shards in k but out's own, best first, as its alternatives (as
+ * many as it asked for). */
+static void alternatives_from(const ranked *k, cr_route_answer *out)
 {
     out->n_alternatives = 0;
-    for (uint32_t i = first; i < k->n; i++)
-        out->alternative[out->n_alternatives++] = k->shard[i];
+    for (uint32_t i = 0; i < k->n && out->n_alternatives + 1 < k->cap; i++)
+        if (k->shard[i] != out->shard)
+            out->alternative[out->n_alternatives++] = k->shard[i];
+}
+
+/* r locked, out the pick's prediction: when x must meet an SLO its pick
+ * would miss, the cheapest of the candidates (cand NULL: every shard) with
+ * miss weight g among those predicted to meet it, into out; none meets
+ * it: out as it is. The cache is still preferred among those that meet
+ * it; it is only not bought with the request's own SLO. */
+static void meet(cr_router *r, const view *x, double g, const uint32_t *cand, uint32_t n_cand,
+                 uint32_t n, double now, cr_route_answer *out)
+{
+    double slo = x->q->meet_ms;
+    if (!(slo > 0) || out->queue_wait_ms + out->prefill_ms <= slo)
+        return;
+    uint32_t best = UINT32_MAX;
+    double best_cost = INFINITY;
+    for (uint32_t i = 0; i < (cand ? n_cand : n); i++) {
+        uint32_t s = cand ? cand[i] : i;
+        if (s >= n || !cr_router_usable(r, s))
+            continue;
+        double cpu, hit = hit_on(r, x, s, &cpu);
+        double wait = wait_on(r, s, now), prefill = prefill_with_load(r, hit, cpu, x->tokens);
+        double cost = (wait + g * prefill) / cr_router_speed(r, s);
+        if (wait + prefill <= slo && cost < best_cost) {
+            best = s;
+            best_cost = cost;
+        }
+    }
+    if (best != UINT32_MAX)
+        predict(r, x, best, now, out);
 }
 
 /* The ttft choice among the candidates (cand NULL: every shard), with miss
@@ -292,7 +323,9 @@ static void choose(cr_router *r, const view *x, double g, const uint32_t *cand,
     if (!k.n && cand) /* every planned shard left service */
         return choose(r, x, g, NULL, n, n, home, now, out);
     predict(r, x, k.n ? k.shard[0] : home, now, out);
-    alternatives_from(&k, 1, out);
+    if (k.n)
+        meet(r, x, g, cand, n_cand, n, now, out);
+    alternatives_from(&k, out);
     double hit = out->cached_tokens;
     out->reason = cand && !x->q->only ? CR_ROUTE_WHY_PLANNED
                   : most <= least     ? CR_ROUTE_WHY_LEAST_LOADED
@@ -343,9 +376,8 @@ static void place_rule(cr_router *r, const cr_table *t, uint32_t n, const view *
         if (q->alternatives) {
             ranked k = ranked_for(q);
             double most, least;
-            k.cap--; /* the rule's shard is the best */
             rank(r, x, r->g, q->only, q->only ? q->n_only : n, n, s, s, now, &k, &most, &least);
-            alternatives_from(&k, 0, out);
+            alternatives_from(&k, out); /* s skipped: the rule's shard is the best */
         }
     }
     out->reason = CR_ROUTE_WHY_RULE;

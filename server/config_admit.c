@@ -19,6 +19,8 @@ static cr_status valid_objectives(const char *value, cr_error *err)
     return cr_fail(err, CR_EINVAL, "--objectives: %s", why.msg);
 }
 
+static const char *const ON_OFF[] = {"off", "on", NULL}; /* the index is the flag */
+
 static const cr_option ADMIT_ROWS[] = {
     {.name = "objectives", .key = "objectives", .type = CR_OPT_STRING,
      .offset = AT(objectives), .def_text = "", .valid = valid_objectives,
@@ -26,6 +28,11 @@ static const cr_option ADMIT_ROWS[] = {
              "\"interactive:0:2000,batch:-1:30000\"): priority in -1000..1000, negative = "
              "sheddable; a request naming one, or giving a priority or TTFT SLO, meets the "
              "door; empty = no door"},
+    {.name = "admit-meet-slo", .key = "meet_slo", .type = CR_OPT_CHOICE,
+     .offset = AT(meet_slo), .def_text = "on", .choices = ON_OFF,
+     .help = "on: under --route-by ttft a request with an SLO whose pick is predicted to "
+             "miss it goes to the cheapest shard predicted to meet it, when one is (the cache "
+             "preferred among those); off: the rule's pick, whatever its SLO"},
     {.name = "admit-budget-ms", .key = "budget_ms", .type = CR_OPT_DOUBLE,
      .offset = AT(budget_ms), .def = 0, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
      .help = "with --admit-pressure 0, the longest predicted queue wait, ms, a sheddable "
@@ -102,5 +109,6 @@ int cr_config_door(const cr_admit_server_config *a, cr_admit_config *cfg, cr_adm
     cfg->pressure = a->pressure;
     cfg->pressure_off = a->pressure_off;
     cfg->pressure_tau_s = a->pressure_tau_s;
+    cfg->meet_slo = a->meet_slo;
     return cr_admit_config_check(cfg, err) == CR_OK ? 1 : -1;
 }

@@ -435,17 +435,25 @@ static void test_pressure(void)
     CU_ASSERT_EQUAL(out.handle, 3);
     CU_ASSERT_EQUAL(offer_on(a, 4, &long_queue, t_s), CR_ADMIT_ROUTE); /* idle again */
     cr_admit_free(a);
-    /* an explicit off level */
+    /* a fresh door starts at 0 and its first sample weighs nothing: one
+     * request that missed presses nothing (it pressed a new door for
+     * minutes when it was the whole average) */
     cfg.pressure_off = 0.1;
     a = cr_admit_new(&cfg, t, 2, &err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     cr_admit_offer(a, &crit, &queued, 1, 1, &it, &pick);
-    t_s = 1;
+    CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(a), 0, 0);
+    CU_ASSERT_EQUAL(offer_on(a, 5, &long_queue, 1), CR_ADMIT_ROUTE);
+    /* an explicit off level */
+    for (t_s = 2; t_s <= 10; t_s++)
+        cr_admit_offer(a, &crit, &queued, 1, t_s, &it, &pick);
+    cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.pressed, 1);
     while (cr_admit_pressure(a) > 0.1 && t_s < 100)
         cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
     cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
     CU_ASSERT_EQUAL(st.pressed, 0);
-    CU_ASSERT_EQUAL(offer_on(a, 5, &long_queue, t_s), CR_ADMIT_ROUTE);
+    CU_ASSERT_EQUAL(offer_on(a, 7, &long_queue, t_s), CR_ADMIT_ROUTE);
     cr_admit_free(a);
     /* without a bound the budget alone decides, at once */
     cfg.pressure = 0;
@@ -465,6 +473,10 @@ static void test_pressure(void)
     cfg.pressure_tau_s = 0;
     CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "pressure_tau_s must be in (0, 3600], got 0");
+    cfg.pressure_tau_s = 5;
+    cfg.meet_slo = 2;
+    CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
+    CU_ASSERT_STRING_EQUAL(err.msg, "meet_slo must be 0 or 1, got 2");
 }
 
 static void test_attainment(void)

@@ -23,8 +23,9 @@ typedef struct fixture {
 static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
 
 /* ttft over 2 shards with miss weight g (0: the default), prefill 1 ms a
- * token (1000 tokens: 1 s); with a door: budget 1500 ms, the wait bound
- * wait_ms. */
+ * token (1000 tokens: 1 s); door 0: none; 1: a door with budget 1500 ms
+ * and the wait bound wait_ms; 2: the same, never moving a pick for an SLO
+ * (meet_slo 0). */
 static void open_core_g(fixture *f, int door, double wait_ms, double g)
 {
     memset(f, 0, sizeof *f);
@@ -49,6 +50,7 @@ static void open_core_g(fixture *f, int door, double wait_ms, double g)
     ac.budget_ms = 1500;
     ac.pressure = 0; /* the budget decides at once: the queue's mechanics, not the signal's */
     ac.max_wait_ms = wait_ms;
+    ac.meet_slo = door != 2;
     CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
     CU_ASSERT_EQUAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_ESTATE);
 }
@@ -142,7 +144,7 @@ static void test_dropped_at_deadline(void)
 {
     fixture f;
     open_core(&f, 1, 500); /* held at most 0.5 s */
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++) /* 3 s of work a shard: over the budget past the deadline */
         route(&f, 10 + i, "interactive", NULL);
     cr_route_answer a = route(&f, 20, "batch", "b0");
     CU_ASSERT_EQUAL_FATAL(a.door, CR_ROUTE_DOOR_QUEUED);
@@ -250,6 +252,96 @@ static void test_predicted_then_placed(void)
     cr_core_free(b.core);
 }
 
+/* 1000 ms of work for shard s at f's now (only s allowed), released by
+ * an outcome with id. */
+static void load_shard(fixture *f, uint32_t s, const char *id)
+{
+    cr_route_request q = {.prompt_tokens = 1000, .request_id = id, .only = &s, .n_only = 1};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(a.shard, s);
+}
+
+/* A prefix cached on one shard (16 blocks), that shard then loaded with
+ * 1500 ms of work, and the prefix asked again with a TTFT SLO of slo_ms:
+ * its answer. Where it was cached: *home. */
+static cr_route_answer cached_then_loaded(fixture *f, double slo_ms, uint32_t *home)
+{
+    *home = route_hashes(f, 5000, 16, NULL, NULL).shard;
+    load_shard(f, *home, "l0");
+    load_shard(f, *home, "l1");
+    f->t = 0.5; /* half a second of it done */
+    uint64_t h[16];
+    for (uint32_t i = 0; i < 16; i++)
+        h[i] = 5000 + i;
+    cr_route_request q = {.hashes = h, .n_hashes = 16, .objective = "interactive",
+                          .objective_len = 11, .slo_ttft_ms = slo_ms};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
+/* A request with an SLO whose pick (its cache, behind a queue) would
+ * miss it goes to the cheapest shard predicted to meet it; with none
+ * that meets it, or with meet_slo off, or without a door, to the pick. */
+static void test_placed_to_meet_its_slo(void)
+{
+    fixture none, off, on;
+    open_core_g(&none, 0, 30000, 8); /* the cache weighs 8x: the queue is worth it */
+    open_core_g(&off, 2, 30000, 8);
+    open_core_g(&on, 1, 30000, 8);
+    uint32_t home, home_off, home_on;
+    cr_route_answer x = cached_then_loaded(&none, 1000, &home);
+    CU_ASSERT_EQUAL(x.shard, home);
+    CU_ASSERT(x.queue_wait_ms + x.prefill_ms > 1000); /* the pick misses a 1 s SLO */
+    cr_route_answer y = cached_then_loaded(&off, 1000, &home_off);
+    CU_ASSERT_EQUAL(y.shard, home_off);
+    CU_ASSERT_DOUBLE_EQUAL(y.queue_wait_ms, x.queue_wait_ms, 1e-9);
+    cr_route_answer z = cached_then_loaded(&on, 1000, &home_on);
+    CU_ASSERT_EQUAL(z.shard, 1 - home_on); /* cold, idle, and within the SLO */
+    CU_ASSERT_EQUAL(z.cached_tokens, 0);
+    CU_ASSERT(z.queue_wait_ms + z.prefill_ms <= 1000);
+    CU_ASSERT_EQUAL(z.door, CR_ROUTE_DOOR_ROUTED);
+    CU_ASSERT_EQUAL(z.n_alternatives, 0);
+    cr_core_free(none.core);
+    cr_core_free(off.core);
+    cr_core_free(on.core);
+    /* an SLO no shard meets: the pick */
+    open_core_g(&on, 1, 30000, 8);
+    z = cached_then_loaded(&on, 100, &home_on);
+    CU_ASSERT_EQUAL(z.shard, home_on);
+    cr_core_free(on.core);
+}
+
+/* A held request goes when the wait where the rule would send it falls
+ * within the budget, not when some other shard idles: its pick is its
+ * cache's shard, and a dispatch there would join the long queue. */
+static void test_dispatched_by_its_pick(void)
+{
+    fixture f;
+    open_core_g(&f, 1, 30000, 8);
+    uint32_t home = route_hashes(&f, 9000, 16, NULL, NULL).shard;
+    load_shard(&f, home, "l0");
+    load_shard(&f, home, "l1"); /* over 2 s of work there, the other shard idle */
+    f.t = 0.5; /* 1.76 s left: cheaper than a cold prefill at 8x, over the budget */
+    cr_route_answer a = route_hashes(&f, 9000, 16, "batch", "b");
+    CU_ASSERT_EQUAL_FATAL(a.door, CR_ROUTE_DOOR_QUEUED);
+    CU_ASSERT_EQUAL(a.shard, home); /* predicted there: over the 1500 ms budget */
+    cr_core_dispatched d[2];
+    CU_ASSERT_EQUAL(cr_core_admit_dispatch(f.core, d, 2), 0); /* the other idles: no matter */
+    cr_outcome o = {.request_id = "l0"};
+    cr_outcome_counts counts;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK);
+    CU_ASSERT_EQUAL_FATAL(cr_core_admit_dispatch(f.core, d, 2), 1); /* 1 s there now */
+    CU_ASSERT_EQUAL(d[0].answer.shard, home);
+    CU_ASSERT_EQUAL(d[0].answer.cached_tokens, a.cached_tokens);
+    CU_ASSERT(d[0].answer.queue_wait_ms <= 1500);
+    cr_core_free(f.core);
+}
+
 /* Routes and dispatches on two threads: a request is whole before the
  * door queues it, so a dispatcher taking it at once reads nothing being
  * written (TSan), and every one queued is dispatched or dropped once. */
@@ -313,6 +405,8 @@ static const cr_test_case door_tests[] = {
     {"dropped at the deadline", test_dropped_at_deadline},
     {"cancelled when its caller leaves; Route cannot wait", test_cancelled},
     {"predicted, then placed only when routed", test_predicted_then_placed},
+    {"placed to meet its SLO", test_placed_to_meet_its_slo},
+    {"dispatched when its pick's wait falls", test_dispatched_by_its_pick},
     {"route and dispatch on two threads", test_route_and_dispatch_on_two_threads},
     {NULL, NULL},
 };

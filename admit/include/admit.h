@@ -127,17 +127,21 @@ typedef struct cr_admit_config {
     double pressure_tau_s;   /* that share's time constant, > 0 */
     double quantum;          /* deficit round robin: work credited per turn, > 0 */
     uint32_t tracked_ids;    /* fairness ids counted apart; the rest are "other" */
+    int meet_slo;            /* 1: a request with an SLO goes where it is predicted
+                              * to meet it when the rule's pick would miss it and
+                              * another shard would not (the core's door); 0: the
+                              * rule's pick, whatever its SLO */
 } cr_admit_config;
 
 /* The defaults: 1024 held, 256 per id, 64 MiB, 30 s wait, budget 0 (set
  * to half the tightest critical SLO of the table by the caller), pressure
  * on above 0.15 and off at 0.075, over 120 s, quantum 1
  * (the items' cost unit: a request each unless the caller weighs them),
- * 64 tracked ids. */
+ * 64 tracked ids, meet_slo on. */
 void cr_admit_config_default(cr_admit_config *cfg);
 
 /* CR_EINVAL naming the field (max_per_id <= max_queued, finite wait and
- * budget >= 0, quantum > 0, tracked_ids 1..4096). Pure. */
+ * budget >= 0, quantum > 0, tracked_ids 1..4096, meet_slo 0 or 1). Pure. */
 cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err);
 
 /* One held request: what the caller needs to dispatch it later. */
@@ -195,7 +199,8 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
  * the SLO while its prefill alone (ttft_ms - wait_ms) is within it, else
  * 0; a request too long for its SLO on an idle engine says nothing of the
  * queues and is no sample. Averaged with weight 1 - exp(-dt /
- * pressure_tau_s) for a sample dt after the one before; 0 before any.
+ * pressure_tau_s) for a sample dt after the one before, from 0 at the
+ * first sample (which weighs nothing): a fresh door has seen no overload.
  * The door is pressed from when it rises above the config's pressure
  * until it falls to pressure_off; pressed, no sheddable request is routed
  * or dispatched: the critical traffic already misses for the queues, and

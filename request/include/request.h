@@ -69,6 +69,11 @@ typedef struct cr_route_request {
                               * (cr_core_admit_dispatch), so the door may
                               * hold it; 0: what it would hold is shed (a
                               * unary Route answers at once) */
+    double meet_ms;          /* internal, never from the wire: the TTFT, ms, the
+                              * ttft rule places it to meet when its pick would
+                              * miss it (the cheapest shard predicted to meet it;
+                              * none: the pick); 0 = the pick. The core's door
+                              * sets it from the request's SLO (--admit-meet-slo) */
 } cr_route_request;
 
 /* The door's word on a request (admit.h's cr_admit_verdict, same values). */

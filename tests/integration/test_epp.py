@@ -711,12 +711,15 @@ class DoorTest(DoorCase):
     """--objectives through the picker, the door at its defaults: overload
     is many outstanding routes (Route calls with request ids, never
     reported) on two endpoints, so every prediction passes the interactive
-    objective's 2 s SLO. Before it, batch is routed; under it, the first
-    interactive request (critical: routed) is predicted to miss for the
-    queues, which presses the door (cacheroute_door_pressed 1), and from
-    then on batch gets 429 with x-cacheroute-shed: slo while interactive
-    is still routed; no 429 for anything but the sheddable objective."""
-    FLAGS = ("--objectives", "interactive:0:2000,batch:-1:1000")
+    objective's 2 s SLO. Before it, batch is routed; under it, interactive
+    requests (critical: routed) are predicted to miss for the queues. The
+    first sample of a fresh door weighs nothing (one miss at a start must
+    not press it); the next, 50 ms later with a 10 ms time constant,
+    presses the door (cacheroute_door_pressed 1), and from then on batch
+    gets 429 with x-cacheroute-shed: slo while interactive is still
+    routed; no 429 for anything but the sheddable objective."""
+    FLAGS = ("--objectives", "interactive:0:2000,batch:-1:1000",
+             "--admit-pressure-tau-s", "0.01")
     N = 2
 
     def test_429_only_for_the_sheddable_objective_under_overload(self):
@@ -728,6 +731,12 @@ class DoorTest(DoorCase):
                  for i in range(32)]
         stub.Route(P.cr.RouteRequest(requests=items), timeout=h.RPC_TIMEOUT)
         self.assertEqual(metric(self.cl.metrics(), "cacheroute_door_pressed"), 0)
+        res = self.send("interactive", "first interactive")
+        self.assertRouted(res, chat("first interactive"), n_dest=2)
+        m = self.cl.metrics()
+        self.assertEqual(metric(m, "cacheroute_door_pressed"), 0)
+        self.assertEqual(metric(m, "cacheroute_door_pressure"), 0)
+        time.sleep(0.05)
         for i in range(5):
             res = self.send("interactive", "overload interactive %d" % i)
             self.assertRouted(res, chat("overload interactive %d" % i), n_dest=2)

@@ -127,6 +127,7 @@ separately.
 - admitPressure=admit-pressure
 - admitPressureOff=admit-pressure-off
 - admitPressureTauS=admit-pressure-tau-s
+- admitMeetSlo=admit-meet-slo
 - admitMaxQueued=admit-max-queued
 - admitMaxPerId=admit-max-per-id
 - admitMaxHeldBytes=admit-max-held-bytes
