@@ -167,7 +167,7 @@ static void sample_pressure(cr_admit *a, const cr_admit_ask *q, const cr_admit_c
 {
     if (c->ttft_ms - c->wait_ms > q->slo_ms)
         return; /* its prefill alone misses: no word on the queues */
-    double x = c->ttft_ms > q->slo_ms;
+    double x = c->ttft_ms > q->slo_ms && !q->spare; /* with room anywhere: no overload */
     if (!a->pressured) { /* the average starts at 0 here: one request that
                           * missed must not press a fresh door for minutes */
         a->pressure = 0;

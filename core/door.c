@@ -166,11 +166,14 @@ int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,
     return door_one(c, q, &ask, a, !behind, now) != CR_ADMIT_ROUTE;
 }
 
-void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now)
+void cr_core_door_after(cr_core *c, uint32_t shards, const cr_route_request *q,
+                        cr_route_answer *a, double now)
 {
     cr_admit_ask ask;
-    if (ask_of(c, q, &ask) && ask.priority >= 0)
-        door_one(c, q, &ask, a, 1, now); /* critical: always routed */
+    if (!ask_of(c, q, &ask) || ask.priority < 0)
+        return;
+    ask.spare = cr_router_any_idle(c->router, shards, now);
+    door_one(c, q, &ask, a, 1, now); /* critical: always routed */
 }
 
 /* What ready weighs a held request against. */

@@ -129,10 +129,12 @@ void cr_core_door_meet(cr_core *c, const cr_route_request *q, cr_route_request *
  * behind a held one); 0: place it, then ask cr_core_door_after. */
 int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,
                         const cr_route_request *q, cr_route_answer *a, double now);
-/* The door for q just placed as *a at now: a critical request's
- * prediction sampled for the pressure, counted; nothing for the others
+/* The door for q just placed as *a at now over shards: a critical
+ * request's prediction sampled for the pressure (a miss counts 0 while
+ * some shard idles: cr_router_any_idle), counted; nothing for the others
  * (the door had its word before). */
-void cr_core_door_after(cr_core *c, const cr_route_request *q, cr_route_answer *a, double now);
+void cr_core_door_after(cr_core *c, uint32_t shards, const cr_route_request *q,
+                        cr_route_answer *a, double now);
 /* The held requests freed, the door with them. */
 void cr_core_door_free(cr_core *c);
 

@@ -150,7 +150,7 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
         out[i].door = CR_ROUTE_DOOR_ROUTED;
         out[i].held = 0;
         if (door)
-            cr_core_door_after(c, &items[i], &out[i], now);
+            cr_core_door_after(c, shards, &items[i], &out[i], now);
     }
     cr_installed_release(t);
     if (generation)

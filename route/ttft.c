@@ -213,6 +213,17 @@ static double wait_on(cr_router *r, uint32_t s, double now)
     return r->engines ? wait + cr_engine_foreign_ms(r, s, now) : wait;
 }
 
+int cr_router_any_idle(cr_router *r, uint32_t n_shards, double now)
+{
+    pthread_mutex_lock(&r->lock);
+    uint32_t tracked = r->work ? cr_inflight_shards(r->work) : n_shards;
+    int idle = 0;
+    for (uint32_t s = 0; s < n_shards && !idle; s++) /* past tracked: never sent to */
+        idle = cr_router_usable(r, s) && (s >= tracked || wait_on(r, s, now) <= 0);
+    pthread_mutex_unlock(&r->lock);
+    return idle;
+}
+
 /* r locked: what sending x to s costs besides its wait and prefill, ms
  * before the miss weight: an adapter's eviction there. */
 static double extra_on(cr_router *r, const view *x, uint32_t s, double now)

@@ -42,9 +42,11 @@ static const cr_option ADMIT_ROWS[] = {
     {.name = "admit-pressure", .key = "pressure", .type = CR_OPT_DOUBLE,
      .offset = AT(pressure), .def = 0.15, .min = 0, .max = 1,
      .help = "the share of critical requests predicted to miss their SLO for the queues "
-             "(their prefill alone would meet it), averaged over --admit-pressure-tau-s, "
+             "(their prefill alone would meet it; with a shard idle no miss counts), "
+             "averaged over --admit-pressure-tau-s, "
              "above which the door acts: every sheddable request is then held or shed; "
-             "below it every request is routed as without a door; 0 = the door always "
+             "below it every request is routed as without a door (but for "
+             "--admit-meet-slo's moves); 0 = the door always "
              "acts, by --admit-budget-ms"},
     {.name = "admit-pressure-off", .key = "pressure_off", .type = CR_OPT_DOUBLE,
      .offset = AT(pressure_off), .def = 0, .min = 0, .max = 1,

@@ -4,6 +4,7 @@
  * over the budget is queued with nothing placed; a critical
  * one is never queued or shed; a held request is dispatched once the
  * outstanding work falls (an outcome), or dropped at its deadline. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -263,15 +264,10 @@ static void load_shard(fixture *f, uint32_t s, const char *id)
     CU_ASSERT_EQUAL_FATAL(a.shard, s);
 }
 
-/* A prefix cached on one shard (16 blocks), that shard then loaded with
- * 1500 ms of work, and the prefix asked again with a TTFT SLO of slo_ms:
- * its answer. Where it was cached: *home. */
-static cr_route_answer cached_then_loaded(fixture *f, double slo_ms, uint32_t *home)
+/* The 16-block prefix at 5000, interactive with a TTFT SLO of slo_ms, at
+ * f's now: its answer. */
+static cr_route_answer interactive(fixture *f, double slo_ms)
 {
-    *home = route_hashes(f, 5000, 16, NULL, NULL).shard;
-    load_shard(f, *home, "l0");
-    load_shard(f, *home, "l1");
-    f->t = 0.5; /* half a second of it done */
     uint64_t h[16];
     for (uint32_t i = 0; i < 16; i++)
         h[i] = 5000 + i;
@@ -281,6 +277,42 @@ static cr_route_answer cached_then_loaded(fixture *f, double slo_ms, uint32_t *h
     cr_error err;
     CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
     return a;
+}
+
+/* That prefix cached on one shard, that shard then loaded with 1756 ms
+ * of work left at 0.5 s, and the prefix asked again with a TTFT SLO of
+ * slo_ms: its answer. Where it was cached: *home. */
+static cr_route_answer cached_then_loaded(fixture *f, double slo_ms, uint32_t *home)
+{
+    *home = route_hashes(f, 5000, 16, NULL, NULL).shard;
+    load_shard(f, *home, "l0");
+    load_shard(f, *home, "l1");
+    f->t = 0.5; /* half a second of it done */
+    return interactive(f, slo_ms);
+}
+
+/* A critical request that misses its SLO at its pick raises the pressure
+ * only while no shard idles: with room anywhere the cluster is not
+ * overloaded, and the miss is its placement's (holding sheddable work
+ * would not help it). */
+static void test_pressure_only_without_room(void)
+{
+    fixture f;
+    open_core_g(&f, 2, 30000, 8); /* picks kept: a miss stays a miss */
+    uint32_t home;
+    cached_then_loaded(&f, 500, &home); /* the first sample weighs nothing */
+    cr_admit *door = cr_core_door(f.core);
+    f.t = 0.6;
+    cr_route_answer a = interactive(&f, 500);
+    CU_ASSERT_EQUAL(a.shard, home);
+    CU_ASSERT(a.queue_wait_ms + a.prefill_ms > 500); /* missed, the other shard idle */
+    CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(door), 0, 0);
+    load_shard(&f, 1 - home, "l2"); /* no shard idles now */
+    f.t = 0.7;
+    a = interactive(&f, 500);
+    CU_ASSERT_EQUAL(a.shard, home);
+    CU_ASSERT_DOUBLE_EQUAL(cr_admit_pressure(door), 1 - exp(-0.1 / 120), 1e-12);
+    cr_core_free(f.core);
 }
 
 /* A request with an SLO whose pick (its cache, behind a queue) would
@@ -406,6 +438,7 @@ static const cr_test_case door_tests[] = {
     {"cancelled when its caller leaves; Route cannot wait", test_cancelled},
     {"predicted, then placed only when routed", test_predicted_then_placed},
     {"placed to meet its SLO", test_placed_to_meet_its_slo},
+    {"pressure only without room", test_pressure_only_without_room},
     {"dispatched when its pick's wait falls", test_dispatched_by_its_pick},
     {"route and dispatch on two threads", test_route_and_dispatch_on_two_threads},
     {NULL, NULL},

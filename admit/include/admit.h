@@ -70,6 +70,10 @@ typedef struct cr_admit_ask {
     const char *fairness; /* fairness id (tenant), fairness_len bytes; NULL/0 = "" */
     size_t fairness_len;
     int can_wait;       /* its caller waits for a dispatch: it may be held */
+    int spare;          /* a critical request's: some shard had no queue when
+                         * it was placed, so the cluster had room and a miss
+                         * is its placement's, not the load's (the pressure
+                         * counts it 0) */
 } cr_admit_ask;
 
 /* ---- the decision ------------------------------------------------------------- */

@@ -299,6 +299,12 @@ void cr_router_place(cr_router *r, const cr_table *t, uint32_t n_shards,
 void cr_router_predict(cr_router *r, const cr_table *t, uint32_t n_shards,
                        const cr_route_request *q, cr_route_answer *out, double now);
 
+/* 1 when one of the first n_shards usable shards has no predicted queue
+ * wait at now (nothing outstanding there, or all of it predicted done,
+ * and no engine load besides): the cluster has room, whatever one
+ * shard's queue. Thread-safe. */
+int cr_router_any_idle(cr_router *r, uint32_t n_shards, double now);
+
 /* An outcome for the request whose id has key request, at now: releases
  * its outstanding work (its shard's queue restarts then) and, when
  * has_cached, corrects the shard's hit predictions by what was measured.
