@@ -241,9 +241,11 @@ int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_
  * (request.h): the door weighs the rule's pick's predicted TTFT (queue
  * wait + prefill) against the objective (cr_admit_offer); a sheddable
  * request is predicted first (cr_router_predict) and placed only when
- * routed, a critical one placed as always. Routed: the answer is the
- * rule's, unchanged (so with no overload every route is what it was
- * without a door). Queued or shed: nothing was placed (no blocks, session
+ * routed, a critical one placed as always. With the door's meet_slo, a
+ * request with an SLO its pick would miss is placed where the rule
+ * predicts it meets it, when a shard does (request.h's meet_ms).
+ * Routed: the answer is the rule's (so with no overload and meet_slo
+ * off every route is what it was without a door). Queued or shed: nothing was placed (no blocks, session
  * or work kept), the answer's door says so, admitted is 0; a queued
  * request is copied and held until cr_core_admit_dispatch sends or drops
  * it.
@@ -277,8 +279,9 @@ typedef struct cr_core_dispatched {
 /* At the core's now: drops the held requests past their deadline, then
  * dispatches held requests in the door's order (strict priority, then
  * deficit round robin over fairness ids) while the head's bound is met
- * by the least predicted wait over the shards plus its predicted prefill
- * (a predicted wait fell: outcomes, the clock). Up to max of both into
+ * where the rule would place it now (cr_router_predict: its wait within
+ * the budget, wait plus prefill within its SLO less what it waited; a
+ * predicted wait fell: outcomes, the clock), and places it there. Up to max of both into
  * out[]; how many. Call after outcomes and as the clock moves (the
  * replay: every tick); calling it again returns the rest. Thread-safe. */
 size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max);
