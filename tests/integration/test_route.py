@@ -190,5 +190,45 @@ class RouteDoorTest(h.SidecarTestCase):
         self.assertIn('cacheroute_door_slo_attainment_ratio{objective="interactive"} 1', page)
 
 
+class RouteMeetTest(h.SidecarTestCase):
+    """--admit-meet-slo: a request with an SLO whose pick (its prefix's
+    shard, behind a queue the cache is worth at --miss-weight 32) would
+    miss it goes to the idle shard, cold but within it; off, to the pick.
+    The prefill model is fixed at 1 ms a token (no calibration): a prefix
+    of 40 blocks of 16 tokens is 640 ms cold, so the numbers are the
+    rule's own and wall time between the calls (milliseconds) is far
+    inside the margins."""
+
+    def with_meet(self, meet):
+        return self.start_sidecar("--n-shards", "2", "--block-tokens", str(BT),
+                                  "--prefill-coeffs", "0,1,0", "--calibrate", "off",
+                                  "--objectives", "interactive:0:2000",
+                                  "--admit-meet-slo", meet).stub()
+
+    def route(self, stub, **kw):
+        item = P.cr.RouteItem(block_hashes=list(range(100, 140)), **kw)
+        return stub.Route(P.cr.RouteRequest(requests=[item]), timeout=h.RPC_TIMEOUT).routes[0]
+
+    def cached_then_loaded(self, stub):
+        """The prefix cached on one shard, 3.6 s of work queued there; then
+        the prefix asked again, interactive: its home and its answer."""
+        first = self.route(stub, prompt_tokens=640, request_id="first")
+        self.assertAlmostEqual(first.prefill_ms, 640, delta=1)
+        load = self.route(stub, prompt_tokens=3640, request_id="load")
+        self.assertEqual(load.shard, first.shard)  # 3000 tokens cold: the cache is worth it
+        return first.shard, self.route(stub, prompt_tokens=640, objective="interactive",
+                                       request_id="asked")
+
+    def test_placed_to_meet_its_slo(self):
+        home, off = self.cached_then_loaded(self.with_meet("off"))
+        self.assertEqual(off.shard, home)
+        self.assertGreater(off.queue_wait_ms + off.prefill_ms, 3000)  # misses the 2 s SLO
+        home, on = self.cached_then_loaded(self.with_meet("on"))
+        self.assertEqual(on.shard, 1 - home)
+        self.assertEqual(on.cached_tokens, 0)
+        self.assertLess(on.queue_wait_ms + on.prefill_ms, 2000)
+        self.assertEqual(on.door, "")  # routed
+
+
 if __name__ == "__main__":
     h.main()
