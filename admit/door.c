@@ -35,7 +35,7 @@ struct cr_admit {
 void cr_admit_config_default(cr_admit_config *cfg)
 {
     *cfg = (cr_admit_config){.max_queued = 1024, .max_per_id = 256, .max_bytes = 64u << 20,
-                             .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.15,
+                             .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.1,
                              .pressure_off = 0, .pressure_tau_s = 120, .quantum = 1,
                              .tracked_ids = 64, .meet_slo = 1};
 }

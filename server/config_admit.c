@@ -40,7 +40,7 @@ static const cr_option ADMIT_ROWS[] = {
              "keeps room for critical traffic; 0 = half the tightest critical SLO of "
              "--objectives (none: only its own SLO)"},
     {.name = "admit-pressure", .key = "pressure", .type = CR_OPT_DOUBLE,
-     .offset = AT(pressure), .def = 0.15, .min = 0, .max = 1,
+     .offset = AT(pressure), .def = 0.1, .min = 0, .max = 1,
      .help = "the share of critical requests predicted to miss their SLO for the queues "
              "(their prefill alone would meet it; with a shard idle no miss counts), "
              "averaged over --admit-pressure-tau-s, "

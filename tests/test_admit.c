@@ -383,8 +383,9 @@ static void test_pressure(void)
 {
     cr_admit_config cfg;
     cr_admit_config_default(&cfg);
-    CU_ASSERT_DOUBLE_EQUAL(cfg.pressure, 0.15, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(cfg.pressure, 0.1, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(cfg.pressure_tau_s, 120, 1e-12);
+    cfg.pressure = 0.15; /* the bound this test reckons with (off at half: 0.075) */
     cfg.budget_ms = 1000;
     cfg.pressure_tau_s = 5;
     cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};

@@ -479,8 +479,8 @@ static int alternatives(const cr_option *o, alt *out)
         /* the sidecar's door holds nothing: 0 is the one value */
         {"admit-max-queued", "0", "0", NULL, NULL},
         {"admit-max-per-id", "0", "0", NULL, NULL},
-        /* at most --admit-pressure (0.15) */
-        {"admit-pressure-off", "0.05", "0.1", NULL, NULL},
+        /* at most --admit-pressure (0.1) */
+        {"admit-pressure-off", "0.02", "0.04", NULL, NULL},
         {"endpoints-dns", "vllm.default.svc:8000", "vllm:1", NULL, NULL},
         {"dns-server", "127.0.0.1:53", "[::1]:5353", NULL, NULL},
         {"kv-events-template", "tcp://{ip}:5557", "ipc:///run/{ip}", NULL, NULL},

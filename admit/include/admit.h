@@ -139,7 +139,7 @@ typedef struct cr_admit_config {
 
 /* The defaults: 1024 held, 256 per id, 64 MiB, 30 s wait, budget 0 (set
  * to half the tightest critical SLO of the table by the caller), pressure
- * on above 0.15 and off at 0.075, over 120 s, quantum 1
+ * on above 0.1 and off at 0.05, over 120 s, quantum 1
  * (the items' cost unit: a request each unless the caller weighs them),
  * 64 tracked ids, meet_slo on. */
 void cr_admit_config_default(cr_admit_config *cfg);
