@@ -231,6 +231,23 @@ static double extra_on(cr_router *r, const view *x, uint32_t s, double now)
     return x->lora && cr_engine_must_evict(r, s, x->adapter, now) ? CR_ROUTE_LORA_EVICT_MS : 0;
 }
 
+/* r locked: what sending x to s now costs under miss weight g (its wait,
+ * plus its prefill weighed g times and an adapter's eviction there, over
+ * the shard's speed): what the rule orders shards by. The tokens s holds
+ * of x into *hit; its predicted TTFT (wait plus prefill) into *ttft. */
+static double cost_on(cr_router *r, const view *x, double g, uint32_t s, double now,
+                      double *hit, double *ttft)
+{
+    double cpu;
+    *hit = hit_on(r, x, s, &cpu);
+    double wait = wait_on(r, s, now), prefill = prefill_with_load(r, *hit, cpu, x->tokens);
+    double cost = (wait + g * prefill) / cr_router_speed(r, s);
+    if (x->lora) /* apart: without loads the cost is computed as it always was */
+        cost += g * extra_on(r, x, s, now) / cr_router_speed(r, s);
+    *ttft = wait + prefill;
+    return cost;
+}
+
 /* r locked: the usable shards among the candidates (cand NULL: 0..n-1),
  * the home first (when it is one) so that a tie keeps it, ranked into *k by
  * their predicted cost with miss weight g, skipping skip; the most and
@@ -239,7 +256,6 @@ static void rank(cr_router *r, const view *x, double g, const uint32_t *cand, ui
                  uint32_t n, uint32_t home, uint32_t skip, double now, ranked *k, double *most,
                  double *least)
 {
-    double l = x->tokens;
     *most = 0;
     *least = INFINITY;
     for (uint32_t i = 0; i <= n_cand; i++) {
@@ -255,11 +271,7 @@ static void rank(cr_router *r, const view *x, double g, const uint32_t *cand, ui
         }
         if (s >= n || s == skip || !cr_router_usable(r, s))
             continue; /* no such shard; draining, down or gone */
-        double cpu, hit = hit_on(r, x, s, &cpu);
-        double cost = (wait_on(r, s, now) + g * prefill_with_load(r, hit, cpu, l)) /
-                      cr_router_speed(r, s);
-        if (x->lora) /* apart: without loads the cost is computed as it always was */
-            cost += g * extra_on(r, x, s, now) / cr_router_speed(r, s);
+        double hit, ttft, cost = cost_on(r, x, g, s, now, &hit, &ttft);
         *most = hit > *most ? hit : *most;
         *least = hit < *least ? hit : *least;
         ranked_put(k, s, cost);
@@ -287,10 +299,11 @@ static void alternatives_from(const ranked *k, cr_route_answer *out)
 }
 
 /* r locked, out the pick's prediction: when x must meet an SLO its pick
- * would miss, the cheapest of the candidates (cand NULL: every shard) with
- * miss weight g among those predicted to meet it, into out; none meets
- * it: out as it is. The cache is still preferred among those that meet
- * it; it is only not bought with the request's own SLO. */
+ * would miss, the cheapest of the candidates (cand NULL: every shard) by
+ * the rule's cost (cost_on, miss weight g) among those predicted to meet
+ * it, into out; none meets it: out as it is. The cache is still preferred
+ * among those that meet it; it is only not bought with the request's own
+ * SLO. */
 static void meet(cr_router *r, const view *x, double g, const uint32_t *cand, uint32_t n_cand,
                  uint32_t n, double now, cr_route_answer *out)
 {
@@ -303,10 +316,8 @@ static void meet(cr_router *r, const view *x, double g, const uint32_t *cand, ui
         uint32_t s = cand ? cand[i] : i;
         if (s >= n || !cr_router_usable(r, s))
             continue;
-        double cpu, hit = hit_on(r, x, s, &cpu);
-        double wait = wait_on(r, s, now), prefill = prefill_with_load(r, hit, cpu, x->tokens);
-        double cost = (wait + g * prefill) / cr_router_speed(r, s);
-        if (wait + prefill <= slo && cost < best_cost) {
+        double hit, ttft, cost = cost_on(r, x, g, s, now, &hit, &ttft);
+        if (ttft <= slo && cost < best_cost) {
             best = s;
             best_cost = cost;
         }

@@ -23,18 +23,19 @@ typedef struct fixture {
 
 static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
 
-/* ttft over 2 shards with miss weight g (0: the default), prefill 1 ms a
- * token (1000 tokens: 1 s); door 0: none; 1: a door with budget 1500 ms
- * and the wait bound wait_ms; 2: the same, never moving a pick for an SLO
- * (meet_slo 0). */
-static void open_core_g(fixture *f, int door, double wait_ms, double g)
+/* ttft over shards with miss weight g (0: the default), prefill 1 ms a
+ * token (1000 tokens: 1 s), engines' loads fresh for 1000 s; door 0:
+ * none; 1: a door with budget 1500 ms and the wait bound wait_ms; 2: the
+ * same, never moving a pick for an SLO (meet_slo 0). */
+static void open_core_n(fixture *f, uint32_t shards, int door, double wait_ms, double g)
 {
     memset(f, 0, sizeof *f);
     cr_core_config cfg;
-    cr_test_core_config(&cfg, SHARDS);
+    cr_test_core_config(&cfg, shards);
     cfg.route.by = CR_ROUTE_TTFT;
     if (g > 0)
         cfg.route.miss_weight = g;
+    cfg.route.scrape_interval_s = 1000;
     cr_test_core_fixed_model(&cfg, 1);
     cr_clock_source clock = {now_of, f};
     cr_error err;
@@ -54,6 +55,11 @@ static void open_core_g(fixture *f, int door, double wait_ms, double g)
     ac.meet_slo = door != 2;
     CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
     CU_ASSERT_EQUAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_ESTATE);
+}
+
+static void open_core_g(fixture *f, int door, double wait_ms, double g)
+{
+    open_core_n(f, SHARDS, door, wait_ms, g);
 }
 
 static void open_core(fixture *f, int door, double wait_ms) { open_core_g(f, door, wait_ms, 0); }
@@ -347,6 +353,45 @@ static void test_placed_to_meet_its_slo(void)
     cr_core_free(on.core);
 }
 
+/* shard's engine load: idle, adapter name listed, max adapter slots. */
+static void give_adapter(fixture *f, uint32_t shard, const char *name, uint32_t max)
+{
+    cr_engine_load l = {.at_s = f->t, .kv_usage = NAN, .max_lora = max, .n_lora = 1};
+    snprintf(l.lora[0], sizeof l.lora[0], "%s", name);
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_engine_load(f->core, shard, &l, &err), CR_OK);
+}
+
+/* A move weighs shards by the rule's own cost, an adapter's eviction
+ * included: of two idle shards that both meet the SLO, the one with a
+ * free adapter slot, not the lower-numbered one that must evict. */
+static void test_move_weighs_the_adapter(void)
+{
+    fixture f;
+    open_core_n(&f, 3, 1, 30000, 8);
+    uint64_t h[16];
+    for (uint32_t i = 0; i < 16; i++)
+        h[i] = 5000 + i;
+    cr_route_request q = {.hashes = h, .n_hashes = 16, .space = "a", .space_len = 1};
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    uint32_t home = a.shard, evicts = home == 0 ? 1 : 0, spare = 3 - home - evicts;
+    give_adapter(&f, home, "a", 1);
+    give_adapter(&f, evicts, "b", 1); /* full: "a" would evict "b" */
+    give_adapter(&f, spare, "c", 2);  /* a free slot */
+    load_shard(&f, home, "l0");
+    load_shard(&f, home, "l1");
+    f.t = 0.5;
+    q.objective = "interactive";
+    q.objective_len = 11;
+    q.slo_ttft_ms = 1000;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    CU_ASSERT_EQUAL(a.shard, spare);
+    CU_ASSERT(a.queue_wait_ms + a.prefill_ms <= 1000);
+    cr_core_free(f.core);
+}
+
 /* A held request goes when the wait where the rule would send it falls
  * within the budget, not when some other shard idles: its pick is its
  * cache's shard, and a dispatch there would join the long queue. */
@@ -438,6 +483,7 @@ static const cr_test_case door_tests[] = {
     {"cancelled when its caller leaves; Route cannot wait", test_cancelled},
     {"predicted, then placed only when routed", test_predicted_then_placed},
     {"placed to meet its SLO", test_placed_to_meet_its_slo},
+    {"a move weighs the adapter", test_move_weighs_the_adapter},
     {"pressure only without room", test_pressure_only_without_room},
     {"dispatched when its pick's wait falls", test_dispatched_by_its_pick},
     {"route and dispatch on two threads", test_route_and_dispatch_on_two_threads},
