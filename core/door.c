@@ -142,13 +142,10 @@ static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr
     return v;
 }
 
-void cr_core_door_meet(cr_core *c, const cr_route_request *q, cr_route_request *as)
+void cr_core_door_meet(cr_core *c, cr_route_request *q)
 {
     cr_admit_ask ask;
-    *as = *q;
-    as->meet_ms = 0;
-    if (cr_admit_config_of(c->door)->meet_slo && ask_of(c, q, &ask))
-        as->meet_ms = ask.slo_ms;
+    q->meet_ms = cr_admit_config_of(c->door)->meet_slo && ask_of(c, q, &ask) ? ask.slo_ms : 0;
 }
 
 int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,

@@ -117,10 +117,10 @@ uint32_t cr_core_shards(cr_core *c, const cr_installed *t);
 
 /* ---- door.c ---- */
 
-/* q as the door has it placed, into *as: a copy whose meet_ms is q's SLO
- * (its own, else its objective's) when the door meets SLOs
- * (cr_admit_config.meet_slo), else 0. */
-void cr_core_door_meet(cr_core *c, const cr_route_request *q, cr_route_request *as);
+/* Sets q's meet_ms, the SLO the rule places it to meet: its own, else its
+ * objective's, when the door meets SLOs (cr_admit_config.meet_slo); else
+ * 0. q is the core's copy of a caller's request. */
+void cr_core_door_meet(cr_core *c, cr_route_request *q);
 
 /* Before q is placed (cr_core_route, one request at a time) under table t
  * over shards: 1 when the door has its word and q is not to be placed (a

@@ -142,7 +142,7 @@ cr_status cr_core_route(cr_core *c, const cr_route_request *items, size_t n,
     for (size_t i = 0; i < n; i++) {
         cr_route_request q = items[i]; /* with a door, the SLO it is placed to meet */
         if (door)
-            cr_core_door_meet(c, &items[i], &q);
+            cr_core_door_meet(c, &q);
         if (door && cr_core_door_before(c, t ? t->table : NULL, shards, &q, &out[i], now))
             continue;
         if (door) /* one at a time, as the rule places a batch: each sees the door's before */
