@@ -64,16 +64,22 @@ static void open_core_g(fixture *f, int door, double wait_ms, double g)
 
 static void open_core(fixture *f, int door, double wait_ms) { open_core_g(f, door, wait_ms, 0); }
 
+/* q routed alone at f's now: its answer (the call must succeed). */
+static cr_route_answer route_q(fixture *f, const cr_route_request *q)
+{
+    cr_route_answer a;
+    cr_error err;
+    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, q, 1, &a, NULL, &err), CR_OK);
+    return a;
+}
+
 static cr_route_answer route(fixture *f, int64_t owner, const char *objective, const char *id)
 {
     cr_route_request q = {.has_owner = 1, .owner = owner, .prompt_tokens = 1000,
                           .request_id = id, .objective = objective,
                           .objective_len = objective ? strlen(objective) : 0,
                           .fairness = "tenant", .fairness_len = 6, .can_wait = 1};
-    cr_route_answer a;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
-    return a;
+    return route_q(f, &q);
 }
 
 /* With and without a door, the same calls route the same while nothing
@@ -197,8 +203,7 @@ static void test_cancelled(void)
         route(&f, 30 + i, "interactive", NULL);
     cr_route_request q = {.has_owner = 1, .owner = 40, .prompt_tokens = 1000,
                           .request_id = "b2", .objective = "batch", .objective_len = 5};
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    a = route_q(&f, &q);
     CU_ASSERT_EQUAL(a.door, CR_ROUTE_DOOR_SHED);
     CU_ASSERT_EQUAL(a.held, 0);
     cr_core_free(f.core);
@@ -214,10 +219,7 @@ static cr_route_answer route_hashes(fixture *f, uint64_t base, uint32_t n, const
         h[i] = base + i;
     cr_route_request q = {.hashes = h, .n_hashes = n, .request_id = id, .objective = objective,
                           .objective_len = objective ? strlen(objective) : 0, .can_wait = 1};
-    cr_route_answer a;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
-    return a;
+    return route_q(f, &q);
 }
 
 /* A sheddable request is predicted, and placed only when the door routes
@@ -264,10 +266,7 @@ static void test_predicted_then_placed(void)
 static void load_shard(fixture *f, uint32_t s, const char *id)
 {
     cr_route_request q = {.prompt_tokens = 1000, .request_id = id, .only = &s, .n_only = 1};
-    cr_route_answer a;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
-    CU_ASSERT_EQUAL_FATAL(a.shard, s);
+    CU_ASSERT_EQUAL_FATAL(route_q(f, &q).shard, s);
 }
 
 /* The 16-block prefix at 5000, interactive with a TTFT SLO of slo_ms, at
@@ -279,10 +278,7 @@ static cr_route_answer interactive(fixture *f, double slo_ms)
         h[i] = 5000 + i;
     cr_route_request q = {.hashes = h, .n_hashes = 16, .objective = "interactive",
                           .objective_len = 11, .slo_ttft_ms = slo_ms};
-    cr_route_answer a;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f->core, &q, 1, &a, NULL, &err), CR_OK);
-    return a;
+    return route_q(f, &q);
 }
 
 /* That prefix cached on one shard, that shard then loaded with 1756 ms
@@ -373,10 +369,7 @@ static void test_move_weighs_the_adapter(void)
     for (uint32_t i = 0; i < 16; i++)
         h[i] = 5000 + i;
     cr_route_request q = {.hashes = h, .n_hashes = 16, .space = "a", .space_len = 1};
-    cr_route_answer a;
-    cr_error err;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
-    uint32_t home = a.shard, evicts = home == 0 ? 1 : 0, spare = 3 - home - evicts;
+    uint32_t home = route_q(&f, &q).shard, evicts = home == 0 ? 1 : 0, spare = 3 - home - evicts;
     give_adapter(&f, home, "a", 1);
     give_adapter(&f, evicts, "b", 1); /* full: "a" would evict "b" */
     give_adapter(&f, spare, "c", 2);  /* a free slot */
@@ -386,7 +379,7 @@ static void test_move_weighs_the_adapter(void)
     q.objective = "interactive";
     q.objective_len = 11;
     q.slo_ttft_ms = 1000;
-    CU_ASSERT_EQUAL_FATAL(cr_core_route(f.core, &q, 1, &a, NULL, &err), CR_OK);
+    cr_route_answer a = route_q(&f, &q);
     CU_ASSERT_EQUAL(a.shard, spare);
     CU_ASSERT(a.queue_wait_ms + a.prefill_ms <= 1000);
     cr_core_free(f.core);
