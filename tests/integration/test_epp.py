@@ -588,7 +588,7 @@ class FullDuplexTest(EppTestCase):
                     await ch.close()
 
         t0 = time.monotonic()
-        asyncio.run(run())
+        aio_run(run())
         self.assertEqual(errors[:5], [])
         self.assertLess(time.monotonic() - t0, 120)
         m = self.settled()
@@ -600,6 +600,32 @@ class Raw(bytes):
 
     def SerializeToString(self):
         return bytes(self)
+
+
+_AIO_LOOP = None
+
+
+def aio_run(coro):
+    """Runs coro on one event loop kept for the whole suite, on which
+    grpc.aio's runtime is held open from the first call.
+
+    Debian 12's grpcio (1.51) can hang the process when its aio runtime
+    shuts down, which it does as the last aio channel is freed: its poller
+    thread writes a byte to a socketpair per completion while the loop reads
+    one per wake-up, so after a burst (1,000 streams) the pair is full; the
+    shutdown stops reading and then joins the poller, which is blocked on
+    that write for good (grpc/grpc#40989, fixed upstream in 2025). CI hung
+    here once for 280 s. Holding one reference (init_grpc_aio) means the
+    shutdown never runs while the suite does; the runtime's queue is tied
+    to the loop it was made on, hence the one loop."""
+    global _AIO_LOOP
+    if _AIO_LOOP is None:
+        _AIO_LOOP = asyncio.new_event_loop()
+
+        async def hold():
+            grpc.aio.init_grpc_aio()
+        _AIO_LOOP.run_until_complete(hold())
+    return _AIO_LOOP.run_until_complete(coro)
 
 
 class Barrier:
