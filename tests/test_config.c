@@ -476,8 +476,7 @@ static int alternatives(const cr_option *o, alt *out)
         {"epp-owner-header", "x-user", "", NULL, NULL},
         {"epp-base-model", "llama-3", "", NULL, NULL},
         {"objectives", "interactive:0:2000,batch:-1", "", NULL, NULL},
-        /* the sidecar's door holds nothing: 0 is the one value */
-        {"admit-max-queued", "0", "0", NULL, NULL},
+        /* at most --admit-max-queued, which is 0 here */
         {"admit-max-per-id", "0", "0", NULL, NULL},
         /* at most --admit-pressure (0.1) */
         {"admit-pressure-off", "0.02", "0.04", NULL, NULL},
