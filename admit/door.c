@@ -37,7 +37,7 @@ void cr_admit_config_default(cr_admit_config *cfg)
     *cfg = (cr_admit_config){.max_queued = 1024, .max_per_id = 256, .max_bytes = 64u << 20,
                              .max_wait_ms = 30000, .budget_ms = 0, .pressure = 0.1,
                              .pressure_off = 0, .pressure_tau_s = 120, .quantum = 1,
-                             .tracked_ids = 64, .meet_slo = 1};
+                             .tracked_ids = 64, .meet_slo = CR_ADMIT_MEET_PRESSED};
 }
 
 cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err)
@@ -62,8 +62,9 @@ cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err)
                        cfg->pressure_tau_s);
     if (!isfinite(cfg->quantum) || cfg->quantum <= 0)
         return cr_fail(err, CR_EINVAL, "quantum must be finite and > 0, got %g", cfg->quantum);
-    if (cfg->meet_slo != 0 && cfg->meet_slo != 1)
-        return cr_fail(err, CR_EINVAL, "meet_slo must be 0 or 1, got %d", cfg->meet_slo);
+    if (cfg->meet_slo < CR_ADMIT_MEET_OFF || cfg->meet_slo > CR_ADMIT_MEET_ALWAYS)
+        return cr_fail(err, CR_EINVAL, "meet_slo must be 0 (off), 1 (pressed) or 2 (always), got %d",
+                       cfg->meet_slo);
     if (cfg->tracked_ids < 1 || cfg->tracked_ids > TRACKED_MAX)
         return cr_fail(err, CR_EINVAL, "tracked_ids must be in 1..%d, got %u", TRACKED_MAX,
                        cfg->tracked_ids);
@@ -255,6 +256,15 @@ int cr_admit_behind(cr_admit *a, int32_t priority)
     int behind = drr_top(&a->q, &top) && top >= priority;
     pthread_mutex_unlock(&a->lock);
     return behind;
+}
+
+int cr_admit_acts(cr_admit *a, int32_t priority)
+{
+    pthread_mutex_lock(&a->lock);
+    int32_t top;
+    int acts = a->cfg.pressure <= 0 || pressed(a) || (drr_top(&a->q, &top) && top >= priority);
+    pthread_mutex_unlock(&a->lock);
+    return acts;
 }
 
 /* a locked: it has left the queue. */

@@ -145,7 +145,13 @@ static cr_admit_verdict door_one(cr_core *c, const cr_route_request *q, const cr
 void cr_core_door_meet(cr_core *c, cr_route_request *q)
 {
     cr_admit_ask ask;
-    q->meet_ms = cr_admit_config_of(c->door)->meet_slo && ask_of(c, q, &ask) ? ask.slo_ms : 0;
+    int meet = cr_admit_config_of(c->door)->meet_slo;
+    q->meet_ms = 0;
+    if (meet == CR_ADMIT_MEET_OFF || !ask_of(c, q, &ask))
+        return;
+    /* pressed: only while the door acts, so an idle door changes no route */
+    if (meet == CR_ADMIT_MEET_ALWAYS || cr_admit_acts(c->door, ask.priority))
+        q->meet_ms = ask.slo_ms;
 }
 
 int cr_core_door_before(cr_core *c, const cr_table *t, uint32_t shards,

@@ -118,8 +118,9 @@ uint32_t cr_core_shards(cr_core *c, const cr_installed *t);
 /* ---- door.c ---- */
 
 /* Sets q's meet_ms, the SLO the rule places it to meet: its own, else its
- * objective's, when the door meets SLOs (cr_admit_config.meet_slo); else
- * 0. q is the core's copy of a caller's request. */
+ * objective's, when the door's meet_slo says so now (always, or pressed
+ * while it acts for q's priority: cr_admit_acts); else 0. q is the core's
+ * copy of a caller's request. */
 void cr_core_door_meet(cr_core *c, cr_route_request *q);
 
 /* Before q is placed (cr_core_route, one request at a time) under table t

@@ -23,8 +23,8 @@
  * CR_ADMIT_PRESSURE_TAU_S override the door's sheddable budget (ms),
  * pressure bounds (shares) and its time constant (s); CR_ADMIT_SHED=1
  * makes the door shed what it would hold (the sidecar's default: no
- * queue); CR_ADMIT_MEET_SLO=0 places every request at the rule's pick
- * whatever its SLO (--admit-meet-slo off). */
+ * queue); CR_ADMIT_MEET_SLO is --admit-meet-slo's index: 0 off (every
+ * request at the rule's pick), 1 pressed (the default), 2 always. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     }
     cr_replay_admission adm;
     cr_replay_admission_default(&adm);
-    double shed = 0, meet = 1;
+    double shed = 0, meet = CR_ADMIT_MEET_PRESSED;
     const struct {
         const char *name;
         double *into;
@@ -152,7 +152,7 @@ int main(int argc, char **argv)
         if (getenv(knobs[k].name))
             *knobs[k].into = atof(getenv(knobs[k].name));
     adm.shed_at_once = shed != 0;
-    adm.door.meet_slo = meet != 0;
+    adm.door.meet_slo = (int)meet;
     c.shards = 8;
     c.truth.prefill = (cr_prefill_cost){20, 0.08, 2e-6};
     c.truth.noise = 0;

@@ -96,7 +96,7 @@ typedef struct cr_admit_server_config {
     double pressure;         /* --admit-pressure, a share; 0 = always acts, by the budget */
     double pressure_off;     /* --admit-pressure-off; 0 = half of pressure */
     double pressure_tau_s;   /* --admit-pressure-tau-s */
-    int meet_slo;            /* --admit-meet-slo: 0 off, 1 on */
+    int meet_slo;            /* --admit-meet-slo: CR_ADMIT_MEET_* (off, pressed, always) */
 } cr_admit_server_config;
 
 extern const cr_option_table cr_admit_server_options;

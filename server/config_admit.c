@@ -19,7 +19,8 @@ static cr_status valid_objectives(const char *value, cr_error *err)
     return cr_fail(err, CR_EINVAL, "--objectives: %s", why.msg);
 }
 
-static const char *const ON_OFF[] = {"off", "on", NULL}; /* the index is the flag */
+/* the index is cr_admit_config.meet_slo (CR_ADMIT_MEET_*) */
+static const char *const MEET[] = {"off", "pressed", "always", NULL};
 
 static const cr_option ADMIT_ROWS[] = {
     {.name = "objectives", .key = "objectives", .type = CR_OPT_STRING,
@@ -29,10 +30,12 @@ static const cr_option ADMIT_ROWS[] = {
              "sheddable; a request naming one, or giving a priority or TTFT SLO, meets the "
              "door; empty = no door"},
     {.name = "admit-meet-slo", .key = "meet_slo", .type = CR_OPT_CHOICE,
-     .offset = AT(meet_slo), .def_text = "on", .choices = ON_OFF,
-     .help = "on: under --route-by ttft a request with an SLO whose pick is predicted to "
+     .offset = AT(meet_slo), .def_text = "pressed", .choices = MEET,
+     .help = "under --route-by ttft, when a request with an SLO whose pick is predicted to "
              "miss it goes to the cheapest shard predicted to meet it, when one is (the cache "
-             "preferred among those); off: the rule's pick, whatever its SLO"},
+             "preferred among those): pressed = while the door acts (pressed, or "
+             "--admit-pressure 0), so an idle door changes no route; always = an idle door "
+             "too; off = never, the rule's pick whatever its SLO"},
     {.name = "admit-budget-ms", .key = "budget_ms", .type = CR_OPT_DOUBLE,
      .offset = AT(budget_ms), .def = 0, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
      .help = "with --admit-pressure 0, the longest predicted queue wait, ms, a sheddable "
@@ -46,7 +49,7 @@ static const cr_option ADMIT_ROWS[] = {
              "averaged over --admit-pressure-tau-s, "
              "above which the door acts: every sheddable request is then held or shed; "
              "below it every request is routed as without a door (but for "
-             "--admit-meet-slo's moves); 0 = the door always "
+             "--admit-meet-slo always's moves); 0 = the door always "
              "acts, by --admit-budget-ms"},
     {.name = "admit-pressure-off", .key = "pressure_off", .type = CR_OPT_DOUBLE,
      .offset = AT(pressure_off), .def = 0, .min = 0, .max = 1,

@@ -480,9 +480,11 @@ static void test_pressure(void)
     CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
     CU_ASSERT_STRING_EQUAL(err.msg, "pressure_tau_s must be in (0, 3600], got 0");
     cfg.pressure_tau_s = 5;
-    cfg.meet_slo = 2;
+    cfg.meet_slo = 3;
     CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
-    CU_ASSERT_STRING_EQUAL(err.msg, "meet_slo must be 0 or 1, got 2");
+    CU_ASSERT_STRING_EQUAL(err.msg, "meet_slo must be 0 (off), 1 (pressed) or 2 (always), got 3");
+    cfg.meet_slo = -1;
+    CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
 }
 
 static void test_attainment(void)

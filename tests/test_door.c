@@ -25,8 +25,10 @@ static double now_of(void *ctx) { return ((fixture *)ctx)->t; }
 
 /* ttft over shards with miss weight g (0: the default), prefill 1 ms a
  * token (1000 tokens: 1 s), engines' loads fresh for 1000 s; door 0:
- * none; 1: a door with budget 1500 ms and the wait bound wait_ms; 2: the
- * same, never moving a pick for an SLO (meet_slo 0). */
+ * none; 1: a door with budget 1500 ms and the wait bound wait_ms, acting
+ * always (no pressure bound); 2: the same, never moving a pick for an
+ * SLO (meet_slo off); 3: the same as 1 but idle until pressed (pressure
+ * bound 0.1, time constant 10 ms); 4: as 3, moving picks always. */
 static void open_core_n(fixture *f, uint32_t shards, int door, double wait_ms, double g)
 {
     memset(f, 0, sizeof *f);
@@ -51,8 +53,14 @@ static void open_core_n(fixture *f, uint32_t shards, int door, double wait_ms, d
     cr_admit_config_default(&ac);
     ac.budget_ms = 1500;
     ac.pressure = 0; /* the budget decides at once: the queue's mechanics, not the signal's */
+    if (door >= 3) {
+        ac.pressure = 0.1;
+        ac.pressure_tau_s = 0.01;
+    }
     ac.max_wait_ms = wait_ms;
-    ac.meet_slo = door != 2;
+    ac.meet_slo = door == 2   ? CR_ADMIT_MEET_OFF
+                  : door == 4 ? CR_ADMIT_MEET_ALWAYS
+                              : CR_ADMIT_MEET_PRESSED;
     CU_ASSERT_EQUAL_FATAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_OK);
     CU_ASSERT_EQUAL(cr_core_set_door(f->core, &ac, t, n, &err), CR_ESTATE);
 }
@@ -349,6 +357,42 @@ static void test_placed_to_meet_its_slo(void)
     cr_core_free(on.core);
 }
 
+/* An idle door moves no pick, so that below overload every route is the
+ * rule's; once pressed, the same pick is moved to meet its SLO; with
+ * meet_slo always, an idle door moves it too. */
+static void test_moved_only_while_pressed(void)
+{
+    fixture f;
+    open_core_g(&f, 3, 30000, 8);
+    cr_admit *door = cr_core_door(f.core);
+    uint32_t home;
+    cr_route_answer a = cached_then_loaded(&f, 1000, &home);
+    CU_ASSERT_EQUAL(a.shard, home); /* idle: the pick, though it misses */
+    CU_ASSERT(a.queue_wait_ms + a.prefill_ms > 1000);
+    CU_ASSERT_FALSE(cr_admit_acts(door, 0));
+    load_shard(&f, 1 - home, "l2"); /* no shard idles: a miss is overload */
+    f.t = 0.55;
+    a = interactive(&f, 1000);
+    CU_ASSERT_EQUAL(a.shard, home); /* still idle when it was placed */
+    CU_ASSERT(cr_admit_pressure(door) > 0.9);
+    CU_ASSERT_TRUE(cr_admit_acts(door, 0)); /* pressed by that miss */
+    cr_outcome o = {.request_id = "l2"};
+    cr_outcome_counts counts;
+    cr_error err;
+    CU_ASSERT_EQUAL(cr_core_report(f.core, &o, 1, &counts, &err), CR_OK); /* 1 - home idles */
+    f.t = 0.6;
+    a = interactive(&f, 1000);
+    CU_ASSERT_EQUAL(a.shard, 1 - home);
+    CU_ASSERT(a.queue_wait_ms + a.prefill_ms <= 1000);
+    cr_core_free(f.core);
+    open_core_g(&f, 4, 30000, 8);
+    a = cached_then_loaded(&f, 1000, &home);
+    CU_ASSERT_FALSE(cr_admit_acts(cr_core_door(f.core), 0));
+    CU_ASSERT_EQUAL(a.shard, 1 - home); /* always: moved by an idle door */
+    CU_ASSERT(a.queue_wait_ms + a.prefill_ms <= 1000);
+    cr_core_free(f.core);
+}
+
 /* shard's engine load: idle, adapter name listed, max adapter slots. */
 static void give_adapter(fixture *f, uint32_t shard, const char *name, uint32_t max)
 {
@@ -478,6 +522,7 @@ static const cr_test_case door_tests[] = {
     {"placed to meet its SLO", test_placed_to_meet_its_slo},
     {"a move weighs the adapter", test_move_weighs_the_adapter},
     {"pressure only without room", test_pressure_only_without_room},
+    {"moved only while pressed", test_moved_only_while_pressed},
     {"dispatched when its pick's wait falls", test_dispatched_by_its_pick},
     {"route and dispatch on two threads", test_route_and_dispatch_on_two_threads},
     {NULL, NULL},

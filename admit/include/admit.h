@@ -131,21 +131,27 @@ typedef struct cr_admit_config {
     double pressure_tau_s;   /* that share's time constant, > 0 */
     double quantum;          /* deficit round robin: work credited per turn, > 0 */
     uint32_t tracked_ids;    /* fairness ids counted apart; the rest are "other" */
-    int meet_slo;            /* 1: a request with an SLO goes where it is predicted
-                              * to meet it when the rule's pick would miss it and
-                              * another shard would not (the core's door); 0: the
-                              * rule's pick, whatever its SLO */
+    int meet_slo;            /* CR_ADMIT_MEET_*: when a request with an SLO goes
+                              * where it is predicted to meet it, the rule's pick
+                              * predicted to miss it and another shard not (the
+                              * core's door) */
 } cr_admit_config;
+
+/* cr_admit_config.meet_slo: never (the rule's pick, whatever its SLO);
+ * while the door acts (cr_admit_acts), so that an idle door changes no
+ * route; or always, an idle door too. */
+enum { CR_ADMIT_MEET_OFF, CR_ADMIT_MEET_PRESSED, CR_ADMIT_MEET_ALWAYS };
 
 /* The defaults: 1024 held, 256 per id, 64 MiB, 30 s wait, budget 0 (set
  * to half the tightest critical SLO of the table by the caller), pressure
  * on above 0.1 and off at 0.05, over 120 s, quantum 1
  * (the items' cost unit: a request each unless the caller weighs them),
- * 64 tracked ids, meet_slo on. */
+ * 64 tracked ids, meet_slo CR_ADMIT_MEET_PRESSED. */
 void cr_admit_config_default(cr_admit_config *cfg);
 
 /* CR_EINVAL naming the field (max_per_id <= max_queued, finite wait and
- * budget >= 0, quantum > 0, tracked_ids 1..4096, meet_slo 0 or 1). Pure. */
+ * budget >= 0, quantum > 0, tracked_ids 1..4096, meet_slo a
+ * CR_ADMIT_MEET_*). Pure. */
 cr_status cr_admit_config_check(const cr_admit_config *cfg, cr_error *err);
 
 /* One held request: what the caller needs to dispatch it later. */
@@ -216,6 +222,13 @@ double cr_admit_pressure(cr_admit *a);
  * whatever the candidates, so the caller need not ask the rule for any.
  * Thread-safe. */
 int cr_admit_behind(cr_admit *a, int32_t priority);
+
+/* 1 when cr_admit_offer would weigh the candidates of a request of
+ * priority now, rather than route the pick as if there were no door: no
+ * pressure bound, the door pressed, or one of its priority or above
+ * held. What the core asks before it moves a pick to meet an SLO, so
+ * that an idle door changes no route. Thread-safe. */
+int cr_admit_acts(cr_admit *a, int32_t priority);
 
 /* The next held request to dispatch: the highest priority held, and
  * within it the fairness id whose turn it is by deficit round robin

@@ -241,12 +241,14 @@ int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_
  * (request.h): the door weighs the rule's pick's predicted TTFT (queue
  * wait + prefill) against the objective (cr_admit_offer); a sheddable
  * request is predicted first (cr_router_predict) and placed only when
- * routed, a critical one placed as always. With the door's meet_slo, a
- * request with an SLO its pick would miss is placed where the rule
- * predicts it meets it, when a shard does (request.h's meet_ms).
- * Routed: the answer is the rule's (so with no overload and meet_slo
- * off every route is what it was without a door). Queued or shed: nothing was placed (no blocks, session
- * or work kept), the answer's door says so, admitted is 0; a queued
+ * routed, a critical one placed as always. With the door's meet_slo
+ * (by default while the door acts, cr_admit_acts: pressed, or no
+ * pressure bound), a request with an SLO its pick would miss is placed
+ * where the rule predicts it meets it, when a shard does (request.h's
+ * meet_ms). Routed: the answer is the rule's (so while the door is idle,
+ * meet_slo not always, every route is what it was without a door). Queued or shed: nothing was
+ * placed (no blocks, session or work kept), the answer's door says so,
+ * admitted is 0; a queued
  * request is copied and held until cr_core_admit_dispatch sends or drops
  * it.
  * Requests without an objective never meet the door: their routes are

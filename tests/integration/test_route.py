@@ -193,17 +193,19 @@ class RouteDoorTest(h.SidecarTestCase):
 class RouteMeetTest(h.SidecarTestCase):
     """--admit-meet-slo: a request with an SLO whose pick (its prefix's
     shard, behind a queue the cache is worth at --miss-weight 32) would
-    miss it goes to the idle shard, cold but within it; off, to the pick.
-    The prefill model is fixed at 1 ms a token (no calibration): a prefix
+    miss it goes to the idle shard, cold but within it, when the door
+    acts (pressed: here --admit-pressure 0) or always; off, or pressed by
+    a door that is idle (the default pressure bound, no sample above it),
+    to the pick. The prefill model is fixed at 1 ms a token (no calibration): a prefix
     of 40 blocks of 16 tokens is 640 ms cold, so the numbers are the
     rule's own and wall time between the calls (milliseconds) is far
     inside the margins."""
 
-    def with_meet(self, meet):
+    def with_meet(self, meet, *flags):
         return self.start_sidecar("--n-shards", "2", "--block-tokens", str(BT),
                                   "--prefill-coeffs", "0,1,0", "--calibrate", "off",
                                   "--objectives", "interactive:0:2000",
-                                  "--admit-meet-slo", meet).stub()
+                                  "--admit-meet-slo", meet, *flags).stub()
 
     def route(self, stub, **kw):
         item = P.cr.RouteItem(block_hashes=list(range(100, 140)), **kw)
@@ -220,14 +222,20 @@ class RouteMeetTest(h.SidecarTestCase):
                                        request_id="asked")
 
     def test_placed_to_meet_its_slo(self):
-        home, off = self.cached_then_loaded(self.with_meet("off"))
-        self.assertEqual(off.shard, home)
-        self.assertGreater(off.queue_wait_ms + off.prefill_ms, 3000)  # misses the 2 s SLO
-        home, on = self.cached_then_loaded(self.with_meet("on"))
-        self.assertEqual(on.shard, 1 - home)
-        self.assertEqual(on.cached_tokens, 0)
-        self.assertLess(on.queue_wait_ms + on.prefill_ms, 2000)
-        self.assertEqual(on.door, "")  # routed
+        for meet, flags, moved in (("off", ("--admit-pressure", "0"), False),
+                                   ("pressed", (), False),
+                                   ("pressed", ("--admit-pressure", "0"), True),
+                                   ("always", (), True)):
+            with self.subTest(meet=meet, flags=flags):
+                home, a = self.cached_then_loaded(self.with_meet(meet, *flags))
+                self.assertEqual(a.door, "")  # routed
+                if not moved:
+                    self.assertEqual(a.shard, home)
+                    self.assertGreater(a.queue_wait_ms + a.prefill_ms, 3000)  # misses 2 s
+                    continue
+                self.assertEqual(a.shard, 1 - home)
+                self.assertEqual(a.cached_tokens, 0)
+                self.assertLess(a.queue_wait_ms + a.prefill_ms, 2000)
 
 
 if __name__ == "__main__":
