@@ -246,11 +246,10 @@ int cr_core_receipt_route(cr_core *c, const cr_route_request *q, const cr_route_
  * pressure bound), a request with an SLO its pick would miss is placed
  * where the rule predicts it meets it, when a shard does (request.h's
  * meet_ms). Routed: the answer is the rule's (so while the door is idle,
- * meet_slo not always, every route is what it was without a door). Queued or shed: nothing was
- * placed (no blocks, session or work kept), the answer's door says so,
- * admitted is 0; a queued
- * request is copied and held until cr_core_admit_dispatch sends or drops
- * it.
+ * meet_slo not always, every route is what it was without a door).
+ * Queued or shed: nothing was placed (no blocks, session or work kept),
+ * the answer's door says so, admitted is 0; a queued request is copied
+ * and held until cr_core_admit_dispatch sends or drops it.
  * Requests without an objective never meet the door: their routes are
  * byte for byte those of a core without one. */
 
