@@ -4,8 +4,10 @@ exported by a running cacheroute-sidecar, with the labels the query uses.
 
 The sidecar runs with a real redis-server as its state backend (the
 cacheroute_replica_* and cacheroute_state_backend_up families), an endpoints
-file (the cacheroute_endpoint* families), --objectives (the door's
-cacheroute_door_* families) and --kv-events
+file (the cacheroute_endpoint* families, and the engine scrapes'
+cacheroute_engine_scrape* ones), --objectives (the door's
+cacheroute_door_* families), --epp-listen (the endpoint picker's
+cacheroute_epp_* families) and --kv-events
 on a ZeroMQ PUB socket bound here with python3-zmq (the cacheroute_kv_*
 families, which exist only for shards with an engine); a few Route,
 ReportOutcome, Plan and SelectInjection calls make the families that appear
@@ -287,6 +289,7 @@ class DashboardAgainstSidecarTest(h.SidecarTestCase):
             "--state-backend", self.redis.url, "--replica-id", "dash-0",
             "--cluster", "dashboard", "--sync-interval", "0.1", "--lease-ttl", "1",
             "--objectives", "interactive:0:2000,batch:-1:30000",
+            "--epp-listen", "127.0.0.1:0",
             metrics=False)
         self.port = self.sc.config["metrics_port"]
         self.stub = self.sc.stub()
