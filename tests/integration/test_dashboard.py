@@ -9,7 +9,11 @@ cacheroute_engine_scrape* ones), --objectives (the door's
 cacheroute_door_* families), --epp-listen (the endpoint picker's
 cacheroute_epp_* families) and --kv-events
 on a ZeroMQ PUB socket bound here with python3-zmq (the cacheroute_kv_*
-families, which exist only for shards with an engine); a few Route,
+families, which exist only for shards with an engine). Two more sidecars
+export the discovery families, which exist only with their source (each
+excludes an endpoints file): one with --endpoints-dns against Debian's
+dnsmasq (test_discover's), one with --endpoints-k8s-pool against the fake
+API server (tests/k8s). A few Route,
 ReportOutcome, Plan and SelectInjection calls make the families that appear
 with traffic show up. Then each panel's PromQL is parsed and each metric name
 it reads, each label it matches or groups by, and each literal value an `=`
@@ -26,15 +30,19 @@ import unittest
 import urllib.request
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
 
 import grpc  # noqa: E402
 import zmq  # noqa: E402
 
 import harness as h  # noqa: E402
+from fake_apiserver import FakeApiServer  # noqa: E402
 from harness import P  # noqa: E402
+from test_discover import NAME, Dnsmasq  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(HERE))
 DASHBOARD = os.path.join(REPO, "helm", "cacheroute", "dashboards", "cacheroute.json")
 SHARDS = 4
 KV_SHARD = 1
@@ -127,6 +135,24 @@ def scrape(port):
                 raise AssertionError("unparsable /metrics line: %r" % line)
             labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
             samples.setdefault(m.group(1), []).append(labels)
+    return types, samples
+
+
+def sample_value(port, name):
+    """The value of name's first sample on port's /metrics, or None."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(name), r.read().decode(), re.M)
+    return float(m.group(1)) if m else None
+
+
+def merge(pages):
+    """One (types, samples) of several /metrics pages: what the sidecars
+    export between them."""
+    types, samples = {}, {}
+    for t, s in pages:
+        types.update(t)
+        for name, labels in s.items():
+            samples.setdefault(name, []).extend(labels)
     return types, samples
 
 
@@ -322,14 +348,36 @@ class DashboardAgainstSidecarTest(h.SidecarTestCase):
         h.poll(lambda: self.value("cacheroute_replica_leader") == 1, 15,
                what="the replica to take the lease")
 
+    def discovery_ports(self):
+        """The metrics ports of a DNS-discovery sidecar and a Kubernetes-
+        discovery one, each once its source has answered."""
+        d = self.make_dir()
+        dns = Dnsmasq(d, ["127.0.0.21", "127.0.0.22"])
+        self.addCleanup(dns.stop)
+        token = os.path.join(d, "token")
+        with open(token, "w") as f:
+            f.write("token-1\n")
+        api = FakeApiServer(d, "token-1").start()
+        self.addCleanup(api.stop)
+        api.add_pod("vllm-0", "10.1.0.1")
+        ports = []
+        for flags, family in (
+                (("--endpoints-dns", NAME + ":8000", "--dns-server",
+                  "127.0.0.1:%d" % dns.port), "cacheroute_dns_endpoints"),
+                (("--endpoints-k8s-pool", "llm/vllm-pool", "--k8s-api", api.url,
+                  "--k8s-token-file", token, "--k8s-ca-file", api.cert), "cacheroute_k8s_pods")):
+            sc = self.start_sidecar("--metrics-listen", "127.0.0.1:0", *flags, metrics=False)
+            port = sc.config["metrics_port"]
+            h.poll(lambda: (sample_value(port, family) or 0) > 0, 15, what=family + " set")
+            ports.append(port)
+        return ports
+
     def value(self, name):
-        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.port, timeout=10) as r:
-            m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(name), r.read().decode(), re.M)
-        return float(m.group(1)) if m else None
+        return sample_value(self.port, name)
 
     def test_every_queried_metric_is_exported(self):
         self.drive()
-        types, samples = scrape(self.port)
+        types, samples = merge([scrape(p) for p in [self.port] + self.discovery_ports()])
         qs = queries(self.dash)
         self.assertGreater(len(qs), 20)
         problems = []
