@@ -247,7 +247,7 @@ size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max)
     dispatch_view v = {c, t ? t->table : NULL, n, now, cr_admit_config_of(c->door)->budget_ms};
     cr_admit_item it;
     cr_core_route_model_update(c); /* before the predictions: what places them predicted them */
-    while (n && k < max && cr_admit_next(c->door, ready, &v, &it)) {
+    while (n && k < max && cr_admit_next(c->door, now, ready, &v, &it)) {
         held_request *h = (held_request *)(uintptr_t)it.handle;
         cr_core_dispatched *d = &out[k++];
         dispatched_of(h, &it, now, d);

@@ -198,7 +198,7 @@ static void test_queue_bounds(void)
     CU_ASSERT_EQUAL(st.held, 0);
     CU_ASSERT_EQUAL(st.held_bytes, 0);
     CU_ASSERT_EQUAL(st.objective[1].dropped, 3);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, out), 0);
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, yes, NULL, out), 0);
     cr_admit_free(a);
 
     /* no queue: what would be held is shed */
@@ -227,10 +227,10 @@ static void test_no_jumping_and_ready(void)
     q.priority = -1; /* above the held: it may go */
     CU_ASSERT_EQUAL(cr_admit_offer(a, &q, &idle, 1, 0, &it, &pick), CR_ADMIT_ROUTE);
     cr_admit_item out;
-    CU_ASSERT_EQUAL(cr_admit_next(a, no, NULL, &out), 0);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, no, NULL, &out), 0);
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 1);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 2);
     CU_ASSERT_EQUAL(out.id, 1);
     cr_admit_free(a);
@@ -262,11 +262,11 @@ static void test_cannot_wait_and_cancel(void)
     CU_ASSERT_EQUAL(st.held, 2);
     CU_ASSERT_EQUAL(st.objective[1].dropped, 1);
     CU_ASSERT_EQUAL(st.objective[1].shed, 2);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1); /* A's first, then B's */
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, yes, NULL, &out), 1); /* A's first, then B's */
     CU_ASSERT_EQUAL(out.handle, 1);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 3);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0);
+    CU_ASSERT_EQUAL(cr_admit_next(a, 0, yes, NULL, &out), 0);
     cr_admit_free(a);
 }
 
@@ -280,7 +280,7 @@ static void test_strict_priority(void)
     uint64_t want[] = {2, 4, 3, 1};
     cr_admit_item out;
     for (size_t i = 0; i < 4; i++) {
-        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, yes, NULL, &out), 1);
+        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, 0, yes, NULL, &out), 1);
         CU_ASSERT_EQUAL(out.handle, want[i]);
     }
     cr_admit_free(a);
@@ -307,12 +307,12 @@ static void fair_share(double cost_a, double cost_b, double quantum)
     double work[2] = {0, 0};
     cr_admit_item out;
     for (int i = 0; i < 80; i++) { /* B still has some held throughout */
-        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, yes, NULL, &out), 1);
+        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, 0, yes, NULL, &out), 1);
         work[out.handle & 1] += out.cost;
     }
     double most = cost_a > cost_b ? cost_a : cost_b;
     CU_ASSERT(work[0] - work[1] <= most + quantum && work[1] - work[0] <= most + quantum);
-    while (cr_admit_next(a, yes, NULL, &out)) /* then A has the rest */
+    while (cr_admit_next(a, 0, yes, NULL, &out)) /* then A has the rest */
         work[out.handle & 1] += out.cost;
     CU_ASSERT_DOUBLE_EQUAL(work[0], 300 * cost_a, 1e-6);
     CU_ASSERT_DOUBLE_EQUAL(work[1], 100 * cost_b, 1e-6);
@@ -338,7 +338,7 @@ static void test_fairness_interleaved(void)
         for (int k = 0; k < 3; k++)
             offer(a, "A", -1, h++ * 2, 1, 1, 0);
         offer(a, "B", -1, h++ * 2 + 1, 1, 1, 0);
-        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, yes, NULL, &out), 1);
+        CU_ASSERT_EQUAL_FATAL(cr_admit_next(a, 0, yes, NULL, &out), 1);
         got[out.handle & 1]++;
     }
     CU_ASSERT(got[0] <= got[1] + 1 && got[1] <= got[0] + 1);
@@ -377,7 +377,8 @@ static cr_admit_verdict offer_on(cr_admit *a, uint64_t handle, const cr_admit_ca
  * (one whose prefill alone misses is no sample); until it is above the
  * bound the door is idle (a sheddable request is routed whatever its
  * queue); above it a sheddable request is held however idle its
- * candidate, and nothing is dispatched, until it falls to pressure_off;
+ * candidate, and nothing is dispatched before its last budget
+ * (test_last_chance_while_pressed), until it falls to pressure_off;
  * critical ones that meet their SLO bring it down with time. */
 static void test_pressure(void)
 {
@@ -418,7 +419,7 @@ static void test_pressure(void)
     CU_ASSERT(cr_admit_pressure(a) > 0.8);
     CU_ASSERT_EQUAL(offer_idle(a, 2, 20), CR_ADMIT_HOLD); /* idle, yet held */
     cr_admit_item out;
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0); /* nothing goes while pressed */
+    CU_ASSERT_EQUAL(cr_admit_next(a, 20, yes, NULL, &out), 0); /* pressed: 30 s to its deadline */
     CU_ASSERT_EQUAL(cr_admit_offer(a, &crit, &queued, 1, 20, &it, &pick), CR_ADMIT_ROUTE);
     /* down through the bound (0.15) it stays pressed; at half of it, off */
     double t_s = 20;
@@ -426,7 +427,7 @@ static void test_pressure(void)
         cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
     cr_admit_stats_read(a, t_s, &st, NULL, 0, NULL);
     CU_ASSERT_EQUAL(st.pressed, 1);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 0);
+    CU_ASSERT_EQUAL(cr_admit_next(a, t_s, yes, NULL, &out), 0);
     while (cr_admit_pressure(a) > 0.075 && t_s < 100)
         cr_admit_offer(a, &crit, &idle, 1, ++t_s, &it, &pick);
     CU_ASSERT(t_s > 30 && t_s < 40); /* e^-dt/5 a second: 1 -> 0.075 in ~13 s */
@@ -435,9 +436,9 @@ static void test_pressure(void)
     CU_ASSERT_DOUBLE_EQUAL(st.pressure, cr_admit_pressure(a), 1e-12);
     /* a new one waits behind the held one, which goes first */
     CU_ASSERT_EQUAL(offer_idle(a, 3, t_s), CR_ADMIT_HOLD);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, t_s, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 2);
-    CU_ASSERT_EQUAL(cr_admit_next(a, yes, NULL, &out), 1);
+    CU_ASSERT_EQUAL(cr_admit_next(a, t_s, yes, NULL, &out), 1);
     CU_ASSERT_EQUAL(out.handle, 3);
     CU_ASSERT_EQUAL(offer_on(a, 4, &long_queue, t_s), CR_ADMIT_ROUTE); /* idle again */
     cr_admit_free(a);
@@ -487,6 +488,40 @@ static void test_pressure(void)
     CU_ASSERT_PTR_NULL(cr_admit_new(&cfg, t, 2, &err));
 }
 
+/* Pressed, held work waits; but within one budget of its deadline the
+ * head goes, where ready says the wait allows: served late rather than
+ * dropped. */
+static void test_last_chance_while_pressed(void)
+{
+    cr_admit_config cfg;
+    cr_admit_config_default(&cfg);
+    cfg.budget_ms = 1000;
+    cfg.pressure_tau_s = 5;
+    cfg.max_wait_ms = 10000;
+    cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
+    cr_error err;
+    cr_admit *a = cr_admit_new(&cfg, t, 2, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    const cr_admit_candidate queued = {0, 1500, 2500}; /* the queue makes it miss */
+    cr_admit_ask crit = {.has_objective = 1, .objective = 0, .priority = 0, .slo_ms = 2000};
+    cr_admit_item it = {.cost = 1};
+    uint32_t pick;
+    for (int i = 0; i <= 10; i++)
+        cr_admit_offer(a, &crit, &queued, 1, i, &it, &pick);
+    CU_ASSERT_TRUE_FATAL(cr_admit_acts(a, -1)); /* pressed, nothing held yet */
+    CU_ASSERT_EQUAL(offer_idle(a, 7, 10), CR_ADMIT_HOLD); /* its deadline: 20 */
+    cr_admit_item out;
+    CU_ASSERT_EQUAL(cr_admit_next(a, 18.5, yes, NULL, &out), 0); /* 1.5 s left: it waits */
+    CU_ASSERT_EQUAL(cr_admit_next(a, 19.5, no, NULL, &out), 0);  /* its wait is too long */
+    CU_ASSERT_EQUAL(cr_admit_next(a, 19.5, yes, NULL, &out), 1); /* its last budget */
+    CU_ASSERT_EQUAL(out.handle, 7);
+    cr_admit_stats st;
+    cr_admit_stats_read(a, 19.5, &st, NULL, 0, NULL);
+    CU_ASSERT_EQUAL(st.pressed, 1);
+    CU_ASSERT_EQUAL(st.held, 0);
+    cr_admit_free(a);
+}
+
 static void test_attainment(void)
 {
     cr_admit *a = door(4, 4, 100, 100);
@@ -526,7 +561,7 @@ static void *worker(void *arg)
         double now = i * 1e-4;
         offer(s->a, tenants[i % 3], -1 - (i % 2), (uint64_t)i, 1 + i % 3, 10, now);
         cr_admit_item out[4];
-        if (i % 2 && cr_admit_next(s->a, yes, NULL, out))
+        if (i % 2 && cr_admit_next(s->a, 0, yes, NULL, out))
             atomic_fetch_add(&s->out, 1);
         atomic_fetch_add(&s->out, cr_admit_expire(s->a, now, out, 4));
         cr_admit_stats st;
@@ -546,7 +581,7 @@ static void test_threads(void)
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
     cr_admit_item out;
-    while (cr_admit_next(s.a, yes, NULL, &out))
+    while (cr_admit_next(s.a, 0, yes, NULL, &out))
         s.out++;
     cr_admit_stats st;
     cr_admit_stats_read(s.a, 1e9, &st, NULL, 0, NULL);
@@ -570,6 +605,7 @@ static const cr_test_case admit_tests[] = {
     {"deficit round robin shares equally", test_fairness},
     {"deficit round robin, arrivals interleaved", test_fairness_interleaved},
     {"pressure", test_pressure},
+    {"last chance while pressed", test_last_chance_while_pressed},
     {"attainment", test_attainment},
     {"threads account for every request", test_threads},
     {NULL, NULL},

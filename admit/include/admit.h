@@ -212,9 +212,10 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
  * pressure_tau_s) for a sample dt after the one before, from 0 at the
  * first sample (which weighs nothing): a fresh door has seen no overload.
  * The door is pressed from when it rises above the config's pressure
- * until it falls to pressure_off; pressed, no sheddable request is routed
- * or dispatched: the critical traffic already misses for the queues, and
- * sheddable work would lengthen them. Thread-safe. */
+ * until it falls to pressure_off; pressed, no sheddable request is routed,
+ * nor dispatched before its last budget (cr_admit_next): the critical
+ * traffic already misses for the queues, and sheddable work would
+ * lengthen them. Thread-safe. */
 double cr_admit_pressure(cr_admit *a);
 
 /* 1 when a request of priority would be held behind one already held
@@ -230,17 +231,19 @@ int cr_admit_behind(cr_admit *a, int32_t priority);
  * that an idle door changes no route. Thread-safe. */
 int cr_admit_acts(cr_admit *a, int32_t priority);
 
-/* The next held request to dispatch: the highest priority held, and
- * within it the fairness id whose turn it is by deficit round robin
+/* The next held request to dispatch at now: the highest priority held,
+ * and within it the fairness id whose turn it is by deficit round robin
  * (each id is credited quantum per turn and sends its head while its
  * credit covers the head's cost, so ids share dispatches' work equally
- * whatever their arrival rates). When ready(ctx, item) says yes (1) it
- * is taken out into *out and 1 returned (counted admitted); no (0):
- * nothing changes, 0 returned (the caller tries again when a predicted
- * wait falls). 0 when nothing is held. ready runs under the door's
- * lock: it must not call the door. Thread-safe. */
-int cr_admit_next(cr_admit *a, int (*ready)(void *ctx, const cr_admit_item *it), void *ctx,
-                  cr_admit_item *out);
+ * whatever their arrival rates). While the door is pressed that head is
+ * asked only once its deadline is within the budget of now (its last
+ * chance). When ready(ctx, item) says yes (1) it is taken out into *out
+ * and 1 returned (counted admitted); no (0): nothing changes, 0 returned
+ * (the caller tries again when a predicted wait falls). 0 when nothing
+ * is held. ready runs under the door's lock: it must not call the door.
+ * Thread-safe. */
+int cr_admit_next(cr_admit *a, double now, int (*ready)(void *ctx, const cr_admit_item *it),
+                  void *ctx, cr_admit_item *out);
 
 /* Takes out up to max held requests whose deadline is before now into
  * out[] (any order), counted dropped; how many. Call until it answers
