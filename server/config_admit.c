@@ -38,10 +38,12 @@ static const cr_option ADMIT_ROWS[] = {
              "too; off = never, the rule's pick whatever its SLO"},
     {.name = "admit-budget-ms", .key = "budget_ms", .type = CR_OPT_DOUBLE,
      .offset = AT(budget_ms), .def = 0, .min = 0, .max = CR_ADMIT_MAX_SLO_MS,
-     .help = "with --admit-pressure 0, the longest predicted queue wait, ms, a sheddable "
-             "request is routed into (its predicted TTFT within its own SLO too): what "
-             "keeps room for critical traffic; 0 = half the tightest critical SLO of "
-             "--objectives (none: only its own SLO)"},
+     .help = "the longest predicted queue wait, ms, held work is dispatched to and, with "
+             "--admit-pressure 0, a sheddable request is routed into (its predicted TTFT "
+             "within its own SLO too): what keeps room for critical traffic; while the door "
+             "is pressed, also the last stretch before its deadline in which a held request "
+             "may still go; 0 = half the tightest critical SLO of --objectives (none: only "
+             "its own SLO)"},
     {.name = "admit-pressure", .key = "pressure", .type = CR_OPT_DOUBLE,
      .offset = AT(pressure), .def = 0.1, .min = 0, .max = 1,
      .help = "the share of critical requests predicted to miss their SLO for the queues "
