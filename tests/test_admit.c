@@ -107,6 +107,17 @@ static void test_decide(void)
     CU_ASSERT_STRING_EQUAL(cr_admit_verdict_name(CR_ADMIT_HOLD), "queued");
 }
 
+/* A door with cfg over "interactive" (critical, 2 s) and "batch"
+ * (sheddable, no SLO of its own). */
+static cr_admit *door_of(const cr_admit_config *cfg)
+{
+    cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
+    cr_error err;
+    cr_admit *a = cr_admit_new(cfg, t, 2, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    return a;
+}
+
 /* A door with a budget of 1000 ms: a candidate whose queue is 5000 ms
  * holds every sheddable request. No pressure bound (test_pressure's). */
 static cr_admit *door(uint32_t max, uint32_t per_id, uint64_t bytes, double wait_ms)
@@ -120,11 +131,7 @@ static cr_admit *door(uint32_t max, uint32_t per_id, uint64_t bytes, double wait
     cfg.budget_ms = 1000;
     cfg.pressure = 0;
     cfg.tracked_ids = 2;
-    cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
-    cr_error err;
-    cr_admit *a = cr_admit_new(&cfg, t, 2, &err);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-    return a;
+    return door_of(&cfg);
 }
 
 static const cr_admit_candidate busy = {0, 5000, 6000}, idle = {1, 0, 10};
@@ -498,10 +505,7 @@ static void test_last_chance_while_pressed(void)
     cfg.budget_ms = 1000;
     cfg.pressure_tau_s = 5;
     cfg.max_wait_ms = 10000;
-    cr_admit_objective t[2] = {{"interactive", 0, 2000}, {"batch", -1, 0}};
-    cr_error err;
-    cr_admit *a = cr_admit_new(&cfg, t, 2, &err);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    cr_admit *a = door_of(&cfg);
     const cr_admit_candidate queued = {0, 1500, 2500}; /* the queue makes it miss */
     cr_admit_ask crit = {.has_objective = 1, .objective = 0, .priority = 0, .slo_ms = 2000};
     cr_admit_item it = {.cost = 1};
