@@ -195,6 +195,21 @@ static int pressed(const cr_admit *a)
     return a->cfg.pressure > 0 && a->pressed;
 }
 
+/* a locked: 1 when a request of priority would wait behind a held one
+ * (one of its priority or above is held). */
+static int behind(const cr_admit *a, int32_t priority)
+{
+    int32_t top;
+    return drr_top(&a->q, &top) && top >= priority;
+}
+
+/* a locked: 1 when the door weighs a request of priority's candidates
+ * rather than route the pick (cr_admit_acts). */
+static int acts(const cr_admit *a, int32_t priority)
+{
+    return a->cfg.pressure <= 0 || pressed(a) || behind(a, priority);
+}
+
 double cr_admit_pressure(cr_admit *a)
 {
     pthread_mutex_lock(&a->lock);
@@ -211,16 +226,13 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
         return CR_ADMIT_ROUTE; /* never looked at, counted nowhere */
     pthread_mutex_lock(&a->lock);
     uint32_t id = id_slot_of(a, q);
-    int32_t top;
     if (q->priority >= 0 && q->slo_ms > 0 && n)
         sample_pressure(a, q, &c[0], now);
-    int press = pressed(a);
-    int behind = q->priority < 0 && drr_top(&a->q, &top) && top >= q->priority;
     /* idle until pressed: below overload the routes are the rule's own */
     cr_admit_verdict v = CR_ADMIT_ROUTE;
-    if (a->cfg.pressure <= 0 || press || behind)
+    if (acts(a, q->priority))
         v = cr_admit_decide(q, c, n, a->cfg.budget_ms, 0, q->can_wait, pick);
-    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (press || behind))
+    if (v == CR_ADMIT_ROUTE && q->priority < 0 && (pressed(a) || behind(a, q->priority)))
         v = q->can_wait ? CR_ADMIT_HOLD : CR_ADMIT_SHED; /* never past a held one */
     if (v == CR_ADMIT_HOLD) {
         double wait = a->cfg.max_wait_ms;
@@ -252,19 +264,17 @@ cr_admit_verdict cr_admit_offer(cr_admit *a, const cr_admit_ask *q, const cr_adm
 int cr_admit_behind(cr_admit *a, int32_t priority)
 {
     pthread_mutex_lock(&a->lock);
-    int32_t top;
-    int behind = drr_top(&a->q, &top) && top >= priority;
+    int b = behind(a, priority);
     pthread_mutex_unlock(&a->lock);
-    return behind;
+    return b;
 }
 
 int cr_admit_acts(cr_admit *a, int32_t priority)
 {
     pthread_mutex_lock(&a->lock);
-    int32_t top;
-    int acts = a->cfg.pressure <= 0 || pressed(a) || (drr_top(&a->q, &top) && top >= priority);
+    int yes = acts(a, priority);
     pthread_mutex_unlock(&a->lock);
-    return acts;
+    return yes;
 }
 
 /* a locked: it has left the queue. */

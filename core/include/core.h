@@ -282,8 +282,9 @@ typedef struct cr_core_dispatched {
  * deficit round robin over fairness ids) while the head's bound is met
  * where the rule would place it now (cr_router_predict: its wait within
  * the budget, wait plus prefill within its SLO less what it waited; a
- * predicted wait fell: outcomes, the clock), and places it there. Up to max of both into
- * out[]; how many. Call after outcomes and as the clock moves (the
+ * predicted wait fell: outcomes, the clock), and places it there; while
+ * the door is pressed, only in the head's last budget before its deadline
+ * (cr_admit_next). Up to max of both into out[]; how many. Call after outcomes and as the clock moves (the
  * replay: every tick); calling it again returns the rest. Thread-safe. */
 size_t cr_core_admit_dispatch(cr_core *c, cr_core_dispatched *out, size_t max);
 
